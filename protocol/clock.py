@@ -1,0 +1,209 @@
+"""Time as an injected dependency (STYLE.md §3).
+
+Async services that sleep or wait for deadlines take a `Clock`. Production passes `AnyioClock`;
+tests pass `FakeClock`, which only moves when the test says so and behaves the same on asyncio and
+trio. This is the only module allowed to read the real clock (`time`, `anyio.current_time`) or to
+call `anyio.sleep_until` (ruff TID251 bans them elsewhere).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+import anyio.lowlevel
+
+__all__ = ["AnyioClock", "Clock", "FakeClock", "FakeClockStatistics"]
+
+# A test helper that loops this often without the sleepers draining is almost surely driving a
+# periodic task (a heartbeat, the balancer tick); those never go idle, so use advance() instead.
+DEFAULT_MAX_IDLE_STEPS = 10_000
+
+# Compact the heap once cancelled sleepers' leftover entries outnumber live ones this much, so a
+# long test that keeps cancelling sleeps (timeouts that did not fire) cannot grow it without bound.
+_STALE_SLACK = 64
+
+
+class Clock(Protocol):
+    """The time source every async service takes in its constructor."""
+
+    def now(self) -> float:
+        """Return monotonic seconds; only differences are meaningful."""
+        ...
+
+    def wall_ns(self) -> int:
+        """Return wall-clock nanoseconds since the Unix epoch, for trace timestamps only."""
+        ...
+
+    async def sleep_until(self, deadline: float) -> None:
+        """Sleep until `now() >= deadline`; a deadline in the past only checkpoints."""
+        ...
+
+    async def sleep(self, delay: float) -> None:
+        """Sleep for `delay` seconds (`sleep_until(now() + delay)`)."""
+        ...
+
+
+class AnyioClock:
+    """The production clock: the running event loop's clock and the OS wall clock.
+
+    `now()` reads the event loop's clock, so it must be called from inside a running loop.
+    """
+
+    def now(self) -> float:
+        return anyio.current_time()
+
+    def wall_ns(self) -> int:
+        return time.time_ns()
+
+    async def sleep_until(self, deadline: float) -> None:
+        # anyio clamps a past deadline to a zero sleep, which is still a checkpoint.
+        await anyio.sleep_until(deadline)
+
+    async def sleep(self, delay: float) -> None:
+        await self.sleep_until(self.now() + delay)
+
+
+@dataclass(frozen=True, slots=True)
+class FakeClockStatistics:
+    """A snapshot of a `FakeClock`.
+
+    Attributes:
+        now: The clock's current time.
+        sleepers: Tasks currently blocked in `sleep_until`.
+        next_deadline: The earliest deadline among them, or None if there are none.
+    """
+
+    now: float
+    sleepers: int
+    next_deadline: float | None
+
+
+class FakeClock:
+    """A clock that moves only when a test calls `advance` or `run_until_idle`.
+
+    Each sleeper is a heap entry `(deadline, seq, event)`; `seq` breaks ties so sleepers with equal
+    deadlines wake in the order they went to sleep, and so events are never compared. A cancelled
+    sleeper leaves its entry behind (removing from the middle of a heap is O(n)); it is skipped when
+    it reaches the top. Only one task may move the clock at a time.
+
+    Args:
+        start: The initial value of `now()`.
+        epoch: Wall-clock seconds since the Unix epoch that correspond to `now() == 0`.
+    """
+
+    def __init__(self, start: float = 0.0, *, epoch: float = 1_700_000_000.0) -> None:
+        self._now = start
+        # Kept in integer nanoseconds: 1.7e18 ns is beyond a float's 2**53 exact range.
+        self._epoch_ns = round(epoch * 1_000_000_000)
+        self._heap: list[tuple[float, int, anyio.Event]] = []
+        self._waiting: set[int] = set()  # seqs of sleepers that have been neither woken nor cancelled
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    def wall_ns(self) -> int:
+        return self._epoch_ns + round(self._now * 1_000_000_000)
+
+    async def sleep_until(self, deadline: float) -> None:
+        """Block until the clock is moved to `deadline` or beyond.
+
+        Raises:
+            ValueError: `deadline` is NaN, which would corrupt the heap order.
+        """
+        if math.isnan(deadline):
+            raise ValueError("deadline is NaN")
+        if deadline <= self._now:
+            await anyio.lowlevel.checkpoint()
+            return
+        seq = next(self._seq)
+        event = anyio.Event()
+        heapq.heappush(self._heap, (deadline, seq, event))
+        self._waiting.add(seq)
+        try:
+            await event.wait()
+        finally:
+            # No-op if we were woken; if cancelled, this marks our heap entry as stale.
+            self._waiting.discard(seq)
+            if len(self._heap) > 2 * len(self._waiting) + _STALE_SLACK:
+                self._heap = [entry for entry in self._heap if entry[1] in self._waiting]
+                heapq.heapify(self._heap)
+
+    async def sleep(self, delay: float) -> None:
+        await self.sleep_until(self._now + delay)
+
+    async def advance(self, dt: float) -> None:
+        """Move time forward by `dt`, waking due sleepers one at a time in deadline order.
+
+        Before each wake `now()` is set to that sleeper's deadline, and after it all tasks are let
+        run until blocked, so a woken task that sleeps again within the window wakes in this same
+        call. Ends with `now() == start + dt`.
+
+        Args:
+            dt: Seconds to move forward; zero only lets tasks settle.
+
+        Raises:
+            ValueError: `dt` is negative or NaN.
+        """
+        if not dt >= 0:
+            raise ValueError(f"cannot move a clock by {dt!r} seconds")
+        await self._advance_to(self._now + dt)
+
+    async def run_until_idle(self, *, max_steps: int = DEFAULT_MAX_IDLE_STEPS) -> None:
+        """Jump straight to each next deadline until no sleeper with a finite deadline remains.
+
+        Like trio's autojump clock, but explicit. Sleepers waiting for an infinite deadline never
+        wake and do not count.
+
+        Args:
+            max_steps: Jumps allowed before giving up.
+
+        Raises:
+            RuntimeError: Sleepers remain after `max_steps` jumps (likely a periodic task).
+        """
+        # Let tasks that were just started reach their sleeps before looking at the heap.
+        await anyio.wait_all_tasks_blocked()
+        for _ in range(max_steps):
+            deadline = self._next_deadline()
+            if deadline is None or math.isinf(deadline):
+                return
+            # Jump to the absolute deadline: now + (deadline - now) can round below it.
+            await self._advance_to(deadline)
+        raise RuntimeError(
+            f"{len(self._waiting)} sleepers remain after {max_steps} jumps (now={self._now}); "
+            "a periodic task never goes idle, drive it with advance() instead"
+        )
+
+    def statistics(self) -> FakeClockStatistics:
+        return FakeClockStatistics(
+            now=self._now, sleepers=len(self._waiting), next_deadline=self._next_deadline()
+        )
+
+    async def _advance_to(self, target: float) -> None:
+        # Settle first, so a task started just before this call is asleep (at the current time)
+        # rather than computing its deadline from a clock that has already jumped.
+        await anyio.wait_all_tasks_blocked()
+        while (deadline := self._next_deadline()) is not None and deadline <= target:
+            _, _, event = heapq.heappop(self._heap)
+            self._now = deadline
+            event.set()
+            await anyio.wait_all_tasks_blocked()
+        self._now = max(self._now, target)
+
+    def _next_deadline(self) -> float | None:
+        """Drop cancelled sleepers off the top of the heap and return the earliest deadline."""
+        while self._heap and self._heap[0][1] not in self._waiting:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+
+if TYPE_CHECKING:
+    # Static proof that both implementations satisfy the protocol (checked by mypy, free at runtime).
+    _anyio_clock: Clock = AnyioClock()
+    _fake_clock: Clock = FakeClock()

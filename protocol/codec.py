@@ -1,0 +1,300 @@
+"""Commands and metadata records <-> protobuf bytes.
+
+This is the only module that touches protobuf objects (STYLE.md §2). Conversion is driven by a
+per-record plan built once from the record's fields and the proto descriptor: record fields are
+matched to proto fields by name with case and underscores ignored (``ledger_id`` ~ ``ledgerId``).
+Decoding validates at the boundary: a frame that does not parse, lacks a required field or names
+a command we do not speak raises ``RemoteProtocolError``; encoding a record that lacks a required
+field raises ``LocalProtocolError``.
+"""
+
+from __future__ import annotations
+
+import enum
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, EncodeError
+from google.protobuf.message import Message as PbMessage
+
+from protocol import commands as c
+from protocol._pb import pulsar_pb2 as pb
+from protocol.errors import LocalProtocolError, RemoteProtocolError, ServerError
+
+R = TypeVar("R", bound=c.Record)
+
+_U64 = (1 << 64) - 1
+_I64_LIMIT = 1 << 63
+
+# Records whose proto message is not named "Command" + record name.
+_RECORD_PB: dict[type[c.Record], type[PbMessage]] = {
+    c.KeyValue: pb.KeyValue,
+    c.KeyLongValue: pb.KeyLongValue,
+    c.IntRange: pb.IntRange,
+    c.Schema: pb.Schema,
+    c.MessageIdData: pb.MessageIdData,
+    c.FeatureFlags: pb.FeatureFlags,
+    c.KeySharedMeta: pb.KeySharedMeta,
+    c.EncryptionKeys: pb.EncryptionKeys,
+    c.MessageMetadata: pb.MessageMetadata,
+    c.SingleMessageMetadata: pb.SingleMessageMetadata,
+    c.BrokerEntryMetadata: pb.BrokerEntryMetadata,
+}
+
+
+def _pb_class(record: type[c.Record]) -> type[PbMessage]:
+    found = _RECORD_PB.get(record)
+    if found is not None:
+        return found
+    cls: type[PbMessage] = getattr(pb, "Command" + record.__name__)
+    return cls
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+class _Field(typing.NamedTuple):
+    attr: str  # record attribute
+    pb_name: str  # proto field name
+    number: int
+    repeated: bool
+    nested: type[c.Record] | None  # record class for message-typed fields
+    convert: Callable[[Any], Any] | None  # decode-side scalar conversion (enums, signed ids)
+    unsigned_id: bool  # ledger/entry ids: signed in records, uint64 on the wire
+    default: Any  # proto default of an optional scalar; equal values are not written
+
+
+class _Plan(typing.NamedTuple):
+    record: type[c.Record]
+    pb_class: type[PbMessage]
+    fields: tuple[_Field, ...]
+    by_number: dict[int, _Field]
+
+
+_PLANS: dict[type[c.Record], _Plan] = {}
+_NO_DEFAULT = object()
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= _I64_LIMIT else value
+
+
+def _plan(record: type[c.Record]) -> _Plan:
+    plan = _PLANS.get(record)
+    if plan is not None:
+        return plan
+    pb_class = _pb_class(record)
+    descriptor = pb_class.DESCRIPTOR
+    by_norm = {_norm(fd.name): fd for fd in descriptor.fields}
+    hints = typing.get_type_hints(record)
+    fields: list[_Field] = []
+    for attr in record.__struct_fields__:
+        fd = by_norm.get(_norm(attr))
+        if fd is None:
+            raise TypeError(f"{record.__name__}.{attr} has no proto field in {descriptor.name}")
+        hint = hints[attr]
+        nested = _record_in(hint) if fd.type == FieldDescriptor.TYPE_MESSAGE else None
+        enum_cls = _enum_in(hint)
+        unsigned_id = record is c.MessageIdData and attr in ("ledger_id", "entry_id")
+        convert: Callable[[Any], Any] | None = enum_cls
+        if unsigned_id:
+            convert = _signed64
+        fields.append(
+            _Field(
+                attr=attr,
+                pb_name=fd.name,
+                number=fd.number,
+                repeated=fd.is_repeated,
+                nested=nested,
+                convert=convert,
+                unsigned_id=unsigned_id,
+                default=_NO_DEFAULT if fd.is_required or fd.is_repeated else fd.default_value,
+            )
+        )
+    plan = _Plan(record, pb_class, tuple(fields), {f.number: f for f in fields})
+    _PLANS[record] = plan
+    return plan
+
+
+def _members(hint: Any) -> tuple[Any, ...]:
+    args = typing.get_args(hint)
+    if not args:
+        return (hint,)
+    out: list[Any] = []
+    for arg in args:
+        out.extend(_members(arg) if typing.get_args(arg) else [arg])
+    return tuple(out)
+
+
+def _record_in(hint: Any) -> type[c.Record] | None:
+    for member in _members(hint):
+        if isinstance(member, type) and issubclass(member, c.Record):
+            return member
+    return None
+
+
+def _enum_in(hint: Any) -> type[enum.IntEnum] | None:
+    for member in _members(hint):
+        if isinstance(member, type) and issubclass(member, enum.IntEnum):
+            return member
+    return None
+
+
+# ---- generic record <-> protobuf ------------------------------------------------------------
+
+
+def _fill(record: c.Record, msg: PbMessage) -> None:
+    for f in _plan(type(record)).fields:
+        value = getattr(record, f.attr)
+        if value is None:
+            continue
+        if f.repeated:
+            if not value:
+                continue
+            target = getattr(msg, f.pb_name)
+            if f.nested is not None:
+                for item in value:
+                    _fill(item, target.add())
+            else:
+                target.extend(value)
+        elif f.nested is not None:
+            sub = getattr(msg, f.pb_name)
+            sub.SetInParent()  # presence even when every sub-field is a default
+            _fill(value, sub)
+        elif value == f.default:
+            continue  # the reader assumes the default; writing it only costs bytes
+        elif f.unsigned_id:
+            setattr(msg, f.pb_name, value & _U64)
+        else:
+            setattr(msg, f.pb_name, value)
+
+
+def _read(record: type[R], msg: PbMessage) -> R:
+    plan = _plan(record)
+    by_number = plan.by_number
+    kwargs: dict[str, Any] = {}
+    for fd, value in msg.ListFields():
+        f = by_number.get(fd.number)
+        if f is None:
+            continue  # a field we do not model; the proto keeps it, we ignore it
+        if f.nested is not None:
+            nested = f.nested
+            kwargs[f.attr] = (
+                tuple(_read(nested, item) for item in value) if f.repeated else _read(nested, value)
+            )
+        elif f.repeated:
+            kwargs[f.attr] = tuple(map(f.convert, value)) if f.convert else tuple(value)
+        elif f.convert is not None:
+            kwargs[f.attr] = f.convert(value)
+        else:
+            kwargs[f.attr] = value
+    return record(**kwargs)
+
+
+# ---- BaseCommand ----------------------------------------------------------------------------
+
+_BASE_FIELDS = {fd.message_type.name: fd for fd in pb.BaseCommand.DESCRIPTOR.fields if fd.number > 1}
+# record class -> (BaseCommand.type value, BaseCommand field name)
+_COMMAND_SLOT: dict[type[c.Record], tuple[int, str]] = {}
+# BaseCommand.type value -> (record class, field name)
+_COMMAND_BY_TYPE: dict[int, tuple[type[c.Record], str]] = {}
+for _record in c.COMMAND_TYPES:
+    _fd = _BASE_FIELDS[_pb_class(_record).DESCRIPTOR.name]
+    _COMMAND_SLOT[_record] = (_fd.number, _fd.name)
+    _COMMAND_BY_TYPE[_fd.number] = (_record, _fd.name)
+
+
+def command_type(command: c.Command) -> int:
+    """The ``BaseCommand.Type`` number of ``command``."""
+    return _COMMAND_SLOT[type(command)][0]
+
+
+def encode_command(command: c.Command) -> bytes:
+    """Serialize one command as ``BaseCommand`` bytes (no framing).
+
+    Raises:
+        LocalProtocolError: a required field is missing or a value is out of range.
+    """
+    type_number, field_name = _COMMAND_SLOT[type(command)]
+    base = pb.BaseCommand(type=type_number)  # type: ignore[arg-type]  # int is a valid enum value
+    sub = getattr(base, field_name)
+    sub.SetInParent()
+    try:
+        _fill(command, sub)
+        return base.SerializeToString()
+    except (EncodeError, ValueError, TypeError) as exc:
+        raise LocalProtocolError(f"cannot encode {type(command).__name__}: {exc}") from exc
+
+
+def decode_command(data: bytes | bytearray | memoryview) -> c.Command:
+    """Parse ``BaseCommand`` bytes into a command record.
+
+    Raises:
+        RemoteProtocolError: unparsable bytes, a missing required field, or a command type we do
+            not speak (``error_hint`` is ``UnsupportedVersionError`` for the latter).
+    """
+    try:
+        base = pb.BaseCommand.FromString(bytes(data))
+    except (DecodeError, ValueError) as exc:
+        raise RemoteProtocolError(f"unparsable command: {exc}") from exc
+    slot = _COMMAND_BY_TYPE.get(base.type)
+    if slot is None:
+        raise RemoteProtocolError(
+            f"unsupported command type {base.type}", error_hint=ServerError.UnsupportedVersionError
+        )
+    record, field_name = slot
+    if not base.HasField(field_name):  # type: ignore[arg-type]  # field names come from the descriptor
+        raise RemoteProtocolError(f"command type {base.type} without its {field_name} body")
+    sub = getattr(base, field_name)
+    if not sub.IsInitialized():
+        # upb parses proto2 messages that lack required fields; the official client would not.
+        missing = ", ".join(sub.FindInitializationErrors())
+        raise RemoteProtocolError(f"{record.__name__} is missing required fields: {missing}")
+    try:
+        return typing.cast("c.Command", _read(record, sub))
+    except ValueError as exc:
+        raise RemoteProtocolError(f"bad value in {record.__name__}: {exc}") from exc
+
+
+# ---- metadata records -----------------------------------------------------------------------
+
+
+def encode_record(record: c.Record) -> bytes:
+    """Serialize a non-command record (``MessageMetadata``, ``SingleMessageMetadata``, ...).
+
+    Raises:
+        LocalProtocolError: a required field is missing.
+    """
+    msg = _pb_class(type(record))()
+    try:
+        _fill(record, msg)
+        return msg.SerializeToString()
+    except (EncodeError, ValueError, TypeError) as exc:
+        raise LocalProtocolError(f"cannot encode {type(record).__name__}: {exc}") from exc
+
+
+def decode_record(record: type[R], data: bytes | bytearray | memoryview) -> R:
+    """Parse bytes as the proto message behind ``record``.
+
+    Raises:
+        RemoteProtocolError: unparsable bytes or a missing required field.
+    """
+    try:
+        msg = _pb_class(record).FromString(bytes(data))
+    except (DecodeError, ValueError) as exc:
+        raise RemoteProtocolError(f"unparsable {record.__name__}: {exc}") from exc
+    if not msg.IsInitialized():
+        missing = ", ".join(msg.FindInitializationErrors())
+        raise RemoteProtocolError(f"{record.__name__} is missing required fields: {missing}")
+    try:
+        return _read(record, msg)
+    except ValueError as exc:
+        raise RemoteProtocolError(f"bad value in {record.__name__}: {exc}") from exc
+
+
+# Build every plan at import so that a record/proto mismatch fails fast, not on first use.
+for _record in (*c.COMMAND_TYPES, *_RECORD_PB):
+    _plan(_record)

@@ -1,0 +1,244 @@
+"""The sans-IO Pulsar connection: handshake, direction rules and request ids.
+
+Rules (spec/wire-protocol.md §2.5, §3, §4):
+
+1. A connection starts in HANDSHAKE. The client's first frame is CONNECT; the broker answers
+   CONNECTED and nothing else, and only then is the connection OPEN on both sides.
+2. In OPEN, each side accepts only the commands its peer may send: a broker never receives
+   CONNECTED or SEND_RECEIPT, a client never receives SUBSCRIBE. The client's acceptance list is
+   exactly what the C++ client handles; anything else would make it drop the connection.
+3. A frame that breaks rules 1-2 raises ``RemoteProtocolError`` (received) or
+   ``LocalProtocolError`` (sent) and moves the connection to CLOSED, from which every call raises.
+4. Receiving ``b""`` (end of stream) moves to CLOSED; ``next_frame`` then returns ``CLOSED``.
+
+The object owns no socket: ``receive_data`` takes bytes, ``next_frame`` hands out frames and
+``send`` returns the bytes to write.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from typing import Final
+
+from protocol import commands as c
+from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from protocol.framing import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    FRAME_PADDING,
+    Frame,
+    FrameDecoder,
+    encode_frame,
+    encode_payload_frame,
+)
+
+PROTOCOL_VERSION: Final = 20
+"""The highest protocol version we speak (v20, what the C++ 4.x client sends)."""
+
+
+class Role(enum.Enum):
+    CLIENT = "client"
+    BROKER = "broker"
+
+
+class State(enum.Enum):
+    HANDSHAKE = "handshake"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class _Closed(enum.Enum):
+    CLOSED = "closed"
+
+
+CLOSED: Final = _Closed.CLOSED
+"""Returned by ``next_frame`` once the peer has ended the stream."""
+
+# What each side may receive once OPEN.
+_BROKER_RECEIVES: frozenset[type[c.Record]] = frozenset(
+    {
+        c.Ping,
+        c.Pong,
+        c.PartitionedTopicMetadata,
+        c.LookupTopic,
+        c.GetTopicsOfNamespace,
+        c.Producer,
+        c.Send,
+        c.CloseProducer,
+        c.Subscribe,
+        c.Flow,
+        c.Ack,
+        c.Unsubscribe,
+        c.Seek,
+        c.CloseConsumer,
+        c.RedeliverUnacknowledgedMessages,
+        c.GetLastMessageId,
+        c.ConsumerStats,
+        c.GetSchema,
+        c.GetOrCreateSchema,
+    }
+)
+_CLIENT_RECEIVES: frozenset[type[c.Record]] = frozenset(
+    {
+        c.Message,
+        c.SendReceipt,
+        c.SendError,
+        c.Success,
+        c.Error,
+        c.ProducerSuccess,
+        c.PartitionedTopicMetadataResponse,
+        c.LookupTopicResponse,
+        c.ConsumerStatsResponse,
+        c.CloseProducer,
+        c.CloseConsumer,
+        c.Ping,
+        c.Pong,
+        c.ActiveConsumerChange,
+        c.GetLastMessageIdResponse,
+        c.GetTopicsOfNamespaceResponse,
+        c.GetSchemaResponse,
+        c.AckResponse,
+    }
+)
+
+# (role, state, command type) -> next state, for the handshake frames; OPEN traffic is checked
+# against the per-role acceptance sets above.
+_HANDSHAKE: dict[tuple[Role, State, str, type[c.Record]], State] = {
+    (Role.BROKER, State.HANDSHAKE, "receive", c.Connect): State.HANDSHAKE,
+    (Role.BROKER, State.HANDSHAKE, "send", c.Connected): State.OPEN,
+    (Role.CLIENT, State.HANDSHAKE, "send", c.Connect): State.HANDSHAKE,
+    (Role.CLIENT, State.HANDSHAKE, "receive", c.Connected): State.OPEN,
+}
+
+
+class Connection:
+    """One side of a Pulsar connection.
+
+    Args:
+        role: which side we are.
+        max_frame_size: the largest frame accepted from the peer.
+    """
+
+    def __init__(
+        self, role: Role, *, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING
+    ) -> None:
+        self.role = role
+        self.state = State.HANDSHAKE
+        self.peer_protocol_version = 0
+        """The protocol version the peer announced (CONNECT or CONNECTED)."""
+        self.peer_connect: c.Connect | None = None
+        self.peer_connected: c.Connected | None = None
+        self._decoder = FrameDecoder(max_frame_size)
+        self._accepts = _BROKER_RECEIVES if role is Role.BROKER else _CLIENT_RECEIVES
+        self._request_ids = itertools.count()
+        self._eof = False
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._decoder.max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        self._decoder.max_frame_size = value
+
+    def next_request_id(self) -> int:
+        """A fresh request id for a request this side sends."""
+        return next(self._request_ids)
+
+    # ---- receiving ---------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Feed bytes read from the peer; ``b""`` means the peer closed the stream.
+
+        Raises:
+            LocalProtocolError: the connection is already closed.
+        """
+        if self.state is State.CLOSED and not self._eof:
+            raise LocalProtocolError("receive_data on a closed connection")
+        if not data:
+            self._eof = True
+            return
+        self._decoder.feed(data)
+
+    def next_frame(self) -> Frame | None | _Closed:
+        """The next frame from the peer, ``None`` if more data is needed, or ``CLOSED``.
+
+        Raises:
+            RemoteProtocolError: the peer broke the protocol; the connection is now CLOSED.
+        """
+        if self.state is State.CLOSED and self._eof:
+            return CLOSED
+        try:
+            frame = self._decoder.next_frame()
+        except RemoteProtocolError:
+            self.state = State.CLOSED
+            raise
+        if frame is None:
+            if self._eof:
+                self.state = State.CLOSED
+                return CLOSED
+            return None
+        self._check("receive", frame.command)
+        return frame
+
+    def _check(self, direction: str, command: c.Command) -> None:
+        kind = type(command)
+        if self.state is State.OPEN:
+            if direction == "send" or kind in self._accepts:
+                return
+            self.state = State.CLOSED
+            raise RemoteProtocolError(f"{self.role.value} cannot receive {kind.__name__}")
+        if self.state is State.CLOSED:
+            raise LocalProtocolError(f"cannot {direction} {kind.__name__}: connection closed")
+        next_state = _HANDSHAKE.get((self.role, self.state, direction, kind))
+        if next_state is None:
+            self.state = State.CLOSED
+            error: type[ProtocolError] = (
+                RemoteProtocolError if direction == "receive" else LocalProtocolError
+            )
+            raise error(f"{kind.__name__} is not allowed during the handshake")
+        if isinstance(command, c.Connect):
+            self.peer_connect = command if direction == "receive" else self.peer_connect
+            if direction == "receive":
+                self.peer_protocol_version = command.protocol_version
+        elif isinstance(command, c.Connected) and direction == "receive":
+            self.peer_connected = command
+            self.peer_protocol_version = command.protocol_version
+        self.state = next_state
+
+    # ---- sending -----------------------------------------------------------------------------
+
+    def send(self, command: c.Command) -> bytes:
+        """The bytes of ``command`` (no payload); validates direction and handshake order.
+
+        Raises:
+            LocalProtocolError: the command is not allowed now or cannot be encoded.
+        """
+        self._check("send", command)
+        return encode_frame(command)
+
+    def send_payload(
+        self,
+        command: c.Send | c.Message,
+        entry: bytes,
+        entry_checksum: int | None,
+        broker_entry_metadata: bytes | None = None,
+    ) -> bytes:
+        """The bytes of a SEND or MESSAGE with its entry (see ``framing.encode_payload_frame``).
+
+        Raises:
+            LocalProtocolError: the connection is not open or the command cannot be encoded.
+        """
+        if self.state is not State.OPEN:
+            raise LocalProtocolError(f"cannot send {type(command).__name__}: not open")
+        return encode_payload_frame(command, entry, entry_checksum, broker_entry_metadata)
+
+    def close(self) -> None:
+        """Mark the connection closed (we are done with it)."""
+        self.state = State.CLOSED
+        self._eof = True
+
+
+def negotiated_version(client_version: int) -> int:
+    """What a broker announces in CONNECTED: ``min(client's version, ours)``."""
+    return max(0, min(client_version, PROTOCOL_VERSION))

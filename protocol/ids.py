@@ -1,0 +1,79 @@
+"""Message ids and their sentinels.
+
+The client orders ids by (ledger, entry, batch index) and compares equality on those plus the
+partition (spec/wire-protocol.md §10). Ledger and entry ids are signed 64-bit values here; the
+codec maps them to the wire's uint64, so ``-1`` travels as ``2**64 - 1``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import msgspec
+
+from protocol.commands import MessageIdData
+
+MAX_I64 = (1 << 63) - 1
+
+
+@functools.total_ordering
+class MessageId(msgspec.Struct, frozen=True):
+    """A message's identity: entry position, partition index and index inside a batch."""
+
+    ledger_id: int
+    entry_id: int
+    partition: int = -1
+    batch_index: int = -1
+    batch_size: int = 0
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """The ordering key (partition is not part of it)."""
+        return (self.ledger_id, self.entry_id, self.batch_index)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return self.key < other.key
+
+    def to_data(self) -> MessageIdData:
+        """The wire form; batch fields are written only for batched ids."""
+        if self.batch_index < 0:
+            return MessageIdData(
+                ledger_id=self.ledger_id, entry_id=self.entry_id, partition=self.partition
+            )
+        return MessageIdData(
+            ledger_id=self.ledger_id,
+            entry_id=self.entry_id,
+            partition=self.partition,
+            batch_index=self.batch_index,
+            batch_size=self.batch_size or None,
+        )
+
+    @classmethod
+    def from_data(cls, data: MessageIdData, partition: int | None = None) -> MessageId:
+        """Build from the wire form, optionally overriding the partition."""
+        return cls(
+            data.ledger_id,
+            data.entry_id,
+            data.partition if partition is None else partition,
+            data.batch_index,
+            data.batch_size or 0,
+        )
+
+
+EARLIEST = MessageId(-1, -1)
+"""The client's ``MessageId.earliest``: (-1, -1)."""
+
+LATEST = MessageId(MAX_I64, MAX_I64)
+"""The client's ``MessageId.latest``: (2^63-1, 2^63-1)."""
+
+
+def is_earliest(data: MessageIdData) -> bool:
+    """True for the earliest sentinel (ledger and entry both -1)."""
+    return data.ledger_id == -1 and data.entry_id == -1
+
+
+def is_latest(data: MessageIdData) -> bool:
+    """True for the latest sentinel (ledger and entry both 2^63-1)."""
+    return data.ledger_id == MAX_I64 and data.entry_id == MAX_I64

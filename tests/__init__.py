@@ -1,0 +1,3 @@
+"""emubroker's test suite; the layout mirrors the packages (STYLE.md §4)."""
+
+from __future__ import annotations

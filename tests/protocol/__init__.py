@@ -1,0 +1,3 @@
+"""Tests for the ``protocol`` package."""
+
+from __future__ import annotations

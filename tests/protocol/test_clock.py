@@ -1,0 +1,213 @@
+from __future__ import annotations
+
+import math
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from protocol.clock import AnyioClock, Clock, FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+async def _sleep_and_record(clock: Clock, deadline: float, log: list[tuple[float, float]]) -> None:
+    await clock.sleep_until(deadline)
+    log.append((deadline, clock.now()))
+
+
+class TestFakeClock:
+    async def test_advance_moves_now_without_sleepers(self, fake_clock: FakeClock) -> None:
+        await fake_clock.advance(1.5)
+        await fake_clock.advance(0.25)
+        assert fake_clock.now() == 1.75
+
+    async def test_start_sets_initial_now(self) -> None:
+        clock = FakeClock(start=100.0)
+        assert clock.now() == 100.0
+        await clock.sleep(0.5)  # would hang if not woken; proves relative to start below
+        assert clock.now() == 100.0
+
+    async def test_sleepers_wake_in_deadline_order_at_their_deadline(
+        self, fake_clock: FakeClock
+    ) -> None:
+        log: list[tuple[float, float]] = []
+        async with anyio.create_task_group() as tg:
+            for deadline in (3.0, 1.0, 2.0):
+                tg.start_soon(_sleep_and_record, fake_clock, deadline, log)
+            await fake_clock.advance(5.0)
+        assert log == [(1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]
+        assert fake_clock.now() == 5.0
+
+    async def test_equal_deadlines_wake_in_sleep_order(self, fake_clock: FakeClock) -> None:
+        order: list[str] = []
+
+        async def sleeper(name: str) -> None:
+            await fake_clock.sleep_until(1.0)
+            order.append(name)
+
+        async with anyio.create_task_group() as tg:
+            for name in "abc":
+                tg.start_soon(sleeper, name)
+                await anyio.wait_all_tasks_blocked()
+            await fake_clock.advance(1.0)
+        assert order == ["a", "b", "c"]
+
+    async def test_advance_wakes_only_due_sleepers(self, fake_clock: FakeClock) -> None:
+        log: list[tuple[float, float]] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_sleep_and_record, fake_clock, 2.0, log)
+            await fake_clock.advance(1.0)
+            assert log == []
+            assert fake_clock.statistics().sleepers == 1
+            await fake_clock.advance(1.0)
+            assert log == [(2.0, 2.0)]
+
+    async def test_woken_task_sleeping_again_wakes_within_same_advance(
+        self, fake_clock: FakeClock
+    ) -> None:
+        ticks: list[float] = []
+
+        async def ticker() -> None:
+            for _ in range(3):
+                await fake_clock.sleep(1.0)
+                ticks.append(fake_clock.now())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            await fake_clock.advance(3.5)
+        assert ticks == [1.0, 2.0, 3.0]
+        assert fake_clock.now() == 3.5
+
+    async def test_run_until_idle_jumps_to_each_deadline(self, fake_clock: FakeClock) -> None:
+        log: list[tuple[float, float]] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_sleep_and_record, fake_clock, 100.0, log)
+            tg.start_soon(_sleep_and_record, fake_clock, 10.0, log)
+            await fake_clock.run_until_idle()
+        assert log == [(10.0, 10.0), (100.0, 100.0)]
+        assert fake_clock.now() == 100.0
+        assert fake_clock.statistics().sleepers == 0
+
+    async def test_run_until_idle_ignores_infinite_deadline(self, fake_clock: FakeClock) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fake_clock.sleep_until, math.inf)
+            await fake_clock.run_until_idle()
+            assert fake_clock.now() == 0.0
+            tg.cancel_scope.cancel()
+
+    async def test_run_until_idle_gives_up_on_periodic_task(self, fake_clock: FakeClock) -> None:
+        async def heartbeat() -> None:
+            while True:
+                await fake_clock.sleep(1.0)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            with pytest.raises(RuntimeError, match="1 sleepers remain after 5 jumps"):
+                await fake_clock.run_until_idle(max_steps=5)
+            assert fake_clock.now() == 5.0
+            tg.cancel_scope.cancel()
+
+    async def test_cancelled_sleeper_is_skipped(self, fake_clock: FakeClock) -> None:
+        log: list[tuple[float, float]] = []
+        cancelled = anyio.Event()
+
+        async def doomed() -> None:
+            with anyio.CancelScope() as scope:
+                scope_box.append(scope)
+                await fake_clock.sleep_until(1.0)
+                log.append((1.0, fake_clock.now()))  # pragma: no cover - must not run
+            cancelled.set()
+
+        scope_box: list[anyio.CancelScope] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(doomed)
+            tg.start_soon(_sleep_and_record, fake_clock, 2.0, log)
+            await anyio.wait_all_tasks_blocked()
+            assert fake_clock.statistics().sleepers == 2
+            scope_box[0].cancel()
+            await cancelled.wait()
+            stats = fake_clock.statistics()
+            assert (stats.sleepers, stats.next_deadline) == (1, 2.0)
+            await fake_clock.advance(3.0)
+        assert log == [(2.0, 2.0)]
+
+    async def test_many_cancelled_sleepers_do_not_accumulate(self, fake_clock: FakeClock) -> None:
+        for i in range(500):
+            with anyio.move_on_after(0):  # real-time guard expires at once: cancels the sleep
+                await fake_clock.sleep_until(1_000.0 + i)
+        assert fake_clock.statistics().sleepers == 0
+        assert len(fake_clock._heap) <= 100  # compacted, not 500 stale entries
+        await fake_clock.run_until_idle()
+        assert fake_clock.now() == 0.0
+
+    async def test_sleep_until_past_deadline_returns_without_moving_time(
+        self, fake_clock: FakeClock
+    ) -> None:
+        await fake_clock.advance(5.0)
+        await fake_clock.sleep_until(1.0)
+        await fake_clock.sleep_until(5.0)
+        await fake_clock.sleep(-1.0)
+        assert fake_clock.now() == 5.0
+        assert fake_clock.statistics().sleepers == 0
+
+    async def test_advance_lets_a_just_started_task_sleep_first(
+        self, fake_clock: FakeClock
+    ) -> None:
+        woke_at: list[float] = []
+
+        async def sleeper() -> None:
+            await fake_clock.sleep(1.0)
+            woke_at.append(fake_clock.now())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sleeper)  # not yet running when advance() is called
+            await fake_clock.advance(1.0)
+        assert woke_at == [1.0]
+
+    @pytest.mark.parametrize("dt", [-0.001, math.nan])
+    async def test_advance_rejects_backwards_or_nan(self, fake_clock: FakeClock, dt: float) -> None:
+        with pytest.raises(ValueError, match="cannot move a clock"):
+            await fake_clock.advance(dt)
+
+    async def test_sleep_until_nan_raises(self, fake_clock: FakeClock) -> None:
+        with pytest.raises(ValueError, match="NaN"):
+            await fake_clock.sleep_until(math.nan)
+
+    async def test_wall_ns_tracks_now(self) -> None:
+        clock = FakeClock(epoch=1_700_000_000)
+        assert clock.wall_ns() == 1_700_000_000 * 10**9
+        await clock.advance(1.5)
+        assert clock.wall_ns() == 1_700_000_001_500_000_000
+
+    async def test_wall_ns_default_epoch_and_start(self) -> None:
+        assert FakeClock(start=2.0).wall_ns() == 1_700_000_002 * 10**9
+
+    @given(deadlines=st.lists(st.floats(min_value=0.001, max_value=1e6), max_size=20))
+    async def test_any_deadlines_wake_sorted_and_on_time(self, deadlines: list[float]) -> None:
+        clock = FakeClock()
+        log: list[tuple[float, float]] = []
+        async with anyio.create_task_group() as tg:
+            for deadline in deadlines:
+                tg.start_soon(_sleep_and_record, clock, deadline, log)
+            await clock.run_until_idle()
+        assert [d for d, _ in log] == sorted(deadlines)
+        assert all(d == woke for d, woke in log)
+
+
+class TestAnyioClock:
+    async def test_now_is_monotonic(self) -> None:
+        clock = AnyioClock()
+        readings = [clock.now() for _ in range(100)]
+        assert readings == sorted(readings)
+
+    async def test_sleep_until_past_deadline_returns(self) -> None:
+        clock = AnyioClock()
+        with anyio.fail_after(5):  # guard only: a past deadline must not block
+            await clock.sleep_until(clock.now() - 10.0)
+            await clock.sleep(-1.0)
+            await clock.sleep(0)
+
+    async def test_wall_ns_is_recent_epoch_nanoseconds(self) -> None:
+        assert AnyioClock().wall_ns() > 1_600_000_000 * 10**9

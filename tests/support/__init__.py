@@ -1,0 +1,3 @@
+"""Shared test helpers: in-memory streams, builders, hypothesis strategies."""
+
+from __future__ import annotations
