@@ -1,0 +1,3 @@
+"""Tests for the ``emubroker`` package."""
+
+from __future__ import annotations

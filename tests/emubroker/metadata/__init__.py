@@ -1,0 +1,3 @@
+"""Tests for ``emubroker.metadata``."""
+
+from __future__ import annotations

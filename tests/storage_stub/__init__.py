@@ -1,0 +1,3 @@
+"""Tests for the ``storage_stub`` package."""
+
+from __future__ import annotations
