@@ -102,7 +102,9 @@ class FakeClock:
         # Kept in integer nanoseconds: 1.7e18 ns is beyond a float's 2**53 exact range.
         self._epoch_ns = round(epoch * 1_000_000_000)
         self._heap: list[tuple[float, int, anyio.Event]] = []
-        self._waiting: set[int] = set()  # seqs of sleepers that have been neither woken nor cancelled
+        self._waiting: set[int] = (
+            set()
+        )  # seqs of sleepers that have been neither woken nor cancelled
         self._seq = itertools.count()
 
     def now(self) -> float:

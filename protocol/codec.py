@@ -15,6 +15,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import msgspec
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, EncodeError
 from google.protobuf.message import Message as PbMessage
@@ -78,6 +79,19 @@ _PLANS: dict[type[c.Record], _Plan] = {}
 _NO_DEFAULT = object()
 
 
+def _skippable_default(fd: FieldDescriptor, record_default: Any) -> Any:
+    """The value that need not be written: the record's default when the proto has the same.
+
+    A record default of ``None`` means presence matters (``request_id=0`` on an ACK asks for a
+    receipt), so such fields are written whenever they are set.
+    """
+    if fd.is_required or fd.is_repeated or record_default is None:
+        return _NO_DEFAULT
+    if record_default == fd.default_value:
+        return record_default
+    return _NO_DEFAULT
+
+
 def _signed64(value: int) -> int:
     return value - (1 << 64) if value >= _I64_LIMIT else value
 
@@ -90,6 +104,7 @@ def _plan(record: type[c.Record]) -> _Plan:
     descriptor = pb_class.DESCRIPTOR
     by_norm = {_norm(fd.name): fd for fd in descriptor.fields}
     hints = typing.get_type_hints(record)
+    record_defaults = {f.name: f.default for f in msgspec.structs.fields(record)}
     fields: list[_Field] = []
     for attr in record.__struct_fields__:
         fd = by_norm.get(_norm(attr))
@@ -111,7 +126,7 @@ def _plan(record: type[c.Record]) -> _Plan:
                 nested=nested,
                 convert=convert,
                 unsigned_id=unsigned_id,
-                default=_NO_DEFAULT if fd.is_required or fd.is_repeated else fd.default_value,
+                default=_skippable_default(fd, record_defaults[attr]),
             )
         )
     plan = _Plan(record, pb_class, tuple(fields), {f.number: f for f in fields})
@@ -196,7 +211,9 @@ def _read(record: type[R], msg: PbMessage) -> R:
 
 # ---- BaseCommand ----------------------------------------------------------------------------
 
-_BASE_FIELDS = {fd.message_type.name: fd for fd in pb.BaseCommand.DESCRIPTOR.fields if fd.number > 1}
+_BASE_FIELDS = {
+    fd.message_type.name: fd for fd in pb.BaseCommand.DESCRIPTOR.fields if fd.number > 1
+}
 # record class -> (BaseCommand.type value, BaseCommand field name)
 _COMMAND_SLOT: dict[type[c.Record], tuple[int, str]] = {}
 # BaseCommand.type value -> (record class, field name)
@@ -218,13 +235,19 @@ def encode_command(command: c.Command) -> bytes:
     Raises:
         LocalProtocolError: a required field is missing or a value is out of range.
     """
+    fast = _FAST_ENCODERS.get(type(command))
+    if fast is not None:
+        quick = fast(command)
+        if quick is not None:
+            return quick
     type_number, field_name = _COMMAND_SLOT[type(command)]
-    base = pb.BaseCommand(type=type_number)  # type: ignore[arg-type]  # int is a valid enum value
+    base = pb.BaseCommand(type=type_number)
     sub = getattr(base, field_name)
     sub.SetInParent()
     try:
         _fill(command, sub)
-        return base.SerializeToString()
+        encoded: bytes = base.SerializeToString()
+        return encoded
     except (EncodeError, ValueError, TypeError) as exc:
         raise LocalProtocolError(f"cannot encode {type(command).__name__}: {exc}") from exc
 
@@ -246,7 +269,7 @@ def decode_command(data: bytes | bytearray | memoryview) -> c.Command:
             f"unsupported command type {base.type}", error_hint=ServerError.UnsupportedVersionError
         )
     record, field_name = slot
-    if not base.HasField(field_name):  # type: ignore[arg-type]  # field names come from the descriptor
+    if not base.HasField(field_name):
         raise RemoteProtocolError(f"command type {base.type} without its {field_name} body")
     sub = getattr(base, field_name)
     if not sub.IsInitialized():
@@ -254,6 +277,9 @@ def decode_command(data: bytes | bytearray | memoryview) -> c.Command:
         missing = ", ".join(sub.FindInitializationErrors())
         raise RemoteProtocolError(f"{record.__name__} is missing required fields: {missing}")
     try:
+        fast = _FAST_DECODERS.get(record)
+        if fast is not None:
+            return fast(sub)
         return typing.cast("c.Command", _read(record, sub))
     except ValueError as exc:
         raise RemoteProtocolError(f"bad value in {record.__name__}: {exc}") from exc
@@ -271,7 +297,8 @@ def encode_record(record: c.Record) -> bytes:
     msg = _pb_class(type(record))()
     try:
         _fill(record, msg)
-        return msg.SerializeToString()
+        encoded: bytes = msg.SerializeToString()
+        return encoded
     except (EncodeError, ValueError, TypeError) as exc:
         raise LocalProtocolError(f"cannot encode {type(record).__name__}: {exc}") from exc
 
@@ -298,3 +325,183 @@ def decode_record(record: type[R], data: bytes | bytearray | memoryview) -> R:
 # Build every plan at import so that a record/proto mismatch fails fast, not on first use.
 for _record in (*c.COMMAND_TYPES, *_RECORD_PB):
     _plan(_record)
+
+
+# ---- hot-path fast lanes --------------------------------------------------------------------
+#
+# SEND, MESSAGE, SEND_RECEIPT, FLOW and ACK are per-message traffic. Their encoders write the
+# protobuf bytes by hand (field order = field number order, exactly what protobuf writes; tests
+# compare both) and their decoders read the parsed message's attributes directly instead of
+# walking the generic plan. Anything unusual (a nested chunk id) falls back to the generic path.
+
+_SMALL_VARINTS = tuple(bytes((i,)) for i in range(128))
+
+
+def _varint(value: int) -> bytes:
+    if 0 <= value < 128:
+        return _SMALL_VARINTS[value]
+    value &= _U64  # negative int32/int64 values are written as ten-byte two's complement
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: bytes, body: bytes) -> bytes:
+    return tag + _varint(len(body)) + body
+
+
+def _message_id_bytes(mid: c.MessageIdData) -> bytes | None:
+    if mid.first_chunk_message_id is not None:
+        return None
+    parts = [b"\x08", _varint(mid.ledger_id & _U64), b"\x10", _varint(mid.entry_id & _U64)]
+    if mid.partition != -1:
+        parts += (b"\x18", _varint(mid.partition))
+    if mid.batch_index != -1:
+        parts += (b"\x20", _varint(mid.batch_index))
+    for word in mid.ack_set:
+        parts += (b"\x28", _varint(word))
+    if mid.batch_size is not None:
+        parts += (b"\x30", _varint(mid.batch_size))
+    return b"".join(parts)
+
+
+def _fast_message(cmd: c.Message) -> bytes | None:
+    mid = _message_id_bytes(cmd.message_id)
+    if mid is None:
+        return None
+    parts = [b"\x08", _varint(cmd.consumer_id), _field(b"\x12", mid)]
+    if cmd.redelivery_count:
+        parts += (b"\x18", _varint(cmd.redelivery_count))
+    for word in cmd.ack_set:
+        parts += (b"\x20", _varint(word))
+    if cmd.consumer_epoch is not None:
+        parts += (b"\x28", _varint(cmd.consumer_epoch))
+    return b"\x08\x09" + _field(b"\x4a", b"".join(parts))
+
+
+def _fast_send_receipt(cmd: c.SendReceipt) -> bytes | None:
+    parts = [b"\x08", _varint(cmd.producer_id), b"\x10", _varint(cmd.sequence_id)]
+    if cmd.message_id is not None:
+        mid = _message_id_bytes(cmd.message_id)
+        if mid is None:
+            return None
+        parts.append(_field(b"\x1a", mid))
+    if cmd.highest_sequence_id:
+        parts += (b"\x20", _varint(cmd.highest_sequence_id))
+    return b"\x08\x07" + _field(b"\x3a", b"".join(parts))
+
+
+def _fast_send(cmd: c.Send) -> bytes | None:
+    parts = [b"\x08", _varint(cmd.producer_id), b"\x10", _varint(cmd.sequence_id)]
+    if cmd.num_messages != 1:
+        parts += (b"\x18", _varint(cmd.num_messages))
+    if cmd.highest_sequence_id:
+        parts += (b"\x30", _varint(cmd.highest_sequence_id))
+    if cmd.is_chunk:
+        parts.append(b"\x38\x01")
+    if cmd.marker:
+        parts.append(b"\x40\x01")
+    return b"\x08\x06" + _field(b"\x32", b"".join(parts))
+
+
+def _fast_flow(cmd: c.Flow) -> bytes | None:
+    if not 0 <= cmd.message_permits <= 0xFFFFFFFF:
+        return None  # let the generic path report the bad value
+    body = b"\x08" + _varint(cmd.consumer_id) + b"\x10" + _varint(cmd.message_permits)
+    return b"\x08\x0b" + _field(b"\x5a", body)
+
+
+def _fast_ack(cmd: c.Ack) -> bytes | None:
+    if cmd.properties:
+        return None
+    parts = [b"\x08", _varint(cmd.consumer_id), b"\x10", _varint(cmd.ack_type)]
+    for mid in cmd.message_id:
+        encoded = _message_id_bytes(mid)
+        if encoded is None:
+            return None
+        parts.append(_field(b"\x1a", encoded))
+    if cmd.validation_error is not None:
+        parts += (b"\x20", _varint(cmd.validation_error))
+    if cmd.request_id is not None:
+        parts += (b"\x40", _varint(cmd.request_id))
+    return b"\x08\x0a" + _field(b"\x52", b"".join(parts))
+
+
+_FAST_ENCODERS: dict[type[c.Record], Callable[[Any], bytes | None]] = {
+    c.Message: _fast_message,
+    c.SendReceipt: _fast_send_receipt,
+    c.Send: _fast_send,
+    c.Flow: _fast_flow,
+    c.Ack: _fast_ack,
+}
+
+
+def _read_message_id(m: Any) -> c.MessageIdData:
+    if m.HasField("first_chunk_message_id"):
+        return _read(c.MessageIdData, m)
+    return c.MessageIdData(
+        ledger_id=_signed64(m.ledgerId),
+        entry_id=_signed64(m.entryId),
+        partition=m.partition,
+        batch_index=m.batch_index,
+        ack_set=tuple(m.ack_set),
+        batch_size=m.batch_size if m.HasField("batch_size") else None,
+    )
+
+
+def _fast_read_send(m: Any) -> c.Send:
+    return c.Send(
+        producer_id=m.producer_id,
+        sequence_id=m.sequence_id,
+        num_messages=m.num_messages,
+        highest_sequence_id=m.highest_sequence_id,
+        is_chunk=m.is_chunk,
+        marker=m.marker,
+    )
+
+
+def _fast_read_message(m: Any) -> c.Message:
+    return c.Message(
+        consumer_id=m.consumer_id,
+        message_id=_read_message_id(m.message_id),
+        redelivery_count=m.redelivery_count,
+        ack_set=tuple(m.ack_set),
+        consumer_epoch=m.consumer_epoch if m.HasField("consumer_epoch") else None,
+    )
+
+
+def _fast_read_send_receipt(m: Any) -> c.SendReceipt:
+    return c.SendReceipt(
+        producer_id=m.producer_id,
+        sequence_id=m.sequence_id,
+        message_id=_read_message_id(m.message_id) if m.HasField("message_id") else None,
+        highest_sequence_id=m.highest_sequence_id,
+    )
+
+
+def _fast_read_flow(m: Any) -> c.Flow:
+    return c.Flow(consumer_id=m.consumer_id, message_permits=m.messagePermits)
+
+
+def _fast_read_ack(m: Any) -> c.Ack:
+    if m.properties:
+        return _read(c.Ack, m)
+    return c.Ack(
+        consumer_id=m.consumer_id,
+        ack_type=c.AckType(m.ack_type),
+        message_id=tuple(_read_message_id(x) for x in m.message_id),
+        validation_error=m.validation_error if m.HasField("validation_error") else None,
+        request_id=m.request_id if m.HasField("request_id") else None,
+    )
+
+
+_FAST_DECODERS: dict[type[c.Record], Callable[[Any], c.Command]] = {
+    c.Send: _fast_read_send,
+    c.Message: _fast_read_message,
+    c.SendReceipt: _fast_read_send_receipt,
+    c.Flow: _fast_read_flow,
+    c.Ack: _fast_read_ack,
+}

@@ -125,29 +125,29 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
     """Base of every record; frozen so a decoded command can be shared safely."""
 
 
-class KeyValue(Record):
+class KeyValue(Record, frozen=True, kw_only=True):
     key: str
     value: str
 
 
-class KeyLongValue(Record):
+class KeyLongValue(Record, frozen=True, kw_only=True):
     key: str
     value: int
 
 
-class IntRange(Record):
+class IntRange(Record, frozen=True, kw_only=True):
     start: int
     end: int
 
 
-class Schema(Record):
+class Schema(Record, frozen=True, kw_only=True):
     name: str
     schema_data: bytes
     type: SchemaType
     properties: tuple[KeyValue, ...] = ()
 
 
-class MessageIdData(Record):
+class MessageIdData(Record, frozen=True, kw_only=True):
     ledger_id: int
     entry_id: int
     partition: int = -1
@@ -157,26 +157,26 @@ class MessageIdData(Record):
     first_chunk_message_id: MessageIdData | None = None
 
 
-class FeatureFlags(Record):
+class FeatureFlags(Record, frozen=True, kw_only=True):
     supports_auth_refresh: bool = False
     supports_broker_entry_metadata: bool = False
     supports_partial_producer: bool = False
     supports_topic_watchers: bool = False
 
 
-class KeySharedMeta(Record):
+class KeySharedMeta(Record, frozen=True, kw_only=True):
     key_shared_mode: KeySharedMode
     hash_ranges: tuple[IntRange, ...] = ()
     allow_out_of_order_delivery: bool = False
 
 
-class EncryptionKeys(Record):
+class EncryptionKeys(Record, frozen=True, kw_only=True):
     key: str
     value: bytes
     metadata: tuple[KeyValue, ...] = ()
 
 
-class MessageMetadata(Record):
+class MessageMetadata(Record, frozen=True, kw_only=True):
     """The per-entry header a producer writes (stored and replayed untouched by the broker)."""
 
     producer_name: str
@@ -207,7 +207,7 @@ class MessageMetadata(Record):
     null_partition_key: bool | None = None
 
 
-class SingleMessageMetadata(Record):
+class SingleMessageMetadata(Record, frozen=True, kw_only=True):
     """The header of one message inside a batched entry."""
 
     payload_size: int
@@ -222,7 +222,7 @@ class SingleMessageMetadata(Record):
     null_partition_key: bool | None = None
 
 
-class BrokerEntryMetadata(Record):
+class BrokerEntryMetadata(Record, frozen=True, kw_only=True):
     broker_timestamp: int | None = None
     index: int | None = None
 
@@ -230,7 +230,7 @@ class BrokerEntryMetadata(Record):
 # ---- commands -------------------------------------------------------------------------------
 
 
-class Connect(Record):
+class Connect(Record, frozen=True, kw_only=True):
     client_version: str
     auth_method: int | None = None
     auth_data: bytes | None = None
@@ -243,27 +243,27 @@ class Connect(Record):
     feature_flags: FeatureFlags | None = None
 
 
-class Connected(Record):
+class Connected(Record, frozen=True, kw_only=True):
     server_version: str
     protocol_version: int = 0
     max_message_size: int | None = None
     feature_flags: FeatureFlags | None = None
 
 
-class Ping(Record):
+class Ping(Record, frozen=True, kw_only=True):
     pass
 
 
-class Pong(Record):
+class Pong(Record, frozen=True, kw_only=True):
     pass
 
 
-class PartitionedTopicMetadata(Record):
+class PartitionedTopicMetadata(Record, frozen=True, kw_only=True):
     topic: str
     request_id: int
 
 
-class PartitionedTopicMetadataResponse(Record):
+class PartitionedTopicMetadataResponse(Record, frozen=True, kw_only=True):
     request_id: int
     partitions: int | None = None
     response: MetadataResult | None = None
@@ -271,14 +271,14 @@ class PartitionedTopicMetadataResponse(Record):
     message: str | None = None
 
 
-class LookupTopic(Record):
+class LookupTopic(Record, frozen=True, kw_only=True):
     topic: str
     request_id: int
     authoritative: bool = False
     advertised_listener_name: str | None = None
 
 
-class LookupTopicResponse(Record):
+class LookupTopicResponse(Record, frozen=True, kw_only=True):
     request_id: int
     broker_service_url: str | None = None
     broker_service_url_tls: str | None = None
@@ -289,7 +289,7 @@ class LookupTopicResponse(Record):
     proxy_through_service_url: bool = False
 
 
-class GetTopicsOfNamespace(Record):
+class GetTopicsOfNamespace(Record, frozen=True, kw_only=True):
     request_id: int
     namespace: str
     mode: TopicsMode = TopicsMode.PERSISTENT
@@ -297,7 +297,7 @@ class GetTopicsOfNamespace(Record):
     topics_hash: str | None = None
 
 
-class GetTopicsOfNamespaceResponse(Record):
+class GetTopicsOfNamespaceResponse(Record, frozen=True, kw_only=True):
     request_id: int
     topics: tuple[str, ...] = ()
     filtered: bool = False
@@ -305,7 +305,7 @@ class GetTopicsOfNamespaceResponse(Record):
     changed: bool = True
 
 
-class Producer(Record):
+class Producer(Record, frozen=True, kw_only=True):
     topic: str
     producer_id: int
     request_id: int
@@ -321,7 +321,7 @@ class Producer(Record):
     initial_subscription_name: str | None = None
 
 
-class ProducerSuccess(Record):
+class ProducerSuccess(Record, frozen=True, kw_only=True):
     request_id: int
     producer_name: str
     last_sequence_id: int = -1
@@ -330,7 +330,7 @@ class ProducerSuccess(Record):
     producer_ready: bool = True
 
 
-class Send(Record):
+class Send(Record, frozen=True, kw_only=True):
     producer_id: int
     sequence_id: int
     num_messages: int = 1
@@ -339,28 +339,28 @@ class Send(Record):
     marker: bool = False
 
 
-class SendReceipt(Record):
+class SendReceipt(Record, frozen=True, kw_only=True):
     producer_id: int
     sequence_id: int
     message_id: MessageIdData | None = None
     highest_sequence_id: int = 0
 
 
-class SendError(Record):
+class SendError(Record, frozen=True, kw_only=True):
     producer_id: int
     sequence_id: int
     error: ServerError
     message: str
 
 
-class CloseProducer(Record):
+class CloseProducer(Record, frozen=True, kw_only=True):
     producer_id: int
     request_id: int
     assigned_broker_service_url: str | None = None
     assigned_broker_service_url_tls: str | None = None
 
 
-class Subscribe(Record):
+class Subscribe(Record, frozen=True, kw_only=True):
     topic: str
     subscription: str
     sub_type: SubType
@@ -382,12 +382,12 @@ class Subscribe(Record):
     consumer_epoch: int | None = None
 
 
-class Flow(Record):
+class Flow(Record, frozen=True, kw_only=True):
     consumer_id: int
     message_permits: int
 
 
-class Message(Record):
+class Message(Record, frozen=True, kw_only=True):
     consumer_id: int
     message_id: MessageIdData
     redelivery_count: int = 0
@@ -395,7 +395,7 @@ class Message(Record):
     consumer_epoch: int | None = None
 
 
-class Ack(Record):
+class Ack(Record, frozen=True, kw_only=True):
     consumer_id: int
     ack_type: AckType
     message_id: tuple[MessageIdData, ...] = ()
@@ -404,60 +404,60 @@ class Ack(Record):
     request_id: int | None = None
 
 
-class AckResponse(Record):
+class AckResponse(Record, frozen=True, kw_only=True):
     consumer_id: int
     error: ServerError | None = None
     message: str | None = None
     request_id: int | None = None
 
 
-class ActiveConsumerChange(Record):
+class ActiveConsumerChange(Record, frozen=True, kw_only=True):
     consumer_id: int
     is_active: bool = False
 
 
-class Unsubscribe(Record):
+class Unsubscribe(Record, frozen=True, kw_only=True):
     consumer_id: int
     request_id: int
 
 
-class Seek(Record):
+class Seek(Record, frozen=True, kw_only=True):
     consumer_id: int
     request_id: int
     message_id: MessageIdData | None = None
     message_publish_time: int | None = None
 
 
-class CloseConsumer(Record):
+class CloseConsumer(Record, frozen=True, kw_only=True):
     consumer_id: int
     request_id: int
     assigned_broker_service_url: str | None = None
     assigned_broker_service_url_tls: str | None = None
 
 
-class RedeliverUnacknowledgedMessages(Record):
+class RedeliverUnacknowledgedMessages(Record, frozen=True, kw_only=True):
     consumer_id: int
     message_ids: tuple[MessageIdData, ...] = ()
     consumer_epoch: int | None = None
 
 
-class GetLastMessageId(Record):
+class GetLastMessageId(Record, frozen=True, kw_only=True):
     consumer_id: int
     request_id: int
 
 
-class GetLastMessageIdResponse(Record):
+class GetLastMessageIdResponse(Record, frozen=True, kw_only=True):
     last_message_id: MessageIdData
     request_id: int
     consumer_mark_delete_position: MessageIdData | None = None
 
 
-class ConsumerStats(Record):
+class ConsumerStats(Record, frozen=True, kw_only=True):
     request_id: int
     consumer_id: int
 
 
-class ConsumerStatsResponse(Record):
+class ConsumerStatsResponse(Record, frozen=True, kw_only=True):
     request_id: int
     error_code: ServerError | None = None
     error_message: str | None = None
@@ -476,13 +476,13 @@ class ConsumerStatsResponse(Record):
     message_ack_rate: float | None = None
 
 
-class GetSchema(Record):
+class GetSchema(Record, frozen=True, kw_only=True):
     request_id: int
     topic: str
     schema_version: bytes | None = None
 
 
-class GetSchemaResponse(Record):
+class GetSchemaResponse(Record, frozen=True, kw_only=True):
     request_id: int
     error_code: ServerError | None = None
     error_message: str | None = None
@@ -490,25 +490,25 @@ class GetSchemaResponse(Record):
     schema_version: bytes | None = None
 
 
-class GetOrCreateSchema(Record):
+class GetOrCreateSchema(Record, frozen=True, kw_only=True):
     request_id: int
     topic: str
     schema: Schema
 
 
-class GetOrCreateSchemaResponse(Record):
+class GetOrCreateSchemaResponse(Record, frozen=True, kw_only=True):
     request_id: int
     error_code: ServerError | None = None
     error_message: str | None = None
     schema_version: bytes | None = None
 
 
-class Success(Record):
+class Success(Record, frozen=True, kw_only=True):
     request_id: int
     schema: Schema | None = None
 
 
-class Error(Record):
+class Error(Record, frozen=True, kw_only=True):
     request_id: int
     error: ServerError
     message: str

@@ -160,7 +160,7 @@ class Connection:
             return
         self._decoder.feed(data)
 
-    def next_frame(self) -> Frame | None | _Closed:
+    def next_frame(self) -> Frame | _Closed | None:
         """The next frame from the peer, ``None`` if more data is needed, or ``CLOSED``.
 
         Raises:

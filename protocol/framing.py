@@ -165,7 +165,9 @@ def _parse_payload(rest: memoryview) -> Payload:
         pos = 6 + bem_size
     if rest[pos : pos + 2] == MAGIC_CHECKSUM:
         if len(rest) - pos < 6:
-            raise RemoteProtocolError("truncated checksum section", error_hint=ServerError.ChecksumError)
+            raise RemoteProtocolError(
+                "truncated checksum section", error_hint=ServerError.ChecksumError
+            )
         crc = _U32.unpack_from(rest, pos + 2)[0]
         pos += 6
     entry = rest[pos:]

@@ -16,7 +16,7 @@ from grpc_tools import protoc
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "protocol"
 OUT_DIR = PROTO_DIR / "_pb"
-GENERATED = ("pulsar_pb2.py", "pulsar_pb2.pyi")
+GENERATED = ("pulsar_pb2.py",)
 
 
 def generate(out_dir: pathlib.Path) -> None:
@@ -25,7 +25,6 @@ def generate(out_dir: pathlib.Path) -> None:
             "protoc",
             f"-I{PROTO_DIR}",
             f"--python_out={out_dir}",
-            f"--pyi_out={out_dir}",
             str(PROTO_DIR / "pulsar.proto"),
         ]
     )

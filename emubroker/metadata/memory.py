@@ -195,7 +195,9 @@ class MemoryMetadataTree:
             raise ValueError(f"expected_version must be None, -1 or >= 0, got {expected_version}")
         if sequential:
             if expected_version not in (None, -1):
-                raise ValueError("a sequential put always creates: expected_version must be None")
+                raise ValueError(
+                    "a sequential put always creates: expected_version must be None or -1"
+                )
             parent = _parent(validate_path(path + "0" * SEQUENTIAL_DIGITS))
             counter = self._sequence.get(parent, 0)
             self._sequence[parent] = counter + 1
@@ -281,8 +283,9 @@ class MemoryMetadataTree:
                 self._unwatch(watcher)  # the watcher closed its end and is not listening
 
     def _watch(self, prefix: str) -> tuple[_Watcher, _WatchStream]:
+        validate_path(prefix, allow_root=True)
         send, receive = anyio.create_memory_object_stream[Notification](self._watch_buffer_size)
-        watcher = _Watcher(validate_path(prefix, allow_root=True), send)
+        watcher = _Watcher(prefix, send)
         self._watchers.add(watcher)
         return watcher, _WatchStream(receive, watcher)
 

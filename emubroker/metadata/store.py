@@ -144,9 +144,10 @@ def validate_path(path: str, *, allow_root: bool = False) -> str:
         if allow_root:
             return path
         raise InvalidPathError("the root '/' cannot hold a value")
-    segments = path.split("/")
     # ZooKeeper's PathUtils rejects the same shapes, so a path valid here is valid on ZK/etcd.
-    if segments[0] or any(s in _BAD_SEGMENTS or "\x00" in s for s in segments[1:]):
+    if not path.startswith("/") or any(
+        s in _BAD_SEGMENTS or "\x00" in s for s in path[1:].split("/")
+    ):
         raise InvalidPathError(
             f"invalid metadata path {path!r}: must be absolute, with no empty, '.' or '..' "
             "segments and no trailing '/'"

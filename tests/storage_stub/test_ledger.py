@@ -101,7 +101,9 @@ def test_read_of_empty_ledger_raises(store: LedgerStore) -> None:
     ],
     ids=["add", "read", "lac", "close", "fence", "delete", "info"],
 )
-def test_unknown_ledger_raises_no_such_ledger(store: LedgerStore, op) -> None:
+def test_unknown_ledger_raises_no_such_ledger(
+    store: LedgerStore, op: Callable[[LedgerStore], object]
+) -> None:
     with pytest.raises(NoSuchLedgerError, match="no such ledger: 99") as info:
         op(store)
     assert info.value.ledger_id == 99
