@@ -206,6 +206,6 @@ class FakeClock:
 
 
 if TYPE_CHECKING:
-    # Static proof that both implementations satisfy the protocol (checked by mypy, free at runtime).
+    # Static proof that both implementations satisfy Clock (checked by mypy, free at runtime).
     _anyio_clock: Clock = AnyioClock()
     _fake_clock: Clock = FakeClock()

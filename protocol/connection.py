@@ -101,6 +101,9 @@ _CLIENT_RECEIVES: frozenset[type[c.Record]] = frozenset(
     }
 )
 
+# SEND and MESSAGE are the only frames with a payload section (spec §2.2).
+_PAYLOAD_COMMANDS: frozenset[type[c.Record]] = frozenset({c.Send, c.Message})
+
 # (role, state, command type) -> next state, for the handshake frames; OPEN traffic is checked
 # against the per-role acceptance sets above.
 _HANDSHAKE: dict[tuple[Role, State, str, type[c.Record]], State] = {
@@ -130,8 +133,10 @@ class Connection:
         self.peer_connected: c.Connected | None = None
         self._decoder = FrameDecoder(max_frame_size)
         self._accepts = _BROKER_RECEIVES if role is Role.BROKER else _CLIENT_RECEIVES
+        self._peer_accepts = _CLIENT_RECEIVES if role is Role.BROKER else _BROKER_RECEIVES
         self._request_ids = itertools.count()
         self._eof = False
+        self._connect_done = False  # CONNECT sent (client) or received (broker); rule 1
 
     @property
     def max_frame_size(self) -> int:
@@ -165,9 +170,14 @@ class Connection:
 
         Raises:
             RemoteProtocolError: the peer broke the protocol; the connection is now CLOSED.
+            LocalProtocolError: the connection was already closed by a protocol error.
         """
-        if self.state is State.CLOSED and self._eof:
-            return CLOSED
+        if self.state is State.CLOSED:
+            if self._eof:
+                return CLOSED
+            # Fix (test_connection.py, rule 3): this returned None ("need more data") or the
+            # frames behind the bad one; after a violation every call raises.
+            raise LocalProtocolError("next_frame on a connection closed by a protocol error")
         try:
             frame = self._decoder.next_frame()
         except RemoteProtocolError:
@@ -184,13 +194,27 @@ class Connection:
     def _check(self, direction: str, command: c.Command) -> None:
         kind = type(command)
         if self.state is State.OPEN:
-            if direction == "send" or kind in self._accepts:
+            if direction == "receive":
+                if kind in self._accepts:
+                    return
+                self.state = State.CLOSED
+                raise RemoteProtocolError(f"{self.role.value} cannot receive {kind.__name__}")
+            # Fix (test_connection.py, rules 2-3): sends were not checked, so a broker could
+            # write e.g. a second CONNECTED, which makes the client drop the connection (§2.5).
+            if kind in self._peer_accepts:
                 return
             self.state = State.CLOSED
-            raise RemoteProtocolError(f"{self.role.value} cannot receive {kind.__name__}")
+            peer = Role.CLIENT if self.role is Role.BROKER else Role.BROKER
+            raise LocalProtocolError(f"{peer.value} cannot receive {kind.__name__}")
         if self.state is State.CLOSED:
             raise LocalProtocolError(f"cannot {direction} {kind.__name__}: connection closed")
         next_state = _HANDSHAKE.get((self.role, self.state, direction, kind))
+        if (kind is c.Connect and self._connect_done) or (
+            kind is c.Connected and not self._connect_done
+        ):
+            # Fix (test_connection.py, rule 1): CONNECT comes once and first, CONNECTED only
+            # after it; the table alone let a broker answer a CONNECT it never received.
+            next_state = None
         if next_state is None:
             self.state = State.CLOSED
             error: type[ProtocolError] = (
@@ -198,6 +222,7 @@ class Connection:
             )
             raise error(f"{kind.__name__} is not allowed during the handshake")
         if isinstance(command, c.Connect):
+            self._connect_done = True
             self.peer_connect = command if direction == "receive" else self.peer_connect
             if direction == "receive":
                 self.peer_protocol_version = command.protocol_version
@@ -212,8 +237,14 @@ class Connection:
         """The bytes of ``command`` (no payload); validates direction and handshake order.
 
         Raises:
-            LocalProtocolError: the command is not allowed now or cannot be encoded.
+            LocalProtocolError: the command is not allowed now, needs a payload (SEND, MESSAGE:
+                use ``send_payload``) or cannot be encoded.
         """
+        if type(command) in _PAYLOAD_COMMANDS:
+            # Fix (test_connection.py): without its payload section the peer refuses the frame
+            # (spec §2.2), so this is our caller's mistake, reported here rather than remotely.
+            self.state = State.CLOSED
+            raise LocalProtocolError(f"{type(command).__name__} needs send_payload")
         self._check("send", command)
         return encode_frame(command)
 
@@ -227,10 +258,15 @@ class Connection:
         """The bytes of a SEND or MESSAGE with its entry (see ``framing.encode_payload_frame``).
 
         Raises:
-            LocalProtocolError: the connection is not open or the command cannot be encoded.
+            LocalProtocolError: the connection is not open, the command carries no payload or
+                the peer may not receive it, or the command cannot be encoded.
         """
-        if self.state is not State.OPEN:
-            raise LocalProtocolError(f"cannot send {type(command).__name__}: not open")
+        if type(command) not in _PAYLOAD_COMMANDS:  # the annotation is not enforced at runtime
+            self.state = State.CLOSED
+            raise LocalProtocolError(f"{type(command).__name__} carries no payload; use send")
+        # Fix (test_connection.py, rule 3): route through the same checks as send(), so that a
+        # refused payload frame also closes the connection and direction is enforced.
+        self._check("send", command)
         return encode_payload_frame(command, entry, entry_checksum, broker_entry_metadata)
 
     def close(self) -> None:

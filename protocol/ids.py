@@ -7,8 +7,6 @@ codec maps them to the wire's uint64, so ``-1`` travels as ``2**64 - 1``.
 
 from __future__ import annotations
 
-import functools
-
 import msgspec
 
 from protocol.commands import MessageIdData
@@ -16,7 +14,6 @@ from protocol.commands import MessageIdData
 MAX_I64 = (1 << 63) - 1
 
 
-@functools.total_ordering
 class MessageId(msgspec.Struct, frozen=True):
     """A message's identity: entry position, partition index and index inside a batch."""
 
@@ -31,10 +28,30 @@ class MessageId(msgspec.Struct, frozen=True):
         """The ordering key (partition is not part of it)."""
         return (self.ledger_id, self.entry_id, self.batch_index)
 
+    # Fix (tests/protocol/test_ids.py): functools.total_ordering added nothing here, because
+    # msgspec.Struct already defines the rich comparisons (answering NotImplemented), so `<=`
+    # and `>=` raised TypeError. Spelled out as pulsar-client-cpp's lib/MessageId.cc derives
+    # them from `<` and `==`; for ids equal but for the partition, `>` and `>=` hold both ways
+    # there too.
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, MessageId):
             return NotImplemented
         return self.key < other.key
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return self.key < other.key or self == other
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return not (self.key < other.key or self == other)
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return not self.key < other.key
 
     def to_data(self) -> MessageIdData:
         """The wire form; batch fields are written only for batched ids."""

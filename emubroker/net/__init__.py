@@ -1,0 +1,24 @@
+"""The binary-protocol side of the broker: the accept loop and one session per connection."""
+
+from __future__ import annotations
+
+from emubroker.net.listener import (
+    bind_tcp_sockets,
+    create_pulsar_listener,
+    listener_from_sockets,
+    listener_port,
+    serve_pulsar,
+)
+from emubroker.net.session import RECEIVE_SIZE, FrameHandler, HandlerFactory, Session
+
+__all__ = [
+    "RECEIVE_SIZE",
+    "FrameHandler",
+    "HandlerFactory",
+    "Session",
+    "bind_tcp_sockets",
+    "create_pulsar_listener",
+    "listener_from_sockets",
+    "listener_port",
+    "serve_pulsar",
+]

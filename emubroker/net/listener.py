@@ -1,0 +1,187 @@
+"""The accept loop of the binary protocol, and socket binding shared with the admin server.
+
+``serve_pulsar`` follows STYLE.md §1.15: it never returns, calls ``task_status.started`` once it
+is listening, and runs one ``Session`` per accepted connection inside its own task group, so
+cancelling it closes every connection. A session that fails is logged and forgotten; it never
+takes the listener down.
+
+``bind_tcp_sockets`` implements the bind rules of the ``standalone`` command: ``localhost`` means
+both 127.0.0.1 and ::1 on the same port (the official client resolves ``localhost`` to either);
+when ::1 is unavailable on the machine we bind 127.0.0.1 alone and log it. Port 0 picks a free
+port, the same one on every address.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+from typing import TYPE_CHECKING, Final
+
+import anyio
+from anyio.abc import SocketAttribute, SocketListener
+from anyio.streams.stapled import MultiListener
+
+from emubroker.net.session import Session
+
+if TYPE_CHECKING:
+    from anyio.abc import ByteStream, Listener, SocketStream, TaskStatus
+
+    from emubroker.net.session import HandlerFactory
+    from protocol.clock import Clock
+
+__all__ = [
+    "bind_tcp_sockets",
+    "create_pulsar_listener",
+    "listener_from_sockets",
+    "listener_port",
+    "serve_pulsar",
+]
+
+log = logging.getLogger(__name__)
+
+BACKLOG: Final = 1024
+"""Pending connections the kernel may queue; test suites open many clients at once."""
+
+_BIND_ATTEMPTS: Final = 10  # port 0 on two families: retry when the second family's port is taken
+_IPV6_UNAVAILABLE: Final = frozenset(
+    {errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT}
+)
+
+
+def _bind(family: socket.AddressFamily, address: str, port: int) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((address, port))
+        sock.listen(BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def _addresses(host: str) -> list[tuple[socket.AddressFamily, str]]:
+    if host == "localhost":
+        return [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")]
+    infos = await anyio.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    found: list[tuple[socket.AddressFamily, str]] = []
+    for family, _, _, _, sockaddr in infos:
+        item = (family, str(sockaddr[0]))
+        if item not in found:
+            found.append(item)
+    return found
+
+
+async def bind_tcp_sockets(host: str, port: int) -> list[socket.socket]:
+    """Bind listening, non-blocking TCP sockets for ``host:port``.
+
+    Args:
+        host: ``localhost`` (127.0.0.1 and ::1), an address, or a name to resolve.
+        port: The port; ``0`` picks a free one, shared by every socket.
+
+    Returns:
+        One socket per address, in the order above; the caller owns them.
+
+    Raises:
+        OSError: Binding failed (e.g. the port is in use).
+    """
+    addresses = await _addresses(host)
+    for _ in range(_BIND_ATTEMPTS):
+        sockets: list[socket.socket] = []
+        chosen = port
+        try:
+            for family, address in addresses:
+                try:
+                    sock = _bind(family, address, chosen)
+                except OSError as exc:
+                    if (
+                        host == "localhost"
+                        and family == socket.AF_INET6
+                        and (exc.errno in _IPV6_UNAVAILABLE)
+                    ):
+                        log.warning(
+                            "::1 is not available here (%s); listening on 127.0.0.1 only", exc
+                        )
+                        continue
+                    raise
+                sockets.append(sock)
+                chosen = sock.getsockname()[1]
+        except OSError as exc:
+            for sock in sockets:
+                sock.close()
+            if port == 0 and exc.errno == errno.EADDRINUSE:
+                continue  # the free port of the first family is taken on another: start over
+            raise
+        return sockets
+    raise OSError(errno.EADDRINUSE, f"no free port available on every address of {host!r}")
+
+
+async def create_pulsar_listener(host: str, port: int) -> MultiListener[SocketStream]:
+    """An anyio listener on ``host:port`` (see :func:`bind_tcp_sockets`).
+
+    Raises:
+        OSError: Binding failed.
+    """
+    return await listener_from_sockets(await bind_tcp_sockets(host, port))
+
+
+async def listener_from_sockets(sockets: list[socket.socket]) -> MultiListener[SocketStream]:
+    """One anyio listener over bound, listening sockets (it takes ownership of them)."""
+    return MultiListener([await SocketListener.from_socket(sock) for sock in sockets])
+
+
+def listener_port(listener: Listener[ByteStream]) -> int:
+    """The local port of a TCP listener (the real one when it was bound to port 0)."""
+    port: int = listener.extra(SocketAttribute.local_port)
+    return port
+
+
+async def serve_pulsar(
+    listener: Listener[ByteStream],
+    handler_factory: HandlerFactory,
+    *,
+    clock: Clock,
+    max_frame_size: int,
+    keepalive_interval: float,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections forever, one :class:`Session` each; closes the listener when cancelled.
+
+    Args:
+        listener: Where connections come from (see :func:`create_pulsar_listener`).
+        handler_factory: Builds each session's command handler.
+        clock: Drives every session's keep-alive.
+        max_frame_size: Largest frame a client may send (``maxMessageSize`` + 10 KiB, §2.3).
+        keepalive_interval: ``keepAliveIntervalSeconds``.
+        task_status: Told once the listener accepts connections.
+    """
+
+    async def serve_one(stream: ByteStream) -> None:
+        try:
+            session = Session(
+                stream,
+                handler_factory,
+                clock=clock,
+                max_frame_size=max_frame_size,
+                keepalive_interval=keepalive_interval,
+            )
+            await session.run()
+        except Exception:
+            # Task boundary (STYLE.md §1.17): a broken session must not stop the accept loop.
+            log.exception("session failed")
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            task_status.started()
+            await listener.serve(serve_one, tg)
+    finally:
+        # Shielded: MultiListener closes its listeners one by one with a checkpoint each, and a
+        # cancellation there would leave the rest (e.g. the ::1 socket) open.
+        with anyio.CancelScope(shield=True):
+            await listener.aclose()

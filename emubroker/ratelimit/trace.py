@@ -1,0 +1,305 @@
+"""The dispatch trace: one record per dispatch, written to Parquet for the Spark analysis.
+
+Schema version 1 is documented field by field in ``docs/dispatch-trace.md``; it only grows by
+appending fields with defaults (STYLE.md rule 6), and each file carries its version both as the
+``schema_version`` column and in the Arrow schema metadata (``emubroker.schema_version``).
+
+:class:`DispatchTraceWriter` is built to stay off the hot path: ``append`` only pushes each
+field onto an in-memory column list (no I/O, no Arrow work); every ``flush_every`` records the
+columns become one Arrow record batch and one Parquet row group. A file is rolled after
+``rows_per_file`` rows. Files are written as hidden ``.<name>.inprogress`` and renamed to
+``<prefix>-NNNNN.parquet`` when complete, so readers (Spark skips dot-files) never see half a
+file. An async owner that must not block its loop on the write can turn ``auto_flush`` off, call
+:meth:`~DispatchTraceWriter.detach` on the loop and run :meth:`~DispatchTraceWriter.write` in a
+worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from emubroker.ratelimit.limiter import LimiterLevel
+from emubroker.ratelimit.quotas import CLASSIC_FACTORY
+from emubroker.ratelimit.readsize import ThrottleChain
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "TRACE_SCHEMA",
+    "DispatchTraceRecord",
+    "DispatchTraceWriter",
+    "dispatch_record",
+]
+
+SCHEMA_VERSION = 1
+
+
+class DispatchTraceRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One dispatch (or one throttled read attempt) of one subscription dispatcher.
+
+    Level fields (``broker_*``, ``topic_*``, ``subscription_*``) use -1 for "no such limit" and
+    -2 (``readsize.NOT_CONSULTED``) for "not consulted"; see docs/dispatch-trace.md.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    wall_ns: int
+    monotonic: float
+    broker: str
+    topic: str
+    subscription: str
+    consumer: str = ""
+    consumer_id: int = -1
+    event: str = "dispatch"
+    mode: str = "normal"
+    charge_unit: str = "messages"
+    limiter_impl: str = "token-bucket"
+    replay: bool = False
+    gate_applied: bool = True
+    throttled_by: str = ""
+    entries: int = 0
+    messages: int = 0
+    bytes: int = 0
+    broker_msg_rate: int = -1
+    broker_byte_rate: int = -1
+    broker_msg_available: int = -1
+    broker_byte_available: int = -1
+    broker_msg_charged: int = -1
+    broker_byte_charged: int = -1
+    broker_period: int = -1
+    topic_msg_rate: int = -1
+    topic_byte_rate: int = -1
+    topic_msg_available: int = -1
+    topic_byte_available: int = -1
+    topic_msg_charged: int = -1
+    topic_byte_charged: int = -1
+    topic_period: int = -1
+    subscription_msg_rate: int = -1
+    subscription_byte_rate: int = -1
+    subscription_msg_available: int = -1
+    subscription_byte_available: int = -1
+    subscription_msg_charged: int = -1
+    subscription_byte_charged: int = -1
+    subscription_period: int = -1
+
+
+_ARROW_TYPES: dict[Any, Any] = {
+    int: pa.int64(),
+    float: pa.float64(),
+    str: pa.string(),
+    bool: pa.bool_(),
+}
+_FIELDS = msgspec.structs.fields(DispatchTraceRecord)
+FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in _FIELDS)
+TRACE_SCHEMA = pa.schema(
+    [pa.field(field.name, _ARROW_TYPES[field.type], nullable=False) for field in _FIELDS],
+    metadata={
+        b"emubroker.trace": b"dispatch",
+        b"emubroker.schema_version": str(SCHEMA_VERSION).encode(),
+    },
+)
+
+
+def dispatch_record(
+    chain: ThrottleChain,
+    *,
+    now: float,
+    wall_ns: int,
+    broker: str,
+    topic: str,
+    subscription: str,
+    consumer: str = "",
+    consumer_id: int = -1,
+    entries: int = 0,
+    messages: int = 0,
+    size: int = 0,
+    replay: bool = False,
+    cursor_active: bool = False,
+    throttled_by: LimiterLevel | None = None,
+) -> DispatchTraceRecord:
+    """Build the record of the chain's last ``plan_read`` (+ ``charge``, unless throttled).
+
+    Call it right after ``charge`` for a dispatch, or right after a ``plan_read`` that returned
+    a backoff, passing ``throttled_by=plan.throttled_by``.
+    """
+    config = chain.config
+    throttled = throttled_by is not None
+    periods = chain.period_indexes(now)
+    levels: dict[str, Any] = {}
+    for index, level in enumerate(
+        (LimiterLevel.BROKER, LimiterLevel.TOPIC, LimiterLevel.SUBSCRIPTION)
+    ):
+        limiter = chain.limiter(level)
+        enabled = limiter is not None and limiter.enabled
+        msg_rate = limiter.rate_on_msg() if limiter is not None and enabled else -1
+        byte_rate = limiter.rate_on_byte() if limiter is not None and enabled else -1
+        levels[f"{level}_msg_rate"] = msg_rate
+        levels[f"{level}_byte_rate"] = byte_rate
+        levels[f"{level}_msg_available"] = chain.available_msg[index]
+        levels[f"{level}_byte_available"] = chain.available_byte[index]
+        if throttled:
+            levels[f"{level}_msg_charged"] = 0 if msg_rate > 0 else -1
+            levels[f"{level}_byte_charged"] = 0 if byte_rate > 0 else -1
+        else:
+            levels[f"{level}_msg_charged"] = chain.charged_msg[index]
+            levels[f"{level}_byte_charged"] = chain.charged_byte[index]
+        levels[f"{level}_period"] = periods[index]
+    return DispatchTraceRecord(
+        wall_ns=wall_ns,
+        monotonic=now,
+        broker=broker,
+        topic=topic,
+        subscription=subscription,
+        consumer=consumer,
+        consumer_id=consumer_id,
+        event="throttled" if throttled else "dispatch",
+        mode="precise" if config.preciseDispatcherFlowControl else "normal",
+        charge_unit="entries" if config.dispatchThrottlingOnBatchMessageEnabled else "messages",
+        limiter_impl=(
+            "classic"
+            if config.dispatchRateLimiterFactoryClassName == CLASSIC_FACTORY
+            else "token-bucket"
+        ),
+        replay=replay,
+        gate_applied=chain.gate_applies(cursor_active),
+        throttled_by=str(throttled_by) if throttled_by is not None else "",
+        entries=0 if throttled else entries,
+        messages=0 if throttled else messages,
+        bytes=0 if throttled else size,
+        **levels,
+    )
+
+
+class DispatchTraceWriter:
+    """Buffered, columnar, rolling Parquet writer of :class:`DispatchTraceRecord`.
+
+    Args:
+        directory: Where files go (created if missing).
+        prefix: File name prefix, e.g. the broker id.
+        flush_every: Records per row group; ``append`` flushes when this many are buffered.
+        rows_per_file: Start a new file once the current one holds at least this many rows.
+        compression: Parquet codec.
+        auto_flush: Whether ``append`` writes full buffers itself.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        prefix: str = "dispatch",
+        flush_every: int = 65_536,
+        rows_per_file: int = 4_194_304,
+        compression: str = "zstd",
+        auto_flush: bool = True,
+    ) -> None:
+        if flush_every < 1 or rows_per_file < 1:
+            raise ValueError("flush_every and rows_per_file must be positive")
+        self._directory = Path(directory)
+        self._directory.mkdir(parents=True, exist_ok=True)
+        self._prefix = prefix
+        self._flush_every = flush_every
+        self._rows_per_file = rows_per_file
+        self._compression = compression
+        self._auto_flush = auto_flush
+        self._columns: list[list[Any]] = [[] for _ in FIELD_NAMES]
+        self._buffered = 0
+        self._writer: Any = None  # pq.ParquetWriter of the file in progress
+        self._in_progress: Path | None = None
+        self._rows_in_file = 0
+        self._sequence = 0
+        self._closed = False
+        self.files: list[Path] = []  # completed files, in order
+        self.records_written = 0
+
+    @property
+    def buffered(self) -> int:
+        """Records appended and not yet written."""
+        return self._buffered
+
+    def append(self, record: DispatchTraceRecord) -> None:
+        """Buffer one record; writes a row group when ``flush_every`` are buffered.
+
+        Raises:
+            RuntimeError: The writer is closed.
+        """
+        if self._closed:
+            raise RuntimeError("trace writer is closed")
+        # map() drives the unbound list.append from C: no Python-level loop per field.
+        deque(map(list.append, self._columns, msgspec.structs.astuple(record)), maxlen=0)
+        self._buffered += 1
+        if self._auto_flush and self._buffered >= self._flush_every:
+            self.flush()
+
+    def detach(self) -> list[list[Any]] | None:
+        """Take the buffered columns (cheap; call on the appending thread), or None if empty."""
+        if not self._buffered:
+            return None
+        columns = self._columns
+        self._columns = [[] for _ in FIELD_NAMES]
+        self._buffered = 0
+        return columns
+
+    def write(self, columns: list[list[Any]]) -> None:
+        """Write detached columns as one row group, rolling the file if it is full.
+
+        Safe to run in a worker thread while ``append`` goes on, but not concurrently with
+        another ``write``/``flush``/``close``.
+        """
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(column, type=field.type)
+                for column, field in zip(columns, TRACE_SCHEMA, strict=True)
+            ],
+            schema=TRACE_SCHEMA,
+        )
+        if self._writer is None:
+            self._open()
+        self._writer.write_batch(batch)
+        self._rows_in_file += batch.num_rows
+        self.records_written += batch.num_rows
+        if self._rows_in_file >= self._rows_per_file:
+            self._finish_file()
+
+    def flush(self) -> None:
+        """Write everything buffered (no-op when empty)."""
+        columns = self.detach()
+        if columns is not None:
+            self.write(columns)
+
+    def close(self) -> None:
+        """Flush and complete the current file; further appends fail."""
+        if self._closed:
+            return
+        self.flush()
+        self._finish_file()
+        self._closed = True
+
+    def __enter__(self) -> DispatchTraceWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _open(self) -> None:
+        self._sequence += 1
+        name = f"{self._prefix}-{self._sequence:05d}.parquet"
+        self._in_progress = self._directory / f".{name}.inprogress"
+        self._writer = pq.ParquetWriter(
+            self._in_progress, TRACE_SCHEMA, compression=self._compression
+        )
+        self._rows_in_file = 0
+
+    def _finish_file(self) -> None:
+        if self._writer is None or self._in_progress is None:
+            return
+        self._writer.close()
+        final = self._in_progress.with_name(self._in_progress.name[1 : -len(".inprogress")])
+        self._in_progress.rename(final)
+        self.files.append(final)
+        self._writer = None
+        self._in_progress = None

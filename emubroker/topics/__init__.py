@@ -1,0 +1,37 @@
+"""The broker's topic domain: topics, producers, subscriptions, dispatch (no I/O of its own).
+
+The network layer reaches everything through :class:`TopicService` and the handles it returns;
+frames go out through the :mod:`~emubroker.topics.sinks` protocols the session implements.
+"""
+
+from __future__ import annotations
+
+from emubroker.topics.consumer import Consumer
+from emubroker.topics.entry import EntryInfo, entry_info_from_metadata
+from emubroker.topics.handles import ConsumerHandle
+from emubroker.topics.nonpersistent import NonPersistentConsumer, NonPersistentTopic
+from emubroker.topics.producer import ProducerHandle
+from emubroker.topics.service import AnyTopic, TopicService
+from emubroker.topics.settings import TopicSettings
+from emubroker.topics.sinks import ConsumerSink, ProducerSink
+from emubroker.topics.stats import ServiceStats, SubscriptionStats, TopicStats
+from emubroker.topics.topic import Topic
+
+__all__ = [
+    "AnyTopic",
+    "Consumer",
+    "ConsumerHandle",
+    "ConsumerSink",
+    "EntryInfo",
+    "NonPersistentConsumer",
+    "NonPersistentTopic",
+    "ProducerHandle",
+    "ProducerSink",
+    "ServiceStats",
+    "SubscriptionStats",
+    "Topic",
+    "TopicService",
+    "TopicSettings",
+    "TopicStats",
+    "entry_info_from_metadata",
+]

@@ -1,0 +1,115 @@
+"""A consumer attached to a persistent subscription: permits, unacked deliveries, the handle API.
+
+The consumer is a small record that the dispatcher reads and updates on every delivery; the
+handle methods delegate to the subscription, which owns the rules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from emubroker.topics.sinks import ConsumerSink
+    from emubroker.topics.subscription import Subscription
+    from protocol.commands import AckType, MessageIdData
+
+__all__ = ["Consumer"]
+
+
+class Consumer:
+    """One consumer of a persistent subscription (implements ``ConsumerHandle``).
+
+    Attributes:
+        consumer_id: The client-chosen id.
+        name: The consumer name (Failover ordering, Key_Shared ring points).
+        sink: Where its frames go.
+        priority_level: Failover priority (lower wins).
+        permits: Messages it may still receive; may go negative by a batch's overshoot (§7.1).
+        unacked: Messages delivered to it and not yet acknowledged.
+        pending: Index -> messages charged, for every entry delivered to it and not acked.
+        closed: Set once it is detached.
+    """
+
+    __slots__ = (
+        "_subscription",
+        "closed",
+        "consumer_id",
+        "name",
+        "pending",
+        "permits",
+        "priority_level",
+        "sink",
+        "unacked",
+    )
+
+    def __init__(
+        self,
+        consumer_id: int,
+        name: str,
+        sink: ConsumerSink,
+        priority_level: int,
+        subscription: Subscription,
+    ) -> None:
+        self.consumer_id = consumer_id
+        self.name = name
+        self.sink = sink
+        self.priority_level = priority_level
+        self.permits = 0  # a new subscribe starts from zero (§7.1, checklist item 10)
+        self.unacked = 0
+        self.pending: dict[int, int] = {}
+        self.closed = False
+        self._subscription = subscription
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.consumer_id}, {self.name!r}, permits={self.permits})"
+
+    @property
+    def subscription(self) -> Subscription:
+        """The subscription it belongs to."""
+        return self._subscription
+
+    def flow(self, permits: int) -> None:
+        """Add permits (FLOW) and let the dispatcher use them."""
+        if self.closed or permits <= 0:
+            return
+        self.permits += permits
+        self._subscription.wake()
+
+    def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
+        """Apply an ACK to the subscription."""
+        if not self.closed:
+            self._subscription.ack(ack_type, ids)
+
+    def redeliver(self, ids: Sequence[MessageIdData] | None) -> None:
+        """Redeliver this consumer's unacked messages (all of them when ``ids`` is empty)."""
+        if not self.closed:
+            self._subscription.redeliver(self, ids)
+
+    async def seek(
+        self, *, message_id: MessageIdData | None = None, publish_time: int | None = None
+    ) -> None:
+        """Reset the subscription and close all its consumers (§7.5).
+
+        Raises:
+            ConsumerClosedError-like ``NotAllowedError``: This consumer is already closed.
+        """
+        await self._subscription.seek(self, message_id=message_id, publish_time=publish_time)
+
+    def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
+        """Topic's last entry (with batch index) and the subscription's mark-delete position."""
+        return self._subscription.last_message_id()
+
+    async def close(self) -> None:
+        """Detach; its unacked messages become redeliverable with redelivery_count + 1."""
+        if not self.closed:
+            self._subscription.remove_consumer(self)
+
+    async def unsubscribe(self) -> None:
+        """Delete the subscription.
+
+        Raises:
+            ConsumerBusyError: Other consumers are attached.
+        """
+        self._subscription.unsubscribe(self)

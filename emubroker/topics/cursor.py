@@ -1,0 +1,152 @@
+"""A subscription's acknowledgement state: Pulsar's managed cursor, reduced and pure.
+
+Positions are managed-ledger indexes (see ``managed_ledger``). Invariants:
+
+1. ``mark_delete`` is the last index such that it and everything before it is acknowledged
+   (-1: nothing). It only moves forward, except on :meth:`Cursor.reset` (seek).
+2. ``acked`` holds the fully acknowledged indexes after ``mark_delete`` (individual acks out of
+   order); whenever ``mark_delete + 1`` is in it, the mark-delete position advances.
+3. ``partial`` maps an index after ``mark_delete`` that is a partly acknowledged batch to the
+   bitmask of its messages still unacknowledged (bit i set: message i still to deliver, the
+   meaning of ``MessageIdData.ack_set``, spec/wire-protocol.md §7.3). A mask that reaches 0 makes
+   the entry fully acknowledged.
+4. ``redelivery_counts`` maps an index to how often it was redelivered in this subscription
+   (§7.2); entries are dropped once acknowledged.
+
+The cursor of a durable subscription outlives its topic object: on unload the service keeps it,
+and the reloaded topic resumes from it (§9).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Cursor", "mask_from_words", "words_from_mask"]
+
+_WORD = 64
+_WORD_MASK = (1 << 64) - 1
+
+
+def mask_from_words(words: tuple[int, ...] | list[int], size: int) -> int:
+    """Join signed 64-bit ``ack_set`` words into one bitmask limited to ``size`` bits."""
+    mask = 0
+    for i, word in enumerate(words):
+        mask |= (word & _WORD_MASK) << (i * _WORD)
+    return mask & ((1 << size) - 1)
+
+
+def words_from_mask(mask: int, size: int) -> tuple[int, ...]:
+    """Split a bitmask of ``size`` bits into signed 64-bit ``ack_set`` words."""
+    out: list[int] = []
+    for _ in range((size + _WORD - 1) // _WORD):
+        word = mask & _WORD_MASK
+        out.append(word - (1 << 64) if word >= (1 << 63) else word)
+        mask >>= _WORD
+    return tuple(out)
+
+
+class Cursor:
+    """Acknowledgement state of one subscription (see the module docstring).
+
+    Args:
+        mark_delete: The initial mark-delete index (-1: nothing acknowledged).
+        durable: Whether the subscription survives its consumers and topic unloads.
+    """
+
+    __slots__ = ("acked", "durable", "mark_delete", "partial", "redelivery_counts")
+
+    def __init__(self, mark_delete: int = -1, *, durable: bool = True) -> None:
+        self.mark_delete = mark_delete
+        self.durable = durable
+        self.acked: set[int] = set()
+        self.partial: dict[int, int] = {}
+        self.redelivery_counts: dict[int, int] = {}
+
+    def is_acked(self, index: int) -> bool:
+        """Whether an index is fully acknowledged."""
+        return index <= self.mark_delete or index in self.acked
+
+    def ack(self, index: int) -> bool:
+        """Acknowledge a whole entry.
+
+        Returns:
+            True if it was not acknowledged before.
+        """
+        if index <= self.mark_delete or index in self.acked:
+            return False
+        self.partial.pop(index, None)
+        self.redelivery_counts.pop(index, None)
+        if index == self.mark_delete + 1:
+            self.mark_delete = index
+            self._advance()
+        else:
+            self.acked.add(index)
+        return True
+
+    def ack_batch(self, index: int, unacked_mask: int, size: int) -> bool:
+        """Acknowledge messages of a batch entry by intersecting its still-unacked bitmask.
+
+        Args:
+            index: The entry.
+            unacked_mask: Bits of messages the client has *not* acknowledged.
+            size: Messages in the batch.
+
+        Returns:
+            True if this made the whole entry acknowledged.
+        """
+        if self.is_acked(index):
+            return False
+        remaining = self.partial.get(index, (1 << size) - 1) & unacked_mask
+        if remaining:
+            self.partial[index] = remaining
+            return False
+        return self.ack(index)
+
+    def ack_cumulative(self, index: int) -> bool:
+        """Acknowledge every entry up to and including ``index``.
+
+        Returns:
+            True if the mark-delete position moved.
+        """
+        if index <= self.mark_delete:
+            return False
+        self.mark_delete = index
+        if self.acked:
+            self.acked = {i for i in self.acked if i > index}
+        if self.partial:
+            self.partial = {i: m for i, m in self.partial.items() if i > index}
+        if self.redelivery_counts:
+            self.redelivery_counts = {i: n for i, n in self.redelivery_counts.items() if i > index}
+        self._advance()
+        return True
+
+    def unacked_mask(self, index: int) -> int | None:
+        """The still-unacknowledged bitmask of a partly acknowledged batch, else None."""
+        return self.partial.get(index)
+
+    def reset(self, index: int) -> None:
+        """Seek: the next entry to deliver becomes ``index``; every other ack is forgotten."""
+        self.mark_delete = index - 1
+        self.acked.clear()
+        self.partial.clear()
+        self.redelivery_counts.clear()
+
+    def first_unacked(self, start: int, end: int) -> int:
+        """The first index in ``[start, end)`` that is not fully acknowledged, else ``end``."""
+        index = max(start, self.mark_delete + 1)
+        while index < end and index in self.acked:
+            index += 1
+        return index
+
+    def backlog(self, count: int) -> int:
+        """Entries among the first ``count`` that are not fully acknowledged."""
+        if self.mark_delete + 1 >= count:
+            return 0
+        # Only stored entries can be acknowledged, so every index in ``acked`` is below count.
+        return count - self.mark_delete - 1 - len(self.acked)
+
+    def _advance(self) -> None:
+        acked = self.acked
+        md = self.mark_delete
+        while md + 1 in acked:
+            md += 1
+            acked.discard(md)
+        self.mark_delete = md

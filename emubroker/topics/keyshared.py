@@ -1,0 +1,178 @@
+"""Key_Shared routing: Pulsar's sticky-key hash and the two consumer selectors.
+
+* The key hash is Murmur3 x86 32-bit, seed 0 (Guava's ``murmur3_32``, which Pulsar's
+  ``Murmur3_32Hash`` wraps), masked to 31 bits. mmh3 is not a dependency, so it is implemented
+  here in pure Python; hashes of recurring keys are memoized.
+* STICKY (``KeySharedMeta.hashRanges``): consumers declare inclusive ranges of the 65 536 slots;
+  a key goes to the range holding ``hash % 65536`` (Pulsar's
+  ``HashRangeExclusiveStickyKeyConsumerSelector``); overlapping declarations are refused with
+  ``ConsumerAssignError``.
+* AUTO_SPLIT uses Pulsar's default consistent hashing
+  (``ConsistentHashingStickyKeyConsumerSelector``): each consumer puts
+  ``subscriptionKeySharedConsistentHashingReplicaPoints`` points on a ring at
+  ``hash(consumer_name + str(i))``; a key goes to the first point at or after its hash, wrapping
+  around. The split depends only on the consumer names, not on the order they joined; two
+  consumers with the same name share points and the one that joined first wins them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import struct
+from collections.abc import Sequence
+from typing import Generic, Protocol, TypeVar
+
+from protocol.commands import IntRange
+from protocol.errors import ConsumerAssignError
+
+__all__ = [
+    "HASH_RANGE_SIZE",
+    "AutoSplitSelector",
+    "KeySelector",
+    "StickySelector",
+    "murmur3_32",
+    "sticky_key_hash",
+]
+
+HASH_RANGE_SIZE = 65536
+"""Pulsar's ``DEFAULT_RANGE_SIZE``: STICKY ranges cover slots ``0..65535``."""
+
+_M32 = 0xFFFFFFFF
+_C1 = 0xCC9E2D51
+_C2 = 0x1B873593
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """Murmur3 x86 32-bit hash of ``data`` as an unsigned int."""
+    h = seed & _M32
+    nblocks = len(data) // 4
+    for k in struct.unpack_from(f"<{nblocks}I", data):
+        k = (k * _C1) & _M32
+        k = ((k << 15) | (k >> 17)) & _M32
+        k = (k * _C2) & _M32
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & _M32
+        h = (h * 5 + 0xE6546B64) & _M32
+    tail = data[nblocks * 4 :]
+    if tail:
+        k = int.from_bytes(tail, "little")
+        k = (k * _C1) & _M32
+        k = ((k << 15) | (k >> 17)) & _M32
+        k = (k * _C2) & _M32
+        h ^= k
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _M32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _M32
+    h ^= h >> 16
+    return h
+
+
+# Keys recur (that is the point of keys), so memoize; bounded so random keys cannot grow it.
+@functools.lru_cache(maxsize=65536)
+def sticky_key_hash(key: bytes) -> int:
+    """Pulsar's ``makeStickyKeyHash``: Murmur3-32 of the key masked to a non-negative Java int."""
+    return murmur3_32(key) & 0x7FFFFFFF
+
+
+C = TypeVar("C")
+
+
+class KeySelector(Protocol[C]):
+    """Maps a sticky-key hash to a consumer; membership changes may be refused."""
+
+    def add(self, consumer: C, name: str, ranges: Sequence[IntRange]) -> None:
+        """Add a consumer.
+
+        Raises:
+            ConsumerAssignError: The consumer's declared ranges cannot be honoured.
+        """
+        ...
+
+    def remove(self, consumer: C) -> None:
+        """Remove a consumer (unknown consumers are ignored)."""
+        ...
+
+    def select(self, key_hash: int) -> C | None:
+        """The consumer for a :func:`sticky_key_hash`, or None when nobody covers it."""
+        ...
+
+
+class AutoSplitSelector(Generic[C]):
+    """Consistent hashing over consumer names (see the module docstring).
+
+    Args:
+        points: Ring points per consumer.
+    """
+
+    def __init__(self, points: int = 100) -> None:
+        self._points = points
+        self._members: list[tuple[C, str]] = []
+        self._ring_hashes: list[int] = []
+        self._ring_owners: list[C] = []
+
+    def add(self, consumer: C, name: str, ranges: Sequence[IntRange]) -> None:
+        del ranges  # AUTO_SPLIT consumers declare none
+        self._members.append((consumer, name))
+        self._rebuild()
+
+    def remove(self, consumer: C) -> None:
+        self._members = [m for m in self._members if m[0] is not consumer]
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        ring: dict[int, C] = {}
+        for consumer, name in self._members:
+            for i in range(self._points):
+                ring.setdefault(sticky_key_hash(f"{name}{i}".encode()), consumer)
+        self._ring_hashes = sorted(ring)
+        self._ring_owners = [ring[h] for h in self._ring_hashes]
+
+    def select(self, key_hash: int) -> C | None:
+        if not self._ring_hashes:
+            return None
+        i = bisect.bisect_left(self._ring_hashes, key_hash)
+        return self._ring_owners[i if i < len(self._ring_owners) else 0]
+
+
+class StickySelector(Generic[C]):
+    """Consumers own the hash ranges they declare; a key goes to the range holding its slot."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ranges: list[tuple[int, int, C]] = []  # sorted by start, non-overlapping
+
+    def add(self, consumer: C, name: str, ranges: Sequence[IntRange]) -> None:
+        if not ranges:
+            raise ConsumerAssignError(f"Key_Shared STICKY consumer {name!r} declared no ranges")
+        new = sorted(self._ranges)
+        for r in ranges:
+            if not 0 <= r.start <= r.end < HASH_RANGE_SIZE:
+                raise ConsumerAssignError(
+                    f"invalid hash range [{r.start}, {r.end}] of consumer {name!r}: "
+                    f"need 0 <= start <= end < {HASH_RANGE_SIZE}"
+                )
+            for start, end, _ in new:
+                if r.start <= end and start <= r.end:
+                    raise ConsumerAssignError(
+                        f"range [{r.start}, {r.end}] of consumer {name!r} overlaps "
+                        f"the taken range [{start}, {end}]"
+                    )
+            new.append((r.start, r.end, consumer))
+            new.sort(key=lambda t: t[0])
+        self._ranges = new
+        self._starts = [start for start, _, _ in new]
+
+    def remove(self, consumer: C) -> None:
+        self._ranges = [t for t in self._ranges if t[2] is not consumer]
+        self._starts = [start for start, _, _ in self._ranges]
+
+    def select(self, key_hash: int) -> C | None:
+        slot = key_hash % HASH_RANGE_SIZE
+        i = bisect.bisect_right(self._starts, slot) - 1
+        if i < 0:
+            return None
+        _, end, consumer = self._ranges[i]
+        return consumer if slot <= end else None

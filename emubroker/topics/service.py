@@ -1,0 +1,323 @@
+"""The topic registry of one broker: loading, auto-creation, partitions, unloading.
+
+Lifecycle (structured concurrency, STYLE.md §1.14): the service owns the task group in which
+every subscription's dispatcher runs. Run it with ``async with TopicService(...) as topics:`` or
+start it in a task group with ``await tg.start(topics.run)``; ``aclose()`` closes every topic and
+cancels the dispatchers.
+
+What outlives a loaded topic object: its :class:`~emubroker.topics.topic.TopicState` (managed
+ledger over the ledger store, durable cursors, counters, topic epoch) stays here, so ``unload``
+drops only the object and the next ``get_topic`` rebuilds it from the state (spec §9). Partitioned
+topic metadata lives here too, and is written through to the metadata store when one is given,
+under Pulsar's path ``/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Self
+
+import anyio
+import msgspec
+
+from emubroker.naming import TopicDomain, TopicName
+from emubroker.topics.managed_ledger import ManagedLedger
+from emubroker.topics.nonpersistent import NonPersistentTopic
+from emubroker.topics.stats import ServiceStats
+from emubroker.topics.topic import Topic, TopicState
+from protocol.commands import TopicsMode
+from protocol.errors import NotAllowedError, ServiceNotReadyError, TopicNotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
+
+    from anyio.abc import TaskGroup, TaskStatus
+
+    from emubroker.metadata.store import MetadataStore
+    from emubroker.naming import NamespaceName
+    from emubroker.topics.settings import TopicSettings
+    from protocol.clock import Clock
+    from storage_stub.ledger import LedgerStore
+
+__all__ = ["AnyTopic", "TopicService"]
+
+AnyTopic = Topic | NonPersistentTopic
+
+_PARTITIONED_PATH = "/admin/partitioned-topics"
+
+
+class _PartitionedTopicMetadata(msgspec.Struct):
+    # Pulsar's PartitionedTopicMetadata JSON as stored by its admin API.
+    partitions: int
+    deleted: bool = False
+
+
+class TopicService:
+    """Every topic of this broker (see the module docstring).
+
+    Args:
+        config: Topic settings built from the broker config.
+        clock: Time for delayed delivery.
+        ledgers: Where persistent topics keep their entries.
+        namespaces: Whether a namespace exists; unknown namespaces make every topic call fail
+            with ``TopicNotFoundError``.
+        metadata: If given, partitioned-topic metadata is written there too.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: TopicSettings,
+        clock: Clock,
+        ledgers: LedgerStore,
+        namespaces: Callable[[NamespaceName], bool],
+        metadata: MetadataStore | None = None,
+    ) -> None:
+        self._settings = config
+        self._clock = clock
+        self._ledgers = ledgers
+        self._namespaces = namespaces
+        self._metadata = metadata
+        self._topics: dict[TopicName, AnyTopic] = {}
+        self._states: dict[TopicName, TopicState] = {}
+        self._partitioned: dict[TopicName, int] = {}
+        self._producer_seq = itertools.count()
+        self._nonpersistent_ledger = itertools.count(1)
+        self._tg: TaskGroup | None = None
+        self._tg_cm: Any = None
+        self._stopped: anyio.Event | None = None
+        self._closed = False
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._tg is not None or self._closed:
+            raise RuntimeError("a TopicService can be started only once")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg_cm = tg
+        self._tg = tg
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        tg, self._tg_cm = self._tg_cm, None
+        if tg is None:
+            return None
+        result: bool | None = await tg.__aexit__(exc_type, exc, tb)
+        return result
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until ``aclose()``; for ``await task_group.start(service.run)``."""
+        self._stopped = anyio.Event()
+        async with self:
+            task_status.started()
+            await self._stopped.wait()
+
+    async def aclose(self) -> None:
+        """Close every topic (without CLOSE_* frames: the connections go too) and stop."""
+        if self._closed:
+            return
+        self._closed = True
+        for topic in list(self._topics.values()):
+            await topic.close(notify=False)
+        self._topics.clear()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        if self._stopped is not None:
+            self._stopped.set()
+
+    def _task_group(self) -> TaskGroup:
+        if self._closed:
+            raise ServiceNotReadyError("the broker is shutting down")
+        if self._tg is None:
+            raise RuntimeError(
+                "TopicService is not running: use 'async with service' or "
+                "'await task_group.start(service.run)'"
+            )
+        return self._tg
+
+    # ---- topics -------------------------------------------------------------------------------
+
+    def _check_namespace(self, name: TopicName) -> None:
+        if not self._namespaces(name.namespace):
+            raise TopicNotFoundError(f"Namespace {name.namespace} of topic {name} does not exist")
+
+    def _may_create(self, name: TopicName) -> bool:
+        parent = name.partitioned_topic_name
+        if parent is not name and name.partition_index < self._partitioned.get(parent, 0):
+            return True  # a partition of a partitioned topic exists with its parent
+        return self._settings.allow_auto_topic_creation
+
+    async def get_topic(self, name: TopicName, *, create: bool = True) -> AnyTopic:
+        """Return the loaded topic, loading or auto-creating it as needed.
+
+        Args:
+            name: A non-partitioned topic or one partition.
+            create: Whether a missing topic may be auto-created.
+
+        Returns:
+            A :class:`Topic` or a :class:`NonPersistentTopic`.
+
+        Raises:
+            TopicNotFoundError: Unknown namespace, or missing topic and no creation allowed.
+            NotAllowedError: The name is a partitioned topic itself (use its partitions).
+            ServiceNotReadyError: The service is shutting down.
+        """
+        topic = self._topics.get(name)
+        if topic is not None:
+            return topic
+        self._check_namespace(name)
+        tg = self._task_group()
+        if name in self._partitioned:
+            raise NotAllowedError(
+                f"{name} is a partitioned topic; producers and consumers attach to its partitions"
+            )
+        if name.domain is TopicDomain.NON_PERSISTENT:
+            if not (create and self._may_create(name)):
+                raise TopicNotFoundError(f"Topic {name} does not exist")
+            topic = NonPersistentTopic(
+                name,
+                ledger_id=next(self._nonpersistent_ledger),
+                settings=self._settings,
+                producer_names=self._next_producer_name,
+            )
+        else:
+            state = self._states.get(name)
+            if state is None:
+                if not (create and self._may_create(name)):
+                    raise TopicNotFoundError(f"Topic {name} does not exist")
+                state = TopicState(
+                    ManagedLedger(
+                        self._ledgers,
+                        max_entries_per_ledger=self._settings.managed_ledger_max_entries_per_ledger,
+                    )
+                )
+                self._states[name] = state
+            topic = Topic(
+                name,
+                state,
+                settings=self._settings,
+                clock=self._clock,
+                task_group=tg,
+                producer_names=self._next_producer_name,
+            )
+        self._topics[name] = topic
+        return topic
+
+    def loaded_topic(self, name: TopicName) -> AnyTopic | None:
+        """The topic if it is loaded, without loading it."""
+        return self._topics.get(name)
+
+    def _next_producer_name(self) -> str:
+        # Pulsar's DistributedIdGenerator: "<cluster>-<broker unique id>-<sequence>".
+        s = self._settings
+        return f"{s.cluster_name}-{s.broker_id}-{next(self._producer_seq)}"
+
+    async def unload(self, name: TopicName) -> None:
+        """Close a topic's producers and consumers with CLOSE_* and drop the topic object.
+
+        A partitioned topic's name unloads all its partitions. Stored entries, durable
+        subscriptions and acknowledgements stay; unacked deliveries come back with
+        ``redelivery_count + 1`` after the clients resubscribe (§9, §14.5).
+        """
+        partitions = self._partitioned.get(name)
+        targets = [name.partition(i) for i in range(partitions)] if partitions else [name]
+        for target in targets:
+            topic = self._topics.pop(target, None)
+            if topic is not None:
+                await topic.close(notify=True)
+
+    # ---- partitioned topics -------------------------------------------------------------------
+
+    async def partitioned_metadata(self, name: TopicName) -> int:
+        """Partitions of a topic for PARTITIONED_METADATA (§5.1).
+
+        Returns:
+            N for a partitioned topic; 0 for anything else, partitions included. With
+            ``allowAutoTopicCreationType=partitioned`` an unknown topic is created with
+            ``defaultNumPartitions`` partitions first.
+
+        Raises:
+            TopicNotFoundError: Unknown namespace.
+        """
+        self._check_namespace(name)
+        if name.partition_index >= 0:
+            return 0
+        partitions = self._partitioned.get(name)
+        if partitions is not None:
+            return partitions
+        s = self._settings
+        if (
+            s.allow_auto_topic_creation
+            and s.allow_auto_topic_creation_type == "partitioned"
+            and name not in self._states
+            and name not in self._topics
+        ):
+            await self.create_partitioned_topic(name, s.default_num_partitions)
+            return s.default_num_partitions
+        return 0
+
+    async def create_partitioned_topic(self, name: TopicName, partitions: int) -> None:
+        """Create a partitioned topic; its partitions are created on first use.
+
+        Raises:
+            TopicNotFoundError: Unknown namespace.
+            NotAllowedError: Bad partition count, a partition name, or the topic exists.
+        """
+        self._check_namespace(name)
+        if partitions < 1:
+            raise NotAllowedError(f"partitioned topic {name} needs at least 1 partition")
+        if name.partition_index >= 0:
+            raise NotAllowedError(f"{name} is a partition name, not a topic name")
+        if name in self._partitioned or name in self._states or name in self._topics:
+            raise NotAllowedError(f"Topic {name} already exists")
+        self._partitioned[name] = partitions
+        if self._metadata is not None:
+            path = f"{_PARTITIONED_PATH}/{name.namespace}/{name.domain.value}/{name.local_name}"
+            await self._metadata.put(
+                path, msgspec.json.encode(_PartitionedTopicMetadata(partitions))
+            )
+
+    def topics_of_namespace(self, ns: NamespaceName, mode: TopicsMode) -> list[str]:
+        """Complete names of a namespace's topics for GET_TOPICS_OF_NAMESPACE (§5.3).
+
+        Every partition of a partitioned topic is listed (not the parent); non-partitioned
+        topics are listed when stored (persistent) or loaded (non-persistent).
+
+        Raises:
+            TopicNotFoundError: Unknown namespace.
+        """
+        if not self._namespaces(ns):
+            raise TopicNotFoundError(f"Namespace {ns} does not exist")
+        wanted = {
+            TopicsMode.PERSISTENT: {TopicDomain.PERSISTENT},
+            TopicsMode.NON_PERSISTENT: {TopicDomain.NON_PERSISTENT},
+        }.get(mode, {TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT})
+        names: set[str] = set()
+        for name in itertools.chain(self._states, self._topics):
+            if name.namespace == ns and name.domain in wanted:
+                names.add(str(name))
+        for parent, partitions in self._partitioned.items():
+            if parent.namespace == ns and parent.domain in wanted:
+                names.update(str(parent.partition(i)) for i in range(partitions))
+        return sorted(names)
+
+    # ---- statistics ---------------------------------------------------------------------------
+
+    def statistics(self) -> ServiceStats:
+        """A snapshot of every loaded topic, for ``/metrics``."""
+        topics = tuple(self._topics[name].stats() for name in sorted(self._topics, key=str))
+        return ServiceStats(
+            topics_count=len(topics),
+            producers=sum(t.producers for t in topics),
+            consumers=sum(t.consumers for t in topics),
+            subscriptions=sum(len(t.subscriptions) for t in topics),
+            topics=topics,
+        )

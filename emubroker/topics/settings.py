@@ -1,0 +1,47 @@
+"""The broker settings the topic layer reads, named after Pulsar's ``broker.conf`` keys.
+
+The app builds one :class:`TopicSettings` from its ``BrokerConfig`` (camelCase key
+``dispatcherMaxReadBatchSize`` becomes attribute ``dispatcher_max_read_batch_size``) and passes it
+down; the topic layer never reads configuration anywhere else (STYLE.md §5, no globals).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["TopicSettings"]
+
+
+class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Topic-layer settings; every default is Pulsar's broker default.
+
+    Attributes:
+        cluster_name: ``clusterName``; prefixes generated producer names (``standalone-0-3``).
+        broker_id: The middle part of generated producer names (Pulsar's distributed id
+            generator gives each broker a unique number; one broker is ``0``).
+        allow_auto_topic_creation: ``allowAutoTopicCreation``.
+        allow_auto_topic_creation_type: ``allowAutoTopicCreationType``, ``"non-partitioned"``
+            or ``"partitioned"``.
+        default_num_partitions: ``defaultNumPartitions``, for partitioned auto-creation.
+        dispatcher_max_read_batch_size: ``dispatcherMaxReadBatchSize``: entries read from storage
+            per read call of a dispatch round.
+        max_unacked_messages_per_consumer: ``maxUnackedMessagesPerConsumer``; Shared and
+            Key_Shared consumers holding this many unacked messages get nothing more until they
+            ack (0 disables).
+        managed_ledger_max_entries_per_ledger: ``managedLedgerMaxEntriesPerLedger``: the topic
+            rolls over to a new ledger after this many entries.
+        delayed_delivery_enabled: ``delayedDeliveryEnabled``.
+        key_shared_hash_points: ``subscriptionKeySharedConsistentHashingReplicaPoints``: ring
+            points per consumer for Key_Shared AUTO_SPLIT.
+    """
+
+    cluster_name: str = "standalone"
+    broker_id: int = 0
+    allow_auto_topic_creation: bool = True
+    allow_auto_topic_creation_type: str = "non-partitioned"
+    default_num_partitions: int = 1
+    dispatcher_max_read_batch_size: int = 100
+    max_unacked_messages_per_consumer: int = 50_000
+    managed_ledger_max_entries_per_ledger: int = 50_000
+    delayed_delivery_enabled: bool = True
+    key_shared_hash_points: int = 100

@@ -1,0 +1,56 @@
+"""Where topics push frames: the protocols the network session implements.
+
+Sinks are non-blocking on purpose (spec/wire-protocol.md §7.2): a dispatch round is a plain loop
+that queues frames into the session's outbox, with no ``await`` per message; the session's writer
+task flushes them in batches.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["ConsumerSink", "ProducerSink"]
+
+
+class ConsumerSink(Protocol):
+    """The session side of a consumer."""
+
+    def send_message(
+        self,
+        consumer_id: int,
+        ledger_id: int,
+        entry_id: int,
+        partition: int,
+        redelivery_count: int,
+        ack_set: tuple[int, ...],
+        section: bytes,
+    ) -> None:
+        """Queue one MESSAGE frame.
+
+        Args:
+            consumer_id: The consumer it is for.
+            ledger_id: The entry's ledger.
+            entry_id: The entry's id in that ledger.
+            partition: The topic's partition index, -1 for a non-partitioned topic (§7.2).
+            redelivery_count: 0 on first delivery, +1 per redelivery in the subscription.
+            ack_set: For a partly batch-index-acked entry, the words of the bitmap of messages
+                still to deliver; empty otherwise.
+            section: ``framing.payload_section(entry, crc)`` as stored.
+        """
+        ...
+
+    def close_consumer(self, consumer_id: int) -> None:
+        """Queue a CLOSE_CONSUMER; the client reconnects and resubscribes (§9)."""
+        ...
+
+    def active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        """Queue an ACTIVE_CONSUMER_CHANGE (Failover subscriptions)."""
+        ...
+
+
+class ProducerSink(Protocol):
+    """The session side of a producer."""
+
+    def close_producer(self, producer_id: int) -> None:
+        """Queue a CLOSE_PRODUCER; the client reconnects and re-sends pending messages (§9)."""
+        ...

@@ -1,0 +1,307 @@
+"""A persistent subscription: who may join, acks, redelivery, seek and the end of its life.
+
+Rules (spec/wire-protocol.md §7):
+
+1. A subscription with consumers keeps its type: a consumer asking for another type (or another
+   Key_Shared mode) fails with ``ConsumerBusyError``, and so does a second Exclusive consumer.
+   Without consumers the type may change.
+2. Durable and non-durable (reader) subscriptions of one name do not mix: ``NotAllowedError``.
+3. A durable subscription lives until unsubscribed; its cursor outlives the topic object
+   (unload). A non-durable one disappears with its last consumer, except when a SEEK closed
+   them: the client comes back to the reset cursor (Pulsar's ``isResetCursor``).
+4. Acks apply to the subscription whichever consumer sends them; ids that name no entry of the
+   topic (a reader's cumulative ack of entry -1, ids from another ledger) are no-ops.
+5. SEEK resets the cursor, forgets every delivery, sends CLOSE_CONSUMER to every consumer and
+   detaches them; the clients resubscribe (§7.5).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emubroker.topics.consumer import Consumer
+from emubroker.topics.cursor import mask_from_words
+from emubroker.topics.dispatcher import Dispatcher
+from emubroker.topics.stats import SubscriptionStats
+from protocol.commands import AckType, KeySharedMode, SubType
+from protocol.errors import ConsumerBusyError, NotAllowedError
+from protocol.ids import is_latest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from anyio.abc import TaskGroup
+
+    from emubroker.topics.cursor import Cursor
+    from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.settings import TopicSettings
+    from emubroker.topics.sinks import ConsumerSink
+    from emubroker.topics.stats import TopicCounters
+    from protocol.clock import Clock
+    from protocol.commands import KeySharedMeta, MessageIdData
+
+__all__ = ["SUB_TYPE_NAMES", "Subscription"]
+
+SUB_TYPE_NAMES = {
+    SubType.EXCLUSIVE: "Exclusive",
+    SubType.SHARED: "Shared",
+    SubType.FAILOVER: "Failover",
+    SubType.KEY_SHARED: "Key_Shared",
+}
+
+
+class Subscription:
+    """One subscription of a persistent topic.
+
+    Args:
+        name: The subscription name.
+        ledger: The topic's entries.
+        cursor: Its acknowledgement state (kept by the service for durable subscriptions).
+        partition: The topic's partition index (-1 if none).
+        clock: For delayed delivery.
+        settings: Topic settings.
+        counters: The topic's counters.
+        read_position: First index to read.
+        on_remove: Called when the subscription ends (unsubscribed, or last reader gone), with
+            ``deleted=True`` for an unsubscribe.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        ledger: ManagedLedger,
+        cursor: Cursor,
+        partition: int,
+        clock: Clock,
+        settings: TopicSettings,
+        counters: TopicCounters,
+        read_position: int,
+        on_remove: Callable[[Subscription, bool], None],
+    ) -> None:
+        self.name = name
+        self.cursor = cursor
+        self._ledger = ledger
+        self._on_remove = on_remove
+        self._closed = False
+        self.dispatcher = Dispatcher(
+            ledger=ledger,
+            cursor=cursor,
+            partition=partition,
+            clock=clock,
+            settings=settings,
+            counters=counters,
+            read_position=read_position,
+        )
+
+    def start(self, task_group: TaskGroup) -> None:
+        """Start the dispatcher task."""
+        task_group.start_soon(self.dispatcher.run, name=f"dispatcher {self.name}")
+
+    @property
+    def durable(self) -> bool:
+        """False for readers."""
+        return self.cursor.durable
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        """Attached consumers, in join order."""
+        return self.dispatcher.consumers
+
+    @property
+    def closed(self) -> bool:
+        """True once unsubscribed, emptied (readers) or closed with its topic."""
+        return self._closed
+
+    def wake(self) -> None:
+        """Ask the dispatcher for a round."""
+        self.dispatcher.wake()
+
+    # ---- membership ---------------------------------------------------------------------------
+
+    def add_consumer(
+        self,
+        *,
+        consumer_id: int,
+        sink: ConsumerSink,
+        consumer_name: str,
+        priority_level: int,
+        sub_type: SubType,
+        durable: bool,
+        key_shared_meta: KeySharedMeta | None,
+    ) -> Consumer:
+        """Attach a consumer (rules 1 and 2).
+
+        Raises:
+            ConsumerBusyError: Exclusive taken, or another type / Key_Shared mode in use.
+            NotAllowedError: Durability differs from the existing subscription.
+            ConsumerAssignError: Key_Shared STICKY ranges overlap.
+        """
+        if durable != self.durable:
+            kind = "durable" if self.durable else "non-durable"
+            raise NotAllowedError(f"A {kind} subscription named '{self.name}' already exists")
+        dispatcher = self.dispatcher
+        if dispatcher.consumers:
+            if sub_type != dispatcher.sub_type:
+                raise ConsumerBusyError(
+                    f"Subscription '{self.name}' is of type "
+                    f"{SUB_TYPE_NAMES[dispatcher.sub_type]}, not {SUB_TYPE_NAMES[sub_type]}"
+                )
+            if sub_type is SubType.EXCLUSIVE:
+                raise ConsumerBusyError(
+                    f"Exclusive consumer is already connected to subscription '{self.name}'"
+                )
+            if sub_type is SubType.KEY_SHARED:
+                mode = (
+                    key_shared_meta.key_shared_mode
+                    if key_shared_meta is not None
+                    else KeySharedMode.AUTO_SPLIT
+                )
+                if mode != dispatcher.key_shared_mode:
+                    raise ConsumerBusyError(
+                        f"Subscription '{self.name}' uses another Key_Shared mode"
+                    )
+        else:
+            dispatcher.configure(sub_type, key_shared_meta)
+        consumer = Consumer(consumer_id, consumer_name, sink, priority_level, self)
+        dispatcher.add_consumer(consumer, key_shared_meta)
+        return consumer
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; its unacked entries become redeliverable (§7.7)."""
+        consumer.closed = True
+        self.dispatcher.remove_consumer(consumer, redeliver=True)
+        if not self.durable and not self.dispatcher.consumers:
+            self._end(deleted=False)
+
+    def unsubscribe(self, consumer: Consumer) -> None:
+        """Delete the subscription (UNSUBSCRIBE).
+
+        Raises:
+            ConsumerBusyError: Other consumers are attached.
+        """
+        if any(c is not consumer for c in self.dispatcher.consumers):
+            raise ConsumerBusyError(
+                f"Unsubscribe of '{self.name}' refused: other consumers are connected"
+            )
+        consumer.closed = True
+        self.dispatcher.remove_consumer(consumer, redeliver=False)
+        self._end(deleted=True)
+
+    def close(self, *, notify: bool) -> None:
+        """Close with the topic: unacked deliveries count as redelivered, consumers detached.
+
+        Args:
+            notify: Send CLOSE_CONSUMER to each consumer (unload, §9).
+        """
+        dispatcher = self.dispatcher
+        dispatcher.release_all()
+        for consumer in list(dispatcher.consumers):
+            consumer.closed = True
+            dispatcher.remove_consumer(consumer, redeliver=False)
+            if notify:
+                consumer.sink.close_consumer(consumer.consumer_id)
+        self._closed = True
+        dispatcher.close()
+
+    def _end(self, *, deleted: bool) -> None:
+        self._closed = True
+        self.dispatcher.close()
+        self._on_remove(self, deleted)
+
+    # ---- acknowledgements and redelivery ------------------------------------------------------
+
+    def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
+        """Apply an ACK (rule 4; batch-index acks per §7.3)."""
+        ledger = self._ledger
+        cursor = self.cursor
+        dispatcher = self.dispatcher
+        infos = ledger.infos
+        for mid in ids:
+            index = ledger.index_of(mid.ledger_id, mid.entry_id)
+            if index is None:
+                continue
+            info = infos[index]
+            partial = bool(mid.ack_set) and info.batched
+            if ack_type is AckType.CUMULATIVE:
+                upto = index - 1 if partial else index
+                if upto >= 0 and cursor.ack_cumulative(upto):
+                    dispatcher.acked_up_to(upto)
+            if partial:
+                mask = mask_from_words(mid.ack_set, info.num_messages)
+                if cursor.ack_batch(index, mask, info.num_messages):
+                    dispatcher.acked(index)
+            elif ack_type is AckType.INDIVIDUAL and cursor.ack(index):
+                dispatcher.acked(index)
+        # Acks may unblock consumers held by the unacked limit or parked Key_Shared entries.
+        dispatcher.wake()
+
+    def redeliver(self, consumer: Consumer, ids: Sequence[MessageIdData] | None) -> None:
+        """Redeliver entries pending on ``consumer`` (all of them when ``ids`` is empty)."""
+        if not ids:
+            self.dispatcher.redeliver(consumer, None)
+            return
+        ledger = self._ledger
+        indexes = [
+            index
+            for mid in ids
+            if (index := ledger.index_of(mid.ledger_id, mid.entry_id)) is not None
+        ]
+        self.dispatcher.redeliver(consumer, sorted(set(indexes)))
+
+    # ---- seek and positions -------------------------------------------------------------------
+
+    async def seek(
+        self,
+        consumer: Consumer,
+        *,
+        message_id: MessageIdData | None = None,
+        publish_time: int | None = None,
+    ) -> None:
+        """Reset the cursor and close every consumer (rule 5).
+
+        Raises:
+            NotAllowedError: The consumer is closed, or neither target was given.
+        """
+        if consumer.closed:
+            raise NotAllowedError(f"consumer {consumer.consumer_id} is closed")
+        index = self._seek_index(message_id, publish_time)
+        self.cursor.reset(index)
+        self.dispatcher.reset(index)
+        for c in list(self.dispatcher.consumers):
+            c.closed = True
+            self.dispatcher.remove_consumer(c, redeliver=False)
+            c.sink.close_consumer(c.consumer_id)
+
+    def _seek_index(self, message_id: MessageIdData | None, publish_time: int | None) -> int:
+        ledger = self._ledger
+        if message_id is not None:
+            if message_id.ledger_id < 0:
+                return 0  # the earliest sentinel (-1, -1)
+            if is_latest(message_id):
+                return ledger.count
+            return ledger.index_at_or_after(message_id.ledger_id, message_id.entry_id)
+        if publish_time is not None:
+            # Publish times of several producers interleave, so scan rather than bisect.
+            for index, info in enumerate(ledger.infos):
+                if info.publish_time >= publish_time:
+                    return index
+            return ledger.count
+        raise NotAllowedError("SEEK needs a message id or a publish time")
+
+    def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
+        """The topic's last entry with batch index, and this subscription's mark-delete."""
+        ledger = self._ledger
+        return ledger.last_message_id(), ledger.position(self.cursor.mark_delete)
+
+    def stats(self) -> SubscriptionStats:
+        """A snapshot for metrics and admin."""
+        return SubscriptionStats(
+            name=self.name,
+            type=SUB_TYPE_NAMES[self.dispatcher.sub_type],
+            durable=self.durable,
+            consumers=len(self.dispatcher.consumers),
+            backlog=self.cursor.backlog(self._ledger.count),
+            unacked=self.dispatcher.pending_count,
+            mark_delete=self._ledger.position(self.cursor.mark_delete),
+        )

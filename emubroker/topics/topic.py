@@ -1,0 +1,355 @@
+"""A persistent topic: producers, publishing into the managed ledger, subscriptions.
+
+The topic object is what a loaded topic looks like; its durable state (:class:`TopicState`: the
+managed ledger, the durable cursors, the counters, the topic epoch) belongs to the service and
+outlives unloads, so a reloaded topic resumes exactly where the old one stopped (§9): durable
+subscriptions keep their acknowledgements, and entries that were delivered but not acknowledged
+come back with ``redelivery_count + 1``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from emubroker.topics.cursor import Cursor
+from emubroker.topics.producer import ProducerHandle, ProducerRegistry
+from emubroker.topics.stats import TopicCounters, TopicStats
+from emubroker.topics.subscription import Subscription
+from protocol.commands import InitialPosition
+from protocol.errors import NotAllowedError, PersistenceError, ServiceNotReadyError
+from protocol.framing import payload_section
+from protocol.ids import is_latest
+from storage_stub.ledger import StorageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from anyio.abc import TaskGroup
+
+    from emubroker.naming import TopicName
+    from emubroker.topics.consumer import Consumer
+    from emubroker.topics.entry import EntryInfo
+    from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.settings import TopicSettings
+    from emubroker.topics.sinks import ConsumerSink, ProducerSink
+    from protocol.clock import Clock
+    from protocol.commands import AccessMode, KeySharedMeta, MessageIdData, SubType
+
+__all__ = ["Topic", "TopicState"]
+
+
+class TopicState:
+    """What a persistent topic keeps across loads.
+
+    Attributes:
+        ledger: Its entries.
+        cursors: Durable subscriptions by name.
+        counters: Running totals.
+        topic_epoch: The exclusive-producer epoch (-1: never taken).
+    """
+
+    __slots__ = ("counters", "cursors", "ledger", "topic_epoch")
+
+    def __init__(self, ledger: ManagedLedger) -> None:
+        self.ledger = ledger
+        self.cursors: dict[str, Cursor] = {}
+        self.counters = TopicCounters()
+        self.topic_epoch = -1
+
+
+class Topic:
+    """A loaded persistent topic.
+
+    Args:
+        name: The topic (a partition or a non-partitioned topic).
+        state: Its stored state.
+        settings: Topic settings.
+        clock: Time for delayed delivery.
+        task_group: Where dispatcher tasks run (owned by the service).
+        producer_names: Generates a unique name for producers that bring none.
+    """
+
+    def __init__(
+        self,
+        name: TopicName,
+        state: TopicState,
+        *,
+        settings: TopicSettings,
+        clock: Clock,
+        task_group: TaskGroup,
+        producer_names: Callable[[], str],
+    ) -> None:
+        self.name = name
+        self._state = state
+        self._settings = settings
+        self._clock = clock
+        self._tg = task_group
+        self._producer_names = producer_names
+        self._partition = name.partition_index
+        self._producers = ProducerRegistry(str(name), topic_epoch=state.topic_epoch)
+        self._subs: dict[str, Subscription] = {}
+        self._closed = False
+        for sub_name, cursor in state.cursors.items():
+            self._open_subscription(sub_name, cursor, cursor.mark_delete + 1)
+
+    @property
+    def ledger(self) -> ManagedLedger:
+        """The topic's entries."""
+        return self._state.ledger
+
+    @property
+    def closed(self) -> bool:
+        """True once unloaded or closed with the service."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
+
+    # ---- producers ----------------------------------------------------------------------------
+
+    async def add_producer(
+        self,
+        producer_id: int,
+        sink: ProducerSink,
+        *,
+        producer_name: str | None,
+        user_provided_name: bool,
+        access_mode: AccessMode,
+        epoch: int,
+        topic_epoch: int | None,
+        on_waiting: Callable[[], None] | None = None,
+    ) -> ProducerHandle:
+        """Attach a producer (rules in ``producer``).
+
+        A name that comes with the request is kept, whether the user chose it or we generated it
+        on an earlier connection (§6.1: the client sends it back on every reconnect).
+
+        Raises:
+            ProducerBusyError: Name in use, or an exclusive producer holds the topic.
+            ProducerFencedError: Exclusive access conflict or stale topic epoch.
+            ServiceNotReadyError: The topic is being unloaded.
+        """
+        del user_provided_name  # only the name itself matters to the broker
+        self._check_open()
+        name = producer_name or self._producer_names()
+        return await self._producers.add(
+            producer_id,
+            sink,
+            producer_name=name,
+            access_mode=access_mode,
+            epoch=epoch,
+            topic_epoch=topic_epoch,
+            on_waiting=on_waiting,
+        )
+
+    async def remove_producer(self, producer: ProducerHandle) -> None:
+        """Detach a producer (CLOSE_PRODUCER or connection drop)."""
+        self._producers.remove(producer)
+
+    async def publish(
+        self, producer: ProducerHandle, entry: bytes, entry_checksum: int | None, info: EntryInfo
+    ) -> tuple[int, int]:
+        """Store one entry and wake the dispatchers.
+
+        Args:
+            producer: The publishing producer.
+            entry: ``metadata_size | metadata | payload`` as received.
+            entry_checksum: The CRC-32C that came with it, replayed in MESSAGE.
+            info: What the handler decoded from the metadata.
+
+        Returns:
+            The entry's ``(ledger_id, entry_id)`` for the SEND_RECEIPT.
+
+        Raises:
+            PersistenceError: Storage refused the entry.
+        """
+        del producer  # deduplication will key on it
+        try:
+            position = self._state.ledger.append(payload_section(entry, entry_checksum), info)
+        except StorageError as exc:
+            raise PersistenceError(f"cannot store entry on {self.name}: {exc}") from exc
+        counters = self._state.counters
+        counters.msg_in += info.num_messages
+        counters.bytes_in += len(entry)
+        for sub in self._subs.values():
+            sub.dispatcher.wake()
+        return position
+
+    # ---- subscriptions ------------------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        *,
+        subscription: str,
+        sub_type: SubType,
+        consumer_id: int,
+        sink: ConsumerSink,
+        consumer_name: str,
+        durable: bool,
+        initial_position: InitialPosition,
+        start_message_id: MessageIdData | None,
+        priority_level: int,
+        key_shared_meta: KeySharedMeta | None,
+        read_compacted: bool,
+        partition: int,
+    ) -> Consumer:
+        """Attach a consumer, creating the subscription if needed (§7.1).
+
+        Args:
+            subscription: Subscription name.
+            sub_type: Exclusive, Shared, Failover or Key_Shared.
+            consumer_id: The client's id.
+            sink: Its session.
+            consumer_name: Its name.
+            durable: False for readers.
+            initial_position: Where a new durable subscription starts.
+            start_message_id: Where a new reader starts (that entry included).
+            priority_level: Failover priority.
+            key_shared_meta: Key_Shared mode and STICKY ranges.
+            read_compacted: Ignored (no compaction yet).
+            partition: The client's idea of the partition; the topic name decides.
+
+        Returns:
+            The consumer handle; it has 0 permits until FLOW.
+
+        Raises:
+            ConsumerBusyError: Exclusive taken, or type mismatch.
+            NotAllowedError: Durable/non-durable clash.
+            ConsumerAssignError: Key_Shared STICKY range conflict.
+            ServiceNotReadyError: The topic is being unloaded.
+        """
+        del read_compacted, partition
+        self._check_open()
+        sub = self._subs.get(subscription)
+        created = sub is None
+        if sub is None:
+            sub = self._new_subscription(subscription, durable, initial_position, start_message_id)
+        consumer = sub.add_consumer(
+            consumer_id=consumer_id,
+            sink=sink,
+            consumer_name=consumer_name,
+            priority_level=priority_level,
+            sub_type=sub_type,
+            durable=durable,
+            key_shared_meta=key_shared_meta,
+        )
+        if created:
+            self._subs[subscription] = sub
+            if durable:
+                self._state.cursors[subscription] = sub.cursor
+            sub.start(self._tg)
+        return consumer
+
+    def _new_subscription(
+        self,
+        name: str,
+        durable: bool,
+        initial_position: InitialPosition,
+        start_message_id: MessageIdData | None,
+    ) -> Subscription:
+        count = self._state.ledger.count
+        if durable:
+            # An unloaded topic's durable cursors are reopened at load, so this one is new.
+            start = count if initial_position is InitialPosition.LATEST else 0
+            return self._make_subscription(name, Cursor(start - 1), start)
+        if name in self._state.cursors:
+            raise NotAllowedError(f"A durable subscription named '{name}' already exists")
+        start = self._reader_start(start_message_id, initial_position)
+        return self._make_subscription(name, Cursor(start - 1, durable=False), start)
+
+    def _reader_start(self, start: MessageIdData | None, initial_position: InitialPosition) -> int:
+        ledger = self._state.ledger
+        if start is None:
+            return ledger.count if initial_position is InitialPosition.LATEST else 0
+        if start.ledger_id < 0:
+            return 0  # earliest sentinel (-1, -1)
+        if is_latest(start):
+            return ledger.count
+        # Start *with* that entry: the client drops what precedes its own start id (§7.1).
+        return ledger.index_at_or_after(start.ledger_id, start.entry_id)
+
+    def _make_subscription(self, name: str, cursor: Cursor, read_position: int) -> Subscription:
+        return Subscription(
+            name,
+            ledger=self._state.ledger,
+            cursor=cursor,
+            partition=self._partition,
+            clock=self._clock,
+            settings=self._settings,
+            counters=self._state.counters,
+            read_position=read_position,
+            on_remove=self._subscription_ended,
+        )
+
+    def _open_subscription(self, name: str, cursor: Cursor, read_position: int) -> None:
+        sub = self._make_subscription(name, cursor, read_position)
+        self._subs[name] = sub
+        sub.start(self._tg)
+
+    def _subscription_ended(self, sub: Subscription, deleted: bool) -> None:
+        if self._subs.get(sub.name) is sub:
+            del self._subs[sub.name]
+        if deleted and self._state.cursors.get(sub.name) is sub.cursor:
+            del self._state.cursors[sub.name]
+
+    # ---- queries ------------------------------------------------------------------------------
+
+    def last_message_id(self) -> tuple[int, int, int]:
+        """``(ledger, entry, batch_index)`` of the last entry; ``(ledger, -1, -1)`` when empty."""
+        return self._state.ledger.last_message_id()
+
+    def subscriptions(self) -> list[str]:
+        """Names of the subscriptions, sorted."""
+        return sorted(self._subs)
+
+    def subscription(self, name: str) -> Subscription | None:
+        """A subscription by name."""
+        return self._subs.get(name)
+
+    @property
+    def producer_count(self) -> int:
+        """Attached producers."""
+        return len(self._producers.producers)
+
+    @property
+    def consumer_count(self) -> int:
+        """Attached consumers over all subscriptions."""
+        return sum(len(sub.consumers) for sub in self._subs.values())
+
+    def stats(self) -> TopicStats:
+        """A snapshot for metrics and admin."""
+        counters = self._state.counters
+        subs = tuple(self._subs[name].stats() for name in sorted(self._subs))
+        return TopicStats(
+            name=str(self.name),
+            namespace=str(self.name.namespace),
+            persistent=True,
+            producers=self.producer_count,
+            consumers=sum(s.consumers for s in subs),
+            msg_in=counters.msg_in,
+            bytes_in=counters.bytes_in,
+            msg_out=counters.msg_out,
+            bytes_out=counters.bytes_out,
+            msg_dropped=counters.msg_dropped,
+            entries=self._state.ledger.count,
+            backlog=sum(s.backlog for s in subs),
+            subscriptions=subs,
+        )
+
+    # ---- closing ------------------------------------------------------------------------------
+
+    async def close(self, *, notify: bool = True) -> None:
+        """Close the topic object; its state stays with the service.
+
+        Args:
+            notify: Send CLOSE_PRODUCER / CLOSE_CONSUMER to every handler (unload, §9).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._producers.close_all(notify=notify)
+        for sub in list(self._subs.values()):
+            sub.close(notify=notify)
+        self._subs.clear()
+        self._state.topic_epoch = self._producers.topic_epoch

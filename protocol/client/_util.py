@@ -1,0 +1,184 @@
+"""Small async building blocks of the client: a one-shot future, Clock deadlines, backoff."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Generic, TypeVar
+
+import anyio
+
+from protocol.clock import Clock
+from protocol.errors import OperationTimeoutError
+
+T = TypeVar("T")
+
+_UNSET: Any = object()
+
+
+class Future(Generic[T]):
+    """A one-shot result slot that sync code completes and async code awaits.
+
+    The `anyio.Event` is created only when someone actually waits on an unfinished future, so the
+    many futures of a pipelined producer that are completed before anyone looks cost a few
+    attribute writes each. Completion callbacks run synchronously, in order, inside `set_*`.
+    """
+
+    __slots__ = ("_callbacks", "_error", "_event", "_value")
+
+    def __init__(self) -> None:
+        self._value: T = _UNSET
+        self._error: BaseException | None = None
+        self._event: anyio.Event | None = None
+        self._callbacks: list[Callable[[Future[T]], None]] | None = None
+
+    def done(self) -> bool:
+        """True once a result or an exception was set."""
+        return self._value is not _UNSET or self._error is not None
+
+    def set_result(self, value: T) -> None:
+        """Complete with `value`; ignored if already done (a late reply after a timeout)."""
+        if self.done():
+            return
+        self._value = value
+        self._finish()
+
+    def set_exception(self, error: BaseException) -> None:
+        """Complete with `error`; ignored if already done."""
+        if self.done():
+            return
+        self._error = error
+        self._finish()
+
+    def add_done_callback(self, fn: Callable[[Future[T]], None]) -> None:
+        """Call `fn(self)` on completion (immediately if already done)."""
+        if self.done():
+            fn(self)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+        self._callbacks.append(fn)
+
+    def _finish(self) -> None:
+        if self._event is not None:
+            self._event.set()
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for fn in callbacks:
+                fn(self)
+
+    def result(self) -> T:
+        """The value, or raise the stored exception.
+
+        Raises:
+            RuntimeError: the future is not done yet.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._value is _UNSET:
+            raise RuntimeError("future is not done")
+        return self._value
+
+    def exception(self) -> BaseException | None:
+        """The stored exception, if the future failed."""
+        return self._error
+
+    async def wait_done(self) -> None:
+        """Wait until the future is done, without raising its exception."""
+        if self.done():
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+    async def wait(self) -> T:
+        """Wait for the result.
+
+        Raises:
+            Exception: whatever the future was failed with.
+        """
+        await self.wait_done()
+        return self.result()
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self.wait().__await__()
+
+
+async def wait_until(future: Future[T], clock: Clock, deadline: float | None, what: str) -> T:
+    """Wait for `future`, failing it with `OperationTimeoutError` at `deadline` on `clock`.
+
+    The timer fails the future itself, so a pending-request table that holds the same future
+    sees the timeout too, and a reply that arrives later is ignored.
+
+    Raises:
+        OperationTimeoutError: the deadline passed first.
+        Exception: whatever the future was failed with.
+    """
+    if deadline is None or future.done():
+        return await future.wait()
+
+    async def expire() -> None:
+        await clock.sleep_until(deadline)
+        future.set_exception(OperationTimeoutError(f"{what} timed out"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(expire)
+        await future.wait_done()
+        tg.cancel_scope.cancel()
+    return future.result()
+
+
+async def with_deadline(
+    clock: Clock, deadline: float | None, fn: Callable[[], Awaitable[T]], what: str
+) -> T:
+    """Run `fn()` and return its result, cancelling it at `deadline` on `clock`.
+
+    Exceptions of `fn` propagate unwrapped (a task group would wrap them in an ExceptionGroup).
+
+    Raises:
+        OperationTimeoutError: the deadline passed first.
+        Exception: whatever `fn` raised.
+    """
+    if deadline is None:
+        return await fn()
+    outcome: list[T] = []
+    failure: list[Exception] = []
+
+    async def expire() -> None:
+        await clock.sleep_until(deadline)
+        tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(expire)
+        try:
+            outcome.append(await fn())
+        except Exception as exc:  # re-raised below, outside the task group
+            failure.append(exc)
+        tg.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    if not outcome:
+        raise OperationTimeoutError(f"{what} timed out")
+    return outcome[0]
+
+
+class Backoff:
+    """Reconnection delays: `initial`, doubling up to `maximum` (spec §9: 100 ms to 60 s).
+
+    The C++ client also subtracts up to 9 % jitter; we leave it out so that FakeClock tests see
+    exact delays.
+    """
+
+    def __init__(self, initial: float = 0.1, maximum: float = 60.0) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self._next = initial
+
+    def next(self) -> float:
+        """The delay to wait now; the following one doubles."""
+        delay = self._next
+        self._next = min(self._next * 2, self.maximum)
+        return delay
+
+    def reset(self) -> None:
+        """Start again from `initial` (after a successful connection)."""
+        self._next = self.initial

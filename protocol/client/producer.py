@@ -1,0 +1,479 @@
+"""Producers: SEND pipelining, receipts, batching, chunking, and partitioned routing.
+
+Rules (spec §6, §8.1, §8.4, §9):
+
+1. Sequence ids start at `last_sequence_id + 1` from the first PRODUCER_SUCCESS (or after the
+   user's `initial_sequence_id`) and grow by one per message; a batch's SEND carries its first
+   message's sequence id, a chunked message's chunks all carry the message's.
+2. Every SEND is an op in the pending queue, in send order. A receipt is matched to the head:
+   a sequence id beyond the head's last is a broker bug (the connection is dropped), one before
+   the head's first is stale (its op timed out) and is ignored.
+3. Message *i* of a batch gets the id (ledger, entry, partition, i) with batch size N; an
+   unbatched message (ledger, entry, partition, -1); a chunked message the id of its last chunk.
+4. The queue holds at most `max_pending_messages` messages; `send_async` waits for room.
+5. After every (re)attachment all pending SENDs are written again, in order, byte for byte.
+6. An op whose send timeout passes fails with `OperationTimeoutError` (checked at the head).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+
+from protocol import commands as c
+from protocol.client._util import Future, with_deadline
+from protocol.client.handler import Handler, HandlerState
+from protocol.client.messages import BatchBuilder, build_chunks, build_single
+from protocol.errors import (
+    ChecksumError,
+    ClientClosedError,
+    ConnectionBrokenError,
+    MessageTooBigError,
+    OperationTimeoutError,
+    ProducerClosedError,
+    ServerError,
+)
+from protocol.ids import MessageId
+
+if TYPE_CHECKING:
+    from protocol.client.client import Client
+    from protocol.client.connection import ClientConnection
+
+__all__ = ["Producer", "ProducerConfig", "SendCallback"]
+
+logger = logging.getLogger(__name__)
+
+SendCallback = Callable[[Future[MessageId]], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProducerConfig:
+    """Producer options (names follow the Python `pulsar-client` where one exists).
+
+    Attributes:
+        producer_name: a fixed name; None lets the broker assign one.
+        batching_enabled: group messages into batched entries.
+        batching_max_messages: a batch is sent once it holds this many messages.
+        batching_max_bytes: ... or this many payload bytes.
+        batching_max_publish_delay: ... or this many seconds after its first message.
+        max_pending_messages: messages sent but not receipted, at most (rule 4).
+        send_timeout: seconds before an unreceipted send fails; 0 disables.
+        chunking_enabled: split messages larger than the broker's max message size.
+        access_mode: the PRODUCER access mode.
+        properties: producer metadata sent with PRODUCER.
+        initial_sequence_id: the sequence id before the first message; None asks the broker.
+        schema: the schema to declare; None for bytes.
+    """
+
+    producer_name: str | None = None
+    batching_enabled: bool = False
+    batching_max_messages: int = 1000
+    batching_max_bytes: int = 128 * 1024
+    batching_max_publish_delay: float = 0.01
+    max_pending_messages: int = 1000
+    send_timeout: float = 30.0
+    chunking_enabled: bool = False
+    access_mode: c.AccessMode = c.AccessMode.SHARED
+    properties: Mapping[str, str] | None = None
+    initial_sequence_id: int | None = None
+    schema: c.Schema | None = None
+
+
+class _Op:
+    """One SEND in flight: its bytes and who to tell when its receipt comes."""
+
+    __slots__ = (
+        "batch_size",
+        "chunk_ids",
+        "deadline",
+        "first_seq",
+        "frame",
+        "futures",
+        "last_seq",
+        "messages",
+    )
+
+    def __init__(
+        self,
+        first_seq: int,
+        frame: bytes,
+        futures: list[Future[MessageId]],
+        deadline: float,
+        *,
+        batch_size: int = 0,
+        chunk_ids: list[MessageId] | None = None,
+    ) -> None:
+        self.first_seq = first_seq
+        self.last_seq = first_seq + max(batch_size, 1) - 1
+        self.frame = frame
+        self.futures = futures  # one per message; empty for all chunks but the last
+        self.messages = len(futures)  # what the pending bound counts (rule 4)
+        self.deadline = deadline
+        self.batch_size = batch_size  # 0: not a batch
+        self.chunk_ids = chunk_ids  # shared by the chunks of one message
+
+
+class Producer(Handler):
+    """A producer on one topic or one partition. Create it with `Client.create_producer`."""
+
+    def __init__(
+        self, client: Client, topic: str, config: ProducerConfig, *, partition: int = -1
+    ) -> None:
+        super().__init__(client, topic)
+        self._config = config
+        self.partition = partition
+        self.producer_id = client._new_producer_id()
+        self.producer_name: str = config.producer_name or ""
+        self._epoch = 0
+        self._topic_epoch: int | None = None
+        self._next_seq: int | None = (
+            None if config.initial_sequence_id is None else config.initial_sequence_id + 1
+        )
+        self.last_sequence_id = -1
+        self._max_message_size = 0
+        self._pending: deque[_Op] = deque()
+        self._pending_messages = 0
+        self._room: anyio.Event | None = None
+        self._pending_armed: anyio.Event | None = None
+        self._batch = BatchBuilder() if config.batching_enabled else None
+        self._batch_armed: anyio.Event | None = None
+        self._batch_generation = 0
+        self._metadata = tuple(
+            c.KeyValue(key=k, value=v) for k, v in (config.properties or {}).items()
+        )
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.topic} id={self.producer_id} {self._state.value}>"
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _closed_error(self) -> ClientClosedError:
+        return ProducerClosedError(f"producer on {self.topic} is closed")
+
+    # ---- attaching -----------------------------------------------------------------------------
+
+    async def _attach(self, cnx: ClientConnection, deadline: float) -> None:
+        cnx.add_producer(self.producer_id, self)
+        epoch, self._epoch = self._epoch, self._epoch + 1  # spec §6.1: +1 per attempt
+        command = c.Producer(
+            topic=self.topic,
+            producer_id=self.producer_id,
+            request_id=cnx.new_request_id(),
+            producer_name=self.producer_name or None,
+            metadata=self._metadata,
+            schema=self._config.schema,
+            epoch=epoch,
+            # spec §9: the broker-assigned name is sent back on reconnect, still flagged as ours.
+            user_provided_producer_name=self._config.producer_name is not None,
+            producer_access_mode=self._config.access_mode,
+            topic_epoch=self._topic_epoch,
+        )
+        reply = await with_deadline(self._clock, deadline, cnx.request(command).wait, "PRODUCER")
+        assert isinstance(reply, c.ProducerSuccess)
+        self.producer_name = reply.producer_name
+        self._topic_epoch = reply.topic_epoch
+        if self._next_seq is None:  # rule 1, first creation only
+            self._next_seq = reply.last_sequence_id + 1
+            self.last_sequence_id = reply.last_sequence_id
+        self._max_message_size = cnx.max_message_size
+        for op in self._pending:  # rule 5
+            cnx.write(op.frame)
+
+    def _detach_connection(self, cnx: ClientConnection) -> None:
+        cnx.remove_producer(self.producer_id)
+
+    def _start_loops(self, tg: anyio.abc.TaskGroup) -> None:
+        if self._batch is not None:
+            tg.start_soon(self._batch_timer)
+        if self._config.send_timeout > 0:
+            tg.start_soon(self._send_timeout_loop)
+
+    # ---- sending -------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: int | None = None,
+        deliver_at: int | None = None,
+        sequence_id: int | None = None,
+    ) -> MessageId:
+        """Send one message and wait for its receipt.
+
+        Args:
+            payload: the message bytes.
+            key: the partition key (routes partitioned topics, Key_Shared).
+            properties: string properties.
+            event_time: application event time, ms since the epoch.
+            deliver_at: delayed delivery time, ms since the epoch (never batched).
+            sequence_id: an explicit sequence id instead of the next one.
+
+        Returns:
+            The message id (rule 3).
+
+        Raises:
+            ProducerClosedError: the producer is closed.
+            MessageTooBigError: too large for the broker and chunking is off.
+            OperationTimeoutError: no receipt within the send timeout.
+        """
+        future = await self.send_async(
+            payload,
+            key=key,
+            properties=properties,
+            event_time=event_time,
+            deliver_at=deliver_at,
+            sequence_id=sequence_id,
+        )
+        if self._batch is not None and not future.done():
+            self._flush_batch()  # a lone awaited send should not wait for the batch delay
+        return await future
+
+    async def send_async(
+        self,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: int | None = None,
+        deliver_at: int | None = None,
+        sequence_id: int | None = None,
+        callback: SendCallback | None = None,
+    ) -> Future[MessageId]:
+        """Queue one message without waiting for its receipt (waits only for queue room).
+
+        Arguments are those of `send`, plus `callback`, called with the future when it completes.
+
+        Returns:
+            A future of the message id; `await` it, or poll `done()` / `result()`.
+
+        Raises:
+            ProducerClosedError: the producer is closed.
+            MessageTooBigError: too large for the broker and chunking is off.
+        """
+        self._check_usable()
+        while self._pending_messages >= self._config.max_pending_messages:
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+            self._check_usable()
+        future: Future[MessageId] = Future()
+        if callback is not None:
+            future.add_done_callback(callback)
+        assert self._next_seq is not None  # set by the first attachment
+        if sequence_id is None:
+            sequence_id = self._next_seq
+        self._next_seq = max(self._next_seq, sequence_id + 1)
+        publish_time = self._clock.wall_ns() // 1_000_000
+        props = (
+            tuple(c.KeyValue(key=k, value=v) for k, v in properties.items()) if properties else ()
+        )
+        batch = self._batch
+        if batch is not None and deliver_at is None and len(payload) < self._max_message_size:
+            # Flush first if this message would overflow the batch's byte budget (spec §8.1).
+            if batch.count and batch.size + len(payload) > self._config.batching_max_bytes:
+                self._flush_batch()
+            if not batch.count and self._batch_armed is not None:
+                self._batch_armed.set()
+            batch.add(
+                payload,
+                sequence_id,
+                publish_time,
+                key,
+                props,
+                event_time,
+                future,
+                self._clock.now(),
+            )
+            self._pending_messages += 1
+            if (
+                batch.count >= self._config.batching_max_messages
+                or batch.size >= self._config.batching_max_bytes
+            ):
+                self._flush_batch()
+            return future
+        metadata = c.MessageMetadata(
+            producer_name=self.producer_name,
+            sequence_id=sequence_id,
+            publish_time=publish_time,
+            properties=props,
+            partition_key=key,
+            event_time=event_time,
+            deliver_at_time=deliver_at,
+        )
+        send = c.Send(producer_id=self.producer_id, sequence_id=sequence_id)
+        frame = build_single(send, metadata, payload, self._max_message_size)
+        if frame is not None:
+            self._push(_Op(sequence_id, frame, [future], self._deadline()))
+            return future
+        if not self._config.chunking_enabled:
+            raise MessageTooBigError(
+                f"{len(payload)} bytes exceed the broker's max message size "
+                f"{self._max_message_size} (enable chunking)"
+            )
+        # spec §8.4: one SEND per chunk; only the last chunk's receipt completes the future.
+        chunk_ids: list[MessageId] = []
+        frames = build_chunks(send, metadata, payload, self._max_message_size)
+        for i, chunk in enumerate(frames):
+            futures = [future] if i == len(frames) - 1 else []
+            self._push(_Op(sequence_id, chunk, futures, self._deadline(), chunk_ids=chunk_ids))
+        return future
+
+    def _deadline(self) -> float:
+        timeout = self._config.send_timeout
+        return self._clock.now() + timeout if timeout > 0 else float("inf")
+
+    def _push(self, op: _Op) -> None:
+        if not self._pending and self._pending_armed is not None:
+            self._pending_armed.set()
+        self._pending.append(op)
+        self._pending_messages += op.messages
+        cnx = self._cnx
+        if cnx is not None and self._state is HandlerState.READY:
+            with contextlib.suppress(ConnectionBrokenError):  # rule 5: re-sent after reattaching
+                cnx.write(op.frame)
+
+    def _flush_batch(self) -> None:
+        batch = self._batch
+        if batch is None or not batch.count:
+            return
+        self._batch_generation += 1
+        first_seq, frame, futures = batch.build(self.producer_id, self.producer_name)
+        self._pending_messages -= len(futures)  # _push counts them again, as one op
+        self._push(_Op(first_seq, frame, futures, self._deadline(), batch_size=len(futures)))
+
+    async def flush(self) -> None:
+        """Send the open batch now and wait until everything sent so far has its receipt.
+
+        Raises:
+            ProducerClosedError: the producer is closed.
+        """
+        self._check_usable()
+        self._flush_batch()
+        if self._pending:
+            last = self._pending[-1]
+            if last.futures:
+                await last.futures[-1].wait_done()
+
+    # ---- receipts ------------------------------------------------------------------------------
+
+    def handle_receipt(self, receipt: c.SendReceipt) -> bool:
+        if not self._pending:
+            return True  # its op expired
+        op = self._pending[0]
+        sequence_id = receipt.sequence_id
+        if sequence_id > op.last_seq:
+            return False  # rule 2
+        if sequence_id < op.first_seq:
+            return True  # stale
+        self._pending.popleft()
+        self.last_sequence_id = op.last_seq
+        ledger_id, entry_id = -1, -1
+        if receipt.message_id is not None:
+            ledger_id, entry_id = receipt.message_id.ledger_id, receipt.message_id.entry_id
+        partition = self.partition
+        futures = op.futures
+        if op.chunk_ids is not None:
+            op.chunk_ids.append(MessageId(ledger_id, entry_id, partition))
+            if futures:  # the last chunk: the message's id is the last chunk's (rule 3)
+                futures[0].set_result(op.chunk_ids[-1])
+        elif op.batch_size:
+            size = op.batch_size
+            for i, future in enumerate(futures):
+                future.set_result(MessageId(ledger_id, entry_id, partition, i, size))
+        else:
+            futures[0].set_result(MessageId(ledger_id, entry_id, partition))
+        self._released(op)
+        return True
+
+    def handle_send_error(self, error: c.SendError) -> bool:
+        if error.error != ServerError.ChecksumError:
+            return False  # spec §6.3: the connection is closed
+        if self._pending and self._pending[0].first_seq == error.sequence_id:
+            op = self._pending.popleft()
+            self._fail_op(op, ChecksumError(error.message))
+        return True
+
+    def _released(self, op: _Op) -> None:
+        self._pending_messages -= op.messages
+        if self._room is not None and self._pending_messages < self._config.max_pending_messages:
+            self._room.set()
+            self._room = None
+
+    def _fail_op(self, op: _Op, error: Exception) -> None:
+        for future in op.futures:
+            future.set_exception(error)
+        self._released(op)
+
+    def _fail_pending(self, error: Exception) -> None:
+        self._flush_batch()
+        pending, self._pending = self._pending, deque()
+        for op in pending:
+            self._fail_op(op, error)
+
+    def _on_failed(self, error: BaseException) -> None:
+        self._fail_pending(error if isinstance(error, Exception) else ProducerClosedError())
+
+    # ---- timers --------------------------------------------------------------------------------
+
+    async def _batch_timer(self) -> None:
+        batch = self._batch
+        assert batch is not None
+        delay = self._config.batching_max_publish_delay
+        while True:
+            if not batch.count:
+                self._batch_armed = anyio.Event()
+                await self._batch_armed.wait()
+                continue
+            generation = self._batch_generation
+            await self._clock.sleep_until(batch.started_at + delay)
+            if generation == self._batch_generation:
+                self._flush_batch()
+
+    async def _send_timeout_loop(self) -> None:  # rule 6
+        while True:
+            if not self._pending:
+                self._pending_armed = anyio.Event()
+                await self._pending_armed.wait()
+                continue
+            await self._clock.sleep_until(self._pending[0].deadline)
+            now = self._clock.now()
+            while self._pending and self._pending[0].deadline <= now:
+                op = self._pending.popleft()
+                self._fail_op(op, OperationTimeoutError(f"send to {self.topic} timed out"))
+
+    # ---- closing -------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Flush, wait for outstanding receipts (up to the operation timeout), CLOSE_PRODUCER."""
+        if self._state in (HandlerState.CLOSING, HandlerState.CLOSED):
+            return
+        if self._state is not HandlerState.FAILED:
+            deadline = self._clock.now() + self._client.operation_timeout
+            try:
+                await with_deadline(self._clock, deadline, self.flush, "flush")
+            except OperationTimeoutError:
+                logger.warning(
+                    "closing %s with %d unreceipted sends", self.topic, len(self._pending)
+                )
+        self._state = HandlerState.CLOSING
+        await self._close_on_broker(
+            lambda rid: c.CloseProducer(producer_id=self.producer_id, request_id=rid),
+            "CLOSE_PRODUCER",
+        )
+        self._fail_pending(ProducerClosedError(f"producer on {self.topic} closed"))
+        self._state = HandlerState.CLOSED
+        await self._stop()
+        self._client._forget(self)

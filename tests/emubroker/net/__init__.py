@@ -1,0 +1,3 @@
+"""Tests of emubroker.net."""
+
+from __future__ import annotations

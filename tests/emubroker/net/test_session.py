@@ -1,0 +1,274 @@
+"""The session pump: handshake routing, PING/PONG, keep-alive, batching, teardown, bad input."""
+
+from __future__ import annotations
+
+import struct
+
+import anyio
+import pytest
+from anyio.abc import TaskStatus
+
+from emubroker.net.session import Session
+from protocol import commands as c
+from protocol.clock import FakeClock
+from protocol.framing import Frame, encode_frame, payload_section
+from tests.support.broker import MemoryByteStream, WireClient, memory_stream_pair
+
+pytestmark = pytest.mark.anyio
+
+KEEPALIVE = 30.0
+
+
+class RecordingHandler:
+    """A FrameHandler that answers CONNECT and records everything else."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.frames: list[Frame] = []
+        self.released = False
+        self.closed_consumers: list[int] = []
+        self.closed_producers: list[int] = []
+        self.fail_on: type[c.Record] | None = None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        try:
+            task_status.started()
+            await anyio.Event().wait()
+        finally:
+            self.released = True
+
+    def handle_frame(self, frame: Frame) -> None:
+        if self.fail_on is not None and isinstance(frame.command, self.fail_on):
+            raise RuntimeError("boom")
+        if isinstance(frame.command, c.Connect):
+            self.session.send_command(c.Connected(server_version="t", protocol_version=20))
+        self.frames.append(frame)
+
+    def consumer_closed_by_broker(self, consumer_id: int) -> None:
+        self.closed_consumers.append(consumer_id)
+
+    def producer_closed_by_broker(self, producer_id: int) -> None:
+        self.closed_producers.append(producer_id)
+
+
+class CountingStream(MemoryByteStream):
+    """Counts the writes the session makes."""
+
+    def __init__(self, inner: MemoryByteStream) -> None:
+        super().__init__(inner._send, inner._receive)
+        self.writes = 0
+
+    async def send(self, item: bytes) -> None:
+        self.writes += 1
+        await super().send(item)
+
+
+class Harness:
+    def __init__(self, clock: FakeClock, *, max_frame_size: int = 1 << 20) -> None:
+        client_end, server_end = memory_stream_pair()
+        self.server_stream = CountingStream(server_end)
+        self.client = WireClient(client_end)
+        self.handlers: list[RecordingHandler] = []
+
+        def factory(session: Session) -> RecordingHandler:
+            handler = RecordingHandler(session)
+            self.handlers.append(handler)
+            return handler
+
+        self.session = Session(
+            self.server_stream,
+            factory,
+            clock=clock,
+            max_frame_size=max_frame_size,
+            keepalive_interval=KEEPALIVE,
+        )
+        self.done = anyio.Event()
+
+    @property
+    def handler(self) -> RecordingHandler:
+        return self.handlers[0]
+
+    async def run(self) -> None:
+        try:
+            await self.session.run()
+        finally:
+            self.done.set()
+            with anyio.CancelScope(shield=True):
+                await self.client.stream.aclose()
+
+
+async def test_connect_reaches_handler_and_reply_opens_connection(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        connected = await h.client.handshake()
+        assert connected.server_version == "t"
+        assert [type(f.command) for f in h.handler.frames] == [c.Connect]
+        await h.client.stream.aclose()
+    assert h.handler.released
+    assert h.session.close_reason == "client closed the connection"
+
+
+async def test_ping_is_answered_with_pong_without_reaching_handler(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        await h.client.send(c.Ping())
+        assert await h.client.receive_command() == c.Pong()
+        assert [type(f.command) for f in h.handler.frames] == [c.Connect]
+        tg.cancel_scope.cancel()
+
+
+async def test_idle_client_is_pinged_then_dropped(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        await fake_clock.advance(KEEPALIVE)  # traffic in the first interval: no ping yet
+        await fake_clock.advance(KEEPALIVE)
+        assert await h.client.receive_command() == c.Ping()
+        await fake_clock.advance(KEEPALIVE)  # silent for another interval: dropped
+        await h.client.expect_closed()
+    assert "keep-alive" in h.session.close_reason
+    assert h.handler.released
+
+
+async def test_answered_ping_keeps_the_connection(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        for _ in range(4):
+            await fake_clock.advance(KEEPALIVE)
+            await fake_clock.advance(KEEPALIVE)
+            assert await h.client.receive_command() == c.Ping()
+            await h.client.send(c.Pong())
+            await anyio.wait_all_tasks_blocked()
+        assert not h.session.close_reason
+        tg.cancel_scope.cancel()
+
+
+async def test_no_connect_within_interval_closes(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await fake_clock.advance(KEEPALIVE)
+        await h.client.expect_closed()
+    assert "CONNECT" in h.session.close_reason
+
+
+async def test_replies_queued_together_are_written_at_once(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        writes = h.server_stream.writes
+        for i in range(50):
+            h.session.send_command(c.Success(request_id=i))
+        await anyio.wait_all_tasks_blocked()
+        assert h.server_stream.writes == writes + 1
+        for i in range(50):
+            assert await h.client.receive_command() == c.Success(request_id=i)
+        tg.cancel_scope.cancel()
+
+
+async def test_send_message_frames_stored_section_unchanged(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    entry = struct.pack(">I", 0) + b"payload"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        h.session.send_message(7, 3, 0, -1, 2, (5,), payload_section(entry, 1234))
+        frame = await h.client.receive()
+        assert frame.command == c.Message(
+            consumer_id=7,
+            message_id=c.MessageIdData(ledger_id=3, entry_id=0),
+            redelivery_count=2,
+            ack_set=(5,),
+        )
+        assert frame.payload is not None
+        assert frame.payload.entry == entry
+        assert frame.payload.checksum == 1234
+        tg.cancel_scope.cancel()
+
+
+async def test_broker_closes_tell_handler_then_client(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        h.session.close_consumer(4)
+        h.session.close_producer(9)
+        h.session.active_consumer_change(4, True)
+        first = await h.client.receive_command()
+        second = await h.client.receive_command()
+        third = await h.client.receive_command()
+        assert isinstance(first, c.CloseConsumer)
+        assert first.consumer_id == 4
+        assert isinstance(second, c.CloseProducer)
+        assert second.producer_id == 9
+        assert third == c.ActiveConsumerChange(consumer_id=4, is_active=True)
+        assert h.handler.closed_consumers == [4]
+        assert h.handler.closed_producers == [9]
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(struct.pack(">II", 12, 8) + b"\xff" * 8, id="undecodable-command"),
+        pytest.param(struct.pack(">I", 2) + b"\x00\x00", id="too-small"),
+        pytest.param(struct.pack(">I", 1 << 30), id="oversized"),
+    ],
+)
+async def test_malformed_frame_closes_connection_and_releases(
+    fake_clock: FakeClock, garbage: bytes
+) -> None:
+    h = Harness(fake_clock)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.run)
+            await h.client.handshake()
+            await h.client.send_raw(garbage)
+            await h.client.expect_closed()
+            await h.done.wait()
+    assert h.session.close_reason.startswith("protocol error")
+    assert h.handler.released
+
+
+async def test_command_before_connect_closes(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.run)
+            # Spec §3.1: the first frame must be CONNECT.
+            await h.client.send_raw(encode_frame(c.Flow(consumer_id=1, message_permits=1)))
+            await h.client.expect_closed()
+    assert "protocol error" in h.session.close_reason
+    assert h.handler.frames == []
+
+
+async def test_handler_crash_closes_only_this_connection(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.run)
+            await h.client.handshake()
+            h.handler.fail_on = c.Flow
+            await h.client.send(c.Flow(consumer_id=1, message_permits=10))
+            await h.client.expect_closed()
+    assert "internal error" in h.session.close_reason
+    assert h.handler.released
+
+
+async def test_pending_replies_are_flushed_before_closing(fake_clock: FakeClock) -> None:
+    h = Harness(fake_clock)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.run)
+            await h.client.handshake()
+            h.session.send_command(c.Success(request_id=1))
+            h.session.close("test")
+            assert await h.client.receive_command() == c.Success(request_id=1)
+            await h.client.expect_closed()

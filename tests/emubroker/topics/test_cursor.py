@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from emubroker.topics.cursor import Cursor, mask_from_words, words_from_mask
+
+
+def test_individual_acks_advance_mark_delete_only_when_contiguous() -> None:
+    c = Cursor()
+    assert c.ack(1)
+    assert c.mark_delete == -1
+    assert c.is_acked(1)
+    assert not c.is_acked(0)
+    assert c.ack(0)
+    assert c.mark_delete == 1
+    assert c.acked == set()
+    assert not c.ack(0)  # already acked
+
+
+def test_cumulative_ack_drops_state_behind_it() -> None:
+    c = Cursor()
+    c.ack(3)
+    c.ack(6)
+    c.ack_batch(5, 0b10, 2)
+    c.redelivery_counts[4] = 2
+    assert c.ack_cumulative(4)
+    assert c.mark_delete == 4
+    assert c.acked == {6}
+    assert c.partial == {5: 0b10}
+    assert c.redelivery_counts == {}
+    assert not c.ack_cumulative(2)  # behind mark-delete: no-op
+
+
+def test_cumulative_ack_joins_individually_acked_successors() -> None:
+    c = Cursor()
+    c.ack(2)
+    c.ack(3)
+    c.ack_cumulative(1)
+    assert c.mark_delete == 3
+
+
+def test_batch_index_acks_intersect_until_empty() -> None:
+    c = Cursor()
+    # Client sends the bitmap of indexes NOT yet acked: 0b1110 = message 0 acked.
+    assert not c.ack_batch(0, 0b1110, 4)
+    assert c.unacked_mask(0) == 0b1110
+    # A second ack reporting only message 1 acked (0b1101) intersects to 0b1100.
+    assert not c.ack_batch(0, 0b1101, 4)
+    assert c.unacked_mask(0) == 0b1100
+    assert c.ack_batch(0, 0b0011, 4)
+    assert c.mark_delete == 0
+    assert c.unacked_mask(0) is None
+
+
+def test_reset_forgets_acks_and_places_mark_delete_before_target() -> None:
+    c = Cursor()
+    for i in (0, 1, 2, 5):
+        c.ack(i)
+    c.redelivery_counts[7] = 1
+    c.reset(1)
+    assert c.mark_delete == 0
+    assert not c.is_acked(1)
+    assert not c.is_acked(5)
+    assert c.redelivery_counts == {}
+
+
+def test_backlog_counts_unacked_entries() -> None:
+    c = Cursor()
+    assert c.backlog(5) == 5
+    c.ack(0)
+    c.ack(3)
+    assert c.backlog(5) == 3
+    c.ack_cumulative(4)
+    assert c.backlog(5) == 0
+    assert c.first_unacked(0, 5) == 5
+
+
+def test_ack_set_words_round_trip_including_the_sign_bit() -> None:
+    mask = (1 << 63) | (1 << 64) | 1
+    words = words_from_mask(mask, 70)
+    assert words == (-(1 << 63) + 1, 1)
+    assert mask_from_words(words, 70) == mask
+    assert mask_from_words((-1,), 5) == 0b11111

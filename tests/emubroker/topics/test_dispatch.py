@@ -1,0 +1,258 @@
+from __future__ import annotations
+
+import pytest
+
+from emubroker.topics.keyshared import HASH_RANGE_SIZE, sticky_key_hash
+from protocol.commands import AckType, IntRange, KeySharedMeta, KeySharedMode, SubType
+from protocol.errors import ConsumerAssignError, ConsumerBusyError, NotAllowedError
+from tests.emubroker.topics.helpers import (
+    FakeConsumerSink,
+    add_producer,
+    mid,
+    open_service,
+    publish,
+    settle,
+    split_section,
+    subscribe,
+    topic_name,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_nothing_is_delivered_before_flow_and_message_ids_are_the_receipts() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        receipts = [await publish(topic, producer, b"m%d" % i) for i in range(3)]
+        await settle()
+        assert sink.messages == []
+        consumer.flow(10)
+        await settle()
+        assert [(m.ledger_id, m.entry_id) for m in sink.messages] == receipts
+        assert all(m.partition == -1 and m.redelivery_count == 0 for m in sink.messages)
+        assert all(m.section.endswith(b"m%d" % i) for i, m in enumerate(sink.messages))
+
+
+async def test_permits_count_messages_and_a_batch_may_overshoot() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        await publish(topic, producer, batch=5)
+        await publish(topic, producer)
+        consumer.flow(3)
+        await settle()
+        assert sink.entry_ids == [0]  # 3 permits > 0: the batch of 5 goes, permits now -2
+        consumer.flow(2)
+        await settle()
+        assert sink.entry_ids == [0]  # back to 0: still nothing
+        consumer.flow(1)
+        await settle()
+        assert sink.entry_ids == [0, 1]
+
+
+async def test_partition_index_is_set_on_partition_topics() -> None:
+    async with open_service() as service:
+        await service.create_partitioned_topic(topic_name("p"), 3)
+        topic = await service.get_topic(topic_name("p-partition-2"))
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        consumer.flow(1)
+        await publish(topic, producer)
+        await settle()
+        assert sink.messages[0].partition == 2
+
+
+async def test_second_exclusive_consumer_and_type_mismatch_are_busy() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        await subscribe(topic, FakeConsumerSink(), consumer_id=1)
+        with pytest.raises(ConsumerBusyError, match="Exclusive"):
+            await subscribe(topic, FakeConsumerSink(), consumer_id=2)
+        with pytest.raises(ConsumerBusyError, match="type"):
+            await subscribe(topic, FakeConsumerSink(), consumer_id=3, sub_type=SubType.SHARED)
+        with pytest.raises(NotAllowedError, match="durable"):
+            await subscribe(topic, FakeConsumerSink(), consumer_id=4, durable=False)
+
+
+async def test_type_may_change_once_the_consumers_are_gone() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        first = await subscribe(topic, FakeConsumerSink(), consumer_id=1)
+        await first.close()
+        shared = await subscribe(topic, FakeConsumerSink(), consumer_id=2, sub_type=SubType.SHARED)
+        assert not shared.closed
+
+
+async def test_shared_round_robins_over_consumers_with_permits() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sinks = [FakeConsumerSink() for _ in range(3)]
+        consumers = [
+            await subscribe(topic, s, consumer_id=i, sub_type=SubType.SHARED)
+            for i, s in enumerate(sinks)
+        ]
+        for c in consumers[:2]:
+            c.flow(100)
+        for i in range(6):
+            await publish(topic, producer, b"%d" % i)
+        await settle()
+        assert sinks[0].entry_ids == [0, 2, 4]
+        assert sinks[1].entry_ids == [1, 3, 5]
+        assert sinks[2].entry_ids == []  # no permits, nothing
+
+
+async def test_shared_respects_max_unacked_per_consumer() -> None:
+    async with open_service(max_unacked_messages_per_consumer=2) as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink, sub_type=SubType.SHARED)
+        consumer.flow(100)
+        for _ in range(4):
+            await publish(topic, producer)
+        await settle()
+        assert sink.entry_ids == [0, 1]
+        consumer.ack(AckType.INDIVIDUAL, [mid(sink.messages[0].ledger_id, 0)])
+        await settle()
+        assert sink.entry_ids == [0, 1, 2]
+
+
+async def test_failover_picks_lowest_priority_then_name_and_notifies() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink_b, sink_a, sink_z = FakeConsumerSink(), FakeConsumerSink(), FakeConsumerSink()
+        b = await subscribe(
+            topic, sink_b, consumer_id=1, consumer_name="b", sub_type=SubType.FAILOVER
+        )
+        assert sink_b.active_changes == [(1, True)]
+        a = await subscribe(
+            topic, sink_a, consumer_id=2, consumer_name="a", sub_type=SubType.FAILOVER
+        )
+        # "a" sorts first: the active consumer changed, everybody hears about it.
+        assert sink_b.active_changes == [(1, True), (1, False)]
+        assert sink_a.active_changes == [(2, True)]
+        z = await subscribe(
+            topic,
+            sink_z,
+            consumer_id=3,
+            consumer_name="z",
+            sub_type=SubType.FAILOVER,
+            priority_level=-1,
+        )
+        assert sink_z.active_changes == [(3, True)]  # lower priority level wins over names
+        assert sink_a.active_changes[-1] == (2, False)
+        for c in (a, b, z):
+            c.flow(10)
+        await publish(topic, producer)
+        await settle()
+        assert (sink_a.entry_ids, sink_b.entry_ids, sink_z.entry_ids) == ([], [], [0])
+        await z.close()
+        await settle()
+        # z's unacked entry goes to the new active consumer "a" as a redelivery.
+        assert sink_a.entry_ids == [0]
+        assert sink_a.messages[0].redelivery_count == 1
+        assert sink_a.active_changes[-1] == (2, True)
+
+
+async def test_failover_on_a_partition_uses_partition_modulo_consumers() -> None:
+    async with open_service() as service:
+        await service.create_partitioned_topic(topic_name("fp"), 4)
+        topic = await service.get_topic(topic_name("fp-partition-3"))
+        sinks = {}
+        for i, name in enumerate(["c0", "c1"]):
+            sinks[name] = FakeConsumerSink()
+            await subscribe(
+                topic, sinks[name], consumer_id=i, consumer_name=name, sub_type=SubType.FAILOVER
+            )
+        # 3 % 2 == 1: the second consumer in name order is active.
+        assert sinks["c1"].active_changes[-1] == (1, True)
+        assert sinks["c0"].active_changes[-1] == (0, False)
+
+
+async def test_key_shared_sends_one_key_to_one_consumer() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sinks = [FakeConsumerSink() for _ in range(3)]
+        for i, s in enumerate(sinks):
+            c = await subscribe(topic, s, consumer_id=i, sub_type=SubType.KEY_SHARED)
+            c.flow(1000)
+        keys = [f"k{i}" for i in range(20)]
+        for round_ in range(3):
+            for key in keys:
+                await publish(topic, producer, f"{key}-{round_}".encode(), key=key)
+        await publish(topic, producer, b"no key")
+        await settle()
+        owner: dict[str, int] = {}
+        delivered = 0
+        for i, s in enumerate(sinks):
+            for m in s.messages:
+                meta, payload = split_section(m.section)
+                key = meta.partition_key or ""
+                assert payload.startswith(key.encode())
+                delivered += 1
+                assert owner.setdefault(key, i) == i, "one key went to two consumers"
+        assert delivered == 61
+        assert sum(1 for s in sinks if s.messages) > 1
+
+
+async def test_key_shared_blocked_consumer_does_not_block_other_keys() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        low, high = FakeConsumerSink(), FakeConsumerSink()
+        half = HASH_RANGE_SIZE // 2
+        sticky = KeySharedMode.STICKY
+        c_low = await subscribe(
+            topic,
+            low,
+            consumer_id=1,
+            sub_type=SubType.KEY_SHARED,
+            key_shared_meta=KeySharedMeta(
+                key_shared_mode=sticky, hash_ranges=(IntRange(start=0, end=half - 1),)
+            ),
+        )
+        c_high = await subscribe(
+            topic,
+            high,
+            consumer_id=2,
+            sub_type=SubType.KEY_SHARED,
+            key_shared_meta=KeySharedMeta(
+                key_shared_mode=sticky, hash_ranges=(IntRange(start=half, end=HASH_RANGE_SIZE - 1),)
+            ),
+        )
+        keys = [f"key{i}" for i in range(40)]
+        low_keys = [k for k in keys if sticky_key_hash(k.encode()) % HASH_RANGE_SIZE < half]
+        high_keys = [k for k in keys if k not in low_keys]
+        assert low_keys
+        assert high_keys
+        c_high.flow(100)  # the low consumer has no permits
+        for key in keys:
+            await publish(topic, producer, key=key)
+        await settle()
+        assert len(high.messages) == len(high_keys)
+        assert low.messages == []
+        c_low.flow(100)
+        await settle()
+        assert len(low.messages) == len(low_keys)
+        assert low.entry_ids == sorted(low.entry_ids)  # parked entries keep their order
+        with pytest.raises(ConsumerAssignError, match="overlaps"):
+            await subscribe(
+                topic,
+                FakeConsumerSink(),
+                consumer_id=3,
+                sub_type=SubType.KEY_SHARED,
+                key_shared_meta=KeySharedMeta(
+                    key_shared_mode=sticky, hash_ranges=(IntRange(start=10, end=20),)
+                ),
+            )
+        with pytest.raises(ConsumerBusyError, match="Key_Shared mode"):
+            await subscribe(topic, FakeConsumerSink(), consumer_id=4, sub_type=SubType.KEY_SHARED)

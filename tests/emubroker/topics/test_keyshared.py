@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import pytest
+
+from emubroker.topics.keyshared import (
+    AutoSplitSelector,
+    StickySelector,
+    murmur3_32,
+    sticky_key_hash,
+)
+from protocol.commands import IntRange
+from protocol.errors import ConsumerAssignError
+
+
+@pytest.mark.parametrize(
+    ("data", "seed", "expected"),
+    [
+        # Reference vectors of MurmurHash3_x86_32 (SMHasher / Guava murmur3_32).
+        (b"", 0, 0),
+        (b"", 1, 0x514E28B7),
+        (b"abc", 0, 0xB3DD93FA),
+        (b"abcd", 0, 0x43ED676A),
+        (b"hello", 0, 0x248BFA47),
+        (b"The quick brown fox jumps over the lazy dog", 0, 0x2E4FF723),
+    ],
+)
+def test_murmur3_32_matches_reference_vectors(data: bytes, seed: int, expected: int) -> None:
+    assert murmur3_32(data, seed) == expected
+
+
+def test_sticky_key_hash_is_non_negative_31_bit() -> None:
+    # 0xb3dd93fa has the top bit set; Pulsar masks with Integer.MAX_VALUE.
+    assert sticky_key_hash(b"abc") == 0x33DD93FA
+
+
+def test_sticky_selector_routes_by_slot_and_refuses_overlaps() -> None:
+    sel: StickySelector[str] = StickySelector()
+    sel.add("a", "a", [IntRange(start=0, end=32767)])
+    sel.add("b", "b", [IntRange(start=32768, end=65535)])
+    assert sel.select(5) == "a"
+    assert sel.select(65536 + 40000) == "b"  # slot = hash % 65536
+    with pytest.raises(ConsumerAssignError, match="overlaps"):
+        sel.add("c", "c", [IntRange(start=100, end=200)])
+    sel.remove("a")
+    assert sel.select(5) is None
+    sel.add("c", "c", [IntRange(start=100, end=200)])
+    assert sel.select(150) == "c"
+    assert sel.select(99) is None
+
+
+def test_sticky_selector_refuses_no_or_invalid_ranges() -> None:
+    sel: StickySelector[str] = StickySelector()
+    with pytest.raises(ConsumerAssignError, match="no ranges"):
+        sel.add("a", "a", [])
+    with pytest.raises(ConsumerAssignError, match="invalid hash range"):
+        sel.add("a", "a", [IntRange(start=10, end=70000)])
+
+
+def test_auto_split_is_deterministic_and_independent_of_join_order() -> None:
+    one: AutoSplitSelector[str] = AutoSplitSelector(points=100)
+    two: AutoSplitSelector[str] = AutoSplitSelector(points=100)
+    for name in ("x", "y", "z"):
+        one.add(name, name, [])
+    for name in ("z", "x", "y"):
+        two.add(name, name, [])
+    hashes = [sticky_key_hash(f"key-{i}".encode()) for i in range(300)]
+    picks = [one.select(h) for h in hashes]
+    assert picks == [two.select(h) for h in hashes]
+    assert set(picks) == {"x", "y", "z"}  # every consumer gets some keys
+
+
+def test_auto_split_moves_only_the_removed_consumers_keys() -> None:
+    sel: AutoSplitSelector[str] = AutoSplitSelector(points=100)
+    for name in ("x", "y", "z"):
+        sel.add(name, name, [])
+    hashes = [sticky_key_hash(f"key-{i}".encode()) for i in range(300)]
+    before = [sel.select(h) for h in hashes]
+    sel.remove("z")
+    after = [sel.select(h) for h in hashes]
+    for b, a in zip(before, after, strict=True):
+        if b != "z":
+            assert a == b
+        else:
+            assert a in {"x", "y"}
+    sel.remove("x")
+    sel.remove("y")
+    assert sel.select(hashes[0]) is None

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import pytest
+
+from emubroker.topics import NonPersistentTopic
+from protocol.commands import AckType, SubType
+from protocol.errors import ConsumerBusyError, NotAllowedError
+from tests.emubroker.topics.helpers import (
+    FakeConsumerSink,
+    add_producer,
+    mid,
+    open_service,
+    publish,
+    subscribe,
+    topic_name,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_delivers_immediately_and_drops_without_permits() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name("np", "non-persistent"))
+        assert isinstance(topic, NonPersistentTopic)
+        producer = await add_producer(topic)
+        ready, starved = FakeConsumerSink(), FakeConsumerSink()
+        c1 = await subscribe(topic, ready, subscription="a")
+        await subscribe(topic, starved, subscription="b")
+        c1.flow(2)
+        ids = [await publish(topic, producer, b"%d" % i) for i in range(3)]
+        ledger = ids[0][0]
+        assert ledger > 0
+        assert [e for _, e in ids] == [0, 1, 2]
+        # No await needed: delivery happens inside publish.
+        assert ready.entry_ids == [0, 1]
+        assert starved.messages == []
+        stats = topic.stats()
+        assert stats.msg_in == 3
+        assert stats.msg_out == 2
+        assert stats.msg_dropped == 4
+        assert topic.last_message_id() == (ledger, 2, -1)
+        assert c1.last_message_id() == ((ledger, 2, -1), (ledger, 2))
+
+
+async def test_shared_round_robin_and_subscriptions_end_with_their_consumers() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name("np", "non-persistent"))
+        producer = await add_producer(topic)
+        sinks = [FakeConsumerSink(), FakeConsumerSink()]
+        consumers = [
+            await subscribe(topic, s, consumer_id=i, sub_type=SubType.SHARED)
+            for i, s in enumerate(sinks)
+        ]
+        for c in consumers:
+            c.flow(10)
+        for _ in range(4):
+            await publish(topic, producer)
+        assert [s.entry_ids for s in sinks] == [[0, 2], [1, 3]]
+        with pytest.raises(ConsumerBusyError):
+            await subscribe(topic, FakeConsumerSink(), consumer_id=5)
+        consumers[0].ack(AckType.INDIVIDUAL, [mid(1, 0)])  # nothing to do, no error
+        consumers[0].redeliver(None)
+        with pytest.raises(NotAllowedError, match="non-persistent"):
+            await consumers[0].seek(message_id=mid(1, 0))
+        for c in consumers:
+            await c.close()
+        assert topic.subscriptions() == []
+
+
+async def test_unload_closes_non_persistent_handlers() -> None:
+    async with open_service() as service:
+        name = topic_name("np", "non-persistent")
+        topic = await service.get_topic(name)
+        sink = FakeConsumerSink()
+        await subscribe(topic, sink, consumer_id=4)
+        await service.unload(name)
+        assert sink.closed == [4]
+        again = await service.get_topic(name)
+        p = await add_producer(again)
+        first_ledger = topic.last_message_id()[0]
+        assert (await publish(again, p))[0] > first_ledger  # ids keep increasing

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import pytest
+
+from emubroker.topics import Topic
+from protocol.commands import AccessMode
+from protocol.errors import ProducerBusyError, ProducerFencedError
+from tests.emubroker.topics.helpers import (
+    FakeProducerSink,
+    add_producer,
+    open_service,
+    publish,
+    topic_name,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_entry_ids_start_at_zero_step_by_one_and_match_last_message_id() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        assert isinstance(topic, Topic)
+        ledger, entry, batch_index = topic.last_message_id()
+        assert ledger > 0
+        assert entry == -1
+        assert batch_index == -1
+        producer = await add_producer(topic)
+        for i in range(5):
+            ledger_id, entry_id = await publish(topic, producer, b"m%d" % i, sequence_id=i)
+            assert (ledger_id, entry_id) == (ledger, i)
+            assert topic.last_message_id() == (ledger, i, -1)
+
+
+async def test_last_message_id_of_a_batch_carries_its_last_index() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        ledger_id, entry_id = await publish(topic, producer, batch=5)
+        assert topic.last_message_id() == (ledger_id, entry_id, 4)
+
+
+async def test_entries_are_stored_as_payload_sections_in_the_ledger_store() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        assert isinstance(topic, Topic)
+        producer = await add_producer(topic)
+        ledger_id, entry_id = await publish(topic, producer, b"hello")
+        section = topic.ledger.read(0, 0)[2][0]
+        assert section.startswith(b"\x0e\x01")
+        assert section.endswith(b"hello")
+        assert (ledger_id, entry_id) == (topic.ledger.current_ledger_id, 0)
+
+
+async def test_generated_producer_names_are_unique_and_given_names_kept() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        a = await add_producer(topic, 1)
+        b = await add_producer(topic, 2)
+        assert a.producer_name == "standalone-0-0"
+        assert b.producer_name == "standalone-0-1"
+        assert a.last_sequence_id == -1
+        # A reconnecting producer brings back the generated name.
+        await topic.remove_producer(a)
+        again = await add_producer(topic, 1, producer_name="standalone-0-0", epoch=1)
+        assert again.producer_name == "standalone-0-0"
+
+
+async def test_producer_name_in_use_is_busy_unless_successor_on_same_sink() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        sink = FakeProducerSink()
+        first = await add_producer(topic, 1, producer_name="me", user_provided_name=True, sink=sink)
+        with pytest.raises(ProducerBusyError, match="already connected"):
+            await add_producer(topic, 2, producer_name="me", user_provided_name=True)
+        successor = await add_producer(
+            topic, 1, producer_name="me", user_provided_name=True, sink=sink, epoch=1
+        )
+        assert first.closed
+        assert not successor.closed
+
+
+async def test_second_exclusive_producer_is_fenced_and_epochs_count_up() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        first = await add_producer(topic, 1, access_mode=AccessMode.EXCLUSIVE)
+        assert first.topic_epoch == 0
+        with pytest.raises(ProducerFencedError):
+            await add_producer(topic, 2, access_mode=AccessMode.EXCLUSIVE)
+        with pytest.raises(ProducerBusyError, match="exclusive"):
+            await add_producer(topic, 3)
+        await topic.remove_producer(first)
+        second = await add_producer(topic, 2, access_mode=AccessMode.EXCLUSIVE)
+        assert second.topic_epoch == 1
+        # The first producer comes back with its old epoch: it was fenced meanwhile.
+        await topic.remove_producer(second)
+        with pytest.raises(ProducerFencedError, match="fenced"):
+            await add_producer(topic, 1, access_mode=AccessMode.EXCLUSIVE, topic_epoch=0)
+
+
+async def test_exclusive_with_fencing_closes_the_others() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        sink = FakeProducerSink()
+        shared = await add_producer(topic, 1, sink=sink)
+        fencer = await add_producer(topic, 2, access_mode=AccessMode.EXCLUSIVE_WITH_FENCING)
+        assert sink.closed == [1]
+        assert shared.closed
+        assert fencer.topic_epoch == 0
+
+
+async def test_wait_for_exclusive_waits_until_the_topic_is_free() -> None:
+    import anyio
+
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        holder = await add_producer(topic, 1, access_mode=AccessMode.EXCLUSIVE)
+        waits: list[str] = []
+        got = []
+
+        async def waiter() -> None:
+            got.append(
+                await add_producer(
+                    topic,
+                    2,
+                    access_mode=AccessMode.WAIT_FOR_EXCLUSIVE,
+                    on_waiting=lambda: waits.append("waiting"),
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            assert waits == ["waiting"]
+            assert got == []
+            await topic.remove_producer(holder)
+        assert got[0].topic_epoch == 1

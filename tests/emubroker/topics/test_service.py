@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import anyio
+import msgspec
+import pytest
+
+from emubroker.metadata import MemoryMetadataStore
+from emubroker.naming import NamespaceName, TopicName
+from emubroker.topics import TopicService, TopicSettings
+from protocol.clock import FakeClock
+from protocol.commands import SubType, TopicsMode
+from protocol.errors import NotAllowedError, ServiceNotReadyError, TopicNotFoundError
+from storage_stub.ledger import LedgerStore
+from tests.emubroker.topics.helpers import (
+    KNOWN_NAMESPACES,
+    FakeConsumerSink,
+    add_producer,
+    open_service,
+    publish,
+    subscribe,
+    topic_name,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_unknown_namespace_is_topic_not_found() -> None:
+    async with open_service() as service:
+        name = TopicName.parse("persistent://tenant/ns/t")
+        with pytest.raises(TopicNotFoundError, match="Namespace tenant/ns"):
+            await service.get_topic(name)
+        with pytest.raises(TopicNotFoundError):
+            await service.partitioned_metadata(name)
+        with pytest.raises(TopicNotFoundError):
+            service.topics_of_namespace(NamespaceName("tenant", "ns"), TopicsMode.ALL)
+
+
+async def test_auto_creation_off_or_create_false_refuse_missing_topics() -> None:
+    async with open_service(allow_auto_topic_creation=False) as service:
+        with pytest.raises(TopicNotFoundError, match="does not exist"):
+            await service.get_topic(topic_name())
+        await service.create_partitioned_topic(topic_name("p"), 2)
+        # Partitions of a partitioned topic exist even with auto-creation off.
+        await service.get_topic(topic_name("p-partition-1"))
+        with pytest.raises(TopicNotFoundError):
+            await service.get_topic(topic_name("p-partition-2"))
+    async with open_service() as service:
+        with pytest.raises(TopicNotFoundError):
+            await service.get_topic(topic_name(), create=False)
+        topic = await service.get_topic(topic_name())
+        assert await service.get_topic(topic_name(), create=False) is topic
+
+
+async def test_partitioned_metadata() -> None:
+    store = MemoryMetadataStore()
+    service = TopicService(
+        config=TopicSettings(),
+        clock=FakeClock(),
+        ledgers=LedgerStore(),
+        namespaces=KNOWN_NAMESPACES.__contains__,
+        metadata=store,
+    )
+    async with store, service:
+        parent = topic_name("p")
+        assert await service.partitioned_metadata(topic_name("plain")) == 0
+        await service.create_partitioned_topic(parent, 3)
+        assert await service.partitioned_metadata(parent) == 3
+        assert await service.partitioned_metadata(parent.partition(1)) == 0
+        with pytest.raises(NotAllowedError, match="already exists"):
+            await service.create_partitioned_topic(parent, 3)
+        with pytest.raises(NotAllowedError, match="partition"):
+            await service.get_topic(parent)
+        stored = await store.get("/admin/partitioned-topics/public/default/persistent/p")
+        assert stored is not None
+        assert msgspec.json.decode(stored.value)["partitions"] == 3
+
+
+async def test_partitioned_auto_creation_type() -> None:
+    async with open_service(
+        allow_auto_topic_creation_type="partitioned", default_num_partitions=2
+    ) as service:
+        assert await service.partitioned_metadata(topic_name("auto")) == 2
+        assert await service.partitioned_metadata(topic_name("auto")) == 2
+
+
+async def test_topics_of_namespace_lists_partitions_and_domains() -> None:
+    async with open_service() as service:
+        await service.get_topic(topic_name("a"))
+        await service.get_topic(topic_name("b", "non-persistent"))
+        await service.create_partitioned_topic(topic_name("p"), 2)
+        await service.get_topic(TopicName.parse("persistent://public/default-2/other"))
+        ns = NamespaceName("public", "default")
+        assert service.topics_of_namespace(ns, TopicsMode.PERSISTENT) == [
+            "persistent://public/default/a",
+            "persistent://public/default/p-partition-0",
+            "persistent://public/default/p-partition-1",
+        ]
+        assert service.topics_of_namespace(ns, TopicsMode.NON_PERSISTENT) == [
+            "non-persistent://public/default/b"
+        ]
+        assert len(service.topics_of_namespace(ns, TopicsMode.ALL)) == 4
+
+
+async def test_statistics_count_topics_handlers_and_traffic() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink, sub_type=SubType.SHARED)
+        consumer.flow(10)
+        await publish(topic, producer, b"abc", batch=3)
+        await anyio.wait_all_tasks_blocked()
+        stats = service.statistics()
+        assert (stats.topics_count, stats.producers, stats.consumers) == (1, 1, 1)
+        t = stats.topics[0]
+        assert t.name == "persistent://public/default/t"
+        assert t.namespace == "public/default"
+        assert (t.msg_in, t.msg_out, t.entries, t.backlog) == (3, 3, 1, 1)
+        assert t.bytes_in > 3
+        assert t.bytes_out >= t.bytes_in
+        assert t.subscriptions[0].type == "Shared"
+
+
+async def test_closed_service_refuses_work_and_must_be_started() -> None:
+    service = TopicService(
+        config=TopicSettings(),
+        clock=FakeClock(),
+        ledgers=LedgerStore(),
+        namespaces=KNOWN_NAMESPACES.__contains__,
+    )
+    with pytest.raises(RuntimeError, match="not running"):
+        await service.get_topic(topic_name())
+    async with service:
+        sink = FakeConsumerSink()
+        await subscribe(await service.get_topic(topic_name()), sink)
+    with pytest.raises(ServiceNotReadyError):
+        await service.get_topic(topic_name("other"))
+    assert sink.closed == []  # shutdown closes quietly: the connections go as well
+
+
+async def test_run_in_a_task_group() -> None:
+    service = TopicService(
+        config=TopicSettings(),
+        clock=FakeClock(),
+        ledgers=LedgerStore(),
+        namespaces=KNOWN_NAMESPACES.__contains__,
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(service.run)
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        consumer.flow(1)
+        await publish(topic, producer)
+        await anyio.wait_all_tasks_blocked()
+        assert sink.entry_ids == [0]
+        await service.aclose()

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import pytest
+
+from emubroker.topics import Topic
+from protocol.commands import AccessMode, AckType, InitialPosition, SubType
+from protocol.errors import ServiceNotReadyError
+from tests.emubroker.topics.helpers import (
+    FakeConsumerSink,
+    FakeProducerSink,
+    add_producer,
+    mid,
+    open_service,
+    publish,
+    settle,
+    subscribe,
+    topic_name,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_unload_closes_handlers_and_keeps_data_acks_and_subscriptions() -> None:
+    async with open_service() as service:
+        name = topic_name()
+        topic = await service.get_topic(name)
+        psink = FakeProducerSink()
+        producer = await add_producer(topic, 7, sink=psink)
+        ids = [await publish(topic, producer, b"%d" % i) for i in range(4)]
+        ledger = ids[0][0]
+        csink = FakeConsumerSink()
+        consumer = await subscribe(topic, csink, consumer_id=3, sub_type=SubType.FAILOVER)
+        consumer.flow(3)
+        await settle()
+        assert csink.entry_ids == [0, 1, 2]
+        consumer.ack(AckType.INDIVIDUAL, [mid(ledger, 1)])
+
+        await service.unload(name)
+        assert psink.closed == [7]
+        assert csink.closed == [3]
+        assert consumer.closed
+        assert producer.closed
+        assert service.loaded_topic(name) is None
+        with pytest.raises(ServiceNotReadyError, match="unloaded"):
+            await topic.subscribe(
+                subscription="x",
+                sub_type=SubType.SHARED,
+                consumer_id=1,
+                sink=FakeConsumerSink(),
+                consumer_name="c",
+                durable=True,
+                initial_position=InitialPosition.LATEST,
+                start_message_id=None,
+                priority_level=0,
+                key_shared_meta=None,
+                read_compacted=False,
+                partition=-1,
+            )
+
+        # The clients come back (§14.5): the producer keeps its name, the ids keep going.
+        reloaded = await service.get_topic(name)
+        assert reloaded is not topic
+        assert isinstance(reloaded, Topic)
+        assert reloaded.subscriptions() == ["sub"]
+        p2 = await add_producer(reloaded, 7, producer_name=producer.producer_name, epoch=1)
+        assert p2.producer_name == producer.producer_name
+        assert await publish(reloaded, p2) == (ledger, 4)
+        again = FakeConsumerSink()
+        c2 = await subscribe(reloaded, again, consumer_id=3, sub_type=SubType.FAILOVER)
+        c2.flow(100)
+        await settle()
+        assert again.entry_ids == [0, 2, 3, 4]
+        assert [m.redelivery_count for m in again.messages] == [1, 1, 0, 0]
+        assert reloaded.last_message_id() == (ledger, 4, -1)
+
+
+async def test_unload_twice_counts_redeliveries_twice() -> None:
+    async with open_service() as service:
+        name = topic_name()
+        topic = await service.get_topic(name)
+        producer = await add_producer(topic)
+        await publish(topic, producer)
+        for expected in (0, 1, 2):
+            sink = FakeConsumerSink()
+            consumer = await subscribe(topic, sink)
+            consumer.flow(1)
+            await settle()
+            assert [m.redelivery_count for m in sink.messages] == [expected]
+            await service.unload(name)
+            topic = await service.get_topic(name)
+
+
+async def test_exclusive_producer_keeps_its_topic_epoch_across_unload() -> None:
+    async with open_service() as service:
+        name = topic_name()
+        topic = await service.get_topic(name)
+        p = await add_producer(topic, 1, access_mode=AccessMode.EXCLUSIVE)
+        await service.unload(name)
+        topic = await service.get_topic(name)
+        again = await add_producer(
+            topic,
+            1,
+            producer_name=p.producer_name,
+            access_mode=AccessMode.EXCLUSIVE,
+            topic_epoch=p.topic_epoch,
+            epoch=1,
+        )
+        assert again.topic_epoch == p.topic_epoch
+
+
+async def test_unloading_a_partitioned_topic_unloads_its_partitions() -> None:
+    async with open_service() as service:
+        parent = topic_name("pt")
+        await service.create_partitioned_topic(parent, 2)
+        sinks = []
+        for i in range(2):
+            t = await service.get_topic(parent.partition(i))
+            sinks.append(FakeConsumerSink())
+            await subscribe(t, sinks[-1], consumer_id=i)
+        await service.unload(parent)
+        assert [s.closed for s in sinks] == [[0], [1]]
+        assert service.statistics().topics_count == 0
+
+
+async def test_reader_subscriptions_do_not_survive_unload() -> None:
+    async with open_service() as service:
+        name = topic_name()
+        topic = await service.get_topic(name)
+        await subscribe(topic, FakeConsumerSink(), subscription="r", durable=False)
+        await service.unload(name)
+        assert (await service.get_topic(name)).subscriptions() == []

@@ -1,0 +1,3 @@
+"""Integration tests: real sockets, subprocesses and the official client."""
+
+from __future__ import annotations

@@ -1,0 +1,86 @@
+"""The transport boundary: bytes through, foreign errors translated (STYLE.md §1.11, §1.13)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from protocol.client.transport import StreamTransport, connect_tcp, memory_transport_pair
+from protocol.errors import ClientClosedError, ConnectionBrokenError
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[tuple[StreamTransport, StreamTransport]]:
+    a, b = memory_transport_pair()
+    yield a, b
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_memory_pair_carries_bytes_both_ways(pair) -> None:
+    a, b = pair
+    await a.send(b"hello")
+    await b.send(b"world")
+    assert await b.receive() == b"hello"
+    assert await a.receive() == b"world"
+
+
+async def test_receive_honours_max_bytes_and_keeps_the_rest(pair) -> None:
+    a, b = pair
+    await a.send(b"abcdef")
+    assert await b.receive(4) == b"abcd"
+    assert await b.receive(4) == b"ef"
+
+
+async def test_peer_close_reads_as_end_of_stream(pair) -> None:
+    a, b = pair
+    await a.aclose()
+    assert await b.receive() == b""
+
+
+async def test_send_to_a_closed_peer_is_a_broken_connection(pair) -> None:
+    a, b = pair
+    await b.aclose()
+    with pytest.raises(ConnectionBrokenError, match="send failed"):
+        await a.send(b"x")
+
+
+async def test_using_a_transport_we_closed_is_client_closed(pair) -> None:
+    a, _b = pair
+    await a.aclose()
+    with pytest.raises(ClientClosedError):
+        await a.send(b"x")
+    with pytest.raises(ClientClosedError):
+        await a.receive()
+
+
+@pytest.mark.integration
+async def test_connect_tcp_refused_is_a_broken_connection() -> None:
+    # Bind and close a listener to get a port nobody listens on.
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    await listener.aclose()
+    with pytest.raises(ConnectionBrokenError, match="cannot connect"):
+        await connect_tcp("127.0.0.1", port)
+
+
+@pytest.mark.integration
+async def test_connect_tcp_round_trip() -> None:
+    async def echo(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.send(await stream.receive())
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, echo)
+        transport = await connect_tcp("127.0.0.1", port)
+        await transport.send(b"ping")
+        assert await transport.receive() == b"ping"
+        assert await transport.receive() == b""
+        await transport.aclose()
+        tg.cancel_scope.cancel()
