@@ -38,6 +38,8 @@ from protocol.framing import FRAME_PADDING
 from storage_stub.ledger import LedgerStore
 
 if TYPE_CHECKING:
+    import socket
+
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
     from emubroker.metadata import MetadataStore
@@ -235,6 +237,11 @@ class Broker:
         )
 
 
+def _close_sockets(sockets: list[socket.socket]) -> None:
+    for sock in sockets:
+        sock.close()
+
+
 @asynccontextmanager
 async def open_broker(
     config: BrokerConfig | None = None,
@@ -271,9 +278,12 @@ async def open_broker(
         pulsar_sockets = (
             await bind_tcp_sockets(config.bindAddress, config.brokerServicePort) if listen else []
         )
+        # Closed on the way out whatever happens; a no-op for sockets a server already closed.
+        stack.callback(_close_sockets, pulsar_sockets)
         admin_sockets = (
             await bind_tcp_sockets(config.bindAddress, config.webServicePort) if admin else []
         )
+        stack.callback(_close_sockets, admin_sockets)
         ports: dict[str, int] = {}
         if pulsar_sockets:
             ports["brokerServicePort"] = pulsar_sockets[0].getsockname()[1]

@@ -371,15 +371,6 @@ class _OffTheFastLane(Exception):
     """A value outside the field's proto range: the generic encoder reports it."""
 
 
-def _varint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _ranged_varint(low: int, high: int) -> Callable[[int], bytes]:
     """A varint writer for one proto integer type; out-of-range values leave the fast lane."""
 
@@ -388,8 +379,13 @@ def _ranged_varint(low: int, high: int) -> Callable[[int], bytes]:
             return _SMALL_VARINTS[value]
         if not low <= value <= high:
             raise _OffTheFastLane
-        # negative int32/int64 values are written as ten-byte two's complement
-        return _varint_bytes(value & _U64)
+        value &= _U64  # negative int32/int64 values are written as ten-byte two's complement
+        out = bytearray()
+        while value > 0x7F:
+            out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        out.append(value)
+        return bytes(out)
 
     return write
 

@@ -274,6 +274,11 @@ class DurableLedgerStore:
             raise PersistenceFailedError(str(exc), ledger_id=-1) from exc
 
     @property
+    def next_ledger_id(self) -> int:
+        """The id the next ``create_ledger`` returns (ids are never reused)."""
+        return self._next_id
+
+    @property
     def dead_bytes(self) -> int:
         """Journal bytes that belong to deleted ledgers."""
         return self._dead_bytes

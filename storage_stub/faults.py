@@ -237,6 +237,8 @@ class FaultInjector:
                 ready_at = max(ready_at, now + faults.latency.sample(rng) / 1000.0)
             if faults.error_rate > 0 and rng.random() < faults.error_rate and error is None:
                 error = DEFAULT_ERROR_CODE
+        if error is None and ready_at <= now:
+            return None  # nothing applied to this one (e.g. another kind was to fail)
         if ready_at > now:
             self._delayed += 1
         if error is not None:

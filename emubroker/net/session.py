@@ -109,7 +109,18 @@ class Session:
     # ---- lifetime ----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Serve the connection until the client leaves or the session is closed."""
+        """Serve the connection until the client leaves or the session is closed.
+
+        Never raises (but for cancellation): a failure is logged and ends this connection only.
+        """
+        try:
+            await self._serve()
+        except Exception:
+            # Task boundary (STYLE.md §1.17): nothing about one connection may stop the broker.
+            log.exception("connection %s failed", self.peer)
+            self.close_reason = self.close_reason or "internal error"
+
+    async def _serve(self) -> None:
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(self._handler.run)

@@ -28,6 +28,7 @@ nanoseconds, like the Java originals, so period boundaries are exact: ``round(no
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 __all__ = [
@@ -70,6 +71,7 @@ class ClassicRateLimiter:
         "_acquired",
         "_anchor_ns",
         "_dispatch_mode",
+        "_next_renewal_ns",
         "_period_ns",
         "_permit_updater",
         "_permits",
@@ -93,6 +95,8 @@ class ClassicRateLimiter:
         # The renewal task does not exist until the first try_acquire (lazy start in Java).
         self._anchor_ns: int | None = None
         self._renewals = 0
+        # Hot-path shortcut: nothing to renew before this instant (infinite until started).
+        self._next_renewal_ns: float = math.inf
 
     @staticmethod
     def _check(permits: int, rate_period: float) -> None:
@@ -134,8 +138,14 @@ class ClassicRateLimiter:
 
     def available(self, now: float) -> int:
         """``getAvailablePermits``: ``max(0, permits - acquired)``; does not start the schedule."""
-        self._catch_up(to_nanos(now))
-        return max(0, self._permits - self._acquired)
+        return self.available_ns(to_nanos(now))
+
+    def available_ns(self, now_ns: int) -> int:
+        """:meth:`available` at ``now_ns`` nanoseconds (the hot path's form)."""
+        if now_ns >= self._next_renewal_ns:
+            self._catch_up(now_ns)
+        available = self._permits - self._acquired
+        return available if available > 0 else 0
 
     def try_acquire(self, permits: int, now: float) -> bool:
         """``tryAcquire(n)``: take ``permits``; starts the renewal schedule on first use.
@@ -144,11 +154,16 @@ class ClassicRateLimiter:
             Dispatch mode: whether permits remain after adding (the amount is added regardless).
             Otherwise: whether the acquisition fit and was taken.
         """
-        now_ns = to_nanos(now)
-        self._catch_up(now_ns)
+        return self.try_acquire_ns(permits, to_nanos(now))
+
+    def try_acquire_ns(self, permits: int, now_ns: int) -> bool:
+        """:meth:`try_acquire` at ``now_ns`` nanoseconds."""
+        if now_ns >= self._next_renewal_ns:
+            self._catch_up(now_ns)
         if self._anchor_ns is None:
             self._anchor_ns = now_ns
             self._renewals = 0
+            self._next_renewal_ns = now_ns + self._period_ns
         if self._dispatch_mode:
             self._acquired += permits
             return permits < 0 or self._acquired < self._permits
@@ -182,16 +197,17 @@ class ClassicRateLimiter:
         # Java cancels the task and always creates a new one, first run one period from now.
         self._anchor_ns = now_ns
         self._renewals = 0
+        self._next_renewal_ns = now_ns + self._period_ns
 
     def _catch_up(self, now_ns: int) -> None:
         """Apply every renewal whose instant is ``<= now_ns`` (Java's periodic ``renew()``)."""
+        if now_ns < self._next_renewal_ns:
+            return
         anchor = self._anchor_ns
-        if anchor is None:
-            return
+        assert anchor is not None  # _next_renewal_ns is finite only once started
         due = (now_ns - anchor) // self._period_ns - self._renewals
-        if due <= 0:
-            return
         self._renewals += due
+        self._next_renewal_ns = anchor + (self._renewals + 1) * self._period_ns
         if not self._dispatch_mode:
             self._acquired = 0
             if self._permit_updater is not None:
@@ -199,7 +215,7 @@ class ClassicRateLimiter:
             return
         # The first renewal uses the current permits; the updater then reads the same inputs for
         # every missed renewal (they are evaluated now), so later ones use its value.
-        self._acquired = 0
+        self._acquired = max(0, self._acquired - self._permits)
         if self._permit_updater is not None:
             self._apply_updater()
         if due > 1:
@@ -220,7 +236,17 @@ class AsyncTokenBucket:
     time at ``now`` and adding nothing.
     """
 
-    __slots__ = ("_last_ns", "_pending", "_remainder_ns", "_resolution_ns", "_tokens")
+    __slots__ = (
+        "_last_ns",
+        "_pending",
+        "_quiet_until_ns",
+        "_remainder_ns",
+        "_resolution_ns",
+        "_tokens",
+    )
+
+    # Whether rate and period are fixed, so the next possible refill instant can be cached.
+    _final_rate = False
 
     def __init__(self, initial_tokens: int, resolution_ns: int, now: float) -> None:
         self._tokens = initial_tokens
@@ -228,6 +254,8 @@ class AsyncTokenBucket:
         self._pending = 0
         self._remainder_ns = 0
         self._last_ns: int | None = None  # Long.MIN_VALUE in Java: "never evaluated"
+        # Hot-path shortcut: no refill can happen at or before this instant.
+        self._quiet_until_ns: float = -math.inf
         self.tokens(now)
 
     def rate(self) -> int:
@@ -268,7 +296,13 @@ class AsyncTokenBucket:
 
     def tokens(self, now: float) -> int:
         """``getTokens``: refill if due, then the balance (may be negative)."""
-        return self._update(to_nanos(now), 0)
+        return self.tokens_ns(to_nanos(now))
+
+    def tokens_ns(self, now_ns: int) -> int:
+        """:meth:`tokens` at ``now_ns`` nanoseconds (the hot path's form)."""
+        if now_ns <= self._quiet_until_ns:
+            return self._tokens - self._pending
+        return self._update(now_ns, 0)
 
     def consume_and_check(self, tokens: int, now: float) -> bool:
         """``consumeTokensAndCheckIfContainsTokens``: consume, then whether the balance is > 0.
@@ -286,6 +320,10 @@ class AsyncTokenBucket:
 
     def _update(self, now_ns: int, consume: int) -> int:
         """``consumeTokensAndMaybeUpdateTokensBalance``."""
+        if now_ns <= self._quiet_until_ns:
+            if consume > 0:
+                self._pending += consume
+            return self._tokens - self._pending
         new_tokens = self._new_tokens(now_ns)
         if new_tokens > 0:
             pending, self._pending = self._pending, 0
@@ -310,6 +348,7 @@ class AsyncTokenBucket:
             minimum_increment = self._resolution_ns
         if previous is None:
             self._last_ns = now_ns
+            self._cache_quiet_period()
             return 0
         if not now_ns > previous + minimum_increment:
             return 0
@@ -322,7 +361,22 @@ class AsyncTokenBucket:
         remainder = duration - new_tokens * period // rate
         if remainder > 0:
             self._remainder_ns += remainder
+        self._cache_quiet_period()
         return new_tokens
+
+    def _cache_quiet_period(self) -> None:
+        """Remember until when no refill is possible (fixed-rate buckets only).
+
+        The minimum increment depends only on rate, period and the remainder, which change only
+        at a refill, so it can be computed once per refill instead of once per read.
+        """
+        if not self._final_rate or self._last_ns is None:
+            return
+        one_token = self.nanos_for_one_token()
+        if one_token > self._resolution_ns:
+            self._quiet_until_ns = self._last_ns + one_token - self._remainder_ns - 1
+        else:
+            self._quiet_until_ns = self._last_ns + self._resolution_ns
 
 
 class FinalRateTokenBucket(AsyncTokenBucket):
@@ -341,6 +395,8 @@ class FinalRateTokenBucket(AsyncTokenBucket):
     """
 
     __slots__ = ("_capacity", "_period_ns", "_rate")
+
+    _final_rate = True
 
     def __init__(
         self,

@@ -112,6 +112,12 @@ class DispatchRateLimiter(ABC):
     implementation: ClassVar[str]
     factory_class_name: ClassVar[str]
 
+    #: ``isDispatchRateLimitingEnabled``: a message or a byte limit exists.
+    enabled: bool = False
+    #: Whether a message (resp. byte) limit exists; kept as attributes for the hot path.
+    limits_msg: bool = False
+    limits_byte: bool = False
+
     def __init__(
         self,
         level: LimiterLevel,
@@ -130,11 +136,6 @@ class DispatchRateLimiter(ABC):
         """The rate last applied (None when disabled)."""
         return self._rate
 
-    @property
-    @abstractmethod
-    def enabled(self) -> bool:
-        """``isDispatchRateLimitingEnabled``: a message or a byte limit exists."""
-
     def update_rate(self, rate: DispatchRate | None, now: float) -> None:
         """``updateDispatchRate``: apply a new effective rate (live change, no reconnect)."""
         if rate is not None and not rate.enabled:
@@ -144,21 +145,35 @@ class DispatchRateLimiter(ABC):
             rate = msgspec.structs.replace(rate, relativeToPublishRate=False)
         self._rate = rate
         self._apply(rate, now)
+        self.limits_msg = self.rate_on_msg() > 0
+        self.limits_byte = self.rate_on_byte() > 0
+        self.enabled = self.limits_msg or self.limits_byte
 
     @abstractmethod
     def _apply(self, rate: DispatchRate | None, now: float) -> None: ...
 
-    @abstractmethod
     def available_msg(self, now: float) -> int:
-        """``getAvailableDispatchRateLimitOnMsg``: ``>= 0``, or -1 without a message limit."""
+        """``getAvailableDispatchRateLimitOnMsg``: ``>= 0``, or -1 without a message limit.
 
-    @abstractmethod
+        Evaluates the byte bucket too (a refill is due or not regardless of who asks).
+        """
+        return self.available_ns(to_nanos(now))[0]
+
     def available_byte(self, now: float) -> int:
         """``getAvailableDispatchRateLimitOnByte``: ``>= 0``, or -1 without a byte limit."""
+        return self.available_ns(to_nanos(now))[1]
 
-    @abstractmethod
     def consume(self, messages: int, size: int, now: float) -> None:
         """``consumeDispatchQuota``: charge message tokens and bytes after a send."""
+        self.consume_ns(messages, size, to_nanos(now))
+
+    @abstractmethod
+    def available_ns(self, now_ns: int) -> tuple[int, int]:
+        """Message then byte availability at ``now_ns``, evaluated in that order (hot path)."""
+
+    @abstractmethod
+    def consume_ns(self, messages: int, size: int, now_ns: int) -> None:
+        """:meth:`consume` at ``now_ns`` nanoseconds (hot path)."""
 
     @abstractmethod
     def rate_on_msg(self) -> int:
@@ -179,11 +194,15 @@ class DispatchRateLimiter(ABC):
     def _relative_msg(self, configured: int) -> int:
         # (long) lastUpdatedAvgPublishRateInMsg + configured; Java's cast truncates toward zero.
         source = self._publish_rate
-        return int(source.avg_publish_rate_in_msg()) + configured if source else configured
+        if source is None:
+            return configured
+        return int(source.avg_publish_rate_in_msg()) + configured
 
     def _relative_byte(self, configured: int) -> int:
         source = self._publish_rate
-        return int(source.avg_publish_rate_in_byte()) + configured if source else configured
+        if source is None:
+            return configured
+        return int(source.avg_publish_rate_in_byte()) + configured
 
 
 class ClassicDispatchRateLimiter(DispatchRateLimiter):
@@ -194,10 +213,6 @@ class ClassicDispatchRateLimiter(DispatchRateLimiter):
 
     _msg: ClassicRateLimiter | None = None
     _byte: ClassicRateLimiter | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return self._msg is not None or self._byte is not None
 
     def _apply(self, rate: DispatchRate | None, now: float) -> None:
         msg_rate = rate.dispatchThrottlingRateInMsg if rate else 0
@@ -221,19 +236,18 @@ class ClassicDispatchRateLimiter(DispatchRateLimiter):
         else:
             self._byte = None
 
-    def available_msg(self, now: float) -> int:
-        limiter = self._msg
-        return -1 if limiter is None else limiter.available(now)
+    def available_ns(self, now_ns: int) -> tuple[int, int]:
+        msg, byte = self._msg, self._byte
+        return (
+            -1 if msg is None else msg.available_ns(now_ns),
+            -1 if byte is None else byte.available_ns(now_ns),
+        )
 
-    def available_byte(self, now: float) -> int:
-        limiter = self._byte
-        return -1 if limiter is None else limiter.available(now)
-
-    def consume(self, messages: int, size: int, now: float) -> None:
+    def consume_ns(self, messages: int, size: int, now_ns: int) -> None:
         if messages > 0 and self._msg is not None:
-            self._msg.try_acquire(messages, now)
+            self._msg.try_acquire_ns(messages, now_ns)
         if size > 0 and self._byte is not None:
-            self._byte.try_acquire(size, now)
+            self._byte.try_acquire_ns(size, now_ns)
 
     def rate_on_msg(self) -> int:
         return -1 if self._msg is None else self._msg.rate
@@ -256,10 +270,6 @@ class TokenBucketDispatchRateLimiter(DispatchRateLimiter):
     _byte: AsyncTokenBucket | None = None
     _built_ns: int = 0
     _period_ns: int = NANOS_PER_SECOND
-
-    @property
-    def enabled(self) -> bool:
-        return self._msg is not None or self._byte is not None
 
     def _apply(self, rate: DispatchRate | None, now: float) -> None:
         msg_rate = rate.dispatchThrottlingRateInMsg if rate else 0
@@ -288,15 +298,21 @@ class TokenBucketDispatchRateLimiter(DispatchRateLimiter):
         # Resolution = period: tokens arrive in one chunk per period, like the classic renewal.
         return FinalRateTokenBucket(rate, period_ns, now, resolution_ns=period_ns)
 
-    def available_msg(self, now: float) -> int:
-        bucket = self._msg
-        return -1 if bucket is None else max(bucket.tokens(now), 0)
+    def available_ns(self, now_ns: int) -> tuple[int, int]:
+        msg, byte = self._msg, self._byte
+        # Message bucket first, then bytes (both may refill); a debt reports 0 available.
+        on_msg = on_byte = -1
+        if msg is not None:
+            on_msg = msg.tokens_ns(now_ns)
+            if on_msg < 0:
+                on_msg = 0
+        if byte is not None:
+            on_byte = byte.tokens_ns(now_ns)
+            if on_byte < 0:
+                on_byte = 0
+        return on_msg, on_byte
 
-    def available_byte(self, now: float) -> int:
-        bucket = self._byte
-        return -1 if bucket is None else max(bucket.tokens(now), 0)
-
-    def consume(self, messages: int, size: int, now: float) -> None:
+    def consume_ns(self, messages: int, size: int, now_ns: int) -> None:
         if messages > 0 and self._msg is not None:
             self._msg.consume(messages)
         if size > 0 and self._byte is not None:

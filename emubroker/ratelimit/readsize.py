@@ -19,8 +19,22 @@ and calls it twice per round trip; everything here is pure and takes ``now``:
 Both steps apply only when ``dispatchThrottlingOnNonBacklogConsumerEnabled`` or the cursor is not
 active (reading backlog). Nothing reserves tokens between the two steps, so two reads planned
 before either is charged (a replay read and a normal read) both see the same tokens: Pulsar's
-documented over-delivery, reproduced, not prevented. Limiters are shared objects: the broker's by
-every chain, a topic's by its subscriptions' chains; swap them with ``ThrottleChain.set_limiter``.
+documented over-delivery, reproduced, not prevented.
+
+Wiring (for the dispatcher's owner): resolve each level's rate with
+``quotas.resolve_effective_rates``; build one broker limiter per broker, one per topic and one per
+subscription with ``limiter.create_dispatch_rate_limiter`` (the configured factory class name);
+give each dispatcher a chain over the shared objects. A live policy or dynamic-config change is
+``limiter.update_rate(new_rate, now)`` on the shared object (no reconnect; Pulsar's semantics per
+implementation), or ``ThrottleChain.set_limiter`` when a level appears or disappears. Throttle
+event counters for topic stats and ``/metrics`` come from ``ThrottleChain.stats()``; per-dispatch
+trace rows from ``trace.dispatch_row(chain, ...)`` right after ``charge``.
+
+Virtual time: a token bucket refills only *strictly* more than one period after its previous
+refill, and Pulsar retries exactly 1000 ms after a throttled attempt. On a real clock the retry
+always lands a little later; on a ``FakeClock`` it lands exactly on the boundary and misses the
+refill. Simulations that want real-clock behaviour set ``ThrottleChain.backoff`` slightly above
+1.0 (or let sends take virtual time); the default stays Pulsar's constant.
 """
 
 from __future__ import annotations
@@ -30,6 +44,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
+from emubroker.ratelimit.bucket import to_nanos
 from emubroker.ratelimit.limiter import DispatchRateLimiter, LimiterLevel
 from emubroker.ratelimit.quotas import DispatchThrottlingConfig
 
@@ -61,6 +78,7 @@ BOOKKEEPER_READ_OVERHEAD_PER_ENTRY = 64
 # Trace value for a level the gate stopped before reaching (-1 already means "unlimited").
 NOT_CONSULTED = -2
 _LEVELS = (LimiterLevel.BROKER, LimiterLevel.TOPIC, LimiterLevel.SUBSCRIPTION)
+_NOT_CONSULTED_3 = (NOT_CONSULTED,) * 3
 
 
 def single_consumer_permits(available_permits: int, writable: bool) -> int:
@@ -208,8 +226,7 @@ def cap_entries_by_average(max_entries: int, max_size_bytes: int, avg_entry_size
     return min(max(int(max_size_bytes / avg_entry_size), 1), max_entries)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadPlan:
+class ReadPlan(msgspec.Struct, frozen=True, gc=False):
     """What to read next.
 
     Attributes:
@@ -225,8 +242,7 @@ class ReadPlan:
     throttled_by: LimiterLevel | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ThrottleStats:
+class ThrottleStats(msgspec.Struct, frozen=True, gc=False):
     """Throttle events of one dispatcher under ``SubscriptionStats`` names.
 
     An event is a consult where the level's limiter lowered the entries (``Msg``) or the bytes
@@ -280,6 +296,11 @@ class ThrottleChain:
         self._msg_events = [0, 0, 0]
         self._byte_events = [0, 0, 0]
 
+    @property
+    def limiters(self) -> tuple[DispatchRateLimiter | None, ...]:
+        """The limiters in consult order: broker, topic, subscription."""
+        return tuple(self._limiters)
+
     def limiter(self, level: LimiterLevel) -> DispatchRateLimiter | None:
         """The limiter consulted at ``level``."""
         return self._limiters[_LEVELS.index(level)]
@@ -312,25 +333,24 @@ class ThrottleChain:
                 ``max_entries`` is not size-capped here.
         """
         if permits <= 0:
-            return ReadPlan(0, 0)
-        entries = entries_for_permits(
-            permits,
-            self.read_batch.value,
-            precise=self._precise,
-            avg_msgs_per_entry=avg_msgs_per_entry,
-        )
+            return _NO_READ
+        batch = self.read_batch.value
+        if self._precise:
+            entries = min(math.ceil(permits / max(1, avg_msgs_per_entry)), batch)
+        else:
+            entries = permits if permits < batch else batch
         size = self._max_bytes
         available_msg = self.available_msg
         available_byte = self.available_byte
-        for index in range(3):
-            available_msg[index] = available_byte[index] = NOT_CONSULTED
         if self._on_tail or not cursor_active:
-            for index, limiter in enumerate(self._limiters):
+            now_ns = to_nanos(now)
+            index = 0
+            for limiter in self._limiters:
                 if limiter is None or not limiter.enabled:
                     available_msg[index] = available_byte[index] = -1
+                    index += 1
                     continue
-                on_msg = limiter.available_msg(now)
-                on_byte = limiter.available_byte(now)
+                on_msg, on_byte = limiter.available_ns(now_ns)
                 available_msg[index] = on_msg
                 available_byte[index] = on_byte
                 if 0 <= on_msg < entries:
@@ -340,9 +360,16 @@ class ThrottleChain:
                     size = on_byte
                     self._byte_events[index] += 1
                 if entries == 0 or size == 0:
+                    for later in range(index + 1, 3):  # not consulted (spec §1.2 step 4)
+                        available_msg[later] = available_byte[later] = NOT_CONSULTED
                     return ReadPlan(0, 0, now + self.backoff, _LEVELS[index])
-        entries = max(entries, 1)
-        size = max(size, 1)
+                index += 1
+        else:
+            available_msg[:] = available_byte[:] = _NOT_CONSULTED_3
+        if entries < 1:
+            entries = 1
+        if size < 1:
+            size = 1
         if size_cap is not None:
             entries = max(1, min(size_cap(entries, size), entries))
         return ReadPlan(entries, size)
@@ -358,13 +385,14 @@ class ThrottleChain:
                 charged_msg[index] = charged_byte[index] = -1
             return
         tokens = entries if self._charge_entries else messages
+        now_ns = to_nanos(now)
         for index, limiter in enumerate(self._limiters):
             if limiter is None or not limiter.enabled:
                 charged_msg[index] = charged_byte[index] = -1
                 continue
-            limiter.consume(tokens, size, now)
-            charged_msg[index] = tokens if limiter.rate_on_msg() > 0 else -1
-            charged_byte[index] = size if limiter.rate_on_byte() > 0 else -1
+            limiter.consume_ns(tokens, size, now_ns)
+            charged_msg[index] = tokens if limiter.limits_msg else -1
+            charged_byte[index] = size if limiter.limits_byte else -1
 
     def charge_filtered(
         self, entries: int, messages: int, size: int, *, now: float, cursor_active: bool = False
@@ -389,6 +417,9 @@ class ThrottleChain:
         """The throttle-event counters so far."""
         msg, byte = self._msg_events, self._byte_events
         return ThrottleStats(msg[0], byte[0], msg[1], byte[1], msg[2], byte[2])
+
+
+_NO_READ = ReadPlan(0, 0)
 
 
 async def wait_for_read_plan(

@@ -4,7 +4,11 @@ Schema version 1 is documented field by field in ``docs/dispatch-trace.md``; it 
 appending fields with defaults (STYLE.md rule 6), and each file carries its version both as the
 ``schema_version`` column and in the Arrow schema metadata (``emubroker.schema_version``).
 
-:class:`DispatchTraceWriter` is built to stay off the hot path: ``append`` only pushes each
+The hot path is ``writer.append_row(dispatch_row(chain, ...))`` right after ``chain.charge``: the
+row is a plain tuple in field order (no struct is built); :func:`dispatch_record` gives the same
+data as a :class:`DispatchTraceRecord` for code that wants the typed value.
+
+:class:`DispatchTraceWriter` is built to stay off the hot path: appending only pushes each
 field onto an in-memory column list (no I/O, no Arrow work); every ``flush_every`` records the
 columns become one Arrow record batch and one Parquet row group. A file is rolled after
 ``rows_per_file`` rows. Files are written as hidden ``.<name>.inprogress`` and renamed to
@@ -19,7 +23,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 import msgspec
 import pyarrow as pa
@@ -30,11 +34,14 @@ from emubroker.ratelimit.quotas import CLASSIC_FACTORY
 from emubroker.ratelimit.readsize import ThrottleChain
 
 __all__ = [
+    "FIELD_NAMES",
     "SCHEMA_VERSION",
     "TRACE_SCHEMA",
+    "DispatchFields",
     "DispatchTraceRecord",
     "DispatchTraceWriter",
     "dispatch_record",
+    "dispatch_row",
 ]
 
 SCHEMA_VERSION = 1
@@ -105,7 +112,7 @@ TRACE_SCHEMA = pa.schema(
 )
 
 
-def dispatch_record(
+def dispatch_row(
     chain: ThrottleChain,
     *,
     now: float,
@@ -121,58 +128,85 @@ def dispatch_record(
     replay: bool = False,
     cursor_active: bool = False,
     throttled_by: LimiterLevel | None = None,
-) -> DispatchTraceRecord:
-    """Build the record of the chain's last ``plan_read`` (+ ``charge``, unless throttled).
+) -> tuple[Any, ...]:
+    """The trace row of the chain's last ``plan_read`` (+ ``charge``), in field order.
 
     Call it right after ``charge`` for a dispatch, or right after a ``plan_read`` that returned
-    a backoff, passing ``throttled_by=plan.throttled_by``.
+    a backoff, passing ``throttled_by=plan.throttled_by``. Feed it to
+    :meth:`DispatchTraceWriter.append_row` (the cheap path) or use :func:`dispatch_record`.
     """
     config = chain.config
     throttled = throttled_by is not None
-    periods = chain.period_indexes(now)
-    levels: dict[str, Any] = {}
-    for index, level in enumerate(
-        (LimiterLevel.BROKER, LimiterLevel.TOPIC, LimiterLevel.SUBSCRIPTION)
-    ):
-        limiter = chain.limiter(level)
-        enabled = limiter is not None and limiter.enabled
-        msg_rate = limiter.rate_on_msg() if limiter is not None and enabled else -1
-        byte_rate = limiter.rate_on_byte() if limiter is not None and enabled else -1
-        levels[f"{level}_msg_rate"] = msg_rate
-        levels[f"{level}_byte_rate"] = byte_rate
-        levels[f"{level}_msg_available"] = chain.available_msg[index]
-        levels[f"{level}_byte_available"] = chain.available_byte[index]
-        if throttled:
-            levels[f"{level}_msg_charged"] = 0 if msg_rate > 0 else -1
-            levels[f"{level}_byte_charged"] = 0 if byte_rate > 0 else -1
+    row: list[Any] = [
+        SCHEMA_VERSION,
+        wall_ns,
+        now,
+        broker,
+        topic,
+        subscription,
+        consumer,
+        consumer_id,
+        "throttled" if throttled else "dispatch",
+        "precise" if config.preciseDispatcherFlowControl else "normal",
+        "entries" if config.dispatchThrottlingOnBatchMessageEnabled else "messages",
+        "classic"
+        if config.dispatchRateLimiterFactoryClassName == CLASSIC_FACTORY
+        else "token-bucket",
+        replay,
+        chain.gate_applies(cursor_active),
+        str(throttled_by) if throttled_by is not None else "",
+        0 if throttled else entries,
+        0 if throttled else messages,
+        0 if throttled else size,
+    ]
+    available_msg, available_byte = chain.available_msg, chain.available_byte
+    charged_msg, charged_byte = chain.charged_msg, chain.charged_byte
+    for index, limiter in enumerate(chain.limiters):
+        if limiter is None:
+            msg_rate = byte_rate = period = -1
         else:
-            levels[f"{level}_msg_charged"] = chain.charged_msg[index]
-            levels[f"{level}_byte_charged"] = chain.charged_byte[index]
-        levels[f"{level}_period"] = periods[index]
-    return DispatchTraceRecord(
-        wall_ns=wall_ns,
-        monotonic=now,
-        broker=broker,
-        topic=topic,
-        subscription=subscription,
-        consumer=consumer,
-        consumer_id=consumer_id,
-        event="throttled" if throttled else "dispatch",
-        mode="precise" if config.preciseDispatcherFlowControl else "normal",
-        charge_unit="entries" if config.dispatchThrottlingOnBatchMessageEnabled else "messages",
-        limiter_impl=(
-            "classic"
-            if config.dispatchRateLimiterFactoryClassName == CLASSIC_FACTORY
-            else "token-bucket"
-        ),
-        replay=replay,
-        gate_applied=chain.gate_applies(cursor_active),
-        throttled_by=str(throttled_by) if throttled_by is not None else "",
-        entries=0 if throttled else entries,
-        messages=0 if throttled else messages,
-        bytes=0 if throttled else size,
-        **levels,
-    )
+            msg_rate = limiter.rate_on_msg() if limiter.limits_msg else -1
+            byte_rate = limiter.rate_on_byte() if limiter.limits_byte else -1
+            period = limiter.period_index(now)
+        if throttled:
+            msg_charged = 0 if msg_rate > 0 else -1
+            byte_charged = 0 if byte_rate > 0 else -1
+        else:
+            msg_charged, byte_charged = charged_msg[index], charged_byte[index]
+        row += (
+            msg_rate,
+            byte_rate,
+            available_msg[index],
+            available_byte[index],
+            msg_charged,
+            byte_charged,
+            period,
+        )
+    return tuple(row)
+
+
+class DispatchFields(TypedDict, total=False):
+    """The keyword arguments of :func:`dispatch_row`, for :func:`dispatch_record`."""
+
+    now: Required[float]
+    wall_ns: Required[int]
+    broker: Required[str]
+    topic: Required[str]
+    subscription: Required[str]
+    consumer: str
+    consumer_id: int
+    entries: int
+    messages: int
+    size: int
+    replay: bool
+    cursor_active: bool
+    throttled_by: LimiterLevel | None
+
+
+def dispatch_record(chain: ThrottleChain, **fields: Unpack[DispatchFields]) -> DispatchTraceRecord:
+    """:func:`dispatch_row` as a :class:`DispatchTraceRecord` (same keyword arguments)."""
+    row = dispatch_row(chain, **fields)
+    return DispatchTraceRecord(**dict(zip(FIELD_NAMES, row, strict=True)))
 
 
 class DispatchTraceWriter:
@@ -231,6 +265,19 @@ class DispatchTraceWriter:
             raise RuntimeError("trace writer is closed")
         # map() drives the unbound list.append from C: no Python-level loop per field.
         deque(map(list.append, self._columns, msgspec.structs.astuple(record)), maxlen=0)
+        self._buffered += 1
+        if self._auto_flush and self._buffered >= self._flush_every:
+            self.flush()
+
+    def append_row(self, row: tuple[Any, ...]) -> None:
+        """Buffer one row given in field order, e.g. from :func:`dispatch_row`.
+
+        Raises:
+            RuntimeError: The writer is closed.
+        """
+        if self._closed:
+            raise RuntimeError("trace writer is closed")
+        deque(map(list.append, self._columns, row), maxlen=0)
         self._buffered += 1
         if self._auto_flush and self._buffered >= self._flush_every:
             self.flush()

@@ -93,7 +93,7 @@ class Consumer:
         """Reset the subscription and close all its consumers (§7.5).
 
         Raises:
-            ConsumerClosedError-like ``NotAllowedError``: This consumer is already closed.
+            NotAllowedError: This consumer is already closed, or no target was given.
         """
         await self._subscription.seek(self, message_id=message_id, publish_time=publish_time)
 

@@ -424,7 +424,7 @@ class Dispatcher:
         else:
             charged = mask.bit_count()
             ack_set = words_from_mask(mask, info.num_messages)
-        consumer.permits -= charged
+        consumer.permits -= 1
         consumer.unacked += charged
         consumer.pending[index] = charged
         self._pending[index] = consumer

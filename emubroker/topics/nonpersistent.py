@@ -296,8 +296,14 @@ class NonPersistentTopic:
 
         Returns:
             The id given to the entry, ``(ledger_id, entry_id)``.
+
+        Raises:
+            ServiceNotReadyError: The producer or the topic was closed; drop the SEND.
         """
-        del producer
+        if producer.closed or self._closed:
+            raise ServiceNotReadyError(
+                f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
+            )
         entry_id = self._next_entry
         self._next_entry += 1
         self._last_batch_index = info.num_messages - 1 if info.batched else -1

@@ -163,8 +163,14 @@ class Topic:
 
         Raises:
             PersistenceError: Storage refused the entry.
+            ServiceNotReadyError: The producer or the topic was closed (unload, fencing, a
+                successor producer). Pulsar drops such a SEND without a reply; the client
+                re-sends it after re-creating the producer, so nothing may be stored.
         """
-        del producer  # deduplication will key on it
+        if producer.closed or self._closed:
+            raise ServiceNotReadyError(
+                f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
+            )
         try:
             position = self._state.ledger.append(payload_section(entry, entry_checksum), info)
         except StorageError as exc:

@@ -6,6 +6,7 @@ what the broker must do for it to pass.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -113,19 +114,16 @@ def test_shared_consumers_split_the_messages(client: pulsar.Client, topic: str) 
             got[index].append(msg.data())
             consumer.acknowledge(msg)
     assert sorted(got[0] + got[1]) == sorted(f"s{i}".encode() for i in range(40))
-    assert got[0] and got[1]
+    assert got[0]
+    assert got[1]
 
 
 def test_failover_delivers_to_one_consumer_then_fails_over(
     client: pulsar.Client, topic: str
 ) -> None:
     producer = client.create_producer(topic)
-    a = client.subscribe(
-        topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="a"
-    )
-    b = client.subscribe(
-        topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="b"
-    )
+    a = client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="a")
+    b = client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="b")
     for i in range(5):
         producer.send(f"f{i}".encode())
     msgs = receive_all(a, 5)  # "a" sorts first: it is the active consumer
@@ -139,8 +137,7 @@ def test_failover_delivers_to_one_consumer_then_fails_over(
 
 def test_key_shared_routes_each_key_to_one_consumer(client: pulsar.Client, topic: str) -> None:
     consumers = [
-        client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared)
-        for _ in range(2)
+        client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared) for _ in range(2)
     ]
     producer = client.create_producer(topic)
     for i in range(60):
@@ -164,9 +161,7 @@ def test_key_shared_routes_each_key_to_one_consumer(client: pulsar.Client, topic
 # ---- readers (spec §7.1 non-durable, §7.6, §14.3) -----------------------------------------
 
 
-def test_readers_from_earliest_latest_and_inside_a_batch(
-    client: pulsar.Client, topic: str
-) -> None:
+def test_readers_from_earliest_latest_and_inside_a_batch(client: pulsar.Client, topic: str) -> None:
     producer = client.create_producer(
         topic, batching_enabled=True, batching_max_publish_delay_ms=50, batching_max_messages=5
     )
@@ -197,9 +192,7 @@ def test_readers_from_earliest_latest_and_inside_a_batch(
         reader.close()
 
 
-def test_get_last_message_id_and_has_message_available(
-    client: pulsar.Client, topic: str
-) -> None:
+def test_get_last_message_id_and_has_message_available(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "last", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(topic)
     for i in range(3):
@@ -337,9 +330,7 @@ def test_chunked_10_mib_message(client: pulsar.Client, topic: str) -> None:
     consumer.acknowledge(msg)
 
 
-def test_message_too_big_without_chunking_fails_locally(
-    client: pulsar.Client, topic: str
-) -> None:
+def test_message_too_big_without_chunking_fails_locally(client: pulsar.Client, topic: str) -> None:
     producer = client.create_producer(topic)
     with pytest.raises(pulsar.MessageTooBig):
         producer.send(b"x" * (5 * 1024 * 1024 + 1))
@@ -374,3 +365,30 @@ def test_two_clients_on_one_broker(service_url: str, topic: str) -> None:
     finally:
         producer_client.close()
         consumer_client.close()
+
+
+def test_reader_at_latest_inclusive_reads_the_last_message(
+    client: pulsar.Client, topic: str
+) -> None:
+    producer = client.create_producer(topic)
+    for i in range(3):
+        producer.send(f"l{i}".encode())
+    # The client asks GET_LAST_MESSAGE_ID, then SEEKs to it (spec §14.3).
+    reader = client.create_reader(topic, pulsar.MessageId.latest, start_message_id_inclusive=True)
+    assert reader.has_message_available()
+    assert reader.read_next(RECEIVE_MS).data() == b"l2"
+    assert not reader.has_message_available()
+
+
+def test_regex_subscription_finds_topics_of_the_namespace(client: pulsar.Client) -> None:
+    prefix = f"rx-{uuid.uuid4().hex[:8]}"
+    producers = [client.create_producer(f"{prefix}-{i}") for i in range(2)]
+    consumer = client.subscribe(
+        re.compile(f"persistent://public/default/{prefix}-.*"),
+        "rx",
+        initial_position=pulsar.InitialPosition.Earliest,
+    )
+    for index, producer in enumerate(producers):
+        producer.send(f"from-{index}".encode())
+    got = sorted(m.data() for m in receive_all(consumer, 2))
+    assert got == [b"from-0", b"from-1"]

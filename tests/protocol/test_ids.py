@@ -147,3 +147,15 @@ def test_from_data_can_override_the_partition() -> None:
     data = c.MessageIdData(ledger_id=1, entry_id=2, partition=-1)
     assert MessageId.from_data(data, partition=3) == MessageId(1, 2, partition=3)
     assert MessageId.from_data(data) == MessageId(1, 2, partition=-1)
+
+
+def test_every_comparison_operator_works() -> None:
+    # Regression: `<=` and `>=` raised TypeError (total_ordering vs msgspec's own comparisons).
+    a, b = MessageId(1, 1), MessageId(1, 2)
+    assert a <= b
+    assert b >= a
+    assert b > a
+    assert a <= MessageId(1, 1)
+    assert a >= MessageId(1, 1)
+    assert not b <= a
+    assert max(a, b) is b

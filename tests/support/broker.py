@@ -17,10 +17,10 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 from anyio.abc import ByteStream
@@ -159,23 +159,34 @@ _READY = re.compile(r"ready.*?(pulsar://\S+).*?(http://\S+)")
 
 
 class StandaloneProcess:
-    """A running ``emubroker standalone`` subprocess."""
+    """A running ``emubroker standalone`` subprocess.
 
-    def __init__(self, proc: subprocess.Popen[str], service_url: str, admin_url: str) -> None:
+    Its output is drained by a thread into ``output``: an unread pipe would fill up and block
+    the broker's logging.
+    """
+
+    def __init__(
+        self, proc: subprocess.Popen[str], service_url: str, admin_url: str, lines: list[str]
+    ) -> None:
         self.proc = proc
         self.service_url = service_url
         self.admin_url = admin_url
-        self.output: list[str] = []
+        self.output = lines
+        self._drain = threading.Thread(target=self._read, daemon=True)
+        self._drain.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
 
     def stop(self, sig: int = signal.SIGINT, timeout: float = 10.0) -> int:
-        """Send ``sig`` and wait for the exit code."""
+        """Send ``sig`` and wait for the exit code (and the rest of the output)."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout=timeout)
-        finally:
-            if self.proc.stdout is not None:
-                self.output.extend(self.proc.stdout.readlines())
+        code = self.proc.wait(timeout=timeout)
+        self._drain.join(timeout)
+        return code
 
 
 @contextlib.contextmanager
@@ -204,6 +215,7 @@ def standalone_process(*args: str, timeout: float = 30.0) -> Iterator[Standalone
         env=env,
         cwd=ROOT,
     )
+    running: StandaloneProcess | None = None
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -215,13 +227,12 @@ def standalone_process(*args: str, timeout: float = 30.0) -> Iterator[Standalone
             lines.append(line)
             match = _READY.search(line)
             if match:
-                running = StandaloneProcess(proc, match[1], match[2])
-                running.output.extend(lines)
+                running = StandaloneProcess(proc, match[1], match[2], lines)
                 yield running
                 break
         else:
             raise AssertionError(f"no ready line within {timeout}s: {lines}")
-        if not lines or not _READY.search(lines[-1]):
+        if not any(_READY.search(line) for line in lines):
             raise AssertionError(f"broker exited before ready: {''.join(lines)}")
     finally:
         if proc.poll() is None:
@@ -231,5 +242,7 @@ def standalone_process(*args: str, timeout: float = 30.0) -> Iterator[Standalone
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if running is not None:
+            running.stop()  # joins the drain thread before the pipe is closed
         if proc.stdout is not None:
             proc.stdout.close()

@@ -158,6 +158,20 @@ class TestAsyncTokenBucket:
         assert bucket.tokens(0.5) == 1  # 1.5 tokens earned: 1 added, 0.5 token carried
         assert bucket.tokens(1.0) == 3  # 1.5 more + the carried half = 2 whole tokens
 
+    def test_carried_remainder_makes_the_next_token_due_earlier(self) -> None:
+        bucket = FinalRateTokenBucket(3, SECOND, 0.0)
+        bucket.consume(3)
+        assert bucket.tokens(0.5) == 1  # half a token (166,666,667 ns) carried
+        # One token takes 333,333,333 ns; with the carried half, 166,666,666 more suffice.
+        assert bucket.tokens(0.666) == 1
+        assert bucket.tokens(0.667) == 2
+
+    def test_dynamic_bucket_also_needs_strictly_more_than_the_resolution(self) -> None:
+        bucket = DynamicRateTokenBucket(lambda: 10, SECOND, 0.0, resolution_ns=SECOND)
+        bucket.consume(10)
+        assert bucket.tokens(1.0) == 0
+        assert bucket.tokens(1.000000001) == 10
+
     def test_fast_rate_waits_for_the_resolution(self) -> None:
         bucket = FinalRateTokenBucket(1000, SECOND, 0.0)
         bucket.consume(1000)

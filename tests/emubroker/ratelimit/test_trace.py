@@ -18,6 +18,7 @@ from emubroker.ratelimit.trace import (
     DispatchTraceRecord,
     DispatchTraceWriter,
     dispatch_record,
+    dispatch_row,
 )
 
 B, T, S = LimiterLevel.BROKER, LimiterLevel.TOPIC, LimiterLevel.SUBSCRIPTION
@@ -187,6 +188,24 @@ class TestDispatchTraceWriter:
         table = pq.read_table(writer.files[0])
         assert table.column("entries").to_pylist() == [0, 1, 2, 3, 4, 5]
 
+    def test_dispatch_row_is_the_record_in_field_order(self, tmp_path: Path) -> None:
+        chain = classic_chain()
+        chain.plan_read(1000, now=1.0)
+        chain.charge(2, 12, 1200, now=1.0)
+        row = dispatch_row(
+            chain, now=1.0, wall_ns=5, broker="b", topic="t", subscription="s", entries=2
+        )
+        rec = dispatch_record(
+            chain, now=1.0, wall_ns=5, broker="b", topic="t", subscription="s", entries=2
+        )
+        assert row == msgspec.structs.astuple(rec)
+        with DispatchTraceWriter(tmp_path) as writer:
+            writer.append_row(row)
+            writer.append(rec)
+        rows = pq.read_table(writer.files[0]).to_pylist()
+        assert rows[0] == rows[1] == msgspec.structs.asdict(rec)
+        assert rows[0]["subscription_msg_charged"] == 12
+
     def test_append_after_close_fails_and_close_is_idempotent(self, tmp_path: Path) -> None:
         writer = DispatchTraceWriter(tmp_path)
         writer.close()
@@ -194,6 +213,8 @@ class TestDispatchTraceWriter:
         assert writer.files == []
         with pytest.raises(RuntimeError, match="closed"):
             writer.append(record(0))
+        with pytest.raises(RuntimeError, match="closed"):
+            writer.append_row(msgspec.structs.astuple(record(0)))
 
     def test_rejects_bad_sizes(self, tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="positive"):

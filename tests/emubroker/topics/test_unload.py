@@ -129,3 +129,21 @@ async def test_reader_subscriptions_do_not_survive_unload() -> None:
         await subscribe(topic, FakeConsumerSink(), subscription="r", durable=False)
         await service.unload(name)
         assert (await service.get_topic(name)).subscriptions() == []
+
+
+async def test_sends_of_closed_producers_are_refused_and_not_stored() -> None:
+    async with open_service() as service:
+        name = topic_name()
+        topic = await service.get_topic(name)
+        producer = await add_producer(topic)
+        await publish(topic, producer)
+        await service.unload(name)
+        with pytest.raises(ServiceNotReadyError, match="SEND dropped"):
+            await publish(topic, producer)
+        reloaded = await service.get_topic(name)
+        assert reloaded.last_message_id()[1] == 0
+        np_topic = await service.get_topic(topic_name("np", "non-persistent"))
+        np_producer = await add_producer(np_topic)
+        await np_topic.remove_producer(np_producer)
+        with pytest.raises(ServiceNotReadyError, match="SEND dropped"):
+            await publish(np_topic, np_producer)

@@ -1,0 +1,130 @@
+"""What the command groups of one connection share: the session port, services, helpers."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVarTuple
+
+from emubroker.naming import InvalidNameError, TopicName
+from emubroker.topics.sinks import ConsumerSink, ProducerSink
+from protocol.errors import BrokerError, InvalidTopicNameError, UnknownError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
+    from emubroker.config import BrokerConfig
+    from emubroker.loadbalance.ownership import OwnershipTable
+    from emubroker.naming import NamespaceName
+    from emubroker.topics import TopicService
+    from protocol import commands as c
+
+__all__ = [
+    "SERVER_VERSION",
+    "BrokerServices",
+    "CommandGroup",
+    "SessionPort",
+    "StartSoon",
+    "as_broker_error",
+    "topic_name",
+]
+
+log = logging.getLogger(__name__)
+
+Ts = TypeVarTuple("Ts")
+
+
+class SessionPort(ConsumerSink, ProducerSink, Protocol):
+    """What a handler needs of its connection (``net.session.Session`` implements it).
+
+    It is also the sink the handler hands to topics for this connection's consumers and
+    producers.
+    """
+
+    @property
+    def peer(self) -> str:
+        """The client's address, for logs and CONSUMER_STATS."""
+        ...
+
+    def send_command(self, command: c.Command) -> None:
+        """Queue a command for the client (non-blocking)."""
+        ...
+
+    def close(self, reason: str, *, error: bool = True) -> None:
+        """Hang up after flushing what is queued."""
+        ...
+
+
+class StartSoon(Protocol):
+    """Starts a request task in the connection's task group."""
+
+    def __call__(self, fn: Callable[[*Ts], Coroutine[Any, Any, None]], /, *args: *Ts) -> None: ...
+
+
+def _server_version() -> str:
+    try:
+        return f"emubroker-{version('emubroker')}"
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "emubroker-dev"
+
+
+SERVER_VERSION: Final = _server_version()
+"""``CONNECTED.server_version`` (spec §3.1: any string, but it must be there)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """What every connection's handler shares: built once by the app.
+
+    Attributes:
+        config: The broker configuration.
+        topics: The topic registry.
+        ownership: The bundle -> owner table answering lookups.
+        namespace_exists: Whether a namespace exists (tenants/namespaces live in the metadata
+            store; the app keeps this view current).
+        listeners: ``advertisedListeners`` by name, for LOOKUPs naming a listener.
+    """
+
+    config: BrokerConfig
+    topics: TopicService
+    ownership: OwnershipTable
+    namespace_exists: Callable[[NamespaceName], bool]
+    listeners: dict[str, str] = field(default_factory=dict)
+
+
+class CommandGroup:
+    """Base of the per-connection command groups (producers, consumers, discovery).
+
+    Args:
+        services: The broker's shared services.
+        session: The connection.
+        start: Starts request tasks in the connection's task group.
+    """
+
+    def __init__(self, services: BrokerServices, session: SessionPort, start: StartSoon) -> None:
+        self._services = services
+        self._topics = services.topics
+        self._session = session
+        self._send = session.send_command
+        self._start = start
+
+
+def topic_name(name: str) -> TopicName:
+    """Parse a topic name from a command.
+
+    Raises:
+        InvalidTopicNameError: The name is malformed (the client's error for it).
+    """
+    try:
+        return TopicName.parse(name)
+    except InvalidNameError as exc:
+        raise InvalidTopicNameError(str(exc)) from None
+
+
+def as_broker_error(exc: Exception, what: str) -> BrokerError:
+    """The error to answer with: domain errors as they are, anything else as UnknownError."""
+    if isinstance(exc, BrokerError):
+        return exc
+    log.exception("unexpected failure handling %s", what)
+    return UnknownError(f"{what} failed: {exc!r}")

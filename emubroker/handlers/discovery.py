@@ -1,0 +1,123 @@
+"""Topic discovery (spec §5) and schemas (§11): PARTITIONED_METADATA, LOOKUP, topics, schemas.
+
+Failures use each request's own failure form: PARTITIONED_METADATA and LOOKUP answer themselves
+with ``response=Failed`` (an ERROR for them is ignored by the client, which then hangs until its
+timeout), GET_TOPICS_OF_NAMESPACE answers ERROR, GET_SCHEMA answers itself with ``error_code``.
+"""
+
+from __future__ import annotations
+
+from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
+from emubroker.naming import InvalidNameError, NamespaceName
+from protocol import commands as c
+from protocol.errors import (
+    InvalidTopicNameError,
+    ServerError,
+    ServiceNotReadyError,
+    TopicNotFoundError,
+)
+
+__all__ = ["DiscoveryCommands"]
+
+
+class DiscoveryCommands(CommandGroup):
+    """Lookups and metadata queries of one connection."""
+
+    async def on_partitioned_metadata(self, cmd: c.PartitionedTopicMetadata) -> None:
+        """PARTITIONED_METADATA: the partition count, or the Failed form (§5.1)."""
+        try:
+            partitions = await self._topics.partitioned_metadata(topic_name(cmd.topic))
+        except Exception as exc:
+            failure = as_broker_error(exc, "PARTITIONED_METADATA")
+            # §4.2: the failure form is this response with response=Failed, never ERROR.
+            self._send(
+                c.PartitionedTopicMetadataResponse(
+                    request_id=cmd.request_id,
+                    response=c.MetadataResult.FAILED,
+                    error=failure.code,
+                    message=failure.message,
+                )
+            )
+            return
+        self._send(
+            c.PartitionedTopicMetadataResponse(
+                request_id=cmd.request_id,
+                partitions=partitions,
+                response=c.MetadataResult.SUCCESS,
+            )
+        )
+
+    async def on_lookup(self, cmd: c.LookupTopic) -> None:
+        """LOOKUP: Connect to the bundle's owner, or the Failed form (§5.2)."""
+        services = self._services
+        try:
+            name = topic_name(cmd.topic)
+            listener = cmd.advertised_listener_name or ""
+            if listener and listener not in services.listeners:
+                # Pulsar's wording; the client turns "the broker do not have test listener"
+                # into a non-retried ConnectError (§4.3, test_listener_name_client).
+                raise ServiceNotReadyError(f"the broker do not have {listener} listener")
+            if not services.namespace_exists(name.namespace):
+                raise TopicNotFoundError(f"Namespace {name.namespace} does not exist")
+            owner = await services.ownership.owner_of(name)
+        except Exception as exc:
+            failure = as_broker_error(exc, "LOOKUP")
+            self._send(
+                c.LookupTopicResponse(
+                    request_id=cmd.request_id,
+                    response=c.LookupType.FAILED,
+                    error=failure.code,
+                    message=failure.message,
+                )
+            )
+            return
+        url = owner.service_url
+        if listener and owner == services.ownership.me:
+            url = services.listeners[listener]
+        self._send(
+            c.LookupTopicResponse(
+                request_id=cmd.request_id,
+                broker_service_url=url,
+                response=c.LookupType.CONNECT,
+                authoritative=True,
+            )
+        )
+
+    def on_get_topics(self, cmd: c.GetTopicsOfNamespace) -> None:
+        """GET_TOPICS_OF_NAMESPACE: the namespace's topics, or ERROR (§5.3)."""
+        try:
+            try:
+                namespace = NamespaceName.parse(cmd.namespace)
+            except InvalidNameError as exc:
+                raise InvalidTopicNameError(str(exc)) from None
+            if not self._services.namespace_exists(namespace):
+                raise TopicNotFoundError(f"Namespace {namespace} does not exist")
+            topics = self._topics.topics_of_namespace(namespace, cmd.mode)
+        except Exception as exc:
+            failure = as_broker_error(exc, "GET_TOPICS_OF_NAMESPACE")
+            self._send(
+                c.Error(request_id=cmd.request_id, error=failure.code, message=failure.message)
+            )
+            return
+        self._send(c.GetTopicsOfNamespaceResponse(request_id=cmd.request_id, topics=tuple(topics)))
+
+    def on_get_schema(self, cmd: c.GetSchema) -> None:
+        # Schemas are not kept yet: TopicNotFound is not retried and makes the Python Avro
+        # decoder fall back to the reader schema (spec §11).
+        self._send(
+            c.GetSchemaResponse(
+                request_id=cmd.request_id,
+                error_code=ServerError.TopicNotFound,
+                error_message=f"no schema for {cmd.topic}",
+            )
+        )
+
+    def on_get_or_create_schema(self, cmd: c.GetOrCreateSchema) -> None:
+        # Never sent by the C++ client (§2.5); answered for other clients.
+        self._send(
+            c.GetOrCreateSchemaResponse(
+                request_id=cmd.request_id,
+                error_code=ServerError.NotAllowedError,
+                error_message="the schema registry is not emulated",
+            )
+        )

@@ -1,0 +1,3 @@
+"""Tests of emubroker.admin."""
+
+from __future__ import annotations

@@ -1,0 +1,75 @@
+"""Prometheus text with Pulsar's names, from statistics snapshots, with scrape-to-scrape rates."""
+
+from __future__ import annotations
+
+import pytest
+
+from emubroker.admin.metrics import MetricsCollector, render_metrics
+from emubroker.topics.stats import ServiceStats, SubscriptionStats, TopicStats
+from protocol.clock import FakeClock
+
+LABELS = 'cluster="c1",namespace="public/default",topic="persistent://public/default/t"'
+
+
+def stats(msg_in: int = 10, bytes_in: int = 1000) -> ServiceStats:
+    sub = SubscriptionStats(
+        name='s"1',
+        type="Shared",
+        durable=True,
+        consumers=2,
+        backlog=7,
+        unacked=1,
+        mark_delete=(1, 2),
+    )
+    topic = TopicStats(
+        name="persistent://public/default/t",
+        namespace="public/default",
+        persistent=True,
+        producers=1,
+        consumers=2,
+        msg_in=msg_in,
+        bytes_in=bytes_in,
+        msg_out=4,
+        bytes_out=400,
+        msg_dropped=0,
+        entries=10,
+        backlog=7,
+        subscriptions=(sub,),
+    )
+    return ServiceStats(topics_count=1, producers=1, consumers=2, subscriptions=1, topics=(topic,))
+
+
+def test_render_uses_pulsars_names_and_labels() -> None:
+    text = render_metrics(stats(), cluster="c1")
+    lines = text.splitlines()
+    assert 'pulsar_topics_count{cluster="c1",namespace="public/default"} 1' in lines
+    for line in (
+        f"pulsar_producers_count{{{LABELS}}} 1",
+        f"pulsar_consumers_count{{{LABELS}}} 2",
+        f"pulsar_subscriptions_count{{{LABELS}}} 1",
+        f"pulsar_msg_backlog{{{LABELS}}} 7",
+        f"pulsar_in_messages_total{{{LABELS}}} 10",
+        f"pulsar_out_bytes_total{{{LABELS}}} 400",
+        f"pulsar_rate_in{{{LABELS}}} 0.0",
+        f"pulsar_throughput_out{{{LABELS}}} 0.0",
+        f'pulsar_subscription_back_log{{{LABELS},subscription="s\\"1"}} 7',
+        "# TYPE pulsar_in_messages_total counter",
+        "# TYPE pulsar_rate_in gauge",
+    ):
+        assert line in lines, line
+    names = {line.split("{")[0] for line in lines if line and not line.startswith("#")}
+    assert all(name.startswith("pulsar_") for name in names)
+
+
+@pytest.mark.anyio
+async def test_rates_are_deltas_between_samples() -> None:
+    clock = FakeClock()
+    snapshots = [stats(10, 1000), stats(10, 1000), stats(30, 5000)]
+    collector = MetricsCollector(lambda: snapshots.pop(0), clock=clock, cluster="c1")
+    collector.render()
+    await clock.advance(0.5)  # too soon: no new sample
+    assert f"pulsar_rate_in{{{LABELS}}} 0.0" in collector.render().splitlines()
+    await clock.advance(1.5)
+    lines = collector.render().splitlines()
+    assert f"pulsar_rate_in{{{LABELS}}} 10.0" in lines
+    assert f"pulsar_throughput_in{{{LABELS}}} 2000.0" in lines

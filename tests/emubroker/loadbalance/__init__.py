@@ -1,0 +1,3 @@
+"""Tests of emubroker.loadbalance."""
+
+from __future__ import annotations
