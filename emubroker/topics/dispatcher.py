@@ -108,6 +108,10 @@ class Dispatcher:
         self._pending: dict[int, Consumer] = {}
         self._replay: list[int] = []
         self._replay_set: set[int] = set()
+        # Key_Shared parks entries of blocked consumers; rescanning them only pays off after
+        # something that can unblock one (permits, acks, membership, new replays), not after
+        # every publish.
+        self._replay_dirty = False
         self._delayed: list[tuple[int, int]] = []  # (deliver_at_time ms, index)
         self._wake = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -145,7 +149,7 @@ class Dispatcher:
             self._selector.add(consumer, consumer.name, ranges)
         self.consumers.append(consumer)
         self._update_active(joined=consumer)
-        self._wake.set()
+        self.wake()
 
     def remove_consumer(self, consumer: Consumer, *, redeliver: bool = True) -> None:
         """Detach a consumer; with ``redeliver`` its unacked entries go back for redelivery."""
@@ -159,7 +163,7 @@ class Dispatcher:
         else:
             self._forget(consumer)
         self._update_active()
-        self._wake.set()
+        self.wake()
 
     def _pick_active(self) -> Consumer | None:
         if not self.consumers:
@@ -250,6 +254,7 @@ class Dispatcher:
         consumer.unacked = 0
 
     def _push_replay(self, index: int) -> None:
+        self._replay_dirty = True
         if index not in self._replay_set:
             self._replay_set.add(index)
             heapq.heappush(self._replay, index)
@@ -257,7 +262,12 @@ class Dispatcher:
     # ---- the task -----------------------------------------------------------------------------
 
     def wake(self) -> None:
-        """Ask for a dispatch round."""
+        """Ask for a dispatch round after a change that may unblock consumers."""
+        self._replay_dirty = True
+        self._wake.set()
+
+    def notify_new_entries(self) -> None:
+        """Ask for a dispatch round because entries were appended (the publish path)."""
         self._wake.set()
 
     def close(self) -> None:
@@ -309,8 +319,10 @@ class Dispatcher:
             now_ms = self._clock.wall_ns() // 1_000_000
             while self._delayed and self._delayed[0][0] <= now_ms:
                 self._push_replay(heapq.heappop(self._delayed)[1])
-        if self._replay and not self._dispatch_replay():
-            return
+        if self._replay and (self._replay_dirty or self._selector is None):
+            self._replay_dirty = False
+            if not self._dispatch_replay():
+                return
         self._dispatch_new()
 
     def _has_capacity(self) -> bool:
@@ -424,7 +436,7 @@ class Dispatcher:
         else:
             charged = mask.bit_count()
             ack_set = words_from_mask(mask, info.num_messages)
-        consumer.permits -= 1
+        consumer.permits -= charged
         consumer.unacked += charged
         consumer.pending[index] = charged
         self._pending[index] = consumer

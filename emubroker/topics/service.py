@@ -151,8 +151,10 @@ class TopicService:
 
     def _may_create(self, name: TopicName) -> bool:
         parent = name.partitioned_topic_name
-        if parent is not name and name.partition_index < self._partitioned.get(parent, 0):
-            return True  # a partition of a partitioned topic exists with its parent
+        partitions = self._partitioned.get(parent) if parent is not name else None
+        if partitions is not None:
+            # The partitions of a partitioned topic exist with it, and only those.
+            return name.partition_index < partitions
         return self._settings.allow_auto_topic_creation
 
     async def get_topic(self, name: TopicName, *, create: bool = True) -> AnyTopic:

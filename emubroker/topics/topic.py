@@ -179,7 +179,7 @@ class Topic:
         counters.msg_in += info.num_messages
         counters.bytes_in += len(entry)
         for sub in self._subs.values():
-            sub.dispatcher.wake()
+            sub.dispatcher.notify_new_entries()
         return position
 
     # ---- subscriptions ------------------------------------------------------------------------

@@ -48,6 +48,8 @@ ENTRY = (
 )
 ENTRY_CRC = 0x7ED8DF46  # CRC-32C of ENTRY
 
+_SEND = c.Send(producer_id=1, sequence_id=2)
+
 # BrokerEntryMetadata{broker_timestamp = 1, index = 41}
 BROKER_ENTRY_METADATA = b"\x08\x01" + b"\x10\x29"
 
@@ -283,6 +285,13 @@ def test_checksum_ok_detects_a_mismatch() -> None:
     assert not Payload(ENTRY[:-1] + b"j", ENTRY_CRC).checksum_ok()
 
 
+@pytest.mark.parametrize("crc", [0, 0xFFFFFFFF])
+def test_extreme_checksum_values_are_kept(crc: int) -> None:
+    # A CRC of 0 is a value like any other, not "no checksum section".
+    frame = decode_frame(encode_payload_frame(_SEND, ENTRY, crc)[4:])
+    assert frame.payload == Payload(ENTRY, crc)
+
+
 @given(entries(), st.integers(0, 10_000), st.integers(1, 255))
 def test_any_corrupted_byte_fails_the_checksum(entry: bytes, where: int, flip: int) -> None:
     corrupted = bytearray(entry)
@@ -397,8 +406,6 @@ def test_command_size_past_the_frame_is_refused() -> None:
 
 
 # ---- malformed payload sections -------------------------------------------------------------
-
-_SEND = c.Send(producer_id=1, sequence_id=2)
 
 
 def _with_rest(command: c.Command, rest: bytes) -> bytes:

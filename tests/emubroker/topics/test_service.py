@@ -49,6 +49,9 @@ async def test_auto_creation_off_or_create_false_refuse_missing_topics() -> None
             await service.get_topic(topic_name(), create=False)
         topic = await service.get_topic(topic_name())
         assert await service.get_topic(topic_name(), create=False) is topic
+        await service.create_partitioned_topic(topic_name("p"), 2)
+        with pytest.raises(TopicNotFoundError):
+            await service.get_topic(topic_name("p-partition-2"))  # beyond the partitions
 
 
 async def test_partitioned_metadata() -> None:

@@ -73,6 +73,7 @@ async def test_send_async_waits_when_max_pending_is_reached(
         assert len(sends(broker)) == 2
         broker.release_receipts()
     assert len(third) == 1
+    await anyio.wait_all_tasks_blocked()
     broker.release_receipts()
     assert await third[0] == MessageId(LEDGER, 2)
 
