@@ -311,6 +311,7 @@ class StubChannel:
             StubConnectionError: The attempt failed or timed out.
         """
         opened: list[ByteStream] = []
+        failure: list[OSError] = []
         async with anyio.create_task_group() as tg:
 
             async def watchdog() -> None:
@@ -318,12 +319,13 @@ class StubChannel:
                 tg.cancel_scope.cancel()
 
             tg.start_soon(watchdog)
-            try:
+            try:  # nothing may escape the task group body, or anyio wraps it in a group
                 opened.append(await self._connect())
             except OSError as exc:
-                raise StubConnectionError(f"cannot connect: {exc}", ledger_id=-1) from exc
-            finally:
-                tg.cancel_scope.cancel()
+                failure.append(exc)
+            tg.cancel_scope.cancel()
+        if failure:
+            raise StubConnectionError(f"cannot connect: {failure[0]}", ledger_id=-1) from failure[0]
         if not opened:
             raise StubConnectionError("connecting timed out", ledger_id=-1)
         return opened[0]

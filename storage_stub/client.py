@@ -25,8 +25,33 @@ from protocol.clock import AnyioClock, Clock
 from storage_stub import messages as m
 from storage_stub.channel import Backoff, StubChannel, parse_stub_url
 from storage_stub.client_watch import StubWatch
-from storage_stub.ledger import LedgerInfo, StorageError
-from storage_stub.metadata import NodeStat
+from storage_stub.errors import (
+    PersistenceFailedError,
+    StubClosedError,
+    StubConnectionError,
+    StubTimeoutError,
+    StubUnavailableError,
+)
+from storage_stub.ledger import (
+    EntryOutOfRangeError,
+    LedgerClosedError,
+    LedgerFencedError,
+    LedgerInfo,
+    LedgerState,
+    NoSuchLedgerError,
+    StorageError,
+)
+from storage_stub.metadata import (
+    BadVersionError,
+    InvalidArgumentError,
+    InvalidPathError,
+    MetadataError,
+    NodeNotFoundError,
+    NodeStat,
+    Notification,
+    SessionExpiredError,
+    WatchOverflowError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -35,12 +60,35 @@ if TYPE_CHECKING:
 
     from storage_stub.faults import FaultConfig
 
+# Everything a user of the client catches or receives is importable from here, so the broker
+# depends on ``storage_stub.client`` only (STYLE.md §2).
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_REQUEST_TIMEOUT",
     "Backoff",
+    "BadVersionError",
+    "EntryOutOfRangeError",
+    "InvalidArgumentError",
+    "InvalidPathError",
+    "LedgerClosedError",
+    "LedgerFencedError",
+    "LedgerInfo",
+    "LedgerState",
+    "MetadataError",
+    "NoSuchLedgerError",
+    "NodeNotFoundError",
+    "NodeStat",
+    "Notification",
+    "PersistenceFailedError",
+    "SessionExpiredError",
+    "StorageError",
     "StubClient",
+    "StubClosedError",
+    "StubConnectionError",
+    "StubTimeoutError",
+    "StubUnavailableError",
     "StubWatch",
+    "WatchOverflowError",
     "open_stub_client",
     "parse_stub_url",
 ]
@@ -226,8 +274,7 @@ class StubClient:
             build = partial(m.WatchCreate, watch_id=watch_id, prefix=prefix)
             await self._expect(m.Ok, build, request_timeout)
         except BaseException:
-            self._channel.watches.pop(watch_id, None)
-            watch.end(overflowed=False)
+            watch.close()  # also tells the stub, in case it created the watch before we gave up
             raise
         return watch
 
@@ -281,6 +328,10 @@ class StubClient:
         """Wait until the client has a live connection."""
         await self._channel.wait_connected()
 
+    def forget_session(self, session: int) -> None:
+        """Stop heartbeating ``session`` and count it as ended (the stub says it expired)."""
+        self._channel.forget_session(session)
+
 
 @asynccontextmanager
 async def open_stub_client(
@@ -319,11 +370,16 @@ async def open_stub_client(
         backoff=backoff if backoff is not None else Backoff(),
     )
     first = await channel.open_stream()
+    failure: Exception | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(channel.run, first)
         try:
             await channel.wait_connected()
             yield StubClient(channel)
+        except Exception as exc:  # re-raised below, unwrapped by the task group
+            failure = exc
         finally:
             channel.shutdown()
             tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

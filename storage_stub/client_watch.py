@@ -80,6 +80,11 @@ class StubWatch(ObjectReceiveStream[Notification]):
                 ) from None
             raise
 
+    def finish(self) -> None:
+        """Stop watching, but let the reader drain what is buffered, then end."""
+        self._send.close()
+        self._on_close(self)
+
     def close(self) -> None:
         """Stop watching now (safe in ``finally`` under cancellation)."""
         self._send.close()

@@ -288,14 +288,19 @@ async def open_stub_server(
                 Path(data_dir), clock, fsync, batch_window, tree
             )
         service = StubService(ledgers, metadata, clock=clock, faults=FaultInjector(faults))
+        failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             for journal in journals:
                 tg.start_soon(journal.run)
             tg.start_soon(service.run_background)
             try:
                 yield StubServer(service, tg)
+            except Exception as exc:  # re-raised below, unwrapped by the task group
+                failure = exc
             finally:
                 tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
     finally:
         for journal in journals:
             await journal.aclose()

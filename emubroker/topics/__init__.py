@@ -6,6 +6,8 @@ frames go out through the :mod:`~emubroker.topics.sinks` protocols the session i
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from emubroker.topics.consumer import Consumer
 from emubroker.topics.entry import EntryInfo, entry_info_from_metadata
 from emubroker.topics.handles import ConsumerHandle
@@ -35,3 +37,10 @@ __all__ = [
     "TopicStats",
     "entry_info_from_metadata",
 ]
+
+if TYPE_CHECKING:
+    # Static proof that both consumer kinds are ConsumerHandles (checked by mypy, free at runtime).
+    def _consumer_handles(
+        persistent: Consumer, nonpersistent: NonPersistentConsumer
+    ) -> tuple[ConsumerHandle, ConsumerHandle]:
+        return persistent, nonpersistent

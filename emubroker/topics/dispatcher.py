@@ -15,13 +15,8 @@ Rules of a round, in order:
    reload or a redelivery); a partly batch-acked entry carries its still-unacked bitmap as
    ``ack_set`` and is charged only those messages (§8.3).
 
-Consumer choice by type: Exclusive and Failover deliver to the single active consumer (Failover:
-lowest ``priority_level``, then consumer name; on a partition, index ``partition % consumers``
-of that order); Shared goes round-robin over consumers with permits; Key_Shared sends each key to
-its selector's consumer, parking entries of consumers without permits in the replay set so other
-keys keep flowing. An entry is delivered while its consumer has permits > 0 (a batch may
-overshoot) and, for Shared and Key_Shared, fewer than ``maxUnackedMessagesPerConsumer`` unacked
-messages.
+Which consumer gets an entry is decided by ``selection.ConsumerSet`` (per-type rules). Key_Shared
+parks the entries of consumers without room in the replay set so that other keys keep flowing.
 """
 
 from __future__ import annotations
@@ -33,14 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from emubroker.topics.cursor import words_from_mask
-from emubroker.topics.entry import NONE_KEY
-from emubroker.topics.keyshared import (
-    AutoSplitSelector,
-    KeySelector,
-    StickySelector,
-    sticky_key_hash,
-)
-from protocol.commands import KeySharedMeta, KeySharedMode, SubType
+from emubroker.topics.selection import SINGLE_ACTIVE, ConsumerSet
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
@@ -52,6 +40,7 @@ if TYPE_CHECKING:
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.stats import TopicCounters
     from protocol.clock import Clock
+    from protocol.commands import KeySharedMeta, KeySharedMode, SubType
 
 __all__ = ["Dispatcher"]
 
@@ -64,8 +53,6 @@ round, so one subscription with a deep backlog cannot starve every other task.""
 MAX_REPLAY_ENTRIES = 10_000
 """Key_Shared stops reading new entries while this many are parked for blocked consumers, so a
 consumer that never grants permits cannot make the broker buffer the whole topic."""
-
-_SINGLE = (SubType.EXCLUSIVE, SubType.FAILOVER)
 
 
 class Dispatcher:
@@ -99,12 +86,11 @@ class Dispatcher:
         self._settings = settings
         self._counters = counters
         self.read_position = read_position
-        self.consumers: list[Consumer] = []
-        self.sub_type = SubType.EXCLUSIVE
-        self.key_shared_mode: KeySharedMode | None = None
-        self._selector: KeySelector[Consumer] | None = None
-        self._active: Consumer | None = None
-        self._rr = 0
+        self._members: ConsumerSet[Consumer] = ConsumerSet(
+            partition=partition,
+            max_unacked=settings.max_unacked_messages_per_consumer,
+            hash_points=settings.key_shared_hash_points,
+        )
         self._pending: dict[int, Consumer] = {}
         self._replay: list[int] = []
         self._replay_set: set[int] = set()
@@ -119,21 +105,31 @@ class Dispatcher:
 
     # ---- membership ---------------------------------------------------------------------------
 
-    def configure(self, sub_type: SubType, key_shared_meta: KeySharedMeta | None) -> None:
-        """Set the subscription type; only while no consumer is attached."""
-        assert not self.consumers, "the type of a subscription with consumers cannot change"
-        self.sub_type = sub_type
-        self._active = None
-        self._selector = None
-        self.key_shared_mode = None
-        if sub_type is SubType.KEY_SHARED:
-            meta = key_shared_meta or KeySharedMeta(key_shared_mode=KeySharedMode.AUTO_SPLIT)
-            self.key_shared_mode = meta.key_shared_mode
-            if meta.key_shared_mode is KeySharedMode.STICKY:
-                self._selector = StickySelector()
-            else:
-                self._selector = AutoSplitSelector(self._settings.key_shared_hash_points)
-        if sub_type in _SINGLE:
+    @property
+    def consumers(self) -> list[Consumer]:
+        """Attached consumers, in join order."""
+        return self._members.consumers
+
+    @property
+    def sub_type(self) -> SubType:
+        """The subscription type."""
+        return self._members.sub_type
+
+    @property
+    def key_shared_mode(self) -> KeySharedMode | None:
+        """The Key_Shared mode, for Key_Shared subscriptions."""
+        return self._members.key_shared_mode
+
+    def check_join(
+        self, subscription: str, sub_type: SubType, key_shared_meta: KeySharedMeta | None
+    ) -> None:
+        """Refuse a consumer the current ones exclude, else (re)set the type if it is alone.
+
+        Raises:
+            ConsumerBusyError: A second Exclusive consumer, or another type or Key_Shared mode.
+        """
+        self._members.check_join(subscription, sub_type, key_shared_meta)
+        if self.sub_type in SINGLE_ACTIVE:
             # Delayed delivery applies to Shared and Key_Shared only: hand them over now.
             while self._delayed:
                 self._push_replay(heapq.heappop(self._delayed)[1])
@@ -144,53 +140,25 @@ class Dispatcher:
         Raises:
             ConsumerAssignError: Its Key_Shared STICKY ranges overlap taken ones.
         """
-        if self._selector is not None:
-            ranges = key_shared_meta.hash_ranges if key_shared_meta is not None else ()
-            self._selector.add(consumer, consumer.name, ranges)
-        self.consumers.append(consumer)
-        self._update_active(joined=consumer)
+        self._demoted(self._members.add(consumer, key_shared_meta))
         self.wake()
 
     def remove_consumer(self, consumer: Consumer, *, redeliver: bool = True) -> None:
         """Detach a consumer; with ``redeliver`` its unacked entries go back for redelivery."""
-        if consumer not in self.consumers:
+        if consumer not in self._members.consumers:
             return
-        self.consumers.remove(consumer)
-        if self._selector is not None:
-            self._selector.remove(consumer)
         if redeliver:
             self._release(consumer, count=True)
         else:
             self._forget(consumer)
-        self._update_active()
+        self._demoted(self._members.remove(consumer))
         self.wake()
 
-    def _pick_active(self) -> Consumer | None:
-        if not self.consumers:
-            return None
-        if self.sub_type is SubType.EXCLUSIVE:
-            return self.consumers[0]
-        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
-        if self._partition >= 0:
-            return ordered[self._partition % len(ordered)]
-        return ordered[0]
-
-    def _update_active(self, joined: Consumer | None = None) -> None:
-        if self.sub_type not in _SINGLE:
-            return
-        active = self._pick_active()
-        failover = self.sub_type is SubType.FAILOVER
-        if active is not self._active:
-            old, self._active = self._active, active
-            if old is not None and old in self.consumers:
-                # Failover switch: what the old active holds unacked goes to the new one, as
-                # Pulsar rewinds the cursor on an active-consumer change (not a redelivery).
-                self._release(old, count=False)
-            if failover:
-                for c in self.consumers:
-                    c.sink.active_consumer_change(c.consumer_id, c is active)
-        elif failover and joined is not None:
-            joined.sink.active_consumer_change(joined.consumer_id, joined is active)
+    def _demoted(self, old_active: Consumer | None) -> None:
+        if old_active is not None:
+            # Failover switch: what the old active holds unacked goes to the new one, as Pulsar
+            # rewinds the cursor on an active-consumer change (not a redelivery).
+            self._release(old_active, count=False)
 
     # ---- acknowledgements, redelivery, seek ---------------------------------------------------
 
@@ -223,7 +191,7 @@ class Dispatcher:
 
     def reset(self, read_position: int) -> None:
         """Seek: forget every delivery and restart reading at ``read_position``."""
-        for consumer in self.consumers:
+        for consumer in self._members.consumers:
             self._forget(consumer)
         self._pending.clear()
         self._replay.clear()
@@ -253,8 +221,9 @@ class Dispatcher:
         consumer.pending.clear()
         consumer.unacked = 0
 
-    def _push_replay(self, index: int) -> None:
-        self._replay_dirty = True
+    def _push_replay(self, index: int, *, dirty: bool = True) -> None:
+        if dirty:
+            self._replay_dirty = True
         if index not in self._replay_set:
             self._replay_set.add(index)
             heapq.heappush(self._replay, index)
@@ -319,45 +288,20 @@ class Dispatcher:
             now_ms = self._clock.wall_ns() // 1_000_000
             while self._delayed and self._delayed[0][0] <= now_ms:
                 self._push_replay(heapq.heappop(self._delayed)[1])
-        if self._replay and (self._replay_dirty or self._selector is None):
+        if self._replay and (self._replay_dirty or self._members.selector is None):
             self._replay_dirty = False
             if not self._dispatch_replay():
                 return
         self._dispatch_new()
-
-    def _has_capacity(self) -> bool:
-        if self.sub_type in _SINGLE:
-            return self._active is not None and self._active.permits > 0
-        limit = self._settings.max_unacked_messages_per_consumer
-        return any(c.permits > 0 and (limit <= 0 or c.unacked < limit) for c in self.consumers)
-
-    def _select(self, info: EntryInfo) -> Consumer | None:
-        sub_type = self.sub_type
-        if sub_type in _SINGLE:
-            active = self._active
-            return active if active is not None and active.permits > 0 else None
-        limit = self._settings.max_unacked_messages_per_consumer
-        if self._selector is not None:
-            chosen = self._selector.select(sticky_key_hash(info.key or NONE_KEY))
-            if chosen is None or chosen.permits <= 0 or 0 < limit <= chosen.unacked:
-                return None
-            return chosen
-        consumers = self.consumers
-        n = len(consumers)
-        for k in range(n):
-            c = consumers[(self._rr + k) % n]
-            if c.permits > 0 and (limit <= 0 or c.unacked < limit):
-                self._rr = (self._rr + k + 1) % n
-                return c
-        return None
 
     def _dispatch_replay(self) -> bool:
         """Deliver parked entries in order; True if new entries may be read afterwards."""
         replay = self._replay
         cursor = self._cursor
         infos = self._ledger.infos
-        key_shared = self._selector is not None
+        key_shared = self._members.selector is not None
         parked: list[int] = []
+        capacity: bool | None = None  # "some consumer has room"; only a send can change it
         while replay:
             index = replay[0]
             if cursor.is_acked(index) or index in self._pending:
@@ -365,9 +309,11 @@ class Dispatcher:
                 self._replay_set.discard(index)
                 continue
             info = infos[index]
-            consumer = self._select(info)
+            consumer = self._members.select(info)
             if consumer is None:
-                if key_shared and self._has_capacity():
+                if capacity is None:
+                    capacity = key_shared and self._members.has_capacity()
+                if capacity:
                     parked.append(heapq.heappop(replay))  # its consumer is blocked, others not
                     continue
                 break
@@ -375,6 +321,7 @@ class Dispatcher:
             self._replay_set.discard(index)
             ledger_id, entry_id, sections = self._ledger.read(index, index)
             self._send(consumer, index, ledger_id, entry_id, info, sections[0])
+            capacity = None
         for index in parked:
             heapq.heappush(replay, index)
         return key_shared or not replay
@@ -385,12 +332,13 @@ class Dispatcher:
         infos = ledger.infos
         end = ledger.count
         batch = max(1, self._settings.dispatcher_max_read_batch_size)
-        key_shared = self._selector is not None
-        delayed = self._settings.delayed_delivery_enabled and self.sub_type not in _SINGLE
+        key_shared = self._members.selector is not None
+        delayed = self._settings.delayed_delivery_enabled and self.sub_type not in SINGLE_ACTIVE
         now_ms = self._clock.wall_ns() // 1_000_000 if delayed else 0
         reads = 0
+        capacity: bool | None = None  # as in _dispatch_replay
         while self.read_position < end:
-            if not self._has_capacity():
+            if not self._members.has_capacity():
                 return
             if key_shared and len(self._replay_set) >= MAX_REPLAY_ENTRIES:
                 return
@@ -409,14 +357,19 @@ class Dispatcher:
                 if delayed and at is not None and at > now_ms:
                     heapq.heappush(self._delayed, (at, index))
                     continue
-                consumer = self._select(info)
+                consumer = self._members.select(info)
                 if consumer is None:
-                    if key_shared and self._has_capacity():
-                        self._push_replay(index)
+                    if capacity is None:
+                        capacity = key_shared and self._members.has_capacity()
+                    if capacity:
+                        # Park it for its blocked consumer; that alone unblocks nobody, so the
+                        # parked set is not marked for a rescan.
+                        self._push_replay(index, dirty=False)
                         continue
                     self.read_position = index
                     return
                 self._send(consumer, index, ledger_id, first_entry + offset, info, section)
+                capacity = None
             self.read_position = first + len(sections)
 
     def _send(

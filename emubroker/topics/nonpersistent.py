@@ -11,17 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from emubroker.topics.entry import NONE_KEY
-from emubroker.topics.keyshared import (
-    AutoSplitSelector,
-    KeySelector,
-    StickySelector,
-    sticky_key_hash,
-)
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
+from emubroker.topics.selection import SUB_TYPE_NAMES, ConsumerSet
 from emubroker.topics.stats import SubscriptionStats, TopicCounters, TopicStats
-from emubroker.topics.subscription import SUB_TYPE_NAMES
-from protocol.commands import KeySharedMode, SubType
+from protocol.commands import SubType
 from protocol.errors import ConsumerBusyError, NotAllowedError, ServiceNotReadyError
 from protocol.framing import payload_section
 
@@ -46,21 +39,31 @@ __all__ = ["NonPersistentConsumer", "NonPersistentSubscription", "NonPersistentT
 class NonPersistentConsumer:
     """A consumer of a non-persistent subscription (implements ``ConsumerHandle``)."""
 
-    __slots__ = ("_subscription", "closed", "consumer_id", "name", "permits", "priority", "sink")
+    __slots__ = (
+        "_subscription",
+        "closed",
+        "consumer_id",
+        "name",
+        "permits",
+        "priority_level",
+        "sink",
+        "unacked",
+    )
 
     def __init__(
         self,
         consumer_id: int,
         name: str,
         sink: ConsumerSink,
-        priority: int,
+        priority_level: int,
         subscription: NonPersistentSubscription,
     ) -> None:
         self.consumer_id = consumer_id
         self.name = name
         self.sink = sink
-        self.priority = priority
+        self.priority_level = priority_level
         self.permits = 0
+        self.unacked = 0  # always: nothing is tracked after delivery
         self.closed = False
         self._subscription = subscription
 
@@ -105,17 +108,27 @@ class NonPersistentConsumer:
 
 
 class NonPersistentSubscription:
-    """Consumers of one subscription and the type-specific choice among them."""
+    """Consumers of one subscription; the type's rules come from ``selection.ConsumerSet``."""
 
-    def __init__(self, name: str, topic: NonPersistentTopic, sub_type: SubType) -> None:
+    def __init__(self, name: str, topic: NonPersistentTopic) -> None:
         self.name = name
         self.topic = topic
-        self.sub_type = sub_type
-        self.key_shared_mode: KeySharedMode | None = None
-        self.consumers: list[NonPersistentConsumer] = []
-        self._selector: KeySelector[NonPersistentConsumer] | None = None
-        self._active: NonPersistentConsumer | None = None
-        self._rr = 0
+        # Nothing is ever pending, so the unacked limit cannot apply: 0 disables it.
+        self.members: ConsumerSet[NonPersistentConsumer] = ConsumerSet(
+            partition=topic.partition,
+            max_unacked=0,
+            hash_points=topic.settings.key_shared_hash_points,
+        )
+
+    @property
+    def consumers(self) -> list[NonPersistentConsumer]:
+        """Attached consumers, in join order."""
+        return self.members.consumers
+
+    @property
+    def sub_type(self) -> SubType:
+        """The subscription type."""
+        return self.members.sub_type
 
     def add(
         self,
@@ -129,44 +142,15 @@ class NonPersistentSubscription:
             ConsumerBusyError: Exclusive taken or another type / Key_Shared mode in use.
             ConsumerAssignError: Key_Shared STICKY range conflict.
         """
-        mode = key_shared_meta.key_shared_mode if key_shared_meta else KeySharedMode.AUTO_SPLIT
-        if self.consumers:
-            if sub_type != self.sub_type or (
-                sub_type is SubType.KEY_SHARED and mode != self.key_shared_mode
-            ):
-                raise ConsumerBusyError(
-                    f"Subscription '{self.name}' is of type {SUB_TYPE_NAMES[self.sub_type]}"
-                )
-            if sub_type is SubType.EXCLUSIVE:
-                raise ConsumerBusyError(
-                    f"Exclusive consumer is already connected to subscription '{self.name}'"
-                )
-        else:
-            self.sub_type = sub_type
-            self._selector = None
-            self.key_shared_mode = None
-            if sub_type is SubType.KEY_SHARED:
-                self.key_shared_mode = mode
-                self._selector = (
-                    StickySelector()
-                    if mode is KeySharedMode.STICKY
-                    else AutoSplitSelector(self.topic.settings.key_shared_hash_points)
-                )
-        if self._selector is not None:
-            ranges = key_shared_meta.hash_ranges if key_shared_meta else ()
-            self._selector.add(consumer, consumer.name, ranges)
-        self.consumers.append(consumer)
-        self._update_active(joined=consumer)
+        members = self.members
+        members.check_join(self.name, sub_type, key_shared_meta)
+        members.add(consumer, key_shared_meta)
 
     def remove(self, consumer: NonPersistentConsumer) -> None:
         """Detach a consumer; the subscription ends with its last consumer."""
         consumer.closed = True
-        if consumer in self.consumers:
-            self.consumers.remove(consumer)
-            if self._selector is not None:
-                self._selector.remove(consumer)
-            self._update_active()
-        if not self.consumers:
+        self.members.remove(consumer)
+        if not self.members.consumers:
             self.topic.subscription_ended(self)
 
     def unsubscribe(self, consumer: NonPersistentConsumer) -> None:
@@ -175,47 +159,11 @@ class NonPersistentSubscription:
         Raises:
             ConsumerBusyError: Other consumers are attached.
         """
-        if any(c is not consumer for c in self.consumers):
+        if any(c is not consumer for c in self.members.consumers):
             raise ConsumerBusyError(
                 f"Unsubscribe of '{self.name}' refused: other consumers are connected"
             )
         self.remove(consumer)
-
-    def _update_active(self, joined: NonPersistentConsumer | None = None) -> None:
-        if self.sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
-            return
-        active: NonPersistentConsumer | None = None
-        if self.consumers:
-            ordered = sorted(self.consumers, key=lambda c: (c.priority, c.name))
-            partition = self.topic.partition
-            active = ordered[partition % len(ordered) if partition >= 0 else 0]
-            if self.sub_type is SubType.EXCLUSIVE:
-                active = self.consumers[0]
-        failover = self.sub_type is SubType.FAILOVER
-        if active is not self._active:
-            self._active = active
-            if failover:
-                for c in self.consumers:
-                    c.sink.active_consumer_change(c.consumer_id, c is active)
-        elif failover and joined is not None:
-            joined.sink.active_consumer_change(joined.consumer_id, joined is active)
-
-    def pick(self, info: EntryInfo) -> NonPersistentConsumer | None:
-        """The consumer that gets this entry now, or None to drop it."""
-        if self._selector is not None:
-            chosen = self._selector.select(sticky_key_hash(info.key or NONE_KEY))
-        elif self.sub_type is SubType.SHARED:
-            consumers = self.consumers
-            n = len(consumers)
-            for k in range(n):
-                c = consumers[(self._rr + k) % n]
-                if c.permits > 0:
-                    self._rr = (self._rr + k + 1) % n
-                    return c
-            return None
-        else:
-            chosen = self._active
-        return chosen if chosen is not None and chosen.permits > 0 else None
 
 
 class NonPersistentTopic:
@@ -313,7 +261,7 @@ class NonPersistentTopic:
         counters.bytes_in += len(entry)
         section: bytes | None = None
         for sub in self._subs.values():
-            consumer = sub.pick(info)
+            consumer = sub.members.select(info)
             if consumer is None:
                 counters.msg_dropped += n
                 continue
@@ -356,7 +304,7 @@ class NonPersistentTopic:
         sub = self._subs.get(subscription)
         created = sub is None
         if sub is None:
-            sub = NonPersistentSubscription(subscription, self, sub_type)
+            sub = NonPersistentSubscription(subscription, self)
         consumer = NonPersistentConsumer(consumer_id, consumer_name, sink, priority_level, sub)
         sub.add(consumer, sub_type, key_shared_meta)
         if created:

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 from emubroker.topics.consumer import Consumer
 from emubroker.topics.cursor import mask_from_words
 from emubroker.topics.dispatcher import Dispatcher
+from emubroker.topics.selection import SUB_TYPE_NAMES
 from emubroker.topics.stats import SubscriptionStats
-from protocol.commands import AckType, KeySharedMode, SubType
+from protocol.commands import AckType, SubType
 from protocol.errors import ConsumerBusyError, NotAllowedError
 from protocol.ids import is_latest
 
@@ -40,14 +41,7 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
     from protocol.commands import KeySharedMeta, MessageIdData
 
-__all__ = ["SUB_TYPE_NAMES", "Subscription"]
-
-SUB_TYPE_NAMES = {
-    SubType.EXCLUSIVE: "Exclusive",
-    SubType.SHARED: "Shared",
-    SubType.FAILOVER: "Failover",
-    SubType.KEY_SHARED: "Key_Shared",
-}
+__all__ = ["Subscription"]
 
 
 class Subscription:
@@ -141,28 +135,7 @@ class Subscription:
             kind = "durable" if self.durable else "non-durable"
             raise NotAllowedError(f"A {kind} subscription named '{self.name}' already exists")
         dispatcher = self.dispatcher
-        if dispatcher.consumers:
-            if sub_type != dispatcher.sub_type:
-                raise ConsumerBusyError(
-                    f"Subscription '{self.name}' is of type "
-                    f"{SUB_TYPE_NAMES[dispatcher.sub_type]}, not {SUB_TYPE_NAMES[sub_type]}"
-                )
-            if sub_type is SubType.EXCLUSIVE:
-                raise ConsumerBusyError(
-                    f"Exclusive consumer is already connected to subscription '{self.name}'"
-                )
-            if sub_type is SubType.KEY_SHARED:
-                mode = (
-                    key_shared_meta.key_shared_mode
-                    if key_shared_meta is not None
-                    else KeySharedMode.AUTO_SPLIT
-                )
-                if mode != dispatcher.key_shared_mode:
-                    raise ConsumerBusyError(
-                        f"Subscription '{self.name}' uses another Key_Shared mode"
-                    )
-        else:
-            dispatcher.configure(sub_type, key_shared_meta)
+        dispatcher.check_join(self.name, sub_type, key_shared_meta)
         consumer = Consumer(consumer_id, consumer_name, sink, priority_level, self)
         dispatcher.add_consumer(consumer, key_shared_meta)
         return consumer

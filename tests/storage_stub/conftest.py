@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 
 from storage_stub.client import Backoff, open_stub_client
@@ -41,10 +42,11 @@ class Switchboard:
         return stream
 
     async def cut(self) -> None:
-        """Break every live connection, as a network failure would."""
+        """Break every live connection, as a network failure would, and let clients notice."""
         for stream in self.streams:
             await stream.aclose()
         self.streams.clear()
+        await anyio.wait_all_tasks_blocked()
 
 
 @asynccontextmanager

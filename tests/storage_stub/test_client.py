@@ -26,7 +26,7 @@ async def test_connection_loss_fails_requests_in_flight_then_reconnects(
 ) -> None:
     lid = await client.create_ledger()
     await client.stall(100.0)
-    failures: list[Exception] = []
+    failures: list[StubConnectionError] = []
 
     async def add() -> None:
         try:
@@ -73,10 +73,17 @@ async def test_request_times_out_if_the_stub_never_comes_back(
 ) -> None:
     board.refuse = True
     await board.cut()
-    with pytest.raises(StubTimeoutError):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(fake_clock.advance, REQUEST_TIMEOUT)
+    timed_out: list[float] = []
+
+    async def ping() -> None:
+        with pytest.raises(StubTimeoutError):
             await client.ping()
+        timed_out.append(fake_clock.now())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ping)
+        await fake_clock.advance(REQUEST_TIMEOUT + 1)
+    assert timed_out == [REQUEST_TIMEOUT]
 
 
 async def test_reconnection_backs_off_exponentially_on_the_clock(
@@ -128,20 +135,19 @@ async def test_sessions_survive_a_reconnect_but_not_a_stub_restart(
 async def test_closing_the_client_fails_requests_in_flight(
     board: Switchboard, fake_clock: FakeClock
 ) -> None:
-    failures: list[Exception] = []
-    async with anyio.create_task_group() as tg:
-        async with client_of(board, fake_clock) as client:
-            await client.stall(100.0)
+    failures: list[StubClosedError] = []
+    async with anyio.create_task_group() as tg, client_of(board, fake_clock) as client:
+        await client.stall(100.0)
 
-            async def ping() -> None:
-                try:
-                    await client.ping()
-                    await client.create_ledger()
-                except StubClosedError as exc:
-                    failures.append(exc)
+        async def ping() -> None:
+            try:
+                await client.ping()
+                await client.create_ledger()
+            except StubClosedError as exc:
+                failures.append(exc)
 
-            tg.start_soon(ping)
-            await anyio.wait_all_tasks_blocked()
+        tg.start_soon(ping)
+        await anyio.wait_all_tasks_blocked()
     assert len(failures) == 1
     assert not failures[0].retriable
     with pytest.raises(StubClosedError):

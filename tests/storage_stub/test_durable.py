@@ -32,7 +32,9 @@ def snapshot(store: DurableLedgerStore) -> Snapshot:
     ledgers = []
     for lid in store.ledger_ids():
         info = store.info(lid)
-        entries = store.read(lid, 0, info.last_add_confirmed) if info.last_add_confirmed >= 0 else []
+        entries = (
+            store.read(lid, 0, info.last_add_confirmed) if info.last_add_confirmed >= 0 else []
+        )
         ledgers.append((lid, info.state, tuple(entries)))
     return store.next_ledger_id, tuple(ledgers)
 

@@ -103,7 +103,9 @@ def test_watchers_collect_notifications_in_write_order(tree: MetadataTree) -> No
         WatchDrain(a, notes(("/a/x", "created"), ("/a/x", "modified"), ("/a/x", "deleted")), False),
         WatchDrain(
             root,
-            notes(("/a/x", "created"), ("/b", "created"), ("/a/x", "modified"), ("/a/x", "deleted")),
+            notes(
+                ("/a/x", "created"), ("/b", "created"), ("/a/x", "modified"), ("/a/x", "deleted")
+            ),
             False,
         ),
     ]
@@ -116,7 +118,9 @@ def test_session_end_notifies_deletions_in_path_order(tree: MetadataTree) -> Non
     tree.put(session, "/l/a", b"", ephemeral=True)
     watch = tree.watch("/l")
     tree.expire_sessions(2.0)
-    assert tree.drain() == [WatchDrain(watch, notes(("/l/a", "deleted"), ("/l/b", "deleted")), False)]
+    assert tree.drain() == [
+        WatchDrain(watch, notes(("/l/a", "deleted"), ("/l/b", "deleted")), False)
+    ]
 
 
 def test_watcher_that_overflows_is_reported_and_removed() -> None:

@@ -6,7 +6,7 @@ Everything here runs on asyncio and trio with no real waiting: time moves only t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import pytest
@@ -35,6 +35,7 @@ from storage_stub.metadata import (
 from .conftest import REQUEST_TIMEOUT, client_of, running_stub
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from protocol.clock import FakeClock
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from .conftest import Switchboard
 
 pytestmark = pytest.mark.anyio
+T = TypeVar("T")
 GUARD = 5.0  # "don't hang" guard where a worker thread (fsync) is involved
 
 
@@ -102,7 +104,7 @@ async def test_mixed_requests_pipeline_on_one_connection(client: StubClient) -> 
     session = await client.session_create(30.0)
     got: dict[str, object] = {}
 
-    async def run(name: str, coro_fn) -> None:  # noqa: ANN001 - test helper
+    async def run(name: str, coro_fn: Callable[[], Awaitable[object]]) -> None:
         got[name] = await coro_fn()
 
     async with anyio.create_task_group() as tg:
@@ -194,7 +196,7 @@ async def test_stalled_stub_makes_calls_time_out_on_the_clock(
 ) -> None:
     lid = await client.create_ledger()
     await client.stall(60.0)
-    errors: list[tuple[float, Exception]] = []
+    errors: list[tuple[float, StubTimeoutError]] = []
 
     async def add() -> None:
         try:
@@ -296,9 +298,11 @@ async def test_watch_event_arrives_before_the_reply_of_the_write(client: StubCli
 # ---- durability through the server ----------------------------------------------------------
 
 
-async def with_clock_running(fake_clock: FakeClock, fn, *args):  # noqa: ANN001, ANN201
+async def with_clock_running(
+    fake_clock: FakeClock, fn: Callable[..., Awaitable[T]], *args: object
+) -> T:
     """Await ``fn(*args)`` while moving the clock in 1 ms steps (journal windows need it)."""
-    result: list[object] = []
+    result: list[T] = []
     done = anyio.Event()
 
     async def run() -> None:

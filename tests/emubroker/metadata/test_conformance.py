@@ -34,12 +34,15 @@ from emubroker.metadata import (
     VersionedValue,
     WatchOverflowError,
 )
+from emubroker.metadata.remote import RemoteMetadataStore
+from storage_stub.client import StubClient, open_stub_client
+from storage_stub.server import open_stub_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
     from contextlib import AbstractAsyncContextManager
 
-    from anyio.abc import ObjectReceiveStream
+    from anyio.abc import ByteStream, ObjectReceiveStream
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +77,35 @@ async def memory_backend() -> AsyncIterator[Backend]:
     yield _MemoryBackend()
 
 
-BACKENDS = [pytest.param(memory_backend, id="memory")]
+class _RemoteBackend:
+    """Sessions on the stub's metadata service, alternating between two connections (brokers)."""
+
+    def __init__(self, clients: list[StubClient]) -> None:
+        self.clients = clients
+        self.opened = 0
+
+    async def open_session(self) -> MetadataStore:
+        self.opened += 1
+        client = self.clients[self.opened % len(self.clients)]
+        return await RemoteMetadataStore.open(client, watch_buffer_size=WATCH_BUFFER)
+
+
+@asynccontextmanager
+async def remote_backend() -> AsyncIterator[Backend]:
+    # In-process stub over memory streams: the same bytes and code paths as over TCP.
+    async with open_stub_server() as server:
+
+        async def connect() -> ByteStream:
+            return server.connect()
+
+        async with open_stub_client(connect=connect) as a, open_stub_client(connect=connect) as b:
+            yield _RemoteBackend([a, b])
+
+
+BACKENDS = [
+    pytest.param(memory_backend, id="memory"),
+    pytest.param(remote_backend, id="remote"),
+]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from emubroker.topics.cursor import Cursor, mask_from_words, words_from_mask
 
 
@@ -79,3 +82,17 @@ def test_ack_set_words_round_trip_including_the_sign_bit() -> None:
     assert words == (-(1 << 63) + 1, 1)
     assert mask_from_words(words, 70) == mask
     assert mask_from_words((-1,), 5) == 0b11111
+
+
+@given(st.lists(st.integers(min_value=0, max_value=40), max_size=60))
+def test_mark_delete_is_the_end_of_the_acked_prefix(acks: list[int]) -> None:
+    c = Cursor()
+    for i in acks:
+        c.ack(i)
+    done = set(acks)
+    prefix = -1
+    while prefix + 1 in done:
+        prefix += 1
+    assert c.mark_delete == prefix
+    assert c.acked == {i for i in done if i > prefix}
+    assert c.backlog(41) == 41 - len(done)

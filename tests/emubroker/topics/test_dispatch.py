@@ -256,3 +256,26 @@ async def test_key_shared_blocked_consumer_does_not_block_other_keys() -> None:
             )
         with pytest.raises(ConsumerBusyError, match="Key_Shared mode"):
             await subscribe(topic, FakeConsumerSink(), consumer_id=4, sub_type=SubType.KEY_SHARED)
+
+
+async def test_deep_backlog_spans_rounds_reads_and_ledgers_in_order() -> None:
+    async with open_service(
+        dispatcher_max_read_batch_size=3, managed_ledger_max_entries_per_ledger=4
+    ) as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        receipts = [await publish(topic, producer, b"%d" % i) for i in range(50)]
+        assert len({ledger for ledger, _ in receipts}) == 13  # rolled over every 4 entries
+        assert receipts == sorted(receipts)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        consumer.flow(100)
+        await settle()
+        assert [(m.ledger_id, m.entry_id) for m in sink.messages] == receipts
+        assert [split_section(m.section)[1] for m in sink.messages] == [
+            b"%d" % i for i in range(50)
+        ]
+        ledger_id, entry_id = receipts[-1]
+        assert consumer.last_message_id()[0] == (ledger_id, entry_id, -1)
+        consumer.ack(AckType.CUMULATIVE, [mid(*receipts[20])])
+        assert consumer.last_message_id()[1] == receipts[20]

@@ -11,6 +11,7 @@ from tests.emubroker.topics.helpers import (
     mid,
     open_service,
     publish,
+    split_section,
     subscribe,
     topic_name,
 )
@@ -79,3 +80,36 @@ async def test_unload_closes_non_persistent_handlers() -> None:
         p = await add_producer(again)
         first_ledger = topic.last_message_id()[0]
         assert (await publish(again, p))[0] > first_ledger  # ids keep increasing
+
+
+async def test_failover_and_key_shared_rules_apply_to_non_persistent_topics() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name("np", "non-persistent"))
+        producer = await add_producer(topic)
+        b, a = FakeConsumerSink(), FakeConsumerSink()
+        cb = await subscribe(topic, b, consumer_id=1, consumer_name="b", sub_type=SubType.FAILOVER)
+        ca = await subscribe(topic, a, consumer_id=2, consumer_name="a", sub_type=SubType.FAILOVER)
+        assert b.active_changes == [(1, True), (1, False)]
+        assert a.active_changes == [(2, True)]
+        cb.flow(5)
+        await publish(topic, producer)  # the active "a" has no permits: dropped
+        ca.flow(5)
+        await publish(topic, producer)
+        assert (a.entry_ids, b.entry_ids) == ([1], [])
+        assert topic.stats().msg_dropped == 1
+
+        sinks = [FakeConsumerSink(), FakeConsumerSink()]
+        for i, s in enumerate(sinks):
+            c = await subscribe(
+                topic, s, subscription="ks", consumer_id=10 + i, sub_type=SubType.KEY_SHARED
+            )
+            c.flow(100)
+        for round_ in range(3):
+            for k in range(10):
+                await publish(topic, producer, b"%d" % round_, key=f"k{k}")
+        owners: dict[str, int] = {}
+        for i, s in enumerate(sinks):
+            for m in s.messages:
+                key = split_section(m.section)[0].partition_key or ""
+                assert owners.setdefault(key, i) == i
+        assert len(owners) == 10

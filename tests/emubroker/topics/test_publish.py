@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from emubroker.topics import Topic
 from protocol.commands import AccessMode
-from protocol.errors import ProducerBusyError, ProducerFencedError
+from protocol.errors import ProducerBusyError, ProducerFencedError, ServiceNotReadyError
 from tests.emubroker.topics.helpers import (
     FakeProducerSink,
     add_producer,
@@ -109,8 +110,6 @@ async def test_exclusive_with_fencing_closes_the_others() -> None:
 
 
 async def test_wait_for_exclusive_waits_until_the_topic_is_free() -> None:
-    import anyio
-
     async with open_service() as service:
         topic = await service.get_topic(topic_name())
         holder = await add_producer(topic, 1, access_mode=AccessMode.EXCLUSIVE)
@@ -134,3 +133,33 @@ async def test_wait_for_exclusive_waits_until_the_topic_is_free() -> None:
             assert got == []
             await topic.remove_producer(holder)
         assert got[0].topic_epoch == 1
+
+
+async def test_wait_for_exclusive_can_be_cancelled_and_fails_retriably_on_unload() -> None:
+    async with open_service() as service:
+        name = topic_name()
+        topic = await service.get_topic(name)
+        await add_producer(topic, 1, access_mode=AccessMode.EXCLUSIVE)
+        errors: list[ServiceNotReadyError] = []
+
+        async def waiter(producer_id: int) -> None:
+            try:
+                await add_producer(topic, producer_id, access_mode=AccessMode.WAIT_FOR_EXCLUSIVE)
+            except ServiceNotReadyError as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as cancelled:
+            cancelled.start_soon(waiter, 2)
+            await anyio.wait_all_tasks_blocked()
+            cancelled.cancel_scope.cancel()  # the client gave up: nothing may stay registered
+        assert topic.producer_count == 1
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter, 3)
+            await anyio.wait_all_tasks_blocked()
+            await service.unload(name)
+        assert len(errors) == 1
+        assert errors[0].retriable
+        reloaded = await service.get_topic(name)
+        again = await add_producer(reloaded, 4, access_mode=AccessMode.EXCLUSIVE)
+        assert again.topic_epoch == 1
+        assert reloaded.producer_count == 1

@@ -1,0 +1,292 @@
+"""A ``MetadataStore`` backed by the bookie stub's metadata service (``storage-stub serve``).
+
+The local-cluster deployment (DESIGN.md, "Processes and deployments") hosts the metadata tree in
+the stub process; every broker opens one :class:`RemoteMetadataStore` (one ZooKeeper-like
+session) per broker through a ``storage_stub.client.StubClient``, which several stores may share.
+
+How the ``MetadataStore`` contract maps onto the service:
+
+- A store is one service session, created with ``metadataStoreSessionTimeoutMillis`` (30 s by
+  default, Pulsar's) and heartbeated by the client. If the service ends it (expiry, stub
+  restart) the store opens a new one on its next operation, exactly as ``expire_session`` does,
+  so ephemeral nodes of the old session are gone and watchers saw them go.
+- Watches are the service's: pushed notifications land in a per-watch buffer of
+  ``watch_buffer_size``; a watcher that falls behind (or whose connection broke, losing
+  notifications) gets ``WatchOverflowError`` after what was buffered, as with the memory backend.
+- Errors are translated at this boundary (STYLE.md §1.11): the service's ``InvalidArgument``
+  becomes ``ValueError``, its other metadata errors the matching ``emubroker.metadata`` class,
+  and transport failures (timeout, lost connection, closed client) ``MetadataStoreError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Final, NoReturn, Self
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import ObjectReceiveStream
+
+from emubroker.metadata.memory import WATCH_BUFFER_SIZE
+from emubroker.metadata.store import (
+    BadVersionError,
+    InvalidPathError,
+    MetadataStoreError,
+    NotFoundError,
+    Notification,
+    NotificationKind,
+    PutResult,
+    StoreClosedError,
+    VersionedValue,
+    WatchOverflowError,
+)
+from storage_stub import client as stub
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+    from types import TracebackType
+
+    from emubroker.metadata.store import MetadataStore
+
+__all__ = ["DEFAULT_SESSION_TIMEOUT", "RemoteMetadataStore", "open_remote_metadata_store"]
+
+logger = logging.getLogger(__name__)
+
+# Pulsar's metadataStoreSessionTimeoutMillis default.
+DEFAULT_SESSION_TIMEOUT: Final = 30.0
+
+
+def _raise_translated(exc: Exception) -> NoReturn:
+    match exc:
+        case stub.NodeNotFoundError():
+            raise NotFoundError(str(exc)) from exc
+        case stub.BadVersionError():
+            raise BadVersionError(str(exc)) from exc
+        case stub.InvalidPathError():
+            raise InvalidPathError(str(exc)) from exc
+        case stub.InvalidArgumentError():
+            raise ValueError(str(exc)) from exc
+        case stub.WatchOverflowError():
+            raise WatchOverflowError(str(exc)) from exc
+        case _:
+            raise MetadataStoreError(f"metadata service failed: {exc}") from exc
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except (stub.MetadataError, stub.StorageError) as exc:
+        _raise_translated(exc)
+
+
+class _RemoteWatchStream(ObjectReceiveStream[Notification]):
+    def __init__(self, watch: stub.StubWatch) -> None:
+        self._watch = watch
+
+    async def receive(self) -> Notification:
+        with _translated():
+            note = await self._watch.receive()
+        return Notification(note.path, NotificationKind(note.kind))
+
+    async def aclose(self) -> None:
+        self._watch.close()
+        await anyio.lowlevel.checkpoint()
+
+
+class RemoteMetadataStore:
+    """One session on the stub's metadata service; implements ``MetadataStore``.
+
+    Create it with :meth:`open` (on a client you own) or :func:`open_remote_metadata_store`.
+    """
+
+    def __init__(
+        self,
+        client: stub.StubClient,
+        session: int,
+        *,
+        session_timeout: float,
+        watch_buffer_size: int,
+    ) -> None:
+        self._client = client
+        self._session = session
+        self._session_timeout = session_timeout
+        self._watch_buffer_size = watch_buffer_size
+        self._watches: set[stub.StubWatch] = set()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        client: stub.StubClient,
+        *,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        watch_buffer_size: int = WATCH_BUFFER_SIZE,
+    ) -> RemoteMetadataStore:
+        """Open a session on the service ``client`` is connected to.
+
+        Raises:
+            MetadataStoreError: The service could not be reached.
+        """
+        with _translated():
+            session = await client.session_create(session_timeout)
+        return cls(
+            client,
+            session,
+            session_timeout=session_timeout,
+            watch_buffer_size=watch_buffer_size,
+        )
+
+    @property
+    def session_id(self) -> int:
+        """The current session's id; it changes when the session expires."""
+        return self._session
+
+    async def _current_session(self) -> int:
+        if self._closed:
+            raise StoreClosedError("the metadata store session is closed")
+        if not self._client.session_alive(self._session):
+            logger.warning("metadata session %s ended; opening a new one", self._session)
+            with _translated():
+                self._session = await self._client.session_create(self._session_timeout)
+        return self._session
+
+    async def get(self, path: str) -> VersionedValue | None:
+        """See ``MetadataStore.get``."""
+        session = await self._current_session()
+        with _translated():
+            stat = await self._client.get(session, path)
+        if stat is None:
+            return None
+        return VersionedValue(stat.value, stat.version, stat.ephemeral, stat.created_by_self)
+
+    async def put(
+        self,
+        path: str,
+        value: bytes,
+        expected_version: int | None = None,
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+    ) -> PutResult:
+        """See ``MetadataStore.put``."""
+        session = await self._current_session()
+        with _translated():
+            try:
+                put_path, version = await self._client.put(
+                    session,
+                    path,
+                    value,
+                    expected_version,
+                    ephemeral=ephemeral,
+                    sequential=sequential,
+                )
+            except stub.SessionExpiredError:
+                # Expired between heartbeats: carry on with a new session, as expiry does.
+                self._client.forget_session(session)
+                session = await self._current_session()
+                put_path, version = await self._client.put(
+                    session,
+                    path,
+                    value,
+                    expected_version,
+                    ephemeral=ephemeral,
+                    sequential=sequential,
+                )
+        return PutResult(put_path, version)
+
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        """See ``MetadataStore.delete``."""
+        await self._current_session()
+        with _translated():
+            await self._client.delete(path, expected_version)
+
+    async def children(self, path: str) -> list[str]:
+        """See ``MetadataStore.children``."""
+        await self._current_session()
+        with _translated():
+            return await self._client.children(path)
+
+    async def exists(self, path: str) -> bool:
+        """See ``MetadataStore.exists``."""
+        await self._current_session()
+        with _translated():
+            return await self._client.exists(path)
+
+    @asynccontextmanager
+    async def watch(self, path_prefix: str) -> AsyncIterator[ObjectReceiveStream[Notification]]:
+        """See ``MetadataStore.watch``."""
+        await self._current_session()
+        with _translated():
+            watch = await self._client.watch(path_prefix, buffer_size=self._watch_buffer_size)
+        self._watches.add(watch)
+        try:
+            yield _RemoteWatchStream(watch)
+        finally:
+            self._watches.discard(watch)
+            watch.close()
+
+    async def expire_session(self) -> None:
+        """See ``MetadataStore.expire_session``."""
+        old = await self._current_session()
+        with _translated():
+            await self._client.session_close(old)  # our own watchers hear the deletions
+            self._session = await self._client.session_create(self._session_timeout)
+
+    async def aclose(self) -> None:
+        """See ``MetadataStore.aclose``."""
+        if self._closed:
+            await anyio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        # End our own watches first: a closing session is told nothing more.
+        for watch in self._watches:
+            watch.finish()
+        self._watches.clear()
+        try:
+            await self._client.session_close(self._session)
+        except (stub.MetadataError, stub.StorageError) as exc:
+            # Its ephemeral nodes go when the session times out on the service instead.
+            logger.warning("could not close metadata session %s: %s", self._session, exc)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def open_remote_metadata_store(
+    url: str,
+    *,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+    watch_buffer_size: int = WATCH_BUFFER_SIZE,
+) -> AsyncIterator[RemoteMetadataStore]:
+    """Connect to a metadata service at ``url`` (``stub://host:port``) with a session of its own.
+
+    Raises:
+        MetadataStoreError: The service could not be reached.
+    """
+    try:
+        async with stub.open_stub_client(url) as client:
+            store = await RemoteMetadataStore.open(
+                client, session_timeout=session_timeout, watch_buffer_size=watch_buffer_size
+            )
+            async with store:
+                yield store
+    except stub.StubConnectionError as exc:
+        raise MetadataStoreError(f"cannot reach the metadata service at {url}: {exc}") from exc
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: RemoteMetadataStore) -> MetadataStore:
+        # mypy proves here that RemoteMetadataStore satisfies the MetadataStore protocol.
+        return store

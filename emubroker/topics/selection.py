@@ -1,0 +1,205 @@
+"""Which consumer of a subscription gets an entry: the per-type rules, shared by both topic kinds.
+
+* Exclusive: the one consumer. Failover: one *active* consumer, the first by
+  ``(priority_level, consumer_name)``, or on a partition the one at index
+  ``partition % consumers`` of that order (Pulsar's ``pickAndScheduleActiveConsumer``). Every
+  consumer hears ACTIVE_CONSUMER_CHANGE when the active one changes, and a joining consumer
+  always hears its own state (spec/wire-protocol.md §7.1).
+* Shared: round-robin over consumers with permits.
+* Key_Shared: the key's consumer from the selector (``keyshared``).
+
+A consumer can take an entry while its permits are > 0 (a batch may overshoot, §7.1) and, for
+Shared and Key_Shared, while it holds fewer than ``maxUnackedMessagesPerConsumer`` unacked
+messages (0: no limit).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+from emubroker.topics.entry import NONE_KEY
+from emubroker.topics.keyshared import (
+    AutoSplitSelector,
+    KeySelector,
+    StickySelector,
+    sticky_key_hash,
+)
+from protocol.commands import KeySharedMeta, KeySharedMode, SubType
+from protocol.errors import ConsumerBusyError
+
+if TYPE_CHECKING:
+    from emubroker.topics.entry import EntryInfo
+    from emubroker.topics.sinks import ConsumerSink
+
+__all__ = ["SINGLE_ACTIVE", "SUB_TYPE_NAMES", "ConsumerSet", "Member"]
+
+SINGLE_ACTIVE = (SubType.EXCLUSIVE, SubType.FAILOVER)
+"""Types that deliver to one active consumer only."""
+
+SUB_TYPE_NAMES = {
+    SubType.EXCLUSIVE: "Exclusive",
+    SubType.SHARED: "Shared",
+    SubType.FAILOVER: "Failover",
+    SubType.KEY_SHARED: "Key_Shared",
+}
+"""Pulsar's names of the subscription types (stats, error messages)."""
+
+
+class Member(Protocol):
+    """What the choice reads from a consumer."""
+
+    consumer_id: int
+    name: str
+    priority_level: int
+    permits: int
+    unacked: int
+    sink: ConsumerSink
+
+
+M = TypeVar("M", bound=Member)
+
+
+class ConsumerSet(Generic[M]):
+    """The consumers of one subscription and the rules of its type.
+
+    Args:
+        partition: The topic's partition index, -1 when not a partition.
+        max_unacked: ``maxUnackedMessagesPerConsumer`` for Shared and Key_Shared; 0 disables.
+        hash_points: Ring points per consumer for Key_Shared AUTO_SPLIT.
+    """
+
+    def __init__(self, *, partition: int, max_unacked: int, hash_points: int) -> None:
+        self._partition = partition
+        self._max_unacked = max_unacked
+        self._hash_points = hash_points
+        self.consumers: list[M] = []
+        self.sub_type = SubType.EXCLUSIVE
+        self.key_shared_mode: KeySharedMode | None = None
+        self.selector: KeySelector[M] | None = None
+        self.active: M | None = None
+        self._rr = 0
+
+    def configure(self, sub_type: SubType, key_shared_meta: KeySharedMeta | None) -> None:
+        """Set the type; only while no consumer is attached."""
+        assert not self.consumers, "the type of a subscription with consumers cannot change"
+        self.sub_type = sub_type
+        self.active = None
+        self.selector = None
+        self.key_shared_mode = None
+        if sub_type is SubType.KEY_SHARED:
+            meta = key_shared_meta or KeySharedMeta(key_shared_mode=KeySharedMode.AUTO_SPLIT)
+            self.key_shared_mode = meta.key_shared_mode
+            if meta.key_shared_mode is KeySharedMode.STICKY:
+                self.selector = StickySelector()
+            else:
+                self.selector = AutoSplitSelector(self._hash_points)
+
+    def check_join(
+        self, subscription: str, sub_type: SubType, key_shared_meta: KeySharedMeta | None
+    ) -> None:
+        """Refuse a consumer the subscription's current consumers exclude; else set the type.
+
+        A subscription keeps its type while it has consumers; without consumers the newcomer
+        sets it (Pulsar behaves the same).
+
+        Raises:
+            ConsumerBusyError: A second Exclusive consumer, or another type or Key_Shared mode.
+        """
+        if not self.consumers:
+            self.configure(sub_type, key_shared_meta)
+            return
+        if sub_type != self.sub_type:
+            raise ConsumerBusyError(
+                f"Subscription '{subscription}' is of type {SUB_TYPE_NAMES[self.sub_type]}, "
+                f"not {SUB_TYPE_NAMES[sub_type]}"
+            )
+        if sub_type is SubType.EXCLUSIVE:
+            raise ConsumerBusyError(
+                f"Exclusive consumer is already connected to subscription '{subscription}'"
+            )
+        if sub_type is SubType.KEY_SHARED:
+            mode = key_shared_meta.key_shared_mode if key_shared_meta else KeySharedMode.AUTO_SPLIT
+            if mode != self.key_shared_mode:
+                raise ConsumerBusyError(
+                    f"Subscription '{subscription}' uses another Key_Shared mode"
+                )
+
+    def add(self, consumer: M, key_shared_meta: KeySharedMeta | None) -> M | None:
+        """Attach a consumer.
+
+        Returns:
+            The previous active consumer when it lost that role but stays attached.
+
+        Raises:
+            ConsumerAssignError: Its Key_Shared STICKY ranges overlap taken ones.
+        """
+        if self.selector is not None:
+            ranges = key_shared_meta.hash_ranges if key_shared_meta is not None else ()
+            self.selector.add(consumer, consumer.name, ranges)
+        self.consumers.append(consumer)
+        return self._update_active(joined=consumer)
+
+    def remove(self, consumer: M) -> M | None:
+        """Detach a consumer (unknown ones are ignored).
+
+        Returns:
+            The previous active consumer when it lost that role but stays attached.
+        """
+        if consumer not in self.consumers:
+            return None
+        self.consumers.remove(consumer)
+        if self.selector is not None:
+            self.selector.remove(consumer)
+        return self._update_active()
+
+    def _pick_active(self) -> M | None:
+        if not self.consumers:
+            return None
+        if self.sub_type is SubType.EXCLUSIVE:
+            return self.consumers[0]
+        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
+        if self._partition >= 0:
+            return ordered[self._partition % len(ordered)]
+        return ordered[0]
+
+    def _update_active(self, joined: M | None = None) -> M | None:
+        if self.sub_type not in SINGLE_ACTIVE:
+            return None
+        active = self._pick_active()
+        failover = self.sub_type is SubType.FAILOVER
+        if active is self.active:
+            if failover and joined is not None:
+                joined.sink.active_consumer_change(joined.consumer_id, joined is active)
+            return None
+        old, self.active = self.active, active
+        if failover:
+            for c in self.consumers:
+                c.sink.active_consumer_change(c.consumer_id, c is active)
+        return old if old is not None and old in self.consumers else None
+
+    def has_capacity(self) -> bool:
+        """Whether any consumer could take an entry now."""
+        if self.sub_type in SINGLE_ACTIVE:
+            return self.active is not None and self.active.permits > 0
+        limit = self._max_unacked
+        return any(c.permits > 0 and (limit <= 0 or c.unacked < limit) for c in self.consumers)
+
+    def select(self, info: EntryInfo) -> M | None:
+        """The consumer that takes this entry now, or None if the one it must go to cannot."""
+        if self.sub_type in SINGLE_ACTIVE:
+            active = self.active
+            return active if active is not None and active.permits > 0 else None
+        limit = self._max_unacked
+        if self.selector is not None:
+            chosen = self.selector.select(sticky_key_hash(info.key or NONE_KEY))
+            if chosen is None or chosen.permits <= 0 or 0 < limit <= chosen.unacked:
+                return None
+            return chosen
+        consumers = self.consumers
+        n = len(consumers)
+        for k in range(n):
+            c = consumers[(self._rr + k) % n]
+            if c.permits > 0 and (limit <= 0 or c.unacked < limit):
+                self._rr = (self._rr + k + 1) % n
+                return c
+        return None
