@@ -21,7 +21,7 @@ import crc32c as _crc32c
 import msgspec
 
 from protocol import commands as c
-from protocol.codec import decode_command, encode_command
+from protocol.codec import decode_command, encode_command, encode_message
 from protocol.errors import RemoteProtocolError, ServerError
 
 MAGIC_CHECKSUM = b"\x0e\x01"
@@ -116,6 +116,26 @@ def encode_section_frame(command: c.Send | c.Message, section: bytes) -> bytes:
         LocalProtocolError: the command cannot be encoded.
     """
     body = encode_command(command)
+    return b"".join((_U32X2.pack(4 + len(body) + len(section), len(body)), body, section))
+
+
+def encode_message_frame(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    redelivery_count: int,
+    ack_set: tuple[int, ...],
+    section: bytes,
+) -> bytes:
+    """A MESSAGE frame for a stored entry's payload section: the broker's dispatch hot path.
+
+    Same bytes as ``encode_section_frame(Message(...), section)``, without building records.
+
+    Raises:
+        LocalProtocolError: a value is out of its field's range.
+    """
+    body = encode_message(consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set)
     return b"".join((_U32X2.pack(4 + len(body) + len(section), len(body)), body, section))
 
 

@@ -27,6 +27,7 @@ from storage_stub.channel import Backoff, StubChannel, parse_stub_url
 from storage_stub.client_watch import StubWatch
 from storage_stub.errors import (
     PersistenceFailedError,
+    ReadTooLargeError,
     StubClosedError,
     StubConnectionError,
     StubTimeoutError,
@@ -80,6 +81,7 @@ __all__ = [
     "NodeStat",
     "Notification",
     "PersistenceFailedError",
+    "ReadTooLargeError",
     "SessionExpiredError",
     "StorageError",
     "StubClient",
@@ -144,6 +146,7 @@ class StubClient:
 
         Raises:
             NoSuchLedgerError, EntryOutOfRangeError: See ``LedgerStore.read``.
+            ReadTooLargeError: The entries would not fit in one reply.
         """
         build = partial(m.ReadEntries, ledger_id=ledger_id, first=first, last=last)
         return (await self._expect(m.EntriesReply, build, request_timeout)).entries

@@ -36,6 +36,7 @@ from storage_stub.metadata import (
 __all__ = [
     "NO_LEDGER",
     "PersistenceFailedError",
+    "ReadTooLargeError",
     "StubClosedError",
     "StubConnectionError",
     "StubTimeoutError",
@@ -52,6 +53,12 @@ class StubUnavailableError(StorageError):
 
     code = "Unavailable"
     retriable = True
+
+
+class ReadTooLargeError(StorageError):
+    """A read asked for more bytes than one reply may carry; read a shorter range."""
+
+    code = "ReadTooLarge"
 
 
 class PersistenceFailedError(StorageError):
@@ -93,6 +100,7 @@ _STORAGE: Final[dict[str, type[StorageError]]] = {
         LedgerClosedError,
         LedgerFencedError,
         StubUnavailableError,
+        ReadTooLargeError,
         PersistenceFailedError,
         StubTimeoutError,
         StubConnectionError,

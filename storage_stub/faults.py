@@ -186,6 +186,11 @@ class FaultInjector:
                 self._per_op[op] = (faults, random.Random(f"{config.seed}:{op.value}"))
 
     @property
+    def active(self) -> bool:
+        """Whether anything could be injected; when false, ``decide`` always returns ``None``."""
+        return bool(self._per_op) or self._fail_next > 0 or self._stall_until > -math.inf
+
+    @property
     def config(self) -> FaultConfig:
         """The current declarative configuration."""
         return self._config

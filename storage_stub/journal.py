@@ -1,29 +1,15 @@
-"""The durable mode's append-only journal (issue 4, part 2).
+"""The durable mode's append-only journal file (issue 4, part 2).
 
-File layout::
-
-    header  : b"EBJRNL01"                                   (magic + format version)
-    record* : [u32 length][u32 crc32c][body: length bytes]  (big-endian)
-
-``crc32c`` covers the length field and the body, so a flipped length bit is caught as well as a
-flipped body bit. Bodies are opaque here (the durable stores put msgpack in them).
-
-Recovery rules (:func:`scan`):
-
-1. A *torn tail* is dropped: a last record cut short (fewer than 8 header bytes, or a length that
-   points past the end of the file), or a last record whose checksum fails (its blocks never
-   reached the disk). Only that record goes; everything before it is kept.
-2. A record that fails its checksum *with more records after it* is corruption, not a crash
-   artefact: :class:`JournalCorruptedError` names its file offset and recovery stops, rather than
-   silently dropping acknowledged data that follows it. So does a length beyond
-   :data:`MAX_RECORD_SIZE`, which no torn write can produce.
+The format and the recovery rules (torn tail dropped, corruption in the middle reported with its
+offset) are in ``storage_stub.journal_format``; this module owns the file.
 
 Durability (:class:`FsyncPolicy`): an ``append`` only buffers; ``wait_durable(ticket)`` returns
 once the record is as safe as the policy promises. ``always`` fsyncs as soon as someone waits
 (waiters that arrive during an fsync share the next one: group commit); ``batch`` waits up to a
 window on the injected clock first, so one fsync covers every record of the window; ``never``
 hands the bytes to the OS (they survive a killed process, not a power cut). The waiting needs
-:meth:`Journal.run`, the flusher, running in a task group.
+:meth:`Journal.run`, the flusher, running in a task group. The fsync itself runs in a worker
+thread so that the event loop keeps serving while the disk works.
 
 Compaction (:meth:`Journal.rewrite`) replaces the file with a fresh one holding what the owner
 says is live, via a temporary file, fsync and an atomic rename, so a crash leaves either the old
@@ -35,16 +21,23 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
-import crc32c
 import msgspec
 
-from protocol.rpc import MAX_RPC_FRAME_SIZE
+from storage_stub.journal_format import (
+    HEADER,
+    MAX_RECORD_SIZE,
+    RECORD_HEADER_SIZE,
+    JournalCorruptedError,
+    JournalError,
+    ScanResult,
+    encode_record,
+    scan,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -54,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEADER",
     "MAX_RECORD_SIZE",
+    "RECORD_HEADER_SIZE",
     "FsyncPolicy",
     "Journal",
     "JournalCorruptedError",
@@ -65,14 +59,6 @@ __all__ = [
     "scan",
 ]
 
-HEADER: Final = b"EBJRNL01"
-_RECORD_HEADER: Final = struct.Struct(">II")
-RECORD_HEADER_SIZE: Final = _RECORD_HEADER.size
-# A record holds at most what one RPC frame carried (an entry, a metadata value) plus a few
-# bytes of framing: a length above this cannot have been written by us, so it is corruption,
-# not a torn tail (rule 2).
-MAX_RECORD_SIZE: Final = MAX_RPC_FRAME_SIZE + 1024 * 1024
-
 
 class FsyncPolicy(enum.StrEnum):
     """When ``wait_durable`` returns (see the module docstring)."""
@@ -82,96 +68,8 @@ class FsyncPolicy(enum.StrEnum):
     NEVER = "never"
 
 
-class JournalError(Exception):
-    """Base class of the journal's errors."""
-
-
-class JournalCorruptedError(JournalError):
-    """A record in the middle of the journal is damaged.
-
-    Attributes:
-        path: The journal file, if known.
-        offset: File offset of the damaged record's header.
-    """
-
-    def __init__(self, message: str, *, offset: int, path: str | None = None) -> None:
-        where = f"{path} " if path else ""
-        super().__init__(f"journal {where}corrupted at offset {offset}: {message}")
-        self.offset = offset
-        self.path = path
-
-
 class JournalFailedError(JournalError):
     """Writing or syncing the journal failed; nothing more can be made durable."""
-
-
-def encode_record(body: bytes) -> bytes:
-    """Frame one record: length, checksum, body."""
-    prefix = len(body).to_bytes(4, "big")
-    return prefix + crc32c.crc32c(body, crc32c.crc32c(prefix)).to_bytes(4, "big") + body
-
-
-class ScanResult(msgspec.Struct, frozen=True):
-    """What :func:`scan` found.
-
-    Attributes:
-        records: The bodies of every intact record, in file order.
-        offsets: The file offset of each record in ``records``.
-        valid_end: Offset just after the last intact record (after the header if none).
-        torn: Whether bytes after ``valid_end`` were dropped as a torn tail.
-    """
-
-    records: list[bytes]
-    valid_end: int
-    torn: bool
-    offsets: list[int] = msgspec.field(default_factory=list)
-
-
-def scan(data: bytes | memoryview, *, path: str | None = None) -> ScanResult:
-    """Parse a journal image (rules 1 and 2 of the module docstring).
-
-    Args:
-        data: The file's bytes.
-        path: The file name, for error messages.
-
-    Returns:
-        The intact records and where they end.
-
-    Raises:
-        JournalCorruptedError: A damaged record is followed by more data, a length is
-            impossible, or the file does not start with :data:`HEADER`.
-    """
-    view = memoryview(data)
-    size = len(view)
-    if size < len(HEADER):
-        if HEADER.startswith(bytes(view)):  # the header itself was torn: an empty journal
-            return ScanResult([], 0, size > 0, [])
-        raise JournalCorruptedError("not a journal (bad header)", offset=0, path=path)
-    if bytes(view[: len(HEADER)]) != HEADER:
-        raise JournalCorruptedError("not a journal (bad header)", offset=0, path=path)
-    records: list[bytes] = []
-    offsets: list[int] = []
-    offset = len(HEADER)
-    while offset < size:
-        if size - offset < RECORD_HEADER_SIZE:
-            return ScanResult(records, offset, True, offsets)
-        length, crc = _RECORD_HEADER.unpack_from(view, offset)
-        if length > MAX_RECORD_SIZE:
-            raise JournalCorruptedError(
-                f"record length {length} exceeds {MAX_RECORD_SIZE}", offset=offset, path=path
-            )
-        end = offset + RECORD_HEADER_SIZE + length
-        if end > size:
-            return ScanResult(records, offset, True, offsets)
-        body = view[offset + RECORD_HEADER_SIZE : end]
-        if crc32c.crc32c(body, crc32c.crc32c(view[offset : offset + 4])) != crc:
-            if end == size:
-                return ScanResult(records, offset, True, offsets)
-            raise JournalCorruptedError("checksum mismatch", offset=offset, path=path)
-        records.append(bytes(body))
-        offsets.append(offset)
-        offset = end
-    return ScanResult(records, offset, False, offsets)
 
 
 class JournalStatistics(msgspec.Struct, frozen=True):

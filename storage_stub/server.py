@@ -116,7 +116,12 @@ class _Connection:
         while True:
             try:
                 data = await self._stream.receive(RECEIVE_SIZE)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            except (
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+                anyio.ClosedResourceError,
+                OSError,
+            ):
                 return
             decoder.feed(data)
             tickets = ledgers.ticket, metadata.ticket
@@ -134,8 +139,10 @@ class _Connection:
                 return
             after = ledgers.ticket, metadata.ticket
             if after != tickets:  # this batch mutated a journaled store: rule 1
+                # Wait only for the journal(s) this batch wrote to.
+                need = tuple(a if a != b else 0 for a, b in zip(after, tickets, strict=True))
                 self._in_flight += len(now_replies) + len(later)
-                tg.start_soon(self._finish_durable, after, now_replies, later)
+                tg.start_soon(self._finish_durable, need, now_replies, later)
             else:
                 service.publish()
                 for reply in now_replies:
@@ -149,7 +156,7 @@ class _Connection:
 
     async def _finish_durable(
         self,
-        tickets: tuple[int, int],
+        tickets: tuple[int, ...],
         now_replies: list[m.Reply],
         later: list[tuple[float, m.Reply]],
     ) -> None:

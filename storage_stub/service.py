@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
 
+from protocol.rpc import MAX_RPC_FRAME_SIZE
 from storage_stub import messages as m
+from storage_stub.errors import ReadTooLargeError
 from storage_stub.faults import FaultInjector, Op
 from storage_stub.ledger import StorageError
 from storage_stub.metadata import InvalidArgumentError, MetadataError, WatchDrain
@@ -61,6 +63,9 @@ _OPS: Final[dict[type, Op]] = {
     m.MetaPut: Op.META_WRITE,
     m.MetaDelete: Op.META_WRITE,
 }
+# A read reply must fit in one RPC frame (the client rejects bigger ones and drops the
+# connection); leave room for the per-entry msgpack headers and the reply's own fields.
+MAX_READ_BYTES: Final = MAX_RPC_FRAME_SIZE - 1024 * 1024
 _METADATA_WRITES: Final = (m.MetaPut, m.MetaDelete, m.SessionCreate, m.SessionClose)
 
 
@@ -121,7 +126,7 @@ class StubService:
         """
         op = _OPS.get(type(request))
         ready_at: float | None = None
-        if op is not None:
+        if op is not None and self.faults.active:  # reading the clock costs; skip when idle
             decision = self.faults.decide(op, self.clock.now())
             if decision is not None:
                 ready_at = decision.ready_at
@@ -149,7 +154,15 @@ class StubService:
             case m.AddEntry(_, ledger_id, data):
                 return m.IntReply(rid, ledgers.add_entry(ledger_id, data))
             case m.ReadEntries(_, ledger_id, first, last):
-                return m.EntriesReply(rid, ledgers.read(ledger_id, first, last))
+                entries = ledgers.read(ledger_id, first, last)
+                # One entry always fits: it arrived in a frame of the same limit.
+                if len(entries) > 1 and sum(map(len, entries)) > MAX_READ_BYTES:
+                    raise ReadTooLargeError(
+                        f"entries {first}..{last} of ledger {ledger_id} exceed "
+                        f"{MAX_READ_BYTES} bytes; read fewer at a time",
+                        ledger_id=ledger_id,
+                    )
+                return m.EntriesReply(rid, entries)
             case m.CreateLedger():
                 return m.IntReply(rid, ledgers.create_ledger())
             case m.GetLastAddConfirmed(_, ledger_id):

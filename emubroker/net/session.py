@@ -31,7 +31,7 @@ from anyio.abc import SocketAttribute
 from protocol import commands as c
 from protocol.connection import CLOSED, Connection, Role, State
 from protocol.errors import LocalProtocolError, RemoteProtocolError
-from protocol.framing import encode_section_frame
+from protocol.framing import encode_message_frame
 
 if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskStatus
@@ -278,13 +278,11 @@ class Session:
         """Queue one MESSAGE (spec §7.2): the command plus the stored payload section."""
         if self._closing:
             return
-        command = c.Message(
-            consumer_id=consumer_id,
-            message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id, partition=partition),
-            redelivery_count=redelivery_count,
-            ack_set=ack_set,
+        self._outbox.append(
+            encode_message_frame(
+                consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, section
+            )
         )
-        self._outbox.append(encode_section_frame(command, section))
         self._wake()
 
     def close_consumer(self, consumer_id: int) -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from protocol.codec import decode_record
-from protocol.commands import MessageMetadata
+from protocol.codec import peek_metadata
 
 __all__ = ["NONE_KEY", "EntryInfo", "entry_info_from_metadata"]
 
@@ -57,7 +56,7 @@ def entry_info_from_metadata(metadata: bytes | memoryview, *, size: int | None =
     Raises:
         RemoteProtocolError: The bytes are not a valid ``MessageMetadata``.
     """
-    meta = decode_record(MessageMetadata, metadata)
+    meta = peek_metadata(metadata)
     batch = meta.num_messages_in_batch
     key = meta.ordering_key
     if key is None and meta.partition_key is not None:

@@ -116,23 +116,23 @@ class BatchTracker:
         """A batch was (re)delivered with these message indexes handed to the application."""
         self._outstanding[(ledger_id, entry_id)] = (indexes, size)
 
-    def ack(self, message_id: MessageId) -> tuple[bool, tuple[int, ...]]:
-        """Acknowledge one batched message.
-
-        Returns:
-            `(entry_done, ack_set)`: whether the whole entry may now be acknowledged, and else
-            the bitmap of the indexes still outstanding (for batch-index acks).
-        """
+    def ack(self, message_id: MessageId) -> bool:
+        """Acknowledge one batched message; True when the whole entry may now be acknowledged."""
         key = (message_id.ledger_id, message_id.entry_id)
         found = self._outstanding.get(key)
         if found is None:
-            return True, ()  # unknown (e.g. delivered before a reconnect): ack the entry
-        indexes, size = found
+            return True  # unknown (e.g. delivered before a reconnect): ack the entry
+        indexes = found[0]
         indexes.discard(message_id.batch_index)
         if not indexes:
             del self._outstanding[key]
-            return True, ()
-        return False, ack_set_of(indexes, size)
+            return True
+        return False
+
+    def outstanding(self, message_id: MessageId) -> tuple[int, ...]:
+        """The bitmap of the entry's indexes not yet acknowledged (for batch-index acks)."""
+        found = self._outstanding.get((message_id.ledger_id, message_id.entry_id))
+        return () if found is None else ack_set_of(found[0], found[1])
 
     def cumulative(self, message_id: MessageId) -> c.MessageIdData | None:
         """The wire position of a cumulative ack up to `message_id`, forgetting what it covers.

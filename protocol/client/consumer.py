@@ -443,10 +443,10 @@ class Consumer(Handler):
         if message_id.batch_index < 0:
             self._ack_entry(message_id.ledger_id, message_id.entry_id)
             return
-        done, ack_set = self._batches.ack(message_id)
-        if done:
+        if self._batches.ack(message_id):
             self._ack_entry(message_id.ledger_id, message_id.entry_id)
         elif self._config.batch_index_ack_enabled:
+            ack_set = self._batches.outstanding(message_id)
             self._queue_ack(
                 c.MessageIdData(
                     ledger_id=message_id.ledger_id,

@@ -245,6 +245,30 @@ def test_recovery_returns_exactly_the_synced_prefix(
         assert snapshot(recover(path)) == history[synced][1]
 
 
+@settings(max_examples=40)
+@given(ops=ledger_ops, compact_at=st.sets(st.integers(0, 40), max_size=3))
+def test_recovery_after_compactions_returns_the_final_state(
+    ops: list[tuple[Any, ...]], compact_at: set[int]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "j"
+
+        async def scenario() -> Snapshot:
+            store = await fresh(path)
+            created: list[int] = []
+            for index, op in enumerate(ops):
+                if index in compact_at:
+                    await store.compact()
+                if op[0] != "sync":
+                    _apply(store, op, created)
+            final = snapshot(store)
+            await close(store)
+            return final
+
+        final = anyio.run(scenario)
+        assert snapshot(recover(path)) == final
+
+
 # ---- metadata -------------------------------------------------------------------------------
 
 

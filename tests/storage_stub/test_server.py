@@ -13,7 +13,7 @@ import pytest
 
 from protocol.rpc import encode
 from storage_stub import messages as m
-from storage_stub.errors import StubTimeoutError, StubUnavailableError
+from storage_stub.errors import ReadTooLargeError, StubTimeoutError, StubUnavailableError
 from storage_stub.faults import FaultConfig, Fixed, OpFaults, Uniform
 from storage_stub.journal import FsyncPolicy
 from storage_stub.ledger import (
@@ -79,6 +79,19 @@ async def test_errors_map_to_the_storage_error_classes(client: StubClient) -> No
     await client.fence(lid)
     with pytest.raises(LedgerFencedError):
         await client.close_ledger(lid)
+
+
+async def test_read_that_would_not_fit_in_one_reply_is_refused(
+    client: StubClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("storage_stub.service.MAX_READ_BYTES", 100)
+    lid = await client.create_ledger()
+    for _ in range(3):
+        await client.add_entry(lid, b"x" * 60)
+    with pytest.raises(ReadTooLargeError, match="read fewer") as info:
+        await client.read(lid, 0, 1)
+    assert info.value.ledger_id == lid
+    assert await client.read(lid, 1, 1) == [b"x" * 60]
 
 
 async def test_pipelined_adds_get_distinct_ids_that_read_back_their_own_data(

@@ -92,6 +92,7 @@ class Session:
         self._wakeup = anyio.Event()
         self.closed = False
         self.producers: dict[int, str] = {}  # producer id -> topic
+        self._ended = anyio.Event()
 
     def send(self, command: c.Command) -> None:
         """Queue a command to the client."""
@@ -108,6 +109,12 @@ class Session:
         self.closed = True
         self.scope.cancel()
 
+    async def disconnect(self) -> None:
+        """`drop()` and wait until both ends have noticed."""
+        self.drop()
+        await self._ended.wait()
+        await anyio.wait_all_tasks_blocked()
+
     async def serve(self) -> None:
         try:
             with self.scope:
@@ -120,6 +127,7 @@ class Session:
             self.broker._session_ended(self)
             with anyio.CancelScope(shield=True):
                 await self.transport.aclose()
+            self._ended.set()
 
     async def _write_loop(self) -> None:
         while True:
