@@ -50,7 +50,8 @@ def broker() -> Iterator[StandaloneProcess]:
 
 def _address(service_url: str) -> tuple[str, int]:
     parsed = urlparse(service_url)
-    assert parsed.hostname is not None and parsed.port is not None
+    assert parsed.hostname is not None
+    assert parsed.port is not None
     return parsed.hostname, parsed.port
 
 
@@ -157,6 +158,11 @@ def _read_frame(sock: socket.socket) -> c.Command:
     header = _recv_exactly(sock, 4)
     (size,) = struct.unpack(">I", header)
     return decode_frame(_recv_exactly(sock, size)).command
+
+
+def _read_until_closed(sock: socket.socket) -> None:
+    while True:
+        _read_frame(sock)
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -301,7 +307,6 @@ def test_protocol_violations_close_only_that_connection(
         offender.sendall(data)
         offender.settimeout(5)
         with pytest.raises(ConnectionError):
-            while True:
-                _read_frame(offender)
+            _read_until_closed(offender)
         bystander.sendall(encode_frame(c.Ping()))
         assert isinstance(_read_frame(bystander), c.Pong)
