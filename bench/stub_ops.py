@@ -1,11 +1,13 @@
 """Bookie-stub add/read rates and latencies: direct calls, in-process RPC, loopback TCP.
 
-Usage: python bench/stub_ops.py [--ops N] [--size BYTES] [--window W]
-                                [--only direct|memory|loopback] [--data-dir DIR --fsync POLICY]
+Usage: python bench/stub_ops.py [--ops N] [--size BYTES] [--window W] [--only MODE]
+                                [--data-dir DIR --fsync always|batch|never]
 
 Modes, each against a fresh stub:
 
-- ``direct``: the ledger store's methods called in a loop (no RPC): the ceiling.
+- ``direct``: the ledger store's methods called in a loop (no RPC, never journaled): the ceiling.
+- ``local``: ``StubClient`` on ``StubServer.open_local_client()``: the stub's semantics
+  (faults, durability waits) without RPC.
 - ``memory``: ``StubClient`` -> in-process stub over memory streams (the embedded deployment).
 - ``loopback``: ``StubClient`` -> ``storage-stub serve`` subprocess over 127.0.0.1 TCP.
 
@@ -139,7 +141,7 @@ async def scratch(data_dir: str | None) -> Any:
 
 
 async def main(args: argparse.Namespace) -> None:
-    modes = [args.only] if args.only else ["direct", "memory", "loopback"]
+    modes = [args.only] if args.only else ["direct", "local", "memory", "loopback"]
     fsync = FsyncPolicy(args.fsync)
     durable = f"durable ({args.data_dir}, fsync {args.fsync})" if args.data_dir else "in memory"
     print(f"stub ops: {args.ops} ops of {args.size} B, window {args.window}, {durable}")
@@ -147,6 +149,13 @@ async def main(args: argparse.Namespace) -> None:
         print(mode)
         if mode == "direct":
             await bench_direct(args.ops, args.size)
+        elif mode == "local":
+            async with (
+                scratch(args.data_dir) as data_dir,
+                open_stub_server(data_dir=data_dir, fsync=fsync) as server,
+                server.open_local_client() as client,
+            ):
+                await bench_client(client, args.ops, args.size, args.window)
         elif mode == "memory":
             async with (
                 scratch(args.data_dir) as data_dir,
@@ -170,7 +179,7 @@ if __name__ == "__main__":
     parser.add_argument("--ops", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--window", type=int, default=128, help="requests in flight")
-    parser.add_argument("--only", choices=["direct", "memory", "loopback"])
+    parser.add_argument("--only", choices=["direct", "local", "memory", "loopback"])
     parser.add_argument("--data-dir", help="run durable stubs with journals under this dir")
     parser.add_argument("--fsync", default="batch", choices=[p.value for p in FsyncPolicy])
     anyio.run(main, parser.parse_args())

@@ -222,6 +222,11 @@ class StubChannel:
     def connected(self) -> bool:
         return self._link is not None
 
+    @property
+    def in_flight(self) -> int:
+        """Requests waiting for a reply (sent, or queued until the next connection)."""
+        return len(self._pending)
+
     async def wait_connected(self) -> None:
         """Wait until there is a live, greeted connection."""
         while self._link is None:

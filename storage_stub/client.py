@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import anyio
 
@@ -101,6 +101,32 @@ DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 R = TypeVar("R", bound=m.Reply)
 
 
+class Channel(Protocol):
+    """What :class:`StubClient` runs on: ``StubChannel`` (RPC) or ``LocalChannel`` (in-process)."""
+
+    watches: dict[int, StubWatch]
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def reconnects(self) -> int: ...
+
+    async def call(
+        self, build: Callable[[int], m.Request], request_timeout: float | None
+    ) -> m.Reply: ...
+
+    def send_nowait(self, build: Callable[[int], m.Request]) -> None: ...
+
+    def keep_alive(self, session: int, session_timeout: float) -> None: ...
+
+    def forget_session(self, session: int) -> None: ...
+
+    def session_alive(self, session: int) -> bool: ...
+
+    async def wait_connected(self) -> None: ...
+
+
 class StubClient:
     """The stub's operations as async methods; use :func:`open_stub_client`.
 
@@ -108,7 +134,7 @@ class StubClient:
     client's), after which it raises ``StubTimeoutError``.
     """
 
-    def __init__(self, channel: StubChannel) -> None:
+    def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self._next_watch = 1
 

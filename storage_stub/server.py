@@ -8,8 +8,9 @@ reader keeps reading (pipelining) while the journal syncs; replies held back by 
 latency wait in a task too, in ``ready_at`` order.
 
 :func:`open_stub_server` builds the stores (recovering them from ``data_dir`` if given) and runs
-the background tasks; :func:`serve_stub` adds a TCP listener. :meth:`StubServer.connect` gives an
-in-memory connection for in-process clients.
+the background tasks; :func:`serve_stub` adds a TCP listener. For clients in the same process,
+:meth:`StubServer.connect` gives an in-memory connection (the RPC path, byte for byte) and
+:meth:`StubServer.open_local_client` a ``StubClient`` without RPC (``storage_stub.local``).
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from protocol.clock import AnyioClock, Clock
 from protocol.errors import RemoteProtocolError
 from protocol.rpc import RpcDecoder, encode_into
 from storage_stub import messages as m
+from storage_stub.client import DEFAULT_REQUEST_TIMEOUT, StubClient
 from storage_stub.durable import DurableLedgerStore
 from storage_stub.durable_metadata import DurableMetadataTree
 from storage_stub.faults import FaultConfig, FaultInjector
 from storage_stub.journal import FsyncPolicy, Journal
 from storage_stub.ledger import StorageError
+from storage_stub.local import LocalChannel
 from storage_stub.metadata import DEFAULT_WATCH_BUFFER, MetadataTree
 from storage_stub.service import StubService
 from storage_stub.transport import memory_stream_pair
@@ -214,6 +217,18 @@ class StubServer:
         client_end, server_end = memory_stream_pair()
         self._tg.start_soon(self.handle_connection, server_end)
         return client_end
+
+    @asynccontextmanager
+    async def open_local_client(
+        self, *, request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    ) -> AsyncIterator[StubClient]:
+        """A client that calls this stub directly, without RPC (``storage_stub.local``)."""
+        channel = LocalChannel(self.service, request_timeout=request_timeout)
+        self._tg.start_soon(channel.run_heartbeats)
+        try:
+            yield StubClient(channel)
+        finally:
+            channel.shutdown()
 
 
 def _lock_data_dir(data_dir: Path) -> int:

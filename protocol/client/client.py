@@ -28,10 +28,11 @@ import anyio.abc
 
 from protocol import commands as c
 from protocol.client._util import Backoff, Future, wait_until, with_deadline
+from protocol.client.config import ConsumerConfig, ProducerConfig
 from protocol.client.connection import CLIENT_VERSION, ClientConnection
-from protocol.client.consumer import Consumer, ConsumerConfig
+from protocol.client.consumer import Consumer
 from protocol.client.partitioned import MultiConsumer, PartitionedProducer, partition_name
-from protocol.client.producer import Producer, ProducerConfig
+from protocol.client.producer import Producer
 from protocol.client.reader import Reader
 from protocol.client.transport import Transport, connect_tcp
 from protocol.clock import AnyioClock, Clock
@@ -262,8 +263,10 @@ class Client:
         return await self._retrying(ask, "PARTITIONED_METADATA")
 
     async def _retrying(self, attempt: Callable[[float], Awaitable[T]], what: str) -> T:
-        """Retry a discovery request on broken connections and retriable errors, with backoff,
-        until the operation timeout (what the C++ client's retryable lookup service does)."""
+        """Retry a discovery request on broken connections and retriable errors, with backoff.
+
+        Gives up at the operation timeout, as the C++ client's retryable lookup service does.
+        """
         deadline = self.clock.now() + self.operation_timeout
         backoff = Backoff(self.reconnect_initial_delay, self.reconnect_max_delay)
         while True:

@@ -113,6 +113,17 @@ class Handler:
         """True while attached to a broker."""
         return self._state is HandlerState.READY and self._cnx is not None
 
+    def _attached(self) -> ClientConnection | None:
+        """The connection to write on, or None while detached.
+
+        A connection that has ended but not yet told its handlers (its teardown runs when its
+        tasks finish) counts as detached, so sync writers never see `ConnectionBrokenError`.
+        """
+        cnx = self._cnx
+        if cnx is None or self._state is not HandlerState.READY or not cnx.is_open:
+            return None
+        return cnx
+
     def _check_usable(self) -> None:
         if self._state is HandlerState.FAILED and self._failure is not None:
             raise self._failure
@@ -222,9 +233,11 @@ class Handler:
     async def _wait_connected(self, deadline: float, what: str) -> ClientConnection:
         while True:
             self._check_usable()
-            cnx = self._cnx
-            if self._state is HandlerState.READY and cnx is not None:
+            cnx = self._attached()
+            if cnx is not None:
                 return cnx
+            if self._cnx is not None and not self._cnx.is_open:
+                self.handle_close(self._cnx)  # ended, teardown pending: detach now
             await with_deadline(self._clock, deadline, self._connected.wait, what)
 
     async def _request(self, build: Callable[[int], c.Command], what: str) -> c.Command:
@@ -244,7 +257,10 @@ class Handler:
                     cnx.request(build(cnx.new_request_id())), self._clock, deadline, what
                 )
             except ConnectionBrokenError:
-                continue  # rule 4: wait for the next attachment and ask again
+                # Rule 4: wait for the next attachment and ask again. The connection may have
+                # ended without telling us yet; detach now so the wait below really waits.
+                self.handle_close(cnx)
+                continue
             except BrokerError as exc:
                 delay = backoff.next()
                 if not exc.retriable or self._clock.now() + delay >= deadline:

@@ -17,11 +17,9 @@ Rules (spec §6, §8.1, §8.4, §9):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
@@ -29,12 +27,12 @@ import anyio.abc
 
 from protocol import commands as c
 from protocol.client._util import Future, with_deadline
+from protocol.client.config import ProducerConfig
 from protocol.client.handler import Handler, HandlerState
 from protocol.client.messages import BatchBuilder, build_chunks, build_single
 from protocol.errors import (
     ChecksumError,
     ClientClosedError,
-    ConnectionBrokenError,
     MessageTooBigError,
     OperationTimeoutError,
     ProducerClosedError,
@@ -46,44 +44,11 @@ if TYPE_CHECKING:
     from protocol.client.client import Client
     from protocol.client.connection import ClientConnection
 
-__all__ = ["Producer", "ProducerConfig", "SendCallback"]
+__all__ = ["Producer", "SendCallback"]
 
 logger = logging.getLogger(__name__)
 
 SendCallback = Callable[[Future[MessageId]], None]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProducerConfig:
-    """Producer options (names follow the Python `pulsar-client` where one exists).
-
-    Attributes:
-        producer_name: a fixed name; None lets the broker assign one.
-        batching_enabled: group messages into batched entries.
-        batching_max_messages: a batch is sent once it holds this many messages.
-        batching_max_bytes: ... or this many payload bytes.
-        batching_max_publish_delay: ... or this many seconds after its first message.
-        max_pending_messages: messages sent but not receipted, at most (rule 4).
-        send_timeout: seconds before an unreceipted send fails; 0 disables.
-        chunking_enabled: split messages larger than the broker's max message size.
-        access_mode: the PRODUCER access mode.
-        properties: producer metadata sent with PRODUCER.
-        initial_sequence_id: the sequence id before the first message; None asks the broker.
-        schema: the schema to declare; None for bytes.
-    """
-
-    producer_name: str | None = None
-    batching_enabled: bool = False
-    batching_max_messages: int = 1000
-    batching_max_bytes: int = 128 * 1024
-    batching_max_publish_delay: float = 0.01
-    max_pending_messages: int = 1000
-    send_timeout: float = 30.0
-    chunking_enabled: bool = False
-    access_mode: c.AccessMode = c.AccessMode.SHARED
-    properties: Mapping[str, str] | None = None
-    initial_sequence_id: int | None = None
-    schema: c.Schema | None = None
 
 
 class _Op:
@@ -340,10 +305,9 @@ class Producer(Handler):
             self._pending_armed.set()
         self._pending.append(op)
         self._pending_messages += op.messages
-        cnx = self._cnx
-        if cnx is not None and self._state is HandlerState.READY:
-            with contextlib.suppress(ConnectionBrokenError):  # rule 5: re-sent after reattaching
-                cnx.write(op.frame)
+        cnx = self._attached()
+        if cnx is not None:
+            cnx.write(op.frame)  # otherwise rule 5: sent after the next attachment
 
     def _flush_batch(self) -> None:
         batch = self._batch

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
+from storage_stub.channel import StubChannel
 from storage_stub.client import open_stub_client, parse_stub_url
 from storage_stub.errors import StubClosedError, StubConnectionError, StubTimeoutError
 from storage_stub.metadata import WatchOverflowError
@@ -166,7 +167,9 @@ async def test_cancelled_request_leaves_the_client_usable(
             scope.cancel()
     await fake_clock.advance(1.0)  # the abandoned reply arrives and is dropped
     assert await client.last_add_confirmed(lid) == 0
-    assert client._channel._pending == {}
+    channel = client._channel
+    assert isinstance(channel, StubChannel)
+    assert channel.in_flight == 0
 
 
 async def test_first_connection_failure_raises(board: Switchboard, fake_clock: FakeClock) -> None:

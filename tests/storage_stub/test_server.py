@@ -35,7 +35,7 @@ from storage_stub.metadata import (
 from .conftest import REQUEST_TIMEOUT, client_of, running_stub
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
     from pathlib import Path
 
     from protocol.clock import FakeClock
@@ -46,6 +46,20 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.anyio
 T = TypeVar("T")
 GUARD = 5.0  # "don't hang" guard where a worker thread (fsync) is involved
+
+
+@pytest.fixture(params=["rpc", "local"])
+async def client(
+    request: pytest.FixtureRequest, board: Switchboard, fake_clock: FakeClock
+) -> AsyncIterator[StubClient]:
+    """Every test here runs over RPC (memory streams) and in-process without RPC."""
+    if request.param == "rpc":
+        async with client_of(board, fake_clock) as opened:
+            yield opened
+    else:
+        assert board.server is not None
+        async with board.server.open_local_client(request_timeout=REQUEST_TIMEOUT) as opened:
+            yield opened
 
 
 # ---- ledger round trips ---------------------------------------------------------------------

@@ -54,7 +54,7 @@ class Topic:
 
     @property
     def partition(self) -> int:
-        head, sep, tail = self.name.rpartition("-partition-")
+        _, sep, tail = self.name.rpartition("-partition-")
         return int(tail) if sep and tail.isdigit() else -1
 
 
@@ -242,7 +242,7 @@ class FakeBroker:
         return len(t.entries) - 1
 
     def _session_ended(self, session: Session) -> None:
-        for sub in self.subscriptions.values():
+        for sub in list(self.subscriptions.values()):
             for consumer in list(sub.consumers):
                 if consumer.session is session:
                     self._remove_consumer(sub, consumer)
@@ -262,7 +262,9 @@ class FakeBroker:
         s.send(
             c.Connected(
                 server_version="fake-broker",
-                protocol_version=min(negotiated_version(cmd.protocol_version), self.protocol_version),
+                protocol_version=min(
+                    negotiated_version(cmd.protocol_version), self.protocol_version
+                ),
                 max_message_size=self.max_message_size,
             )
         )
@@ -422,12 +424,12 @@ class FakeBroker:
         found = self._find(s, cmd.consumer_id)
         if found is None or cmd.validation_error is not None:
             return
-        sub, consumer = found
+        sub = found[0]
         for data in cmd.message_id:
             if data.ack_set:
                 continue  # partial batch ack: the entry stays unacked
             if cmd.ack_type is c.AckType.CUMULATIVE:
-                done = {e for e in range(data.entry_id + 1)}
+                done = set(range(data.entry_id + 1))
             else:
                 done = {data.entry_id}
             sub.acked |= done
@@ -453,7 +455,9 @@ class FakeBroker:
     def _on_Seek(self, s: Session, cmd: c.Seek, _: Any) -> None:
         found = self._find(s, cmd.consumer_id)
         if found is None:
-            s.send(c.Error(request_id=cmd.request_id, error=ServerError.ConsumerNotFound, message=""))
+            s.send(
+                c.Error(request_id=cmd.request_id, error=ServerError.ConsumerNotFound, message="")
+            )
             return
         sub, _consumer = found
         entries = sub.topic.entries
@@ -469,9 +473,7 @@ class FakeBroker:
         sub.redeliver.clear()
         for consumer in list(sub.consumers):  # spec §7.5: disconnect, then SUCCESS
             consumer.unacked.clear()
-            consumer.session.send(
-                c.CloseConsumer(consumer_id=consumer.consumer_id, request_id=0)
-            )
+            consumer.session.send(c.CloseConsumer(consumer_id=consumer.consumer_id, request_id=0))
             sub.consumers.remove(consumer)
         s.send(c.Success(request_id=cmd.request_id))
 
@@ -522,4 +524,3 @@ async def fake_broker(**options: Any) -> AsyncIterator[FakeBroker]:
             yield broker
         finally:
             tg.cancel_scope.cancel()
-

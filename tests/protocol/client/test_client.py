@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from protocol import commands as c
-from protocol.client import Client, normalize_topic, open_client
+from protocol.client import Client, Producer, Transport, normalize_topic, open_client
 from protocol.clock import FakeClock
 from protocol.errors import (
     ClientClosedError,
@@ -17,7 +17,7 @@ from protocol.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
-from tests.support.fake_broker import FakeBroker
+from tests.support.fake_broker import FakeBroker, Session
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +60,7 @@ async def test_discovery_asks_partitions_then_looks_up_on_one_connection(
 async def test_lookup_follows_redirects_passing_authoritative_back(
     client: Client, broker: FakeBroker
 ) -> None:
-    def lookup(session, cmd, payload) -> bool:
+    def lookup(session: Session, cmd: c.LookupTopic, payload: object) -> bool:
         if session.url == "pulsar://fake:6650":
             response, url, authoritative = c.LookupType.REDIRECT, "pulsar://b2:6651", True
         else:
@@ -86,7 +86,7 @@ async def test_lookup_follows_redirects_passing_authoritative_back(
 
 
 async def test_lookup_gives_up_after_20_redirects(client: Client, broker: FakeBroker) -> None:
-    def redirect(session, cmd, payload) -> bool:
+    def redirect(session: Session, cmd: c.LookupTopic, payload: object) -> bool:
         session.send(
             c.LookupTopicResponse(
                 request_id=cmd.request_id,
@@ -103,7 +103,7 @@ async def test_lookup_gives_up_after_20_redirects(client: Client, broker: FakeBr
 
 
 async def test_lookup_failure_maps_the_error_code(client: Client, broker: FakeBroker) -> None:
-    def fail(session, cmd, payload) -> bool:
+    def fail(session: Session, cmd: c.LookupTopic, payload: object) -> bool:
         session.send(
             c.LookupTopicResponse(
                 request_id=cmd.request_id,
@@ -200,9 +200,12 @@ async def test_retriable_errors_time_out_after_the_operation_timeout(
     assert isinstance(result[0], OperationTimeoutError)
 
 
-async def test_closed_client_refuses_new_handlers(broker: FakeBroker, fake_clock) -> None:
+async def test_closed_client_refuses_new_handlers(
+    broker: FakeBroker, fake_clock: FakeClock
+) -> None:
     async with open_client(broker.url, connector=broker.connect, clock=fake_clock) as client:
         producer = await client.create_producer("t")
+    assert isinstance(producer, Producer)
     assert broker.of_type(c.CloseProducer)[0].producer_id == producer.producer_id
     with pytest.raises(ClientClosedError):
         await client.create_producer("t")
@@ -213,7 +216,7 @@ async def test_unreachable_broker_is_retried_until_timeout(fake_clock: FakeClock
 
     attempts: list[str] = []
 
-    async def refuse(host: str, port: int):
+    async def refuse(host: str, port: int) -> Transport:
         attempts.append(host)
         raise ConnectionBrokenError("refused")
 

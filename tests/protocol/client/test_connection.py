@@ -19,6 +19,7 @@ from protocol.errors import (
     ServerError,
     TopicNotFoundError,
 )
+from protocol.framing import Payload
 
 pytestmark = pytest.mark.anyio
 
@@ -49,8 +50,11 @@ class Peer:
         return connect
 
 
+Wires = tuple[StreamTransport, Peer]
+
+
 @pytest.fixture
-async def wires() -> AsyncIterator[tuple[StreamTransport, Peer]]:
+async def wires() -> AsyncIterator[Wires]:
     client_side, broker_side = memory_transport_pair()
     yield client_side, Peer(broker_side)
     await client_side.aclose()
@@ -68,7 +72,9 @@ async def open_cnx(
     return cnx, peer, connect
 
 
-async def test_handshake_sends_connect_v20_and_reads_max_message_size(wires, fake_clock) -> None:
+async def test_handshake_sends_connect_v20_and_reads_max_message_size(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, _peer, connect = await open_cnx(wires, fake_clock, max_message_size=1234)
     assert connect.protocol_version == 20
     assert connect.auth_method_name == "none"
@@ -80,12 +86,14 @@ async def test_handshake_sends_connect_v20_and_reads_max_message_size(wires, fak
     assert cnx.is_open
 
 
-async def test_missing_max_message_size_assumes_5mib_minus_padding(wires, fake_clock) -> None:
+async def test_missing_max_message_size_assumes_5mib_minus_padding(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, _peer, _ = await open_cnx(wires, fake_clock)
     assert cnx.max_message_size == ASSUMED_MAX_MESSAGE_SIZE == 5 * 1024 * 1024 - 10 * 1024
 
 
-async def test_handshake_times_out_on_the_clock(wires, fake_clock) -> None:
+async def test_handshake_times_out_on_the_clock(wires: Wires, fake_clock: FakeClock) -> None:
     transport, _peer = wires
     cnx = ClientConnection("pulsar://peer:6650", transport, fake_clock)
     errors: list[Exception] = []
@@ -105,7 +113,7 @@ async def test_handshake_times_out_on_the_clock(wires, fake_clock) -> None:
     assert isinstance(errors[0], OperationTimeoutError)
 
 
-async def test_handshake_fails_when_the_peer_hangs_up(wires, fake_clock) -> None:
+async def test_handshake_fails_when_the_peer_hangs_up(wires: Wires, fake_clock: FakeClock) -> None:
     transport, peer = wires
     cnx = ClientConnection("pulsar://peer:6650", transport, fake_clock)
     await peer.transport.aclose()
@@ -130,7 +138,7 @@ class Recorder:
     def handle_send_error(self, error: c.SendError) -> bool:
         return error.error == ServerError.ChecksumError
 
-    def handle_message(self, message, payload, cnx) -> None:
+    def handle_message(self, message: c.Message, payload: Payload, cnx: ClientConnection) -> None:
         self.messages.append((message, payload.entry))
 
     def handle_active_change(self, is_active: bool) -> None:
@@ -140,7 +148,9 @@ class Recorder:
         self.closed.append(cnx)
 
 
-async def test_responses_are_routed_by_type_when_request_ids_collide(wires, fake_clock) -> None:
+async def test_responses_are_routed_by_type_when_request_ids_collide(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cnx.run)
@@ -158,7 +168,9 @@ async def test_responses_are_routed_by_type_when_request_ids_collide(wires, fake
         await cnx.aclose()
 
 
-async def test_error_reply_raises_the_mapped_broker_error(wires, fake_clock) -> None:
+async def test_error_reply_raises_the_mapped_broker_error(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cnx.run)
@@ -175,7 +187,7 @@ async def test_error_reply_raises_the_mapped_broker_error(wires, fake_clock) -> 
         await cnx.aclose()
 
 
-async def test_broker_ping_is_answered_with_pong(wires, fake_clock) -> None:
+async def test_broker_ping_is_answered_with_pong(wires: Wires, fake_clock: FakeClock) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cnx.run)
@@ -184,7 +196,9 @@ async def test_broker_ping_is_answered_with_pong(wires, fake_clock) -> None:
         await cnx.aclose()
 
 
-async def test_keep_alive_pings_and_drops_a_silent_broker(wires, fake_clock) -> None:
+async def test_keep_alive_pings_and_drops_a_silent_broker(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     pending = cnx.request(c.Seek(consumer_id=0, request_id=9))
     async with anyio.create_task_group() as tg:
@@ -202,7 +216,7 @@ async def test_keep_alive_pings_and_drops_a_silent_broker(wires, fake_clock) -> 
         await pending
 
 
-async def test_dispatch_to_registered_handlers(wires, fake_clock) -> None:
+async def test_dispatch_to_registered_handlers(wires: Wires, fake_clock: FakeClock) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     producer, consumer = Recorder(), Recorder()
     cnx.add_producer(3, producer)
@@ -234,7 +248,7 @@ async def test_dispatch_to_registered_handlers(wires, fake_clock) -> None:
     assert producer.closed == [cnx]  # the end of the connection reaches every handler
 
 
-async def test_bad_receipt_drops_the_connection(wires, fake_clock) -> None:
+async def test_bad_receipt_drops_the_connection(wires: Wires, fake_clock: FakeClock) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     producer = Recorder(receipt_ok=False)
     cnx.add_producer(0, producer)
@@ -245,7 +259,9 @@ async def test_bad_receipt_drops_the_connection(wires, fake_clock) -> None:
     assert producer.closed == [cnx]
 
 
-async def test_send_error_other_than_checksum_drops_the_connection(wires, fake_clock) -> None:
+async def test_send_error_other_than_checksum_drops_the_connection(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     producer = Recorder()
     cnx.add_producer(0, producer)
@@ -266,7 +282,9 @@ async def test_send_error_other_than_checksum_drops_the_connection(wires, fake_c
     assert not cnx.is_open
 
 
-async def test_peer_eof_fails_pending_requests_and_rejects_writes(wires, fake_clock) -> None:
+async def test_peer_eof_fails_pending_requests_and_rejects_writes(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     pending = cnx.request(c.Unsubscribe(consumer_id=0, request_id=1))
     async with anyio.create_task_group() as tg:
@@ -278,7 +296,9 @@ async def test_peer_eof_fails_pending_requests_and_rejects_writes(wires, fake_cl
         cnx.send_command(c.Flow(consumer_id=0, message_permits=1))
 
 
-async def test_a_frame_the_client_may_not_receive_drops_the_connection(wires, fake_clock) -> None:
+async def test_a_frame_the_client_may_not_receive_drops_the_connection(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cnx.run)
@@ -288,7 +308,9 @@ async def test_a_frame_the_client_may_not_receive_drops_the_connection(wires, fa
     assert not cnx.is_open
 
 
-async def test_writes_queued_together_go_out_in_one_send(wires, fake_clock) -> None:
+async def test_writes_queued_together_go_out_in_one_send(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cnx.run)

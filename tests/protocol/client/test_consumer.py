@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -18,11 +20,14 @@ pytestmark = pytest.mark.anyio
 EARLIEST_POS = InitialPosition.EARLIEST
 
 
-async def setup(client: Client, *, batch: bool = False, **options) -> tuple[Producer, Consumer]:
+async def setup(
+    client: Client, *, batch: bool = False, **options: Any
+) -> tuple[Producer, Consumer]:
     producer = await client.create_producer("t", batching_enabled=batch)
     options.setdefault("initial_position", EARLIEST_POS)
     consumer = await client.subscribe("t", "s", **options)
-    assert isinstance(producer, Producer) and isinstance(consumer, Consumer)
+    assert isinstance(producer, Producer)
+    assert isinstance(consumer, Consumer)
     await anyio.wait_all_tasks_blocked()
     return producer, consumer
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -17,7 +19,7 @@ from protocol.errors import (
     ProducerFencedError,
     ServerError,
 )
-from tests.support.fake_broker import LEDGER, FakeBroker, fake_broker
+from tests.support.fake_broker import LEDGER, FakeBroker, Session, fake_broker
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +28,7 @@ def sends(broker: FakeBroker) -> list[c.Send]:
     return broker.of_type(c.Send)
 
 
-async def producer_of(client: Client, topic: str = "t", **options) -> Producer:
+async def producer_of(client: Client, topic: str = "t", **options: Any) -> Producer:
     producer = await client.create_producer(topic, **options)
     assert isinstance(producer, Producer)
     return producer
@@ -99,7 +101,7 @@ async def test_stale_receipt_is_ignored_and_a_future_one_drops_the_connection(
 async def test_sequence_ids_continue_from_the_brokers_last_sequence_id(
     client: Client, broker: FakeBroker
 ) -> None:
-    def success(session, cmd, payload) -> bool:
+    def success(session: Session, cmd: c.Producer, payload: object) -> bool:
         session.producers[cmd.producer_id] = cmd.topic
         session.send(
             c.ProducerSuccess(request_id=cmd.request_id, producer_name="p", last_sequence_id=41)
@@ -131,7 +133,9 @@ async def test_message_metadata_carries_key_properties_and_times(
 
 
 class TestBatching:
-    async def test_batched_messages_get_ids_by_index(self, client: Client, broker: FakeBroker):
+    async def test_batched_messages_get_ids_by_index(
+        self, client: Client, broker: FakeBroker
+    ) -> None:
         producer = await producer_of(client, batching_enabled=True)
         futures = [await producer.send_async(b"m%d" % i, key="k") for i in range(3)]
         await producer.flush()
@@ -145,7 +149,7 @@ class TestBatching:
 
     async def test_batch_is_sent_when_it_reaches_max_messages(
         self, client: Client, broker: FakeBroker
-    ):
+    ) -> None:
         producer = await producer_of(client, batching_enabled=True, batching_max_messages=4)
         for i in range(10):
             await producer.send_async(b"m%d" % i)
@@ -155,7 +159,7 @@ class TestBatching:
 
     async def test_batch_is_sent_before_it_would_exceed_max_bytes(
         self, client: Client, broker: FakeBroker
-    ):
+    ) -> None:
         producer = await producer_of(client, batching_enabled=True, batching_max_bytes=250)
         for _ in range(5):
             await producer.send_async(b"x" * 100)
@@ -164,10 +168,8 @@ class TestBatching:
 
     async def test_batch_is_sent_after_the_publish_delay(
         self, client: Client, broker: FakeBroker, fake_clock: FakeClock
-    ):
-        producer = await producer_of(
-            client, batching_enabled=True, batching_max_publish_delay=0.05
-        )
+    ) -> None:
+        producer = await producer_of(client, batching_enabled=True, batching_max_publish_delay=0.05)
         future = await producer.send_async(b"a")
         await fake_clock.advance(0.04)
         await producer.send_async(b"b")
@@ -181,16 +183,18 @@ class TestBatching:
         await fake_clock.advance(0.001)
         assert len(sends(broker)) == 2
 
-    async def test_awaited_send_does_not_wait_for_the_delay(self, client: Client):
+    async def test_awaited_send_does_not_wait_for_the_delay(self, client: Client) -> None:
         producer = await producer_of(client, batching_enabled=True, batching_max_publish_delay=60)
         assert await producer.send(b"a") == MessageId(LEDGER, 0, -1, 0, 1)
 
-    async def test_delayed_messages_are_never_batched(self, client: Client, broker: FakeBroker):
+    async def test_delayed_messages_are_never_batched(
+        self, client: Client, broker: FakeBroker
+    ) -> None:
         producer = await producer_of(client, batching_enabled=True)
         assert await producer.send(b"a", deliver_at=123) == MessageId(LEDGER, 0)
         assert sends(broker)[0].num_messages == 1
 
-    async def test_consumer_splits_the_batch(self, client: Client, broker: FakeBroker):
+    async def test_consumer_splits_the_batch(self, client: Client, broker: FakeBroker) -> None:
         producer = await producer_of(client, batching_enabled=True)
         futures = [
             await producer.send_async(b"m%d" % i, properties={"i": str(i)}) for i in range(3)
@@ -215,7 +219,8 @@ async def test_send_timeout_fails_unreceipted_sends_on_the_clock(
     await fake_clock.advance(1.0)
     second = await producer.send_async(b"b")
     await fake_clock.advance(1.0)
-    assert first.done() and not second.done()
+    assert first.done()
+    assert not second.done()
     with pytest.raises(OperationTimeoutError):
         await first
     await fake_clock.advance(1.0)
@@ -306,7 +311,7 @@ async def test_close_flushes_waits_and_refuses_further_sends(
 
 
 class TestChunking:
-    async def test_large_message_is_chunked_and_reassembled(self, fake_clock: FakeClock):
+    async def test_large_message_is_chunked_and_reassembled(self, fake_clock: FakeClock) -> None:
         async with (
             fake_broker(max_message_size=1000) as broker,
             open_client(broker.url, connector=broker.connect, clock=fake_clock) as client,
@@ -339,7 +344,7 @@ class TestChunking:
             acked = [d.entry_id for a in broker.of_type(c.Ack) for d in a.message_id]
             assert sorted(acked) == list(range(6))  # every chunk's entry
 
-    async def test_too_big_without_chunking_raises(self, fake_clock: FakeClock):
+    async def test_too_big_without_chunking_raises(self, fake_clock: FakeClock) -> None:
         async with (
             fake_broker(max_message_size=1000) as broker,
             open_client(broker.url, connector=broker.connect, clock=fake_clock) as client,
@@ -366,7 +371,8 @@ def test_metadata_of_a_send_decodes() -> None:
     decoder = FrameDecoder()
     decoder.feed(frame)
     decoded = decoder.next_frame()
-    assert decoded is not None and decoded.payload is not None
+    assert decoded is not None
+    assert decoded.payload is not None
     assert decoded.payload.checksum_ok()
     assert decode_record(c.MessageMetadata, decoded.payload.metadata).sequence_id == 2
     assert bytes(decoded.payload.body) == b"body"

@@ -53,7 +53,8 @@ async def test_reader_from_an_id_inside_a_batch(client: Client, broker: FakeBrok
     ids = await produce(client, 5, batch=True)
     reader = await client.create_reader("t", ids[2])
     start = broker.of_type(c.Subscribe)[0].start_message_id
-    assert start is not None and (start.entry_id, start.batch_index) == (0, 2)
+    assert start is not None
+    assert (start.entry_id, start.batch_index) == (0, 2)
     assert (await reader.read_next()).message_id == ids[3]  # exclusive start
     inclusive = await client.create_reader("t", ids[2], inclusive=True)
     assert (await inclusive.read_next()).message_id == ids[2]
@@ -86,7 +87,8 @@ async def test_reader_resumes_after_the_last_message_on_reconnect(
     assert len(subscribes) == 2
     resume = subscribes[1].start_message_id
     # The last id handed out (prefetched but unread messages come again).
-    assert resume is not None and (resume.ledger_id, resume.entry_id) == (LEDGER, 1)
+    assert resume is not None
+    assert (resume.ledger_id, resume.entry_id) == (LEDGER, 1)
     assert [(await reader.read_next()).message_id for _ in range(2)] == ids[2:]
 
 

@@ -13,15 +13,18 @@ from protocol.errors import ClientClosedError, ConnectionBrokenError
 pytestmark = pytest.mark.anyio
 
 
+Pair = tuple[StreamTransport, StreamTransport]
+
+
 @pytest.fixture
-async def pair() -> AsyncIterator[tuple[StreamTransport, StreamTransport]]:
+async def pair() -> AsyncIterator[Pair]:
     a, b = memory_transport_pair()
     yield a, b
     await a.aclose()
     await b.aclose()
 
 
-async def test_memory_pair_carries_bytes_both_ways(pair) -> None:
+async def test_memory_pair_carries_bytes_both_ways(pair: Pair) -> None:
     a, b = pair
     await a.send(b"hello")
     await b.send(b"world")
@@ -29,27 +32,27 @@ async def test_memory_pair_carries_bytes_both_ways(pair) -> None:
     assert await a.receive() == b"world"
 
 
-async def test_receive_honours_max_bytes_and_keeps_the_rest(pair) -> None:
+async def test_receive_honours_max_bytes_and_keeps_the_rest(pair: Pair) -> None:
     a, b = pair
     await a.send(b"abcdef")
     assert await b.receive(4) == b"abcd"
     assert await b.receive(4) == b"ef"
 
 
-async def test_peer_close_reads_as_end_of_stream(pair) -> None:
+async def test_peer_close_reads_as_end_of_stream(pair: Pair) -> None:
     a, b = pair
     await a.aclose()
     assert await b.receive() == b""
 
 
-async def test_send_to_a_closed_peer_is_a_broken_connection(pair) -> None:
+async def test_send_to_a_closed_peer_is_a_broken_connection(pair: Pair) -> None:
     a, b = pair
     await b.aclose()
     with pytest.raises(ConnectionBrokenError, match="send failed"):
         await a.send(b"x")
 
 
-async def test_using_a_transport_we_closed_is_client_closed(pair) -> None:
+async def test_using_a_transport_we_closed_is_client_closed(pair: Pair) -> None:
     a, _b = pair
     await a.aclose()
     with pytest.raises(ClientClosedError):

@@ -1,0 +1,278 @@
+"""Broker CPU per message on the produce -> consume hot path, with the official client.
+
+Usage: python bench/broker_cpu.py [--messages N] [--batched-messages N] [--sizes 100,1024]
+                                  [--only unbatched|batched] [--no-split] [--profile OUT.prof]
+
+Starts ``emubroker standalone`` as a subprocess and, for unbatched and batched producers and each
+payload size, produces N messages with the official ``pulsar-client`` while one consumer receives
+and acknowledges them. It samples the CPU time (user + system, psutil) of the broker process and
+of the client process(es) around each run and prints, per run:
+
+- ``broker us/msg``: the broker's CPU per message, the number the hot path work is judged by
+  (it does not depend on how fast the client is, as long as the broker is not idle-spinning);
+- ``client us/msg``: the client side's CPU per message (all client processes together);
+- ``e2e msg/s``: end to end rate, first send to last receive.
+
+Each case runs twice: once with producer and consumer in this process ("1 proc"; the official
+Python client pays ~15 us/msg of its own, so batched e2e is client bound) and once with the
+producer and the consumer in two separate client processes ("2 procs"), which spreads the client
+cost over processes (on a 2-core machine the three processes still share two cores).
+
+``--profile OUT.prof`` runs the broker under cProfile and writes the profile when it stops (it is
+stopped with SIGINT, which the broker handles cleanly). Numbers only; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BROKER_ARGS = ("--admin-port", "0", "--log-level", "WARNING")
+
+
+@contextlib.contextmanager
+def broker_process(profile: str | None) -> Iterator[tuple[str, psutil.Process]]:
+    """Run ``emubroker standalone`` on free ports; yield its service URL and process."""
+    prefix = ["-m", "cProfile", "-o", profile] if profile else []
+    proc = subprocess.Popen(
+        [sys.executable, *prefix, "-m", "emubroker", "standalone", "--port", "0", *BROKER_ARGS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        url = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            match = re.search(r"(pulsar://\S+)", line)
+            if "ready" in line and match:
+                url = match.group(1)
+                break
+        if url is None:
+            raise RuntimeError("broker did not print a ready line")
+        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+        yield url, psutil.Process(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGINT)  # a clean stop, so that cProfile writes its file
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    """User + system CPU seconds of the processes (children excluded)."""
+    total = 0.0
+    for p in processes:
+        times = p.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def producer_options(batched: bool) -> dict[str, object]:
+    return {
+        "batching_enabled": batched,
+        "batching_max_messages": 1000,
+        "batching_max_publish_delay_ms": 5,
+        "max_pending_messages": 5000,
+        "block_if_queue_full": True,
+    }
+
+
+def run_one_process(url: str, n: int, size: int, batched: bool) -> tuple[float, float]:
+    """Produce and consume in this process; returns (elapsed seconds, client CPU seconds)."""
+    import pulsar
+
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    me = psutil.Process()
+    try:
+        topic = f"cpu-{uuid.uuid4().hex[:8]}"
+        consumer = client.subscribe(topic, "bench", receiver_queue_size=5000)
+        producer = client.create_producer(topic, **producer_options(batched))
+        payload = b"x" * size
+        done = threading.Event()
+        received = 0
+
+        def consume() -> None:
+            nonlocal received
+            while received < n:
+                msg = consumer.receive(30_000)
+                consumer.acknowledge(msg)
+                received += 1
+            done.set()
+
+        thread = threading.Thread(target=consume, daemon=True)
+        c0 = cpu_seconds([me])
+        start = time.perf_counter()
+        thread.start()
+        for _ in range(n):
+            producer.send_async(payload, None)
+        producer.flush()
+        done.wait(300)
+        elapsed = time.perf_counter() - start
+        c1 = cpu_seconds([me])
+        if received < n:
+            raise RuntimeError(f"received {received} of {n}")
+        return elapsed, c1 - c0
+    finally:
+        client.close()
+
+
+# The two-process run: each side is this file run with --role; they report CLOCK_MONOTONIC
+# stamps (system-wide on Linux) so that the parent can compute the end-to-end time.
+
+
+def role_consumer(url: str, topic: str, n: int) -> None:
+    import pulsar
+
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    consumer = client.subscribe(topic, "bench", receiver_queue_size=5000)
+    print("ready", flush=True)
+    for _ in range(n):
+        msg = consumer.receive(30_000)
+        consumer.acknowledge(msg)
+    print(f"end {time.monotonic()!r}", flush=True)
+    client.close()
+
+
+def role_producer(url: str, topic: str, n: int, size: int, batched: bool) -> None:
+    import pulsar
+
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    producer = client.create_producer(topic, **producer_options(batched))
+    payload = b"x" * size
+    print("ready", flush=True)
+    sys.stdin.readline()  # go
+    print(f"start {time.monotonic()!r}", flush=True)
+    for _ in range(n):
+        producer.send_async(payload, None)
+    producer.flush()
+    client.close()
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # the C++ client logs to stderr
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def _expect(proc: subprocess.Popen[str], word: str) -> str:
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"client process ended before printing {word!r}")
+        if line.startswith(word):
+            return line
+
+
+def run_two_processes(url: str, n: int, size: int, batched: bool) -> tuple[float, float]:
+    """Producer and consumer in two processes; returns (elapsed seconds, client CPU seconds)."""
+    topic = f"cpu2-{uuid.uuid4().hex[:8]}"
+    common = ["--url", url, "--topic", topic, "--messages", str(n)]
+    consumer = _spawn("--role", "consumer", *common)
+    producer: subprocess.Popen[str] | None = None
+    try:
+        _expect(consumer, "ready")
+        extra = ["--batched"] if batched else []
+        producer = _spawn("--role", "producer", *common, "--size", str(size), *extra)
+        _expect(producer, "ready")
+        procs = [psutil.Process(consumer.pid), psutil.Process(producer.pid)]
+        c0 = cpu_seconds(procs)
+        assert producer.stdin is not None
+        producer.stdin.write("go\n")
+        producer.stdin.flush()
+        start = float(_expect(producer, "start").split()[1])
+        end = float(_expect(consumer, "end").split()[1])
+        c1 = cpu_seconds(procs)
+        return end - start, c1 - c0
+    finally:
+        for proc in (producer, consumer):
+            if proc is not None:
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=30_000, help="unbatched run length")
+    parser.add_argument("--batched-messages", type=int, default=200_000, help="batched run length")
+    parser.add_argument("--sizes", default="100,1024", help="payload sizes in bytes")
+    parser.add_argument("--only", choices=["unbatched", "batched"])
+    parser.add_argument("--no-split", action="store_true", help="skip the two-process runs")
+    parser.add_argument("--profile", help="run the broker under cProfile, write stats here")
+    # Internal: the client processes of the two-process run.
+    parser.add_argument("--role", choices=["producer", "consumer"], help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, default=100, help=argparse.SUPPRESS)
+    parser.add_argument("--batched", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "consumer":
+        role_consumer(args.url, args.topic, args.messages)
+        return
+    if args.role == "producer":
+        role_producer(args.url, args.topic, args.messages, args.size, args.batched)
+        return
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    cases = [
+        b
+        for b in (False, True)
+        if args.only is None or args.only == ("batched" if b else "unbatched")
+    ]
+    print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
+    print(
+        f"{'mode':<10} {'payload':>7} {'clients':>8} {'broker us/msg':>14} "
+        f"{'client us/msg':>14} {'e2e msg/s':>10}"
+    )
+    with broker_process(args.profile) as (url, broker):
+        for batched in cases:
+            n = args.batched_messages if batched else args.messages
+            for size in sizes:
+                runs = ["1 proc"] if args.no_split else ["1 proc", "2 procs"]
+                for clients in runs:
+                    b0 = cpu_seconds([broker])
+                    if clients == "1 proc":
+                        elapsed, client_cpu = run_one_process(url, n, size, batched)
+                    else:
+                        elapsed, client_cpu = run_two_processes(url, n, size, batched)
+                    b1 = cpu_seconds([broker])
+                    mode = "batched" if batched else "unbatched"
+                    print(
+                        f"{mode:<10} {size:>7} {clients:>8} {(b1 - b0) / n * 1e6:>14.2f} "
+                        f"{client_cpu / n * 1e6:>14.2f} {n / elapsed:>10.0f}",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    main()
