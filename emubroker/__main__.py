@@ -1,5 +1,8 @@
 """``emubroker`` command line: ``emubroker standalone [--port] [--admin-port] [--bind] [--config]``.
 
+``emubroker admin [--admin-url URL] RESOURCE COMMAND ...`` administers a running broker over its
+REST API, like ``pulsar-admin`` (see :mod:`emubroker.admin_cli`).
+
 ``standalone`` runs one broker in this process on anyio's asyncio backend (aiohttp needs it,
 DESIGN.md decision 5), prints one line containing ``ready`` with the service and admin URLs once
 both listen (scripts and tests wait for it), and stops cleanly on SIGINT or SIGTERM (exit code 0).
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from emubroker import admin_cli
 from emubroker.app import open_broker
 from emubroker.config import ConfigError, load_config
 
@@ -49,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level (default INFO)",
     )
+    admin_cli.add_parser(commands)
     return parser
 
 
@@ -68,6 +73,8 @@ async def _standalone(config: BrokerConfig) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = _parser().parse_args(argv)
+    if args.command == "admin":
+        return admin_cli.run(args)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

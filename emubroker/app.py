@@ -24,13 +24,34 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from emubroker.admin import MetricsCollector, build_admin_app, serve_admin
+from emubroker.admin import (
+    AdminContext,
+    MetricsCollector,
+    RateTracker,
+    TopicStatsView,
+    build_admin_app,
+    serve_admin,
+)
 from emubroker.config import BrokerConfig
+from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
-from emubroker.metadata import MemoryMetadataStore, NotificationKind, WatchOverflowError
-from emubroker.naming import InvalidNameError, NamespaceName, bundle_boundaries
+from emubroker.metadata import MemoryMetadataStore
+from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
+from emubroker.policies import (
+    POLICIES_ROOT,
+    ClusterData,
+    NamespaceRegistry,
+    Policies,
+    PolicyStore,
+    TenantInfo,
+    bundles_data,
+    to_json,
+)
+from emubroker.schemas import SchemaRegistry, SchemaService
+from emubroker.topics.compaction import CompactionService
+from emubroker.topics.features import TopicFeatures
 from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
 from protocol.clock import AnyioClock
@@ -43,6 +64,7 @@ if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
     from emubroker.metadata import MetadataStore
+    from emubroker.topics.service import AnyTopic
     from protocol.clock import Clock
 
 __all__ = [
@@ -60,117 +82,25 @@ DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("public", "default-2"))
 """What ``pulsar standalone`` creates at first start."""
 
-POLICIES_ROOT = "/admin/policies"
-
-
-class ClusterData(msgspec.Struct, frozen=True, rename="camel"):
-    """Pulsar's ``ClusterData`` (the subset a standalone broker writes)."""
-
-    service_url: str
-    broker_service_url: str
-
-
-class TenantInfo(msgspec.Struct, frozen=True, rename="camel"):
-    """Pulsar's ``TenantInfo``."""
-
-    admin_roles: list[str]
-    allowed_clusters: list[str]
-
-
-class BundlesData(msgspec.Struct, frozen=True, rename="camel"):
-    """Pulsar's ``BundlesData``: boundaries as ``0x%08x`` strings."""
-
-    boundaries: list[str]
-    num_bundles: int
-
-
-class Policies(msgspec.Struct, frozen=True):
-    """Pulsar's namespace ``Policies`` (the subset we use; JSON names are Pulsar's)."""
-
-    bundles: BundlesData
-    replication_clusters: list[str]
-
-
-class NamespaceRegistry:
-    """Which namespaces exist: a synchronous view of ``/admin/policies/<tenant>/<ns>`` nodes.
-
-    The topic service asks on every topic creation, so the answer must not need a store round
-    trip; :meth:`watch` keeps the view current as namespaces are created and deleted.
-    """
-
-    def __init__(self) -> None:
-        self._namespaces: set[NamespaceName] = set()
-
-    def exists(self, namespace: NamespaceName) -> bool:
-        """Whether the namespace exists (V1 names with a cluster never do)."""
-        return namespace in self._namespaces
-
-    def __call__(self, namespace: NamespaceName) -> bool:
-        return namespace in self._namespaces
-
-    def namespaces(self) -> list[NamespaceName]:
-        """Every known namespace, sorted."""
-        return sorted(self._namespaces, key=str)
-
-    async def load(self, store: MetadataStore) -> None:
-        """Read every namespace from the store (replacing the current view)."""
-        found: set[NamespaceName] = set()
-        for tenant in await store.children(POLICIES_ROOT):
-            for local in await store.children(f"{POLICIES_ROOT}/{tenant}"):
-                if await store.exists(f"{POLICIES_ROOT}/{tenant}/{local}"):
-                    found.add(NamespaceName(tenant, local))
-        self._namespaces = found
-
-    async def watch(
-        self, store: MetadataStore, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Follow namespace creations and deletions until cancelled."""
-        while True:
-            async with store.watch(POLICIES_ROOT) as notifications:
-                await self.load(store)  # after subscribing: no change can fall in between
-                task_status.started()
-                task_status = anyio.TASK_STATUS_IGNORED
-                try:
-                    async for note in notifications:
-                        self._apply(note.path, note.kind)
-                except WatchOverflowError:
-                    log.warning("namespace watch overflowed; re-reading")
-                    continue
-            return  # the store was closed
-
-    def _apply(self, path: str, kind: NotificationKind) -> None:
-        parts = path[len(POLICIES_ROOT) + 1 :].split("/")
-        if len(parts) != 2:
-            return  # a tenant node or something deeper
-        try:
-            namespace = NamespaceName(parts[0], parts[1])
-        except InvalidNameError:
-            return
-        if kind is NotificationKind.DELETED:
-            self._namespaces.discard(namespace)
-        else:
-            self._namespaces.add(namespace)
-
 
 async def bootstrap_metadata(store: MetadataStore, config: BrokerConfig, *, http_url: str) -> None:
     """Create the cluster, the ``public`` tenant and its default namespaces if missing."""
-    encode = msgspec.json.encode
     cluster_path = f"/admin/clusters/{config.clusterName}"
     if not await store.exists(cluster_path):
         service_url = f"pulsar://{config.advertised_host()}:{config.brokerServicePort}"
-        await store.put(cluster_path, encode(ClusterData(http_url, service_url)))
+        cluster = ClusterData(service_url=http_url, broker_service_url=service_url)
+        await store.put(cluster_path, to_json(cluster))
     tenant_path = f"{POLICIES_ROOT}/{DEFAULT_TENANT}"
     if not await store.exists(tenant_path):
-        await store.put(tenant_path, encode(TenantInfo([], [config.clusterName])))
-    boundaries = bundle_boundaries(config.defaultNumberOfNamespaceBundles)
+        await store.put(tenant_path, to_json(TenantInfo([], [config.clusterName])))
     policies = Policies(
-        bundles=BundlesData([f"0x{b:08x}" for b in boundaries], len(boundaries) - 1),
+        bundles=bundles_data(bundle_boundaries(config.defaultNumberOfNamespaceBundles)),
         replication_clusters=[config.clusterName],
     )
     for namespace in DEFAULT_NAMESPACES:
         path = f"{POLICIES_ROOT}/{namespace}"
         if not await store.exists(path):
-            await store.put(path, encode(policies))
+            await store.put(path, to_json(policies))
 
 
 def topic_settings(config: BrokerConfig) -> TopicSettings:
@@ -202,6 +132,11 @@ class Broker:
         ledgers: The in-process ledger store.
         namespaces: The namespace registry.
         clock: The broker's clock.
+        schemas: The schema registry (per-topic schema versions).
+        compaction: Topic compaction (trigger and status).
+        dynamic: The live configuration (``/admin/v2/brokers/configuration``).
+        admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
+            application (tests run it without a socket).
     """
 
     config: BrokerConfig
@@ -215,6 +150,10 @@ class Broker:
     clock: Clock
     _services: BrokerServices
     _task_group: TaskGroup
+    schemas: SchemaRegistry | None = None
+    compaction: CompactionService | None = None
+    dynamic: DynamicConfig | None = None
+    admin: AdminContext | None = None
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -235,6 +174,64 @@ class Broker:
             max_frame_size=config.maxMessageSize + FRAME_PADDING,
             keepalive_interval=config.keepAliveIntervalSeconds,
         )
+
+
+def _record_bundles(
+    ownership: OwnershipTable, namespace: NamespaceName, policies: Policies | None
+) -> None:
+    # A namespace's bundle boundaries come from its policies (created with a count or explicit
+    # boundaries through the admin API); lookups must hash topics into those bundles.
+    if policies is not None and policies.bundles is not None and policies.bundles.boundaries:
+        try:
+            boundaries = tuple(int(b, 16) for b in policies.bundles.boundaries)
+        except ValueError:
+            log.warning("namespace %s: unreadable bundle boundaries; using defaults", namespace)
+            return
+        ownership.set_boundaries(namespace, boundaries)
+
+
+def _admin_context(
+    dynamic: DynamicConfig,
+    store: MetadataStore,
+    namespaces: NamespaceRegistry,
+    topics: TopicService,
+    ownership: OwnershipTable,
+    ledgers: LedgerStore,
+    clock: Clock,
+    *,
+    schemas: SchemaService | None,
+    compaction: CompactionService | None,
+) -> AdminContext:
+    config = dynamic.config
+    broker_id = f"{config.advertised_host()}:{config.webServicePort}"
+    tracker = RateTracker(clock=clock)
+
+    def dedup_enabled(topic: AnyTopic) -> bool:
+        policies = namespaces.policies(topic.name.namespace)
+        if policies is not None and policies.deduplicationEnabled is not None:
+            return policies.deduplicationEnabled
+        return dynamic.config.brokerDeduplicationEnabled
+
+    return AdminContext(
+        cluster=config.clusterName,
+        broker_id=broker_id,
+        service_url=ownership.me.service_url,
+        # The configured address even when the API is not served (component tests).
+        web_service_url=f"http://{broker_id}",
+        dynamic=dynamic,
+        policies=PolicyStore(store),
+        namespaces=namespaces,
+        topics=topics,
+        ownership=ownership,
+        metrics=MetricsCollector(
+            topics.statistics, clock=clock, cluster=config.clusterName, tracker=tracker
+        ),
+        stats=TopicStatsView(
+            topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
+        ),
+        schemas=schemas,
+        compaction=compaction,
+    )
 
 
 def _close_sockets(sockets: list[socket.socket]) -> None:
@@ -294,16 +291,28 @@ async def open_broker(
         admin_url = f"http://{host}:{config.webServicePort}" if admin else ""
 
         await bootstrap_metadata(store, config, http_url=admin_url)
-        namespaces = NamespaceRegistry()
+        dynamic = DynamicConfig(config, store)
+        await dynamic.load()  # overrides set through the admin API before this broker started
+        # ownership is bound below, before the registry's watch first calls back.
+        namespaces = NamespaceRegistry(
+            on_change=lambda ns, policies: _record_bundles(ownership, ns, policies)
+        )
         ledgers = LedgerStore()
+        features = TopicFeatures(config, store)
         topics = await stack.enter_async_context(
             TopicService(
-                config=topic_settings(config),
+                config=topic_settings(dynamic.config),
                 clock=clock,
                 ledgers=ledgers,
                 namespaces=namespaces,
                 metadata=store,
+                features=features,
             )
+        )
+        schema_registry = SchemaRegistry(store, clock)
+        # Entered after the topics: it stops (cancelling running compactions) before they close.
+        compaction = await stack.enter_async_context(
+            CompactionService(topics, retain_null_key=config.topicCompactionRetainNullKey)
         )
         ownership = OwnershipTable(
             store,
@@ -316,10 +325,24 @@ async def open_broker(
             ownership=ownership,
             namespace_exists=namespaces,
             listeners=config.listeners(),
+            schemas=SchemaService(schema_registry, features),
         )
+        dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
         tg = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(tg.cancel_scope.cancel)
         await tg.start(namespaces.watch, store)
+        await tg.start(dynamic.watch)
+        admin_context = _admin_context(
+            dynamic,
+            store,
+            namespaces,
+            topics,
+            ownership,
+            ledgers,
+            clock,
+            schemas=SchemaService(schema_registry, features),
+            compaction=compaction,
+        )
         broker = Broker(
             config,
             service_url,
@@ -332,6 +355,10 @@ async def open_broker(
             clock,
             services,
             tg,
+            schemas=schema_registry,
+            compaction=compaction,
+            dynamic=dynamic,
+            admin=admin_context,
         )
         if pulsar_sockets:
             listener = await listener_from_sockets(pulsar_sockets)
@@ -346,8 +373,7 @@ async def open_broker(
                 )
             )
         if admin_sockets:
-            metrics = MetricsCollector(topics.statistics, clock=clock, cluster=config.clusterName)
-            await tg.start(serve_admin, build_admin_app(metrics), admin_sockets)
+            await tg.start(serve_admin, build_admin_app(admin_context), admin_sockets)
         log.info("broker serving %s (admin %s)", service_url, admin_url or "off")
         yield broker
 

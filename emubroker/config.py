@@ -4,26 +4,35 @@ DESIGN.md decision 3: configuration uses Pulsar's names (camelCase, exactly as i
 ``broker.conf``/``standalone.conf``) and Pulsar's defaults, so an operator's existing file (or the
 subset of it we emulate) loads unchanged. Sources, lowest priority first:
 
-1. the defaults below (Pulsar's, except ``bindAddress``, see its comment);
+1. the defaults below (Pulsar's, except ``bindAddress`` and ``schemaCompatibilityStrategy``, see
+   their comments);
 2. a file: Java properties (``key=value``, ``#``/``!`` comments) or TOML, chosen by extension;
-3. explicit overrides (the CLI's flags).
+3. environment variables ``PULSAR_PREFIX_<key>=<value>`` (the convention of Pulsar's container
+   images, ``apply-config-from-env.py``), applied over the file;
+4. explicit overrides (the CLI's flags).
 
 Everything is validated by msgspec in one ``convert`` call. Properties files carry only strings,
 so conversion runs with ``strict=False`` (``"6650"`` -> ``6650``, ``"true"`` -> ``True``). An empty
 value (``advertisedAddress=``, common in Pulsar's shipped files) means "use the default".
 
-An unknown key stops start-up with a message naming it. Issue 3 adds a list of keys that are known
-to Pulsar but not emulated (warn instead of fail) and ``PULSAR_PREFIX_<key>`` environment
-overrides; both slot into :func:`resolve_keys` (the single place where raw keys are checked).
+Every source goes through :func:`resolve_keys`, the single place where raw keys are checked: a key
+that is a ``BrokerConfig`` field is kept; a key Pulsar knows but we do not emulate
+(:data:`~emubroker.config_keys.PULSAR_BROKER_KEYS`) is logged as a warning naming it and dropped,
+so a real ``broker.conf`` loads; anything else is a typo and stops start-up with a message naming
+the key and where it came from. A bad value stops start-up too, naming the key.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
+
+from emubroker.config_keys import PULSAR_BROKER_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -31,10 +40,30 @@ if TYPE_CHECKING:
 __all__ = [
     "BrokerConfig",
     "ConfigError",
+    "SchemaCompatibilityStrategy",
+    "env_overrides",
     "load_config",
     "parse_properties",
     "resolve_keys",
 ]
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "PULSAR_PREFIX_"
+"""Environment variables named ``PULSAR_PREFIX_<key>`` set ``<key>`` (Pulsar's container images)."""
+
+SchemaCompatibilityStrategy = Literal[
+    "UNDEFINED",
+    "ALWAYS_INCOMPATIBLE",
+    "ALWAYS_COMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+]
+"""Pulsar's ``SchemaCompatibilityStrategy`` names, exactly."""
 
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 Positive = Annotated[int, msgspec.Meta(gt=0)]
@@ -66,12 +95,23 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         defaultNumberOfNamespaceBundles: Bundles of a new namespace.
         dispatcherMaxReadBatchSize: Entries a dispatcher reads from storage at once.
         keepAliveIntervalSeconds: Idle time before the broker pings a client.
-        brokerDeduplicationEnabled: Message deduplication (not emulated yet).
+        brokerDeduplicationEnabled: Message deduplication for namespaces whose policies do not
+            say (``Policies.deduplicationEnabled`` wins when set).
         maxUnackedMessagesPerConsumer: Unacked messages a Shared consumer may hold (0: no limit).
         managedLedgerMaxEntriesPerLedger: Entries per ledger before a topic rolls over.
         delayedDeliveryEnabled: Honour ``deliver_at_time`` on Shared/Key_Shared subscriptions.
         subscriptionKeySharedConsistentHashingReplicaPoints: Key_Shared hash-ring points per
             consumer.
+        schemaCompatibilityStrategy: The schema compatibility strategy of namespaces whose
+            policies leave it ``UNDEFINED``. Pulsar's default is ``FULL``; ours is
+            ``ALWAYS_COMPATIBLE`` (issue 3: an emulator accepts any schema evolution unless a
+            namespace or this key asks for checks). ``UNDEFINED`` here means the same.
+        isAllowAutoUpdateSchemaEnabled: Producers may register new schema versions; when false
+            only schemas already registered are accepted.
+        isSchemaValidationEnforced: Producers and consumers without a schema are refused on a
+            topic that has one.
+        topicCompactionRetainNullKey: Compaction keeps messages without a key (Pulsar's default
+            drops them).
     """
 
     clusterName: str = "standalone"
@@ -93,6 +133,10 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     managedLedgerMaxEntriesPerLedger: Positive = 50_000
     delayedDeliveryEnabled: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: Positive = 100
+    schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "ALWAYS_COMPATIBLE"
+    isAllowAutoUpdateSchemaEnabled: bool = True
+    isSchemaValidationEnforced: bool = False
+    topicCompactionRetainNullKey: bool = False
 
     def advertised_host(self) -> str:
         """The host clients are told to connect to (spec §5.2: never one they cannot reach)."""
@@ -159,34 +203,60 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
-def resolve_keys(raw: Mapping[str, Any]) -> dict[str, Any]:
+def resolve_keys(raw: Mapping[str, Any], *, source: str = "configuration") -> dict[str, Any]:
     """Check raw keys and drop empty values: the single seam for key policy.
 
-    Issue 3 adds here: keys Pulsar knows but we do not emulate (logged, then dropped) and
-    ``PULSAR_PREFIX_<key>`` environment overrides.
+    Args:
+        raw: Keys and values from one source.
+        source: Where they come from, for messages (a file name, "environment", ...).
+
+    Returns:
+        The emulated keys with non-empty values. Keys Pulsar knows but we do not emulate are
+        logged as a warning naming them, then dropped.
 
     Raises:
-        ConfigError: A key is not a ``BrokerConfig`` field.
+        ConfigError: A key is neither a ``BrokerConfig`` field nor a Pulsar broker key.
     """
     resolved: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in _KNOWN_KEYS:
-            raise ConfigError(f"unknown configuration key {key!r}")
+            if key in PULSAR_BROKER_KEYS:
+                log.warning(
+                    "%s: %r is a Pulsar broker setting that emubroker does not emulate; ignored",
+                    source,
+                    key,
+                )
+                continue
+            raise ConfigError(f"{source}: unknown configuration key {key!r}")
         if value == "":
             continue  # Pulsar's files leave unset keys empty: keep our default
         resolved[key] = value
     return resolved
 
 
+def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``PULSAR_PREFIX_<key>=<value>`` settings of an environment, as ``{key: value}``."""
+    return {
+        name[len(ENV_PREFIX) :]: value
+        for name, value in environ.items()
+        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX)
+    }
+
+
 def load_config(
-    path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
 ) -> BrokerConfig:
-    """Build the broker configuration from defaults, an optional file and overrides.
+    """Build the broker configuration from defaults, a file, the environment and overrides.
 
     Args:
         path: A ``.toml`` file, or any other extension as Java properties (``broker.conf``).
-        overrides: Values that win over the file (the CLI's flags), by ``broker.conf`` key;
-            ``None`` values are ignored so callers can pass unset flags through.
+        overrides: Values that win over everything else (the CLI's flags), by ``broker.conf``
+            key; ``None`` values are ignored so callers can pass unset flags through.
+        environ: Where ``PULSAR_PREFIX_<key>`` overrides are read (over the file); the process
+            environment when ``None``.
 
     Returns:
         The validated configuration.
@@ -194,9 +264,15 @@ def load_config(
     Raises:
         ConfigError: The file cannot be read or parsed, a key is unknown, or a value is invalid.
     """
-    raw: dict[str, Any] = {} if path is None else resolve_keys(_read_file(Path(path)))
-    raw.update(resolve_keys({k: v for k, v in (overrides or {}).items() if v is not None}))
+    raw: dict[str, Any] = {}
+    if path is not None:
+        raw.update(resolve_keys(_read_file(Path(path)), source=str(path)))
+    env = env_overrides(os.environ if environ is None else environ)
+    raw.update(resolve_keys(env, source=f"environment ({ENV_PREFIX}<key>)"))
+    explicit = {k: v for k, v in (overrides or {}).items() if v is not None}
+    raw.update(resolve_keys(explicit, source="overrides"))
     try:
         return msgspec.convert(raw, BrokerConfig, strict=False)
     except msgspec.ValidationError as exc:
+        # msgspec names the key as ``$.key``; say it plainly too.
         raise ConfigError(f"invalid configuration: {exc}") from exc

@@ -22,6 +22,7 @@ from google.protobuf.message import Message as PbMessage
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from protocol import commands as c
+from protocol import wire
 from protocol._pb import pulsar_pb2 as pb
 from protocol.errors import LocalProtocolError, RemoteProtocolError, ServerError
 
@@ -252,7 +253,7 @@ def encode_command(command: c.Command) -> bytes:
     if fast is not None:
         try:
             quick = fast(command)
-        except (_OffTheFastLane, TypeError, AttributeError):
+        except (wire.OffTheFastLane, TypeError, AttributeError):
             # Fix (test_codec.py, out-of-range / missing values): the hand-written encoders
             # wrapped or crashed on values protobuf refuses; the generic path below now judges
             # them and raises LocalProtocolError as documented. Costs nothing for valid values.
@@ -278,8 +279,18 @@ def decode_command(data: bytes | bytearray | memoryview) -> c.Command:
         RemoteProtocolError: unparsable bytes, a missing required field, or a command type we do
             not speak (``error_hint`` is ``UnsupportedVersionError`` for the latter).
     """
+    raw = data if type(data) is bytes else bytes(data)
+    fast = _RAW_DECODERS.get(raw[:3])
+    if fast is not None:
+        command = fast(raw, 0, len(raw))
+        if command is not None:
+            return command
+    return _decode_protobuf(raw)
+
+
+def _decode_protobuf(data: bytes) -> c.Command:
     try:
-        base = pb.BaseCommand.FromString(bytes(data))
+        base = pb.BaseCommand.FromString(data)
     except (DecodeError, ValueError) as exc:
         raise RemoteProtocolError(f"unparsable command: {exc}") from exc
     if not base.HasField("type"):
@@ -361,39 +372,16 @@ for _record in (*c.COMMAND_TYPES, *_RECORD_PB):
 #
 # SEND, MESSAGE, SEND_RECEIPT, FLOW and ACK are per-message traffic. Their encoders write the
 # protobuf bytes by hand (field order = field number order, exactly what protobuf writes; tests
-# compare both) and their decoders read the parsed message's attributes directly instead of
-# walking the generic plan. Anything unusual (a nested chunk id) falls back to the generic path.
+# compare both). SEND and ACK are read straight from the bytes (``protocol.wire``) when they have
+# the shape the official client writes; otherwise, and for the other hot commands, the decoders
+# read the parsed message's attributes directly instead of walking the generic plan. Anything
+# unusual (a nested chunk id) falls back to the generic path.
 
-_SMALL_VARINTS = tuple(bytes((i,)) for i in range(128))
-
-
-class _OffTheFastLane(Exception):
-    """A value outside the field's proto range: the generic encoder reports it."""
-
-
-def _ranged_varint(low: int, high: int) -> Callable[[int], bytes]:
-    """A varint writer for one proto integer type; out-of-range values leave the fast lane."""
-
-    def write(value: int) -> bytes:
-        if 0 <= value < 128:
-            return _SMALL_VARINTS[value]
-        if not low <= value <= high:
-            raise _OffTheFastLane
-        value &= _U64  # negative int32/int64 values are written as ten-byte two's complement
-        out = bytearray()
-        while value > 0x7F:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-        return bytes(out)
-
-    return write
-
-
-_varint = _ranged_varint(0, _U64)  # uint64 (and lengths)
-_u32 = _ranged_varint(0, 0xFFFFFFFF)
-_i32 = _ranged_varint(-(1 << 31), (1 << 31) - 1)
-_i64 = _ranged_varint(-_I64_LIMIT, _I64_LIMIT - 1)
+_varint = wire.uvarint  # uint64 (and lengths)
+_u32 = wire.uint32_varint
+_i32 = wire.int32_varint
+_i64 = wire.int64_varint
+_SMALL = wire.SMALL_VARINTS
 _VALIDATION_ERRORS = frozenset(pb.CommandAck.ValidationError.values())
 
 
@@ -554,32 +542,69 @@ _FAST_DECODERS: dict[type[c.Record], Callable[[Any], c.Command]] = {
     c.Ack: _fast_read_ack,
 }
 
+# First three bytes of a BaseCommand (type, then the sub-message's tag) -> a reader of the raw
+# bytes that returns None when the command is off its fast lane (``protocol.wire``).
+_RAW_DECODERS: dict[bytes, Callable[[bytes, int, int], c.Command | None]] = {
+    b"\x08\x06\x32": wire.parse_send,
+    b"\x08\x0a\x52": wire.parse_ack,
+}
+
+
+def decode_command_at(buf: bytes, start: int, end: int) -> c.Command:
+    """``decode_command(buf[start:end])`` without copying the bytes of a SEND or an ACK.
+
+    Raises:
+        RemoteProtocolError: as ``decode_command``.
+    """
+    raw = _RAW_DECODERS.get(buf[start : start + 3])
+    if raw is not None:
+        command = raw(buf, start, end)
+        if command is not None:
+            return command
+    return _decode_protobuf(buf[start:end])
+
 
 # ---- broker-side shortcuts ------------------------------------------------------------------
 
-
-class MetadataPeek(typing.NamedTuple):
-    """The ``MessageMetadata`` fields a broker reads from each published entry (spec §6.4)."""
-
-    producer_name: str
-    sequence_id: int
-    publish_time: int
-    num_messages_in_batch: int | None  # None = not a batch (presence is what counts, §8.2)
-    partition_key: str | None
-    ordering_key: bytes | None
-    deliver_at_time: int | None
+MetadataPeek = wire.MetadataPeek
+MetadataFields = wire.MetadataFields
 
 
 def peek_metadata(data: bytes | bytearray | memoryview) -> MetadataPeek:
     """Read only the broker-relevant fields of a serialized ``MessageMetadata``.
 
-    A quarter of the cost of ``decode_record(MessageMetadata, ...)``, which builds every field.
+    A fraction of the cost of ``decode_record(MessageMetadata, ...)``, which builds every field:
+    the official client's metadata is read straight from the bytes (``protocol.wire``).
 
     Raises:
         RemoteProtocolError: unparsable bytes or a missing required field.
     """
+    raw = data if type(data) is bytes else bytes(data)
+    fields = wire.parse_metadata(raw, 0, len(raw))
+    return MetadataPeek._make(_peek_protobuf(raw) if fields is None else fields)
+
+
+def peek_entry_metadata(entry: bytes) -> MetadataFields:
+    """``peek_metadata`` of the metadata inside an entry, as a plain tuple: the publish hot path.
+
+    Args:
+        entry: ``metadata_size | MessageMetadata | payload``, as a SEND carries it.
+
+    Returns:
+        The fields of ``MetadataPeek``, in its order.
+
+    Raises:
+        RemoteProtocolError: the entry is too short for its metadata, or as ``peek_metadata``.
+    """
+    if len(entry) < 4 or (size := int.from_bytes(entry[:4])) > len(entry) - 4:
+        raise RemoteProtocolError("message metadata runs past the entry")
+    fields = wire.parse_metadata(entry, 4, 4 + size)
+    return _peek_protobuf(entry[4 : 4 + size]) if fields is None else fields
+
+
+def _peek_protobuf(data: bytes) -> MetadataFields:
     try:
-        m = pb.MessageMetadata.FromString(bytes(data))
+        m = pb.MessageMetadata.FromString(data)
     except (DecodeError, ValueError) as exc:
         raise RemoteProtocolError(f"unparsable MessageMetadata: {exc}") from exc
     if not m.IsInitialized():
@@ -587,7 +612,7 @@ def peek_metadata(data: bytes | bytearray | memoryview) -> MetadataPeek:
         raise RemoteProtocolError(f"MessageMetadata is missing required fields: {missing}")
     has = m.HasField
     try:
-        return MetadataPeek(
+        return (
             m.producer_name,
             m.sequence_id,
             m.publish_time,
@@ -613,16 +638,31 @@ def encode_message(
     Raises:
         LocalProtocolError: a value is out of its field's range.
     """
+    small = _SMALL
     try:
-        mid = [b"\x08", _varint(ledger_id & _U64), b"\x10", _varint(entry_id & _U64)]
+        # Table lookups for the one-byte values (most consumer and ledger ids) skip a call each.
+        mid = (
+            b"\x08"
+            + (small[ledger_id] if 0 <= ledger_id < 128 else _varint(ledger_id & _U64))
+            + b"\x10"
+            + (small[entry_id] if 0 <= entry_id < 128 else _varint(entry_id & _U64))
+        )
         if partition != -1:
-            mid += (b"\x18", _i32(partition))
-        parts = [b"\x08", _varint(consumer_id), _field(b"\x12", b"".join(mid))]
+            mid += b"\x18" + _i32(partition)
+        body = (
+            b"\x08"
+            + (small[consumer_id] if 0 <= consumer_id < 128 else _varint(consumer_id))
+            + b"\x12"
+            + small[len(mid)]
+            + mid
+        )
         if redelivery_count:
-            parts += (b"\x18", _u32(redelivery_count))
+            body += b"\x18" + _u32(redelivery_count)
         for word in ack_set:
-            parts += (b"\x20", _i64(word))
-    except _OffTheFastLane:
+            body += b"\x20" + _i64(word)
+        # MessageIdData is at most 33 bytes; only the outer length can need two (long ack sets).
+        return b"\x08\x09\x4a" + _varint(len(body)) + body
+    except wire.OffTheFastLane:
         return encode_command(
             c.Message(
                 consumer_id=consumer_id,
@@ -633,4 +673,24 @@ def encode_message(
                 ack_set=ack_set,
             )
         )
-    return b"\x08\x09" + _field(b"\x4a", b"".join(parts))
+
+
+def encode_send_receipt(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int) -> bytes:
+    """``encode_command(SendReceipt(...))`` with a ``(ledger_id, entry_id)`` id, no records.
+
+    Raises:
+        LocalProtocolError: a value is out of its field's range.
+    """
+    try:
+        mid = b"\x08" + _varint(ledger_id & _U64) + b"\x10" + _varint(entry_id & _U64)
+        body = b"\x08" + _varint(producer_id) + b"\x10" + _varint(sequence_id)
+        body += b"\x1a" + _SMALL[len(mid)] + mid
+        return b"\x08\x07\x3a" + _SMALL[len(body)] + body  # at most 46 bytes: one-byte length
+    except wire.OffTheFastLane:
+        return encode_command(
+            c.SendReceipt(
+                producer_id=producer_id,
+                sequence_id=sequence_id,
+                message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id),
+            )
+        )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from protocol import commands as c
 from protocol.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
@@ -30,7 +30,11 @@ from protocol.framing import (
     FrameDecoder,
     encode_frame,
     encode_payload_frame,
+    encode_send_receipt_frames,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 PROTOCOL_VERSION: Final = 20
 """The highest protocol version we speak (v20, what the C++ 4.x client sends)."""
@@ -188,6 +192,8 @@ class Connection:
                 self.state = State.CLOSED
                 return CLOSED
             return None
+        if self.state is State.OPEN and type(frame.command) in self._accepts:
+            return frame  # the common case of _check, without the call
         self._check("receive", frame.command)
         return frame
 
@@ -268,6 +274,22 @@ class Connection:
         # refused payload frame also closes the connection and direction is enforced.
         self._check("send", command)
         return encode_payload_frame(command, entry, entry_checksum, broker_entry_metadata)
+
+    def send_receipts(
+        self, producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]
+    ) -> bytes:
+        """SEND_RECEIPT frames of one producer: each sequence id with its ``(ledger, entry)``.
+
+        The broker's publish hot path: the same checks and bytes as one ``send(SendReceipt(...))``
+        per receipt, with one check for all of them (``framing.encode_send_receipt_frames``).
+
+        Raises:
+            LocalProtocolError: the connection is not open, we are not the broker, or a value
+                is out of its field's range.
+        """
+        if self.state is not State.OPEN or self.role is not Role.BROKER:
+            self._check("send", c.SendReceipt(producer_id=producer_id, sequence_id=0))
+        return encode_send_receipt_frames(producer_id, sequence_ids, positions)
 
     def close(self) -> None:
         """Mark the connection closed (we are done with it)."""

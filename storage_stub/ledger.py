@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, NoReturn
 import msgspec
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "EntryOutOfRangeError",
@@ -264,6 +264,37 @@ class LedgerStore:
         self._entries += 1
         self._bytes += len(payload)
         return len(entries) - 1
+
+    def add_entries(self, ledger_id: int, entries: Sequence[bytes]) -> int:
+        """Append entries to an OPEN ledger at once: ``add_entry`` for each, in order.
+
+        All or nothing: a refused ledger stores none of them.
+
+        Args:
+            ledger_id: The ledger to append to.
+            entries: The payloads, stored as immutable copies.
+
+        Returns:
+            The id of the first new entry (the others follow it); the ledger's last-add-confirmed
+            when ``entries`` is empty.
+
+        Raises:
+            NoSuchLedgerError: The ledger does not exist.
+            LedgerClosedError: The ledger was closed.
+            LedgerFencedError: The ledger was fenced.
+        """
+        ledger = self._get(ledger_id)
+        if ledger.state is not LedgerState.OPEN:
+            _reject(ledger_id, ledger.state, _Op.ADD)
+        payloads = list(map(bytes, entries))  # bytes(b) is b itself for exact bytes
+        size = sum(map(len, payloads))
+        stored = ledger.entries
+        first = len(stored)
+        stored += payloads
+        ledger.size_bytes += size
+        self._entries += len(payloads)
+        self._bytes += size
+        return first
 
     def read(self, ledger_id: int, first: int, last: int) -> list[bytes]:
         """Read the entries ``first..last`` (both inclusive).

@@ -1,8 +1,10 @@
-"""The HTTP admin server (aiohttp): Pulsar's REST v2 paths, served on ``webServicePort``.
+"""The HTTP admin server (aiohttp): Pulsar's REST v2 paths and ``/metrics`` on ``webServicePort``.
 
-For now: ``GET /admin/v2/brokers/health`` (``ok``, what ``pulsar-admin brokers healthcheck``
-reads) and ``GET /metrics`` (Prometheus text, see ``metrics``). The full REST API is a later
-issue; routes are added per resource in ``routes_*.py`` modules.
+Routes are registered per resource by the ``routes_*`` modules (clusters, tenants, namespaces,
+topics, subscriptions, schemas, brokers, lookup); every failure becomes Pulsar's
+``{"reason": ...}`` body through the ``errors.rest_errors`` middleware, unknown paths included.
+Handlers reach the broker through the :class:`~emubroker.admin.context.AdminContext` stored in
+the application.
 
 aiohttp runs on asyncio only (DESIGN.md decision 5), so ``serve_admin`` needs anyio's asyncio
 backend. It serves on sockets bound by the caller (``net.bind_tcp_sockets``), so the admin API
@@ -17,6 +19,19 @@ from typing import TYPE_CHECKING
 import anyio
 from aiohttp import web
 
+from emubroker.admin import (
+    routes_brokers,
+    routes_clusters,
+    routes_lookup,
+    routes_namespaces,
+    routes_schemas,
+    routes_subscriptions,
+    routes_tenants,
+    routes_topics,
+)
+from emubroker.admin.context import CONTEXT
+from emubroker.admin.errors import rest_errors
+from emubroker.admin.http import MAX_BODY
 from emubroker.admin.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
@@ -24,30 +39,36 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskStatus
 
-    from emubroker.admin.metrics import MetricsCollector
+    from emubroker.admin.context import AdminContext
 
 __all__ = ["build_admin_app", "serve_admin"]
 
 log = logging.getLogger(__name__)
 
 
-def build_admin_app(metrics: MetricsCollector) -> web.Application:
-    """The aiohttp application with the admin routes.
+async def _prometheus(request: web.Request) -> web.Response:
+    text = request.app[CONTEXT].metrics.render()
+    return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
+
+
+def build_admin_app(context: AdminContext) -> web.Application:
+    """The aiohttp application with every admin route.
 
     Args:
-        metrics: Renders ``/metrics``.
+        context: The broker services the handlers use.
     """
-    app = web.Application()
-
-    async def health(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def prometheus(request: web.Request) -> web.Response:
-        return web.Response(body=metrics.render().encode(), headers={"Content-Type": CONTENT_TYPE})
-
-    app.router.add_get("/admin/v2/brokers/health", health)
-    app.router.add_get("/metrics", prometheus)
-    app.router.add_get("/metrics/", prometheus)
+    app = web.Application(middlewares=[rest_errors], client_max_size=MAX_BODY)
+    app[CONTEXT] = context
+    routes_brokers.add_routes(app)
+    routes_clusters.add_routes(app)
+    routes_tenants.add_routes(app)
+    routes_namespaces.add_routes(app)
+    routes_topics.add_routes(app)
+    routes_subscriptions.add_routes(app)
+    routes_schemas.add_routes(app)
+    routes_lookup.add_routes(app)
+    app.router.add_get("/metrics", _prometheus)
+    app.router.add_get("/metrics/", _prometheus)
     return app
 
 

@@ -9,49 +9,118 @@ a Pulsar broker exports with ``exposeTopicLevelMetricsInPrometheus=true`` (its d
   ``pulsar_throughput_in``/``_out`` (bytes/s), ``pulsar_msg_backlog``,
   ``pulsar_in_messages_total``, ``pulsar_in_bytes_total``, ``pulsar_out_messages_total``,
   ``pulsar_out_bytes_total``;
-* subscription level (plus ``subscription``): ``pulsar_subscription_back_log``.
+* subscription level (plus ``subscription``): ``pulsar_subscription_back_log``,
+  ``pulsar_subscription_msg_rate_out``, ``pulsar_subscription_msg_throughput_out``,
+  ``pulsar_subscription_unacked_messages``, ``pulsar_subscription_consumers_count``.
 
-Pulsar computes rates from counter deltas over its stats interval; we take the delta between two
-samples at least ``min_interval`` apart (scrape to scrape), reusing the last rates for scrapes that
-come sooner, so rates do not jitter when several scrapers poll.
+Pulsar computes rates from counter deltas over its stats interval. :class:`RateTracker` takes the
+delta between two samples at least ``min_interval`` apart, reusing the last rates for samples that
+come sooner, so rates do not jitter when several scrapers poll; the REST ``stats`` endpoints read
+the same tracker, so ``msgRateIn`` and ``pulsar_rate_in`` agree.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from emubroker.topics.stats import ServiceStats, TopicStats
+    from emubroker.topics.stats import ServiceStats, SubscriptionStats, TopicStats
     from protocol.clock import Clock
 
-__all__ = ["CONTENT_TYPE", "MetricsCollector", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "MetricsCollector", "RateTracker", "Rates", "render_metrics"]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 """Prometheus' text exposition format, version 0.0.4."""
 
-_TOPIC_GAUGES: Final = (
+
+class Rates(NamedTuple):
+    """Per-second rates over the last sampling window."""
+
+    msg_in: float = 0.0
+    msg_out: float = 0.0
+    bytes_in: float = 0.0
+    bytes_out: float = 0.0
+
+
+_ZERO: Final = Rates()
+
+_TOPIC_GAUGES: Final[tuple[tuple[str, Callable[[TopicStats], float]], ...]] = (
     ("pulsar_subscriptions_count", lambda t: len(t.subscriptions)),
     ("pulsar_producers_count", lambda t: t.producers),
     ("pulsar_consumers_count", lambda t: t.consumers),
     ("pulsar_msg_backlog", lambda t: t.backlog),
 )
-_TOPIC_COUNTERS: Final = (
+_TOPIC_COUNTERS: Final[tuple[tuple[str, Callable[[TopicStats], float]], ...]] = (
     ("pulsar_in_messages_total", lambda t: t.msg_in),
     ("pulsar_in_bytes_total", lambda t: t.bytes_in),
     ("pulsar_out_messages_total", lambda t: t.msg_out),
     ("pulsar_out_bytes_total", lambda t: t.bytes_out),
 )
-_RATES: Final = (
-    "pulsar_rate_in",
-    "pulsar_rate_out",
-    "pulsar_throughput_in",
-    "pulsar_throughput_out",
+_TOPIC_RATES: Final[tuple[tuple[str, Callable[[Rates], float]], ...]] = (
+    ("pulsar_rate_in", lambda r: r.msg_in),
+    ("pulsar_rate_out", lambda r: r.msg_out),
+    ("pulsar_throughput_in", lambda r: r.bytes_in),
+    ("pulsar_throughput_out", lambda r: r.bytes_out),
+)
+_SUB_GAUGES: Final[tuple[tuple[str, Callable[[SubscriptionStats, Rates], float]], ...]] = (
+    ("pulsar_subscription_back_log", lambda s, r: s.backlog),
+    ("pulsar_subscription_msg_rate_out", lambda s, r: r.msg_out),
+    ("pulsar_subscription_msg_throughput_out", lambda s, r: r.bytes_out),
+    ("pulsar_subscription_unacked_messages", lambda s, r: s.unacked),
+    ("pulsar_subscription_consumers_count", lambda s, r: s.consumers),
 )
 
-Rates = dict[str, tuple[float, float, float, float]]
-"""Per topic name: (rate in, rate out, throughput in, throughput out)."""
+
+class RateTracker:
+    """Rates of every topic and subscription from successive statistics snapshots.
+
+    Args:
+        clock: Measures the time between samples.
+        min_interval: Seconds a sampling window lasts at least.
+    """
+
+    def __init__(self, *, clock: Clock, min_interval: float = 1.0) -> None:
+        self._clock = clock
+        self._min_interval = min_interval
+        self._time: float | None = None
+        self._counters: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+        self._rates: dict[tuple[str, str], Rates] = {}
+
+    def sample(self, stats: ServiceStats) -> None:
+        """Take a snapshot; rates change once ``min_interval`` passed since the last window."""
+        now = self._clock.now()
+        counters: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+        for topic in stats.topics:
+            counters[topic.name, ""] = (
+                topic.msg_in,
+                topic.msg_out,
+                topic.bytes_in,
+                topic.bytes_out,
+            )
+            for sub in topic.subscriptions:
+                counters[topic.name, sub.name] = (0, sub.msg_out, 0, sub.bytes_out)
+        if self._time is None:
+            self._time, self._counters = now, counters
+            return
+        elapsed = now - self._time
+        if elapsed < self._min_interval:
+            return
+        rates: dict[tuple[str, str], Rates] = {}
+        for key, new in counters.items():
+            old = self._counters.get(key, (0, 0, 0, 0))
+            # Counters restart when a subscription is reloaded: a negative delta counts as 0.
+            rates[key] = Rates(*(max(n - o, 0) / elapsed for n, o in zip(new, old, strict=True)))
+        self._time, self._counters, self._rates = now, counters, rates
+
+    def topic(self, name: str) -> Rates:
+        """A topic's rates (zero before two samples)."""
+        return self._rates.get((name, ""), _ZERO)
+
+    def subscription(self, topic: str, name: str) -> Rates:
+        """A subscription's out rates (its in rates are always zero)."""
+        return self._rates.get((topic, name), _ZERO)
 
 
 def _escape(value: str) -> str:
@@ -66,18 +135,17 @@ def _number(value: float) -> str:
     return repr(float(value)) if isinstance(value, float) else str(value)
 
 
-def render_metrics(stats: ServiceStats, *, cluster: str, rates: Rates | None = None) -> str:
+def render_metrics(stats: ServiceStats, *, cluster: str, rates: RateTracker | None = None) -> str:
     """Render a statistics snapshot as Prometheus text.
 
     Args:
         stats: ``TopicService.statistics()``.
         cluster: The ``cluster`` label (``clusterName``).
-        rates: Per-topic rates; topics missing here report 0.
+        rates: Where rates come from; without it every rate is 0.
 
     Returns:
         The exposition text, one ``# TYPE`` line per metric family.
     """
-    rates = rates or {}
     lines: list[str] = []
     by_namespace: dict[str, int] = {}
     for topic in stats.topics:
@@ -96,32 +164,37 @@ def render_metrics(stats: ServiceStats, *, cluster: str, rates: Rates | None = N
     ]
     for name, get in _TOPIC_GAUGES:
         family(name, "gauge", ((labels, get(topic)) for topic, labels in topic_labels))
-    zero = (0.0, 0.0, 0.0, 0.0)
-    for index, name in enumerate(_RATES):
+    for name, rate in _TOPIC_RATES:
         family(
             name,
             "gauge",
-            ((labels, rates.get(topic.name, zero)[index]) for topic, labels in topic_labels),
+            (
+                (labels, rate(rates.topic(topic.name) if rates else _ZERO))
+                for topic, labels in topic_labels
+            ),
         )
     for name, get in _TOPIC_COUNTERS:
         family(name, "counter", ((labels, get(topic)) for topic, labels in topic_labels))
-    family(
-        "pulsar_subscription_back_log",
-        "gauge",
+    subs = [
         (
+            topic,
+            sub,
+            _labels(
+                cluster=cluster, namespace=topic.namespace, topic=topic.name, subscription=sub.name
+            ),
+        )
+        for topic in stats.topics
+        for sub in topic.subscriptions
+    ]
+    for name, value in _SUB_GAUGES:
+        family(
+            name,
+            "gauge",
             (
-                _labels(
-                    cluster=cluster,
-                    namespace=topic.namespace,
-                    topic=topic.name,
-                    subscription=sub.name,
-                ),
-                sub.backlog,
-            )
-            for topic in stats.topics
-            for sub in topic.subscriptions
-        ),
-    )
+                (labels, value(sub, rates.subscription(topic.name, sub.name) if rates else _ZERO))
+                for topic, sub, labels in subs
+            ),
+        )
     lines.append("")
     return "\n".join(lines)
 
@@ -131,9 +204,10 @@ class MetricsCollector:
 
     Args:
         statistics: Returns the current ``ServiceStats`` (``TopicService.statistics``).
-        clock: Measures the time between samples.
+        clock: Measures the time between samples (for a tracker of its own).
         cluster: The ``cluster`` label.
-        min_interval: Seconds between rate samples.
+        min_interval: Seconds between rate samples (for a tracker of its own).
+        tracker: A rate tracker shared with the REST stats; by default one of its own.
     """
 
     def __init__(
@@ -143,38 +217,14 @@ class MetricsCollector:
         clock: Clock,
         cluster: str,
         min_interval: float = 1.0,
+        tracker: RateTracker | None = None,
     ) -> None:
         self._statistics = statistics
-        self._clock = clock
         self._cluster = cluster
-        self._min_interval = min_interval
-        self._sample_time: float | None = None
-        self._sample: dict[str, tuple[int, int, int, int]] = {}
-        self._rates: Rates = {}
+        self.tracker = tracker or RateTracker(clock=clock, min_interval=min_interval)
 
     def render(self) -> str:
         """Take a snapshot and render it (see :func:`render_metrics`)."""
         stats = self._statistics()
-        self._update_rates(stats.topics)
-        return render_metrics(stats, cluster=self._cluster, rates=self._rates)
-
-    def _update_rates(self, topics: Iterable[TopicStats]) -> None:
-        now = self._clock.now()
-        counters = {t.name: (t.msg_in, t.msg_out, t.bytes_in, t.bytes_out) for t in topics}
-        if self._sample_time is None:
-            self._sample_time, self._sample = now, counters
-            return
-        elapsed = now - self._sample_time
-        if elapsed < self._min_interval:
-            return
-        rates: Rates = {}
-        for name, (msg_in, msg_out, bytes_in, bytes_out) in counters.items():
-            old = self._sample.get(name, (0, 0, 0, 0))
-            # Counters never go backwards (they survive unloads); clamp anyway.
-            rates[name] = (
-                max(msg_in - old[0], 0) / elapsed,
-                max(msg_out - old[1], 0) / elapsed,
-                max(bytes_in - old[2], 0) / elapsed,
-                max(bytes_out - old[3], 0) / elapsed,
-            )
-        self._sample_time, self._sample, self._rates = now, counters, rates
+        self.tracker.sample(stats)
+        return render_metrics(stats, cluster=self._cluster, rates=self.tracker)

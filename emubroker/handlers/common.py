@@ -12,11 +12,12 @@ from emubroker.topics.sinks import ConsumerSink, ProducerSink
 from protocol.errors import BrokerError, InvalidTopicNameError, UnknownError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import Callable, Coroutine, Sequence
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.ownership import OwnershipTable
     from emubroker.naming import NamespaceName
+    from emubroker.schemas import SchemaService
     from emubroker.topics import TopicService
     from protocol import commands as c
 
@@ -49,6 +50,12 @@ class SessionPort(ConsumerSink, ProducerSink, Protocol):
 
     def send_command(self, command: c.Command) -> None:
         """Queue a command for the client (non-blocking)."""
+        ...
+
+    def send_receipts(
+        self, producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]
+    ) -> None:
+        """Queue SEND_RECEIPTs: each sequence id with its ``(ledger, entry)`` (non-blocking)."""
         ...
 
     def close(self, reason: str, *, error: bool = True) -> None:
@@ -84,6 +91,8 @@ class BrokerServices:
         namespace_exists: Whether a namespace exists (tenants/namespaces live in the metadata
             store; the app keeps this view current).
         listeners: ``advertisedListeners`` by name, for LOOKUPs naming a listener.
+        schemas: Schema decisions for PRODUCER, SUBSCRIBE and GET_SCHEMA (§11); None keeps no
+            schemas (every schema accepted as version 0, GET_SCHEMA answers TopicNotFound).
     """
 
     config: BrokerConfig
@@ -91,6 +100,7 @@ class BrokerServices:
     ownership: OwnershipTable
     namespace_exists: Callable[[NamespaceName], bool]
     listeners: dict[str, str] = field(default_factory=dict)
+    schemas: SchemaService | None = None
 
 
 class CommandGroup:

@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
+from emubroker.topics import Topic
 from protocol import commands as c
 from protocol.errors import BrokerError, ConsumerNotFoundError, ServerError
 
@@ -84,6 +85,13 @@ class ConsumerCommands(CommandGroup):
         try:
             name = topic_name(cmd.topic)
             topic = await self._topics.get_topic(name, create=cmd.force_topic_creation)
+            schemas = self._services.schemas
+            if schemas is not None and cmd.schema is not None:
+                # §7.1/§11: an idle topic adopts the consumer's schema, else it must be readable.
+                active = topic.producer_count > 0 or topic.consumer_count > 0
+                if isinstance(topic, Topic):
+                    active = active or topic.ledger.count > 0
+                await schemas.consumer_schema(name, cmd.schema, topic_active=active)
             handle = await topic.subscribe(
                 subscription=cmd.subscription,
                 sub_type=cmd.sub_type,

@@ -12,7 +12,7 @@ from emubroker.naming import InvalidNameError, NamespaceName
 from protocol import commands as c
 from protocol.errors import (
     InvalidTopicNameError,
-    ServerError,
+    NotAllowedError,
     ServiceNotReadyError,
     TopicNotFoundError,
 )
@@ -102,22 +102,44 @@ class DiscoveryCommands(CommandGroup):
         self._send(c.GetTopicsOfNamespaceResponse(request_id=cmd.request_id, topics=tuple(topics)))
 
     def on_get_schema(self, cmd: c.GetSchema) -> None:
-        # Schemas are not kept yet: TopicNotFound is not retried and makes the Python Avro
-        # decoder fall back to the reader schema (spec §11).
-        self._send(
-            c.GetSchemaResponse(
-                request_id=cmd.request_id,
-                error_code=ServerError.TopicNotFound,
-                error_message=f"no schema for {cmd.topic}",
+        """GET_SCHEMA: the registry's version, answered in a request task (§11)."""
+        self._start(self._get_schema, cmd)
+
+    async def _get_schema(self, cmd: c.GetSchema) -> None:
+        schemas = self._services.schemas
+        try:
+            name = topic_name(cmd.topic)
+            if schemas is None:
+                # No registry: TopicNotFound is not retried and makes the Python Avro decoder
+                # fall back to the reader schema (spec §11).
+                raise TopicNotFoundError(f"Topic not found or no-schema {cmd.topic}")
+            reply = await schemas.get_schema(cmd, name)
+        except Exception as exc:
+            failure = as_broker_error(exc, "GET_SCHEMA")
+            # §4.2: an ERROR for GET_SCHEMA is ignored by the client; answer in its own form.
+            reply = c.GetSchemaResponse(
+                request_id=cmd.request_id, error_code=failure.code, error_message=failure.message
             )
-        )
+        self._send(reply)
 
     def on_get_or_create_schema(self, cmd: c.GetOrCreateSchema) -> None:
-        # Never sent by the C++ client (§2.5); answered for other clients.
-        self._send(
-            c.GetOrCreateSchemaResponse(
-                request_id=cmd.request_id,
-                error_code=ServerError.NotAllowedError,
-                error_message="the schema registry is not emulated",
+        """GET_OR_CREATE_SCHEMA (never sent by the C++ client, §2.5; answered for others)."""
+        self._start(self._get_or_create_schema, cmd)
+
+    async def _get_or_create_schema(self, cmd: c.GetOrCreateSchema) -> None:
+        schemas = self._services.schemas
+        try:
+            if schemas is None:
+                raise NotAllowedError("the schema registry is not enabled")
+            version = await schemas.get_or_create(topic_name(cmd.topic), cmd.schema)
+        except Exception as exc:
+            failure = as_broker_error(exc, "GET_OR_CREATE_SCHEMA")
+            self._send(
+                c.GetOrCreateSchemaResponse(
+                    request_id=cmd.request_id,
+                    error_code=failure.code,
+                    error_message=failure.message,
+                )
             )
-        )
+            return
+        self._send(c.GetOrCreateSchemaResponse(request_id=cmd.request_id, schema_version=version))

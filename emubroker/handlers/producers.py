@@ -1,8 +1,9 @@
 """PRODUCER, SEND, CLOSE_PRODUCER (spec §6): producers of one connection and their SEND FIFOs.
 
 SEND is queued on its producer's FIFO by the reader (no task, no ``await``); one publisher task
-per producer awaits ``Topic.publish`` entry by entry, so receipts leave in SEND order (§6.2: the
-client matches them to the head of its queue) while different producers publish concurrently.
+per producer publishes whatever the FIFO holds when it wakes with one ``Topic.publish_many``, so
+receipts leave in SEND order (§6.2: the client matches them to the head of its queue), a read's
+worth of SENDs costs one wake-up and one write, and different producers publish concurrently.
 A SEND that cannot be stored for a reason of its own (bad checksum, undecodable metadata) gets
 SEND_ERROR ``ChecksumError`` in its place in the FIFO: any other code would make the client drop
 the connection (§6.3).
@@ -12,14 +13,16 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Final
+from functools import partial
+from typing import TYPE_CHECKING, Final, cast
 
 import anyio
 
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
-from emubroker.topics.entry import entry_info_from_metadata
+from emubroker.topics.entry import entry_info_from_entry
 from protocol import commands as c
 from protocol.errors import BrokerError, RemoteProtocolError, ServerError
+from protocol.framing import checksum
 
 if TYPE_CHECKING:
     from emubroker.handlers.common import BrokerServices, SessionPort, StartSoon
@@ -38,18 +41,37 @@ INITIAL_SUBSCRIPTION_CONSUMER_ID: Final = -1
 """Consumer id of the throwaway consumer that creates a DLQ producer's initial subscription."""
 
 
+_Entry = tuple[bytes, "int | None", "EntryInfo"]
+"""A SEND to store: ``(entry, checksum, info)``, what ``Topic.publish_many`` takes."""
+
+_Send = tuple[int, "_Entry | str"]
+"""A queued SEND: ``(sequence_id, entry to store or why it fails)``."""
+
+
 class _Producer:
     """A producer of this connection and the FIFO of its SENDs awaiting storage."""
 
-    __slots__ = ("closing", "detached", "done", "handle", "producer_id", "queue", "topic", "wakeup")
+    __slots__ = (
+        "closing",
+        "detached",
+        "done",
+        "failed",
+        "handle",
+        "producer_id",
+        "queue",
+        "topic",
+        "wakeup",
+        "woken",
+    )
 
     def __init__(self, producer_id: int, topic: AnyTopic, handle: ProducerHandle) -> None:
         self.producer_id = producer_id
         self.topic = topic
         self.handle = handle
-        # (sequence_id, entry, checksum, info, error): info is None for a SEND that fails.
-        self.queue: deque[tuple[int, bytes, int | None, EntryInfo | None, str]] = deque()
+        self.queue: deque[_Send] = deque()
+        self.failed = 0  # SENDs in the queue that fail on their own (their error is queued)
         self.wakeup = anyio.Event()
+        self.woken = False  # wakeup was set since the publisher last found the queue empty
         self.done = anyio.Event()  # the publisher task has stopped
         self.closing = False  # the client closed it: publish what is queued, then stop
         self.detached = False  # the broker closed it: stop publishing, send nothing more
@@ -114,49 +136,72 @@ class ProducerCommands(CommandGroup):
         payload = frame.payload
         assert payload is not None  # the framing gives every SEND a payload
         entry = payload.entry
-        if not payload.checksum_ok():
-            producer.queue.append((cmd.sequence_id, entry, None, None, "checksum mismatch"))
+        crc = payload.checksum
+        if crc is not None and checksum(entry) != crc:
+            producer.queue.append((cmd.sequence_id, "checksum mismatch"))
+            producer.failed += 1
         else:
             try:
-                info = entry_info_from_metadata(payload.metadata, size=len(entry))
+                info = entry_info_from_entry(entry)
             except RemoteProtocolError as exc:
                 # SEND_ERROR with any code but ChecksumError drops the connection and the client
                 # would re-send the same bytes forever (§6.3): fail just this message instead.
-                producer.queue.append((cmd.sequence_id, entry, None, None, f"bad metadata: {exc}"))
+                producer.queue.append((cmd.sequence_id, f"bad metadata: {exc}"))
+                producer.failed += 1
             else:
-                producer.queue.append((cmd.sequence_id, entry, payload.checksum, info, ""))
-        if not producer.wakeup.is_set():
+                producer.queue.append((cmd.sequence_id, (entry, crc, info)))
+        if not producer.woken:
+            producer.woken = True
             producer.wakeup.set()
 
     async def _publish_loop(self, producer: _Producer) -> None:
+        # Each wake-up publishes every SEND queued meanwhile (all of one read, usually) with one
+        # publish_many and answers them with one write of receipts; a SEND that failed on its own
+        # splits the run so that its SEND_ERROR keeps its place in the FIFO (§6.2).
         queue = producer.queue
         topic = producer.topic
         handle = producer.handle
         pid = producer.producer_id
         send = self._send
+        session = self._session
         try:
             while not producer.detached:
                 if not queue:
                     if producer.closing:
                         return
-                    if producer.wakeup.is_set():
-                        producer.wakeup = anyio.Event()
-                        continue
+                    producer.wakeup = anyio.Event()
+                    producer.woken = False
                     await producer.wakeup.wait()
                     continue
-                sequence_id, entry, checksum, info, error = queue.popleft()
-                if info is None:
+                sequence_id, head = queue[0]
+                if isinstance(head, str):
+                    queue.popleft()
+                    producer.failed -= 1
                     send(
                         c.SendError(
                             producer_id=pid,
                             sequence_id=sequence_id,
                             error=ServerError.ChecksumError,
-                            message=error,
+                            message=head,
                         )
                     )
                     continue
+                sequence_ids: list[int] = []
+                run: list[_Entry] = []
+                if producer.failed:
+                    while queue:
+                        sequence_id, head = queue[0]
+                        if isinstance(head, str):
+                            break
+                        queue.popleft()
+                        sequence_ids.append(sequence_id)
+                        run.append(head)
+                else:  # nothing failed on its own: take the whole FIFO at C speed
+                    sequence_ids = [sequence_id for sequence_id, _ in queue]
+                    run = [cast("_Entry", entry) for _, entry in queue]
+                    queue.clear()
                 try:
-                    ledger_id, entry_id = await topic.publish(handle, entry, checksum, info)
+                    positions = await topic.publish_many(handle, run)
                 except Exception as exc:
                     if producer.stopped():
                         return
@@ -166,21 +211,21 @@ class ProducerCommands(CommandGroup):
                     send(
                         c.SendError(
                             producer_id=pid,
-                            sequence_id=sequence_id,
+                            sequence_id=sequence_ids[0],
                             error=failure.code,
                             message=failure.message or "publish failed",
                         )
                     )
+                    queue.extendleft(reversed(list(zip(sequence_ids[1:], run[1:], strict=True))))
                     continue
                 if producer.stopped():
                     return  # closed while storing: the client re-sends after reconnecting
-                send(
-                    c.SendReceipt(
-                        producer_id=pid,
-                        sequence_id=sequence_id,
-                        message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id),
-                    )
-                )
+                stored = len(positions)
+                if stored < len(run):  # storage failed midway: the rest get their own attempt
+                    rest = zip(sequence_ids[stored:], run[stored:], strict=True)
+                    queue.extendleft(reversed(list(rest)))
+                    del sequence_ids[stored:]
+                session.send_receipts(pid, sequence_ids, positions)
         finally:
             producer.done.set()
 
@@ -208,14 +253,34 @@ class ProducerCommands(CommandGroup):
             request_id=cmd.request_id,
             producer_name=handle.producer_name,
             last_sequence_id=handle.last_sequence_id,
-            schema_version=SCHEMA_VERSION_ZERO if cmd.schema is not None else None,
+            schema_version=handle.schema_version,
             topic_epoch=handle.topic_epoch,
+        )
+
+    async def _schema_version(self, cmd: c.Producer) -> bytes | None:
+        # §6.1/§11: the registry's version of the producer's schema (IncompatibleSchema if it
+        # may not be used); without a registry every schema is version 0.
+        schemas = self._services.schemas
+        if schemas is None:
+            return SCHEMA_VERSION_ZERO if cmd.schema is not None else None
+        return await schemas.producer_schema(topic_name(cmd.topic), cmd.schema)
+
+    def _producer_waiting(self, cmd: c.Producer) -> None:
+        # WaitForExclusive producer queued: producer_ready=false stops the client's request
+        # timeout; the real PRODUCER_SUCCESS follows with the same request id (§6.1).
+        self._send(
+            c.ProducerSuccess(
+                request_id=cmd.request_id,
+                producer_name=cmd.producer_name or "",
+                producer_ready=False,
+            )
         )
 
     async def _create_producer(self, cmd: c.Producer) -> None:
         try:
             name = topic_name(cmd.topic)
             topic = await self._topics.get_topic(name)
+            schema_version = await self._schema_version(cmd)
             handle = await topic.add_producer(
                 cmd.producer_id,
                 self._session,
@@ -224,7 +289,9 @@ class ProducerCommands(CommandGroup):
                 access_mode=cmd.producer_access_mode,
                 epoch=cmd.epoch,
                 topic_epoch=cmd.topic_epoch,
+                on_waiting=partial(self._producer_waiting, cmd),
             )
+            handle.schema_version = schema_version
         except Exception as exc:
             self._pending_producers.pop(cmd.producer_id, None)
             failure = as_broker_error(exc, "PRODUCER")
@@ -298,4 +365,5 @@ class ProducerCommands(CommandGroup):
         if producer is not None:
             producer.detached = True
             producer.queue.clear()  # the client re-sends everything not receipted (§9 step 4)
+            producer.failed = 0
             producer.wakeup.set()

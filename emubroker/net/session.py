@@ -31,9 +31,11 @@ from anyio.abc import SocketAttribute
 from protocol import commands as c
 from protocol.connection import CLOSED, Connection, Role, State
 from protocol.errors import LocalProtocolError, RemoteProtocolError
-from protocol.framing import encode_message_frame
+from protocol.framing import encode_message_head
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from anyio.abc import ByteStream, TaskStatus
 
     from protocol.clock import Clock
@@ -43,9 +45,10 @@ __all__ = ["RECEIVE_SIZE", "FrameHandler", "HandlerFactory", "Session"]
 
 log = logging.getLogger(__name__)
 
-RECEIVE_SIZE: Final = 64 * 1024
-"""Bytes asked of the socket per read: big enough that a busy producer's SENDs arrive in a few
-reads, small enough that one read never holds much more than a frame's worth per connection."""
+RECEIVE_SIZE: Final = 256 * 1024
+"""Bytes asked of the stream per read: what asyncio's transport reads from the socket at once
+(``max_size``), so that anyio never splits (and copies) a chunk the transport already holds, and
+a busy producer's SENDs are handled a few thousand frames per wake-up."""
 
 FLUSH_GUARD_SECONDS: Final = 5.0
 """How long a closing session may spend writing its last replies before it gives up. A guard
@@ -99,6 +102,7 @@ class Session:
         self.peer = _peer_name(stream)
         self._outbox: list[bytes] = []
         self._wakeup = anyio.Event()
+        self._woken = False  # _wakeup was set since the writer last emptied the outbox
         self._writer_done = anyio.Event()
         self._read_scope = anyio.CancelScope()
         self._heard = False  # a frame arrived since the keep-alive last looked
@@ -219,7 +223,8 @@ class Session:
         self._wake()
 
     def _wake(self) -> None:
-        if not self._wakeup.is_set():
+        if not self._woken:
+            self._woken = True
             self._wakeup.set()
 
     async def _write_loop(self) -> None:
@@ -230,6 +235,7 @@ class Session:
                     if self._closing:
                         return
                     self._wakeup = anyio.Event()
+                    self._woken = False
                     await self._wakeup.wait()
                     continue
                 out, self._outbox = self._outbox, []
@@ -278,12 +284,30 @@ class Session:
         """Queue one MESSAGE (spec §7.2): the command plus the stored payload section."""
         if self._closing:
             return
-        self._outbox.append(
-            encode_message_frame(
-                consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, section
-            )
+        # Head and section go to the outbox apart: the writer's join is their only copy.
+        self._outbox += (
+            encode_message_head(
+                consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, len(section)
+            ),
+            section,
         )
-        self._wake()
+        if not self._woken:
+            self._wake()
+
+    def send_receipts(
+        self, producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]
+    ) -> None:
+        """Queue SEND_RECEIPTs: each sequence id with its ``(ledger, entry)`` (spec §6.2)."""
+        if self._closing:
+            return
+        try:
+            data = self.connection.send_receipts(producer_id, sequence_ids, positions)
+        except LocalProtocolError as exc:
+            log.debug("not sending receipts to %s: %s", self.peer, exc)
+            return
+        self._outbox.append(data)
+        if not self._woken:
+            self._wake()
 
     def close_consumer(self, consumer_id: int) -> None:
         """Tell the client the broker closed a consumer (§9); it reconnects and resubscribes."""

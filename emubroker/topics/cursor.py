@@ -72,11 +72,14 @@ class Cursor:
         """
         if index <= self.mark_delete or index in self.acked:
             return False
-        self.partial.pop(index, None)
-        self.redelivery_counts.pop(index, None)
+        if self.partial:
+            self.partial.pop(index, None)
+        if self.redelivery_counts:
+            self.redelivery_counts.pop(index, None)
         if index == self.mark_delete + 1:
             self.mark_delete = index
-            self._advance()
+            if self.acked:  # in-order acks (the common case) have nothing to fold in
+                self._advance()
         else:
             self.acked.add(index)
         return True

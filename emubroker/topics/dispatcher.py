@@ -85,6 +85,9 @@ class Dispatcher:
         self._clock = clock
         self._settings = settings
         self._counters = counters
+        # This subscription's own share of the topic's out counters (admin stats, metrics).
+        self.msg_out = 0
+        self.bytes_out = 0
         self.read_position = read_position
         self._members: ConsumerSet[Consumer] = ConsumerSet(
             partition=partition,
@@ -332,13 +335,15 @@ class Dispatcher:
         infos = ledger.infos
         end = ledger.count
         batch = max(1, self._settings.dispatcher_max_read_batch_size)
-        key_shared = self._members.selector is not None
-        delayed = self._settings.delayed_delivery_enabled and self.sub_type not in SINGLE_ACTIVE
+        members = self._members
+        key_shared = members.selector is not None
+        single_active = members.sub_type in SINGLE_ACTIVE
+        delayed = self._settings.delayed_delivery_enabled and not single_active
         now_ms = self._clock.wall_ns() // 1_000_000 if delayed else 0
         reads = 0
         capacity: bool | None = None  # as in _dispatch_replay
         while self.read_position < end:
-            if not self._members.has_capacity():
+            if not members.has_capacity():
                 return
             if key_shared and len(self._replay_set) >= MAX_REPLAY_ENTRIES:
                 return
@@ -350,17 +355,22 @@ class Dispatcher:
             ledger_id, first_entry, sections = ledger.read(first, min(end, first + batch) - 1)
             for offset, section in enumerate(sections):
                 index = first + offset
-                if cursor.is_acked(index):
+                if index <= cursor.mark_delete or index in cursor.acked:  # cursor.is_acked
                     continue
                 info = infos[index]
                 at = info.deliver_at_time
                 if delayed and at is not None and at > now_ms:
                     heapq.heappush(self._delayed, (at, index))
                     continue
-                consumer = self._members.select(info)
+                if single_active:  # members.select, without the call per entry
+                    consumer = members.active
+                    if consumer is not None and consumer.permits <= 0:
+                        consumer = None
+                else:
+                    consumer = members.select(info)
                 if consumer is None:
                     if capacity is None:
-                        capacity = key_shared and self._members.has_capacity()
+                        capacity = key_shared and members.has_capacity()
                     if capacity:
                         # Park it for its blocked consumer; that alone unblocks nobody, so the
                         # parked set is not marked for a rescan.
@@ -406,3 +416,5 @@ class Dispatcher:
         counters = self._counters
         counters.msg_out += charged
         counters.bytes_out += len(section)
+        self.msg_out += charged
+        self.bytes_out += len(section)

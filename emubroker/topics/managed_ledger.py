@@ -16,7 +16,11 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING
 
+from storage_stub.ledger import StorageError
+
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from emubroker.topics.entry import EntryInfo
     from storage_stub.ledger import LedgerStore
 
@@ -75,6 +79,41 @@ class ManagedLedger:
         self.infos.append(info)
         return ledger_id, entry_id
 
+    def append_many(
+        self, sections: Sequence[bytes], infos: Sequence[EntryInfo]
+    ) -> list[tuple[int, int]]:
+        """Store entries in order, one store call per ledger they fall into.
+
+        Returns:
+            The ``(ledger_id, entry_id)`` of each entry stored. Fewer than given when the store
+            refused a write after some were stored; the caller retries the rest.
+
+        Raises:
+            StorageError: The store refused the first write (nothing was stored).
+        """
+        positions: list[tuple[int, int]] = []
+        done = 0
+        while done < len(sections):
+            index = len(self.infos)
+            room = self._max_entries - (index - self._starts[-1])
+            try:
+                if room <= 0:
+                    self._store.close(self._ledger_ids[-1])
+                    self._ledger_ids.append(self._store.create_ledger())
+                    self._starts.append(index)
+                    room = self._max_entries
+                ledger_id = self._ledger_ids[-1]
+                stop = min(len(sections), done + room)
+                first = self._store.add_entries(ledger_id, sections[done:stop])
+            except StorageError:
+                if not positions:
+                    raise
+                return positions
+            self.infos += infos[done:stop]
+            positions += [(ledger_id, entry_id) for entry_id in range(first, first + stop - done)]
+            done = stop
+        return positions
+
     def position(self, index: int) -> tuple[int, int]:
         """The ``(ledger_id, entry_id)`` of an index; ``-1`` gives (first ledger, -1)."""
         if index < 0:
@@ -103,6 +142,9 @@ class ManagedLedger:
         """The index of an existing entry, or None for ids that name no entry of this topic."""
         if entry_id < 0:
             return None
+        if ledger_id == self._ledger_ids[-1]:  # the current ledger: what acks name most
+            index = self._starts[-1] + entry_id
+            return index if index < len(self.infos) else None
         k = bisect.bisect_left(self._ledger_ids, ledger_id)
         if k == len(self._ledger_ids) or self._ledger_ids[k] != ledger_id:
             return None

@@ -15,7 +15,12 @@ from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.selection import SUB_TYPE_NAMES, ConsumerSet
 from emubroker.topics.stats import SubscriptionStats, TopicCounters, TopicStats
 from protocol.commands import SubType
-from protocol.errors import ConsumerBusyError, NotAllowedError, ServiceNotReadyError
+from protocol.errors import (
+    ConsumerBusyError,
+    NotAllowedError,
+    ServiceNotReadyError,
+    SubscriptionNotFoundError,
+)
 from protocol.framing import payload_section
 
 if TYPE_CHECKING:
@@ -248,10 +253,32 @@ class NonPersistentTopic:
         Raises:
             ServiceNotReadyError: The producer or the topic was closed; drop the SEND.
         """
+        return (await self.publish_many(producer, ((entry, entry_checksum, info),)))[0]
+
+    async def publish_many(
+        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+    ) -> list[tuple[int, int]]:
+        """``publish`` for a run of SENDs, in order (see ``Topic.publish_many``); the only path.
+
+        Returns:
+            The id given to each entry.
+
+        Raises:
+            ServiceNotReadyError: The producer or the topic was closed; drop the SENDs.
+        """
+        self._check_producer(producer)
+        deliver = self._deliver
+        return [deliver(entry, crc, info) for entry, crc, info in entries]
+
+    def _check_producer(self, producer: ProducerHandle) -> None:
         if producer.closed or self._closed:
             raise ServiceNotReadyError(
                 f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
             )
+
+    def _deliver(
+        self, entry: bytes, entry_checksum: int | None, info: EntryInfo
+    ) -> tuple[int, int]:
         entry_id = self._next_entry
         self._next_entry += 1
         self._last_batch_index = info.num_messages - 1 if info.batched else -1
@@ -325,6 +352,31 @@ class NonPersistentTopic:
     def subscriptions(self) -> list[str]:
         """Names of the subscriptions, sorted."""
         return sorted(self._subs)
+
+    def subscription(self, name: str) -> NonPersistentSubscription | None:
+        """A subscription by name."""
+        return self._subs.get(name)
+
+    def producers(self) -> list[ProducerHandle]:
+        """The attached producers, oldest first."""
+        return self._producers.producers
+
+    def delete_subscription(self, name: str, *, force: bool = False) -> None:
+        """Delete a subscription (admin API); with ``force`` its consumers get CLOSE_CONSUMER.
+
+        Raises:
+            SubscriptionNotFoundError: No such subscription.
+            ConsumerBusyError: Consumers are attached and ``force`` is false.
+        """
+        sub = self._subs.get(name)
+        if sub is None:
+            raise SubscriptionNotFoundError(f"Subscription {name} not found for topic {self.name}")
+        if sub.consumers and not force:
+            raise ConsumerBusyError("Subscription has active connected consumers")
+        for consumer in list(sub.consumers):
+            sub.remove(consumer)
+            consumer.sink.close_consumer(consumer.consumer_id)
+        self._subs.pop(name, None)
 
     @property
     def producer_count(self) -> int:

@@ -48,7 +48,9 @@ class ProducerHandle:
         access_mode: As requested.
         epoch: The client's reconnection counter.
         topic_epoch: The topic epoch for exclusive producers, else None.
-        last_sequence_id: -1 until deduplication exists.
+        last_sequence_id: The producer name's last sequence id when deduplication is on, else -1
+            (``PRODUCER_SUCCESS.last_sequence_id``, §6.1).
+        schema_version: The 8-byte schema version for PRODUCER_SUCCESS, None without a schema.
         closed: Set once removed.
     """
 
@@ -59,6 +61,7 @@ class ProducerHandle:
         "last_sequence_id",
         "producer_id",
         "producer_name",
+        "schema_version",
         "sink",
         "topic_epoch",
     )
@@ -78,6 +81,7 @@ class ProducerHandle:
         self.epoch = epoch
         self.topic_epoch: int | None = None
         self.last_sequence_id = -1
+        self.schema_version: bytes | None = None
         self.closed = False
 
     def __repr__(self) -> str:

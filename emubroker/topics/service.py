@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import NamespaceName
+    from emubroker.topics.features import TopicFeatures
     from emubroker.topics.settings import TopicSettings
     from protocol.clock import Clock
     from storage_stub.ledger import LedgerStore
@@ -63,6 +64,7 @@ class TopicService:
         namespaces: Whether a namespace exists; unknown namespaces make every topic call fail
             with ``TopicNotFoundError``.
         metadata: If given, partitioned-topic metadata is written there too.
+        features: Namespace switches for persistent topics (deduplication); None: all off.
     """
 
     def __init__(
@@ -73,8 +75,10 @@ class TopicService:
         ledgers: LedgerStore,
         namespaces: Callable[[NamespaceName], bool],
         metadata: MetadataStore | None = None,
+        features: TopicFeatures | None = None,
     ) -> None:
         self._settings = config
+        self._features = features
         self._clock = clock
         self._ledgers = ledgers
         self._namespaces = namespaces
@@ -157,12 +161,15 @@ class TopicService:
             return name.partition_index < partitions
         return self._settings.allow_auto_topic_creation
 
-    async def get_topic(self, name: TopicName, *, create: bool = True) -> AnyTopic:
+    async def get_topic(
+        self, name: TopicName, *, create: bool = True, explicit: bool = False
+    ) -> AnyTopic:
         """Return the loaded topic, loading or auto-creating it as needed.
 
         Args:
             name: A non-partitioned topic or one partition.
             create: Whether a missing topic may be auto-created.
+            explicit: Create it whatever ``allowAutoTopicCreation`` says (the admin API).
 
         Returns:
             A :class:`Topic` or a :class:`NonPersistentTopic`.
@@ -182,7 +189,7 @@ class TopicService:
                 f"{name} is a partitioned topic; producers and consumers attach to its partitions"
             )
         if name.domain is TopicDomain.NON_PERSISTENT:
-            if not (create and self._may_create(name)):
+            if not (create and (explicit or self._may_create(name))):
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             topic = NonPersistentTopic(
                 name,
@@ -193,7 +200,7 @@ class TopicService:
         else:
             state = self._states.get(name)
             if state is None:
-                if not (create and self._may_create(name)):
+                if not (create and (explicit or self._may_create(name))):
                     raise TopicNotFoundError(f"Topic {name} does not exist")
                 state = TopicState(
                     ManagedLedger(
@@ -209,6 +216,7 @@ class TopicService:
                 clock=self._clock,
                 task_group=tg,
                 producer_names=self._next_producer_name,
+                features=self._features,
             )
         self._topics[name] = topic
         return topic
@@ -310,6 +318,105 @@ class TopicService:
             if parent.namespace == ns and parent.domain in wanted:
                 names.update(str(parent.partition(i)) for i in range(partitions))
         return sorted(names)
+
+    # ---- admin operations (REST API) ----------------------------------------------------------
+
+    def reconfigure(self, settings: TopicSettings) -> None:
+        """Use new settings (dynamic configuration).
+
+        Creation rules change at once; loaded topic objects keep theirs until reloaded.
+        """
+        self._settings = settings
+
+    def topic_exists(self, name: TopicName) -> bool:
+        """Whether a topic exists: stored or loaded, partitioned, or a partition of one."""
+        if name in self._topics or name in self._states or name in self._partitioned:
+            return True
+        parent = name.partitioned_topic_name
+        return parent is not name and name.partition_index < self._partitioned.get(parent, 0)
+
+    def partitions_of(self, name: TopicName) -> int:
+        """Partitions of a partitioned topic, 0 for any other name (never creates anything)."""
+        return self._partitioned.get(name, 0)
+
+    def partitioned_topics(self, ns: NamespaceName, domain: TopicDomain) -> list[str]:
+        """Names of a namespace's partitioned topics in one domain, sorted."""
+        return sorted(str(t) for t in self._partitioned if t.namespace == ns and t.domain is domain)
+
+    async def update_partitioned_topic(self, name: TopicName, partitions: int) -> None:
+        """Grow a partitioned topic to ``partitions`` (same count: no-op).
+
+        Raises:
+            TopicNotFoundError: Not a partitioned topic.
+            NotAllowedError: Fewer partitions than it has.
+        """
+        current = self._partitioned.get(name)
+        if current is None:
+            raise TopicNotFoundError(f"Topic {name} is not the partitioned topic.")
+        if partitions < current:
+            raise NotAllowedError(
+                f"Desired partitions {partitions} can't be less than the current partitions "
+                f"{current}."
+            )
+        self._partitioned[name] = partitions
+        await self._write_partitions(name, partitions)
+
+    async def delete_topic(self, name: TopicName, *, force: bool = False) -> None:
+        """Delete a non-partitioned topic or a partition: entries, subscriptions, counters.
+
+        Args:
+            name: The topic.
+            force: Disconnect attached producers and consumers instead of refusing.
+
+        Raises:
+            TopicNotFoundError: It does not exist.
+            NotAllowedError: Producers or consumers are attached and ``force`` is false.
+        """
+        topic = self._topics.get(name)
+        if topic is None and name not in self._states:
+            raise TopicNotFoundError(f"Topic {name} not found")
+        if topic is not None:
+            if not force and (topic.producer_count or topic.consumer_count):
+                raise NotAllowedError("Topic has active producers/subscriptions")
+            del self._topics[name]
+            await topic.close(notify=True)
+        state = self._states.pop(name, None)
+        if state is not None:
+            for ledger_id in state.ledger.ledger_ids:
+                self._ledgers.delete(ledger_id)
+
+    async def delete_partitioned_topic(self, name: TopicName, *, force: bool = False) -> None:
+        """Delete a partitioned topic and every partition (see :meth:`delete_topic`).
+
+        Raises:
+            TopicNotFoundError: Not a partitioned topic.
+            NotAllowedError: A partition has producers or consumers and ``force`` is false.
+        """
+        partitions = self._partitioned.get(name)
+        if partitions is None:
+            raise TopicNotFoundError(f"Partitioned Topic {name} not found")
+        targets = [name.partition(i) for i in range(partitions)]
+        if not force:
+            for target in targets:
+                topic = self._topics.get(target)
+                if topic is not None and (topic.producer_count or topic.consumer_count):
+                    raise NotAllowedError("Topic has active producers/subscriptions")
+        for target in targets:
+            if target in self._topics or target in self._states:
+                await self.delete_topic(target, force=True)
+        del self._partitioned[name]
+        await self._write_partitions(name, None)
+
+    async def _write_partitions(self, name: TopicName, partitions: int | None) -> None:
+        if self._metadata is None:
+            return
+        path = f"{_PARTITIONED_PATH}/{name.namespace}/{name.domain.value}/{name.local_name}"
+        if partitions is not None:
+            await self._metadata.put(
+                path, msgspec.json.encode(_PartitionedTopicMetadata(partitions))
+            )
+        elif await self._metadata.exists(path):
+            await self._metadata.delete(path)
 
     # ---- statistics ---------------------------------------------------------------------------
 

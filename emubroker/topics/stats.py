@@ -35,6 +35,8 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
         backlog: Entries not yet acknowledged (Pulsar's ``msgBacklog``).
         unacked: Entries delivered and not yet acknowledged.
         mark_delete: ``(ledger, entry)`` of the mark-delete position.
+        msg_out: Messages delivered by this subscription, redeliveries included (since load).
+        bytes_out: Bytes delivered by this subscription (since load).
     """
 
     name: str
@@ -44,6 +46,8 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
     backlog: int
     unacked: int
     mark_delete: tuple[int, int]
+    msg_out: int = 0
+    bytes_out: int = 0
 
 
 class TopicStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
+    from emubroker.topics.compacted import CompactedView
     from emubroker.topics.cursor import Cursor
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.settings import TopicSettings
@@ -78,6 +79,8 @@ class Subscription:
         self._ledger = ledger
         self._on_remove = on_remove
         self._closed = False
+        # The compacted view its read_compacted consumers see (set by the topic), else None.
+        self.compacted: CompactedView | None = None
         self.dispatcher = Dispatcher(
             ledger=ledger,
             cursor=cursor,
@@ -262,10 +265,70 @@ class Subscription:
             return ledger.count
         raise NotAllowedError("SEEK needs a message id or a publish time")
 
+    # ---- admin operations (REST API) ----------------------------------------------------------
+
+    def delete(self, *, force: bool = False) -> None:
+        """Delete the subscription; with ``force``, consumers get CLOSE_CONSUMER first.
+
+        Raises:
+            ConsumerBusyError: Consumers are attached and ``force`` is false.
+        """
+        if self.dispatcher.consumers and not force:
+            raise ConsumerBusyError("Subscription has active connected consumers")
+        self._disconnect_all()
+        self._end(deleted=True)
+
+    def skip(self, count: int | None = None) -> int:
+        """Acknowledge the next ``count`` unacknowledged entries; all of them for None.
+
+        Returns:
+            How many entries were skipped.
+        """
+        cursor, dispatcher, end = self.cursor, self.dispatcher, self._ledger.count
+        if count is None:
+            skipped = cursor.backlog(end)
+            if end and cursor.ack_cumulative(end - 1):
+                dispatcher.acked_up_to(end - 1)
+        else:
+            skipped = 0
+            index = cursor.mark_delete + 1
+            while index < end and skipped < count:
+                if cursor.ack(index):
+                    dispatcher.acked(index)
+                    skipped += 1
+                index += 1
+        dispatcher.wake()
+        return skipped
+
+    def reset_cursor(
+        self, *, message_id: MessageIdData | None = None, publish_time: int | None = None
+    ) -> None:
+        """Move the cursor as SEEK does (rule 5), without a consumer asking.
+
+        Raises:
+            NotAllowedError: Neither target was given.
+        """
+        index = self._seek_index(message_id, publish_time)
+        self.cursor.reset(index)
+        self.dispatcher.reset(index)
+        self._disconnect_all()
+
+    def _disconnect_all(self) -> None:
+        dispatcher = self.dispatcher
+        for consumer in list(dispatcher.consumers):
+            consumer.closed = True
+            dispatcher.remove_consumer(consumer, redeliver=False)
+            consumer.sink.close_consumer(consumer.consumer_id)
+
     def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
         """The topic's last entry with batch index, and this subscription's mark-delete."""
         ledger = self._ledger
-        return ledger.last_message_id(), ledger.position(self.cursor.mark_delete)
+        last = ledger.last_message_id()
+        if self.compacted is not None:
+            # Compacted reads end at the last compacted message while nothing follows the
+            # horizon (``compacted`` rule 3).
+            last = self.compacted.last_message_id(ledger) or last
+        return last, ledger.position(self.cursor.mark_delete)
 
     def stats(self) -> SubscriptionStats:
         """A snapshot for metrics and admin."""
@@ -277,4 +340,6 @@ class Subscription:
             backlog=self.cursor.backlog(self._ledger.count),
             unacked=self.dispatcher.pending_count,
             mark_delete=self._ledger.position(self.cursor.mark_delete),
+            msg_out=self.dispatcher.msg_out,
+            bytes_out=self.dispatcher.bytes_out,
         )

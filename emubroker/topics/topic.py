@@ -12,28 +12,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from emubroker.topics.cursor import Cursor
+from emubroker.topics.dedup import DedupState
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.stats import TopicCounters, TopicStats
 from emubroker.topics.subscription import Subscription
-from protocol.commands import InitialPosition
-from protocol.errors import NotAllowedError, PersistenceError, ServiceNotReadyError
+from protocol.commands import InitialPosition, SubType
+from protocol.errors import (
+    NotAllowedError,
+    PersistenceError,
+    ServiceNotReadyError,
+    SubscriptionNotFoundError,
+)
 from protocol.framing import payload_section
 from protocol.ids import is_latest
 from storage_stub.ledger import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from anyio.abc import TaskGroup
 
     from emubroker.naming import TopicName
+    from emubroker.topics.compacted import CompactedView
     from emubroker.topics.consumer import Consumer
     from emubroker.topics.entry import EntryInfo
+    from emubroker.topics.features import TopicFeatures
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink, ProducerSink
     from protocol.clock import Clock
-    from protocol.commands import AccessMode, KeySharedMeta, MessageIdData, SubType
+    from protocol.commands import AccessMode, KeySharedMeta, MessageIdData
 
 __all__ = ["Topic", "TopicState"]
 
@@ -46,15 +54,19 @@ class TopicState:
         cursors: Durable subscriptions by name.
         counters: Running totals.
         topic_epoch: The exclusive-producer epoch (-1: never taken).
+        dedup: Sequence ids per producer name while deduplication is on (``dedup``).
+        compacted: The last compaction's view, for ``read_compacted`` consumers (``compacted``).
     """
 
-    __slots__ = ("counters", "cursors", "ledger", "topic_epoch")
+    __slots__ = ("compacted", "counters", "cursors", "dedup", "ledger", "topic_epoch")
 
     def __init__(self, ledger: ManagedLedger) -> None:
         self.ledger = ledger
         self.cursors: dict[str, Cursor] = {}
         self.counters = TopicCounters()
         self.topic_epoch = -1
+        self.dedup: DedupState | None = None
+        self.compacted: CompactedView | None = None
 
 
 class Topic:
@@ -67,6 +79,7 @@ class Topic:
         clock: Time for delayed delivery.
         task_group: Where dispatcher tasks run (owned by the service).
         producer_names: Generates a unique name for producers that bring none.
+        features: The namespace switches (deduplication); None: all off.
     """
 
     def __init__(
@@ -78,6 +91,7 @@ class Topic:
         clock: Clock,
         task_group: TaskGroup,
         producer_names: Callable[[], str],
+        features: TopicFeatures | None = None,
     ) -> None:
         self.name = name
         self._state = state
@@ -88,6 +102,8 @@ class Topic:
         self._partition = name.partition_index
         self._producers = ProducerRegistry(str(name), topic_epoch=state.topic_epoch)
         self._subs: dict[str, Subscription] = {}
+        self._features = features
+        self._compacted_subs: set[str] = set()  # subscriptions with read_compacted consumers
         self._closed = False
         for sub_name, cursor in state.cursors.items():
             self._open_subscription(sub_name, cursor, cursor.mark_delete + 1)
@@ -132,8 +148,14 @@ class Topic:
         """
         del user_provided_name  # only the name itself matters to the broker
         self._check_open()
+        state = self._state
+        if self._features is not None:
+            # The namespace's deduplication switch is read as producers attach (``dedup``).
+            enabled = await self._features.dedup_enabled(self.name)
+            self._check_open()
+            state.dedup = DedupState.switch(state.dedup, enabled, state.ledger.infos)
         name = producer_name or self._producer_names()
-        return await self._producers.add(
+        handle = await self._producers.add(
             producer_id,
             sink,
             producer_name=name,
@@ -142,6 +164,9 @@ class Topic:
             topic_epoch=topic_epoch,
             on_waiting=on_waiting,
         )
+        if state.dedup is not None:
+            handle.last_sequence_id = state.dedup.last_sequence_id(name)  # §6.1
+        return handle
 
     async def remove_producer(self, producer: ProducerHandle) -> None:
         """Detach a producer (CLOSE_PRODUCER or connection drop)."""
@@ -167,20 +192,57 @@ class Topic:
                 successor producer). Pulsar drops such a SEND without a reply; the client
                 re-sends it after re-creating the producer, so nothing may be stored.
         """
+        # One path for every SEND: publish_many is what the handlers call (the publish hot path),
+        # so rules about what gets stored live there only.
+        return (await self.publish_many(producer, ((entry, entry_checksum, info),)))[0]
+
+    async def publish_many(
+        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+    ) -> list[tuple[int, int]]:
+        """Store entries in order and wake the dispatchers once: ``publish`` for a run of SENDs.
+
+        The publish hot path, and the only one (``publish`` calls it): one call and one storage
+        write per ledger for every SEND of a producer that arrived in one read, instead of one
+        ``await`` per entry.
+
+        Args:
+            producer: The publishing producer.
+            entries: ``(entry, entry_checksum, info)`` of each SEND, as for ``publish``.
+
+        Returns:
+            The ``(ledger_id, entry_id)`` of each stored entry, in order. Fewer than given when
+            storage failed after storing some; publishing the rest raises the failure. With
+            deduplication on, a duplicate is not stored and gets ``(-1, -1)`` (``dedup``).
+
+        Raises:
+            PersistenceError: Storage refused the first entry.
+            ServiceNotReadyError: The producer or the topic was closed (see ``publish``).
+        """
         if producer.closed or self._closed:
             raise ServiceNotReadyError(
                 f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
             )
+        dedup = self._state.dedup
+        if dedup is not None:
+            admission = dedup.admit_all(producer.producer_name, entries)
+            entries = admission.fresh
+        sections = [payload_section(entry, crc) for entry, crc, _ in entries]
+        infos = [info for _, _, info in entries]
         try:
-            position = self._state.ledger.append(payload_section(entry, entry_checksum), info)
+            positions = self._state.ledger.append_many(sections, infos)
         except StorageError as exc:
+            if dedup is not None:
+                dedup.failed()
             raise PersistenceError(f"cannot store entry on {self.name}: {exc}") from exc
         counters = self._state.counters
-        counters.msg_in += info.num_messages
-        counters.bytes_in += len(entry)
+        for entry, _, info in entries[: len(positions)]:
+            counters.msg_in += info.num_messages
+            counters.bytes_in += len(entry)
         for sub in self._subs.values():
             sub.dispatcher.notify_new_entries()
-        return position
+        if dedup is not None:
+            return dedup.settle(producer.producer_name, admission, positions)
+        return positions
 
     # ---- subscriptions ------------------------------------------------------------------------
 
@@ -213,7 +275,7 @@ class Topic:
             start_message_id: Where a new reader starts (that entry included).
             priority_level: Failover priority.
             key_shared_meta: Key_Shared mode and STICKY ranges.
-            read_compacted: Ignored (no compaction yet).
+            read_compacted: See the compacted view (``compacted``); Exclusive and Failover only.
             partition: The client's idea of the partition; the topic name decides.
 
         Returns:
@@ -225,8 +287,13 @@ class Topic:
             ConsumerAssignError: Key_Shared STICKY range conflict.
             ServiceNotReadyError: The topic is being unloaded.
         """
-        del read_compacted, partition
+        del partition
         self._check_open()
+        if read_compacted and sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+            # PersistentTopic.subscribe refuses compacted reads on shared subscriptions.
+            raise NotAllowedError(
+                "readCompacted only allowed on failover or exclusive subscriptions"
+            )
         sub = self._subs.get(subscription)
         created = sub is None
         if sub is None:
@@ -245,7 +312,34 @@ class Topic:
             if durable:
                 self._state.cursors[subscription] = sub.cursor
             sub.start(self._tg)
+        if read_compacted:
+            self._compacted_subs.add(subscription)
+            self._read_compacted(sub)
+        elif subscription in self._compacted_subs:
+            self._compacted_subs.discard(subscription)
+            sub.compacted = None
         return consumer
+
+    def _read_compacted(self, sub: Subscription) -> None:
+        # Before any FLOW reaches the new consumer: acknowledge what compaction removed.
+        view = sub.compacted = self._state.compacted
+        if view is not None:
+            view.apply(sub.cursor, sub.dispatcher, self._state.ledger.infos)
+
+    @property
+    def compacted(self) -> CompactedView | None:
+        """The last compaction's view (``compacted``), kept across unloads."""
+        return self._state.compacted
+
+    def install_compacted(self, view: CompactedView) -> None:
+        """Adopt a compaction's result; subscriptions reading compacted see it at once."""
+        self._state.compacted = view
+        for name in list(self._compacted_subs):
+            sub = self._subs.get(name)
+            if sub is None:
+                self._compacted_subs.discard(name)
+            else:
+                self._read_compacted(sub)
 
     def _new_subscription(
         self,
@@ -298,6 +392,44 @@ class Topic:
             del self._subs[sub.name]
         if deleted and self._state.cursors.get(sub.name) is sub.cursor:
             del self._state.cursors[sub.name]
+
+    # ---- admin operations (REST API) ----------------------------------------------------------
+
+    def create_subscription(self, name: str, start: MessageIdData | None) -> Subscription:
+        """Create a durable subscription without consumers, its cursor before ``start``.
+
+        Args:
+            name: The subscription.
+            start: Its first entry to deliver (earliest/latest sentinels allowed); None: latest.
+
+        Raises:
+            NotAllowedError: A subscription of that name exists.
+            ServiceNotReadyError: The topic is being unloaded.
+        """
+        self._check_open()
+        if name in self._subs or name in self._state.cursors:
+            raise NotAllowedError("Subscription already exists for topic")
+        index = self._reader_start(start, InitialPosition.LATEST)
+        cursor = Cursor(index - 1)
+        self._state.cursors[name] = cursor
+        self._open_subscription(name, cursor, index)
+        return self._subs[name]
+
+    def delete_subscription(self, name: str, *, force: bool = False) -> None:
+        """Delete a subscription; with ``force`` its consumers are disconnected first.
+
+        Raises:
+            SubscriptionNotFoundError: No such subscription.
+            ConsumerBusyError: Consumers are attached and ``force`` is false.
+        """
+        sub = self._subs.get(name)
+        if sub is None:
+            raise SubscriptionNotFoundError(f"Subscription {name} not found for topic {self.name}")
+        sub.delete(force=force)
+
+    def producers(self) -> list[ProducerHandle]:
+        """The attached producers, oldest first."""
+        return self._producers.producers
 
     # ---- queries ------------------------------------------------------------------------------
 

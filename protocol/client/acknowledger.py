@@ -31,9 +31,12 @@ from protocol.ids import MessageId
 if TYPE_CHECKING:
     from protocol.client.connection import ClientConnection
 
-__all__ = ["Acknowledger"]
+__all__ = ["REDELIVER_MIN_PROTOCOL", "Acknowledger"]
 
 _SHARED = (c.SubType.SHARED, c.SubType.KEY_SHARED)
+
+REDELIVER_MIN_PROTOCOL = 2
+"""The C++ client sends REDELIVER_UNACKNOWLEDGED_MESSAGES only to v2+ brokers (spec §12)."""
 
 
 class Acknowledger:
@@ -169,7 +172,7 @@ class Acknowledger:
                 self._redeliver_all()
                 continue
             cnx = self._attached()
-            if cnx is not None:
+            if cnx is not None and cnx.protocol_version >= REDELIVER_MIN_PROTOCOL:
                 cnx.send_command(
                     c.RedeliverUnacknowledgedMessages(
                         consumer_id=self._consumer_id, message_ids=tuple(due)

@@ -21,20 +21,20 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
-from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
 
 from protocol import commands as c
-from protocol.client._util import Backoff, Future, wait_until, with_deadline
+from protocol.client._util import Backoff, wait_until
 from protocol.client.config import ConsumerConfig, ProducerConfig
 from protocol.client.connection import CLIENT_VERSION, ClientConnection
 from protocol.client.consumer import Consumer
 from protocol.client.partitioned import MultiConsumer, PartitionedProducer, partition_name
+from protocol.client.pool import ConnectionPool, Connector, host_port
 from protocol.client.producer import Producer
 from protocol.client.reader import Reader
-from protocol.client.transport import Transport, connect_tcp
+from protocol.client.transport import connect_tcp
 from protocol.clock import AnyioClock, Clock
 from protocol.errors import (
     BrokerError,
@@ -54,13 +54,8 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Connector = Callable[[str, int], Awaitable[Transport]]
-"""Opens a transport to `(host, port)`; `connect_tcp` in production, a fake in tests."""
-
 MAX_LOOKUP_REDIRECTS: Final = 20
 """Redirects followed per lookup, as the C++ client (spec §5.2)."""
-
-DEFAULT_PORT: Final = 6650
 
 
 def normalize_topic(topic: str) -> str:
@@ -80,13 +75,6 @@ def normalize_topic(topic: str) -> str:
     raise InvalidTopicNameError(f"invalid topic name {topic!r}")
 
 
-def _host_port(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    if parts.scheme != "pulsar" or not parts.hostname:
-        raise ValueError(f"unsupported broker URL {url!r} (expected pulsar://host:port)")
-    return parts.hostname, parts.port or DEFAULT_PORT
-
-
 class Client:
     """A Pulsar client; create it with `open_client`."""
 
@@ -104,19 +92,22 @@ class Client:
         reconnect_initial_delay: float = 0.1,
         reconnect_max_delay: float = 60.0,
     ) -> None:
-        _host_port(service_url)  # validate early
+        host_port(service_url)  # validate early
         self.service_url = service_url.rstrip("/")
         self.clock = clock
         self.operation_timeout = operation_timeout
         self.connection_timeout = connection_timeout
         self.reconnect_initial_delay = reconnect_initial_delay
         self.reconnect_max_delay = reconnect_max_delay
-        self._keep_alive_interval = keep_alive_interval
-        self._connector = connector
-        self._client_version = client_version
         self._tg = task_group
-        self._connections: dict[str, ClientConnection] = {}
-        self._connecting: dict[str, Future[ClientConnection]] = {}
+        self._pool = ConnectionPool(
+            clock,
+            connector,
+            self._spawn,
+            connection_timeout=connection_timeout,
+            keep_alive_interval=keep_alive_interval,
+            client_version=client_version,
+        )
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
         self._handlers: dict[int, Any] = {}  # id() -> open producer/consumer/reader
@@ -149,55 +140,9 @@ class Client:
     # ---- connections ---------------------------------------------------------------------------
 
     async def get_connection(self, url: str) -> ClientConnection:
-        """The open connection to `url`, connecting (and handshaking) if there is none.
-
-        Raises:
-            ConnectionBrokenError: the broker cannot be reached.
-            OperationTimeoutError: connecting took longer than the connection timeout.
-            ClientClosedError: the client is closed.
-        """
+        """The pooled connection to `url` (see `ConnectionPool.get`)."""
         self._check_open()
-        cnx = self._connections.get(url)
-        if cnx is not None and cnx.is_open:
-            return cnx
-        pending = self._connecting.get(url)
-        if pending is not None:
-            return await pending.wait()
-        future: Future[ClientConnection] = Future()
-        self._connecting[url] = future
-        try:
-            cnx = await self._connect(url)
-            future.set_result(cnx)
-            return cnx
-        except BaseException as exc:
-            future.set_exception(
-                exc if isinstance(exc, Exception) else ConnectionBrokenError(f"connect to {url}")
-            )
-            raise
-        finally:
-            del self._connecting[url]
-
-    async def _connect(self, url: str) -> ClientConnection:
-        host, port = _host_port(url)
-        deadline = self.clock.now() + self.connection_timeout
-        transport = await with_deadline(
-            self.clock, deadline, lambda: self._connector(host, port), f"connect to {url}"
-        )
-        cnx = ClientConnection(
-            url,
-            transport,
-            self.clock,
-            keep_alive_interval=self._keep_alive_interval,
-            on_closed=self._connection_closed,
-        )
-        await cnx.handshake(deadline, client_version=self._client_version)
-        self._connections[url] = cnx
-        self._tg.start_soon(cnx.run)
-        return cnx
-
-    def _connection_closed(self, cnx: ClientConnection) -> None:
-        if self._connections.get(cnx.url) is cnx:
-            del self._connections[cnx.url]
+        return await self._pool.get(url)
 
     async def _request(self, cnx: ClientConnection, command: c.Command, what: str) -> c.Command:
         deadline = self.clock.now() + self.operation_timeout
@@ -417,8 +362,7 @@ class Client:
             except Exception as exc:  # one failed close must not keep the others open
                 logger.warning("closing %r failed: %r", handler, exc)
         self._closed = True
-        for cnx in list(self._connections.values()):
-            await cnx.aclose()
+        await self._pool.aclose()
 
 
 def _failure(error: ServerError | None, message: str | None, default: str) -> BrokerError:

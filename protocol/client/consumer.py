@@ -25,7 +25,7 @@ import anyio.abc
 
 from protocol import commands as c
 from protocol.client._util import with_deadline
-from protocol.client.acknowledger import Acknowledger
+from protocol.client.acknowledger import REDELIVER_MIN_PROTOCOL, Acknowledger
 from protocol.client.acks import entry_data
 from protocol.client.config import ConsumerConfig
 from protocol.client.handler import Handler, HandlerState
@@ -36,6 +36,7 @@ from protocol.errors import (
     ClientClosedError,
     ConsumerClosedError,
     LocalProtocolError,
+    UnsupportedVersionError,
 )
 from protocol.framing import Payload
 from protocol.ids import LATEST, MessageId
@@ -47,6 +48,10 @@ if TYPE_CHECKING:
 __all__ = ["Consumer"]
 
 logger = logging.getLogger(__name__)
+
+
+GET_LAST_MESSAGE_ID_MIN_PROTOCOL = 12
+"""Brokers below v12 cannot answer GET_LAST_MESSAGE_ID (spec §12)."""
 
 
 def _kv(values: Mapping[str, str] | None) -> tuple[c.KeyValue, ...]:
@@ -332,7 +337,9 @@ class Consumer(Handler):
         self.flush_acks()
         cleared = self._queue.remove(lambda m: m._consumer is self)
         self._acker.batches.clear()
-        if self._send(c.RedeliverUnacknowledgedMessages(consumer_id=self.consumer_id)):
+        cnx = self._attached()
+        if cnx is not None and cnx.protocol_version >= REDELIVER_MIN_PROTOCOL:
+            cnx.send_command(c.RedeliverUnacknowledgedMessages(consumer_id=self.consumer_id))
             self._consumed(cleared)
 
     # ---- requests ------------------------------------------------------------------------------
@@ -385,7 +392,17 @@ class Consumer(Handler):
         await self._wait_connected(deadline, "SEEK reattachment")
 
     async def get_last_message_id_response(self) -> c.GetLastMessageIdResponse:
-        """The broker's GET_LAST_MESSAGE_ID_RESPONSE (last id and mark-delete position)."""
+        """The broker's GET_LAST_MESSAGE_ID_RESPONSE (last id and mark-delete position).
+
+        Raises:
+            UnsupportedVersionError: the broker speaks a protocol older than v12 (spec §12).
+        """
+        deadline = self._clock.now() + self._client.operation_timeout
+        cnx = await self._wait_connected(deadline, "GET_LAST_MESSAGE_ID")
+        if cnx.protocol_version < GET_LAST_MESSAGE_ID_MIN_PROTOCOL:
+            raise UnsupportedVersionError(
+                f"GET_LAST_MESSAGE_ID needs protocol v12, the broker speaks v{cnx.protocol_version}"
+            )
         reply = await self._request(
             lambda rid: c.GetLastMessageId(consumer_id=self.consumer_id, request_id=rid),
             "GET_LAST_MESSAGE_ID",

@@ -25,15 +25,23 @@ __all__ = ["BatchBuilder", "Message", "build_chunks", "build_single"]
 _U32 = struct.Struct(">I")
 
 
-def _frame(send: c.Send, metadata: bytes, payload: bytes | memoryview) -> bytes:
+CHECKSUM_MIN_PROTOCOL = 6
+"""The C++ client writes the CRC-32C section on SEND only to brokers announcing v6+ (spec §2.2)."""
+
+
+def _frame(
+    send: c.Send, metadata: bytes, payload: bytes | memoryview, with_checksum: bool
+) -> bytes:
     entry = build_entry(metadata, payload)
-    # The checksum section is what a v6+ broker expects on SEND (spec §2.2); every broker we
-    # target announces v20, so it is always written.
-    return encode_payload_frame(send, entry, checksum(entry))
+    return encode_payload_frame(send, entry, checksum(entry) if with_checksum else None)
 
 
 def build_single(
-    send: c.Send, metadata: c.MessageMetadata, payload: bytes, max_message_size: int
+    send: c.Send,
+    metadata: c.MessageMetadata,
+    payload: bytes,
+    max_message_size: int,
+    with_checksum: bool = True,
 ) -> bytes | None:
     """The SEND frame of an unbatched message, or None if it exceeds `max_message_size`.
 
@@ -42,11 +50,15 @@ def build_single(
     encoded = encode_record(metadata)
     if len(encoded) + len(payload) > max_message_size:
         return None
-    return _frame(send, encoded, payload)
+    return _frame(send, encoded, payload, with_checksum)
 
 
 def build_chunks(
-    send: c.Send, metadata: c.MessageMetadata, payload: bytes, max_message_size: int
+    send: c.Send,
+    metadata: c.MessageMetadata,
+    payload: bytes,
+    max_message_size: int,
+    with_checksum: bool = True,
 ) -> list[bytes]:
     """The SEND frames of a chunked message (spec §8.4).
 
@@ -80,7 +92,7 @@ def build_chunks(
             chunk_id=chunk_id,
         )
         piece = view[chunk_id * chunk_size : (chunk_id + 1) * chunk_size]
-        frames.append(_frame(chunk_send, encode_record(chunk_meta), piece))
+        frames.append(_frame(chunk_send, encode_record(chunk_meta), piece, with_checksum))
     return frames
 
 
@@ -129,7 +141,7 @@ class BatchBuilder:
         self.size += len(payload)
 
     def build(
-        self, producer_id: int, producer_name: str
+        self, producer_id: int, producer_name: str, with_checksum: bool = True
     ) -> tuple[int, bytes, list[Future[MessageId]]]:
         """Close the batch: its first sequence id, its SEND frame and its futures (in order).
 
@@ -144,7 +156,7 @@ class BatchBuilder:
             num_messages_in_batch=self.count,
         )
         send = c.Send(producer_id=producer_id, sequence_id=self._first_seq, num_messages=self.count)
-        frame = _frame(send, encode_record(metadata), b"".join(self._parts))
+        frame = _frame(send, encode_record(metadata), b"".join(self._parts), with_checksum)
         result = (self._first_seq, frame, self._futures)
         self._parts = []
         self._futures = []

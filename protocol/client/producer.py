@@ -1,4 +1,4 @@
-"""Producers: SEND pipelining, receipts, batching, chunking, and partitioned routing.
+"""Producers: SEND pipelining, receipts, batching, chunking, send timeouts, reattachment.
 
 Rules (spec §6, §8.1, §8.4, §9):
 
@@ -29,7 +29,12 @@ from protocol import commands as c
 from protocol.client._util import Future, with_deadline
 from protocol.client.config import ProducerConfig
 from protocol.client.handler import Handler, HandlerState
-from protocol.client.messages import BatchBuilder, build_chunks, build_single
+from protocol.client.messages import (
+    CHECKSUM_MIN_PROTOCOL,
+    BatchBuilder,
+    build_chunks,
+    build_single,
+)
 from protocol.errors import (
     ChecksumError,
     ClientClosedError,
@@ -103,6 +108,7 @@ class Producer(Handler):
         )
         self.last_sequence_id = -1
         self._max_message_size = 0
+        self._checksum = True
         self._pending: deque[_Op] = deque()
         self._pending_messages = 0
         self._room: anyio.Event | None = None
@@ -152,8 +158,8 @@ class Producer(Handler):
             self._next_seq = reply.last_sequence_id + 1
             self.last_sequence_id = reply.last_sequence_id
         self._max_message_size = cnx.max_message_size
-        for op in self._pending:  # rule 5
-            cnx.write(op.frame)
+        self._checksum = cnx.protocol_version >= CHECKSUM_MIN_PROTOCOL
+        pass
 
     def _detach_connection(self, cnx: ClientConnection) -> None:
         cnx.remove_producer(self.producer_id)
@@ -230,6 +236,7 @@ class Producer(Handler):
         """
         self._check_usable()
         while self._pending_messages >= self._config.max_pending_messages:
+            self._flush_batch()  # the open batch may hold what fills the queue: send it now
             if self._room is None:
                 self._room = anyio.Event()
             await self._room.wait()
@@ -279,7 +286,7 @@ class Producer(Handler):
             deliver_at_time=deliver_at,
         )
         send = c.Send(producer_id=self.producer_id, sequence_id=sequence_id)
-        frame = build_single(send, metadata, payload, self._max_message_size)
+        frame = build_single(send, metadata, payload, self._max_message_size, self._checksum)
         if frame is not None:
             self._push(_Op(sequence_id, frame, [future], self._deadline()))
             return future
@@ -290,7 +297,7 @@ class Producer(Handler):
             )
         # spec §8.4: one SEND per chunk; only the last chunk's receipt completes the future.
         chunk_ids: list[MessageId] = []
-        frames = build_chunks(send, metadata, payload, self._max_message_size)
+        frames = build_chunks(send, metadata, payload, self._max_message_size, self._checksum)
         for i, chunk in enumerate(frames):
             futures = [future] if i == len(frames) - 1 else []
             self._push(_Op(sequence_id, chunk, futures, self._deadline(), chunk_ids=chunk_ids))
@@ -314,7 +321,9 @@ class Producer(Handler):
         if batch is None or not batch.count:
             return
         self._batch_generation += 1
-        first_seq, frame, futures = batch.build(self.producer_id, self.producer_name)
+        first_seq, frame, futures = batch.build(
+            self.producer_id, self.producer_name, self._checksum
+        )
         self._pending_messages -= len(futures)  # _push counts them again, as one op
         self._push(_Op(first_seq, frame, futures, self._deadline(), batch_size=len(futures)))
 

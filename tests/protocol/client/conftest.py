@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
 
 from protocol.client import Client, open_client
 from protocol.clock import FakeClock
 from tests.support.fake_broker import FakeBroker, fake_broker
+
+HANG_GUARD = 3.0
+"""Real seconds a test may take, fixture teardown included: a test that leaves the client waiting
+on the (never advanced) FakeClock fails instead of hanging the run in the graceful close."""
 
 
 @pytest.fixture
@@ -19,7 +24,8 @@ async def broker() -> AsyncIterator[FakeBroker]:
 
 @pytest.fixture
 async def client(broker: FakeBroker, fake_clock: FakeClock) -> AsyncIterator[Client]:
-    async with open_client(
-        broker.url, connector=broker.connect, clock=fake_clock, operation_timeout=5.0
-    ) as c:
-        yield c
+    with anyio.fail_after(HANG_GUARD):
+        async with open_client(
+            broker.url, connector=broker.connect, clock=fake_clock, operation_timeout=5.0
+        ) as c:
+            yield c

@@ -376,3 +376,15 @@ def test_metadata_of_a_send_decodes() -> None:
     assert decoded.payload.checksum_ok()
     assert decode_record(c.MessageMetadata, decoded.payload.metadata).sequence_id == 2
     assert bytes(decoded.payload.body) == b"body"
+
+
+async def test_full_queue_flushes_the_open_batch_instead_of_waiting_for_the_delay(
+    client: Client, broker: FakeBroker
+) -> None:
+    producer = await producer_of(
+        client, batching_enabled=True, batching_max_publish_delay=60.0, max_pending_messages=3
+    )
+    futures = [await producer.send_async(b"m%d" % i) for i in range(4)]  # the 4th waits for room
+    assert [s.num_messages for s in sends(broker)][:1] == [3]
+    await producer.flush()
+    assert [await f for f in futures][-1] == MessageId(LEDGER, 1, -1, 0, 1)

@@ -1,0 +1,57 @@
+"""What the admin handlers reach: the broker's services, gathered once by the composition root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from emubroker.admin.metrics import MetricsCollector
+    from emubroker.admin.topic_stats import TopicStatsView
+    from emubroker.dynamic_config import DynamicConfig
+    from emubroker.loadbalance import OwnershipTable
+    from emubroker.policies import NamespaceRegistry, PolicyStore
+    from emubroker.topics import TopicService
+
+__all__ = ["CONTEXT", "AdminContext"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdminContext:
+    """The services behind the REST API.
+
+    Attributes:
+        cluster: ``clusterName``.
+        broker_id: This broker's id as Pulsar spells it, ``host:webServicePort``.
+        service_url: ``pulsar://host:port`` of the binary protocol.
+        web_service_url: ``http://host:port`` of this admin API.
+        dynamic: The live configuration.
+        policies: Clusters, tenants and namespace policies in the metadata store.
+        namespaces: The in-memory namespace view (updated by its metadata watch).
+        topics: The topic service.
+        ownership: Bundle ownership, for lookups.
+        metrics: ``/metrics``.
+        stats: Topic statistics in Pulsar's JSON shapes, with rates.
+        schemas: The schema registry, when the broker has one.
+        compaction: The compaction service, when the broker has one.
+    """
+
+    cluster: str
+    broker_id: str
+    service_url: str
+    web_service_url: str
+    dynamic: DynamicConfig
+    policies: PolicyStore
+    namespaces: NamespaceRegistry
+    topics: TopicService
+    ownership: OwnershipTable
+    metrics: MetricsCollector
+    stats: TopicStatsView
+    schemas: Any = None
+    compaction: Any = None
+
+
+CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)
+"""Where the admin application keeps its :class:`AdminContext`."""

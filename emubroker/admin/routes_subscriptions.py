@@ -1,0 +1,254 @@
+"""Subscription routes under ``/admin/v2/{domain}/{tenant}/{namespace}/{topic}``.
+
+Pulsar's ``PersistentTopics`` subscription calls: list, create at a position (``PUT
+.../subscription/{sub}`` with a ``ResetCursorData`` body, a ``"latest"``/``"earliest"`` string, or
+``?messageId=latest|earliest|ledger:entry``; default latest), delete (``?force=true`` disconnects
+consumers first, else 412 "Subscription has active connected consumers"), skip N entries, skip
+all, and reset the cursor to a publish time (``resetcursor/{timestamp}``, ms) or a message id.
+On a partitioned topic, list, create, delete, skip-all and reset-to-time act on every partition;
+skip N and reset-to-id are refused (405) as in Pulsar. Subscriptions of non-persistent topics
+exist only through their consumers: creating one is 400, moving their cursor 405.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, cast
+
+import msgspec
+from aiohttp import web
+
+from emubroker.admin.errors import (
+    BAD_REQUEST,
+    CONFLICT,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    PRECONDITION_FAILED,
+    RestError,
+)
+from emubroker.admin.http import (
+    context,
+    json_response,
+    no_content,
+    path_int,
+    query_bool,
+    read_json,
+    topic_of,
+)
+from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic, targets
+from emubroker.topics import Topic
+from protocol.commands import MessageIdData
+from protocol.errors import ConsumerBusyError, NotAllowedError
+from protocol.ids import EARLIEST, LATEST
+
+if TYPE_CHECKING:
+    from emubroker.admin.context import AdminContext
+    from emubroker.naming import TopicName
+    from emubroker.topics import AnyTopic
+    from emubroker.topics.subscription import Subscription
+
+__all__ = ["ResetCursorData", "add_routes", "parse_position"]
+
+SUB: Final = TOPIC + "/subscription/{subscription}"
+
+_EARLIEST: Final = MessageIdData(ledger_id=EARLIEST.ledger_id, entry_id=EARLIEST.entry_id)
+_LATEST: Final = MessageIdData(ledger_id=LATEST.ledger_id, entry_id=LATEST.entry_id)
+
+
+class ResetCursorData(msgspec.Struct, rename="camel", kw_only=True):
+    """Pulsar's ``ResetCursorData`` JSON (``isExcluded``: start after that entry)."""
+
+    ledger_id: int
+    entry_id: int
+    partition_index: int = -1
+    is_excluded: bool = False
+    excluded: bool = False  # Lombok's getter name for isExcluded, as some clients send it
+    batch_index: int = -1
+    properties: dict[str, str] | None = None
+
+    def message_id(self) -> MessageIdData:
+        """The first entry to deliver."""
+        skip = 1 if (self.is_excluded or self.excluded) and self.entry_id >= 0 else 0
+        return MessageIdData(ledger_id=self.ledger_id, entry_id=self.entry_id + skip)
+
+
+_BODY: Final = cast("type[object]", str | ResetCursorData)
+"""What a position body may be: ``"latest"``/``"earliest"``/``"l:e"`` or ``ResetCursorData``."""
+
+
+def parse_position(text: str) -> MessageIdData:
+    """``latest``, ``earliest`` or ``ledger:entry`` (what ``pulsar-admin --messageId`` takes).
+
+    Raises:
+        RestError: 400 for anything else.
+    """
+    lowered = text.strip().lower()
+    if lowered == "latest":
+        return _LATEST
+    if lowered == "earliest":
+        return _EARLIEST
+    ledger, sep, entry = lowered.partition(":")
+    try:
+        if not sep:
+            raise ValueError(text)
+        return MessageIdData(ledger_id=int(ledger), entry_id=int(entry.split(":")[0]))
+    except ValueError:
+        raise RestError(
+            BAD_REQUEST, f"Invalid message id '{text}': use latest, earliest or ledgerId:entryId"
+        ) from None
+
+
+async def _position(request: web.Request, *, required: bool) -> MessageIdData | None:
+    body: object = await read_json(request, _BODY, what="message id", default=None)
+    if isinstance(body, ResetCursorData):
+        return body.message_id()
+    if isinstance(body, str):
+        return parse_position(body)
+    query = request.query.get("messageId")
+    if query is not None:
+        return parse_position(query)
+    if required:
+        raise RestError(BAD_REQUEST, "A message id is required")
+    return None
+
+
+async def _subscribed(ctx: AdminContext, name: TopicName, subscription: str) -> list[AnyTopic]:
+    # Every target topic, loaded, each with the subscription (else 404), before anything changes.
+    loaded = [await load_topic(ctx, target) for target in targets(ctx, name)]
+    for topic in loaded:
+        if topic.subscription(subscription) is None:
+            raise RestError(
+                NOT_FOUND, f"Subscription {subscription} not found for topic {topic.name}"
+            )
+    return loaded
+
+
+async def _cursors(
+    ctx: AdminContext, name: TopicName, subscription: str, what: str
+) -> list[Subscription]:
+    # The subscription on every target, which must be persistent (non-persistent ones have no
+    # cursor to move).
+    found: list[Subscription] = []
+    for topic in await _subscribed(ctx, name, subscription):
+        if not isinstance(topic, Topic):
+            raise RestError(METHOD_NOT_ALLOWED, f"{what} on a non-persistent topic is not allowed")
+        sub = topic.subscription(subscription)
+        assert sub is not None  # checked by _subscribed, with no await in between
+        found.append(sub)
+    return found
+
+
+async def list_subscriptions(request: web.Request) -> web.Response:
+    """``GET TOPIC/subscriptions``: names (of every partition, for a partitioned topic)."""
+    ctx = context(request)
+    name = topic_of(request)
+    names: set[str] = set()
+    for target in targets(ctx, name):
+        names.update((await load_topic(ctx, target)).subscriptions())
+    return json_response(sorted(names))
+
+
+async def create_subscription(request: web.Request) -> web.Response:
+    """``PUT TOPIC/subscription/{subscription}``: a durable subscription at a position."""
+    ctx = context(request)
+    name = topic_of(request)
+    subscription = request.match_info["subscription"]
+    start = await _position(request, required=False)
+    if not name.is_persistent:
+        raise RestError(
+            BAD_REQUEST,
+            "Create subscription on non-persistent topic can only be done through client",
+        )
+    check_namespace(ctx, name.namespace)
+    if not ctx.topics.topic_exists(name):
+        if not ctx.dynamic.config.allowAutoTopicCreation:
+            raise RestError(PRECONDITION_FAILED, "Topic does not exist and cannot be auto-created")
+        await ctx.topics.get_topic(name, explicit=True)
+    loaded = [await load_topic(ctx, target) for target in targets(ctx, name)]
+    if any(topic.subscription(subscription) is not None for topic in loaded):
+        raise RestError(CONFLICT, "Subscription already exists for topic")
+    for topic in loaded:
+        assert isinstance(topic, Topic)  # persistent domain
+        try:
+            topic.create_subscription(subscription, start)
+        except NotAllowedError:
+            raise RestError(CONFLICT, "Subscription already exists for topic") from None
+    return no_content()
+
+
+async def delete_subscription(request: web.Request) -> web.Response:
+    """``DELETE TOPIC/subscription/{subscription}[?force=true]``."""
+    ctx = context(request)
+    subscription = request.match_info["subscription"]
+    force = query_bool(request, "force")
+    loaded = await _subscribed(ctx, topic_of(request), subscription)
+    busy = any((sub := t.subscription(subscription)) is not None and sub.consumers for t in loaded)
+    if busy and not force:
+        raise RestError(PRECONDITION_FAILED, "Subscription has active connected consumers")
+    for topic in loaded:
+        try:
+            topic.delete_subscription(subscription, force=force)
+        except ConsumerBusyError:
+            raise RestError(
+                PRECONDITION_FAILED, "Subscription has active connected consumers"
+            ) from None
+    return no_content()
+
+
+async def skip(request: web.Request) -> web.Response:
+    """``POST TOPIC/subscription/{subscription}/skip/{numMessages}``: skip N entries."""
+    ctx = context(request)
+    name = topic_of(request)
+    count = path_int(request, "numMessages", minimum=0)
+    check_namespace(ctx, name.namespace)
+    if ctx.topics.partitions_of(name):
+        raise RestError(METHOD_NOT_ALLOWED, "Skip messages on a partitioned topic is not allowed")
+    for sub in await _cursors(ctx, name, request.match_info["subscription"], "Skip messages"):
+        sub.skip(count)
+    return no_content()
+
+
+async def skip_all(request: web.Request) -> web.Response:
+    """``POST TOPIC/subscription/{subscription}/skip_all``: clear the backlog."""
+    ctx = context(request)
+    name = topic_of(request)
+    for sub in await _cursors(ctx, name, request.match_info["subscription"], "Clear backlog"):
+        sub.skip(None)
+    return no_content()
+
+
+async def reset_to_time(request: web.Request) -> web.Response:
+    """``POST TOPIC/subscription/{subscription}/resetcursor/{timestamp}`` (publish time, ms)."""
+    ctx = context(request)
+    name = topic_of(request)
+    timestamp = path_int(request, "timestamp")
+    for sub in await _cursors(ctx, name, request.match_info["subscription"], "Reset cursor"):
+        sub.reset_cursor(publish_time=timestamp)
+    return no_content()
+
+
+async def reset_to_id(request: web.Request) -> web.Response:
+    """``POST TOPIC/subscription/{subscription}/resetcursor`` with a message id body."""
+    ctx = context(request)
+    name = topic_of(request)
+    subscription = request.match_info["subscription"]
+    position = await _position(request, required=True)
+    check_namespace(ctx, name.namespace)
+    if ctx.topics.partitions_of(name):
+        raise RestError(
+            METHOD_NOT_ALLOWED, "Reset-cursor at position is not allowed for partitioned-topic"
+        )
+    for sub in await _cursors(ctx, name, subscription, "Reset cursor"):
+        sub.reset_cursor(message_id=position)
+    return no_content()
+
+
+def add_routes(app: web.Application) -> None:
+    """Register the subscription routes of both domains."""
+    router = app.router
+    router.add_get(f"{TOPIC}/subscriptions", list_subscriptions)
+    router.add_put(SUB, create_subscription)
+    router.add_delete(SUB, delete_subscription)
+    router.add_post(f"{SUB}/skip/{{numMessages}}", skip)
+    router.add_post(f"{SUB}/skip_all", skip_all)
+    router.add_post(f"{SUB}/resetcursor/{{timestamp}}", reset_to_time)
+    router.add_post(f"{SUB}/resetcursor", reset_to_id)

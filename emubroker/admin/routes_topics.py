@@ -1,0 +1,320 @@
+"""``/admin/v2/{persistent,non-persistent}/{tenant}/{namespace}[/{topic}/...]``: topics.
+
+Pulsar's ``PersistentTopics`` (``NonPersistentTopics`` extends it, so both domains share every
+route here): list, create and delete non-partitioned topics; create (``PUT .../partitions`` with a
+bare integer body), grow, read and delete partitioned-topic metadata; ``stats``,
+``partitioned-stats`` and ``internalStats``; unload; compaction. Subscription routes live in
+``routes_subscriptions``.
+
+Statuses and reasons follow ``PersistentTopicsBase``/``AdminResource``: an existing topic is 409
+"This topic already exists", a partition count below 1 is 406 "Number of partitions should be more
+than 0", shrinking is 422, a partition name where a partitioned topic is expected is 412, an
+unknown topic 404 "Topic <name> not found", deleting a topic with producers or consumers without
+``force`` 412 "Topic has active producers/subscriptions", and calling the non-partitioned delete on
+a partitioned topic (or the reverse) 409 naming the right call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+from aiohttp import web
+
+from emubroker.admin.errors import (
+    CONFLICT,
+    METHOD_NOT_ALLOWED,
+    NOT_ACCEPTABLE,
+    NOT_FOUND,
+    PRECONDITION_FAILED,
+    UNPROCESSABLE,
+    RestError,
+)
+from emubroker.admin.http import (
+    context,
+    json_response,
+    namespace_of,
+    no_content,
+    query_bool,
+    read_json,
+    topic_of,
+)
+from emubroker.naming import TopicDomain
+from emubroker.topics.compaction import CompactionInProgressError
+from protocol.commands import TopicsMode
+from protocol.errors import NotAllowedError, TopicNotFoundError
+
+if TYPE_CHECKING:
+    from emubroker.admin.context import AdminContext
+    from emubroker.naming import NamespaceName, TopicName
+    from emubroker.topics import AnyTopic
+
+__all__ = ["BASE", "TOPIC", "add_routes", "load_topic", "targets"]
+
+BASE: Final = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}"
+TOPIC: Final = BASE + "/{topic}"
+
+MAX_PARTITIONS: Final = 65_536
+"""Most partitions a topic may have. Pulsar's ``maxNumPartitionsPerPartitionedTopic`` defaults to
+0 (no limit); a bound keeps one request from making us list millions of partition names."""
+
+_MODES: Final = {
+    TopicDomain.PERSISTENT: TopicsMode.PERSISTENT,
+    TopicDomain.NON_PERSISTENT: TopicsMode.NON_PERSISTENT,
+}
+
+
+class PartitionedTopicMetadata(msgspec.Struct):
+    """Pulsar's ``PartitionedTopicMetadata`` JSON."""
+
+    partitions: int
+    deleted: bool = False
+
+
+def check_namespace(ctx: AdminContext, namespace: NamespaceName) -> None:
+    """Raise 404 "Namespace does not exist" for an unknown namespace."""
+    if not ctx.namespaces.exists(namespace):
+        raise RestError(NOT_FOUND, "Namespace does not exist")
+
+
+async def load_topic(ctx: AdminContext, name: TopicName) -> AnyTopic:
+    """An existing non-partitioned topic or partition, loaded.
+
+    Raises:
+        RestError: 404 for an unknown namespace or topic, or a partitioned topic's own name.
+    """
+    check_namespace(ctx, name.namespace)
+    topics = ctx.topics
+    if topics.partitions_of(name) or not topics.topic_exists(name):
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
+    try:
+        # explicit: a partition of a partitioned topic exists from the topic's creation on.
+        return await topics.get_topic(name, explicit=True)
+    except TopicNotFoundError:
+        raise RestError(NOT_FOUND, f"Topic {name} not found") from None
+
+
+def targets(ctx: AdminContext, name: TopicName) -> list[TopicName]:
+    """A partitioned topic's partitions, or the topic itself."""
+    partitions = ctx.topics.partitions_of(name)
+    return [name.partition(i) for i in range(partitions)] if partitions else [name]
+
+
+async def list_topics(request: web.Request) -> web.Response:
+    """``GET BASE``: the namespace's topics of this domain, partitions included."""
+    ctx = context(request)
+    namespace, domain = _namespace_and_domain(request)
+    check_namespace(ctx, namespace)
+    return json_response(ctx.topics.topics_of_namespace(namespace, _MODES[domain]))
+
+
+async def list_partitioned(request: web.Request) -> web.Response:
+    """``GET BASE/partitioned``: the namespace's partitioned topics of this domain."""
+    ctx = context(request)
+    namespace, domain = _namespace_and_domain(request)
+    check_namespace(ctx, namespace)
+    return json_response(ctx.topics.partitioned_topics(namespace, domain))
+
+
+def _namespace_and_domain(request: web.Request) -> tuple[NamespaceName, TopicDomain]:
+    return namespace_of(request), TopicDomain(request.match_info["domain"])
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    """``PUT TOPIC``: create a non-partitioned topic (an optional properties map is accepted)."""
+    name = topic_of(request)
+    await read_json(request, dict[str, str], what="topic properties", default=None)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if ctx.topics.topic_exists(name):
+        raise RestError(CONFLICT, "This topic already exists")
+    await ctx.topics.get_topic(name, explicit=True)
+    return no_content()
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    """``DELETE TOPIC[?force=true]``: delete a non-partitioned topic or one partition."""
+    name = topic_of(request)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if ctx.topics.partitions_of(name):
+        raise RestError(
+            CONFLICT,
+            f"{name} is a partitioned topic, instead of calling delete topic, please call "
+            "delete-partitioned-topic.",
+        )
+    try:
+        await ctx.topics.delete_topic(name, force=query_bool(request, "force"))
+    except TopicNotFoundError:
+        raise RestError(NOT_FOUND, f"Topic {name} not found") from None
+    except NotAllowedError:
+        raise RestError(PRECONDITION_FAILED, "Topic has active producers/subscriptions") from None
+    return no_content()
+
+
+async def _partition_count(request: web.Request) -> int:
+    partitions = await read_json(request, int, what="number of partitions")
+    if partitions <= 0:
+        raise RestError(NOT_ACCEPTABLE, "Number of partitions should be more than 0")
+    if partitions > MAX_PARTITIONS:
+        raise RestError(
+            NOT_ACCEPTABLE, f"Number of partitions should be less than or equal to {MAX_PARTITIONS}"
+        )
+    return partitions
+
+
+async def create_partitioned(request: web.Request) -> web.Response:
+    """``PUT TOPIC/partitions`` with a bare integer body."""
+    name = topic_of(request, partitioned=True)
+    partitions = await _partition_count(request)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if ctx.topics.topic_exists(name):
+        raise RestError(CONFLICT, "This topic already exists")
+    try:
+        await ctx.topics.create_partitioned_topic(name, partitions)
+    except NotAllowedError:
+        raise RestError(CONFLICT, "This topic already exists") from None
+    return no_content()
+
+
+async def update_partitioned(request: web.Request) -> web.Response:
+    """``POST TOPIC/partitions`` with a bare integer body: grow the topic."""
+    name = topic_of(request, partitioned=True)
+    partitions = await _partition_count(request)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    current = ctx.topics.partitions_of(name)
+    if not current:
+        raise RestError(CONFLICT, f"Topic {name} is not the partitioned topic.")
+    if partitions < current:
+        raise RestError(
+            UNPROCESSABLE,
+            f"Desired partitions {partitions} can't be less than the current partitions {current}.",
+        )
+    await ctx.topics.update_partitioned_topic(name, partitions)
+    return no_content()
+
+
+async def get_partitions(request: web.Request) -> web.Response:
+    """``GET TOPIC/partitions[?checkAllowAutoCreation=true]`` (also the HTTP lookup's, §13)."""
+    name = topic_of(request)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if query_bool(request, "checkAllowAutoCreation"):
+        partitions = await ctx.topics.partitioned_metadata(name)
+    else:
+        partitions = ctx.topics.partitions_of(name)
+    return json_response(PartitionedTopicMetadata(partitions))
+
+
+async def delete_partitioned(request: web.Request) -> web.Response:
+    """``DELETE TOPIC/partitions[?force=true]``: the topic and every partition."""
+    name = topic_of(request, partitioned=True)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if not ctx.topics.partitions_of(name):
+        if ctx.topics.topic_exists(name):
+            raise RestError(
+                CONFLICT,
+                f"{name} is a non-partitioned topic. Instead of calling delete-partitioned-topic "
+                "please call delete.",
+            )
+        raise RestError(NOT_FOUND, f"Topic {name} not found.")
+    try:
+        await ctx.topics.delete_partitioned_topic(name, force=query_bool(request, "force"))
+    except NotAllowedError:
+        raise RestError(PRECONDITION_FAILED, "Topic has active producers/subscriptions") from None
+    return no_content()
+
+
+async def stats(request: web.Request) -> web.Response:
+    """``GET TOPIC/stats``: ``TopicStats`` of a non-partitioned topic or partition."""
+    ctx = context(request)
+    topic = await load_topic(ctx, topic_of(request))
+    ctx.stats.refresh()
+    return json_response(ctx.stats.stats(topic))
+
+
+async def partitioned_stats(request: web.Request) -> web.Response:
+    """``GET TOPIC/partitioned-stats[?perPartition=false]``: summed, with per-partition stats."""
+    name = topic_of(request)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if not ctx.topics.partitions_of(name):
+        raise RestError(NOT_FOUND, f"Partitioned Topic {name} not found")
+    partitions = {str(p): await load_topic(ctx, p) for p in targets(ctx, name)}
+    ctx.stats.refresh()
+    per_partition = query_bool(request, "perPartition", default=True)
+    return json_response(ctx.stats.partitioned_stats(partitions, per_partition=per_partition))
+
+
+async def internal_stats(request: web.Request) -> web.Response:
+    """``GET TOPIC/internalStats``: the managed ledger and cursors."""
+    ctx = context(request)
+    topic = await load_topic(ctx, topic_of(request))
+    return json_response(ctx.stats.internal_stats(topic))
+
+
+async def unload(request: web.Request) -> web.Response:
+    """``PUT TOPIC/unload``: close clients with CLOSE_*, drop the topic object (spec §9)."""
+    name = topic_of(request)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if not ctx.topics.topic_exists(name):
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
+    await ctx.topics.unload(name)
+    return no_content()
+
+
+async def compact(request: web.Request) -> web.Response:
+    """``PUT TOPIC/compaction``: start compacting (each partition of a partitioned topic)."""
+    name = topic_of(request)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if not ctx.topics.topic_exists(name):
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
+    if ctx.compaction is None:
+        raise RestError(METHOD_NOT_ALLOWED, "Compaction is not available on this broker")
+    if name.domain is TopicDomain.NON_PERSISTENT:
+        raise RestError(METHOD_NOT_ALLOWED, "Compaction on a non-persistent topic is not allowed")
+    for target in targets(ctx, name):
+        await load_topic(ctx, target)  # partitions exist from the topic's creation on
+    try:
+        await ctx.compaction.trigger(name)
+    except CompactionInProgressError:
+        raise RestError(CONFLICT, "Compaction already in progress") from None
+    except TopicNotFoundError:
+        raise RestError(NOT_FOUND, f"Topic {name} not found") from None
+    return no_content()
+
+
+async def compaction_status(request: web.Request) -> web.Response:
+    """``GET TOPIC/compaction``: ``LongRunningProcessStatus`` of the last compaction."""
+    name = topic_of(request)
+    ctx = context(request)
+    check_namespace(ctx, name.namespace)
+    if not ctx.topics.topic_exists(name):
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
+    if ctx.compaction is None:
+        return json_response({"status": "NOT_RUN", "lastError": ""})
+    return json_response(ctx.compaction.status(name))
+
+
+def add_routes(app: web.Application) -> None:
+    """Register the topic routes of both domains (literal paths before ``{topic}``)."""
+    router = app.router
+    router.add_get(BASE, list_topics)
+    router.add_get(f"{BASE}/partitioned", list_partitioned)
+    router.add_put(TOPIC, create_topic)
+    router.add_delete(TOPIC, delete_topic)
+    router.add_put(f"{TOPIC}/partitions", create_partitioned)
+    router.add_post(f"{TOPIC}/partitions", update_partitioned)
+    router.add_get(f"{TOPIC}/partitions", get_partitions)
+    router.add_delete(f"{TOPIC}/partitions", delete_partitioned)
+    router.add_get(f"{TOPIC}/stats", stats)
+    router.add_get(f"{TOPIC}/partitioned-stats", partitioned_stats)
+    router.add_get(f"{TOPIC}/internalStats", internal_stats)
+    router.add_put(f"{TOPIC}/unload", unload)
+    router.add_put(f"{TOPIC}/compaction", compact)
+    router.add_get(f"{TOPIC}/compaction", compaction_status)

@@ -1,0 +1,355 @@
+"""Topic statistics in Pulsar's JSON shapes: ``stats``, ``partitioned-stats``, ``internalStats``.
+
+Field names are those of Pulsar's ``TopicStatsImpl``, ``SubscriptionStatsImpl``,
+``PublisherStatsImpl``, ``ConsumerStatsImpl``, ``PartitionedTopicStatsImpl`` and
+``PersistentTopicInternalStats`` (``pulsar-common``), so tools written against a real broker read
+them unchanged. Rates come from the :class:`~emubroker.admin.metrics.RateTracker` that ``/metrics``
+uses. What the emulator does not track is reported as Pulsar reports an idle feature (0, false,
+empty); per-consumer and per-producer rates are not tracked (0), the subscription's are.
+Positions are ``"ledger:entry"`` strings as in Pulsar.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from emubroker.topics import NonPersistentTopic, Topic
+from protocol.commands import AccessMode
+from storage_stub.ledger import StorageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from emubroker.admin.metrics import RateTracker
+    from emubroker.topics import AnyTopic, Consumer, NonPersistentConsumer, TopicService
+    from emubroker.topics.stats import SubscriptionStats, TopicStats
+    from storage_stub.ledger import LedgerStore
+
+__all__ = ["TopicStatsView", "merge_partitions"]
+
+_ACCESS_MODES: Final = {
+    AccessMode.SHARED: "Shared",
+    AccessMode.EXCLUSIVE: "Exclusive",
+    AccessMode.WAIT_FOR_EXCLUSIVE: "WaitForExclusive",
+    AccessMode.EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing",
+}
+
+_SUMMED: Final = (
+    "msgRateIn",
+    "msgThroughputIn",
+    "msgRateOut",
+    "msgThroughputOut",
+    "bytesInCounter",
+    "msgInCounter",
+    "bytesOutCounter",
+    "msgOutCounter",
+    "storageSize",
+    "backlogSize",
+    "waitingPublishers",
+)
+_SUB_SUMMED: Final = (
+    "msgRateOut",
+    "msgThroughputOut",
+    "bytesOutCounter",
+    "msgOutCounter",
+    "msgBacklog",
+    "msgBacklogNoDelayed",
+    "unackedMessages",
+)
+
+
+def _pos(position: tuple[int, int]) -> str:
+    return f"{position[0]}:{position[1]}"
+
+
+class TopicStatsView:
+    """Builds the JSON documents of the topic stats endpoints.
+
+    Args:
+        topics: The topic service.
+        rates: Shared with ``/metrics``.
+        ledgers: For ledger sizes in ``internalStats``.
+        broker_id: ``ownerBroker``.
+        dedup_enabled: Whether deduplication applies to a topic (``deduplicationStatus``).
+    """
+
+    def __init__(
+        self,
+        topics: TopicService,
+        rates: RateTracker,
+        ledgers: LedgerStore,
+        *,
+        broker_id: str,
+        dedup_enabled: Callable[[AnyTopic], bool],
+    ) -> None:
+        self._topics = topics
+        self._rates = rates
+        self._ledgers = ledgers
+        self._broker_id = broker_id
+        self._dedup_enabled = dedup_enabled
+
+    def refresh(self) -> None:
+        """Sample the counters so rates are current (cheap within the sampling window)."""
+        self._rates.sample(self._topics.statistics())
+
+    # ---- stats ----------------------------------------------------------------------------------
+
+    def stats(self, topic: AnyTopic) -> dict[str, Any]:
+        """``GET .../stats`` of one loaded topic or partition."""
+        snapshot = topic.stats()
+        rates = self._rates.topic(snapshot.name)
+        persistent = isinstance(topic, Topic)
+        doc: dict[str, Any] = {
+            "msgRateIn": rates.msg_in,
+            "msgThroughputIn": rates.bytes_in,
+            "msgRateOut": rates.msg_out,
+            "msgThroughputOut": rates.bytes_out,
+            "bytesInCounter": snapshot.bytes_in,
+            "msgInCounter": snapshot.msg_in,
+            "bytesOutCounter": snapshot.bytes_out,
+            "msgOutCounter": snapshot.msg_out,
+            "averageMsgSize": rates.bytes_in / rates.msg_in if rates.msg_in else 0.0,
+            "msgChunkPublished": False,
+            # Entries are never trimmed while the topic exists: everything published is stored.
+            "storageSize": snapshot.bytes_in if persistent else 0,
+            "backlogSize": 0,
+            "earliestMsgPublishTimeInBacklogs": 0,
+            "offloadedStorageSize": 0,
+            "publishers": [self._publisher(p) for p in topic.producers()],
+            "waitingPublishers": 0,
+            "subscriptions": {
+                sub.name: self._subscription(topic, snapshot, sub) for sub in snapshot.subscriptions
+            },
+            "replication": {},
+            "deduplicationStatus": "Enabled" if self._dedup_enabled(topic) else "Disabled",
+            "nonContiguousDeletedMessagesRanges": 0,
+            "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+            "delayedMessageIndexSizeInBytes": 0,
+            "ownerBroker": self._broker_id,
+        }
+        if not persistent:
+            doc["msgDropRate"] = 0.0
+        return doc
+
+    def partitioned_stats(
+        self, partitions: dict[str, AnyTopic], *, per_partition: bool
+    ) -> dict[str, Any]:
+        """``GET .../partitioned-stats``: the partitions' stats summed, with ``metadata``."""
+        docs = {name: self.stats(topic) for name, topic in partitions.items()}
+        merged = merge_partitions(list(docs.values()))
+        merged["metadata"] = {"partitions": len(partitions), "deleted": False}
+        merged["partitions"] = docs if per_partition else {}
+        return merged
+
+    @staticmethod
+    def _publisher(producer: Any) -> dict[str, Any]:
+        return {
+            "accessMode": _ACCESS_MODES.get(producer.access_mode, "Shared"),
+            "msgRateIn": 0.0,
+            "msgThroughputIn": 0.0,
+            "averageMsgSize": 0.0,
+            "chunkedMessageRate": 0.0,
+            "producerId": producer.producer_id,
+            "supportsPartialProducer": False,
+            "producerName": producer.producer_name,
+            "metadata": {},
+        }
+
+    def _subscription(
+        self, topic: AnyTopic, snapshot: TopicStats, sub: SubscriptionStats
+    ) -> dict[str, Any]:
+        rates = self._rates.subscription(snapshot.name, sub.name)
+        live = topic.subscription(sub.name)
+        consumers: list[Consumer | NonPersistentConsumer] = (
+            [] if live is None else list(live.consumers)
+        )
+        return {
+            "msgRateOut": rates.msg_out,
+            "msgThroughputOut": rates.bytes_out,
+            "bytesOutCounter": sub.bytes_out,
+            "msgOutCounter": sub.msg_out,
+            "msgRateRedeliver": 0.0,
+            "messageAckRate": 0.0,
+            "chunkedMessageRate": 0,
+            "msgBacklog": sub.backlog,
+            "backlogSize": 0,
+            "earliestMsgPublishTimeInBacklog": 0,
+            "msgBacklogNoDelayed": sub.backlog,
+            "blockedSubscriptionOnUnackedMsgs": False,
+            "msgDelayed": 0,
+            "unackedMessages": sub.unacked,
+            "type": sub.type,
+            "activeConsumerName": consumers[0].name if consumers else None,
+            "msgRateExpired": 0.0,
+            "totalMsgExpired": 0,
+            "lastExpireTimestamp": 0,
+            "lastConsumedFlowTimestamp": 0,
+            "lastConsumedTimestamp": 0,
+            "lastAckedTimestamp": 0,
+            "lastMarkDeleteAdvancedTimestamp": 0,
+            "consumers": [self._consumer(c) for c in consumers],
+            "isDurable": sub.durable,
+            "isReplicated": False,
+            "allowOutOfOrderDelivery": False,
+            "consumersAfterMarkDeletePosition": {},
+            "nonContiguousDeletedMessagesRanges": 0,
+            "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+            "subscriptionProperties": {},
+            "durable": sub.durable,
+            "replicated": False,
+        }
+
+    @staticmethod
+    def _consumer(consumer: Any) -> dict[str, Any]:
+        return {
+            "msgRateOut": 0.0,
+            "msgThroughputOut": 0.0,
+            "bytesOutCounter": 0,
+            "msgOutCounter": 0,
+            "msgRateRedeliver": 0.0,
+            "messageAckRate": 0.0,
+            "chunkedMessageRate": 0.0,
+            "consumerName": consumer.name,
+            "availablePermits": max(consumer.permits, 0),
+            "unackedMessages": consumer.unacked,
+            "avgMessagesPerEntry": 0,
+            "blockedConsumerOnUnackedMsgs": False,
+            "lastAckedTimestamp": 0,
+            "lastConsumedTimestamp": 0,
+            "metadata": {},
+        }
+
+    # ---- internal stats -------------------------------------------------------------------------
+
+    def internal_stats(self, topic: AnyTopic) -> dict[str, Any]:
+        """``GET .../internalStats``: the managed ledger and its cursors."""
+        if isinstance(topic, NonPersistentTopic):
+            # Nothing is stored: Pulsar answers the same empty shape for non-persistent topics.
+            return {"entriesAddedCounter": 0, "numberOfEntries": 0, "totalSize": 0, "ledgers": []}
+        ledger = topic.ledger
+        ids = ledger.ledger_ids
+        starts = [ledger.index_at_or_after(lid, 0) for lid in ids] + [ledger.count]
+        ledgers = [
+            {
+                "ledgerId": lid,
+                "entries": starts[k + 1] - starts[k],
+                "size": self._ledger_size(lid),
+                "offloaded": False,
+                "underReplicated": False,
+            }
+            for k, lid in enumerate(ids)
+        ]
+        return {
+            "entriesAddedCounter": ledger.count,
+            "numberOfEntries": ledger.count,
+            "totalSize": sum(item["size"] for item in ledgers),
+            "currentLedgerEntries": ledgers[-1]["entries"],
+            "currentLedgerSize": ledgers[-1]["size"],
+            "lastLedgerCreatedTimestamp": "",
+            "waitingCursorsCount": 0,
+            "pendingAddEntriesCount": 0,
+            "lastConfirmedEntry": _pos(ledger.last_position()),
+            "state": "LedgerOpened",
+            "ledgers": ledgers,
+            "cursors": {name: _cursor(topic, name) for name in topic.subscriptions()},
+            "schemaLedgers": [],
+            "compactedLedger": {
+                "ledgerId": -1,
+                "entries": -1,
+                "size": -1,
+                "offloaded": False,
+                "underReplicated": False,
+            },
+        }
+
+    def _ledger_size(self, ledger_id: int) -> int:
+        try:
+            return self._ledgers.info(ledger_id).size_bytes
+        except StorageError:
+            return 0  # deleted under us (topic deletion racing this call)
+
+
+def _acked_ranges(topic: Topic, acked: list[int]) -> list[str]:
+    # Pulsar prints individually deleted entries as open-closed ranges: (L:before..L:last].
+    runs: list[list[int]] = []
+    for index in acked:
+        if runs and runs[-1][1] == index - 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    position = topic.ledger.position
+    return [f"({_pos(position(a - 1))}..{_pos(position(b))}]" for a, b in runs]
+
+
+def _cursor(topic: Topic, name: str) -> dict[str, Any]:
+    sub = topic.subscription(name)
+    assert sub is not None  # listed by the topic a moment ago, with no await in between
+    ledger, cursor = topic.ledger, sub.cursor
+    acked = sorted(cursor.acked)
+    ranges = _acked_ranges(topic, acked)
+    read = sub.dispatcher.read_position
+    caught_up = read >= ledger.count
+    return {
+        "markDeletePosition": _pos(ledger.position(cursor.mark_delete)),
+        "readPosition": _pos(_next(topic) if caught_up else ledger.position(read)),
+        "waitingReadOp": caught_up and bool(sub.consumers),
+        "pendingReadOps": 0,
+        "messagesConsumedCounter": cursor.mark_delete + 1 + len(acked),
+        "cursorLedger": -1,
+        "cursorLedgerLastEntry": -1,
+        "individuallyDeletedMessages": "[" + ", ".join(ranges) + "]",
+        "lastLedgerSwitchTimestamp": "",
+        "state": "Open",
+        "active": bool(sub.consumers),
+        "numberOfEntriesSinceFirstNotAckedMessage": max(read - cursor.mark_delete - 1, 0) + 1,
+        "totalNonContiguousDeletedMessagesRange": len(ranges),
+        "subscriptionHavePendingRead": False,
+        "subscriptionHavePendingReplayRead": False,
+        "properties": {},
+    }
+
+
+def _next(topic: Topic) -> tuple[int, int]:
+    # Where the next entry will be written: after the last one in the current ledger.
+    ledger_id, entry_id = topic.ledger.last_position()
+    return ledger_id, entry_id + 1
+
+
+def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum the stats of partitions as Pulsar's ``PartitionedTopicStatsImpl.add`` does.
+
+    Counters and rates add up; publishers are concatenated; subscriptions of the same name are
+    merged (their counters summed, consumers concatenated).
+    """
+    merged: dict[str, Any] = dict.fromkeys(_SUMMED, 0)
+    merged.update(
+        {
+            "averageMsgSize": 0.0,
+            "msgChunkPublished": False,
+            "earliestMsgPublishTimeInBacklogs": 0,
+            "offloadedStorageSize": 0,
+            "publishers": [],
+            "subscriptions": {},
+            "replication": {},
+            "nonContiguousDeletedMessagesRanges": 0,
+            "nonContiguousDeletedMessagesRangesSerializedSize": 0,
+            "delayedMessageIndexSizeInBytes": 0,
+        }
+    )
+    for doc in docs:
+        for key in _SUMMED:
+            merged[key] += doc[key]
+        merged["publishers"].extend(doc["publishers"])
+        if "deduplicationStatus" in doc:
+            merged["deduplicationStatus"] = doc["deduplicationStatus"]
+        for name, sub in doc["subscriptions"].items():
+            into = merged["subscriptions"].get(name)
+            if into is None:
+                merged["subscriptions"][name] = {**sub, "consumers": list(sub["consumers"])}
+                continue
+            for key in _SUB_SUMMED:
+                into[key] += sub[key]
+            into["consumers"].extend(sub["consumers"])
+    if merged["msgRateIn"]:
+        merged["averageMsgSize"] = merged["msgThroughputIn"] / merged["msgRateIn"]
+    return merged

@@ -1,0 +1,410 @@
+"""``emubroker admin ...``: a command line shaped like ``pulsar-admin`` over the admin REST API.
+
+Resources and commands follow ``pulsar-admin`` (``clusters``, ``tenants``, ``namespaces``,
+``topics``, ``brokers``) with its flag names (``-p`` partitions, ``-s`` subscription, ``-m``
+message id, ``-f`` force ...). Topic arguments take complete or short names (``my-topic``,
+``tenant/ns/my-topic``, ``non-persistent://tenant/ns/my-topic``). JSON answers are printed
+pretty; successful writes print nothing. A failed call prints
+``error: <status> <phrase>: <reason>`` to stderr and exits 1; usage errors exit 2.
+
+It talks HTTP with the standard library (``urllib``): the CLI is a short synchronous process, so
+an event loop would add nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http
+import json
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import TYPE_CHECKING, Any, Final
+
+from emubroker.naming import InvalidNameError, NamespaceName, TopicName
+from protocol.clock import AnyioClock
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["AdminClient", "AdminError", "add_parser", "main", "run"]
+
+DEFAULT_ADMIN_URL: Final = "http://localhost:8080"
+TIMEOUT: Final = 30.0
+"""Seconds an admin call may take before the CLI gives up (they take milliseconds)."""
+
+_DURATION: Final = re.compile(r"(\d+)([smhdw]?)")
+_UNIT_SECONDS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class AdminError(Exception):
+    """A failed admin call, printed as ``error: <message>``."""
+
+
+class AdminClient:
+    """Minimal synchronous client of the admin REST API.
+
+    Args:
+        base_url: ``http://host:port`` of the broker's admin API.
+    """
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+
+    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None) -> Any:
+        """One request; returns the decoded JSON answer, the text answer, or None (204).
+
+        Raises:
+            AdminError: The broker answered an error, or could not be reached.
+        """
+        data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.base_url + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                payload: bytes = response.read()
+                kind = response.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as exc:
+            raise AdminError(_describe(exc.code, exc.read())) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise AdminError(f"cannot reach {self.base_url}: {reason}") from None
+        if not payload:
+            return None
+        if "json" in kind:
+            return json.loads(payload)
+        return payload.decode("utf-8", "replace")
+
+
+def _describe(status: int, body: bytes) -> str:
+    try:
+        phrase = http.HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Error"
+    try:
+        reason = json.loads(body)["reason"]
+    except (ValueError, KeyError, TypeError):
+        reason = body.decode("utf-8", "replace").strip()
+    return f"{status} {phrase}: {reason}" if reason else f"{status} {phrase}"
+
+
+# ---- argument helpers ---------------------------------------------------------------------------
+
+
+def _quote(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _topic_path(name: str) -> str:
+    try:
+        topic = TopicName.parse(name)
+    except InvalidNameError as exc:
+        raise AdminError(f"invalid topic name: {exc}") from None
+    ns = topic.namespace
+    parts = (topic.domain.value, ns.tenant, ns.local, topic.local_name)
+    return "/admin/v2/" + "/".join(_quote(p) for p in parts)
+
+
+def _namespace_path(name: str) -> str:
+    try:
+        namespace = NamespaceName.parse(name)
+    except InvalidNameError as exc:
+        raise AdminError(f"invalid namespace name: {exc}") from None
+    return f"/admin/v2/namespaces/{_quote(namespace.tenant)}/{_quote(namespace.local)}"
+
+
+def _csv(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def _relative_ms(text: str) -> int:
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise AdminError(f"invalid time '{text}': use a number and a unit s, m, h, d or w")
+    return int(match[1]) * _UNIT_SECONDS[match[2]] * 1000
+
+
+def _position(text: str) -> Any:
+    lowered = text.strip().lower()
+    if lowered in ("latest", "earliest"):
+        return lowered
+    ledger, sep, entry = lowered.partition(":")
+    if not (sep and ledger.lstrip("-").isdigit() and entry.lstrip("-").isdigit()):
+        raise AdminError(f"invalid message id '{text}': use latest, earliest or ledgerId:entryId")
+    return {"ledgerId": int(ledger), "entryId": int(entry)}
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+
+def _clusters(sub: Any) -> None:
+    sub.add_parser("list", help="list clusters").set_defaults(
+        run=lambda c, a: c.call("GET", "/admin/v2/clusters")
+    )
+    get = sub.add_parser("get", help="show a cluster's data")
+    get.add_argument("cluster")
+    get.set_defaults(run=lambda c, a: c.call("GET", f"/admin/v2/clusters/{_quote(a.cluster)}"))
+    for verb, method in (("create", "PUT"), ("update", "POST")):
+        cmd = sub.add_parser(verb, help=f"{verb} a cluster")
+        cmd.add_argument("cluster")
+        cmd.add_argument("--url", help="web service URL (http://host:port)")
+        cmd.add_argument("--broker-url", help="broker service URL (pulsar://host:port)")
+        cmd.set_defaults(
+            run=lambda c, a, m=method: c.call(
+                m,
+                f"/admin/v2/clusters/{_quote(a.cluster)}",
+                {"serviceUrl": a.url, "brokerServiceUrl": a.broker_url},
+            )
+        )
+    delete = sub.add_parser("delete", help="delete a cluster")
+    delete.add_argument("cluster")
+    delete.set_defaults(
+        run=lambda c, a: c.call("DELETE", f"/admin/v2/clusters/{_quote(a.cluster)}")
+    )
+
+
+def _tenant_info(client: AdminClient, args: argparse.Namespace) -> dict[str, Any]:
+    # pulsar-admin: without --allowed-clusters a tenant may use every cluster.
+    clusters = _csv(args.allowed_clusters) or client.call("GET", "/admin/v2/clusters")
+    return {"adminRoles": _csv(args.admin_roles), "allowedClusters": clusters}
+
+
+def _tenants(sub: Any) -> None:
+    sub.add_parser("list", help="list tenants").set_defaults(
+        run=lambda c, a: c.call("GET", "/admin/v2/tenants")
+    )
+    get = sub.add_parser("get", help="show a tenant")
+    get.add_argument("tenant")
+    get.set_defaults(run=lambda c, a: c.call("GET", f"/admin/v2/tenants/{_quote(a.tenant)}"))
+    for verb, method in (("create", "PUT"), ("update", "POST")):
+        cmd = sub.add_parser(verb, help=f"{verb} a tenant")
+        cmd.add_argument("tenant")
+        cmd.add_argument("-c", "--allowed-clusters", help="comma-separated clusters")
+        cmd.add_argument("-r", "--admin-roles", help="comma-separated admin roles")
+        cmd.set_defaults(
+            run=lambda c, a, m=method: c.call(
+                m, f"/admin/v2/tenants/{_quote(a.tenant)}", _tenant_info(c, a)
+            )
+        )
+    delete = sub.add_parser("delete", help="delete an empty tenant")
+    delete.add_argument("tenant")
+    delete.set_defaults(run=lambda c, a: c.call("DELETE", f"/admin/v2/tenants/{_quote(a.tenant)}"))
+
+
+def _namespaces(sub: Any) -> None:
+    lst = sub.add_parser("list", help="list a tenant's namespaces")
+    lst.add_argument("tenant")
+    lst.set_defaults(run=lambda c, a: c.call("GET", f"/admin/v2/namespaces/{_quote(a.tenant)}"))
+    create = sub.add_parser("create", help="create a namespace")
+    create.add_argument("namespace", help="tenant/namespace")
+    create.add_argument("-b", "--bundles", type=int, help="number of bundles")
+    create.set_defaults(
+        run=lambda c, a: c.call(
+            "PUT",
+            _namespace_path(a.namespace),
+            {"bundles": {"numBundles": a.bundles}} if a.bundles else None,
+        )
+    )
+    for verb, suffix, help_text in (
+        ("delete", "", "delete an empty namespace"),
+        ("policies", "", "show a namespace's policies"),
+        ("bundles", "/bundles", "show a namespace's bundles"),
+        ("topics", "/topics", "list a namespace's topics"),
+    ):
+        cmd = sub.add_parser(verb, help=help_text)
+        cmd.add_argument("namespace", help="tenant/namespace")
+        method = "DELETE" if verb == "delete" else "GET"
+        cmd.set_defaults(
+            run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
+        )
+    dedup = sub.add_parser("set-deduplication", help="enable or disable deduplication")
+    dedup.add_argument("namespace", help="tenant/namespace")
+    switch = dedup.add_mutually_exclusive_group(required=True)
+    switch.add_argument("-e", "--enable", action="store_true")
+    switch.add_argument("-d", "--disable", action="store_true")
+    dedup.set_defaults(
+        run=lambda c, a: c.call("POST", _namespace_path(a.namespace) + "/deduplication", a.enable)
+    )
+
+
+def _topic_command(sub: Any, verb: str, help_text: str, method: str, suffix: str = "") -> Any:
+    cmd = sub.add_parser(verb, help=help_text)
+    cmd.add_argument("topic")
+    cmd.set_defaults(run=lambda c, a: c.call(method, _topic_path(a.topic) + suffix))
+    return cmd
+
+
+def _topics(sub: Any) -> None:
+    lst = sub.add_parser("list", help="list a namespace's persistent topics")
+    lst.add_argument("namespace", help="tenant/namespace")
+    lst.set_defaults(
+        run=lambda c, a: c.call("GET", "/admin/v2/persistent/" + a.namespace.strip("/"))
+    )
+    _topic_command(sub, "create", "create a non-partitioned topic", "PUT")
+    _topic_command(sub, "get-partitioned-topic-metadata", "partition count", "GET", "/partitions")
+    _topic_command(sub, "stats", "topic statistics", "GET", "/stats")
+    _topic_command(sub, "stats-internal", "managed ledger statistics", "GET", "/internalStats")
+    _topic_command(sub, "subscriptions", "list subscriptions", "GET", "/subscriptions")
+    _topic_command(sub, "unload", "unload a topic", "PUT", "/unload")
+    for verb, suffix in (("delete", ""), ("delete-partitioned-topic", "/partitions")):
+        cmd = sub.add_parser(verb, help=f"{verb.replace('-', ' ')}")
+        cmd.add_argument("topic")
+        cmd.add_argument("-f", "--force", action="store_true", help="disconnect clients first")
+        cmd.set_defaults(
+            run=lambda c, a, s=suffix: c.call(
+                "DELETE", _topic_path(a.topic) + s + ("?force=true" if a.force else "")
+            )
+        )
+    for verb, method in (("create-partitioned-topic", "PUT"), ("update-partitioned-topic", "POST")):
+        cmd = sub.add_parser(verb, help=verb.replace("-", " "))
+        cmd.add_argument("topic")
+        cmd.add_argument("-p", "--partitions", type=int, required=True)
+        cmd.set_defaults(
+            run=lambda c, a, m=method: c.call(m, _topic_path(a.topic) + "/partitions", a.partitions)
+        )
+    stats = sub.add_parser("partitioned-stats", help="partitioned topic statistics")
+    stats.add_argument("topic")
+    stats.add_argument("--per-partition", action="store_true", help="include every partition")
+    stats.set_defaults(
+        run=lambda c, a: c.call(
+            "GET",
+            _topic_path(a.topic)
+            + f"/partitioned-stats?perPartition={'true' if a.per_partition else 'false'}",
+        )
+    )
+    _subscription_commands(sub)
+
+
+def _subscription_path(args: argparse.Namespace) -> str:
+    return _topic_path(args.topic) + "/subscription/" + _quote(args.subscription)
+
+
+def _reset(client: AdminClient, args: argparse.Namespace) -> Any:
+    if args.message_id is not None:
+        return client.call(
+            "POST", _subscription_path(args) + "/resetcursor", _position(args.message_id)
+        )
+    now_ms = AnyioClock().wall_ns() // 1_000_000
+    return client.call(
+        "POST", _subscription_path(args) + f"/resetcursor/{now_ms - _relative_ms(args.time)}"
+    )
+
+
+def _subscription_commands(sub: Any) -> None:
+    def command(verb: str, help_text: str) -> Any:
+        cmd = sub.add_parser(verb, help=help_text)
+        cmd.add_argument("topic")
+        cmd.add_argument("-s", "--subscription", required=True)
+        return cmd
+
+    create = command("create-subscription", "create a subscription at a position")
+    create.add_argument("-m", "--message-id", default="latest", help="latest|earliest|ledger:entry")
+    create.set_defaults(
+        run=lambda c, a: c.call("PUT", _subscription_path(a), _position(a.message_id))
+    )
+    unsubscribe = command("unsubscribe", "delete a subscription")
+    unsubscribe.add_argument("-f", "--force", action="store_true", help="disconnect consumers")
+    unsubscribe.set_defaults(
+        run=lambda c, a: c.call(
+            "DELETE", _subscription_path(a) + ("?force=true" if a.force else "")
+        )
+    )
+    skip = command("skip", "skip messages of a subscription")
+    skip.add_argument("-n", "--count", type=int, required=True)
+    skip.set_defaults(run=lambda c, a: c.call("POST", _subscription_path(a) + f"/skip/{a.count}"))
+    clear = command("clear-backlog", "skip every message of a subscription")
+    clear.set_defaults(run=lambda c, a: c.call("POST", _subscription_path(a) + "/skip_all"))
+    reset = command("reset-cursor", "move a subscription to a time or a message id")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("-t", "--time", help="how long ago, e.g. 10m, 1h, 2d")
+    target.add_argument("-m", "--message-id", help="latest|earliest|ledger:entry")
+    reset.set_defaults(run=_reset)
+
+
+def _brokers(sub: Any) -> None:
+    lst = sub.add_parser("list", help="list active brokers")
+    lst.add_argument("cluster", nargs="?")
+    lst.set_defaults(
+        run=lambda c, a: c.call(
+            "GET", "/admin/v2/brokers" + (f"/{_quote(a.cluster)}" if a.cluster else "")
+        )
+    )
+    for verb, path, help_text in (
+        ("healthcheck", "/health", "check the broker's health"),
+        ("leader-broker", "/leaderBroker", "show the leader broker"),
+        ("list-dynamic-config", "/configuration", "list dynamic configuration names"),
+        ("get-all-dynamic-config", "/configuration/values", "show dynamic configuration values"),
+        ("get-runtime-config", "/configuration/runtime", "show the whole runtime configuration"),
+    ):
+        sub.add_parser(verb, help=help_text).set_defaults(
+            run=lambda c, a, p=path: c.call("GET", "/admin/v2/brokers" + p)
+        )
+    update = sub.add_parser("update-dynamic-config", help="set a dynamic configuration value")
+    update.add_argument("--config", required=True, help="the broker.conf key")
+    update.add_argument("--value", required=True)
+    update.set_defaults(
+        run=lambda c, a: c.call(
+            "POST",
+            f"/admin/v2/brokers/configuration/{_quote(a.config)}/{_quote(a.value)}",
+        )
+    )
+    delete = sub.add_parser("delete-dynamic-config", help="remove a dynamic configuration value")
+    delete.add_argument("--config", required=True)
+    delete.set_defaults(
+        run=lambda c, a: c.call("DELETE", f"/admin/v2/brokers/configuration/{_quote(a.config)}")
+    )
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add the ``admin`` command to a CLI's subparsers (``emubroker admin ...``)."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "admin", help="administer a running broker over its REST API (like pulsar-admin)"
+    )
+    parser.add_argument(
+        "--admin-url",
+        default=DEFAULT_ADMIN_URL,
+        help=f"the broker's admin URL (default {DEFAULT_ADMIN_URL})",
+    )
+    resources = parser.add_subparsers(dest="resource", required=True, metavar="RESOURCE")
+    for name, build in (
+        ("clusters", _clusters),
+        ("tenants", _tenants),
+        ("namespaces", _namespaces),
+        ("topics", _topics),
+        ("brokers", _brokers),
+    ):
+        resource = resources.add_parser(name, help=f"manage {name}")
+        build(resource.add_subparsers(dest="action", required=True, metavar="COMMAND"))
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute a parsed ``admin`` command; returns the exit code."""
+    client = AdminClient(args.admin_url)
+    try:
+        result = args.run(client, args)
+    except AdminError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    if isinstance(result, str):
+        sys.stdout.write(result.rstrip("\n") + "\n")
+    elif result is not None:
+        sys.stdout.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m emubroker.admin_cli ...``: the same as ``emubroker admin ...``."""
+    parser = argparse.ArgumentParser(prog="emubroker")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(["admin", *(sys.argv[1:] if argv is None else argv)]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

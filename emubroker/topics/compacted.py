@@ -1,0 +1,226 @@
+"""The compacted view of a topic: what ``read_compacted`` consumers see (pure).
+
+Pulsar's two-phase compactor (``AbstractTwoPhaseCompactor`` with ``PublishingOrderCompactor``)
+reads a topic up to its last entry, the *horizon*, and keeps only the latest message of each key:
+
+1. The key is the message's ``partition_key`` (the batch's per-message key inside batches).
+   A message whose payload is empty is a *tombstone*: it removes its key, and is itself dropped.
+   Messages without a key are dropped unless ``topicCompactionRetainNullKey`` is set.
+2. Phase one finds the latest ``(entry, batch index)`` of every key; phase two keeps exactly those
+   messages. In a batch only some messages may survive; a batch that cannot be read (compressed
+   with a codec we cannot decompress, or encrypted) is kept whole and sets no key.
+3. A ``read_compacted`` consumer of an Exclusive or Failover subscription reads the compacted
+   messages up to the horizon, then every message after it. Its GET_LAST_MESSAGE_ID answers the
+   last compacted message while nothing was appended after the horizon
+   (``ServerCnx.getLargestBatchIndexWhenPossible``), so readers, ``has_message_available`` and the
+   client's TableView stop where the compacted data ends.
+
+Pulsar writes the survivors into a separate compacted ledger. Here the stored entries stay as they
+are and the view records which of them are compacted out: whole entries (``dropped``) and, for
+partly surviving batches, the bitmask of the messages that survive (``partial``). Applying the
+view to a subscription's cursor acknowledges what is compacted out, so the dispatcher skips it and
+sends a surviving batch with ``CommandMessage.ack_set`` = its survivors (spec §7.2, §8.2: the
+client drops the other indexes), exactly as for batch-index acknowledgement.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import TYPE_CHECKING
+
+from protocol.batch import parse_batch
+from protocol.codec import decode_record
+from protocol.commands import CompressionType, MessageMetadata
+from protocol.errors import RemoteProtocolError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from emubroker.topics.cursor import Cursor
+    from emubroker.topics.dispatcher import Dispatcher
+    from emubroker.topics.entry import EntryInfo
+    from emubroker.topics.managed_ledger import ManagedLedger
+
+__all__ = ["CompactedView", "Compactor", "parse_section"]
+
+_U32 = struct.Struct(">I")
+_CHECKSUM_MAGIC = b"\x0e\x01"
+
+# A message of the topic: (entry index, batch index or -1 for an unbatched entry).
+Slot = tuple[int, int]
+
+
+class CompactedView:
+    """The result of one compaction (see the module docstring).
+
+    Attributes:
+        horizon: The last entry index compaction covered (-1: none).
+        dropped: Indexes up to the horizon whose every message is compacted out.
+        partial: Index -> bitmask of surviving messages, for batches that partly survive.
+        last: The last surviving message up to the horizon, or None when nothing survives.
+    """
+
+    __slots__ = ("dropped", "horizon", "last", "partial")
+
+    def __init__(
+        self, horizon: int, dropped: frozenset[int], partial: dict[int, int], last: Slot | None
+    ) -> None:
+        self.horizon = horizon
+        self.dropped = dropped
+        self.partial = partial
+        self.last = last
+
+    def apply(self, cursor: Cursor, dispatcher: Dispatcher, infos: Sequence[EntryInfo]) -> None:
+        """Acknowledge on a subscription what compaction removed (rule 3).
+
+        Args:
+            cursor: The subscription's cursor.
+            dispatcher: Its dispatcher, told about entries that became fully acknowledged.
+            infos: The topic's entry infos (batch sizes).
+        """
+        floor = cursor.mark_delete
+        for index in self.dropped:
+            if index > floor and cursor.ack(index):
+                dispatcher.acked(index)
+        for index, survivors in self.partial.items():
+            if index > floor and cursor.ack_batch(index, survivors, infos[index].num_messages):
+                dispatcher.acked(index)
+
+    def last_message_id(self, ledger: ManagedLedger) -> tuple[int, int, int] | None:
+        """GET_LAST_MESSAGE_ID for a compacted read, or None when entries follow the horizon.
+
+        Returns:
+            ``(ledger, entry, batch_index)`` of the last surviving message; entry -1 when none
+            survives (the client then reports no message).
+        """
+        if ledger.count - 1 > self.horizon:
+            return None
+        if self.last is None:
+            ledger_id, _ = ledger.position(self.horizon)
+            return ledger_id, -1, -1
+        index, batch_index = self.last
+        ledger_id, entry_id = ledger.position(index)
+        return ledger_id, entry_id, batch_index
+
+
+def parse_section(section: bytes) -> tuple[MessageMetadata, memoryview]:
+    """Split a stored payload section (``[0x0e01 crc] | size | metadata | payload``).
+
+    Raises:
+        RemoteProtocolError: The bytes are not a payload section.
+    """
+    view = memoryview(section)
+    pos = 6 if view[:2] == _CHECKSUM_MAGIC else 0
+    if len(view) - pos < 4:
+        raise RemoteProtocolError("payload section too short")
+    size = _U32.unpack_from(view, pos)[0]
+    start = pos + 4
+    if size > len(view) - start:
+        raise RemoteProtocolError("message metadata runs past the section")
+    meta = decode_record(MessageMetadata, view[start : start + size])
+    return meta, view[start + size :]
+
+
+def _batch_keys(meta: MessageMetadata, payload: memoryview) -> list[tuple[str | None, int]] | None:
+    """``(key, payload size)`` per message of a readable batch, else None (rule 2)."""
+    if meta.encryption_keys:
+        return None
+    data: bytes | memoryview = payload
+    if meta.compression == CompressionType.ZLIB:
+        try:
+            data = zlib.decompress(payload)
+        except zlib.error:
+            return None
+    elif meta.compression not in (None, CompressionType.NONE):
+        return None  # LZ4, ZSTD, SNAPPY: no decoder here; Pulsar keeps undecodable batches
+    count = meta.num_messages_in_batch or 0
+    try:
+        messages = parse_batch(data, count)
+    except RemoteProtocolError:
+        return None
+    out: list[tuple[str | None, int]] = []
+    for single, body in messages:
+        if single.compacted_out:
+            out.append((None, -1))  # already removed by an earlier compaction
+        else:
+            out.append((single.partition_key, len(body)))
+    return out
+
+
+class Compactor:
+    """One compaction run, fed the topic's entries in order (both phases in one pass).
+
+    Args:
+        retain_null_key: Keep messages without a key (``topicCompactionRetainNullKey``).
+    """
+
+    def __init__(self, *, retain_null_key: bool = False) -> None:
+        self._retain_null = retain_null_key
+        self._latest: dict[str, Slot] = {}
+        self._kept_null: list[Slot] = []
+        self._whole: set[int] = set()  # unreadable batches, kept whole
+        self._sizes: dict[int, int] = {}  # batched entry index -> its number of messages
+        self._horizon = -1
+
+    def feed(self, entries: Iterable[tuple[int, bytes]]) -> None:
+        """Phase one over ``(index, section)`` pairs, in index order.
+
+        Raises:
+            RemoteProtocolError: A stored section is not a valid payload section.
+        """
+        for index, section in entries:
+            self._horizon = index
+            meta, payload = parse_section(section)
+            if meta.num_messages_in_batch is None or meta.encryption_keys:
+                size = meta.uncompressed_size if meta.uncompressed_size is not None else None
+                self._message(meta.partition_key, len(payload) if size is None else size, index, -1)
+                continue
+            keys = _batch_keys(meta, payload)
+            self._sizes[index] = meta.num_messages_in_batch if keys is None else len(keys)
+            if keys is None:
+                self._whole.add(index)
+                continue
+            for batch_index, (key, length) in enumerate(keys):
+                if length >= 0:
+                    self._message(key, length, index, batch_index)
+
+    def _message(self, key: str | None, size: int, index: int, batch_index: int) -> None:
+        if key is None:
+            if self._retain_null:
+                self._kept_null.append((index, batch_index))
+            return
+        if size > 0:
+            self._latest[key] = (index, batch_index)
+        else:
+            self._latest.pop(key, None)  # a tombstone deletes its key
+
+    def result(self, count: int) -> CompactedView:
+        """Phase two: the view over the first ``count`` entries fed.
+
+        Args:
+            count: Entries fed (the horizon is ``count - 1``).
+        """
+        survivors: dict[int, int] = {}  # index -> bitmask of surviving messages; -1: unbatched
+        for index, batch_index in (*self._latest.values(), *self._kept_null):
+            if batch_index < 0:
+                survivors[index] = -1
+            else:
+                survivors[index] = survivors.get(index, 0) | (1 << batch_index)
+        for index in self._whole:
+            survivors[index] = -1
+        partial = {
+            index: mask
+            for index, mask in survivors.items()
+            if mask != -1 and mask != (1 << self._sizes[index]) - 1
+        }
+        dropped = frozenset(i for i in range(count) if i not in survivors)
+        last: Slot | None = None
+        if survivors:
+            index = max(survivors)
+            mask = survivors[index]
+            if mask == -1:
+                last = (index, self._sizes[index] - 1 if index in self._sizes else -1)
+            else:
+                last = (index, mask.bit_length() - 1)
+        return CompactedView(count - 1, dropped, partial, last)

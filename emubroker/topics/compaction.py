@@ -1,0 +1,186 @@
+"""Topic compaction as a service: trigger it, ask its status (Pulsar's REST ``compaction`` calls).
+
+``trigger(topic)`` starts a compaction in the background and returns at once, as
+``PUT /admin/v2/persistent/{tenant}/{ns}/{topic}/compaction`` does (a partitioned topic compacts
+each partition); ``status(topic)`` answers ``GET .../compaction`` with Pulsar's
+``LongRunningProcessStatus``: ``NOT_RUN``, ``RUNNING``, ``SUCCESS`` or ``ERROR`` with
+``lastError``. A second trigger while one runs fails with :class:`CompactionInProgressError`
+(Pulsar answers 409 Conflict).
+
+A run reads the topic's entries up to its current last entry in ranges, yielding to the event
+loop between ranges so a long topic does not stall the broker, and hands the resulting
+:class:`~emubroker.topics.compacted.CompactedView` to the topic, which applies it to its
+``read_compacted`` subscriptions. The view lives with the topic's state, so it survives unloads.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import TYPE_CHECKING, Final, Self
+
+import anyio
+import msgspec
+
+from emubroker.topics.compacted import CompactedView, Compactor
+from emubroker.topics.topic import Topic
+from protocol.errors import NotAllowedError
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from anyio.abc import TaskGroup, TaskStatus
+
+    from emubroker.naming import TopicName
+    from emubroker.topics.service import TopicService
+
+__all__ = [
+    "CompactionInProgressError",
+    "CompactionService",
+    "CompactionStatus",
+    "LongRunningProcessStatus",
+]
+
+log = logging.getLogger(__name__)
+
+READ_RANGE: Final = 500
+"""Entries read and compacted between two yields to the event loop."""
+
+
+class CompactionStatus(enum.StrEnum):
+    """Pulsar's ``LongRunningProcessStatus.Status``."""
+
+    NOT_RUN = "NOT_RUN"
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    ERROR = "ERROR"
+
+
+class LongRunningProcessStatus(msgspec.Struct, frozen=True):
+    """Pulsar's ``LongRunningProcessStatus`` JSON: ``{"status": ..., "lastError": ...}``."""
+
+    status: CompactionStatus
+    lastError: str = ""
+
+
+class CompactionInProgressError(NotAllowedError):
+    """A compaction of that topic is already running (REST: 409 Conflict)."""
+
+
+class CompactionService:
+    """Runs compactions in its own task group (``async with`` it, or ``tg.start(run)``).
+
+    Args:
+        topics: The topic registry.
+        retain_null_key: ``topicCompactionRetainNullKey``.
+    """
+
+    def __init__(self, topics: TopicService, *, retain_null_key: bool = False) -> None:
+        self._topics = topics
+        self._retain_null = retain_null_key
+        self._status: dict[TopicName, LongRunningProcessStatus] = {}
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg, self._tg = self._tg, None
+        assert tg is not None
+        tg.cancel_scope.cancel()
+        return await tg.__aexit__(exc_type, exc, tb)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; for ``await task_group.start(service.run)``."""
+        async with self:
+            task_status.started()
+            await anyio.Event().wait()
+
+    async def trigger(self, name: TopicName) -> None:
+        """Start compacting a topic (each partition of a partitioned topic) in the background.
+
+        Raises:
+            TopicNotFoundError: The topic does not exist (or its namespace does not).
+            NotAllowedError: A non-persistent topic.
+            CompactionInProgressError: A compaction of it is running.
+        """
+        if self._tg is None:
+            raise RuntimeError("CompactionService is not running")
+        partitions = self._topics.partitions_of(name)
+        targets = [name.partition(i) for i in range(partitions)] if partitions else [name]
+        topics: list[Topic] = []
+        for target in targets:
+            if self.status(target).status is CompactionStatus.RUNNING:
+                raise CompactionInProgressError(f"Compaction already in progress for {target}")
+            topic = await self._topics.get_topic(target, create=False)
+            if not isinstance(topic, Topic):
+                raise NotAllowedError(f"{target} is not persistent: nothing to compact")
+            topics.append(topic)
+        for topic in topics:
+            self._status[topic.name] = LongRunningProcessStatus(CompactionStatus.RUNNING)
+            self._tg.start_soon(self._run, topic, name=f"compaction {topic.name}")
+
+    def status(self, name: TopicName) -> LongRunningProcessStatus:
+        """The state of the last compaction of a topic.
+
+        A partitioned topic's status combines its partitions': ``RUNNING`` while one runs, else
+        ``ERROR`` if one failed, ``SUCCESS`` once all succeeded, ``NOT_RUN`` otherwise.
+        """
+        partitions = self._topics.partitions_of(name)
+        if not partitions:
+            return self._status.get(name, LongRunningProcessStatus(CompactionStatus.NOT_RUN))
+        each = [self.status(name.partition(i)) for i in range(partitions)]
+        for wanted in (CompactionStatus.RUNNING, CompactionStatus.ERROR):
+            for status in each:
+                if status.status is wanted:
+                    return status
+        if all(s.status is CompactionStatus.SUCCESS for s in each):
+            return LongRunningProcessStatus(CompactionStatus.SUCCESS)
+        return LongRunningProcessStatus(CompactionStatus.NOT_RUN)
+
+    async def _run(self, topic: Topic) -> None:
+        try:
+            await self.compact(topic)
+        except Exception as exc:
+            log.exception("compaction of %s failed", topic.name)
+            self._status[topic.name] = LongRunningProcessStatus(
+                CompactionStatus.ERROR, f"{type(exc).__name__}: {exc}"
+            )
+        else:
+            self._status[topic.name] = LongRunningProcessStatus(CompactionStatus.SUCCESS)
+
+    async def compact(self, topic: Topic) -> CompactedView:
+        """Compact a loaded topic now, up to its current last entry, and install the view.
+
+        Returns:
+            The new compacted view.
+
+        Raises:
+            RemoteProtocolError: A stored entry is not a valid payload section.
+            StorageError: Its entries cannot be read.
+        """
+        ledger = topic.ledger
+        count = ledger.count
+        compactor = Compactor(retain_null_key=self._retain_null)
+        index = 0
+        while index < count:
+            _, _, sections = ledger.read(index, min(count, index + READ_RANGE) - 1)
+            compactor.feed(enumerate(sections, start=index))
+            index += len(sections)
+            await anyio.lowlevel.checkpoint()
+        view = compactor.result(count)
+        topic.install_compacted(view)
+        log.info(
+            "compacted %s up to entry index %d: %d entries compacted out",
+            topic.name,
+            view.horizon,
+            len(view.dropped),
+        )
+        return view

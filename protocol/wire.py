@@ -1,0 +1,392 @@
+"""The protobuf wire format by hand, for the per-message commands (SEND, ACK, metadata).
+
+Why: on the broker's hot path (spec/wire-protocol.md §6.2, §6.4, §7.3) building and walking upb
+message objects costs more than the broker's own work per message. The writers here produce
+exactly the bytes protobuf writes; the readers parse exactly the shapes the official client
+writes and give up, returning ``None``, on anything else: a field they do not model, a nested
+message other than a message id, a varint in a non-canonical ten-byte form, a value protobuf
+would store differently (an out-of-range enum or int32), a missing required field. The caller
+(``protocol.codec``) then takes the generic protobuf path, which judges the bytes. So a fast
+reader never accepts what protobuf refuses nor reads a value protobuf would read differently;
+tests/protocol/test_wire.py compares both on generated, mutated and random input.
+
+Nothing here touches protobuf objects: ``codec`` stays the only module that does (STYLE.md §2).
+Readers take ``(buf, start, end)`` so that they parse in place inside a received chunk or a
+stored entry, without slicing copies.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+from protocol import commands as c
+
+__all__ = [
+    "SMALL_VARINTS",
+    "MetadataFields",
+    "MetadataPeek",
+    "OffTheFastLane",
+    "int32_varint",
+    "int64_varint",
+    "parse_ack",
+    "parse_metadata",
+    "parse_send",
+    "read_varint",
+    "uint32_varint",
+    "uvarint",
+]
+
+U64: Final = (1 << 64) - 1
+_I64_LIMIT: Final = 1 << 63
+_I32_MAX: Final = (1 << 31) - 1
+_I32_NEGATIVE_FLOOR: Final = (1 << 64) - (1 << 31)  # -2^31 as a ten-byte uint64 varint
+
+SMALL_VARINTS: Final = tuple(bytes((i,)) for i in range(128))
+"""The one-byte varints, 0..127: most ids, sizes and counts on the hot path."""
+
+
+class OffTheFastLane(Exception):
+    """A value or a shape the hand-written path does not handle: take the generic path."""
+
+
+# ---- writers --------------------------------------------------------------------------------
+
+
+def uvarint(value: int) -> bytes:
+    """A ``uint64`` varint.
+
+    Raises:
+        OffTheFastLane: ``value`` is outside ``0 .. 2^64-1`` (protobuf refuses it).
+    """
+    # Each 7-bit group is moved to its own byte with the continuation bit set on all but the
+    # last, as one int written with to_bytes: one allocation, no loop for ids below 2^21.
+    if value < 0x80:
+        if value >= 0:
+            return SMALL_VARINTS[value]
+        raise OffTheFastLane
+    if value < 0x4000:
+        return ((value & 0x7F) | ((value & 0x3F80) << 1) | 0x80).to_bytes(2, "little")
+    if value < 0x200000:
+        return (
+            (value & 0x7F) | ((value & 0x3F80) << 1) | ((value & 0x1FC000) << 2) | 0x8080
+        ).to_bytes(3, "little")
+    if value > U64:
+        raise OffTheFastLane
+    spread = 0
+    shift = 0
+    while value > 0x7F:
+        spread |= ((value & 0x7F) | 0x80) << shift
+        value >>= 7
+        shift += 8
+    return (spread | value << shift).to_bytes(shift // 8 + 1, "little")
+
+
+def uint32_varint(value: int) -> bytes:
+    """A ``uint32`` varint.
+
+    Raises:
+        OffTheFastLane: ``value`` is outside ``0 .. 2^32-1``.
+    """
+    if 0 <= value <= 0xFFFFFFFF:
+        return uvarint(value)
+    raise OffTheFastLane
+
+
+def int32_varint(value: int) -> bytes:
+    """An ``int32`` varint: negative values take ten bytes (two's complement over 64 bits).
+
+    Raises:
+        OffTheFastLane: ``value`` is outside the int32 range.
+    """
+    if 0 <= value <= _I32_MAX:
+        return uvarint(value)
+    if -(1 << 31) <= value < 0:
+        return uvarint(value & U64)
+    raise OffTheFastLane
+
+
+def int64_varint(value: int) -> bytes:
+    """An ``int64`` varint (negative values take ten bytes).
+
+    Raises:
+        OffTheFastLane: ``value`` is outside the int64 range.
+    """
+    if 0 <= value < _I64_LIMIT:
+        return uvarint(value)
+    if -_I64_LIMIT <= value < 0:
+        return uvarint(value & U64)
+    raise OffTheFastLane
+
+
+# ---- readers --------------------------------------------------------------------------------
+
+
+def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The varint at ``pos`` (not reading at or past ``end``) and the position after it.
+
+    Raises:
+        OffTheFastLane: truncated, or longer than ten bytes, or a tenth byte other than ``0x01``
+            (the only tenth byte a canonical uint64 has; protobuf decides about the others).
+    """
+    result = 0
+    shift = 0
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        if shift == 63:
+            if byte != 1:
+                break
+            return result | _I64_LIMIT, pos
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+    raise OffTheFastLane
+
+
+def _int32(value: int) -> int:
+    """A varint read for an ``int32`` field, in the forms an encoder writes."""
+    if value <= _I32_MAX:
+        return value
+    if value >= _I32_NEGATIVE_FLOOR:
+        return value - (1 << 64)
+    raise OffTheFastLane  # a truncating cast in protobuf: let it decide
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= _I64_LIMIT else value
+
+
+# ---- SEND (spec §6.2) -----------------------------------------------------------------------
+
+_SEND_PREFIX: Final = b"\x08\x06\x32"  # BaseCommand.type = SEND, then field 6 (send)
+
+
+def parse_send(buf: bytes, start: int, end: int) -> c.Send | None:
+    """``BaseCommand`` bytes ``buf[start:end]`` as a SEND, or None when off the fast lane."""
+    if not buf.startswith(_SEND_PREFIX, start):
+        return None
+    try:
+        size, pos = read_varint(buf, start + 3, end)
+        if pos + size != end:
+            return None
+        producer_id = sequence_id = -1
+        num_messages = 1
+        highest_sequence_id = 0
+        is_chunk = marker = False
+        while pos < end:
+            tag = buf[pos]
+            pos += 1
+            if pos < end and (value := buf[pos]) < 0x80:
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            if tag == 0x08:
+                producer_id = value
+            elif tag == 0x10:
+                sequence_id = value
+            elif tag == 0x18:
+                num_messages = _int32(value)
+            elif tag == 0x30:
+                highest_sequence_id = value
+            elif tag == 0x38 and value <= 1:
+                is_chunk = value == 1
+            elif tag == 0x40 and value <= 1:
+                marker = value == 1
+            else:
+                return None  # txnid, message_id, other wire types, fields we do not know
+    except OffTheFastLane:
+        return None
+    if producer_id < 0 or sequence_id < 0:
+        return None  # a required field is missing: protobuf reports it
+    return c.Send(
+        producer_id=producer_id,
+        sequence_id=sequence_id,
+        num_messages=num_messages,
+        highest_sequence_id=highest_sequence_id,
+        is_chunk=is_chunk,
+        marker=marker,
+    )
+
+
+# ---- ACK (spec §7.3) ------------------------------------------------------------------------
+
+_ACK_PREFIX: Final = b"\x08\x0a\x52"  # BaseCommand.type = ACK, then field 10 (ack)
+_ACK_TYPES: Final = (c.AckType.INDIVIDUAL, c.AckType.CUMULATIVE)
+_VALIDATION_ERRORS: Final = 5  # CommandAck.ValidationError is a closed enum of 0..4
+
+
+def _parse_message_id(buf: bytes, pos: int, end: int) -> c.MessageIdData | None:
+    ledger_id = entry_id = -1
+    partition = batch_index = -1
+    batch_size: int | None = None
+    ack_set: list[int] = []
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if pos < end and (value := buf[pos]) < 0x80:  # one-byte values: most small ids
+            pos += 1
+        else:
+            value, pos = read_varint(buf, pos, end)
+        if tag == 0x08:
+            ledger_id = value
+        elif tag == 0x10:
+            entry_id = value
+        elif tag == 0x18:
+            partition = _int32(value)
+        elif tag == 0x20:
+            batch_index = _int32(value)
+        elif tag == 0x28:
+            ack_set.append(_signed64(value))
+        elif tag == 0x30:
+            batch_size = _int32(value)
+        else:
+            return None  # packed ack_set, first_chunk_message_id, unknown fields
+    if ledger_id < 0 or entry_id < 0:
+        return None
+    if partition == -1 and batch_index == -1 and batch_size is None and not ack_set:
+        return c.MessageIdData(ledger_id=_signed64(ledger_id), entry_id=_signed64(entry_id))
+    return c.MessageIdData(
+        ledger_id=_signed64(ledger_id),
+        entry_id=_signed64(entry_id),
+        partition=partition,
+        batch_index=batch_index,
+        ack_set=tuple(ack_set),
+        batch_size=batch_size,
+    )
+
+
+def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
+    """``BaseCommand`` bytes ``buf[start:end]`` as an ACK, or None when off the fast lane."""
+    if not buf.startswith(_ACK_PREFIX, start):
+        return None
+    try:
+        size, pos = read_varint(buf, start + 3, end)
+        if pos + size != end:
+            return None
+        consumer_id = ack_type = -1
+        ids: list[c.MessageIdData] = []
+        validation_error: int | None = None
+        request_id: int | None = None
+        while pos < end:
+            tag = buf[pos]
+            pos += 1
+            if pos < end and (value := buf[pos]) < 0x80:
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            if tag == 0x1A:  # message_id: value is its length
+                stop = pos + value
+                if stop > end:
+                    return None
+                mid = _parse_message_id(buf, pos, stop)
+                if mid is None:
+                    return None
+                ids.append(mid)
+                pos = stop
+            elif tag == 0x08:
+                consumer_id = value
+            elif tag == 0x10 and value <= 1:
+                ack_type = value
+            elif tag == 0x20 and value < _VALIDATION_ERRORS:
+                validation_error = value
+            elif tag == 0x40:
+                request_id = value
+            else:
+                return None  # properties, txnid, enum values protobuf keeps as unknown, ...
+    except OffTheFastLane:
+        return None
+    if consumer_id < 0 or ack_type < 0:
+        return None
+    return c.Ack(
+        consumer_id=consumer_id,
+        ack_type=_ACK_TYPES[ack_type],
+        message_id=tuple(ids),
+        validation_error=validation_error,
+        request_id=request_id,
+    )
+
+
+# ---- MessageMetadata (spec §6.4) ------------------------------------------------------------
+
+
+MetadataFields = tuple[str, int, int, "int | None", "str | None", "bytes | None", "int | None"]
+"""``MetadataPeek``'s fields as a plain tuple: what the hot path builds (a named tuple costs
+several times more to create)."""
+
+
+class MetadataPeek(NamedTuple):
+    """The ``MessageMetadata`` fields a broker reads from each published entry (spec §6.4)."""
+
+    producer_name: str
+    sequence_id: int
+    publish_time: int
+    num_messages_in_batch: int | None  # None = not a batch (presence is what counts, §8.2)
+    partition_key: str | None
+    ordering_key: bytes | None
+    deliver_at_time: int | None
+
+
+# Full tag (field number << 3 | wire type) -> what to do with the value. Wire types follow
+# protocol/pulsar.proto (a test checks this table against the descriptor). Message-typed fields
+# (properties 4, encryption_keys 13) are absent on purpose: protobuf validates their contents,
+# so an entry that has them takes the generic path.
+_SKIP, _NAME, _SEQ, _TIME, _BATCH, _PKEY, _OKEY, _DELIVER = range(8)
+_VARINT_FIELDS: Final = {2: _SEQ, 3: _TIME, 8: _SKIP, 9: _SKIP, 11: _BATCH, 12: _SKIP, 17: _SKIP}
+_VARINT_FIELDS.update({19: _DELIVER, 20: _SKIP, 22: _SKIP, 23: _SKIP, 24: _SKIP, 25: _SKIP})
+_VARINT_FIELDS.update({27: _SKIP, 28: _SKIP, 29: _SKIP, 30: _SKIP})
+_BYTES_FIELDS: Final = {1: _NAME, 5: _SKIP, 6: _PKEY, 7: _SKIP, 14: _SKIP, 15: _SKIP}
+_BYTES_FIELDS.update({16: _SKIP, 18: _OKEY, 26: _SKIP})
+METADATA_TAGS: Final = {number << 3: action for number, action in _VARINT_FIELDS.items()} | {
+    number << 3 | 2: action for number, action in _BYTES_FIELDS.items()
+}
+
+
+def parse_metadata(buf: bytes, start: int, end: int) -> MetadataFields | None:
+    """The ``MessageMetadata`` in ``buf[start:end]`` as ``MetadataPeek`` fields, or None."""
+    tags = METADATA_TAGS
+    name: str | None = None
+    sequence_id = publish_time = -1
+    batch: int | None = None
+    partition_key: str | None = None
+    ordering_key: bytes | None = None
+    deliver_at: int | None = None
+    pos = start
+    try:
+        while pos < end:
+            tag = buf[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = read_varint(buf, pos, end)
+            action = tags.get(tag)
+            if action is None:
+                return None
+            if pos < end and (value := buf[pos]) < 0x80:
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            if tag & 7:  # length-delimited: value is the length
+                stop = pos + value
+                if stop > end:
+                    return None
+                if action == _NAME:
+                    name = buf[pos:stop].decode()
+                elif action == _PKEY:
+                    partition_key = buf[pos:stop].decode()
+                elif action == _OKEY:
+                    ordering_key = buf[pos:stop]
+                pos = stop
+            elif action == _SEQ:
+                sequence_id = value
+            elif action == _TIME:
+                publish_time = value
+            elif action == _BATCH:
+                batch = _int32(value)
+            elif action == _DELIVER:
+                deliver_at = _signed64(value)
+    except (OffTheFastLane, UnicodeDecodeError):
+        return None
+    if name is None or sequence_id < 0 or publish_time < 0:
+        return None  # required fields missing: protobuf reports it
+    return name, sequence_id, publish_time, batch, partition_key, ordering_key, deliver_at

