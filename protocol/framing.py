@@ -51,6 +51,8 @@ MIN_FRAME_SIZE = 4
 
 _U32 = struct.Struct(">I")
 _U32X2 = struct.Struct(">II")
+_CHECKSUMMED = struct.Struct(">HII")  # checksum magic, crc32c, metadata_size
+_MAGIC_CHECKSUM_U16 = 0x0E01
 
 
 def checksum(entry: bytes | bytearray | memoryview) -> int:
@@ -338,14 +340,15 @@ def _decode_at(buf: bytes, start: int, end: int) -> Frame:
     command = decode_command_at(buf, cmd_start, cmd_end) if send is None else send
     kind = type(command)
     if kind is c.Send or kind is c.Message:
-        if cmd_end == end:
+        if end - cmd_end >= 10:
+            # What clients write: 0x0e01 | crc | metadata_size, no broker entry metadata.
+            magic, crc, metadata_size = _CHECKSUMMED.unpack_from(buf, cmd_end)
+            if magic == _MAGIC_CHECKSUM_U16:
+                if metadata_size > end - cmd_end - 10:
+                    raise RemoteProtocolError("message metadata runs past the frame")
+                return Frame(command, Payload(buf[cmd_end + 6 : end], crc))
+        elif cmd_end == end:
             raise RemoteProtocolError(f"{kind.__name__} without a payload")
-        if buf.startswith(MAGIC_CHECKSUM, cmd_end) and end - cmd_end >= 10:
-            entry_start = cmd_end + 6
-            if _U32.unpack_from(buf, entry_start)[0] > end - entry_start - 4:
-                raise RemoteProtocolError("message metadata runs past the frame")
-            crc: int = _U32.unpack_from(buf, cmd_end + 2)[0]
-            return Frame(command, Payload(buf[entry_start:end], crc))
         return Frame(command, _parse_payload(memoryview(buf)[cmd_end:end]))
     if cmd_end != end:
         raise RemoteProtocolError(f"{kind.__name__} with {end - cmd_end} unexpected bytes")

@@ -128,6 +128,16 @@ def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
         OffTheFastLane: truncated, or longer than ten bytes, or a tenth byte other than ``0x01``
             (the only tenth byte a canonical uint64 has; protobuf decides about the others).
     """
+    if pos + 2 < end:  # up to three bytes unrolled: ids, sequence ids and sizes below 2^21
+        b0 = buf[pos]
+        if b0 < 0x80:
+            return b0, pos + 1
+        b1 = buf[pos + 1]
+        if b1 < 0x80:
+            return (b0 & 0x7F) | b1 << 7, pos + 2
+        b2 = buf[pos + 2]
+        if b2 < 0x80:
+            return (b0 & 0x7F) | (b1 & 0x7F) << 7 | b2 << 14, pos + 3
     result = 0
     shift = 0
     while pos < end:
@@ -166,6 +176,21 @@ def parse_send(buf: bytes, start: int, end: int) -> c.Send | None:
     """``BaseCommand`` bytes ``buf[start:end]`` as a SEND, or None when off the fast lane."""
     if not buf.startswith(_SEND_PREFIX, start):
         return None
+    if (
+        8 <= end - start < 132
+        and buf[start + 3] == end - start - 4
+        and buf[start + 4] == 0x08
+        and buf[start + 5] < 0x80
+        and buf[start + 6] == 0x10
+    ):
+        # What the official client writes for an unbatched message: a one-byte size, then a
+        # small producer_id and the sequence_id, nothing else.
+        try:
+            sequence_id, pos = read_varint(buf, start + 7, end)
+        except OffTheFastLane:
+            return None
+        if pos == end:
+            return c.Send(producer_id=buf[start + 5], sequence_id=sequence_id)
     try:
         size, pos = read_varint(buf, start + 3, end)
         if pos + size != end:
@@ -353,6 +378,17 @@ def parse_metadata(buf: bytes, start: int, end: int) -> MetadataFields | None:
     deliver_at: int | None = None
     pos = start
     try:
+        # What every client writes first (field number order): producer_name, sequence_id and
+        # publish_time, read without the table; whatever follows goes through the loop.
+        if end - pos > 2 and buf[pos] == 0x0A and (size := buf[pos + 1]) < 0x80:
+            pos += 2 + size
+            if pos > end:
+                return None
+            name = buf[pos - size : pos].decode()
+            if pos < end and buf[pos] == 0x10:
+                sequence_id, pos = read_varint(buf, pos + 1, end)
+                if pos < end and buf[pos] == 0x18:
+                    publish_time, pos = read_varint(buf, pos + 1, end)
         while pos < end:
             tag = buf[pos]
             if tag < 0x80:

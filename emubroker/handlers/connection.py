@@ -124,6 +124,10 @@ class ConnectionHandler:
                 # Reached only by commands the core admits but we do not serve.
                 self._session.close(f"unexpected {type(command).__name__}")
 
+    def flush(self) -> None:
+        """After the frames of one read: publish the SENDs they queued (one write of receipts)."""
+        self._producers.flush()
+
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         """The topics closed this consumer (unload, seek): forget it."""
         self._consumers.closed_by_broker(consumer_id)

@@ -1,9 +1,10 @@
 """PRODUCER, SEND, CLOSE_PRODUCER (spec §6): producers of one connection and their SEND FIFOs.
 
-SEND is queued on its producer's FIFO by the reader (no task, no ``await``); one publisher task
-per producer publishes whatever the FIFO holds when it wakes with one ``Topic.publish_many``, so
-receipts leave in SEND order (§6.2: the client matches them to the head of its queue), a read's
-worth of SENDs costs one wake-up and one write, and different producers publish concurrently.
+SEND is queued on its producer's FIFO by the reader (no task, no ``await``). After the frames of
+a read, ``flush`` publishes each FIFO with one ``Topic.publish_many_nowait`` and one write of
+receipts, so receipts leave in SEND order (§6.2: the client matches them to the head of its
+queue) and a read's worth of SENDs costs no task switch. One publisher task per producer takes
+over when storage has to be awaited, so that different producers still publish concurrently.
 A SEND that cannot be stored for a reason of its own (bad checksum, undecodable metadata) gets
 SEND_ERROR ``ChecksumError`` in its place in the FIFO: any other code would make the client drop
 the connection (§6.3).
@@ -58,8 +59,10 @@ class _Producer:
         "failed",
         "handle",
         "producer_id",
+        "publishing",
         "queue",
         "topic",
+        "touched",
         "wakeup",
         "woken",
     )
@@ -70,6 +73,8 @@ class _Producer:
         self.handle = handle
         self.queue: deque[_Send] = deque()
         self.failed = 0  # SENDs in the queue that fail on their own (their error is queued)
+        self.touched = False  # SENDs were queued during the current read (flush publishes them)
+        self.publishing = False  # the publisher task is awaiting storage
         self.wakeup = anyio.Event()
         self.woken = False  # wakeup was set since the publisher last found the queue empty
         self.done = anyio.Event()  # the publisher task has stopped
@@ -79,6 +84,16 @@ class _Producer:
     def stopped(self) -> bool:
         """Detached (read through a call: it changes while the publisher awaits)."""
         return self.detached
+
+    def wake(self) -> None:
+        """Let the publisher task look at the FIFO."""
+        if not self.woken:
+            self.woken = True
+            self.wakeup.set()
+
+    def requeue(self, sequence_ids: list[int], entries: list[_Entry]) -> None:
+        """Put SENDs taken from the FIFO back at its head, in their order."""
+        self.queue.extendleft(reversed(list(zip(sequence_ids, entries, strict=True))))
 
 
 class _NullSink:
@@ -115,6 +130,7 @@ class ProducerCommands(CommandGroup):
         # Producers closed on this connection: SENDs the client had in flight when it learned of
         # the close are expected and dropped (Pulsar's ServerCnx.recentlyClosedProducers).
         self._closed_producers: set[int] = set()
+        self._touched: list[_Producer] = []  # producers with SENDs from the current read
 
     async def release_all(self) -> None:
         """Remove every producer of the connection (it is going away)."""
@@ -150,20 +166,120 @@ class ProducerCommands(CommandGroup):
                 producer.failed += 1
             else:
                 producer.queue.append((cmd.sequence_id, (entry, crc, info)))
-        if not producer.woken:
-            producer.woken = True
-            producer.wakeup.set()
+        if not producer.touched:
+            producer.touched = True
+            self._touched.append(producer)
+
+    def flush(self) -> None:
+        """After the frames of one read: publish what their SENDs queued (spec §6.2).
+
+        Storage that answers at once (the in-memory ledger) is written right here, so a read's
+        SENDs cost no task switch: one ``publish_many_nowait`` per producer and one write of
+        receipts. A producer's publisher task takes over while it awaits storage itself, or
+        when storage would block; the FIFO keeps the order either way.
+        """
+        touched, self._touched = self._touched, []
+        for producer in touched:
+            producer.touched = False
+            if producer.detached:
+                continue
+            if not producer.publishing:
+                try:
+                    self._drain(producer)
+                    continue
+                except anyio.WouldBlock:
+                    pass
+            producer.wake()
+
+    def _drain(self, producer: _Producer) -> None:
+        """Publish the whole FIFO in order, without waiting.
+
+        Raises:
+            WouldBlock: Storage cannot answer at once; the unpublished SENDs stay queued.
+        """
+        queue = producer.queue
+        while queue and not producer.detached:
+            run = self._next_run(producer)
+            if run is None:
+                continue
+            sequence_ids, entries = run
+            try:
+                positions = producer.topic.publish_many_nowait(producer.handle, entries)
+            except anyio.WouldBlock:
+                producer.requeue(sequence_ids, entries)
+                raise
+            except Exception as exc:
+                self._failed(producer, sequence_ids, entries, exc)
+                continue
+            self._stored(producer, sequence_ids, entries, positions)
+
+    def _next_run(self, producer: _Producer) -> tuple[list[int], list[_Entry]] | None:
+        """Take the FIFO's head: the run of SENDs to store, or None after failing one SEND."""
+        queue = producer.queue
+        sequence_id, head = queue[0]
+        if isinstance(head, str):
+            queue.popleft()
+            producer.failed -= 1
+            self._send(
+                c.SendError(
+                    producer_id=producer.producer_id,
+                    sequence_id=sequence_id,
+                    error=ServerError.ChecksumError,
+                    message=head,
+                )
+            )
+            return None
+        if not producer.failed:  # nothing failed on its own: take the whole FIFO at C speed
+            sequence_ids = [sequence_id for sequence_id, _ in queue]
+            entries = [cast("_Entry", entry) for _, entry in queue]
+            queue.clear()
+            return sequence_ids, entries
+        sequence_ids = []
+        entries = []
+        while queue:
+            sequence_id, head = queue[0]
+            if isinstance(head, str):
+                break
+            queue.popleft()
+            sequence_ids.append(sequence_id)
+            entries.append(head)
+        return sequence_ids, entries
+
+    def _failed(
+        self, producer: _Producer, sequence_ids: list[int], entries: list[_Entry], exc: Exception
+    ) -> None:
+        if producer.stopped():
+            return  # closed meanwhile: the client re-sends after reconnecting
+        failure = as_broker_error(exc, "publish")
+        # Not ChecksumError: the client drops the connection and re-sends (§6.3), which is also
+        # what a real broker's storage failure causes. The others get their own attempt.
+        self._send(
+            c.SendError(
+                producer_id=producer.producer_id,
+                sequence_id=sequence_ids[0],
+                error=failure.code,
+                message=failure.message or "publish failed",
+            )
+        )
+        producer.requeue(sequence_ids[1:], entries[1:])
+
+    def _stored(
+        self,
+        producer: _Producer,
+        sequence_ids: list[int],
+        entries: list[_Entry],
+        positions: list[tuple[int, int]],
+    ) -> None:
+        stored = len(positions)
+        if stored < len(entries):  # storage failed midway: the rest get their own attempt
+            producer.requeue(sequence_ids[stored:], entries[stored:])
+            del sequence_ids[stored:]
+        self._session.send_receipts(producer.producer_id, sequence_ids, positions)
 
     async def _publish_loop(self, producer: _Producer) -> None:
-        # Each wake-up publishes every SEND queued meanwhile (all of one read, usually) with one
-        # publish_many and answers them with one write of receipts; a SEND that failed on its own
-        # splits the run so that its SEND_ERROR keeps its place in the FIFO (§6.2).
+        # Publishes what flush() left: SENDs queued while storage was awaited, or all of them
+        # when storage cannot answer at once.
         queue = producer.queue
-        topic = producer.topic
-        handle = producer.handle
-        pid = producer.producer_id
-        send = self._send
-        session = self._session
         try:
             while not producer.detached:
                 if not queue:
@@ -173,59 +289,26 @@ class ProducerCommands(CommandGroup):
                     producer.woken = False
                     await producer.wakeup.wait()
                     continue
-                sequence_id, head = queue[0]
-                if isinstance(head, str):
-                    queue.popleft()
-                    producer.failed -= 1
-                    send(
-                        c.SendError(
-                            producer_id=pid,
-                            sequence_id=sequence_id,
-                            error=ServerError.ChecksumError,
-                            message=head,
-                        )
-                    )
-                    continue
-                sequence_ids: list[int] = []
-                run: list[_Entry] = []
-                if producer.failed:
-                    while queue:
-                        sequence_id, head = queue[0]
-                        if isinstance(head, str):
-                            break
-                        queue.popleft()
-                        sequence_ids.append(sequence_id)
-                        run.append(head)
-                else:  # nothing failed on its own: take the whole FIFO at C speed
-                    sequence_ids = [sequence_id for sequence_id, _ in queue]
-                    run = [cast("_Entry", entry) for _, entry in queue]
-                    queue.clear()
                 try:
-                    positions = await topic.publish_many(handle, run)
-                except Exception as exc:
-                    if producer.stopped():
-                        return
-                    failure = as_broker_error(exc, "publish")
-                    # Not ChecksumError: the client drops the connection and re-sends (§6.3),
-                    # which is also what a real broker's storage failure causes.
-                    send(
-                        c.SendError(
-                            producer_id=pid,
-                            sequence_id=sequence_ids[0],
-                            error=failure.code,
-                            message=failure.message or "publish failed",
-                        )
-                    )
-                    queue.extendleft(reversed(list(zip(sequence_ids[1:], run[1:], strict=True))))
+                    self._drain(producer)
                     continue
+                except anyio.WouldBlock:
+                    pass
+                run = self._next_run(producer)
+                if run is None:
+                    continue
+                sequence_ids, entries = run
+                producer.publishing = True
+                try:
+                    positions = await producer.topic.publish_many(producer.handle, entries)
+                except Exception as exc:
+                    self._failed(producer, sequence_ids, entries, exc)
+                    continue
+                finally:
+                    producer.publishing = False
                 if producer.stopped():
                     return  # closed while storing: the client re-sends after reconnecting
-                stored = len(positions)
-                if stored < len(run):  # storage failed midway: the rest get their own attempt
-                    rest = zip(sequence_ids[stored:], run[stored:], strict=True)
-                    queue.extendleft(reversed(list(rest)))
-                    del sequence_ids[stored:]
-                session.send_receipts(pid, sequence_ids, positions)
+                self._stored(producer, sequence_ids, entries, positions)
         finally:
             producer.done.set()
 
@@ -350,7 +433,7 @@ class ProducerCommands(CommandGroup):
         if producer is not None:
             # Receipts for every SEND before the close go out first (§6.2).
             producer.closing = True
-            producer.wakeup.set()
+            producer.wake()
             await producer.done.wait()
             try:
                 await producer.topic.remove_producer(producer.handle)
@@ -366,4 +449,4 @@ class ProducerCommands(CommandGroup):
             producer.detached = True
             producer.queue.clear()  # the client re-sends everything not receipted (§9 step 4)
             producer.failed = 0
-            producer.wakeup.set()
+            producer.wake()

@@ -5,7 +5,8 @@ runs three tasks in one task group:
 
 * the **reader** receives up to ``RECEIVE_SIZE`` bytes, feeds them to the ``Connection``, drains
   every complete frame and hands each to the handler (synchronously: FLOW, ACK and SEND are
-  dispatched without a task or an ``await`` per frame);
+  dispatched without a task or an ``await`` per frame), then calls the handler's ``flush`` so
+  that it publishes the read's SENDs at once;
 * the **writer** drains the outbox: everything queued since its last wake-up is joined and written
   with one ``send``, so a burst of MESSAGE frames or receipts costs one syscall, not one each;
 * the **keep-alive** pings a silent client and drops it when it stays silent (spec §3.2).
@@ -64,6 +65,10 @@ class FrameHandler(Protocol):
 
     def handle_frame(self, frame: Frame) -> None:
         """Handle one frame from the client; must not block."""
+        ...
+
+    def flush(self) -> None:
+        """The frames of one read were handled: finish what they queued; must not block."""
         ...
 
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
@@ -188,6 +193,12 @@ class Session:
                     self.close(f"protocol error: {exc}")
                     return
                 if frame is None:
+                    try:
+                        handler.flush()
+                    except Exception:
+                        log.exception("handler failed finishing a read from %s", self.peer)
+                        self.close("internal error handling SENDs")
+                        return
                     break
                 if frame is CLOSED:
                     self.close("client closed the connection", error=False)

@@ -31,6 +31,8 @@ from emubroker.topics.cursor import words_from_mask
 from emubroker.topics.selection import SINGLE_ACTIVE, ConsumerSet
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from anyio.abc import TaskStatus
 
     from emubroker.topics.consumer import Consumer
@@ -170,6 +172,14 @@ class Dispatcher:
         consumer = self._pending.pop(index, None)
         if consumer is not None:
             consumer.unacked -= consumer.pending.pop(index, 0)
+
+    def acked_many(self, indexes: Iterable[int]) -> None:
+        """``acked`` for each index (the ACK hot path: one call per ACK, not per id)."""
+        pending = self._pending
+        for index in indexes:
+            consumer = pending.pop(index, None)
+            if consumer is not None:
+                consumer.unacked -= consumer.pending.pop(index, 0)
 
     def acked_up_to(self, index: int) -> None:
         """Everything up to ``index`` was acknowledged (cumulative ack)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from protocol.codec import peek_entry_metadata, peek_metadata
+from protocol.wire import parse_metadata
 
 __all__ = ["NONE_KEY", "EntryInfo", "entry_info_from_entry", "entry_info_from_metadata"]
 
@@ -85,9 +86,12 @@ def entry_info_from_entry(entry: bytes) -> EntryInfo:
     Raises:
         RemoteProtocolError: The entry does not hold a valid ``MessageMetadata``.
     """
-    name, sequence_id, publish_time, batch, partition_key, key, deliver_at = peek_entry_metadata(
-        entry
-    )
+    # protocol.wire reads what clients write; codec judges anything else (and raises).
+    size = int.from_bytes(entry[:4])
+    fields = parse_metadata(entry, 4, 4 + size) if size <= len(entry) - 4 else None
+    if fields is None:
+        fields = peek_entry_metadata(entry)
+    name, sequence_id, publish_time, batch, partition_key, key, deliver_at = fields
     if key is None and partition_key is not None:
         key = partition_key.encode()
     if batch is None:

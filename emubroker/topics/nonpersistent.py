@@ -253,15 +253,25 @@ class NonPersistentTopic:
         Raises:
             ServiceNotReadyError: The producer or the topic was closed; drop the SEND.
         """
-        return (await self.publish_many(producer, ((entry, entry_checksum, info),)))[0]
+        return self.publish_many_nowait(producer, ((entry, entry_checksum, info),))[0]
 
     async def publish_many(
         self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
     ) -> list[tuple[int, int]]:
-        """``publish`` for a run of SENDs, in order (see ``Topic.publish_many``); the only path.
+        """``publish`` for a run of SENDs, in order (see ``Topic.publish_many``).
 
         Returns:
             The id given to each entry.
+
+        Raises:
+            ServiceNotReadyError: The producer or the topic was closed; drop the SENDs.
+        """
+        return self.publish_many_nowait(producer, entries)
+
+    def publish_many_nowait(
+        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+    ) -> list[tuple[int, int]]:
+        """``publish_many`` without waiting (see ``Topic.publish_many_nowait``); the only path.
 
         Raises:
             ServiceNotReadyError: The producer or the topic was closed; drop the SENDs.

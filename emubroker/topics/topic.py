@@ -192,18 +192,16 @@ class Topic:
                 successor producer). Pulsar drops such a SEND without a reply; the client
                 re-sends it after re-creating the producer, so nothing may be stored.
         """
-        # One path for every SEND: publish_many is what the handlers call (the publish hot path),
-        # so rules about what gets stored live there only.
-        return (await self.publish_many(producer, ((entry, entry_checksum, info),)))[0]
+        # One path for every SEND: publish_many_nowait, what the handlers call (the hot path).
+        return self.publish_many_nowait(producer, ((entry, entry_checksum, info),))[0]
 
     async def publish_many(
         self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
     ) -> list[tuple[int, int]]:
         """Store entries in order and wake the dispatchers once: ``publish`` for a run of SENDs.
 
-        The publish hot path, and the only one (``publish`` calls it): one call and one storage
-        write per ledger for every SEND of a producer that arrived in one read, instead of one
-        ``await`` per entry.
+        One call and one storage write per ledger for every SEND of a producer that arrived in
+        one read, instead of one ``await`` per entry (``publish_many_nowait`` does the work).
 
         Args:
             producer: The publishing producer.
@@ -213,6 +211,22 @@ class Topic:
             The ``(ledger_id, entry_id)`` of each stored entry, in order. Fewer than given when
             storage failed after storing some; publishing the rest raises the failure. With
             deduplication on, a duplicate is not stored and gets ``(-1, -1)`` (``dedup``).
+
+        Raises:
+            PersistenceError: Storage refused the first entry.
+            ServiceNotReadyError: The producer or the topic was closed (see ``publish``).
+        """
+        return self.publish_many_nowait(producer, entries)
+
+    def publish_many_nowait(
+        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+    ) -> list[tuple[int, int]]:
+        """``publish_many`` without waiting: the publish hot path, and the only path.
+
+        ``publish`` and ``publish_many`` call it, so rules about what gets stored live here
+        only. The handlers call it after each read; storage that cannot answer at once would
+        raise ``anyio.WouldBlock`` and they would await ``publish_many`` instead (the in-memory
+        ledger always answers at once).
 
         Raises:
             PersistenceError: Storage refused the first entry.

@@ -16,17 +16,77 @@ from protocol.codec import encode_record
 from protocol.errors import MessageTooBigError
 from protocol.framing import build_entry, checksum, encode_payload_frame
 from protocol.ids import MessageId
+from protocol.wire import OffTheFastLane, uvarint
 
 if TYPE_CHECKING:
     from protocol.client._util import Future
 
-__all__ = ["BatchBuilder", "Message", "build_chunks", "build_single"]
+__all__ = [
+    "BatchBuilder",
+    "Message",
+    "build_chunks",
+    "build_single",
+    "plain_metadata",
+    "plain_single_metadata",
+]
 
 _U32 = struct.Struct(">I")
 
 
 CHECKSUM_MIN_PROTOCOL = 6
 """The C++ client writes the CRC-32C section on SEND only to brokers announcing v6+ (spec §2.2)."""
+
+
+# The common message has no key, properties or times: its headers are two or three varints after
+# a prefix fixed per producer. `protocol.wire` writes the varints; field order and tags follow
+# PulsarApi.proto, so the bytes equal `encode_record`'s (tests/protocol/client/test_messages.py).
+_SEQUENCE_ID_TAG = b"\x10"  # MessageMetadata.sequence_id = 2, varint
+_PUBLISH_TIME_TAG = b"\x18"  # MessageMetadata.publish_time = 3, varint
+_PAYLOAD_SIZE_TAG = b"\x18"  # SingleMessageMetadata.payload_size = 3, varint
+_SINGLE_SEQUENCE_ID_TAG = b"\x40"  # SingleMessageMetadata.sequence_id = 8, varint
+
+
+def name_prefix(producer_name: str) -> bytes:
+    """The encoded `MessageMetadata.producer_name` (field 1), computed once per producer."""
+    name = producer_name.encode()
+    return b"\x0a" + uvarint(len(name)) + name
+
+
+def plain_metadata(prefix: bytes, producer_name: str, sequence_id: int, publish_time: int) -> bytes:
+    """`encode_record(MessageMetadata(producer_name, sequence_id, publish_time))`, fast."""
+    try:
+        return b"".join(
+            (
+                prefix,
+                _SEQUENCE_ID_TAG,
+                uvarint(sequence_id),
+                _PUBLISH_TIME_TAG,
+                uvarint(publish_time),
+            )
+        )
+    except OffTheFastLane:  # out of range: let the codec report it
+        return encode_record(
+            c.MessageMetadata(
+                producer_name=producer_name, sequence_id=sequence_id, publish_time=publish_time
+            )
+        )
+
+
+def plain_single_metadata(payload_size: int, sequence_id: int) -> bytes:
+    """`encode_record(SingleMessageMetadata(payload_size, sequence_id=...))`, fast."""
+    try:
+        return b"".join(
+            (
+                _PAYLOAD_SIZE_TAG,
+                uvarint(payload_size),
+                _SINGLE_SEQUENCE_ID_TAG,
+                uvarint(sequence_id),
+            )
+        )
+    except OffTheFastLane:
+        return encode_record(
+            c.SingleMessageMetadata(payload_size=payload_size, sequence_id=sequence_id)
+        )
 
 
 def _frame(
@@ -38,16 +98,17 @@ def _frame(
 
 def build_single(
     send: c.Send,
-    metadata: c.MessageMetadata,
+    metadata: c.MessageMetadata | bytes,
     payload: bytes,
     max_message_size: int,
     with_checksum: bool = True,
 ) -> bytes | None:
     """The SEND frame of an unbatched message, or None if it exceeds `max_message_size`.
 
-    The limit applies to metadata plus payload, checked before sending (spec §2.3).
+    `metadata` is a record or its encoding (`plain_metadata`). The limit applies to metadata
+    plus payload, checked before sending (spec §2.3).
     """
-    encoded = encode_record(metadata)
+    encoded = metadata if isinstance(metadata, bytes) else encode_record(metadata)
     if len(encoded) + len(payload) > max_message_size:
         return None
     return _frame(send, encoded, payload, with_checksum)
@@ -126,15 +187,18 @@ class BatchBuilder:
             self._publish_time = publish_time
             self._key = key
             self.started_at = now
-        header = encode_record(
-            c.SingleMessageMetadata(
-                payload_size=len(payload),
-                properties=properties,
-                partition_key=key,
-                event_time=event_time,
-                sequence_id=sequence_id,
+        if properties or key is not None or event_time is not None:
+            header = encode_record(
+                c.SingleMessageMetadata(
+                    payload_size=len(payload),
+                    properties=properties,
+                    partition_key=key,
+                    event_time=event_time,
+                    sequence_id=sequence_id,
+                )
             )
-        )
+        else:
+            header = plain_single_metadata(len(payload), sequence_id)
         self._parts += (_U32.pack(len(header)), header, payload)
         self._futures.append(future)
         self.count += 1

@@ -34,6 +34,8 @@ from protocol.client.messages import (
     BatchBuilder,
     build_chunks,
     build_single,
+    name_prefix,
+    plain_metadata,
 )
 from protocol.errors import (
     ChecksumError,
@@ -109,6 +111,7 @@ class Producer(Handler):
         self.last_sequence_id = -1
         self._max_message_size = 0
         self._checksum = True
+        self._name_prefix = b""
         self._pending: deque[_Op] = deque()
         self._pending_messages = 0
         self._room: anyio.Event | None = None
@@ -153,13 +156,15 @@ class Producer(Handler):
         reply = await with_deadline(self._clock, deadline, cnx.request(command).wait, "PRODUCER")
         assert isinstance(reply, c.ProducerSuccess)
         self.producer_name = reply.producer_name
+        self._name_prefix = name_prefix(self.producer_name)
         self._topic_epoch = reply.topic_epoch
         if self._next_seq is None:  # rule 1, first creation only
             self._next_seq = reply.last_sequence_id + 1
             self.last_sequence_id = reply.last_sequence_id
         self._max_message_size = cnx.max_message_size
         self._checksum = cnx.protocol_version >= CHECKSUM_MIN_PROTOCOL
-        pass
+        for op in self._pending:  # rule 5
+            cnx.write(op.frame)
 
     def _detach_connection(self, cnx: ClientConnection) -> None:
         cnx.remove_producer(self.producer_id)
@@ -276,15 +281,25 @@ class Producer(Handler):
             ):
                 self._flush_batch()
             return future
-        metadata = c.MessageMetadata(
-            producer_name=self.producer_name,
-            sequence_id=sequence_id,
-            publish_time=publish_time,
-            properties=props,
-            partition_key=key,
-            event_time=event_time,
-            deliver_at_time=deliver_at,
-        )
+
+        def full() -> c.MessageMetadata:
+            return c.MessageMetadata(
+                producer_name=self.producer_name,
+                sequence_id=sequence_id,
+                publish_time=publish_time,
+                properties=props,
+                partition_key=key,
+                event_time=event_time,
+                deliver_at_time=deliver_at,
+            )
+
+        metadata: c.MessageMetadata | bytes
+        if props or key is not None or event_time is not None or deliver_at is not None:
+            metadata = full()
+        else:  # the common case: cached name prefix plus two varints
+            metadata = plain_metadata(
+                self._name_prefix, self.producer_name, sequence_id, publish_time
+            )
         send = c.Send(producer_id=self.producer_id, sequence_id=sequence_id)
         frame = build_single(send, metadata, payload, self._max_message_size, self._checksum)
         if frame is not None:
@@ -297,7 +312,7 @@ class Producer(Handler):
             )
         # spec §8.4: one SEND per chunk; only the last chunk's receipt completes the future.
         chunk_ids: list[MessageId] = []
-        frames = build_chunks(send, metadata, payload, self._max_message_size, self._checksum)
+        frames = build_chunks(send, full(), payload, self._max_message_size, self._checksum)
         for i, chunk in enumerate(frames):
             futures = [future] if i == len(frames) - 1 else []
             self._push(_Op(sequence_id, chunk, futures, self._deadline(), chunk_ids=chunk_ids))

@@ -29,6 +29,7 @@ class RecordingHandler:
         self.closed_consumers: list[int] = []
         self.closed_producers: list[int] = []
         self.fail_on: type[c.Record] | None = None
+        self.flushed_after: list[int] = []  # len(frames) at each flush: one per read
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -43,6 +44,9 @@ class RecordingHandler:
         if isinstance(frame.command, c.Connect):
             self.session.send_command(c.Connected(server_version="t", protocol_version=20))
         self.frames.append(frame)
+
+    def flush(self) -> None:
+        self.flushed_after.append(len(self.frames))
 
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         self.closed_consumers.append(consumer_id)

@@ -11,10 +11,6 @@ from protocol.client import Client, open_client
 from protocol.clock import FakeClock
 from tests.support.fake_broker import FakeBroker, fake_broker
 
-HANG_GUARD = 3.0
-"""Real seconds a test may take, fixture teardown included: a test that leaves the client waiting
-on the (never advanced) FakeClock fails instead of hanging the run in the graceful close."""
-
 
 @pytest.fixture
 async def broker() -> AsyncIterator[FakeBroker]:
@@ -22,10 +18,31 @@ async def broker() -> AsyncIterator[FakeBroker]:
         yield b
 
 
+async def close_on_fake_time(client: Client, clock: FakeClock) -> None:
+    """Close `client` gracefully, moving the FakeClock so its timeouts can fire.
+
+    A test that fails with sends or requests still pending would otherwise leave the graceful
+    close waiting forever on a clock nobody advances.
+    """
+    closed = anyio.Event()
+
+    async def close() -> None:
+        await client.aclose()
+        closed.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(close)
+        while True:
+            await anyio.wait_all_tasks_blocked()
+            if closed.is_set():
+                break
+            await clock.advance(1.0)
+
+
 @pytest.fixture
 async def client(broker: FakeBroker, fake_clock: FakeClock) -> AsyncIterator[Client]:
-    with anyio.fail_after(HANG_GUARD):
-        async with open_client(
-            broker.url, connector=broker.connect, clock=fake_clock, operation_timeout=5.0
-        ) as c:
-            yield c
+    async with open_client(
+        broker.url, connector=broker.connect, clock=fake_clock, operation_timeout=5.0
+    ) as c:
+        yield c
+        await close_on_fake_time(c, fake_clock)
