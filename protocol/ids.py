@@ -14,8 +14,13 @@ from protocol.commands import MessageIdData
 MAX_I64 = (1 << 63) - 1
 
 
-class MessageId(msgspec.Struct, frozen=True):
-    """A message's identity: entry position, partition index and index inside a batch."""
+class MessageId(msgspec.Struct, frozen=True, eq=False):
+    """A message's identity: entry position, partition index and index inside a batch.
+
+    ``batch_size`` rides along for acknowledgement bitmaps but is not part of the identity: the
+    C++ client compares (ledger, entry, partition, batch index), and GET_LAST_MESSAGE_ID carries
+    no batch size, so the last id of a batch must equal the id of the message received.
+    """
 
     ledger_id: int
     entry_id: int
@@ -27,6 +32,19 @@ class MessageId(msgspec.Struct, frozen=True):
     def key(self) -> tuple[int, int, int]:
         """The ordering key (partition is not part of it)."""
         return (self.ledger_id, self.entry_id, self.batch_index)
+
+    @property
+    def identity(self) -> tuple[int, int, int, int]:
+        """What equality compares: (ledger, entry, partition, batch index)."""
+        return (self.ledger_id, self.entry_id, self.partition, self.batch_index)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented
+        return self.identity == other.identity
+
+    def __hash__(self) -> int:
+        return hash(self.identity)
 
     # Fix (tests/protocol/test_ids.py): functools.total_ordering added nothing here, because
     # msgspec.Struct already defines the rich comparisons (answering NotImplemented), so `<=`

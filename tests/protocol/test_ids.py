@@ -159,3 +159,20 @@ def test_every_comparison_operator_works() -> None:
     assert a >= MessageId(1, 1)
     assert not b <= a
     assert max(a, b) is b
+
+
+def test_batch_size_is_not_part_of_identity() -> None:
+    # GET_LAST_MESSAGE_ID carries no batch size; the received id of that message has one.
+    received = MessageId(3, 7, -1, 4, 5)
+    last = MessageId(3, 7, -1, 4, 0)
+    assert received == last
+    assert hash(received) == hash(last)
+    assert not received > last
+    assert not received < last
+    assert received >= last
+    assert received <= last
+
+
+def test_partition_is_part_of_identity_but_not_of_order() -> None:
+    assert MessageId(3, 7, 0, 1) != MessageId(3, 7, 1, 1)
+    assert not MessageId(3, 7, 0, 1) < MessageId(3, 7, 1, 1)
