@@ -88,7 +88,7 @@ async def bootstrap_metadata(store: MetadataStore, config: BrokerConfig, *, http
     cluster_path = f"/admin/clusters/{config.clusterName}"
     if not await store.exists(cluster_path):
         service_url = f"pulsar://{config.advertised_host()}:{config.brokerServicePort}"
-        cluster = ClusterData(service_url=http_url, broker_service_url=service_url)
+        cluster = ClusterData(service_url=http_url or None, broker_service_url=service_url)
         await store.put(cluster_path, to_json(cluster))
     tenant_path = f"{POLICIES_ROOT}/{DEFAULT_TENANT}"
     if not await store.exists(tenant_path):

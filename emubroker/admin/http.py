@@ -67,7 +67,7 @@ async def read_json(
     body = await request.content.read(MAX_BODY + 1)
     if len(body) > MAX_BODY:
         raise RestError(BAD_REQUEST, f"{what} is larger than {MAX_BODY} bytes")
-    if not body.strip():
+    if not body.strip() or body.strip() == b"null":  # JAX-RS hands a JSON null over as null
         if default is _MISSING:
             raise RestError(BAD_REQUEST, f"{what} is required")
         result: T = default

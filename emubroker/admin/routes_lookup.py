@@ -43,14 +43,16 @@ async def lookup(request: web.Request) -> web.Response:
     if listener and listener not in listeners:
         raise RestError(UNAVAILABLE, f"the broker do not have {listener} listener")
     owner = await ctx.ownership.owner_of(name)
-    url = owner.service_url
-    if listener and owner == ctx.ownership.me:
-        url = listeners[listener]
+    url, http_url = owner.service_url, owner.http_url
+    if owner == ctx.ownership.me:
+        http_url = ctx.web_service_url
+        if listener:
+            url = listeners[listener]
     return json_response(
         LookupData(
             broker_url=url,
             broker_url_tls="",
-            http_url=owner.http_url,
+            http_url=http_url,
             http_url_tls="",
             native_url=url,
             broker_url_ssl="",

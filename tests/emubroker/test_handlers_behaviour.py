@@ -268,9 +268,11 @@ async def test_consumer_schemas(broker: Broker, conns: Connections) -> None:
     adopted = await client.receive_command()
     assert isinstance(adopted, c.GetSchemaResponse)
     assert adopted.schema_version == bytes(8)
-    # An active topic without a schema refuses one, whatever the strategy.
+    # An active topic without a schema takes one under ALWAYS_COMPATIBLE only.
     busy = "persistent://public/default/bytes-topic"
     await create_producer(client, topic=busy, producer_id=1)
+    await subscribe(client, topic=busy, consumer_id=3, subscription="any", schema=V1)
+    await set_policies(broker, schema_compatibility_strategy="FULL")
     await client.send(
         c.Subscribe(
             topic=busy,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
-from emubroker.admin.metrics import MetricsCollector, render_metrics
+from emubroker.admin.metrics import MetricsCollector, RateTracker, render_metrics
 from emubroker.topics.stats import ServiceStats, SubscriptionStats, TopicStats
 from protocol.clock import FakeClock
 
@@ -73,3 +74,29 @@ async def test_rates_are_deltas_between_samples() -> None:
     lines = collector.render().splitlines()
     assert f"pulsar_rate_in{{{LABELS}}} 10.0" in lines
     assert f"pulsar_throughput_in{{{LABELS}}} 2000.0" in lines
+
+
+@pytest.mark.anyio
+async def test_subscription_families_and_shared_tracker() -> None:
+    clock = FakeClock()
+    tracker = RateTracker(clock=clock)
+    before = stats()
+    tracker.sample(before)
+    after = stats(msg_in=10)
+    sub = msgspec.structs.replace(after.topics[0].subscriptions[0], msg_out=8, bytes_out=800)
+    topic = msgspec.structs.replace(after.topics[0], subscriptions=(sub,))
+    after = msgspec.structs.replace(after, topics=(topic,))
+    await clock.advance(2.0)
+    tracker.sample(after)
+    lines = render_metrics(after, cluster="c1", rates=tracker).splitlines()
+    sub_labels = f'{LABELS},subscription="s\\"1"'
+    for line in (
+        f"pulsar_subscription_msg_rate_out{{{sub_labels}}} 4.0",
+        f"pulsar_subscription_msg_throughput_out{{{sub_labels}}} 400.0",
+        f"pulsar_subscription_unacked_messages{{{sub_labels}}} 1",
+        f"pulsar_subscription_consumers_count{{{sub_labels}}} 2",
+        "# TYPE pulsar_subscription_msg_rate_out gauge",
+    ):
+        assert line in lines, line
+    assert tracker.topic("persistent://public/default/t").msg_out == 0.0
+    assert tracker.subscription("persistent://public/default/t", "other").msg_out == 0.0

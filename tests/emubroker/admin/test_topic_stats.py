@@ -1,0 +1,63 @@
+"""Summing partition stats the way Pulsar's ``PartitionedTopicStatsImpl`` does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emubroker.admin.topic_stats import merge_partitions
+
+
+def partition(msg_in: int, backlog: int, consumers: list[str], rate: float) -> dict[str, Any]:
+    return {
+        "msgRateIn": rate,
+        "msgThroughputIn": rate * 100,
+        "msgRateOut": 0.0,
+        "msgThroughputOut": 0.0,
+        "bytesInCounter": msg_in * 100,
+        "msgInCounter": msg_in,
+        "bytesOutCounter": 0,
+        "msgOutCounter": 0,
+        "storageSize": msg_in * 100,
+        "backlogSize": 0,
+        "waitingPublishers": 0,
+        "publishers": [{"producerName": f"p{msg_in}"}],
+        "deduplicationStatus": "Disabled",
+        "subscriptions": {
+            "s": {
+                "msgRateOut": 1.0,
+                "msgThroughputOut": 10.0,
+                "bytesOutCounter": 5,
+                "msgOutCounter": 1,
+                "msgBacklog": backlog,
+                "msgBacklogNoDelayed": backlog,
+                "unackedMessages": 0,
+                "type": "Shared",
+                "consumers": [{"consumerName": name} for name in consumers],
+            }
+        },
+    }
+
+
+def test_counters_add_up_and_subscriptions_merge_by_name() -> None:
+    first = partition(3, 2, ["a"], 1.0)
+    second = partition(5, 4, ["b", "c"], 3.0)
+    merged = merge_partitions([first, second])
+    assert merged["msgInCounter"] == 8
+    assert merged["msgRateIn"] == 4.0
+    assert merged["averageMsgSize"] == 100.0
+    assert merged["storageSize"] == 800
+    assert [p["producerName"] for p in merged["publishers"]] == ["p3", "p5"]
+    sub = merged["subscriptions"]["s"]
+    assert sub["msgBacklog"] == 6
+    assert sub["msgRateOut"] == 2.0
+    assert [c["consumerName"] for c in sub["consumers"]] == ["a", "b", "c"]
+    # The inputs are left alone (the per-partition documents are served too).
+    assert [c["consumerName"] for c in first["subscriptions"]["s"]["consumers"]] == ["a"]
+    assert merged["deduplicationStatus"] == "Disabled"
+
+
+def test_no_partitions_give_zeros() -> None:
+    merged = merge_partitions([])
+    assert merged["msgInCounter"] == 0
+    assert merged["subscriptions"] == {}
+    assert merged["averageMsgSize"] == 0.0

@@ -1,0 +1,181 @@
+"""``emubroker admin``: which REST call each pulsar-admin-shaped command makes, and its output."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pytest
+
+from emubroker import admin_cli
+from emubroker.__main__ import main
+
+
+class FakeClient(admin_cli.AdminClient):
+    """Records calls instead of sending them; answers from a table."""
+
+    def __init__(self, answers: dict[tuple[str, str], Any] | None = None) -> None:
+        super().__init__("http://fake:8080")
+        self.calls: list[tuple[str, str, Any]] = []
+        self.answers = answers or {}
+
+    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None) -> Any:
+        self.calls.append((method, path, body))
+        answer = self.answers.get((method, path))
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def run(*argv: str, client: FakeClient | None = None) -> FakeClient:
+    parser = argparse.ArgumentParser()
+    admin_cli.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["admin", *argv])
+    fake = client or FakeClient()
+    args.run(fake, args)
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("argv", "call"),
+    [
+        (["clusters", "list"], ("GET", "/admin/v2/clusters", None)),
+        (["tenants", "delete", "acme"], ("DELETE", "/admin/v2/tenants/acme", None)),
+        (
+            ["tenants", "create", "acme", "-c", "standalone", "-r", "ops,dev"],
+            (
+                "PUT",
+                "/admin/v2/tenants/acme",
+                {"adminRoles": ["ops", "dev"], "allowedClusters": ["standalone"]},
+            ),
+        ),
+        (
+            ["namespaces", "create", "acme/ns", "-b", "8"],
+            ("PUT", "/admin/v2/namespaces/acme/ns", {"bundles": {"numBundles": 8}}),
+        ),
+        (["namespaces", "create", "acme/ns"], ("PUT", "/admin/v2/namespaces/acme/ns", None)),
+        (
+            ["namespaces", "bundles", "acme/ns"],
+            ("GET", "/admin/v2/namespaces/acme/ns/bundles", None),
+        ),
+        (
+            ["namespaces", "set-deduplication", "acme/ns", "--enable"],
+            ("POST", "/admin/v2/namespaces/acme/ns/deduplication", True),
+        ),
+        (["topics", "list", "acme/ns"], ("GET", "/admin/v2/persistent/acme/ns", None)),
+        (
+            ["topics", "create-partitioned-topic", "acme/ns/t", "-p", "4"],
+            ("PUT", "/admin/v2/persistent/acme/ns/t/partitions", 4),
+        ),
+        (
+            ["topics", "update-partitioned-topic", "persistent://acme/ns/t", "-p", "6"],
+            ("POST", "/admin/v2/persistent/acme/ns/t/partitions", 6),
+        ),
+        (
+            ["topics", "delete", "non-persistent://acme/ns/t", "-f"],
+            ("DELETE", "/admin/v2/non-persistent/acme/ns/t?force=true", None),
+        ),
+        (["topics", "stats", "t"], ("GET", "/admin/v2/persistent/public/default/t/stats", None)),
+        (
+            ["topics", "stats-internal", "t"],
+            ("GET", "/admin/v2/persistent/public/default/t/internalStats", None),
+        ),
+        (
+            ["topics", "partitioned-stats", "t", "--per-partition"],
+            (
+                "GET",
+                "/admin/v2/persistent/public/default/t/partitioned-stats?perPartition=true",
+                None,
+            ),
+        ),
+        (
+            ["topics", "create-subscription", "t", "-s", "my sub", "-m", "1:2"],
+            (
+                "PUT",
+                "/admin/v2/persistent/public/default/t/subscription/my%20sub",
+                {"ledgerId": 1, "entryId": 2},
+            ),
+        ),
+        (
+            ["topics", "unsubscribe", "t", "-s", "s", "-f"],
+            ("DELETE", "/admin/v2/persistent/public/default/t/subscription/s?force=true", None),
+        ),
+        (
+            ["topics", "skip", "t", "-s", "s", "-n", "3"],
+            ("POST", "/admin/v2/persistent/public/default/t/subscription/s/skip/3", None),
+        ),
+        (
+            ["topics", "reset-cursor", "t", "-s", "s", "-m", "earliest"],
+            (
+                "POST",
+                "/admin/v2/persistent/public/default/t/subscription/s/resetcursor",
+                "earliest",
+            ),
+        ),
+        (["topics", "unload", "t"], ("PUT", "/admin/v2/persistent/public/default/t/unload", None)),
+        (["brokers", "list", "standalone"], ("GET", "/admin/v2/brokers/standalone", None)),
+        (["brokers", "healthcheck"], ("GET", "/admin/v2/brokers/health", None)),
+        (["brokers", "leader-broker"], ("GET", "/admin/v2/brokers/leaderBroker", None)),
+        (
+            [
+                "brokers",
+                "update-dynamic-config",
+                "--config",
+                "defaultNumPartitions",
+                "--value",
+                "3",
+            ],
+            ("POST", "/admin/v2/brokers/configuration/defaultNumPartitions/3", None),
+        ),
+    ],
+)
+def test_commands_make_pulsars_rest_calls(argv: list[str], call: tuple[str, str, Any]) -> None:
+    assert run(*argv).calls == [call]
+
+
+def test_tenant_without_clusters_gets_every_cluster() -> None:
+    fake = FakeClient({("GET", "/admin/v2/clusters"): ["c1", "c2"]})
+    run("tenants", "create", "acme", client=fake)
+    assert fake.calls[-1] == (
+        "PUT",
+        "/admin/v2/tenants/acme",
+        {"adminRoles": [], "allowedClusters": ["c1", "c2"]},
+    )
+
+
+def test_reset_cursor_to_a_relative_time() -> None:
+    fake = run("topics", "reset-cursor", "t", "-s", "s", "-t", "10m")
+    method, path, _ = fake.calls[0]
+    timestamp = int(path.rsplit("/", 1)[1])
+    assert method == "POST"
+    assert "/subscription/s/resetcursor/" in path
+    assert timestamp > 1_600_000_000_000  # a wall-clock time in ms, ten minutes ago
+
+
+def test_bad_arguments_are_readable_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["admin", "topics", "skip", "a/b", "-s", "s", "-n", "1"]) == 1
+    assert "invalid topic name" in capsys.readouterr().err
+    assert main(["admin", "topics", "create-subscription", "t", "-s", "s", "-m", "soon"]) == 1
+    assert "invalid message id 'soon'" in capsys.readouterr().err
+    assert main(["admin", "topics", "reset-cursor", "t", "-s", "s", "-t", "ages"]) == 1
+    assert "invalid time 'ages'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        main(["admin", "topics", "frobnicate"])
+    assert usage.value.code == 2
+
+
+@pytest.mark.integration
+def test_unreachable_broker_is_a_readable_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # Port 1 on loopback: nothing listens there, the connection is refused at once.
+    code = main(["admin", "--admin-url", "http://127.0.0.1:1", "clusters", "list"])
+    assert code == 1
+    assert capsys.readouterr().err.startswith("error: cannot reach http://127.0.0.1:1")
+
+
+def test_error_bodies_are_described_with_status_and_reason() -> None:
+    assert (
+        admin_cli._describe(404, b'{"reason": "Namespace does not exist"}')
+        == "404 Not Found: Namespace does not exist"
+    )
+    assert admin_cli._describe(500, b"boom") == "500 Internal Server Error: boom"
+    assert admin_cli._describe(599, b"") == "599 Error"

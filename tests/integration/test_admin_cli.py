@@ -1,0 +1,116 @@
+"""``emubroker admin`` as a subprocess against ``emubroker standalone --port 0 --admin-port 0``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+
+from tests.integration.conftest import make_client
+from tests.support.broker import ROOT, StandaloneProcess, standalone_process
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def standalone() -> Iterator[StandaloneProcess]:
+    with standalone_process() as proc:
+        yield proc
+
+
+def admin(proc: StandaloneProcess, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "emubroker", "admin", "--admin-url", proc.admin_url, *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def ok(proc: StandaloneProcess, *argv: str) -> str:
+    done = admin(proc, *argv)
+    assert done.returncode == 0, (argv, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_round_trip_tenant_namespace_partitioned_topic_stats_unload(
+    standalone: StandaloneProcess,
+) -> None:
+    assert ok(standalone, "tenants", "create", "acme") == ""
+    assert json.loads(ok(standalone, "tenants", "get", "acme")) == {
+        "adminRoles": [],
+        "allowedClusters": ["standalone"],
+    }
+    ok(standalone, "namespaces", "create", "acme/orders", "--bundles", "8")
+    assert json.loads(ok(standalone, "namespaces", "list", "acme")) == ["acme/orders"]
+    assert json.loads(ok(standalone, "namespaces", "bundles", "acme/orders"))["numBundles"] == 8
+    topic = "persistent://acme/orders/events"
+    ok(standalone, "topics", "create-partitioned-topic", topic, "-p", "3")
+    metadata = json.loads(ok(standalone, "topics", "get-partitioned-topic-metadata", topic))
+    assert metadata["partitions"] == 3
+
+    client = make_client(standalone.service_url)
+    try:
+        consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic)
+        for i in range(9):
+            producer.send(b"m%d" % i)
+        received = []
+        for _ in range(9):
+            message = consumer.receive(5000)
+            consumer.acknowledge(message)
+            received.append(message.data())
+        assert sorted(received) == sorted(b"m%d" % i for i in range(9))
+
+        stats = json.loads(ok(standalone, "topics", "partitioned-stats", topic, "--per-partition"))
+        assert stats["msgInCounter"] == 9
+        assert stats["metadata"]["partitions"] == 3
+        assert len(stats["partitions"]) == 3
+        assert len(stats["subscriptions"]["sub"]["consumers"]) == 3
+        one = json.loads(ok(standalone, "topics", "stats", f"{topic}-partition-0"))
+        assert "msgRateIn" in one
+        assert "sub" in one["subscriptions"]
+
+        assert ok(standalone, "topics", "unload", topic) == ""
+        # The clients reconnect after the unload and keep working (spec §9).
+        producer.send(b"after")
+        assert consumer.receive(10_000).data() == b"after"
+    finally:
+        client.close()
+
+    assert ok(standalone, "topics", "subscriptions", topic).strip().startswith("[")
+    assert ok(standalone, "brokers", "healthcheck").strip() == "ok"
+
+
+def test_errors_are_readable_and_exit_1(standalone: StandaloneProcess) -> None:
+    done = admin(standalone, "namespaces", "policies", "nobody/nothing")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: 404 Not Found: Namespace does not exist"
+    done = admin(standalone, "topics", "create-partitioned-topic", "t", "-p", "0")
+    assert done.returncode == 1
+    assert "406 Not Acceptable: Number of partitions should be more than 0" in done.stderr
+    done = admin(standalone, "tenants", "create", "public")
+    assert (done.returncode, done.stderr.strip()) == (
+        1,
+        "error: 409 Conflict: Tenant already exist",
+    )
+
+
+def test_dynamic_config_round_trip(standalone: StandaloneProcess) -> None:
+    names = json.loads(ok(standalone, "brokers", "list-dynamic-config"))
+    assert "allowAutoTopicCreation" in names
+    ok(standalone, "brokers", "update-dynamic-config", "--config", "defaultNumPartitions",
+       "--value", "2")  # fmt: skip
+    values = json.loads(ok(standalone, "brokers", "get-all-dynamic-config"))
+    assert values == {"defaultNumPartitions": "2"}
+    leader = json.loads(ok(standalone, "brokers", "leader-broker"))
+    assert leader["serviceUrl"] == standalone.admin_url
