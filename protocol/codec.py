@@ -612,17 +612,23 @@ def _peek_protobuf(data: bytes) -> MetadataFields:
         raise RemoteProtocolError(f"MessageMetadata is missing required fields: {missing}")
     has = m.HasField
     try:
-        return (
-            m.producer_name,
-            m.sequence_id,
-            m.publish_time,
-            m.num_messages_in_batch if has("num_messages_in_batch") else None,
-            m.partition_key if has("partition_key") else None,
-            m.ordering_key if has("ordering_key") else None,
-            m.deliver_at_time if has("deliver_at_time") else None,
-        )
-    except UnicodeDecodeError as exc:  # upb defers UTF-8 checks of string fields to access
+        name = m.producer_name
+        partition_key = m.partition_key if has("partition_key") else None
+    except UnicodeDecodeError as exc:  # upb may defer UTF-8 checks of string fields to access
         raise RemoteProtocolError(f"bad string in MessageMetadata: {exc}") from exc
+    if type(name) is not str or (partition_key is not None and type(partition_key) is not str):
+        # Fix (tests/protocol/test_wire.py, bad UTF-8): upb hands back bytes for a string field
+        # that is not valid UTF-8 (see _read), which reached EntryInfo.producer_name as bytes.
+        raise RemoteProtocolError("bad string in MessageMetadata: not valid UTF-8")
+    return (
+        name,
+        m.sequence_id,
+        m.publish_time,
+        m.num_messages_in_batch if has("num_messages_in_batch") else None,
+        partition_key,
+        m.ordering_key if has("ordering_key") else None,
+        m.deliver_at_time if has("deliver_at_time") else None,
+    )
 
 
 def encode_message(

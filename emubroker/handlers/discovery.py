@@ -12,7 +12,7 @@ from emubroker.naming import InvalidNameError, NamespaceName
 from protocol import commands as c
 from protocol.errors import (
     InvalidTopicNameError,
-    NotAllowedError,
+    ServerError,
     ServiceNotReadyError,
     TopicNotFoundError,
 )
@@ -123,23 +123,17 @@ class DiscoveryCommands(CommandGroup):
         self._send(reply)
 
     def on_get_or_create_schema(self, cmd: c.GetOrCreateSchema) -> None:
-        """GET_OR_CREATE_SCHEMA (never sent by the C++ client, §2.5; answered for others)."""
-        self._start(self._get_or_create_schema, cmd)
+        """GET_OR_CREATE_SCHEMA: refused with ERROR.
 
-    async def _get_or_create_schema(self, cmd: c.GetOrCreateSchema) -> None:
-        schemas = self._services.schemas
-        try:
-            if schemas is None:
-                raise NotAllowedError("the schema registry is not enabled")
-            version = await schemas.get_or_create(topic_name(cmd.topic), cmd.schema)
-        except Exception as exc:
-            failure = as_broker_error(exc, "GET_OR_CREATE_SCHEMA")
-            self._send(
-                c.GetOrCreateSchemaResponse(
-                    request_id=cmd.request_id,
-                    error_code=failure.code,
-                    error_message=failure.message,
-                )
+        The C++ client never sends it, and a GET_OR_CREATE_SCHEMA_RESPONSE would make it drop the
+        connection (§2.5), so the protocol core does not let a broker send that response at all.
+        Other clients get an ERROR, which fails their request at once rather than leaving it to
+        time out; they register schemas with PRODUCER or the REST API instead.
+        """
+        self._send(
+            c.Error(
+                request_id=cmd.request_id,
+                error=ServerError.NotAllowedError,
+                message="GET_OR_CREATE_SCHEMA is not served; a PRODUCER registers its schema",
             )
-            return
-        self._send(c.GetOrCreateSchemaResponse(request_id=cmd.request_id, schema_version=version))
+        )

@@ -1,4 +1,4 @@
-"""What the binary protocol asks of schemas: PRODUCER, SUBSCRIBE, GET_SCHEMA, GET_OR_CREATE_SCHEMA.
+"""Schema decisions under the namespace's policy: for PRODUCER, SUBSCRIBE, GET_SCHEMA and REST.
 
 Pulsar's ``ServerCnx`` rules (spec/wire-protocol.md §6.1, §7.1, §11):
 
@@ -8,17 +8,26 @@ Pulsar's ``ServerCnx`` rules (spec/wire-protocol.md §6.1, §7.1, §11):
   enforced and the topic has a schema: then ``IncompatibleSchema``.
 * SUBSCRIBE with a schema on an *idle* topic without a schema (no producers, no consumers, no
   entries) registers it; otherwise the consumer's schema is checked for reading
-  (``addSchemaIfIdleOrCheckCompatible``), and an active topic without a schema refuses it.
+  (``addSchemaIfIdleOrCheckCompatible``); an active topic without a schema refuses it unless
+  the strategy is ``ALWAYS_COMPATIBLE``.
 * GET_SCHEMA answers the latest or the asked version with the schema id as its name; a topic
   without that schema gets ``TopicNotFound`` ("Topic not found or no-schema"), which the Python
   Avro decoder handles by using its own reader schema.
+* The REST schema routes register (:meth:`SchemaService.register`) and check
+  (:meth:`SchemaService.compatibility`) under the same policy; reads and deletes go to
+  :attr:`SchemaService.registry`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from emubroker.schemas.compat import SchemaData
+from emubroker.schemas.compat import (
+    CompatibilityStrategy,
+    SchemaData,
+    check_compatible,
+    same_schema,
+)
 from emubroker.schemas.registry import (
     SchemaRegistry,
     StoredSchema,
@@ -150,12 +159,43 @@ class SchemaService:
             schema_version=version_to_wire(stored.version),
         )
 
-    async def get_or_create(self, topic: TopicName, schema: c.Schema) -> bytes:
-        """GET_OR_CREATE_SCHEMA: like a producer's schema, without a producer.
+    async def register(self, topic: TopicName, schema: SchemaData, *, name: str = "") -> int:
+        """Register a schema as a producer would (REST ``POST .../schema``, ``postSchema``).
+
+        Returns:
+            Its version (an existing one if the schema is known).
 
         Raises:
             IncompatibleSchemaError: As for :meth:`producer_schema`.
         """
-        version = await self.producer_schema(topic, schema)
-        assert version is not None or schema.type is c.SchemaType.NONE
-        return version or b""
+        policy = await self._features.schema_policy(topic)
+        return await self.registry.get_or_create(
+            topic, schema, policy.strategy, name=name, allow_update=policy.allow_update
+        )
+
+    async def get_or_create(self, topic: TopicName, schema: c.Schema) -> bytes:
+        """:meth:`register` for a wire ``Schema``; the version as 8 bytes.
+
+        Raises:
+            IncompatibleSchemaError: As for :meth:`producer_schema`.
+        """
+        version = await self.register(topic, schema_data_of(schema), name=schema.name)
+        return version_to_wire(version)
+
+    async def compatibility(
+        self, topic: TopicName, schema: SchemaData
+    ) -> tuple[bool, CompatibilityStrategy]:
+        """Whether ``schema`` could be registered now (REST ``POST .../compatibility``).
+
+        Returns:
+            ``(compatible, strategy)``; a schema equal to a live version is compatible.
+        """
+        policy = await self._features.schema_policy(topic)
+        live = await self.registry.versions(topic)
+        if any(same_schema(v.schema_data(), schema) for v in live):
+            return True, policy.strategy
+        try:
+            check_compatible([v.schema_data() for v in live], schema, policy.strategy)
+        except IncompatibleSchemaError:
+            return False, policy.strategy
+        return True, policy.strategy

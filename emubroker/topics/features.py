@@ -40,10 +40,10 @@ POLICIES_ROOT = "/admin/policies"
 class _NamespaceSwitches(msgspec.Struct):
     # The fields of Pulsar's Policies JSON read here (names exactly as Pulsar's).
     deduplicationEnabled: bool | None = None
-    schema_compatibility_strategy: str = "UNDEFINED"
+    schema_compatibility_strategy: str | None = None
     schema_auto_update_compatibility_strategy: str | None = None
     is_allow_auto_update_schema: bool | None = None
-    schema_validation_enforced: bool = False
+    schema_validation_enforced: bool | None = None
 
 
 _decode = msgspec.json.Decoder(_NamespaceSwitches).decode
@@ -105,14 +105,14 @@ class TopicFeatures:
     async def schema_policy(self, topic: TopicName) -> SchemaPolicy:
         """The schema rules of a topic."""
         switches = await self._switches(topic.namespace)
-        strategy = _strategy(switches.schema_compatibility_strategy)
+        strategy = _strategy(switches.schema_compatibility_strategy or "UNDEFINED")
         if strategy is None and switches.schema_auto_update_compatibility_strategy:
             strategy = _strategy(switches.schema_auto_update_compatibility_strategy)
         allow = switches.is_allow_auto_update_schema
         return SchemaPolicy(
             strategy=strategy or self._strategy,
             allow_update=self._allow_update if allow is None else allow,
-            validation_enforced=switches.schema_validation_enforced or self._enforced,
+            validation_enforced=bool(switches.schema_validation_enforced) or self._enforced,
         )
 
 

@@ -96,9 +96,7 @@ async def set_policies(broker: Broker, **fields: Any) -> None:
 
 async def test_wait_for_exclusive_is_queued_then_ready(conns: Connections) -> None:
     first = await conns.open()
-    owner = await create_producer(
-        first, producer_id=1, producer_access_mode=c.AccessMode.EXCLUSIVE
-    )
+    owner = await create_producer(first, producer_id=1, producer_access_mode=c.AccessMode.EXCLUSIVE)
     assert owner.topic_epoch == 0
     second = await conns.open()
     await second.send(
@@ -288,16 +286,16 @@ async def test_consumer_schemas(broker: Broker, conns: Connections) -> None:
     assert (refused.request_id, refused.error) == (77, ServerError.IncompatibleSchema)
 
 
-async def test_get_or_create_schema(conns: Connections) -> None:
+async def test_get_or_create_schema_is_refused_without_breaking_the_connection(
+    conns: Connections,
+) -> None:
     client = await conns.open()
     await client.send(c.GetOrCreateSchema(request_id=1, topic=TOPIC, schema=V1))
-    created = await client.receive_command()
-    assert created == c.GetOrCreateSchemaResponse(request_id=1, schema_version=bytes(8))
-    string = c.Schema(name="s", schema_data=b"", type=c.SchemaType.STRING)
-    await client.send(c.GetOrCreateSchema(request_id=2, topic="bad//name", schema=string))
-    bad = await client.receive_command()
-    assert isinstance(bad, c.GetOrCreateSchemaResponse)
-    assert bad.error_code is ServerError.InvalidTopicName
+    refused = await client.receive_command()
+    assert isinstance(refused, c.Error)
+    assert (refused.request_id, refused.error) == (1, ServerError.NotAllowedError)
+    # The connection still serves requests.
+    assert (await create_producer(client, producer_id=1, schema=V1)).schema_version == bytes(8)
 
 
 async def test_schema_validation_enforced_refuses_producers_without_schema(
@@ -313,3 +311,25 @@ async def test_schema_validation_enforced_refuses_producers_without_schema(
             assert refused.error is ServerError.IncompatibleSchema
         finally:
             await conns.aclose()
+
+
+# ---- GET_TOPICS_OF_NAMESPACE modes (§5.3) ----------------------------------------------------
+
+
+async def test_topics_of_namespace_by_mode(conns: Connections) -> None:
+    client = await conns.open()
+    volatile = "non-persistent://public/default/volatile"
+    await create_producer(client, producer_id=1)
+    await create_producer(client, topic=volatile, producer_id=2)
+    expected = {
+        c.TopicsMode.PERSISTENT: (TOPIC,),
+        c.TopicsMode.NON_PERSISTENT: (volatile,),
+        c.TopicsMode.ALL: tuple(sorted((TOPIC, volatile))),
+    }
+    for request_id, (mode, topics) in enumerate(expected.items()):
+        await client.send(
+            c.GetTopicsOfNamespace(request_id=request_id, namespace="public/default", mode=mode)
+        )
+        assert await client.receive_command() == c.GetTopicsOfNamespaceResponse(
+            request_id=request_id, topics=topics
+        )

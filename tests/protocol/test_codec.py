@@ -20,6 +20,7 @@ from protocol.codec import (
     encode_record,
 )
 from protocol.errors import LocalProtocolError, RemoteProtocolError, ServerError
+from protocol.framing import build_entry
 from tests.support.bytestreams import base_command, lfield, vfield
 from tests.support.strategies import (
     RECORD_TYPES,
@@ -107,6 +108,85 @@ def test_fast_lanes_write_and_read_what_protobuf_does(
         generic_decoded = decode_command(fast)
     assert fast == generic  # byte for byte: same fields, same order, same varints
     assert decode_command(fast) == generic_decoded == command
+
+
+@given(
+    st.integers(0, U64_MAX),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.one_of(st.just(-1), st.integers(-(2**31), 2**31 - 1)),
+    st.one_of(st.just(0), st.integers(0, 2**32 - 1)),
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3).map(tuple),
+)
+def test_record_free_message_encoder_writes_what_the_record_encoder_does(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    redelivery_count: int,
+    ack_set: tuple[int, ...],
+) -> None:
+    message = c.Message(
+        consumer_id=consumer_id,
+        message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id, partition=partition),
+        redelivery_count=redelivery_count,
+        ack_set=ack_set,
+    )
+    fast = codec.encode_message(
+        consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set
+    )
+    assert fast == encode_command(message)
+
+
+@given(
+    st.integers(0, U64_MAX),
+    st.integers(0, U64_MAX),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+)
+@example(1, 0, 1, 0)
+@example(0, U64_MAX, -1, -1)  # spec §1.3: -1 is 2^64-1 on the wire
+def test_record_free_receipt_encoder_writes_what_the_record_encoder_does(
+    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int
+) -> None:
+    receipt = c.SendReceipt(
+        producer_id=producer_id,
+        sequence_id=sequence_id,
+        message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id),
+    )
+    fast = codec.encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id)
+    assert fast == encode_command(receipt)
+
+
+def test_record_free_encoders_report_out_of_range_values() -> None:
+    with pytest.raises(LocalProtocolError):
+        codec.encode_send_receipt(-1, 0, 1, 1)
+    with pytest.raises(LocalProtocolError):
+        codec.encode_message(0, 1, 1, -1, 2**32, ())
+
+
+@given(records(c.MessageMetadata))
+def test_peek_reads_the_metadata_fields_the_full_decode_reads(meta: c.MessageMetadata) -> None:
+    # spec §6.4: the broker's fields, on the fast lane or not.
+    data = encode_record(meta)
+    expected = (
+        meta.producer_name,
+        meta.sequence_id,
+        meta.publish_time,
+        meta.num_messages_in_batch,
+        meta.partition_key,
+        meta.ordering_key,
+        meta.deliver_at_time,
+    )
+    assert tuple(codec.peek_metadata(data)) == expected
+    assert codec.peek_entry_metadata(build_entry(data, b"payload")) == expected
+
+
+def test_peek_entry_metadata_refuses_an_entry_shorter_than_its_metadata() -> None:
+    with pytest.raises(RemoteProtocolError, match="runs past the entry"):
+        codec.peek_entry_metadata(b"\x00\x00\x00\x09abc")
+    with pytest.raises(RemoteProtocolError, match="runs past the entry"):
+        codec.peek_entry_metadata(b"\x00\x00")
 
 
 # ---- defaults and presence (spec §1.1, §1.2) ------------------------------------------------

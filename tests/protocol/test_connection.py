@@ -273,6 +273,39 @@ def test_send_refuses_payload_commands(kind: type[c.Record]) -> None:
     assert conn.state is State.CLOSED
 
 
+def test_receipts_in_bulk_are_the_frames_send_writes_one_by_one() -> None:
+    # spec §6.2: the broker's publish hot path writes many SEND_RECEIPTs with one check.
+    pair = ConnectionPair()
+    pair.handshake()
+    receipts = [(5, 3, 0), (6, 3, 1), (300, 3, 20_000)]
+    sequence_ids = [sequence_id for sequence_id, _, _ in receipts]
+    positions = [(ledger_id, entry_id) for _, ledger_id, entry_id in receipts]
+    data = pair.broker.send_receipts(2, sequence_ids, positions)
+    expected = [
+        Frame(
+            c.SendReceipt(
+                producer_id=2,
+                sequence_id=sequence_id,
+                message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id),
+            )
+        )
+        for sequence_id, ledger_id, entry_id in receipts
+    ]
+    assert pair.deliver(Role.BROKER, data) == expected
+
+
+@pytest.mark.parametrize(
+    ("role", "setup"),
+    [(Role.BROKER, Setup.FRESH), (Role.BROKER, Setup.CLOSED_BY_CLOSE), (Role.CLIENT, Setup.OPEN)],
+)
+def test_receipts_in_bulk_follow_the_state_rules(role: Role, setup: Setup) -> None:
+    # Rules 1-3: only an open broker sends receipts; anything else is our caller's mistake.
+    conn = connection_in(role, setup)
+    with pytest.raises(LocalProtocolError):
+        conn.send_receipts(1, [1], [(1, 1)])
+    assert conn.state is State.CLOSED
+
+
 def test_send_payload_refuses_simple_commands() -> None:
     conn = connection_in(Role.BROKER, Setup.OPEN)
     with pytest.raises(LocalProtocolError, match="no payload"):

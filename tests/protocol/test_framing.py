@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import struct
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from protocol import codec, framing
 from protocol import commands as c
 from protocol.codec import encode_command
-from protocol.errors import RemoteProtocolError, ServerError
+from protocol.errors import LocalProtocolError, RemoteProtocolError, ServerError
 from protocol.framing import (
     DEFAULT_MAX_MESSAGE_SIZE,
     FRAME_PADDING,
@@ -22,8 +24,11 @@ from protocol.framing import (
     checksum,
     decode_frame,
     encode_frame,
+    encode_message_frame,
+    encode_message_head,
     encode_payload_frame,
     encode_section_frame,
+    encode_send_receipt_frames,
     payload_section,
 )
 from tests.support.bytestreams import drain, feed_chunks, split
@@ -270,6 +275,153 @@ def test_build_entry_prefixes_the_metadata_size() -> None:
 def test_section_frame_equals_payload_frame(entry: bytes, crc: int | None, command: Any) -> None:
     section = payload_section(entry, crc)
     assert encode_section_frame(command, section) == encode_payload_frame(command, entry, crc)
+
+
+# ---- hot-path encoders agree with the generic ones -----------------------------------------
+
+U64 = st.integers(0, 2**64 - 1)
+I64 = st.integers(-(2**63), 2**63 - 1)
+I32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@given(
+    U64,
+    I64,
+    I64,
+    st.one_of(st.just(-1), I32),
+    st.one_of(st.just(0), st.integers(0, 2**32 - 1)),
+    st.lists(I64, max_size=20).map(tuple),
+    st.binary(max_size=40),
+)
+@example(0, 1, 30_000, -1, 0, (), b"\x0e\x01")  # what every dispatch writes
+@example(1, 1, 2, 3, 4, (-1,) * 12, b"")  # a long ack set: the body needs a two-byte length
+def test_message_head_and_frame_equal_the_generic_message_frame(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    redelivery_count: int,
+    ack_set: tuple[int, ...],
+    section: bytes,
+) -> None:
+    message = c.Message(
+        consumer_id=consumer_id,
+        message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id, partition=partition),
+        redelivery_count=redelivery_count,
+        ack_set=ack_set,
+    )
+    generic = encode_section_frame(message, section)
+    args = (consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set)
+    assert encode_message_head(*args, len(section)) + section == generic
+    assert encode_message_frame(*args, section) == generic
+
+
+@given(U64, st.lists(st.tuples(U64, I64, I64), max_size=6))
+@example(1, [(0, 1, 0), (1, 1, 1), (200, 1, 20_000), (2**64 - 1, -1, -1)])
+def test_receipt_frames_equal_one_generic_frame_per_receipt(
+    producer_id: int, receipts: list[tuple[int, int, int]]
+) -> None:
+    # spec §6.2: one SEND_RECEIPT per SEND, in order; (-1, -1) for a deduplicated SEND.
+    expected = b"".join(
+        encode_frame(
+            c.SendReceipt(
+                producer_id=producer_id,
+                sequence_id=sequence_id,
+                message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id),
+            )
+        )
+        for sequence_id, ledger_id, entry_id in receipts
+    )
+    sequence_ids = [sequence_id for sequence_id, _, _ in receipts]
+    positions = [(ledger_id, entry_id) for _, ledger_id, entry_id in receipts]
+    assert encode_send_receipt_frames(producer_id, sequence_ids, positions) == expected
+
+
+def test_hot_encoders_report_out_of_range_values() -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_send_receipt_frames(1, [2**64], [(1, 1)])
+    with pytest.raises(LocalProtocolError):
+        encode_message_head(-1, 1, 1, -1, 0, (), 0)
+    with pytest.raises(LocalProtocolError):
+        encode_message_head(1, 1, 1, 2**31, 0, (), 0)
+
+
+@st.composite
+def client_frames(draw: st.DrawFn) -> bytes:
+    """SEND and ACK frames shaped as the official client writes them (the fast lanes' input)."""
+    if draw(st.booleans()):
+        entry = draw(entries())
+        send = c.Send(
+            producer_id=draw(st.integers(0, 127)),
+            sequence_id=draw(st.integers(0, 2**21)),
+            num_messages=draw(st.sampled_from([1, 2, 1000])),
+        )
+        return encode_payload_frame(send, entry, draw(st.sampled_from([None, checksum(entry)])))
+    ids = draw(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 2**21)), max_size=5))
+    return encode_frame(
+        c.Ack(
+            consumer_id=draw(st.integers(0, 127)),
+            ack_type=draw(st.sampled_from(c.AckType)),
+            message_id=tuple(c.MessageIdData(ledger_id=lid, entry_id=eid) for lid, eid in ids),
+        )
+    )
+
+
+@given(
+    st.lists(
+        st.one_of(frames().map(lambda pair: pair[1]), client_frames()), min_size=1, max_size=4
+    ),
+    st.data(),
+)
+def test_fast_decoding_equals_the_generic_decoding(
+    stream_frames: list[bytes], data: st.DataObject
+) -> None:
+    """SEND/ACK read in place and the checksummed payload split agree with the generic path."""
+    stream = bytearray(b"".join(stream_frames))
+    if data.draw(st.booleans()):  # and so does their handling of damaged bytes
+        where = data.draw(st.integers(0, len(stream) - 1))
+        stream[where] = data.draw(st.integers(0, 255))
+
+    def decode_all() -> list[Frame] | str:
+        decoder = FrameDecoder()
+        decoder.feed(bytes(stream))
+        try:
+            return drain(decoder)
+        except RemoteProtocolError as exc:
+            return str(exc)
+
+    fast = decode_all()
+    with (
+        mock.patch.dict(codec._RAW_DECODERS, clear=True),
+        mock.patch.object(framing, "parse_send", return_value=None),
+        # A magic that never matches: every payload section goes through _parse_payload.
+        mock.patch.object(framing, "_MAGIC_CHECKSUM_U16", -1),
+    ):
+        generic = decode_all()
+    assert fast == generic
+
+
+def test_a_frame_spanning_many_reads_is_decoded_once_whole() -> None:
+    entry = build_entry(b"m", bytes(1_000_000))
+    big = encode_payload_frame(c.Send(producer_id=1, sequence_id=1), entry, checksum(entry))
+    ping = encode_frame(c.Ping())
+    stream = ping + big + ping
+    decoder = FrameDecoder()
+    out: list[Frame] = []
+    fed = 0
+    for start in range(0, len(stream), 65_536):
+        chunk = stream[start : start + 65_536]
+        decoder.feed(chunk)
+        fed += len(chunk)
+        out.extend(drain(decoder))
+        if fed < len(ping) + len(big):
+            assert out == [Frame(c.Ping())]  # the big frame waits for its last byte
+    assert out == [
+        Frame(c.Ping()),
+        Frame(c.Send(producer_id=1, sequence_id=1), Payload(entry, checksum(entry))),
+        Frame(c.Ping()),
+    ]
+    assert decoder.buffered == 0
 
 
 def test_payload_views_split_metadata_and_body() -> None:
