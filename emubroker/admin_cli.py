@@ -241,11 +241,9 @@ def _topic_command(sub: Any, verb: str, help_text: str, method: str, suffix: str
 
 
 def _topics(sub: Any) -> None:
-    lst = sub.add_parser("list", help="list a namespace's persistent topics")
+    lst = sub.add_parser("list", help="list a namespace's topics (both domains)")
     lst.add_argument("namespace", help="tenant/namespace")
-    lst.set_defaults(
-        run=lambda c, a: c.call("GET", "/admin/v2/persistent/" + a.namespace.strip("/"))
-    )
+    lst.set_defaults(run=_list_topics)
     _topic_command(sub, "create", "create a non-partitioned topic", "PUT")
     _topic_command(sub, "get-partitioned-topic-metadata", "partition count", "GET", "/partitions")
     _topic_command(sub, "stats", "topic statistics", "GET", "/stats")
@@ -279,6 +277,15 @@ def _topics(sub: Any) -> None:
         )
     )
     _subscription_commands(sub)
+
+
+def _list_topics(client: AdminClient, args: argparse.Namespace) -> Any:
+    # pulsar-admin lists persistent and non-persistent topics together.
+    namespace = _namespace_path(args.namespace).removeprefix("/admin/v2/namespaces/")
+    found: list[str] = []
+    for domain in ("persistent", "non-persistent"):
+        found.extend(client.call("GET", f"/admin/v2/{domain}/{namespace}") or [])
+    return found
 
 
 def _subscription_path(args: argparse.Namespace) -> str:

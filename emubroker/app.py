@@ -37,12 +37,12 @@ from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.metadata import MemoryMetadataStore
+from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
 from emubroker.policies import (
     POLICIES_ROOT,
     ClusterData,
-    NamespaceRegistry,
     Policies,
     PolicyStore,
     TenantInfo,

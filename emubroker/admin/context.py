@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -12,8 +12,11 @@ if TYPE_CHECKING:
     from emubroker.admin.topic_stats import TopicStatsView
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance import OwnershipTable
-    from emubroker.policies import NamespaceRegistry, PolicyStore
+    from emubroker.namespace_registry import NamespaceRegistry
+    from emubroker.policies import PolicyStore
+    from emubroker.schemas.service import SchemaService
     from emubroker.topics import TopicService
+    from emubroker.topics.compaction import CompactionService
 
 __all__ = ["CONTEXT", "AdminContext"]
 
@@ -49,8 +52,8 @@ class AdminContext:
     ownership: OwnershipTable
     metrics: MetricsCollector
     stats: TopicStatsView
-    schemas: Any = None
-    compaction: Any = None
+    schemas: SchemaService | None = None
+    compaction: CompactionService | None = None
 
 
 CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)

@@ -8,6 +8,9 @@ either the namespace gets ``defaultNumberOfNamespaceBundles``. A namespace with 
 deleted (409 "Cannot delete non empty namespace"); forced deletion is off as in Pulsar's default
 ``forceDeleteNamespaceAllowed=false`` (405).
 
+New namespaces have no retention (``retention_policies`` is null, as in Pulsar's defaults);
+``retention`` can be set and read back but is not enforced: nothing is ever trimmed.
+
 Every write updates the namespace registry at once (``NamespaceRegistry.apply``), so a client
 acting on the ``204`` never races the metadata watch.
 """
@@ -251,6 +254,43 @@ async def set_schema_compatibility(request: web.Request) -> web.Response:
     return await _update(request, schema_compatibility_strategy=strategy)
 
 
+class RetentionPolicies(msgspec.Struct):
+    """Pulsar's ``RetentionPolicies`` (stored and served; retention itself is not emulated)."""
+
+    retention_time_in_minutes: int = msgspec.field(default=0, name="retentionTimeInMinutes")
+    retention_size_in_mb: int = msgspec.field(default=0, name="retentionSizeInMB")
+
+
+async def get_retention(request: web.Request) -> web.Response:
+    """``GET .../{namespace}/retention``: the policy, or 204 when never set (the default)."""
+    policies = await _policies_of(context(request), namespace_of(request))
+    if policies.retention_policies is None:
+        return no_content()
+    return json_response(policies.retention_policies)
+
+
+async def set_retention(request: web.Request) -> web.Response:
+    """``POST .../{namespace}/retention`` (Pulsar's ``validateRetentionPolicies`` rules)."""
+    namespace_of(request)
+    retention = await read_json(request, RetentionPolicies, what="retention policies")
+    time, size = retention.retention_time_in_minutes, retention.retention_size_in_mb
+    if size < -1 or time < -1:
+        raise RestError(PRECONDITION_FAILED, "Invalid retention policy: limits must be >= -1")
+    if (time == 0) != (size == 0):
+        raise RestError(
+            PRECONDITION_FAILED,
+            "Invalid retention policy: Setting a single time or size limit to 0 is invalid when "
+            "one of the limits has a non-zero value. To disable retention both limits must be "
+            "set to 0.",
+        )
+    return await _update(request, retention_policies=msgspec.to_builtins(retention))
+
+
+async def remove_retention(request: web.Request) -> web.Response:
+    """``DELETE .../{namespace}/retention``."""
+    return await _update(request, retention_policies=None)
+
+
 def add_routes(app: web.Application) -> None:
     """Register the namespace routes."""
     router = app.router
@@ -264,5 +304,8 @@ def add_routes(app: web.Application) -> None:
     router.add_get(f"{base}/deduplication", get_deduplication)
     router.add_post(f"{base}/deduplication", set_deduplication)
     router.add_delete(f"{base}/deduplication", remove_deduplication)
+    router.add_get(f"{base}/retention", get_retention)
+    router.add_post(f"{base}/retention", set_retention)
+    router.add_delete(f"{base}/retention", remove_retention)
     router.add_get(f"{base}/schemaCompatibilityStrategy", get_schema_compatibility)
     router.add_put(f"{base}/schemaCompatibilityStrategy", set_schema_compatibility)

@@ -61,8 +61,7 @@ def _target(request: web.Request) -> tuple[SchemaService, TopicName]:
         raise RestError(NOT_FOUND, "Namespace does not exist")
     if ctx.schemas is None:
         raise RestError(UNAVAILABLE, "The schema registry is not available on this broker")
-    service: SchemaService = ctx.schemas
-    return service, name
+    return ctx.schemas, name
 
 
 async def get_schema(request: web.Request) -> web.Response:

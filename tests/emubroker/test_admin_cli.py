@@ -62,7 +62,6 @@ def run(*argv: str, client: FakeClient | None = None) -> FakeClient:
             ["namespaces", "set-deduplication", "acme/ns", "--enable"],
             ("POST", "/admin/v2/namespaces/acme/ns/deduplication", True),
         ),
-        (["topics", "list", "acme/ns"], ("GET", "/admin/v2/persistent/acme/ns", None)),
         (
             ["topics", "create-partitioned-topic", "acme/ns/t", "-p", "4"],
             ("PUT", "/admin/v2/persistent/acme/ns/t/partitions", 4),
@@ -131,6 +130,19 @@ def run(*argv: str, client: FakeClient | None = None) -> FakeClient:
 )
 def test_commands_make_pulsars_rest_calls(argv: list[str], call: tuple[str, str, Any]) -> None:
     assert run(*argv).calls == [call]
+
+
+def test_topic_list_covers_both_domains() -> None:
+    fake = FakeClient(
+        {
+            ("GET", "/admin/v2/persistent/acme/ns"): ["persistent://acme/ns/a"],
+            ("GET", "/admin/v2/non-persistent/acme/ns"): ["non-persistent://acme/ns/b"],
+        }
+    )
+    parser = argparse.ArgumentParser()
+    admin_cli.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["admin", "topics", "list", "acme/ns"])
+    assert args.run(fake, args) == ["persistent://acme/ns/a", "non-persistent://acme/ns/b"]
 
 
 def test_tenant_without_clusters_gets_every_cluster() -> None:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,8 +29,9 @@ from emubroker.naming import TopicName
 from emubroker.net.session import Session
 from protocol import commands as c
 from protocol.clock import FakeClock
+from protocol.codec import encode_record
 from protocol.errors import RemoteProtocolError, ServerError
-from protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
+from protocol.framing import DEFAULT_MAX_MESSAGE_SIZE, build_entry, checksum
 from tests.support.broker import WireClient, memory_stream_pair
 
 pytestmark = pytest.mark.anyio
@@ -266,6 +268,104 @@ async def test_bad_checksum_fails_that_send_only_and_in_order(conns: Connections
     assert third.sequence_id == 2
     assert third.message_id is not None
     assert third.message_id.entry_id == 1  # the bad one was never stored
+
+
+def send_frame(client: WireClient, sequence_id: int, *, bad_checksum: bool = False) -> bytes:
+    """The bytes of one SEND of producer 1, to be written together with others."""
+    meta = c.MessageMetadata(producer_name="p", sequence_id=sequence_id, publish_time=1)
+    entry = build_entry(encode_record(meta), b"x%d" % sequence_id)
+    crc = checksum(entry) ^ (1 if bad_checksum else 0)
+    return client.conn.send_payload(c.Send(producer_id=1, sequence_id=sequence_id), entry, crc)
+
+
+def receipted_entry_ids(replies: list[c.Command]) -> list[int]:
+    return [
+        r.message_id.entry_id
+        for r in replies
+        if isinstance(r, c.SendReceipt) and r.message_id is not None
+    ]
+
+
+async def test_sends_of_one_read_are_receipted_in_order_around_a_failed_one(
+    conns: Connections,
+) -> None:
+    # spec §6.2/§6.3: a read's SENDs are published together; the one that fails on its own
+    # keeps its place, and the rest are stored and receipted in order.
+    client = await conns.open()
+    await create_producer(client)
+    await client.send_raw(b"".join(send_frame(client, s, bad_checksum=s == 2) for s in range(5)))
+    replies = [await client.receive_command() for _ in range(5)]
+    assert [type(r) for r in replies] == [c.SendReceipt] * 2 + [c.SendError] + [c.SendReceipt] * 2
+    assert [r.sequence_id for r in replies] == list(range(5))  # type: ignore[union-attr]
+    assert receipted_entry_ids(replies) == [0, 1, 2, 3]
+
+
+class AwaitedStorageTopic:
+    """A real topic whose storage cannot answer at once: the handler must await it."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.awaited = 0
+
+    def publish_many_nowait(self, producer: Any, entries: Any) -> list[tuple[int, int]]:
+        raise anyio.WouldBlock
+
+    async def publish_many(self, producer: Any, entries: Any) -> list[tuple[int, int]]:
+        self.awaited += 1
+        await anyio.lowlevel.checkpoint()
+        return self._inner.publish_many_nowait(producer, entries)  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class AwaitedStorageTopics:
+    """The real topic service, handing out topics whose storage must be awaited."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.topics: list[AwaitedStorageTopic] = []
+
+    async def get_topic(self, name: TopicName, *, create: bool = True) -> Any:
+        topic = AwaitedStorageTopic(await self._inner.get_topic(name, create=create))
+        self.topics.append(topic)
+        return topic
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+async def test_storage_that_must_be_awaited_is_published_by_the_producer_task(
+    broker: Broker,
+) -> None:
+    topics = AwaitedStorageTopics(broker.topics)
+    services = BrokerServices(
+        config=broker.config,
+        topics=topics,  # type: ignore[arg-type]
+        ownership=broker.ownership,
+        namespace_exists=broker.namespaces,
+    )
+    client_end, server_end = memory_stream_pair()
+    session = Session(
+        server_end,
+        lambda s: ConnectionHandler(services, s),
+        clock=broker.clock,
+        max_frame_size=1 << 20,
+        keepalive_interval=30,
+    )
+    client = WireClient(client_end)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(session.run)
+        await client.handshake()
+        await create_producer(client)
+        await client.send_raw(b"".join(send_frame(client, s) for s in range(3)))
+        await client.send_raw(send_frame(client, 3, bad_checksum=True) + send_frame(client, 4))
+        replies = [await client.receive_command() for _ in range(5)]
+        assert [r.sequence_id for r in replies] == list(range(5))  # type: ignore[union-attr]
+        assert isinstance(replies[3], c.SendError)
+        assert receipted_entry_ids(replies) == [0, 1, 2, 3]
+        assert topics.topics[0].awaited >= 2
+        await client_end.aclose()
 
 
 async def test_send_for_unknown_producer_closes_only_that_connection(

@@ -9,11 +9,11 @@ import msgspec
 import pytest
 
 from emubroker.metadata import MemoryMetadataStore
+from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName
 from emubroker.policies import (
     BundlesData,
     ClusterData,
-    NamespaceRegistry,
     Policies,
     PolicyExistsError,
     PolicyNotFoundError,

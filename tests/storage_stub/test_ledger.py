@@ -51,6 +51,34 @@ def test_entries_get_consecutive_ids_and_read_back_in_order(store: LedgerStore) 
     assert store.read(lid, 2, 2) == [b"\x02"]
 
 
+def test_add_entries_is_add_entry_for_each_in_order(store: LedgerStore) -> None:
+    bulk = store.create_ledger()
+    one_by_one = store.create_ledger()
+    data = [b"a", bytearray(b"bc"), b"", b"def"]
+    assert store.add_entries(bulk, data) == 0  # type: ignore[arg-type]  # a mutable one too
+    assert store.add_entries(bulk, [b"g"]) == 4
+    for item in [*data, b"g"]:
+        store.add_entry(one_by_one, bytes(item))
+    assert store.read(bulk, 0, 4) == store.read(one_by_one, 0, 4)
+    assert all(type(entry) is bytes for entry in store.read(bulk, 0, 4))
+    assert store.info(bulk).size_bytes == store.info(one_by_one).size_bytes == 7
+    assert store.statistics().entries == 10
+    assert store.add_entries(bulk, []) == 5  # nothing added: the next id, LAC unchanged
+    assert store.last_add_confirmed(bulk) == 4
+
+
+def test_add_entries_to_a_refused_ledger_stores_none_of_them(store: LedgerStore) -> None:
+    lid = store.create_ledger()
+    store.add_entry(lid, b"a")
+    store.fence(lid)
+    with pytest.raises(LedgerFencedError):
+        store.add_entries(lid, [b"b", b"c"])
+    assert store.last_add_confirmed(lid) == 0
+    assert store.statistics().entries == 1
+    with pytest.raises(NoSuchLedgerError):
+        store.add_entries(999, [b"x"])
+
+
 def test_entries_are_stored_as_immutable_copies(store: LedgerStore) -> None:
     lid = store.create_ledger()
     buf = bytearray(b"abc")

@@ -222,3 +222,18 @@ async def test_policy_changes_from_another_writer_reach_the_registry(
         while not broker.namespaces.exists(NamespaceName("public", "other")):
             await anyio.lowlevel.checkpoint()
     assert await admin.ok("GET", "/admin/v2/namespaces/public/other/deduplication") is True
+
+
+async def test_retention_free_defaults_and_retention_round_trip(admin: Admin) -> None:
+    path = "/admin/v2/namespaces/public/default/retention"
+    assert "retention_policies" not in await admin.ok("GET", "/admin/v2/namespaces/public/default")
+    assert await admin.call("GET", path) == (204, None)
+    policy = {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100}
+    assert await admin.call("POST", path, json=policy) == (204, None)
+    assert await admin.ok("GET", path) == policy
+    await admin.fails("POST", path, 412, "Setting a single time or size limit to 0",
+                      json={"retentionTimeInMinutes": 0, "retentionSizeInMB": 5})  # fmt: skip
+    await admin.fails("POST", path, 412, "must be >= -1",
+                      json={"retentionTimeInMinutes": -2, "retentionSizeInMB": 5})  # fmt: skip
+    await admin.ok("DELETE", path)
+    assert await admin.call("GET", path) == (204, None)

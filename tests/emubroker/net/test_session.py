@@ -124,6 +124,22 @@ async def test_ping_is_answered_with_pong_without_reaching_handler(fake_clock: F
         tg.cancel_scope.cancel()
 
 
+async def test_handler_is_flushed_once_after_all_frames_of_a_read(fake_clock: FakeClock) -> None:
+    # The handler publishes a read's SENDs together when the read is done (one write of
+    # receipts for all of them), so flush must come after the last frame of each read only.
+    h = Harness(fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        flow = [c.Flow(consumer_id=i, message_permits=1) for i in range(3)]
+        await h.client.send_raw(b"".join(h.client.conn.send(f) for f in flow))
+        await anyio.wait_all_tasks_blocked()
+        await h.client.send(c.Flow(consumer_id=9, message_permits=1))
+        await anyio.wait_all_tasks_blocked()
+        assert h.handler.flushed_after == [1, 4, 5]  # CONNECT, then 3 frames, then 1
+        tg.cancel_scope.cancel()
+
+
 async def test_idle_client_is_pinged_then_dropped(fake_clock: FakeClock) -> None:
     h = Harness(fake_clock)
     async with anyio.create_task_group() as tg:

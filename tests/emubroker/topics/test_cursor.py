@@ -96,3 +96,25 @@ def test_mark_delete_is_the_end_of_the_acked_prefix(acks: list[int]) -> None:
     assert c.mark_delete == prefix
     assert c.acked == {i for i in done if i > prefix}
     assert c.backlog(41) == 41 - len(done)
+
+
+@given(st.lists(st.integers(0, 30), max_size=40), st.lists(st.integers(0, 30), max_size=10))
+def test_ack_many_is_ack_for_each_index(before: list[int], acks: list[int]) -> None:
+    """The ACK hot path acknowledges a grouped ACK's ids in one call (spec §7.3)."""
+    bulk = Cursor()
+    single = Cursor()
+    for index in before[: len(before) // 2]:
+        bulk.ack_batch(index, 0b10, 2)  # some partly acked batches: ack must drop them
+        single.ack_batch(index, 0b10, 2)
+    bulk.redelivery_counts[7] = single.redelivery_counts[7] = 2
+    for cursor in (bulk, single):
+        for index in before[len(before) // 2 :]:
+            cursor.ack(index)
+    newly = bulk.ack_many(acks)
+    assert newly == [index for index in acks if single.ack(index)]
+    assert (bulk.mark_delete, bulk.acked, bulk.partial, bulk.redelivery_counts) == (
+        single.mark_delete,
+        single.acked,
+        single.partial,
+        single.redelivery_counts,
+    )

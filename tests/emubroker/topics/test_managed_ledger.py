@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import pytest
+
 from emubroker.topics.managed_ledger import ManagedLedger
-from storage_stub.ledger import LedgerStore
+from storage_stub.ledger import LedgerFencedError, LedgerStore
 from tests.emubroker.topics.helpers import make_entry
 
 
@@ -35,3 +37,58 @@ def test_rollover_keeps_ids_increasing_and_maps_both_ways() -> None:
     assert (ledger_id, entry_id, len(sections)) == (first, 1, 2)
     assert ml.last_message_id() == (*ids[-1], -1)
     assert store.info(first).state.value == "closed"
+
+
+def test_append_many_equals_appending_one_by_one_across_rollovers() -> None:
+    bulk = ManagedLedger(LedgerStore(), max_entries_per_ledger=3)
+    single = ManagedLedger(LedgerStore(), max_entries_per_ledger=3)
+    made = [make_entry(b"%d" % i) for i in range(8)]
+    positions = bulk.append_many([e for e, _, _ in made[:2]], [i for _, _, i in made[:2]])
+    positions += bulk.append_many([e for e, _, _ in made[2:]], [i for _, _, i in made[2:]])
+    assert positions == [single.append(entry, info) for entry, _, info in made]
+    assert bulk.ledger_ids == single.ledger_ids
+    assert bulk.infos == single.infos
+    assert bulk.read(3, 5) == single.read(3, 5)
+
+
+class FencingStore(LedgerStore):
+    """A store whose new ledgers come fenced once ``fence_new`` is set (a lost ownership)."""
+
+    __slots__ = ("fence_new",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fence_new = False
+
+    def create_ledger(self) -> int:
+        ledger_id = super().create_ledger()
+        if self.fence_new:
+            self.fence(ledger_id)
+        return ledger_id
+
+
+def test_append_many_reports_what_it_stored_before_storage_failed() -> None:
+    store = FencingStore()
+    ml = ManagedLedger(store, max_entries_per_ledger=2)
+    made = [make_entry(b"%d" % i) for i in range(5)]
+    ml.append(made[0][0], made[0][2])
+    first = ml.current_ledger_id
+    store.fence_new = True
+    # One entry fits in the first ledger; the ledger rolled over to refuses the rest.
+    positions = ml.append_many([e for e, _, _ in made[1:]], [i for _, _, i in made[1:]])
+    assert positions == [(first, 1)]
+    assert ml.count == 2
+    # Retrying the rest stores nothing, so the failure itself is raised.
+    with pytest.raises(LedgerFencedError):
+        ml.append_many([e for e, _, _ in made[2:]], [i for _, _, i in made[2:]])
+    assert ml.count == 2
+
+
+def test_index_of_the_current_ledger_takes_its_shortcut_with_the_same_answers() -> None:
+    ml = ManagedLedger(LedgerStore(), max_entries_per_ledger=2)
+    ids = _append(ml, 5)
+    for index, (ledger_id, entry_id) in enumerate(ids):
+        assert ml.index_of(ledger_id, entry_id) == index
+    current = ml.current_ledger_id
+    assert ml.index_of(current, 1) is None  # the current ledger holds one entry so far
+    assert ml.index_of(current, -1) is None

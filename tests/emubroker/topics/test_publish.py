@@ -7,10 +7,14 @@ from emubroker.topics import Topic
 from protocol.commands import AccessMode
 from protocol.errors import ProducerBusyError, ProducerFencedError, ServiceNotReadyError
 from tests.emubroker.topics.helpers import (
+    FakeConsumerSink,
     FakeProducerSink,
     add_producer,
+    make_entry,
     open_service,
     publish,
+    settle,
+    subscribe,
     topic_name,
 )
 
@@ -163,3 +167,54 @@ async def test_wait_for_exclusive_can_be_cancelled_and_fails_retriably_on_unload
         again = await add_producer(reloaded, 4, access_mode=AccessMode.EXCLUSIVE)
         assert again.topic_epoch == 1
         assert reloaded.producer_count == 1
+
+
+@pytest.mark.parametrize("domain", ["persistent", "non-persistent"])
+async def test_publish_many_equals_publishing_one_by_one(domain: str) -> None:
+    entries = [make_entry(b"m%d" % i, sequence_id=i) for i in range(4)]
+    async with open_service() as service:
+        one = await service.get_topic(topic_name("one", domain))
+        many = await service.get_topic(topic_name("many", domain))
+        sinks = {}
+        for topic in (one, many):
+            sinks[topic] = FakeConsumerSink()
+            consumer = await subscribe(topic, sinks[topic])
+            consumer.flow(100)
+        await settle()
+        p1 = await add_producer(one)
+        p2 = await add_producer(many)
+        singles = [await one.publish(p1, *entry) for entry in entries]
+        bulk = await many.publish_many(p2, entries[:1])
+        bulk += many.publish_many_nowait(p2, entries[1:])
+        assert [e for _, e in bulk] == [e for _, e in singles] == [0, 1, 2, 3]
+        await settle()
+        got = [(m.entry_id, m.section) for m in sinks[many].messages]
+        assert got == [(m.entry_id, m.section) for m in sinks[one].messages]
+        assert len(got) == 4
+        assert many.stats().msg_in == one.stats().msg_in == 4
+        assert many.stats().bytes_in == one.stats().bytes_in
+
+
+async def test_published_entries_are_dispatched_without_waiting_for_a_task() -> None:
+    # A read's SENDs, their receipts and their MESSAGEs leave in one write: the publish path
+    # runs the dispatch round itself.
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        consumer.flow(10)
+        await settle()
+        producer = await add_producer(topic)
+        topic.publish_many_nowait(producer, [make_entry(b"a"), make_entry(b"b")])
+        assert sink.entry_ids == [0, 1]  # no await in between
+        assert consumer.permits == 8
+
+
+async def test_publish_many_to_a_closed_producer_stores_nothing() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        await topic.remove_producer(producer)
+        with pytest.raises(ServiceNotReadyError):
+            topic.publish_many_nowait(producer, [make_entry(b"a")])
+        assert topic.stats().entries == 0
