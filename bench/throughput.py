@@ -138,7 +138,7 @@ def bench_protocol(url: str, n: int, size: int, batched: bool) -> float:
 
 
 def bench_relay(n: int, size: int) -> float:
-    """Sender -> relay (separate process) -> receiver over loopback, `size + overhead` bytes each."""
+    """Sender -> relay process -> receiver over loopback, `size + overhead` bytes a message."""
     relay = subprocess.Popen(
         [sys.executable, "-c", RELAY_SOURCE], stdout=subprocess.PIPE, text=True
     )
