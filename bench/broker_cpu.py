@@ -18,6 +18,10 @@ Python client pays ~15 us/msg of its own, so batched e2e is client bound) and on
 producer and the consumer in two separate client processes ("2 procs"), which spreads the client
 cost over processes (on a 2-core machine the three processes still share two cores).
 
+Last, the "relay floor": the CPU an anyio session that only relays bytes (a reader task and a
+writer task, as the broker's session) spends per entry of a batched run's size, fed one entry
+per read. Batched broker CPU per message cannot go below it divided by the messages per entry.
+
 ``--profile OUT.prof`` runs the broker under cProfile (from after its imports) and writes the
 profile when it stops (it is stopped with SIGINT, which the broker handles cleanly); CPU numbers
 of such a run are inflated by the profiler. Numbers only; asserts nothing.
@@ -30,6 +34,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -234,6 +239,81 @@ def run_two_processes(url: str, n: int, size: int, batched: bool) -> tuple[float
                     proc.wait()
 
 
+# The I/O floor: an anyio session that does nothing but relay what it reads (a reader task and a
+# writer task woken by an Event, as emubroker.net.session does), fed entries one by one.
+RELAY_SOURCE = """
+import anyio
+from anyio.abc import SocketAttribute
+
+async def handle(stream):
+    outbox = []
+    wake = anyio.Event()
+
+    async def writer():
+        nonlocal wake
+        while True:
+            if not outbox:
+                wake = anyio.Event()
+                await wake.wait()
+                continue
+            out = b"".join(outbox)
+            outbox.clear()
+            await stream.send(out)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer)
+        while True:
+            try:
+                data = await stream.receive(256 * 1024)
+            except anyio.EndOfStream:
+                tg.cancel_scope.cancel()
+                return
+            outbox.append(data)
+            wake.set()
+
+async def main():
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    print(listener.extra(SocketAttribute.local_port), flush=True)
+    await listener.serve(handle)
+
+anyio.run(main)
+"""
+
+
+def relay_floor(entry_size: int, entries: int = 1000) -> float:
+    """CPU seconds per entry of the anyio relay above, entries written one at a time."""
+    proc = subprocess.Popen([sys.executable, "-c", RELAY_SOURCE], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        relay = psutil.Process(proc.pid)
+        sock = socket.create_connection(("127.0.0.1", port))
+        received = 0
+
+        def drain() -> None:
+            nonlocal received
+            while received < entries * entry_size:
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    break
+                received += len(chunk)
+
+        thread = threading.Thread(target=drain)
+        c0 = cpu_seconds([relay])
+        thread.start()
+        entry = b"x" * entry_size
+        for _ in range(entries):
+            sock.sendall(entry)
+            time.sleep(0.0005)  # one entry per read, as batches arrive
+        thread.join(60)
+        c1 = cpu_seconds([relay])
+        sock.close()
+        return (c1 - c0) / entries
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -243,6 +323,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1024", help="payload sizes in bytes")
     parser.add_argument("--only", choices=["unbatched", "batched"])
     parser.add_argument("--no-split", action="store_true", help="skip the two-process runs")
+    parser.add_argument("--no-floor", action="store_true", help="skip the anyio relay floor")
     parser.add_argument("--profile", help="run the broker under cProfile, write stats here")
     # Internal: the client processes of the two-process run.
     parser.add_argument("--role", choices=["producer", "consumer"], help=argparse.SUPPRESS)
@@ -287,6 +368,18 @@ def main() -> None:
                         f"{client_cpu / n * 1e6:>14.2f} {n / elapsed:>10.0f}",
                         flush=True,
                     )
+    if not args.no_floor:
+        # What one entry costs the I/O stack alone: batched broker CPU per message can only go
+        # this low times the messages per entry (~450 of 100 B, ~120 of 1 KiB for the client).
+        print()
+        print(f"{'anyio relay floor':<27} {'entry B':>7} {'us/entry':>9} {'us/msg at N/entry':>18}")
+        for entry_size, per_entry in ((45_000, 450), (128 * 1024, 120)):
+            floor = relay_floor(entry_size)
+            print(
+                f"{'(reader + writer task)':<27} {entry_size:>7} {floor * 1e6:>9.0f} "
+                f"{floor / per_entry * 1e6:>12.2f} (N={per_entry})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

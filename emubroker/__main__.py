@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 import anyio
 
 from emubroker import admin_cli
-from emubroker.app import open_broker
+from emubroker.app import open_broker, open_storage
 from emubroker.config import ConfigError, load_config
+from storage_stub.journal import FsyncPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -53,15 +54,44 @@ def _parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="logging level (default INFO)",
     )
+    standalone.add_argument(
+        "--data-dir",
+        help="keep ledgers and metadata durable in DIR (hosts the stub in-process); "
+        "default: in memory",
+    )
+    standalone.add_argument(
+        "--fsync",
+        default="batch",
+        choices=["always", "batch", "never"],
+        help="journal fsync policy with --data-dir (default batch)",
+    )
+    broker = commands.add_parser(
+        "broker", help="run one broker against an external storage-stub (metadata + bookie)"
+    )
+    for action in standalone._actions:  # the same flags as standalone, minus the data dir
+        if action.dest not in ("help", "data_dir", "fsync"):
+            broker._add_action(action)
+    broker.add_argument(
+        "--metadata-url", required=True, help="stub://host:port of the metadata service"
+    )
+    broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
     admin_cli.add_parser(commands)
     return parser
 
 
-async def _standalone(config: BrokerConfig) -> None:
+async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_broker(config) as broker:
+        async with (
+            open_storage(
+                data_dir=getattr(args, "data_dir", None),
+                fsync=FsyncPolicy(getattr(args, "fsync", "batch")),
+                metadata_url=getattr(args, "metadata_url", None),
+                bookie_url=getattr(args, "bookie_url", None),
+            ) as (metadata, bookie),
+            open_broker(config, metadata=metadata, bookie=bookie) as broker,
+        ):
             print(
-                f"emubroker standalone ready: service {broker.service_url} "
+                f"emubroker {args.command} ready: service {broker.service_url} "
                 f"admin {broker.admin_url}",
                 flush=True,
             )
@@ -91,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"emubroker: {exc}", file=sys.stderr)
         return 2
     try:
-        anyio.run(_standalone, config, backend="asyncio")
-    except OSError as exc:
+        anyio.run(_standalone, config, args, backend="asyncio")
+    except (OSError, RuntimeError) as exc:
         print(f"emubroker: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0

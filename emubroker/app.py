@@ -37,6 +37,7 @@ from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.metadata import MemoryMetadataStore
+from emubroker.metadata.remote import RemoteMetadataStore, open_remote_metadata_store
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
@@ -49,14 +50,20 @@ from emubroker.policies import (
     bundles_data,
     to_json,
 )
+from emubroker.ratelimit.quotas import throttling_config_from
 from emubroker.schemas import SchemaRegistry, SchemaService
 from emubroker.topics.compaction import CompactionService
 from emubroker.topics.features import TopicFeatures
 from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
+from emubroker.topics.throttling import DispatchThrottling
+from emubroker.topics.trace_sink import DispatchTraceSink
 from protocol.clock import AnyioClock
 from protocol.framing import FRAME_PADDING
+from storage_stub.client import open_stub_client
+from storage_stub.journal import FsyncPolicy
 from storage_stub.ledger import LedgerStore
+from storage_stub.server import open_stub_server
 
 if TYPE_CHECKING:
     import socket
@@ -64,6 +71,7 @@ if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
     from emubroker.metadata import MetadataStore
+    from emubroker.storage import BookieClient
     from emubroker.topics.service import AnyTopic
     from protocol.clock import Clock
 
@@ -113,6 +121,15 @@ def topic_settings(config: BrokerConfig) -> TopicSettings:
         dispatcher_max_read_batch_size=config.dispatcherMaxReadBatchSize,
         max_unacked_messages_per_consumer=config.maxUnackedMessagesPerConsumer,
         managed_ledger_max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
+        managed_ledger_max_size_per_ledger_mbytes=config.managedLedgerMaxSizePerLedgerMbytes,
+        managed_ledger_min_ledger_rollover_time_minutes=(
+            config.managedLedgerMinLedgerRolloverTimeMinutes
+        ),
+        managed_ledger_max_ledger_rollover_time_minutes=(
+            config.managedLedgerMaxLedgerRolloverTimeMinutes
+        ),
+        managed_ledger_cache_size_mb=config.managedLedgerCacheSizeMB,
+        cursor_flush_interval=1.0 / config.managedLedgerDefaultMarkDeleteRateLimit,
         delayed_delivery_enabled=config.delayedDeliveryEnabled,
         key_shared_hash_points=config.subscriptionKeySharedConsistentHashingReplicaPoints,
     )
@@ -240,6 +257,47 @@ def _close_sockets(sockets: list[socket.socket]) -> None:
 
 
 @asynccontextmanager
+async def open_storage(
+    *,
+    data_dir: str | None = None,
+    metadata_url: str | None = None,
+    bookie_url: str | None = None,
+    fsync: FsyncPolicy = FsyncPolicy.BATCH,
+) -> AsyncIterator[tuple[MetadataStore | None, BookieClient | None]]:
+    """The broker's storage: in memory, a durable stub in this process, or an external stub.
+
+    Args:
+        data_dir: Host the stub and the metadata service in this process, durable in this
+            directory (``emubroker standalone --data-dir``).
+        metadata_url: ``stub://host:port`` of an external metadata service.
+        bookie_url: ``stub://host:port`` of an external bookie stub.
+        fsync: The hosted stub's journal fsync policy.
+
+    Yields:
+        ``(metadata, bookie)`` for :func:`open_broker`; ``(None, None)`` for memory.
+
+    Raises:
+        RuntimeError: ``data_dir`` is used by another process.
+        MetadataStoreError, StorageError: An external service cannot be reached.
+    """
+    async with AsyncExitStack() as stack:
+        metadata: MetadataStore | None = None
+        bookie: BookieClient | None = None
+        if data_dir is not None:
+            server = await stack.enter_async_context(
+                open_stub_server(data_dir=data_dir, fsync=fsync)
+            )
+            client = await stack.enter_async_context(server.open_local_client())
+            metadata = await stack.enter_async_context(await RemoteMetadataStore.open(client))
+            bookie = client
+        if metadata_url is not None:
+            metadata = await stack.enter_async_context(open_remote_metadata_store(metadata_url))
+        if bookie_url is not None:
+            bookie = await stack.enter_async_context(open_stub_client(bookie_url))
+        yield metadata, bookie
+
+
+@asynccontextmanager
 async def open_broker(
     config: BrokerConfig | None = None,
     *,
@@ -247,6 +305,7 @@ async def open_broker(
     metadata: MetadataStore | None = None,
     listen: bool = True,
     admin: bool = True,
+    bookie: BookieClient | None = None,
 ) -> AsyncIterator[Broker]:
     """Start a broker; stop it (closing every connection) when the block exits.
 
@@ -258,6 +317,9 @@ async def open_broker(
         listen: Bind the binary protocol port; without it, only :meth:`Broker.start_session`
             serves connections (component tests over in-memory streams).
         admin: Serve the admin HTTP API (needs the asyncio backend: aiohttp).
+        bookie: Where entries live (the stub, see :func:`open_storage`); by default an
+            in-memory ledger store. With a bookie, ledger lists and cursors are persisted in
+            ``metadata`` and topics are recovered from them.
 
     Yields:
         The running broker.
@@ -294,19 +356,42 @@ async def open_broker(
         dynamic = DynamicConfig(config, store)
         await dynamic.load()  # overrides set through the admin API before this broker started
         # ownership is bound below, before the registry's watch first calls back.
-        namespaces = NamespaceRegistry(
-            on_change=lambda ns, policies: _record_bundles(ownership, ns, policies)
+        # Dispatch throttling (issue 5): one broker limiter, live policy and config changes.
+        trace_sink = (
+            DispatchTraceSink(
+                config.emubrokerDispatchTraceDir,
+                broker_id=f"{host}:{config.webServicePort}",
+                flush_every=config.emubrokerDispatchTraceFlushRecords,
+            )
+            if config.emubrokerDispatchTraceDir
+            else None
         )
+        throttling = DispatchThrottling(
+            throttling_config_from(dynamic.config),
+            clock=clock,
+            cluster=config.clusterName,
+            namespace_policies=lambda ns: namespaces.policies(ns),
+            trace=trace_sink,
+            store=store,
+        )
+        await throttling.load_topic_policies()
+
+        def namespace_changed(ns: NamespaceName, policies: Policies | None) -> None:
+            _record_bundles(ownership, ns, policies)
+            throttling.namespace_changed(ns, policies)
+
+        namespaces = NamespaceRegistry(on_change=namespace_changed)
         ledgers = LedgerStore()
         features = TopicFeatures(config, store)
         topics = await stack.enter_async_context(
             TopicService(
                 config=topic_settings(dynamic.config),
                 clock=clock,
-                ledgers=ledgers,
+                ledgers=ledgers if bookie is None else bookie,
                 namespaces=namespaces,
                 metadata=store,
                 features=features,
+                throttling=throttling,
             )
         )
         schema_registry = SchemaRegistry(store, clock)
@@ -328,8 +413,11 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
         )
         dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
+        dynamic.subscribe(lambda live: throttling.reconfigure(throttling_config_from(live)))
         tg = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(tg.cancel_scope.cancel)
+        if trace_sink is not None:
+            await tg.start(trace_sink.run)
         await tg.start(namespaces.watch, store)
         await tg.start(dynamic.watch)
         admin_context = _admin_context(

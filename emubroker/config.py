@@ -67,6 +67,13 @@ SchemaCompatibilityStrategy = Literal[
 
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 Positive = Annotated[int, msgspec.Meta(gt=0)]
+_Rate = Annotated[int, msgspec.Meta(ge=-1)]
+
+DispatchRateLimiterFactory = Literal[
+    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryClassic",
+    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket",
+]
+"""``dispatchRateLimiterFactoryClassName`` values (spec/pulsar-behaviour.md §1.5)."""
 
 
 class ConfigError(ValueError):
@@ -75,6 +82,13 @@ class ConfigError(ValueError):
 
 class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Broker settings under their ``broker.conf`` names (Pulsar's defaults unless noted).
+
+    The dispatch-throttling keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClass
+    Name``, ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) are those
+    of :class:`~emubroker.ratelimit.quotas.DispatchThrottlingConfig`, which documents them with
+    Pulsar's defaults (spec/pulsar-behaviour.md §7); the layer contract forbids ``config`` to
+    import ``ratelimit``, so they are declared again below and a test keeps both identical
+    (names, types, defaults). ``throttling_config_from(config)`` builds the throttling settings.
 
     Attributes:
         clusterName: The cluster this broker belongs to (``standalone.conf``'s value).
@@ -99,6 +113,12 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             say (``Policies.deduplicationEnabled`` wins when set).
         maxUnackedMessagesPerConsumer: Unacked messages a Shared consumer may hold (0: no limit).
         managedLedgerMaxEntriesPerLedger: Entries per ledger before a topic rolls over.
+        managedLedgerMaxSizePerLedgerMbytes: Bytes (MiB) per ledger before it rolls over.
+        managedLedgerMinLedgerRolloverTimeMinutes: No rollover of a younger ledger.
+        managedLedgerMaxLedgerRolloverTimeMinutes: Roll over a non-empty ledger this old.
+        managedLedgerCacheSizeMB: The broker's entry cache (bookie mode; the in-memory store
+            needs none).
+        managedLedgerDefaultMarkDeleteRateLimit: Cursor persistence rounds per second.
         delayedDeliveryEnabled: Honour ``deliver_at_time`` on Shared/Key_Shared subscriptions.
         subscriptionKeySharedConsistentHashingReplicaPoints: Key_Shared hash-ring points per
             consumer.
@@ -112,6 +132,10 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             topic that has one.
         topicCompactionRetainNullKey: Compaction keeps messages without a key (Pulsar's default
             drops them).
+        emubrokerDispatchTraceDir: Ours, not Pulsar's: a directory where the broker writes the
+            dispatch trace (one Parquet row per dispatch, docs/dispatch-trace.md); empty = off.
+        emubrokerDispatchTraceFlushRecords: Ours: trace rows buffered per Parquet row group
+            (written off the event loop, in a worker thread).
     """
 
     clusterName: str = "standalone"
@@ -126,17 +150,41 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     allowAutoTopicCreationType: Literal["non-partitioned", "partitioned"] = "non-partitioned"
     defaultNumPartitions: Positive = 1
     defaultNumberOfNamespaceBundles: Annotated[int, msgspec.Meta(ge=1, le=0xFFFFFFFF)] = 4
-    dispatcherMaxReadBatchSize: Positive = 100
     keepAliveIntervalSeconds: Positive = 30
     brokerDeduplicationEnabled: bool = False
     maxUnackedMessagesPerConsumer: Annotated[int, msgspec.Meta(ge=0)] = 50_000
     managedLedgerMaxEntriesPerLedger: Positive = 50_000
+    managedLedgerMaxSizePerLedgerMbytes: Positive = 2048
+    managedLedgerMinLedgerRolloverTimeMinutes: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    managedLedgerMaxLedgerRolloverTimeMinutes: Annotated[float, msgspec.Meta(gt=0)] = 240.0
+    managedLedgerCacheSizeMB: Positive = 256
+    managedLedgerDefaultMarkDeleteRateLimit: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     delayedDeliveryEnabled: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: Positive = 100
     schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "ALWAYS_COMPATIBLE"
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
     topicCompactionRetainNullKey: bool = False
+    # Dispatch throttling: exactly DispatchThrottlingConfig's keys (test_config checks).
+    dispatchRateLimiterFactoryClassName: DispatchRateLimiterFactory = (
+        "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket"
+    )
+    dispatchThrottlingRateInMsg: _Rate = 0
+    dispatchThrottlingRateInByte: _Rate = 0
+    dispatchThrottlingRatePerTopicInMsg: _Rate = 0
+    dispatchThrottlingRatePerTopicInByte: _Rate = 0
+    dispatchThrottlingRatePerSubscriptionInMsg: _Rate = 0
+    dispatchThrottlingRatePerSubscriptionInByte: _Rate = 0
+    dispatchThrottlingRateRelativeToPublishRate: bool = False
+    dispatchThrottlingOnBatchMessageEnabled: bool = False
+    dispatchThrottlingOnNonBacklogConsumerEnabled: bool = True
+    dispatchThrottlingForFilteredEntriesEnabled: bool = False
+    preciseDispatcherFlowControl: bool = False
+    dispatcherMaxReadBatchSize: Positive = 100
+    dispatcherMinReadBatchSize: Positive = 1
+    dispatcherMaxReadSizeBytes: Positive = 5 * 1024 * 1024
+    emubrokerDispatchTraceDir: str = ""
+    emubrokerDispatchTraceFlushRecords: Positive = 65_536
 
     def advertised_host(self) -> str:
         """The host clients are told to connect to (spec §5.2: never one they cannot reach)."""

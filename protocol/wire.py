@@ -185,6 +185,12 @@ def parse_send(buf: bytes, start: int, end: int) -> c.Send | None:
     ):
         # What the official client writes for an unbatched message: a one-byte size, then a
         # small producer_id and the sequence_id, nothing else.
+        size = end - start - 7
+        b0 = buf[start + 7]
+        if size == 1 and b0 < 0x80:
+            return c.Send(producer_id=buf[start + 5], sequence_id=b0)
+        if size == 2 and b0 >= 0x80 and (b1 := buf[start + 8]) < 0x80:
+            return c.Send(producer_id=buf[start + 5], sequence_id=(b0 & 0x7F) | b1 << 7)
         try:
             sequence_id, pos = read_varint(buf, start + 7, end)
         except OffTheFastLane:
@@ -269,11 +275,16 @@ def _parse_message_id(buf: bytes, pos: int, end: int) -> c.MessageIdData | None:
             return None  # packed ack_set, first_chunk_message_id, unknown fields
     if ledger_id < 0 or entry_id < 0:
         return None
+    # uint64 on the wire, signed in records (spec §1.3), inline: this runs once per acked id.
+    if ledger_id >= _I64_LIMIT:
+        ledger_id -= 1 << 64
+    if entry_id >= _I64_LIMIT:
+        entry_id -= 1 << 64
     if partition == -1 and batch_index == -1 and batch_size is None and not ack_set:
-        return c.MessageIdData(ledger_id=_signed64(ledger_id), entry_id=_signed64(entry_id))
+        return c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id)
     return c.MessageIdData(
-        ledger_id=_signed64(ledger_id),
-        entry_id=_signed64(entry_id),
+        ledger_id=ledger_id,
+        entry_id=entry_id,
         partition=partition,
         batch_index=batch_index,
         ack_set=tuple(ack_set),

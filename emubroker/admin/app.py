@@ -22,6 +22,7 @@ from aiohttp import web
 from emubroker.admin import (
     routes_brokers,
     routes_clusters,
+    routes_dispatch_rate,
     routes_lookup,
     routes_namespaces,
     routes_schemas,
@@ -64,6 +65,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
     routes_topics.add_routes(app)
+    routes_dispatch_rate.add_routes(app)
     routes_subscriptions.add_routes(app)
     routes_schemas.add_routes(app)
     routes_lookup.add_routes(app)

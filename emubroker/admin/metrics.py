@@ -11,7 +11,9 @@ a Pulsar broker exports with ``exposeTopicLevelMetricsInPrometheus=true`` (its d
   ``pulsar_out_bytes_total``;
 * subscription level (plus ``subscription``): ``pulsar_subscription_back_log``,
   ``pulsar_subscription_msg_rate_out``, ``pulsar_subscription_msg_throughput_out``,
-  ``pulsar_subscription_unacked_messages``, ``pulsar_subscription_consumers_count``.
+  ``pulsar_subscription_unacked_messages``, ``pulsar_subscription_consumers_count``,
+  ``pulsar_subscription_dispatch_throttled_msg_events`` and ``..._bytes_events`` (counters with a
+  ``reason`` label, ``broker``/``topic``/``subscription``: reads the level's limiter cut).
 
 Pulsar computes rates from counter deltas over its stats interval. :class:`RateTracker` takes the
 delta between two samples at least ``min_interval`` apart, reusing the last rates for samples that
@@ -195,8 +197,48 @@ def render_metrics(stats: ServiceStats, *, cluster: str, rates: RateTracker | No
                 for topic, sub, labels in subs
             ),
         )
+    throttled = [(topic, sub) for topic, sub, _ in subs if sub.throttle is not None]
+    for name, fields in _THROTTLE_EVENTS:
+        family(
+            name,
+            "counter",
+            (
+                (
+                    _labels(
+                        cluster=cluster,
+                        namespace=topic.namespace,
+                        topic=topic.name,
+                        subscription=sub.name,
+                        reason=reason,
+                    ),
+                    getattr(sub.throttle, field),
+                )
+                for topic, sub in throttled
+                for reason, field in fields
+            ),
+        )
     lines.append("")
     return "\n".join(lines)
+
+
+_THROTTLE_EVENTS: Final = (
+    (
+        "pulsar_subscription_dispatch_throttled_msg_events",
+        (
+            ("broker", "dispatchThrottledMsgEventsByBrokerLimit"),
+            ("topic", "dispatchThrottledMsgEventsByTopicLimit"),
+            ("subscription", "dispatchThrottledMsgEventsBySubscriptionLimit"),
+        ),
+    ),
+    (
+        "pulsar_subscription_dispatch_throttled_bytes_events",
+        (
+            ("broker", "dispatchThrottledBytesEventsByBrokerLimit"),
+            ("topic", "dispatchThrottledBytesEventsByTopicLimit"),
+            ("subscription", "dispatchThrottledBytesEventsBySubscriptionLimit"),
+        ),
+    ),
+)
 
 
 class MetricsCollector:

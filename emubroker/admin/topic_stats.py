@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
+from emubroker.ratelimit.readsize import ThrottleStats
 from emubroker.topics import NonPersistentTopic, Topic
 from protocol.commands import AccessMode
 from storage_stub.ledger import StorageError
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from storage_stub.ledger import LedgerStore
 
 __all__ = ["TopicStatsView", "merge_partitions"]
+
+_NO_THROTTLE: Final = ThrottleStats(0, 0, 0, 0, 0, 0)
 
 _ACCESS_MODES: Final = {
     AccessMode.SHARED: "Shared",
@@ -55,6 +60,7 @@ _SUB_SUMMED: Final = (
     "msgBacklog",
     "msgBacklogNoDelayed",
     "unackedMessages",
+    *ThrottleStats.__struct_fields__,
 )
 
 
@@ -197,6 +203,8 @@ class TopicStatsView:
             "subscriptionProperties": {},
             "durable": sub.durable,
             "replicated": False,
+            # Pulsar's SubscriptionStats throttle-event counters (0 when never throttled).
+            **msgspec.structs.asdict(sub.throttle or _NO_THROTTLE),
         }
 
     @staticmethod
@@ -348,7 +356,7 @@ def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
                 merged["subscriptions"][name] = {**sub, "consumers": list(sub["consumers"])}
                 continue
             for key in _SUB_SUMMED:
-                into[key] += sub[key]
+                into[key] = into.get(key, 0) + sub.get(key, 0)
             into["consumers"].extend(sub["consumers"])
     if merged["msgRateIn"]:
         merged["averageMsgSize"] = merged["msgThroughputIn"] / merged["msgRateIn"]

@@ -169,9 +169,9 @@ class CompactionService:
         ledger = topic.ledger
         count = ledger.count
         compactor = Compactor(retain_null_key=self._retain_null)
-        index = 0
+        index = ledger.first_index  # trimmed ledgers are gone (every cursor was past them)
         while index < count:
-            _, _, sections = ledger.read(index, min(count, index + READ_RANGE) - 1)
+            _, _, sections = await ledger.read_entries(index, min(count, index + READ_RANGE) - 1)
             compactor.feed(enumerate(sections, start=index))
             index += len(sections)
             await anyio.lowlevel.checkpoint()

@@ -56,7 +56,7 @@ class Cursor:
         durable: Whether the subscription survives its consumers and topic unloads.
     """
 
-    __slots__ = ("acked", "durable", "mark_delete", "partial", "redelivery_counts")
+    __slots__ = ("acked", "dirty", "durable", "mark_delete", "partial", "redelivery_counts")
 
     def __init__(self, mark_delete: int = -1, *, durable: bool = True) -> None:
         self.mark_delete = mark_delete
@@ -64,6 +64,9 @@ class Cursor:
         self.acked: set[int] = set()
         self.partial: dict[int, int] = {}
         self.redelivery_counts: dict[int, int] = {}
+        # Set by every change of the acknowledgement state; the topic service's flusher
+        # persists dirty durable cursors in batches and clears it (``cursor_flush``).
+        self.dirty = False
 
     def is_acked(self, index: int) -> bool:
         """Whether an index is fully acknowledged."""
@@ -77,6 +80,7 @@ class Cursor:
         """
         if index <= self.mark_delete or index in self.acked:
             return False
+        self.dirty = True
         if self.partial:
             self.partial.pop(index, None)
         if self.redelivery_counts:
@@ -117,6 +121,8 @@ class Cursor:
                 acked.add(index)
             append(index)
         self.mark_delete = mark_delete
+        if newly:
+            self.dirty = True
         return newly
 
     def ack_batch(self, index: int, unacked_mask: int, size: int) -> bool:
@@ -135,6 +141,7 @@ class Cursor:
         remaining = self.partial.get(index, (1 << size) - 1) & unacked_mask
         if remaining:
             self.partial[index] = remaining
+            self.dirty = True
             return False
         return self.ack(index)
 
@@ -147,6 +154,7 @@ class Cursor:
         if index <= self.mark_delete:
             return False
         self.mark_delete = index
+        self.dirty = True
         if self.acked:
             self.acked = {i for i in self.acked if i > index}
         if self.partial:
@@ -163,6 +171,7 @@ class Cursor:
     def reset(self, index: int) -> None:
         """Seek: the next entry to deliver becomes ``index``; every other ack is forgotten."""
         self.mark_delete = index - 1
+        self.dirty = True
         self.acked.clear()
         self.partial.clear()
         self.redelivery_counts.clear()
@@ -180,6 +189,31 @@ class Cursor:
             return 0
         # Only stored entries can be acknowledged, so every index in ``acked`` is below count.
         return count - self.mark_delete - 1 - len(self.acked)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """The individually acknowledged indexes as sorted ``(first, last)`` inclusive ranges."""
+        out: list[tuple[int, int]] = []
+        for index in sorted(self.acked):
+            if out and out[-1][1] == index - 1:
+                out[-1] = (out[-1][0], index)
+            else:
+                out.append((index, index))
+        return out
+
+    @classmethod
+    def restore(
+        cls,
+        mark_delete: int,
+        ranges: Iterable[tuple[int, int]],
+        partial: Iterable[tuple[int, int]],
+    ) -> Cursor:
+        """A durable cursor rebuilt from its persisted state (``ml_meta.CursorInfo``)."""
+        cursor = cls(mark_delete)
+        for first, last in ranges:
+            cursor.acked.update(range(max(first, mark_delete + 1), last + 1))
+        cursor.partial = {i: m for i, m in partial if i > mark_delete and i not in cursor.acked}
+        cursor._advance()
+        return cursor
 
     def _advance(self) -> None:
         acked = self.acked

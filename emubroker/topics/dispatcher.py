@@ -27,8 +27,12 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from emubroker.ratelimit.readsize import multiple_consumers_permits
 from emubroker.topics.cursor import words_from_mask
+from emubroker.topics.managed_ledger import CacheMiss
 from emubroker.topics.selection import SINGLE_ACTIVE, ConsumerSet
+from emubroker.topics.throttling import CURSOR_BACKLOGGED_THRESHOLD
+from storage_stub.ledger import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.stats import TopicCounters
+    from emubroker.topics.throttling import SubscriptionThrottle
     from protocol.clock import Clock
     from protocol.commands import KeySharedMeta, KeySharedMode, SubType
 
@@ -90,7 +95,13 @@ class Dispatcher:
         # This subscription's own share of the topic's out counters (admin stats, metrics).
         self.msg_out = 0
         self.bytes_out = 0
+        self.entries_out = 0
         self.read_position = read_position
+        # Dispatch throttling (``throttling``; set by the topic): None or inactive = the plain
+        # path below, untouched. While throttled, reads resume at ``_throttled_until``.
+        self.throttle: SubscriptionThrottle | None = None
+        self._throttled_until: float | None = None
+        self._rearm = False  # a publish-time round set a backoff the task must sleep until
         self._members: ConsumerSet[Consumer] = ConsumerSet(
             partition=partition,
             max_unacked=settings.max_unacked_messages_per_consumer,
@@ -258,6 +269,11 @@ class Dispatcher:
         """
         if self._closed:
             return
+        until = self._throttled_until
+        if until is not None and self._clock.now() < until:
+            # Throttled: Pulsar has no read outstanding, so new entries wake nobody; the read
+            # is retried when the backoff ends (or on a FLOW).
+            return
         delayed = self._delayed
         first_due = delayed[0][0] if delayed else None
         try:
@@ -265,6 +281,11 @@ class Dispatcher:
         except Exception:
             # As in run(): a bug in one subscription must not fail the publish.
             logger.exception("dispatch round failed; consumers: %s", self.consumers)
+        if self._throttled_until is not None and self._throttled_until != until:
+            # The round was throttled: the task must sleep until the backoff ends, not until
+            # the next event (it may be waiting for none at all).
+            self._rearm = True
+            self._wake.set()
         if delayed and (first_due is None or delayed[0][0] < first_due):
             # The round parked a delayed entry due before any the task sleeps for: wake it so
             # it sleeps until that one instead (it may be waiting for no deadline at all).
@@ -288,18 +309,38 @@ class Dispatcher:
             while not self._closed:
                 await self._wait()
                 self._wake = anyio.Event()
+                if self._rearm:
+                    self._rearm = False
+                    until = self._throttled_until
+                    if until is not None and self._clock.now() < until:
+                        continue  # only woken to sleep until the throttling backoff ends
                 try:
                     self.dispatch()
+                except CacheMiss as miss:
+                    # Bookie mode: evicted entries come back from the stub (``managed_ledger``).
+                    await self._load(miss)
                 except Exception:
                     # A bug in one subscription must not take the broker's task group down.
                     logger.exception("dispatch round failed; consumers: %s", self.consumers)
 
+    async def _load(self, miss: CacheMiss) -> None:
+        try:
+            await self._ledger.load(miss.first, miss.last)
+        except StorageError as exc:
+            # The stub is away: consumers wait; retry after a pause (never skip entries).
+            logger.warning("reading entries %s..%s failed: %s", miss.first, miss.last, exc)
+            await self._clock.sleep(1.0)
+        self._wake.set()
+
     async def _wait(self) -> None:
-        if not self._delayed or not self.consumers:
+        deadline = self._throttled_until
+        if self._delayed and self.consumers:
+            wait_ms = self._delayed[0][0] - self._clock.wall_ns() // 1_000_000
+            due = self._clock.now() + max(wait_ms, 0) / 1000
+            deadline = due if deadline is None else min(deadline, due)
+        if deadline is None:
             await self._wake.wait()
             return
-        wait_ms = self._delayed[0][0] - self._clock.wall_ns() // 1_000_000
-        deadline = self._clock.now() + max(wait_ms, 0) / 1000
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._sleep_then_cancel, deadline, tg.cancel_scope)
             await self._wake.wait()
@@ -319,14 +360,95 @@ class Dispatcher:
             now_ms = self._clock.wall_ns() // 1_000_000
             while self._delayed and self._delayed[0][0] <= now_ms:
                 self._push_replay(heapq.heappop(self._delayed)[1])
+        throttle = self.throttle
+        if throttle is not None and throttle.active:
+            self._dispatch_throttled(throttle)
+            return
+        self._throttled_until = None
         if self._replay and (self._replay_dirty or self._members.selector is None):
             self._replay_dirty = False
             if not self._dispatch_replay():
                 return
         self._dispatch_new()
 
-    def _dispatch_replay(self) -> bool:
-        """Deliver parked entries in order; True if new entries may be read afterwards."""
+    def _permits(self) -> int:
+        # Spec §1.2 step 1 (connections are always writable here).
+        members = self._members
+        if members.sub_type in SINGLE_ACTIVE:
+            active = members.active
+            return 0 if active is None else active.permits
+        total = first = 0
+        for consumer in members.consumers:
+            if consumer.permits > 0:
+                total += consumer.permits
+                first = first or consumer.permits
+        return multiple_consumers_permits(total, first)
+
+    def _dispatch_throttled(self, throttle: SubscriptionThrottle) -> None:
+        """A round under dispatch throttling: plan -> read -> send -> charge, per read (§1.2/3).
+
+        Every read is sized by ``throttle.plan`` (consulting broker -> topic -> subscription);
+        an exhausted level stops the round until the 1000 ms backoff ends. Entries of a read all
+        go out even when their messages exceed the message tokens (a batch counts as one entry
+        in the plan, as in Pulsar): that over-delivery is carried into later periods.
+        """
+        clock = self._clock
+        ledger = self._ledger
+        members = self._members
+        self._throttled_until = None
+        for _ in range(MAX_READS_PER_ROUND):
+            end = ledger.count
+            replay = bool(self._replay) and (self._replay_dirty or members.selector is None)
+            if not replay and self.read_position >= end:
+                return
+            now = clock.now()
+            active = end - self.read_position <= CURSOR_BACKLOGGED_THRESHOLD
+            count = ledger.count
+            plan = throttle.plan(
+                self._permits(),
+                now,
+                cursor_active=active,
+                avg_entry_size=self._counters.bytes_in / count if count else 0.0,
+            )
+            if plan.backoff_until is not None:
+                self._throttled_until = plan.backoff_until
+                throttle.throttled(plan, now, cursor_active=active)
+                return
+            if plan.max_entries == 0:
+                return  # no permits: the next FLOW wakes us
+            entries, messages, size = self.entries_out, self.msg_out, self.bytes_out
+            position = self.read_position
+            if replay:
+                self._replay_dirty = False
+                more = self._dispatch_replay(plan.max_entries)
+            else:
+                self._dispatch_new(plan.max_entries)
+                more = True
+            entries = self.entries_out - entries
+            if entries == 0:
+                if replay or self.read_position == position:
+                    return
+                continue  # the read held only acked or delayed entries: read on
+            single = members.active if members.sub_type in SINGLE_ACTIVE else None
+            throttle.sent(
+                entries,
+                self.msg_out - messages,
+                self.bytes_out - size,
+                now,
+                cursor_active=active,
+                replay=replay,
+                consumer="" if single is None else single.name,
+                consumer_id=-1 if single is None else single.consumer_id,
+            )
+            if not more and entries < plan.max_entries:
+                return
+        self._wake.set()  # more to do: continue in the next round, after a yield
+
+    def _dispatch_replay(self, limit: int = 0) -> bool:
+        """Deliver parked entries in order; True if new entries may be read afterwards.
+
+        With ``limit`` (throttled rounds), at most that many entries are sent.
+        """
         replay = self._replay
         cursor = self._cursor
         infos = self._ledger.infos
@@ -348,21 +470,26 @@ class Dispatcher:
                     parked.append(heapq.heappop(replay))  # its consumer is blocked, others not
                     continue
                 break
+            ledger_id, entry_id, sections = self._ledger.read(index, index)  # may miss: keep it
             heapq.heappop(replay)
             self._replay_set.discard(index)
-            ledger_id, entry_id, sections = self._ledger.read(index, index)
             self._send(consumer, index, ledger_id, entry_id, info, sections[0])
             capacity = None
+            if limit:
+                limit -= 1
+                if not limit:
+                    break
         for index in parked:
             heapq.heappush(replay, index)
         return key_shared or not replay
 
-    def _dispatch_new(self) -> None:
+    def _dispatch_new(self, limit: int = 0) -> None:
+        """Read and deliver new entries; with ``limit`` (throttled rounds), one read that big."""
         ledger = self._ledger
         cursor = self._cursor
         infos = ledger.infos
         end = ledger.count
-        batch = max(1, self._settings.dispatcher_max_read_batch_size)
+        batch = limit or max(1, self._settings.dispatcher_max_read_batch_size)
         members = self._members
         key_shared = members.selector is not None
         single_active = members.sub_type in SINGLE_ACTIVE
@@ -409,6 +536,8 @@ class Dispatcher:
                 self._send(consumer, index, ledger_id, first_entry + offset, info, section)
                 capacity = None
             self.read_position = first + len(sections)
+            if limit:
+                return
 
     def _send(
         self,
@@ -446,3 +575,4 @@ class Dispatcher:
         counters.bytes_out += len(section)
         self.msg_out += charged
         self.bytes_out += len(section)
+        self.entries_out += 1

@@ -1,54 +1,298 @@
-"""A persistent topic's entries over the ledger store: Pulsar's managed ledger, reduced.
+"""A persistent topic's entries over a bookie: Pulsar's managed ledger, reduced.
 
 Entries are addressed internally by a dense *index* 0, 1, 2, … in append order; on the wire they
 are ``(ledger_id, entry_id)`` (spec/wire-protocol.md §10). A topic writes to one ledger until it
-holds ``managedLedgerMaxEntriesPerLedger`` entries, then rolls over to a fresh one, so ids stay
-strictly increasing (ledger ids only grow) and stable: receipt id = delivery id = last-message id.
-The first ledger's entry ids are 0, 1, 2, … as the client tests expect (§7.6).
+is full (Pulsar's ``currentLedgerIsFull``: ``managedLedgerMaxEntriesPerLedger`` entries or
+``managedLedgerMaxSizePerLedgerMbytes``, or older than
+``managedLedgerMaxLedgerRolloverTimeMinutes``; never before
+``managedLedgerMinLedgerRolloverTimeMinutes``), then rolls over to a fresh one, so ids only grow
+and stay stable: receipt id = delivery id = last-message id (§7.6).
 
-The store keeps each entry's payload section (``framing.payload_section``: optional checksum
-section plus the entry bytes exactly as sent), so a MESSAGE is the command plus those bytes.
+Two modes, one class:
+
+* **Memory** (a :class:`~emubroker.storage.NowaitBookie`, the default embedded broker): adds and
+  reads answer at once, nothing is persisted in the metadata store, no entry cache (the store is
+  memory already). The publish hot path costs no task switch.
+* **Bookie** (the stub, in-process or over TCP): the ledger list lives in the metadata store at
+  Pulsar's path (``ml_meta``); adds are awaited (a SEND_RECEIPT goes out only once the stub holds
+  the entry, DESIGN.md decision 8) with up to :data:`ADDS_IN_FLIGHT` pipelined, in order; reads
+  come from a bounded entry cache or, on a miss, from the stub in ranges (``read`` raises
+  :class:`CacheMiss`; ``await load(...)`` fills it). Opening fences the last ledger and recovers
+  its end before anything is served (a new owner must not lose or fork entries).
+
+A failed add leaves the ledger *tainted*: adds after the failed one may have landed with shifted
+ids, so only the prefix before the failure is committed and the next add rolls over to a fresh
+ledger (as Pulsar closes a ledger after a write error). The producer re-sends what failed.
 The :class:`EntryInfo` of every entry stays in memory, aligned with the index.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 from typing import TYPE_CHECKING
 
+import anyio
+import msgspec
+
+from emubroker.storage import NowaitBookie
+from emubroker.topics.entry import EntryInfo, entry_info_from_entry
+from emubroker.topics.ml_meta import (
+    LedgerRecord,
+    ManagedLedgerInfo,
+    decode_ledger_info,
+    encode_info,
+)
+from storage_stub.errors import ReadTooLargeError
 from storage_stub.ledger import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from emubroker.topics.entry import EntryInfo
-    from storage_stub.ledger import LedgerStore
+    from emubroker.metadata.store import MetadataStore
+    from emubroker.storage import BookieClient
+    from protocol.clock import Clock
 
-__all__ = ["ManagedLedger"]
+__all__ = [
+    "ADDS_IN_FLIGHT",
+    "READ_RANGE",
+    "CacheBudget",
+    "CacheMiss",
+    "LedgerPolicy",
+    "ManagedLedger",
+]
+
+logger = logging.getLogger(__name__)
+
+ADDS_IN_FLIGHT = 32
+"""Adds pipelined to the stub per managed ledger: enough to hide a round trip, bounded so one
+producer's burst cannot flood the stub's connection."""
+
+READ_RANGE = 256
+"""Entries per stub read on a cache miss (halved when the stub says the reply is too big)."""
+
+_MAGIC_CHECKSUM = b"\x0e\x01"
+_PLACEHOLDER = EntryInfo(1, False, 0, None, None, "", -1, 0)  # trimmed entries: never read
+
+
+class CacheMiss(anyio.WouldBlock):
+    """Entries ``first..last`` are not in the cache; ``await ledger.load(first, last)``."""
+
+    def __init__(self, first: int, last: int) -> None:
+        super().__init__(first, last)
+        self.first = first
+        self.last = last
+
+
+class LedgerPolicy(msgspec.Struct, frozen=True):
+    """Rollover and caching rules (Pulsar's ``managedLedger*`` keys, in base units).
+
+    Attributes:
+        max_entries: ``managedLedgerMaxEntriesPerLedger``.
+        max_size: ``managedLedgerMaxSizePerLedgerMbytes`` in bytes.
+        min_rollover: ``managedLedgerMinLedgerRolloverTimeMinutes`` in seconds.
+        max_rollover: ``managedLedgerMaxLedgerRolloverTimeMinutes`` in seconds.
+    """
+
+    max_entries: int = 50_000
+    max_size: int = 2048 * 1024 * 1024
+    min_rollover: float = 0.0
+    max_rollover: float = 240 * 60.0
+
+
+class CacheBudget:
+    """The broker-wide entry cache size (``managedLedgerCacheSizeMB``), shared by all topics.
+
+    Args:
+        limit: Bytes of cached entries allowed over all managed ledgers.
+    """
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
 
 
 class ManagedLedger:
-    """The entries of one persistent topic.
+    """The entries of one persistent topic (see the module docstring).
 
-    Args:
-        store: Where entries live.
-        max_entries_per_ledger: Roll over to a new ledger after this many entries.
+    Build one with :meth:`create` (memory mode, synchronous) or :meth:`open` (either mode).
     """
 
-    __slots__ = ("_ledger_ids", "_max_entries", "_starts", "_store", "infos")
+    __slots__ = (
+        "_bookie",
+        "_budget",
+        "_cached_bytes",
+        "_clock",
+        "_created",
+        "_evicted_below",
+        "_first_live",
+        "_ledger_ids",
+        "_loaded",
+        "_lock",
+        "_metadata",
+        "_nowait",
+        "_path",
+        "_policy",
+        "_sections",
+        "_sizes",
+        "_starts",
+        "_tainted",
+        "infos",
+    )
 
-    def __init__(self, store: LedgerStore, *, max_entries_per_ledger: int = 50_000) -> None:
-        self._store = store
-        self._max_entries = max(1, max_entries_per_ledger)
+    def __init__(
+        self,
+        bookie: BookieClient,
+        *,
+        policy: LedgerPolicy,
+        clock: Clock | None,
+        metadata: MetadataStore | None,
+        path: str | None,
+        budget: CacheBudget | None,
+    ) -> None:
+        self._bookie = bookie
+        self._nowait = bookie if isinstance(bookie, NowaitBookie) else None
+        self._policy = policy
+        self._clock = clock
+        self._metadata = metadata
+        self._path = path
+        self._budget = budget if budget is not None else CacheBudget(256 * 1024 * 1024)
         # Segment k covers indexes _starts[k] .. _starts[k+1]-1 and lives in ledger _ledger_ids[k].
-        self._starts: list[int] = [0]
-        self._ledger_ids: list[int] = [store.create_ledger()]
+        self._starts: list[int] = []
+        self._ledger_ids: list[int] = []
+        self._sizes: list[int] = []
+        self._created: list[float] = []
+        self._first_live = 0  # segments before it were trimmed (deleted from the bookie)
+        self._tainted = False
+        self._lock = anyio.Lock()
+        self._sections: list[bytes | None] = []  # the cache, aligned with the index
+        self._evicted_below = 0
+        self._cached_bytes = 0
+        self._loaded: dict[int, bytes] = {}  # misses read back from the bookie
         self.infos: list[EntryInfo] = []
+
+    # ---- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, bookie: NowaitBookie, *, policy: LedgerPolicy | None = None, ledger_id: int
+    ) -> ManagedLedger:
+        """A new memory-mode managed ledger writing to ``ledger_id`` (already created)."""
+        ml = cls(
+            bookie,  # type: ignore[arg-type]  # a NowaitBookie is used through its sync twins only
+            policy=policy or LedgerPolicy(),
+            clock=None,
+            metadata=None,
+            path=None,
+            budget=None,
+        )
+        ml._add_segment(ledger_id, 0)
+        return ml
+
+    @classmethod
+    async def open(
+        cls,
+        bookie: BookieClient,
+        *,
+        policy: LedgerPolicy,
+        clock: Clock | None = None,
+        metadata: MetadataStore | None = None,
+        path: str | None = None,
+        budget: CacheBudget | None = None,
+        create: bool = True,
+    ) -> ManagedLedger | None:
+        """Open a topic's managed ledger, recovering it from the metadata store if stored.
+
+        A stored one has its last ledger fenced (a writer from an earlier owner can add nothing
+        more) and its end recovered; its entries are read back to rebuild the entry infos, and
+        writing continues in a fresh ledger.
+
+        Args:
+            bookie: Where entries live.
+            policy: Rollover rules.
+            clock: Time for rollover by age; None: never by age.
+            metadata: Where the ledger list is kept; None: memory mode, nothing persisted.
+            path: The ledger list's node (``ml_meta.managed_ledger_path``).
+            budget: The shared cache size.
+            create: Whether a missing managed ledger may be created.
+
+        Returns:
+            The managed ledger, or None when it does not exist and ``create`` is false.
+
+        Raises:
+            StorageError: The bookie failed.
+            MetadataStoreError: The metadata store failed.
+        """
+        ml = cls(bookie, policy=policy, clock=clock, metadata=metadata, path=path, budget=budget)
+        stored = None
+        if metadata is not None and path is not None:
+            value = await metadata.get(path)
+            if value is not None:
+                stored = decode_ledger_info(value.value)
+        if stored is None:
+            if not create:
+                return None
+            ml._add_segment(await bookie.create_ledger(), 0)
+            await ml._persist()
+            return ml
+        await ml._recover(stored)
+        return ml
+
+    async def _recover(self, stored: ManagedLedgerInfo) -> None:
+        records = stored.ledgers
+        base = records[0].first_index if records else 0
+        self.infos = [_PLACEHOLDER] * base
+        self._sections = [None] * base
+        self._evicted_below = base
+        for i, record in enumerate(records):
+            entries = record.entries
+            if i == len(records) - 1 and entries < 0:
+                # The open ledger: fence it, then its last-add-confirmed is its end for good.
+                entries = await self._bookie.fence(record.ledger_id) + 1
+            self._add_segment(record.ledger_id, len(self.infos))
+            self._sizes[-1] = record.size
+            infos: list[EntryInfo] = []
+            for section in await self._read_range(record.ledger_id, 0, entries - 1):
+                if section[:2] == _MAGIC_CHECKSUM:
+                    section = section[6:]
+                infos.append(entry_info_from_entry(section))
+            self.infos += infos
+            self._sections += [None] * len(infos)
+            self._evicted_below = len(self.infos)
+        if not self._starts:
+            self._add_segment(await self._bookie.create_ledger(), base)
+        else:
+            await self._rollover()
+        logger.info("recovered managed ledger %s: %s entries", self._path, len(self.infos))
+
+    async def _read_range(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+        out: list[bytes] = []
+        step = READ_RANGE
+        while first <= last:
+            stop = min(last, first + step - 1)
+            try:
+                out += await self._bookie.read(ledger_id, first, stop)
+            except ReadTooLargeError:
+                if step == 1:
+                    raise
+                step = max(1, step // 2)
+                continue
+            first = stop + 1
+        return out
+
+    # ---- positions ----------------------------------------------------------------------------
 
     @property
     def count(self) -> int:
         """Number of entries appended so far (the next entry's index)."""
         return len(self.infos)
+
+    @property
+    def first_index(self) -> int:
+        """The first entry still stored (entries before it were trimmed)."""
+        return self._starts[self._first_live]
 
     @property
     def current_ledger_id(self) -> int:
@@ -57,62 +301,13 @@ class ManagedLedger:
 
     @property
     def ledger_ids(self) -> tuple[int, ...]:
-        """Every ledger of the topic, oldest first."""
-        return tuple(self._ledger_ids)
+        """Every live ledger of the topic, oldest first."""
+        return tuple(self._ledger_ids[self._first_live :])
 
-    def append(self, section: bytes, info: EntryInfo) -> tuple[int, int]:
-        """Store one entry.
-
-        Returns:
-            Its ``(ledger_id, entry_id)``.
-
-        Raises:
-            StorageError: The store refused the write.
-        """
-        index = len(self.infos)
-        if index - self._starts[-1] >= self._max_entries:
-            self._store.close(self._ledger_ids[-1])
-            self._ledger_ids.append(self._store.create_ledger())
-            self._starts.append(index)
-        ledger_id = self._ledger_ids[-1]
-        entry_id = self._store.add_entry(ledger_id, section)
-        self.infos.append(info)
-        return ledger_id, entry_id
-
-    def append_many(
-        self, sections: Sequence[bytes], infos: Sequence[EntryInfo]
-    ) -> list[tuple[int, int]]:
-        """Store entries in order, one store call per ledger they fall into.
-
-        Returns:
-            The ``(ledger_id, entry_id)`` of each entry stored. Fewer than given when the store
-            refused a write after some were stored; the caller retries the rest.
-
-        Raises:
-            StorageError: The store refused the first write (nothing was stored).
-        """
-        positions: list[tuple[int, int]] = []
-        done = 0
-        while done < len(sections):
-            index = len(self.infos)
-            room = self._max_entries - (index - self._starts[-1])
-            try:
-                if room <= 0:
-                    self._store.close(self._ledger_ids[-1])
-                    self._ledger_ids.append(self._store.create_ledger())
-                    self._starts.append(index)
-                    room = self._max_entries
-                ledger_id = self._ledger_ids[-1]
-                stop = min(len(sections), done + room)
-                first = self._store.add_entries(ledger_id, sections[done:stop])
-            except StorageError:
-                if not positions:
-                    raise
-                return positions
-            self.infos += infos[done:stop]
-            positions += [(ledger_id, entry_id) for entry_id in range(first, first + stop - done)]
-            done = stop
-        return positions
+    @property
+    def nowait(self) -> bool:
+        """Whether adds and reads answer at once (memory mode)."""
+        return self._nowait is not None
 
     def position(self, index: int) -> tuple[int, int]:
         """The ``(ledger_id, entry_id)`` of an index; ``-1`` gives (first ledger, -1)."""
@@ -162,8 +357,226 @@ class ManagedLedger:
         end = self._starts[k + 1] if k + 1 < len(self._starts) else len(self.infos)
         return min(self._starts[k] + max(entry_id, 0), end)
 
+    # ---- appending ----------------------------------------------------------------------------
+
+    def append_many_nowait(
+        self, sections: Sequence[bytes], infos: Sequence[EntryInfo]
+    ) -> list[tuple[int, int]]:
+        """Store entries in order, one store call per ledger (memory mode only).
+
+        Returns:
+            The ``(ledger_id, entry_id)`` of each entry stored. Fewer than given when the store
+            refused a write after some were stored; the caller retries the rest.
+
+        Raises:
+            WouldBlock: Bookie mode: use :meth:`append_many`.
+            StorageError: The store refused the first write (nothing was stored).
+        """
+        store = self._nowait
+        if store is None:
+            raise anyio.WouldBlock
+        positions: list[tuple[int, int]] = []
+        done = 0
+        while done < len(sections):
+            index = len(self.infos)
+            room = self._policy.max_entries - (index - self._starts[-1])
+            try:
+                if room <= 0:
+                    store.close_ledger_nowait(self._ledger_ids[-1])
+                    self._add_segment(store.create_ledger_nowait(), index)
+                    room = self._policy.max_entries
+                ledger_id = self._ledger_ids[-1]
+                stop = min(len(sections), done + room)
+                first = store.add_entries_nowait(ledger_id, sections[done:stop])
+            except StorageError:
+                if not positions:
+                    raise
+                return positions
+            self.infos += infos[done:stop]
+            positions += [(ledger_id, entry_id) for entry_id in range(first, first + stop - done)]
+            done = stop
+        return positions
+
+    async def append_many(
+        self, sections: Sequence[bytes], infos: Sequence[EntryInfo]
+    ) -> list[tuple[int, int]]:
+        """Store entries in order; returns once the bookie holds them.
+
+        Several adds are in flight at once (:data:`ADDS_IN_FLIGHT`); appends of different
+        callers are serialized so each caller's entries stay in order and contiguous.
+
+        Returns:
+            The ``(ledger_id, entry_id)`` of each entry stored; fewer than given when a write
+            failed after some were stored (the caller fails or retries the rest).
+
+        Raises:
+            StorageError, MetadataStoreError: Nothing was stored.
+        """
+        if self._nowait is not None:
+            return self.append_many_nowait(sections, infos)
+        positions: list[tuple[int, int]] = []
+        async with self._lock:
+            done = 0
+            while done < len(sections):
+                try:
+                    if self._full():
+                        await self._rollover()
+                    room = self._policy.max_entries - (len(self.infos) - self._starts[-1])
+                    stop = min(len(sections), done + max(room, 1))
+                    stored, error = await self._add_run(sections[done:stop])
+                except StorageError:
+                    if positions:
+                        return positions
+                    raise
+                ledger_id, base = self._ledger_ids[-1], len(self.infos) - self._starts[-1]
+                for offset in range(stored):
+                    positions.append((ledger_id, base + offset))
+                    self._cache(sections[done + offset])
+                self.infos += infos[done : done + stored]
+                self._sizes[-1] += sum(len(s) for s in sections[done : done + stored])
+                done += stored
+                if error is not None:
+                    if positions:
+                        return positions
+                    raise error
+        return positions
+
+    async def _add_run(self, run: Sequence[bytes]) -> tuple[int, StorageError | None]:
+        """Add ``run`` to the current ledger, pipelined; returns (committed prefix, error)."""
+        ledger_id = self._ledger_ids[-1]
+        expected = len(self.infos) - self._starts[-1]
+        add = self._bookie.add_entry
+        if len(run) == 1:
+            try:
+                entry_id = await add(ledger_id, run[0])
+            except StorageError as exc:
+                self._tainted = True
+                return 0, exc
+            if entry_id != expected:
+                self._tainted = True
+                return 0, StorageError(f"ledger {ledger_id} forked", ledger_id=ledger_id)
+            return 1, None
+        results: list[int | None] = [None] * len(run)
+        errors: list[tuple[int, StorageError]] = []
+        cursor = [0]
+
+        async def worker() -> None:
+            while not errors:
+                i = cursor[0]
+                if i >= len(run):
+                    return
+                cursor[0] = i + 1
+                # Taking ``i`` and issuing its add happen in one step (no checkpoint between),
+                # so the stub receives the adds in index order whatever the task order.
+                try:
+                    results[i] = await add(ledger_id, run[i])
+                except StorageError as exc:
+                    errors.append((i, exc))
+                    return
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(ADDS_IN_FLIGHT, len(run))):
+                tg.start_soon(worker)
+        stored = 0
+        while stored < len(run) and results[stored] == expected + stored:
+            stored += 1
+        if stored < len(run):
+            self._tainted = True  # later adds may have landed with shifted ids
+            error = min(errors, key=lambda e: e[0])[1] if errors else None
+            return stored, error or StorageError(f"ledger {ledger_id} forked", ledger_id=ledger_id)
+        return stored, None
+
+    def _full(self) -> bool:
+        # Pulsar's ManagedLedgerImpl.currentLedgerIsFull, plus a ledger tainted by a failed add.
+        if self._tainted:
+            return True
+        entries = len(self.infos) - self._starts[-1]
+        policy = self._policy
+        space = entries >= policy.max_entries or self._sizes[-1] >= policy.max_size
+        age = self._age()
+        if not (space or (entries > 0 and age >= policy.max_rollover)):
+            return False
+        return policy.min_rollover <= 0 or age > policy.min_rollover
+
+    def _age(self) -> float:
+        return 0.0 if self._clock is None else self._clock.now() - self._created[-1]
+
+    async def _rollover(self) -> None:
+        """Close the current ledger (best effort) and continue in a fresh one."""
+        old = self._ledger_ids[-1]
+        new = await self._bookie.create_ledger()
+        self._add_segment(new, len(self.infos))
+        try:
+            await self._persist()
+        except BaseException:
+            self._drop_last_segment()
+            raise
+        self._tainted = False
+        try:
+            await self._bookie.close_ledger(old)
+        except StorageError:
+            # Recovery reads closed ledgers by the count in the ledger list, not their LAC.
+            logger.warning("could not close ledger %s of %s", old, self._path)
+
+    def _add_segment(self, ledger_id: int, start: int) -> None:
+        self._ledger_ids.append(ledger_id)
+        self._starts.append(start)
+        self._sizes.append(0)
+        self._created.append(0.0 if self._clock is None else self._clock.now())
+
+    def _drop_last_segment(self) -> None:
+        for column in (self._ledger_ids, self._starts, self._sizes, self._created):
+            column.pop()
+
+    async def _persist(self) -> None:
+        if self._metadata is None or self._path is None:
+            return
+        records = []
+        for k in range(self._first_live, len(self._ledger_ids)):
+            last = k == len(self._ledger_ids) - 1
+            end = len(self.infos) if last else self._starts[k + 1]
+            records.append(
+                LedgerRecord(
+                    ledger_id=self._ledger_ids[k],
+                    first_index=self._starts[k],
+                    entries=-1 if last else end - self._starts[k],
+                    size=self._sizes[k],
+                )
+            )
+        await self._metadata.put(self._path, encode_info(ManagedLedgerInfo(records)))
+
+    # ---- the entry cache and reads ------------------------------------------------------------
+
+    def _cache(self, section: bytes) -> None:
+        self._sections.append(section)
+        self._cached_bytes += len(section)
+        budget = self._budget
+        budget.used += len(section)
+        if budget.used > budget.limit:
+            self._evict()
+
+    def _evict(self) -> None:
+        # Oldest first, until the broker-wide budget holds or this topic has nothing left.
+        sections, budget, i = self._sections, self._budget, self._evicted_below
+        while budget.used > budget.limit and i < len(sections):
+            section = sections[i]
+            if section is not None:
+                sections[i] = None
+                budget.used -= len(section)
+                self._cached_bytes -= len(section)
+            i += 1
+        self._evicted_below = i
+        if self._loaded:
+            budget.used -= sum(len(s) for s in self._loaded.values())
+            self._loaded.clear()
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of this topic's entries in the cache."""
+        return self._cached_bytes + sum(len(s) for s in self._loaded.values())
+
     def read(self, first: int, last: int) -> tuple[int, int, list[bytes]]:
-        """Read entries ``first..last`` (inclusive) with one store call.
+        """Read entries ``first..last`` (inclusive) from memory, without waiting.
 
         The range is cut at the end of ``first``'s ledger, so fewer entries may come back.
 
@@ -171,6 +584,7 @@ class ManagedLedger:
             ``(ledger_id, entry_id of first, sections)``.
 
         Raises:
+            CacheMiss: Bookie mode and ``first`` is not cached: ``await load(first, last)``.
             StorageError: The range is outside the stored entries.
         """
         k = bisect.bisect_right(self._starts, first) - 1
@@ -178,4 +592,121 @@ class ManagedLedger:
         if k + 1 < len(self._starts):
             last = min(last, self._starts[k + 1] - 1)
         ledger_id = self._ledger_ids[k]
-        return ledger_id, first - start, self._store.read(ledger_id, first - start, last - start)
+        store = self._nowait
+        if store is not None:
+            return (
+                ledger_id,
+                first - start,
+                store.read_nowait(ledger_id, first - start, last - start),
+            )
+        if first >= self._evicted_below:
+            sections = self._sections[first : last + 1]
+            return ledger_id, first - start, sections  # type: ignore[return-value]  # cached: no None
+        loaded = self._loaded
+        out: list[bytes] = []
+        for index in range(first, min(last, self._evicted_below - 1) + 1):
+            section = loaded.get(index)
+            if section is None:
+                break
+            out.append(section)
+        if not out:
+            raise CacheMiss(first, last)
+        return ledger_id, first - start, out
+
+    async def load(self, first: int, last: int) -> None:
+        """Bring entries ``first..last`` (cut at ``first``'s ledger end) into the cache.
+
+        Raises:
+            StorageError: The bookie failed (the reader retries later).
+        """
+        k = bisect.bisect_right(self._starts, first) - 1
+        start = self._starts[k]
+        last = min(last, self._evicted_below - 1, first + READ_RANGE - 1)
+        if k + 1 < len(self._starts):
+            last = min(last, self._starts[k + 1] - 1)
+        if last < first:
+            return
+        sections = await self._read_range(self._ledger_ids[k], first - start, last - start)
+        size = sum(len(s) for s in sections)
+        budget = self._budget
+        if budget.used + size > budget.limit and self._loaded:
+            budget.used -= sum(len(s) for s in self._loaded.values())
+            self._loaded.clear()
+        budget.used += size
+        for offset, section in enumerate(sections):
+            self._loaded[first + offset] = section
+
+    async def read_entries(self, first: int, last: int) -> tuple[int, int, list[bytes]]:
+        """``read``, loading from the bookie on a miss (for readers off the hot path).
+
+        Raises:
+            StorageError: The range is outside the stored entries, or the bookie failed.
+        """
+        try:
+            return self.read(first, last)
+        except CacheMiss:
+            await self.load(first, last)
+            return self.read(first, last)
+
+    # ---- trimming and deletion ----------------------------------------------------------------
+
+    async def trim(self, floor: int) -> int:
+        """Delete ledgers whose entries are all at or below ``floor`` (every cursor past them).
+
+        The current ledger is never trimmed.
+
+        Returns:
+            How many ledgers were deleted.
+
+        Raises:
+            StorageError, MetadataStoreError: The ledger list could not be updated (nothing
+                was deleted).
+        """
+        if self._nowait is not None:
+            return 0
+        async with self._lock:
+            k = self._first_live
+            while k < len(self._starts) - 1 and self._starts[k + 1] - 1 <= floor:
+                k += 1
+            if k == self._first_live:
+                return 0
+            doomed = self._ledger_ids[self._first_live : k]
+            previous, self._first_live = self._first_live, k
+            try:
+                await self._persist()
+            except BaseException:
+                self._first_live = previous
+                raise
+            for index in range(self._evicted_below, self._starts[k]):
+                section = self._sections[index]
+                if section is not None:
+                    self._sections[index] = None
+                    self._budget.used -= len(section)
+                    self._cached_bytes -= len(section)
+            self._evicted_below = max(self._evicted_below, self._starts[k])
+        for ledger_id in doomed:
+            try:
+                await self._bookie.delete_ledger(ledger_id)
+            except StorageError:
+                logger.warning("could not delete trimmed ledger %s", ledger_id)
+        return len(doomed)
+
+    async def delete(self) -> None:
+        """Delete every ledger and the ledger list (the topic is deleted).
+
+        Raises:
+            StorageError, MetadataStoreError: The metadata store failed.
+        """
+        for ledger_id in self.ledger_ids:
+            try:
+                await self._bookie.delete_ledger(ledger_id)
+            except StorageError:
+                logger.warning("could not delete ledger %s", ledger_id)
+        self._budget.used -= self.cached_bytes
+        self._sections = []
+        self._loaded.clear()
+        if self._metadata is not None and self._path is not None:
+            for child in await self._metadata.children(self._path):
+                await self._metadata.delete(f"{self._path}/{child}")
+            if await self._metadata.exists(self._path):
+                await self._metadata.delete(self._path)

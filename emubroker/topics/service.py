@@ -15,18 +15,23 @@ under Pulsar's path ``/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>``
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import msgspec
 
 from emubroker.naming import TopicDomain, TopicName
-from emubroker.topics.managed_ledger import ManagedLedger
+from emubroker.storage import BookieClient, MemoryBookie, NowaitBookie
+from emubroker.topics.cursor_flush import CursorFlusher
+from emubroker.topics.managed_ledger import CacheBudget, LedgerPolicy, ManagedLedger
+from emubroker.topics.ml_meta import managed_ledger_path
 from emubroker.topics.nonpersistent import NonPersistentTopic
 from emubroker.topics.stats import ServiceStats
 from emubroker.topics.topic import Topic, TopicState
 from protocol.commands import TopicsMode
 from protocol.errors import NotAllowedError, ServiceNotReadyError, TopicNotFoundError
+from storage_stub.ledger import LedgerStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,8 +43,8 @@ if TYPE_CHECKING:
     from emubroker.naming import NamespaceName
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.settings import TopicSettings
+    from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
-    from storage_stub.ledger import LedgerStore
 
 __all__ = ["AnyTopic", "TopicService"]
 
@@ -60,11 +65,14 @@ class TopicService:
     Args:
         config: Topic settings built from the broker config.
         clock: Time for delayed delivery.
-        ledgers: Where persistent topics keep their entries.
+        ledgers: Where persistent topics keep their entries: an in-memory ``LedgerStore``
+            (nothing persisted), or a bookie client (the stub); then, with ``metadata``, ledger
+            lists and durable cursors are persisted and stored topics are recovered on load.
         namespaces: Whether a namespace exists; unknown namespaces make every topic call fail
             with ``TopicNotFoundError``.
         metadata: If given, partitioned-topic metadata is written there too.
         features: Namespace switches for persistent topics (deduplication); None: all off.
+        throttling: Dispatch throttling of persistent subscriptions (``throttling``); None: off.
     """
 
     def __init__(
@@ -72,15 +80,28 @@ class TopicService:
         *,
         config: TopicSettings,
         clock: Clock,
-        ledgers: LedgerStore,
+        ledgers: LedgerStore | BookieClient,
         namespaces: Callable[[NamespaceName], bool],
         metadata: MetadataStore | None = None,
         features: TopicFeatures | None = None,
+        throttling: DispatchThrottling | None = None,
     ) -> None:
+        self.throttling = throttling
+        self._bookie: BookieClient = (
+            MemoryBookie(ledgers) if isinstance(ledgers, LedgerStore) else ledgers
+        )
+        durable = metadata is not None and not isinstance(self._bookie, NowaitBookie)
+        self._ml_metadata = metadata if durable else None
+        self._flusher = (
+            CursorFlusher(metadata, clock=clock, interval=config.cursor_flush_interval)
+            if metadata is not None and durable
+            else None
+        )
+        self._cache = CacheBudget(config.managed_ledger_cache_size_mb * 1024 * 1024)
+        self._loading: dict[TopicName, anyio.Event] = {}
         self._settings = config
         self._features = features
         self._clock = clock
-        self._ledgers = ledgers
         self._namespaces = namespaces
         self._metadata = metadata
         self._topics: dict[TopicName, AnyTopic] = {}
@@ -102,6 +123,8 @@ class TopicService:
         await tg.__aenter__()
         self._tg_cm = tg
         self._tg = tg
+        if self._flusher is not None:
+            tg.start_soon(self._flusher.run, self._states.items)
         return self
 
     async def __aexit__(
@@ -132,6 +155,10 @@ class TopicService:
         for topic in list(self._topics.values()):
             await topic.close(notify=False)
         self._topics.clear()
+        if self._flusher is not None:
+            # A graceful stop keeps the last acknowledgements (``cursor_flush``).
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await self._flusher.flush_all(self._states.items())
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
         if self._stopped is not None:
@@ -200,15 +227,13 @@ class TopicService:
         else:
             state = self._states.get(name)
             if state is None:
-                if not (create and (explicit or self._may_create(name))):
-                    raise TopicNotFoundError(f"Topic {name} does not exist")
-                state = TopicState(
-                    ManagedLedger(
-                        self._ledgers,
-                        max_entries_per_ledger=self._settings.managed_ledger_max_entries_per_ledger,
-                    )
+                state = await self._open_state(
+                    name, create=create and (explicit or self._may_create(name))
                 )
-                self._states[name] = state
+                topic = self._topics.get(name)
+                if topic is not None:
+                    return topic  # loaded by a concurrent call while we waited
+                tg = self._task_group()
             topic = Topic(
                 name,
                 state,
@@ -217,9 +242,58 @@ class TopicService:
                 task_group=tg,
                 producer_names=self._next_producer_name,
                 features=self._features,
+                throttling=self.throttling,
             )
         self._topics[name] = topic
         return topic
+
+    async def _open_state(self, name: TopicName, *, create: bool) -> TopicState:
+        """Open (recover or create) a persistent topic's stored state, once per name."""
+        while (loading := self._loading.get(name)) is not None:
+            await loading.wait()
+        state = self._states.get(name)
+        if state is not None:
+            return state
+        s = self._settings
+        policy = LedgerPolicy(
+            max_entries=max(1, s.managed_ledger_max_entries_per_ledger),
+            max_size=s.managed_ledger_max_size_per_ledger_mbytes * 1024 * 1024,
+            min_rollover=s.managed_ledger_min_ledger_rollover_time_minutes * 60.0,
+            max_rollover=s.managed_ledger_max_ledger_rollover_time_minutes * 60.0,
+        )
+        bookie = self._bookie
+        if isinstance(bookie, NowaitBookie):
+            if not create:
+                raise TopicNotFoundError(f"Topic {name} does not exist")
+            state = TopicState(
+                ManagedLedger.create(bookie, policy=policy, ledger_id=bookie.create_ledger_nowait())
+            )
+            self._states[name] = state
+            return state
+        self._loading[name] = event = anyio.Event()
+        try:
+            path = managed_ledger_path(name)
+            ledger = await ManagedLedger.open(
+                bookie,
+                policy=policy,
+                clock=self._clock,
+                metadata=self._ml_metadata,
+                path=path,
+                budget=self._cache,
+                create=create,
+            )
+            if ledger is None:
+                raise TopicNotFoundError(f"Topic {name} does not exist")
+            state = TopicState(ledger)
+            flusher = self._flusher
+            if flusher is not None:
+                state.cursors.update(await flusher.load(name, path))
+                state.persist_cursors = partial(flusher.flush_all, ((name, state),))
+            self._states[name] = state
+            return state
+        finally:
+            del self._loading[name]
+            event.set()
 
     def loaded_topic(self, name: TopicName) -> AnyTopic | None:
         """The topic if it is loaded, without loading it."""
@@ -382,8 +456,9 @@ class TopicService:
             await topic.close(notify=True)
         state = self._states.pop(name, None)
         if state is not None:
-            for ledger_id in state.ledger.ledger_ids:
-                self._ledgers.delete(ledger_id)
+            await state.ledger.delete()
+        if self._flusher is not None:
+            self._flusher.forget(name)
 
     async def delete_partitioned_topic(self, name: TopicName, *, force: bool = False) -> None:
         """Delete a partitioned topic and every partition (see :meth:`delete_topic`).

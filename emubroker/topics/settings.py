@@ -30,6 +30,15 @@ class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
             ack (0 disables).
         managed_ledger_max_entries_per_ledger: ``managedLedgerMaxEntriesPerLedger``: the topic
             rolls over to a new ledger after this many entries.
+        managed_ledger_max_size_per_ledger_mbytes: ``managedLedgerMaxSizePerLedgerMbytes``.
+        managed_ledger_min_ledger_rollover_time_minutes: ``managedLedgerMinLedgerRolloverTime
+            Minutes``: no rollover before a ledger is this old (0 here; the config's default is
+            Pulsar's 10).
+        managed_ledger_max_ledger_rollover_time_minutes: ``managedLedgerMaxLedgerRolloverTime
+            Minutes``: roll over a non-empty ledger this old.
+        managed_ledger_cache_size_mb: ``managedLedgerCacheSizeMB``: the broker's entry cache.
+        cursor_flush_interval: Seconds between cursor persistence rounds (1 /
+            ``managedLedgerDefaultMarkDeleteRateLimit``).
         delayed_delivery_enabled: ``delayedDeliveryEnabled``.
         key_shared_hash_points: ``subscriptionKeySharedConsistentHashingReplicaPoints``: ring
             points per consumer for Key_Shared AUTO_SPLIT.
@@ -43,5 +52,10 @@ class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
     dispatcher_max_read_batch_size: int = 100
     max_unacked_messages_per_consumer: int = 50_000
     managed_ledger_max_entries_per_ledger: int = 50_000
+    managed_ledger_max_size_per_ledger_mbytes: int = 2048
+    managed_ledger_min_ledger_rollover_time_minutes: float = 0.0
+    managed_ledger_max_ledger_rollover_time_minutes: float = 240.0
+    managed_ledger_cache_size_mb: int = 256
+    cursor_flush_interval: float = 1.0
     delayed_delivery_enabled: bool = True
     key_shared_hash_points: int = 100

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import msgspec
 
+from emubroker.ratelimit.readsize import ThrottleStats
+
 __all__ = ["ServiceStats", "SubscriptionStats", "TopicCounters", "TopicStats"]
 
 
@@ -37,6 +39,8 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
         mark_delete: ``(ledger, entry)`` of the mark-delete position.
         msg_out: Messages delivered by this subscription, redeliveries included (since load).
         bytes_out: Bytes delivered by this subscription (since load).
+        throttle: Dispatch-throttle events per level (``ratelimit.readsize.ThrottleStats``,
+            Pulsar's ``SubscriptionStats`` names); None when throttling is not wired.
     """
 
     name: str
@@ -48,6 +52,7 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
     mark_delete: tuple[int, int]
     msg_out: int = 0
     bytes_out: int = 0
+    throttle: ThrottleStats | None = None
 
 
 class TopicStats(msgspec.Struct, frozen=True, kw_only=True):

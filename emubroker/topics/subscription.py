@@ -359,4 +359,5 @@ class Subscription:
             mark_delete=self._ledger.position(self.cursor.mark_delete),
             msg_out=self.dispatcher.msg_out,
             bytes_out=self.dispatcher.bytes_out,
+            throttle=None if self.dispatcher.throttle is None else self.dispatcher.throttle.stats(),
         )

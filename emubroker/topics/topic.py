@@ -9,8 +9,11 @@ come back with ``redelivery_count + 1``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from anyio import WouldBlock
+
+from emubroker.metadata.store import MetadataStoreError
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.dedup import DedupState
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
@@ -28,7 +31,7 @@ from protocol.ids import is_latest
 from storage_stub.ledger import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from anyio.abc import TaskGroup
 
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink, ProducerSink
+    from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
     from protocol.commands import AccessMode, KeySharedMeta, MessageIdData
 
@@ -58,7 +62,15 @@ class TopicState:
         compacted: The last compaction's view, for ``read_compacted`` consumers (``compacted``).
     """
 
-    __slots__ = ("compacted", "counters", "cursors", "dedup", "ledger", "topic_epoch")
+    __slots__ = (
+        "compacted",
+        "counters",
+        "cursors",
+        "dedup",
+        "ledger",
+        "persist_cursors",
+        "topic_epoch",
+    )
 
     def __init__(self, ledger: ManagedLedger) -> None:
         self.ledger = ledger
@@ -67,6 +79,9 @@ class TopicState:
         self.topic_epoch = -1
         self.dedup: DedupState | None = None
         self.compacted: CompactedView | None = None
+        # Set by the service when cursors are persisted (``cursor_flush``): a new durable
+        # subscription is written at once, as Pulsar creates the cursor before answering.
+        self.persist_cursors: Callable[[], Awaitable[None]] | None = None
 
 
 class Topic:
@@ -80,6 +95,7 @@ class Topic:
         task_group: Where dispatcher tasks run (owned by the service).
         producer_names: Generates a unique name for producers that bring none.
         features: The namespace switches (deduplication); None: all off.
+        throttling: The broker's dispatch throttling (``throttling``); None: never throttled.
     """
 
     def __init__(
@@ -92,8 +108,10 @@ class Topic:
         task_group: TaskGroup,
         producer_names: Callable[[], str],
         features: TopicFeatures | None = None,
+        throttling: DispatchThrottling | None = None,
     ) -> None:
         self.name = name
+        self._throttling = throttling
         self._state = state
         self._settings = settings
         self._clock = clock
@@ -216,7 +234,43 @@ class Topic:
             PersistenceError: Storage refused the first entry.
             ServiceNotReadyError: The producer or the topic was closed (see ``publish``).
         """
-        return self.publish_many_nowait(producer, entries)
+        ledger = self._state.ledger
+        if ledger.nowait:
+            return self.publish_many_nowait(producer, entries)
+        # Bookie mode: the receipt waits until the stub holds the entries (DESIGN.md decision 8);
+        # the managed ledger keeps concurrent publishers' runs in order and pipelines the adds.
+        self._check_publish(producer)
+        dedup = self._state.dedup
+        if dedup is not None:
+            admission = dedup.admit_all(producer.producer_name, entries)
+            entries = admission.fresh
+        sections = [payload_section(entry, crc) for entry, crc, _ in entries]
+        try:
+            positions = await ledger.append_many(sections, [info for _, _, info in entries])
+        except (StorageError, MetadataStoreError) as exc:
+            if dedup is not None:
+                dedup.failed()
+            raise PersistenceError(f"cannot store entry on {self.name}: {exc}") from exc
+        self._published(entries, positions)
+        if dedup is not None:
+            return dedup.settle(producer.producer_name, admission, positions)
+        return positions
+
+    def _check_publish(self, producer: ProducerHandle) -> None:
+        if producer.closed or self._closed:
+            raise ServiceNotReadyError(
+                f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
+            )
+
+    def _published(
+        self, entries: Sequence[tuple[bytes, int | None, EntryInfo]], positions: list[Any]
+    ) -> None:
+        counters = self._state.counters
+        for entry, _, info in entries[: len(positions)]:
+            counters.msg_in += info.num_messages
+            counters.bytes_in += len(entry)
+        for sub in self._subs.values():
+            sub.dispatcher.notify_new_entries()
 
     def publish_many_nowait(
         self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
@@ -232,6 +286,8 @@ class Topic:
             PersistenceError: Storage refused the first entry.
             ServiceNotReadyError: The producer or the topic was closed (see ``publish``).
         """
+        if not self._state.ledger.nowait:
+            raise WouldBlock  # bookie mode: the handlers await publish_many instead
         if producer.closed or self._closed:
             raise ServiceNotReadyError(
                 f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
@@ -243,7 +299,7 @@ class Topic:
         sections = [payload_section(entry, crc) for entry, crc, _ in entries]
         infos = [info for _, _, info in entries]
         try:
-            positions = self._state.ledger.append_many(sections, infos)
+            positions = self._state.ledger.append_many_nowait(sections, infos)
         except StorageError as exc:
             if dedup is not None:
                 dedup.failed()
@@ -326,6 +382,8 @@ class Topic:
             if durable:
                 self._state.cursors[subscription] = sub.cursor
             sub.start(self._tg)
+            if durable and self._state.persist_cursors is not None:
+                await self._state.persist_cursors()
         if read_compacted:
             self._compacted_subs.add(subscription)
             self._read_compacted(sub)
@@ -365,7 +423,7 @@ class Topic:
         count = self._state.ledger.count
         if durable:
             # An unloaded topic's durable cursors are reopened at load, so this one is new.
-            start = count if initial_position is InitialPosition.LATEST else 0
+            start = count if initial_position is InitialPosition.LATEST else self.ledger.first_index
             return self._make_subscription(name, Cursor(start - 1), start)
         if name in self._state.cursors:
             raise NotAllowedError(f"A durable subscription named '{name}' already exists")
@@ -375,16 +433,18 @@ class Topic:
     def _reader_start(self, start: MessageIdData | None, initial_position: InitialPosition) -> int:
         ledger = self._state.ledger
         if start is None:
-            return ledger.count if initial_position is InitialPosition.LATEST else 0
+            if initial_position is InitialPosition.LATEST:
+                return ledger.count
+            return ledger.first_index
         if start.ledger_id < 0:
-            return 0  # earliest sentinel (-1, -1)
+            return ledger.first_index  # earliest sentinel (-1, -1); trimmed ledgers are gone
         if is_latest(start):
             return ledger.count
         # Start *with* that entry: the client drops what precedes its own start id (§7.1).
         return ledger.index_at_or_after(start.ledger_id, start.entry_id)
 
     def _make_subscription(self, name: str, cursor: Cursor, read_position: int) -> Subscription:
-        return Subscription(
+        sub = Subscription(
             name,
             ledger=self._state.ledger,
             cursor=cursor,
@@ -395,6 +455,9 @@ class Topic:
             read_position=read_position,
             on_remove=self._subscription_ended,
         )
+        if self._throttling is not None:
+            sub.dispatcher.throttle = self._throttling.open(self.name, name)
+        return sub
 
     def _open_subscription(self, name: str, cursor: Cursor, read_position: int) -> None:
         sub = self._make_subscription(name, cursor, read_position)
@@ -402,6 +465,8 @@ class Topic:
         sub.start(self._tg)
 
     def _subscription_ended(self, sub: Subscription, deleted: bool) -> None:
+        if sub.dispatcher.throttle is not None:
+            sub.dispatcher.throttle.close()
         if self._subs.get(sub.name) is sub:
             del self._subs[sub.name]
         if deleted and self._state.cursors.get(sub.name) is sub.cursor:
@@ -503,5 +568,7 @@ class Topic:
         self._producers.close_all(notify=notify)
         for sub in list(self._subs.values()):
             sub.close(notify=notify)
+            if sub.dispatcher.throttle is not None:
+                sub.dispatcher.throttle.close()
         self._subs.clear()
         self._state.topic_epoch = self._producers.topic_epoch

@@ -2,22 +2,33 @@ from __future__ import annotations
 
 import pytest
 
-from emubroker.topics.managed_ledger import ManagedLedger
+from emubroker.storage import MemoryBookie
+from emubroker.topics.managed_ledger import LedgerPolicy, ManagedLedger
 from storage_stub.ledger import LedgerFencedError, LedgerStore
 from tests.emubroker.topics.helpers import make_entry
+
+
+def _memory(store: LedgerStore, max_entries: int) -> ManagedLedger:
+    bookie = MemoryBookie(store)
+    policy = LedgerPolicy(max_entries=max_entries)
+    return ManagedLedger.create(bookie, policy=policy, ledger_id=store.create_ledger())
+
+
+def _one(ml: ManagedLedger, entry: bytes, info: object) -> tuple[int, int]:
+    return ml.append_many_nowait([entry], [info])[0]  # type: ignore[list-item]
 
 
 def _append(ml: ManagedLedger, n: int) -> list[tuple[int, int]]:
     out = []
     for i in range(n):
         entry, _, info = make_entry(b"%d" % i)
-        out.append(ml.append(entry, info))
+        out.append(_one(ml, entry, info))
     return out
 
 
 def test_rollover_keeps_ids_increasing_and_maps_both_ways() -> None:
     store = LedgerStore()
-    ml = ManagedLedger(store, max_entries_per_ledger=3)
+    ml = _memory(store, 3)
     first = ml.current_ledger_id
     assert ml.last_position() == (first, -1)
     ids = _append(ml, 7)
@@ -40,12 +51,12 @@ def test_rollover_keeps_ids_increasing_and_maps_both_ways() -> None:
 
 
 def test_append_many_equals_appending_one_by_one_across_rollovers() -> None:
-    bulk = ManagedLedger(LedgerStore(), max_entries_per_ledger=3)
-    single = ManagedLedger(LedgerStore(), max_entries_per_ledger=3)
+    bulk = _memory(LedgerStore(), 3)
+    single = _memory(LedgerStore(), 3)
     made = [make_entry(b"%d" % i) for i in range(8)]
-    positions = bulk.append_many([e for e, _, _ in made[:2]], [i for _, _, i in made[:2]])
-    positions += bulk.append_many([e for e, _, _ in made[2:]], [i for _, _, i in made[2:]])
-    assert positions == [single.append(entry, info) for entry, _, info in made]
+    positions = bulk.append_many_nowait([e for e, _, _ in made[:2]], [i for _, _, i in made[:2]])
+    positions += bulk.append_many_nowait([e for e, _, _ in made[2:]], [i for _, _, i in made[2:]])
+    assert positions == [_one(single, entry, info) for entry, _, info in made]
     assert bulk.ledger_ids == single.ledger_ids
     assert bulk.infos == single.infos
     assert bulk.read(3, 5) == single.read(3, 5)
@@ -69,23 +80,23 @@ class FencingStore(LedgerStore):
 
 def test_append_many_reports_what_it_stored_before_storage_failed() -> None:
     store = FencingStore()
-    ml = ManagedLedger(store, max_entries_per_ledger=2)
+    ml = _memory(store, 2)
     made = [make_entry(b"%d" % i) for i in range(5)]
-    ml.append(made[0][0], made[0][2])
+    _one(ml, made[0][0], made[0][2])
     first = ml.current_ledger_id
     store.fence_new = True
     # One entry fits in the first ledger; the ledger rolled over to refuses the rest.
-    positions = ml.append_many([e for e, _, _ in made[1:]], [i for _, _, i in made[1:]])
+    positions = ml.append_many_nowait([e for e, _, _ in made[1:]], [i for _, _, i in made[1:]])
     assert positions == [(first, 1)]
     assert ml.count == 2
     # Retrying the rest stores nothing, so the failure itself is raised.
     with pytest.raises(LedgerFencedError):
-        ml.append_many([e for e, _, _ in made[2:]], [i for _, _, i in made[2:]])
+        ml.append_many_nowait([e for e, _, _ in made[2:]], [i for _, _, i in made[2:]])
     assert ml.count == 2
 
 
 def test_index_of_the_current_ledger_takes_its_shortcut_with_the_same_answers() -> None:
-    ml = ManagedLedger(LedgerStore(), max_entries_per_ledger=2)
+    ml = _memory(LedgerStore(), 2)
     ids = _append(ml, 5)
     for index, (ledger_id, entry_id) in enumerate(ids):
         assert ml.index_of(ledger_id, entry_id) == index

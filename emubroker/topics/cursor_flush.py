@@ -1,0 +1,119 @@
+"""Durable cursors in the metadata store: loading at topic open, coalesced persisting, trimming.
+
+Acknowledgements only mark a cursor ``dirty`` (a slot write on the ACK hot path); a flusher
+task of the topic service wakes every ``interval`` seconds (Pulsar rate-limits mark-delete
+persistence the same way: ``managedLedgerDefaultMarkDeleteRateLimit``, 1 per second) and writes
+each dirty cursor once, deletes the nodes of deleted subscriptions, and trims ledgers every
+durable cursor has passed (``ManagedLedger.trim``). A graceful stop flushes once more, so only
+a crash can lose the last interval's acknowledgements, which then come back as redeliveries:
+at-least-once, never a lost message (DESIGN.md decision 8). Layout: ``ml_meta``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+from emubroker.metadata.store import MetadataStoreError
+from emubroker.topics.cursor import Cursor
+from emubroker.topics.ml_meta import CursorInfo, cursor_path, decode_cursor_info, encode_info
+from storage_stub.ledger import StorageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from emubroker.metadata.store import MetadataStore
+    from emubroker.naming import TopicName
+    from emubroker.topics.topic import TopicState
+    from protocol.clock import Clock
+
+__all__ = ["CursorFlusher"]
+
+logger = logging.getLogger(__name__)
+
+
+class CursorFlusher:
+    """Persists the durable cursors of stored topics (see the module docstring).
+
+    Args:
+        metadata: Where cursors live.
+        clock: Time for the flush period.
+        interval: Seconds between flushes.
+    """
+
+    def __init__(self, metadata: MetadataStore, *, clock: Clock, interval: float = 1.0) -> None:
+        self._metadata = metadata
+        self._clock = clock
+        self._interval = interval
+        self._persisted: dict[TopicName, set[str]] = {}
+
+    async def load(self, topic: TopicName, ml_path: str) -> dict[str, Cursor]:
+        """The persisted durable cursors of a topic, by subscription name.
+
+        Raises:
+            MetadataStoreError: The store failed.
+        """
+        cursors: dict[str, Cursor] = {}
+        for child in await self._metadata.children(ml_path):
+            value = await self._metadata.get(f"{ml_path}/{child}")
+            if value is None:
+                continue
+            info = decode_cursor_info(value.value)
+            cursors[unquote(child)] = Cursor.restore(info.mark_delete, info.ranges, info.batch_acks)
+        self._persisted[topic] = set(cursors)
+        return cursors
+
+    def forget(self, topic: TopicName) -> None:
+        """Stop tracking a deleted topic."""
+        self._persisted.pop(topic, None)
+
+    async def flush(self, topic: TopicName, state: TopicState) -> None:
+        """Write a topic's dirty cursors, delete removed ones, trim consumed ledgers.
+
+        Raises:
+            MetadataStoreError: The store failed (the cursors stay dirty for the next round).
+        """
+        persisted = self._persisted.setdefault(topic, set())
+        ledger = state.ledger
+        for name, cursor in list(state.cursors.items()):
+            if not cursor.dirty and name in persisted:
+                continue
+            cursor.dirty = False
+            info = CursorInfo(
+                mark_delete=cursor.mark_delete,
+                ranges=cursor.ranges(),
+                batch_acks=sorted(cursor.partial.items()),
+                mark_delete_position=ledger.position(cursor.mark_delete),
+            )
+            try:
+                await self._metadata.put(cursor_path(topic, name), encode_info(info))
+            except BaseException:
+                cursor.dirty = True
+                raise
+            persisted.add(name)
+        for name in persisted - set(state.cursors):
+            path = cursor_path(topic, name)
+            if await self._metadata.exists(path):
+                await self._metadata.delete(path)
+            persisted.discard(name)
+        if state.cursors:
+            floor = min(cursor.mark_delete for cursor in state.cursors.values())
+            try:
+                await ledger.trim(floor)
+            except StorageError:
+                logger.warning("trimming %s failed; retrying later", topic)
+
+    async def flush_all(self, states: Iterable[tuple[TopicName, TopicState]]) -> None:
+        """``flush`` every topic; failures are logged and retried next round."""
+        for topic, state in list(states):
+            try:
+                await self.flush(topic, state)
+            except (MetadataStoreError, StorageError) as exc:
+                logger.warning("persisting cursors of %s failed: %s", topic, exc)
+
+    async def run(self, states: Callable[[], Iterable[tuple[TopicName, TopicState]]]) -> None:
+        """Flush every ``interval`` seconds until cancelled."""
+        while True:
+            await self._clock.sleep(self._interval)
+            await self.flush_all(states())

@@ -1,0 +1,574 @@
+"""Dispatch throttling wired into the broker: who owns which limiter, and where rates come from.
+
+Spec/pulsar-behaviour.md §1. :class:`DispatchThrottling` is built once per broker by the
+composition root and handed to the topic service; it owns
+
+* the **broker** limiter: one object for the whole broker, always present (a no-op while both
+  broker rates are off), shared by every subscription's chain;
+* one **topic** limiter per loaded topic, shared by all its subscriptions, created only while the
+  topic's effective rate is enabled (Pulsar creates topic and subscription limiters lazily);
+* one **subscription** limiter per subscription, likewise;
+* the topic policies (``dispatchRate``, ``subscriptionDispatchRate``, and PIP-152 per-subscription
+  ``subscriptionPolicies[sub].dispatchRate``), which Pulsar keeps in the ``__change_events``
+  system topic and we keep in the metadata store under :data:`TOPIC_POLICIES_ROOT` (see
+  docs/broker-behaviour.md); a partitioned topic's policies apply to each of its partitions.
+
+Each dispatcher gets a :class:`SubscriptionThrottle`: its ``ThrottleChain`` over the shared
+limiters (consulted broker -> topic -> subscription, §1.2) plus what the dispatcher needs around
+it: the precise-mode average, the trace hook and the throttle-event counters. Effective rates are
+resolved with ``quotas.resolve_*`` (topic policy > namespace policy > broker config) whenever an
+input changes: dynamic config (:meth:`DispatchThrottling.reconfigure`), a namespace's policies
+(:meth:`~DispatchThrottling.namespace_changed`) or a topic's (:meth:`~DispatchThrottling.
+set_topic_policies`). A changed rate is applied with ``update_rate`` on the live limiter, so it
+takes effect at the dispatcher's next read, without reconnecting; an unchanged one is left alone
+(a token bucket would otherwise be refilled by an unrelated policy write).
+
+Departures, documented: ``dispatchRateLimiterFactoryClassName`` is read at start only (it is not
+dynamic in Pulsar either); the namespace defaults Pulsar copies from ``broker.conf`` into a new
+namespace's policies are not copied, the broker value applies through the fallback instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+
+from emubroker.naming import TopicName
+from emubroker.ratelimit.limiter import (
+    DispatchRateLimiter,
+    LastUpdatedAvgPublishRate,
+    LimiterLevel,
+    create_dispatch_rate_limiter,
+)
+from emubroker.ratelimit.quotas import (
+    DispatchPolicies,
+    DispatchRate,
+    DispatchThrottlingConfig,
+    resolve_broker_rate,
+    resolve_subscription_rate,
+    resolve_topic_rate,
+)
+from emubroker.ratelimit.readsize import (
+    MESSAGE_RATE_BACKOFF,
+    MessagesPerEntryAverage,
+    ReadPlan,
+    ThrottleChain,
+    ThrottleStats,
+    cap_entries_by_average,
+)
+from emubroker.ratelimit.trace import dispatch_row
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from emubroker.metadata import MetadataStore
+    from emubroker.naming import NamespaceName
+    from emubroker.policies import Policies
+    from protocol.clock import Clock
+
+__all__ = [
+    "CURSOR_BACKLOGGED_THRESHOLD",
+    "TOPIC_POLICIES_ROOT",
+    "DispatchThrottling",
+    "SubscriptionPolicies",
+    "SubscriptionThrottle",
+    "TopicPolicies",
+    "TraceSink",
+    "topic_policies_path",
+]
+
+log = logging.getLogger(__name__)
+
+TOPIC_POLICIES_ROOT = "/admin/topic-policies"
+"""Ours: ``<root>/<tenant>/<namespace>/<domain>/<local name>`` holds a topic's policies (JSON)."""
+
+CURSOR_BACKLOGGED_THRESHOLD = 1000
+"""``managedLedgerCursorBackloggedThreshold``: a cursor further behind than this many entries is
+not "active" (it reads backlog); only matters with ``dispatchThrottlingOnNonBacklogConsumer
+Enabled=false``, which throttles backlog readers only."""
+
+_EMPTY_STATS = ThrottleStats(0, 0, 0, 0, 0, 0)
+
+
+class SubscriptionPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Pulsar's ``SubscriptionPolicies`` (PIP-152), the part we act on."""
+
+    dispatchRate: DispatchRate | None = None
+
+
+class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Pulsar's ``TopicPolicies``, the dispatch-rate part, in its JSON shape."""
+
+    dispatchRate: DispatchRate | None = None
+    subscriptionDispatchRate: DispatchRate | None = None
+    subscriptionPolicies: dict[str, SubscriptionPolicies] = msgspec.field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing is set (the stored node can go)."""
+        return (
+            self.dispatchRate is None
+            and self.subscriptionDispatchRate is None
+            and not any(p.dispatchRate is not None for p in self.subscriptionPolicies.values())
+        )
+
+
+_decode_topic_policies = msgspec.json.Decoder(TopicPolicies).decode
+
+
+def topic_policies_path(topic: TopicName) -> str:
+    """The metadata node of a (partitioned or non-partitioned) topic's policies."""
+    return f"{TOPIC_POLICIES_ROOT}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
+
+
+class TraceSink(Protocol):
+    """Where dispatch trace rows go (``emubroker.topics.trace_sink.DispatchTraceSink``)."""
+
+    broker_id: str
+
+    def append_row(self, row: tuple[Any, ...]) -> None:
+        """Buffer one ``trace.dispatch_row``; must not do I/O."""
+        ...
+
+
+class _TopicThrottle:
+    __slots__ = ("limiter", "name", "publish_rate", "subs")
+
+    def __init__(self, name: TopicName) -> None:
+        self.name = name
+        self.limiter: DispatchRateLimiter | None = None
+        self.publish_rate = LastUpdatedAvgPublishRate()
+        self.subs: dict[str, SubscriptionThrottle] = {}
+
+
+class SubscriptionThrottle:
+    """One dispatcher's throttling: its chain and what the dispatcher needs around it.
+
+    Attributes:
+        chain: The ``ThrottleChain`` (replaced when throttling flags change live).
+        active: The dispatcher must take the throttled path: a limiter is enabled or tracing on.
+        topic: The topic name (for trace rows).
+        subscription: The subscription name.
+    """
+
+    __slots__ = (
+        "_base",
+        "_clock",
+        "_owner",
+        "_precise",
+        "_trace",
+        "active",
+        "avg",
+        "chain",
+        "limiter",
+        "subscription",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        owner: DispatchThrottling,
+        topic: str,
+        subscription: str,
+        chain: ThrottleChain,
+        *,
+        clock: Clock,
+        trace: TraceSink | None,
+    ) -> None:
+        self._owner = owner
+        self._clock = clock
+        self._trace = trace
+        self._base = _EMPTY_STATS
+        self._precise = chain.config.preciseDispatcherFlowControl
+        self.topic = topic
+        self.subscription = subscription
+        self.chain = chain
+        self.limiter: DispatchRateLimiter | None = chain.limiter(LimiterLevel.SUBSCRIPTION)
+        # Pulsar keeps one per consumer and multi-consumer dispatchers use a random consumer's;
+        # ours is the subscription's (the same thing for single-active-consumer subscriptions).
+        self.avg = MessagesPerEntryAverage()
+        self.active = False
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute :attr:`active` after a limiter appeared, vanished or changed rate."""
+        self.active = self._trace is not None or any(
+            limiter is not None and limiter.enabled for limiter in self.chain.limiters
+        )
+
+    def replace_chain(self, chain: ThrottleChain) -> None:
+        """Swap in a chain built with new flags, keeping the event counters and batch size."""
+        self._base = _add(self._base, self.chain.stats())
+        chain.read_batch.value = min(self.chain.read_batch.value, chain.read_batch.maximum)
+        self.chain = chain
+        self._precise = chain.config.preciseDispatcherFlowControl
+        self.refresh()
+
+    def plan(
+        self, permits: int, now: float, *, cursor_active: bool, avg_entry_size: float
+    ) -> ReadPlan:
+        """``ThrottleChain.plan_read`` with this subscription's average and the size cap.
+
+        Args:
+            permits: Consumer permits (§1.2 step 1).
+            now: Monotonic time.
+            cursor_active: The cursor reads the tail, not backlog.
+            avg_entry_size: The managed ledger's average entry size (0: unknown -> no size cap),
+                ``applyMaxSizeCap`` as released up to early 2025.
+        """
+        return self.chain.plan_read(
+            permits,
+            now=now,
+            avg_msgs_per_entry=self.avg.rounded() if self._precise else 1,
+            cursor_active=cursor_active,
+            size_cap=(lambda e, b: cap_entries_by_average(e, b, avg_entry_size))
+            if avg_entry_size > 0
+            else None,
+        )
+
+    def throttled(self, plan: ReadPlan, now: float, *, cursor_active: bool) -> None:
+        """Record a refused read (a ``throttled`` trace row)."""
+        trace = self._trace
+        if trace is not None:
+            trace.append_row(
+                dispatch_row(
+                    self.chain,
+                    now=now,
+                    wall_ns=self._clock.wall_ns(),
+                    broker=trace.broker_id,
+                    topic=self.topic,
+                    subscription=self.subscription,
+                    cursor_active=cursor_active,
+                    throttled_by=plan.throttled_by,
+                )
+            )
+
+    def sent(
+        self,
+        entries: int,
+        messages: int,
+        size: int,
+        now: float,
+        *,
+        cursor_active: bool,
+        replay: bool = False,
+        consumer: str = "",
+        consumer_id: int = -1,
+    ) -> None:
+        """After a read's entries went out: charge every level, update averages, trace."""
+        chain = self.chain
+        chain.charge(entries, messages, size, now=now, cursor_active=cursor_active)
+        chain.read_batch.on_read_success()
+        if self._precise:
+            self.avg.update(messages, entries)
+        trace = self._trace
+        if trace is not None:
+            trace.append_row(
+                dispatch_row(
+                    chain,
+                    now=now,
+                    wall_ns=self._clock.wall_ns(),
+                    broker=trace.broker_id,
+                    topic=self.topic,
+                    subscription=self.subscription,
+                    consumer=consumer,
+                    consumer_id=consumer_id,
+                    entries=entries,
+                    messages=messages,
+                    size=size,
+                    replay=replay,
+                    cursor_active=cursor_active,
+                )
+            )
+
+    def stats(self) -> ThrottleStats:
+        """Throttle events of this subscription since it was opened (``SubscriptionStats``)."""
+        return _add(self._base, self.chain.stats())
+
+    def close(self) -> None:
+        """The subscription ended or its topic closed: drop it from the broker's view."""
+        self._owner.release(self)
+
+
+def _add(a: ThrottleStats, b: ThrottleStats) -> ThrottleStats:
+    return ThrottleStats(
+        *(
+            x + y
+            for x, y in zip(msgspec.structs.astuple(a), msgspec.structs.astuple(b), strict=True)
+        )
+    )
+
+
+def _rate_of(mapping: dict[str, Any], cluster: str) -> DispatchRate | None:
+    # Namespace maps are keyed by cluster and stored as raw JSON objects in Policies.
+    value = mapping.get(cluster)
+    if value is None or isinstance(value, DispatchRate):
+        return value
+    try:
+        return msgspec.convert(value, DispatchRate, strict=False)
+    except msgspec.ValidationError as exc:
+        log.warning("unreadable DispatchRate %r in namespace policies: %s", value, exc)
+        return None
+
+
+class DispatchThrottling:
+    """The broker's limiters and their policy inputs (see the module docstring).
+
+    Args:
+        config: The broker's throttling settings (``quotas.throttling_config_from(config)``).
+        clock: The broker's clock.
+        cluster: ``clusterName``, the key of the namespace policy maps.
+        namespace_policies: A namespace's current ``Policies`` (the namespace registry).
+        trace: Where trace rows go; None: no trace.
+        backoff: Delay before re-planning a throttled read (Pulsar: 1.0 s exactly).
+        store: Where topic policies are persisted (:data:`TOPIC_POLICIES_ROOT`); None: memory.
+    """
+
+    def __init__(
+        self,
+        config: DispatchThrottlingConfig,
+        *,
+        clock: Clock,
+        cluster: str = "standalone",
+        namespace_policies: Callable[[NamespaceName], Policies | None] | None = None,
+        trace: TraceSink | None = None,
+        backoff: float = MESSAGE_RATE_BACKOFF,
+        store: MetadataStore | None = None,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._factory = config.dispatchRateLimiterFactoryClassName
+        self._clock = clock
+        self._cluster = cluster
+        self._namespace_policies = namespace_policies
+        self._trace = trace
+        self._backoff = backoff
+        self.broker_limiter = create_dispatch_rate_limiter(
+            self._factory, LimiterLevel.BROKER, resolve_broker_rate(config), clock.now()
+        )
+        self._topics: dict[TopicName, _TopicThrottle] = {}
+        self._topic_policies: dict[TopicName, TopicPolicies] = {}
+
+    @property
+    def config(self) -> DispatchThrottlingConfig:
+        """The settings in force."""
+        return self._config
+
+    # ---- dispatchers --------------------------------------------------------------------------
+
+    def open(self, topic: TopicName, subscription: str) -> SubscriptionThrottle:
+        """The throttle of a subscription's dispatcher (shares the broker and topic limiters)."""
+        entry = self._topics.get(topic)
+        if entry is None:
+            entry = self._topics[topic] = _TopicThrottle(topic)
+            entry.limiter = self._level(
+                entry.limiter,
+                LimiterLevel.TOPIC,
+                resolve_topic_rate(self._config, self.policies_of(topic, None)),
+                entry.publish_rate,
+            )
+        sub_limiter = self._level(
+            None,
+            LimiterLevel.SUBSCRIPTION,
+            resolve_subscription_rate(self._config, self.policies_of(topic, subscription)),
+            entry.publish_rate,
+        )
+        throttle = SubscriptionThrottle(
+            self,
+            str(topic),
+            subscription,
+            self._chain(entry.limiter, sub_limiter),
+            clock=self._clock,
+            trace=self._trace,
+        )
+        entry.subs[subscription] = throttle
+        return throttle
+
+    def release(self, throttle: SubscriptionThrottle) -> None:
+        """Forget a subscription's throttle; the topic's goes with its last one."""
+        for name, entry in list(self._topics.items()):
+            if entry.subs.get(throttle.subscription) is throttle:
+                del entry.subs[throttle.subscription]
+                if not entry.subs:
+                    del self._topics[name]
+                return
+
+    def subscription_throttle(self, topic: TopicName, subscription: str) -> SubscriptionThrottle:
+        """The open throttle of a subscription.
+
+        Raises:
+            KeyError: None is open.
+        """
+        return self._topics[topic].subs[subscription]
+
+    def topic_limiter(self, topic: TopicName) -> DispatchRateLimiter | None:
+        """The topic level's limiter of a loaded topic, if its rate is enabled."""
+        entry = self._topics.get(topic)
+        return None if entry is None else entry.limiter
+
+    def publish_rate(self, topic: TopicName) -> LastUpdatedAvgPublishRate | None:
+        """The smoothed publish rates relative limits read (update them per stats interval)."""
+        entry = self._topics.get(topic)
+        return None if entry is None else entry.publish_rate
+
+    def _chain(
+        self, topic: DispatchRateLimiter | None, subscription: DispatchRateLimiter | None
+    ) -> ThrottleChain:
+        return ThrottleChain(
+            self._config,
+            broker=self.broker_limiter,
+            topic=topic,
+            subscription=subscription,
+            backoff=self._backoff,
+        )
+
+    # ---- policy inputs ------------------------------------------------------------------------
+
+    def reconfigure(self, config: DispatchThrottlingConfig) -> None:
+        """Apply a dynamic-config change live (rates and flags; not the factory class)."""
+        old, self._config = self._config, config
+        if config.dispatchRateLimiterFactoryClassName != self._factory:
+            log.warning("dispatchRateLimiterFactoryClassName changes apply after a restart")
+        rebuild = msgspec.structs.replace(old, **_rates(config)) != msgspec.structs.replace(
+            config, **_rates(config)
+        )
+        self._refresh(None, rebuild=rebuild)
+
+    def namespace_changed(self, namespace: NamespaceName, policies: Policies | None) -> None:
+        """A namespace's policies changed (the registry's callback)."""
+        del policies  # read back through namespace_policies, like every other input
+        self._refresh(namespace)
+
+    def topic_policies(self, topic: TopicName) -> TopicPolicies | None:
+        """A topic's policies (a partition answers with its partitioned topic's)."""
+        return self._topic_policies.get(topic.partitioned_topic_name)
+
+    def set_topic_policies(self, topic: TopicName, policies: TopicPolicies | None) -> None:
+        """Record a topic's policies (after the admin API stored them) and apply them."""
+        key = topic.partitioned_topic_name
+        if policies is None or policies.empty:
+            self._topic_policies.pop(key, None)
+        else:
+            self._topic_policies[key] = policies
+        self._refresh(topic.namespace)
+
+    async def store_topic_policies(self, topic: TopicName, policies: TopicPolicies) -> None:
+        """Persist a topic's policies (the admin API's write), then apply them."""
+        key = topic.partitioned_topic_name
+        if self._store is not None:
+            path = topic_policies_path(key)
+            if policies.empty:
+                if await self._store.exists(path):
+                    await self._store.delete(path)
+            else:
+                await self._store.put(path, msgspec.json.encode(policies))
+        self.set_topic_policies(key, policies)
+
+    async def load_topic_policies(self) -> None:
+        """Read every stored topic policy (at start; the admin API keeps the view current)."""
+        store = self._store
+        if store is None:
+            return
+        for tenant in await store.children(TOPIC_POLICIES_ROOT):
+            for ns in await store.children(f"{TOPIC_POLICIES_ROOT}/{tenant}"):
+                for domain in await store.children(f"{TOPIC_POLICIES_ROOT}/{tenant}/{ns}"):
+                    base = f"{TOPIC_POLICIES_ROOT}/{tenant}/{ns}/{domain}"
+                    for local in await store.children(base):
+                        node = await store.get(f"{base}/{local}")
+                        if node is None:
+                            continue
+                        try:
+                            policies = _decode_topic_policies(node.value)
+                            name = TopicName.parse(f"{domain}://{tenant}/{ns}/{local}")
+                        except (msgspec.DecodeError, ValueError) as exc:
+                            log.warning("unreadable topic policies at %s: %s", base, exc)
+                            continue
+                        self._topic_policies[name] = policies
+        self._refresh(None)
+
+    def policies_of(self, topic: TopicName, subscription: str | None) -> DispatchPolicies:
+        """The policy inputs of a topic (subscription None) or one of its subscriptions."""
+        tp = self._topic_policies.get(topic.partitioned_topic_name)
+        ns = None if self._namespace_policies is None else self._namespace_policies(topic.namespace)
+        cluster = self._cluster
+        per_sub = None
+        if tp is not None and subscription is not None:
+            found = tp.subscriptionPolicies.get(subscription)
+            per_sub = None if found is None else found.dispatchRate
+        return DispatchPolicies(
+            topic_local=None if tp is None else tp.dispatchRate,
+            namespace_topic=None if ns is None else _rate_of(ns.topicDispatchRate, cluster),
+            namespace_cluster=None if ns is None else _rate_of(ns.clusterDispatchRate, cluster),
+            per_subscription=per_sub,
+            subscription_local=None if tp is None else tp.subscriptionDispatchRate,
+            namespace_subscription=None
+            if ns is None
+            else _rate_of(ns.subscriptionDispatchRate, cluster),
+        )
+
+    def _level(
+        self,
+        limiter: DispatchRateLimiter | None,
+        level: LimiterLevel,
+        rate: DispatchRate | None,
+        publish_rate: LastUpdatedAvgPublishRate,
+    ) -> DispatchRateLimiter | None:
+        now = self._clock.now()
+        if rate is None:
+            return None  # Pulsar closes the limiter when its rate is disabled
+        if limiter is None:
+            return create_dispatch_rate_limiter(
+                self._factory, level, rate, now, publish_rate=publish_rate
+            )
+        if limiter.dispatch_rate != rate:
+            limiter.update_rate(rate, now)
+        return limiter
+
+    def _refresh(self, namespace: NamespaceName | None, *, rebuild: bool = False) -> None:
+        config = self._config
+        broker_rate = resolve_broker_rate(config)
+        if self.broker_limiter.dispatch_rate != broker_rate:
+            self.broker_limiter.update_rate(broker_rate, self._clock.now())
+        for name, entry in self._topics.items():
+            if namespace is not None and name.namespace != namespace:
+                for throttle in entry.subs.values():
+                    throttle.refresh()  # the broker limiter may have changed
+                continue
+            entry.limiter = self._level(
+                entry.limiter,
+                LimiterLevel.TOPIC,
+                resolve_topic_rate(config, self.policies_of(name, None)),
+                entry.publish_rate,
+            )
+            for sub, throttle in entry.subs.items():
+                throttle.limiter = self._level(
+                    throttle.limiter,
+                    LimiterLevel.SUBSCRIPTION,
+                    resolve_subscription_rate(config, self.policies_of(name, sub)),
+                    entry.publish_rate,
+                )
+                if rebuild:
+                    throttle.replace_chain(self._chain(entry.limiter, throttle.limiter))
+                else:
+                    chain = throttle.chain
+                    chain.set_limiter(LimiterLevel.TOPIC, entry.limiter)
+                    chain.set_limiter(LimiterLevel.SUBSCRIPTION, throttle.limiter)
+                throttle.refresh()
+
+
+def _rates(config: DispatchThrottlingConfig) -> dict[str, Any]:
+    # The keys whose changes reach limiters through update_rate; anything else rebuilds chains.
+    return {
+        name: getattr(config, name)
+        for name in (
+            "dispatchThrottlingRateInMsg",
+            "dispatchThrottlingRateInByte",
+            "dispatchThrottlingRatePerTopicInMsg",
+            "dispatchThrottlingRatePerTopicInByte",
+            "dispatchThrottlingRatePerSubscriptionInMsg",
+            "dispatchThrottlingRatePerSubscriptionInByte",
+            "dispatchThrottlingRateRelativeToPublishRate",
+        )
+    }

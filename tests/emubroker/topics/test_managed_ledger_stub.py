@@ -1,0 +1,164 @@
+"""The managed ledger and cursor persistence over the stub (bookie mode), on a FakeClock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from emubroker.metadata import MemoryMetadataStore
+from emubroker.naming import TopicName
+from emubroker.topics.cursor import Cursor
+from emubroker.topics.cursor_flush import CursorFlusher
+from emubroker.topics.managed_ledger import CacheBudget, CacheMiss, LedgerPolicy, ManagedLedger
+from emubroker.topics.ml_meta import decode_ledger_info, managed_ledger_path
+from emubroker.topics.topic import TopicState
+from protocol.clock import FakeClock
+from storage_stub.client import StubClient
+from storage_stub.ledger import LedgerFencedError
+from storage_stub.server import open_stub_server
+from tests.emubroker.topics.helpers import make_entry
+
+pytestmark = pytest.mark.anyio
+
+TOPIC = TopicName.parse("persistent://public/default/ml")
+PATH = managed_ledger_path(TOPIC)
+
+
+@asynccontextmanager
+async def _stub(clock: FakeClock) -> AsyncIterator[StubClient]:
+    async with open_stub_server(clock=clock) as server, server.open_local_client() as client:
+        yield client
+
+
+async def _open(
+    bookie: StubClient,
+    metadata: MemoryMetadataStore,
+    clock: FakeClock,
+    *,
+    policy: LedgerPolicy | None = None,
+    budget: CacheBudget | None = None,
+) -> ManagedLedger:
+    ml = await ManagedLedger.open(
+        bookie,
+        policy=policy or LedgerPolicy(max_entries=3),
+        clock=clock,
+        metadata=metadata,
+        path=PATH,
+        budget=budget,
+    )
+    assert ml is not None
+    return ml
+
+
+async def _append(ml: ManagedLedger, start: int, n: int) -> list[tuple[int, int]]:
+    made = [make_entry(b"%d" % i) for i in range(start, start + n)]
+    return await ml.append_many([e for e, _, _ in made], [i for _, _, i in made])
+
+
+async def test_rollover_by_entries_persists_the_ledger_list(fake_clock: FakeClock) -> None:
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock)
+        positions = await _append(ml, 0, 7)
+        assert len(ml.ledger_ids) == 3
+        assert positions == sorted(positions)
+        assert [p[1] for p in positions] == [0, 1, 2, 0, 1, 2, 0]
+        stored = await metadata.get(PATH)
+        assert stored is not None
+        info = decode_ledger_info(stored.value)
+        assert [r.ledger_id for r in info.ledgers] == list(ml.ledger_ids)
+        assert [r.entries for r in info.ledgers] == [3, 3, -1]  # the open one: recovered later
+
+
+async def test_rollover_waits_for_the_minimum_age_and_happens_at_the_maximum(
+    fake_clock: FakeClock,
+) -> None:
+    policy = LedgerPolicy(max_entries=2, min_rollover=600.0, max_rollover=3600.0)
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock, policy=policy)
+        await _append(ml, 0, 5)
+        assert len(ml.ledger_ids) == 1  # full, but younger than the minimum
+        await fake_clock.advance(601.0)
+        await _append(ml, 5, 1)
+        assert len(ml.ledger_ids) == 2
+        await fake_clock.advance(3601.0)
+        await _append(ml, 6, 1)  # only one entry in it, but old enough
+        await fake_clock.advance(3601.0)
+        await _append(ml, 7, 1)
+        assert len(ml.ledger_ids) == 4
+
+
+async def test_reopen_fences_the_old_writer_and_recovers_every_entry(
+    fake_clock: FakeClock,
+) -> None:
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        old = await _open(bookie, metadata, fake_clock)
+        written = await _append(old, 0, 5)
+        new = await _open(bookie, metadata, fake_clock)
+        assert new.count == 5
+        assert [new.position(i) for i in range(5)] == written
+        assert [info.sequence_id for info in new.infos] == [i.sequence_id for i in old.infos]
+        with pytest.raises(LedgerFencedError):
+            await _append(old, 5, 1)  # the previous owner can add nothing more
+        assert (await _append(new, 5, 1))[0][0] not in old.ledger_ids
+        _, _, sections = await new.read_entries(0, 2)
+        assert len(sections) == 3
+
+
+async def test_cache_evicts_oldest_and_reads_misses_back_from_the_stub(
+    fake_clock: FakeClock,
+) -> None:
+    budget = CacheBudget(limit=300)
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock, policy=LedgerPolicy(), budget=budget)
+        made = [make_entry(b"x" * 40 + b"%d" % i) for i in range(10)]
+        await ml.append_many([e for e, _, _ in made], [i for _, _, i in made])
+        assert budget.used <= budget.limit
+        assert 0 < ml.cached_bytes <= 300
+        with pytest.raises(CacheMiss) as miss:
+            ml.read(0, 3)
+        await ml.load(miss.value.first, miss.value.last)
+        _, first_entry, sections = ml.read(0, 3)
+        assert first_entry == 0
+        assert sections[0] == made[0][0]
+        _, _, tail = ml.read(9, 9)  # the newest entry is still cached
+        assert tail == [made[9][0]]
+
+
+async def test_trim_deletes_ledgers_every_cursor_passed(fake_clock: FakeClock) -> None:
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock)
+        await _append(ml, 0, 8)
+        first, second = ml.ledger_ids[:2]
+        assert await ml.trim(4) == 1  # ledger 1 (indexes 0..2) passed; ledger 2 not yet
+        assert ml.ledger_ids[0] == second
+        assert ml.first_index == 3
+        assert first not in await bookie.ledger_ids()
+        reopened = await _open(bookie, metadata, fake_clock)
+        assert reopened.first_index == 3
+        assert reopened.count == 8
+
+
+async def test_cursors_persist_coalesced_and_resume_after_reopen(fake_clock: FakeClock) -> None:
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock)
+        await _append(ml, 0, 10)
+        state = TopicState(ml)
+        cursor = state.cursors["sub"] = Cursor(-1)
+        cursor.ack_many([0, 1, 2, 5, 6])
+        cursor.ack_batch(8, 0b101, 3)
+        flusher = CursorFlusher(metadata, clock=fake_clock, interval=1.0)
+        await flusher.flush(TOPIC, state)
+        assert not cursor.dirty
+        version = (await metadata.get(f"{PATH}/sub")).version  # type: ignore[union-attr]
+        await flusher.flush(TOPIC, state)  # nothing changed: nothing written
+        assert (await metadata.get(f"{PATH}/sub")).version == version  # type: ignore[union-attr]
+        loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
+        restored = loaded["sub"]
+        assert restored.mark_delete == 2
+        assert restored.acked == {5, 6}
+        assert restored.partial == {8: 0b101}
+        assert not restored.is_acked(3)
+        # The first ledger (0..2) is fully consumed by every cursor: trimmed by the flush.
+        assert ml.first_index == 3
