@@ -231,6 +231,39 @@ def _namespaces(sub: Any) -> None:
     dedup.set_defaults(
         run=lambda c, a: c.call("POST", _namespace_path(a.namespace) + "/deduplication", a.enable)
     )
+    _dispatch_rate_commands(sub)
+
+
+def _dispatch_rate_commands(sub: Any) -> None:
+    # pulsar-admin namespaces {set,get,remove}-{,subscription-}dispatch-rate, same flags.
+    for kind, suffix in (
+        ("dispatch-rate", "/dispatchRate"),
+        ("subscription-dispatch-rate", "/subscriptionDispatchRate"),
+    ):
+        cmd = sub.add_parser(f"set-{kind}", help=f"set the namespace's {kind.replace('-', ' ')}")
+        cmd.add_argument("namespace", help="tenant/namespace")
+        cmd.add_argument("-md", "--msg-dispatch-rate", type=int, default=-1)
+        cmd.add_argument("-bd", "--byte-dispatch-rate", type=int, default=-1)
+        cmd.add_argument("-dt", "--dispatch-rate-period", type=int, default=1)
+        cmd.add_argument("-rp", "--relative-to-publish-rate", action="store_true")
+        cmd.set_defaults(
+            run=lambda c, a, s=suffix: c.call(
+                "POST",
+                _namespace_path(a.namespace) + s,
+                {
+                    "dispatchThrottlingRateInMsg": a.msg_dispatch_rate,
+                    "dispatchThrottlingRateInByte": a.byte_dispatch_rate,
+                    "ratePeriodInSecond": a.dispatch_rate_period,
+                    "relativeToPublishRate": a.relative_to_publish_rate,
+                },
+            )
+        )
+        for verb, method in (("get", "GET"), ("remove", "DELETE")):
+            cmd = sub.add_parser(f"{verb}-{kind}", help=f"{verb} the namespace's {kind}")
+            cmd.add_argument("namespace", help="tenant/namespace")
+            cmd.set_defaults(
+                run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
+            )
 
 
 def _topic_command(sub: Any, verb: str, help_text: str, method: str, suffix: str = "") -> Any:

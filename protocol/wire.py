@@ -437,3 +437,48 @@ def parse_metadata(buf: bytes, start: int, end: int) -> MetadataFields | None:
     if name is None or sequence_id < 0 or publish_time < 0:
         return None  # required fields missing: protobuf reports it
     return name, sequence_id, publish_time, batch, partition_key, ordering_key, deliver_at
+
+
+# ---- SingleMessageMetadata, for the client's batch splitting (spec §8.2) ----------------------
+
+# The varint fields of SingleMessageMetadata (protocol/pulsar.proto): payload_size 3,
+# compacted_out 4, event_time 5, partition_key_b64_encoded 6, sequence_id 8, null_value 9,
+# null_partition_key 10. Length-delimited fields (properties, partition_key, ordering_key) are
+# left to protobuf, which validates them; so is anything unknown.
+_SINGLE_VARINT_TAGS: Final = frozenset(number << 3 for number in (3, 4, 5, 6, 8, 9, 10))
+_SINGLE_PAYLOAD_SIZE_TAG: Final = 3 << 3
+_SINGLE_COMPACTED_OUT_TAG: Final = 4 << 3
+
+
+def scan_single_metadata(buf: bytes, start: int, end: int) -> tuple[int, bool] | None:
+    """``(payload_size, compacted_out)`` of the ``SingleMessageMetadata`` in ``buf[start:end]``.
+
+    Only headers made of varint fields are read (what a producer writes for a message without
+    key or properties); anything else, or a value protobuf would read differently, gives None
+    and the caller decodes the header with ``protocol.codec``. When this returns a value,
+    ``decode_record`` accepts the same bytes and reads the same two fields
+    (tests/protocol/test_wire_client.py).
+    """
+    tags = _SINGLE_VARINT_TAGS
+    payload_size: int | None = None
+    compacted_out = False
+    pos = start
+    try:
+        while pos < end:
+            tag = buf[pos]
+            if tag not in tags:  # also every multi-byte tag (none of ours needs two bytes)
+                return None
+            pos += 1
+            if pos < end and (value := buf[pos]) < 0x80:
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            if tag == _SINGLE_PAYLOAD_SIZE_TAG:
+                payload_size = _int32(value)
+            elif tag == _SINGLE_COMPACTED_OUT_TAG:
+                compacted_out = value != 0
+    except OffTheFastLane:
+        return None
+    if payload_size is None:
+        return None  # required field missing: protobuf reports it
+    return payload_size, compacted_out

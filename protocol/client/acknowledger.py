@@ -79,9 +79,11 @@ class Acknowledger:
             chunk_ids = self.chunks.pop_ids(message_id)
         elif chunk_ids:
             self.chunks.pop_ids(message_id)
-        for chunk_id in chunk_ids[:-1]:
-            self._ack_entry(chunk_id.ledger_id, chunk_id.entry_id)
-        self.nacks.discard(message_id)
+        if chunk_ids:
+            for chunk_id in chunk_ids[:-1]:
+                self._ack_entry(chunk_id.ledger_id, chunk_id.entry_id)
+        if len(self.nacks):
+            self.nacks.discard(message_id)
         if message_id.batch_index < 0 or self.batches.ack(message_id):
             self._ack_entry(message_id.ledger_id, message_id.entry_id)
         elif self._config.batch_index_ack_enabled:

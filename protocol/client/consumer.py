@@ -28,7 +28,7 @@ from protocol.client._util import with_deadline
 from protocol.client.acknowledger import REDELIVER_MIN_PROTOCOL, Acknowledger
 from protocol.client.acks import entry_data
 from protocol.client.config import ConsumerConfig
-from protocol.client.handler import Handler, HandlerState
+from protocol.client.handler import ENDED_STATES, Handler, HandlerState
 from protocol.client.incoming import Incoming
 from protocol.client.messages import Message
 from protocol.client.receive_queue import ReceiveQueue
@@ -260,7 +260,8 @@ class Consumer(Handler):
         Raises:
             ConsumerClosedError: the consumer is closed.
         """
-        self._check_usable()
+        if self._state in ENDED_STATES:
+            self._check_usable()
         if (
             self._queue_size == 0
             and not len(self._queue)
@@ -269,7 +270,10 @@ class Consumer(Handler):
             and self._send(c.Flow(consumer_id=self.consumer_id, message_permits=1))
         ):
             self._zero_queue_permit_out = True
-        message = await self._queue.get()
+        # A prefetched message is taken without another coroutine (the hot path).
+        message = self._queue.get_nowait()
+        if message is None:
+            message = await self._queue.get()
         message._consumer._on_dequeued(message)
         return message
 
@@ -291,7 +295,8 @@ class Consumer(Handler):
         Raises:
             ConsumerClosedError: the consumer is closed.
         """
-        self._check_usable()
+        if self._state in ENDED_STATES:
+            self._check_usable()
         if isinstance(message, Message):
             self._acker.acknowledge(message.message_id, message._chunk_ids)
         else:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from protocol.client.client import Client
     from protocol.client.connection import ClientConnection
 
-__all__ = ["Handler", "HandlerState"]
+__all__ = ["ENDED_STATES", "Handler", "HandlerState"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,8 @@ class HandlerState(enum.Enum):
 
 
 _ENDED = (HandlerState.CLOSING, HandlerState.CLOSED, HandlerState.FAILED)
+ENDED_STATES = _ENDED  # a tuple: enum members compare by identity, hashing them is slower
+"""States in which `Handler._check_usable` raises: hot paths test this before calling it."""
 
 # Failures after which attaching is simply tried again (rule 3).
 _TRANSIENT = (ConnectionBrokenError, OperationTimeoutError, ProtocolError)

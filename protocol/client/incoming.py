@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from protocol import commands as c
-from protocol.batch import indexes_of, parse_batch
+from protocol.batch import indexes_of
 from protocol.client.acks import BatchTracker
 from protocol.client.chunks import ChunkAssembler
 from protocol.client.messages import Message
@@ -30,6 +30,7 @@ from protocol.codec import decode_record
 from protocol.errors import RemoteProtocolError
 from protocol.framing import Payload
 from protocol.ids import MessageId
+from protocol.wire import scan_single_metadata
 
 __all__ = ["Decoded", "Incoming", "ValidationError"]
 
@@ -128,9 +129,8 @@ class Incoming:
     ) -> Decoded:
         data = message.message_id
         ledger_id, entry_id = data.ledger_id, data.entry_id
-        try:
-            singles = parse_batch(payload.body, count)
-        except RemoteProtocolError:
+        parts = _split_batch(bytes(payload.body), count)
+        if parts is None:
             return Decoded([], count, ValidationError.BATCH_DESERIALIZE_ERROR)
         keep = indexes_of(message.ack_set, count) if message.ack_set else None
         start = self.start_id
@@ -141,14 +141,31 @@ class Incoming:
         )
         partition, topic, owner = self.partition, self.topic, self.owner
         redelivery_count = message.redelivery_count
-        delivered: set[int] = set()
         out: list[Message] = []
-        for i, (single, body) in enumerate(singles):
+        if keep is None and start_index is None and not parts[2]:
+            # The common case: every message goes to the application.
+            out = [
+                Message(
+                    body,
+                    MessageId(ledger_id, entry_id, partition, i, count),
+                    topic,
+                    redelivery_count,
+                    metadata,
+                    header,
+                    owner,
+                )
+                for i, (header, body) in enumerate(zip(parts[0], parts[1], strict=True))
+            ]
+            self.batches.received(ledger_id, entry_id, set(range(count)), count)
+            return Decoded(out, 0)
+        compacted = parts[2]
+        delivered: set[int] = set()
+        for i, (header, body) in enumerate(zip(parts[0], parts[1], strict=True)):
             if keep is not None and i not in keep:
                 continue
             if start_index is not None and self._prior(i, start_index):
                 continue
-            if single.compacted_out:
+            if i in compacted:
                 continue
             delivered.add(i)
             out.append(
@@ -158,7 +175,7 @@ class Incoming:
                     topic,
                     redelivery_count,
                     metadata,
-                    single,
+                    header,
                     owner,
                 )
             )
@@ -176,3 +193,46 @@ class Incoming:
             and start.ledger_id == ledger_id
             and self._prior(entry_id, start.entry_id)
         )
+
+
+_Header = c.SingleMessageMetadata | bytes
+
+
+def _split_batch(buf: bytes, count: int) -> tuple[list[_Header], list[bytes], set[int]] | None:
+    """Split a batch payload (spec §8.2) into headers, bodies and the compacted-out indexes.
+
+    A header made of varint fields only (`wire.scan_single_metadata`) stays bytes, decoded
+    when the application asks for it; others are decoded now, so a malformed one discards the
+    entry as before. None: the payload does not hold `count` well-formed messages (rule 1).
+    """
+    headers: list[_Header] = []
+    bodies: list[bytes] = []
+    compacted: set[int] = set()
+    size = len(buf)
+    pos = 0
+    for i in range(count):
+        start = pos + 4
+        if start > size:
+            return None
+        stop = start + int.from_bytes(buf[pos:start], "big")
+        if stop > size:
+            return None
+        scanned = scan_single_metadata(buf, start, stop)
+        header: _Header
+        if scanned is None:
+            try:
+                header = decode_record(c.SingleMessageMetadata, buf[start:stop])
+            except RemoteProtocolError:
+                return None
+            body_size, compacted_out = header.payload_size, header.compacted_out
+        else:
+            header = buf[start:stop]
+            body_size, compacted_out = scanned
+        pos = stop + body_size
+        if body_size < 0 or pos > size:
+            return None
+        headers.append(header)
+        bodies.append(buf[stop:pos])
+        if compacted_out:
+            compacted.add(i)
+    return headers, bodies, compacted

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from protocol import commands as c
-from protocol.codec import encode_record
+from protocol.codec import decode_record, encode_record
 from protocol.errors import MessageTooBigError
 from protocol.framing import build_entry, checksum, encode_payload_frame
 from protocol.ids import MessageId
@@ -87,6 +87,28 @@ def plain_single_metadata(payload_size: int, sequence_id: int) -> bytes:
         return encode_record(
             c.SingleMessageMetadata(payload_size=payload_size, sequence_id=sequence_id)
         )
+
+
+_PLAIN_PREFIXES: dict[int, bytes] = {}
+
+
+def plain_single_header(payload_size: int, sequence_id: int) -> bytes:
+    """The `| size:u32 | SingleMessageMetadata |` of a plain batched message (spec §8.2).
+
+    Producers send runs of equal-sized payloads, so the part that depends on the size only is
+    cached; the sequence id's varint is appended per message.
+    """
+    try:
+        prefix = _PLAIN_PREFIXES.get(payload_size)
+        if prefix is None:
+            prefix = _PAYLOAD_SIZE_TAG + uvarint(payload_size) + _SINGLE_SEQUENCE_ID_TAG
+            if len(_PLAIN_PREFIXES) < 1024:
+                _PLAIN_PREFIXES[payload_size] = prefix
+        seq = uvarint(sequence_id)
+    except OffTheFastLane:
+        header = plain_single_metadata(payload_size, sequence_id)
+        return _U32.pack(len(header)) + header
+    return _U32.pack(len(prefix) + len(seq)) + prefix + seq
 
 
 def _frame(
@@ -170,39 +192,40 @@ class BatchBuilder:
         self._publish_time = 0
         self._key: str | None = None
 
+    def start(self, sequence_id: int, publish_time: int, key: str | None, now: float) -> None:
+        """Open a batch: its first message fixes the sequence id, publish time and key."""
+        self._first_seq = sequence_id
+        self._publish_time = publish_time
+        self._key = key
+        self.started_at = now
+
     def add(
         self,
         payload: bytes,
         sequence_id: int,
-        publish_time: int,
         key: str | None,
         properties: tuple[c.KeyValue, ...],
         event_time: int | None,
         future: Future[MessageId],
-        now: float,
     ) -> None:
-        """Append one message; the first one fixes the batch's sequence id, time and key."""
-        if not self.count:
-            self._first_seq = sequence_id
-            self._publish_time = publish_time
-            self._key = key
-            self.started_at = now
+        """Append one message (after `start` for the first one)."""
+        size = len(payload)
         if properties or key is not None or event_time is not None:
             header = encode_record(
                 c.SingleMessageMetadata(
-                    payload_size=len(payload),
+                    payload_size=size,
                     properties=properties,
                     partition_key=key,
                     event_time=event_time,
                     sequence_id=sequence_id,
                 )
             )
+            self._parts += (_U32.pack(len(header)), header, payload)
         else:
-            header = plain_single_metadata(len(payload), sequence_id)
-        self._parts += (_U32.pack(len(header)), header, payload)
+            self._parts += (plain_single_header(size, sequence_id), payload)
         self._futures.append(future)
         self.count += 1
-        self.size += len(payload)
+        self.size += size
 
     def build(
         self, producer_id: int, producer_name: str, with_checksum: bool = True
@@ -257,7 +280,7 @@ class Message:
         topic: str,
         redelivery_count: int,
         metadata: c.MessageMetadata,
-        single: c.SingleMessageMetadata | None = None,
+        single: c.SingleMessageMetadata | bytes | None = None,
         consumer: Any = None,
         chunk_ids: tuple[MessageId, ...] = (),
     ) -> None:
@@ -266,6 +289,8 @@ class Message:
         self.topic = topic
         self.redelivery_count = redelivery_count
         self._metadata = metadata
+        # A batched message's header, decoded on first use: the consumer's hot path only needs
+        # payload and id, so the header stays bytes until a property asks for it.
         self._single = single
         self._consumer = consumer  # the single-topic consumer it came from (acks, permits)
         self._chunk_ids = chunk_ids
@@ -273,27 +298,37 @@ class Message:
     def __repr__(self) -> str:
         return f"<Message {self.message_id} {len(self.payload)} bytes on {self.topic}>"
 
+    def _header(self) -> c.SingleMessageMetadata | None:
+        single = self._single
+        if isinstance(single, bytes):  # checked by `wire.scan_single_metadata`: decodes
+            single = self._single = decode_record(c.SingleMessageMetadata, single)
+        return single
+
     @property
     def properties(self) -> dict[str, str]:
         """The message's string properties."""
-        source = self._single if self._single is not None else self._metadata
+        single = self._header()
+        source = single if single is not None else self._metadata
         return {kv.key: kv.value for kv in source.properties}
 
     @property
     def key(self) -> str | None:
         """The partition key, if any."""
-        source = self._single if self._single is not None else self._metadata
+        single = self._header()
+        source = single if single is not None else self._metadata
         return source.partition_key
 
     @property
     def ordering_key(self) -> bytes | None:
-        source = self._single if self._single is not None else self._metadata
+        single = self._header()
+        source = single if single is not None else self._metadata
         return source.ordering_key
 
     @property
     def event_time(self) -> int | None:
         """The application event time in ms, or None when unset."""
-        source = self._single if self._single is not None else self._metadata
+        single = self._header()
+        source = single if single is not None else self._metadata
         return source.event_time or None
 
     @property
@@ -307,8 +342,9 @@ class Message:
 
     @property
     def sequence_id(self) -> int:
-        if self._single is not None and self._single.sequence_id is not None:
-            return self._single.sequence_id
+        single = self._header()
+        if single is not None and single.sequence_id is not None:
+            return single.sequence_id
         return self._metadata.sequence_id
 
     @property

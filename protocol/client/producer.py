@@ -28,7 +28,7 @@ import anyio.abc
 from protocol import commands as c
 from protocol.client._util import Future, with_deadline
 from protocol.client.config import ProducerConfig
-from protocol.client.handler import Handler, HandlerState
+from protocol.client.handler import ENDED_STATES, Handler, HandlerState
 from protocol.client.messages import (
     CHECKSUM_MIN_PROTOCOL,
     BatchBuilder,
@@ -239,8 +239,10 @@ class Producer(Handler):
             ProducerClosedError: the producer is closed.
             MessageTooBigError: too large for the broker and chunking is off.
         """
-        self._check_usable()
-        while self._pending_messages >= self._config.max_pending_messages:
+        if self._state in ENDED_STATES:
+            self._check_usable()
+        config = self._config
+        while self._pending_messages >= config.max_pending_messages:
             self._flush_batch()  # the open batch may hold what fills the queue: send it now
             if self._room is None:
                 self._room = anyio.Event()
@@ -249,38 +251,37 @@ class Producer(Handler):
         future: Future[MessageId] = Future()
         if callback is not None:
             future.add_done_callback(callback)
-        assert self._next_seq is not None  # set by the first attachment
+        next_seq = self._next_seq
+        assert next_seq is not None  # set by the first attachment
         if sequence_id is None:
-            sequence_id = self._next_seq
-        self._next_seq = max(self._next_seq, sequence_id + 1)
-        publish_time = self._clock.wall_ns() // 1_000_000
+            sequence_id = next_seq
+            self._next_seq = next_seq + 1
+        elif sequence_id >= next_seq:
+            self._next_seq = sequence_id + 1
         props = (
             tuple(c.KeyValue(key=k, value=v) for k, v in properties.items()) if properties else ()
         )
         batch = self._batch
         if batch is not None and deliver_at is None and len(payload) < self._max_message_size:
             # Flush first if this message would overflow the batch's byte budget (spec §8.1).
-            if batch.count and batch.size + len(payload) > self._config.batching_max_bytes:
+            if batch.count and batch.size + len(payload) > config.batching_max_bytes:
                 self._flush_batch()
-            if not batch.count and self._batch_armed is not None:
-                self._batch_armed.set()
-            batch.add(
-                payload,
-                sequence_id,
-                publish_time,
-                key,
-                props,
-                event_time,
-                future,
-                self._clock.now(),
-            )
+            if not batch.count:
+                # Only the batch's first message sets its publish time and start (spec §8.1):
+                # the clocks are read once per batch, not once per message.
+                if self._batch_armed is not None:
+                    self._batch_armed.set()
+                batch.start(sequence_id, self._clock.wall_ns() // 1_000_000, key, self._clock.now())
+            batch.add(payload, sequence_id, key, props, event_time, future)
             self._pending_messages += 1
             if (
-                batch.count >= self._config.batching_max_messages
-                or batch.size >= self._config.batching_max_bytes
+                batch.count >= config.batching_max_messages
+                or batch.size >= config.batching_max_bytes
             ):
                 self._flush_batch()
             return future
+
+        publish_time = self._clock.wall_ns() // 1_000_000
 
         def full() -> c.MessageMetadata:
             return c.MessageMetadata(

@@ -15,9 +15,11 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pulsar
+import pyarrow.parquet as pq
 import pytest
 
 from emubroker.testing import RunningBroker, run_broker_in_thread
@@ -186,3 +188,21 @@ def test_bad_rates_are_rejected_with_pulsars_codes(broker: RunningBroker) -> Non
     assert rest(broker, "POST", "/admin/v2/namespaces/public/nope/dispatchRate", {}) == 404
     missing = topic_path(new_topic()) + "/dispatchRate"
     assert rest(broker, "POST", missing, {"dispatchThrottlingRateInMsg": 1}) == 404
+
+
+def test_the_broker_writes_a_dispatch_trace_when_configured(tmp_path: Path) -> None:
+    with run_broker_in_thread(
+        emubrokerDispatchTraceDir=str(tmp_path), dispatchThrottlingRatePerSubscriptionInMsg=1000
+    ) as running:
+        topic = new_topic()
+        client = make_client(running.service_url)
+        try:
+            consumer = client.subscribe(topic, "sub")
+            produce(client, topic, 30)
+            drain([consumer], 30)
+        finally:
+            client.close()
+    rows = pq.read_table(sorted(tmp_path.glob("dispatch-*.parquet"))).to_pylist()
+    assert sum(r["messages"] for r in rows if r["subscription"] == "sub") == 30
+    assert {r["subscription_msg_rate"] for r in rows} == {1000}
+    assert {r["topic"] for r in rows} == {topic}

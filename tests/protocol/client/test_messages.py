@@ -44,3 +44,35 @@ def test_metadata_round_trips() -> None:
         300,
         1_700_000_000_000,
     )
+
+
+def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
+    from protocol.client.incoming import _split_batch
+    from protocol.client.messages import Message, plain_single_header
+    from protocol.ids import MessageId
+
+    keyed = encode_record(c.SingleMessageMetadata(payload_size=2, partition_key="k"))
+    compacted = encode_record(c.SingleMessageMetadata(payload_size=0, compacted_out=True))
+    buf = b"".join(
+        (
+            plain_single_header(3, 9),
+            b"abc",
+            len(keyed).to_bytes(4, "big"),
+            keyed,
+            b"de",
+            len(compacted).to_bytes(4, "big"),
+            compacted,
+        )
+    )
+    parts = _split_batch(buf, 3)
+    assert parts is not None
+    headers, bodies, skipped = parts
+    assert bodies == [b"abc", b"de", b""]
+    assert skipped == {2}
+    assert isinstance(headers[0], bytes)  # plain: decoded only when asked
+    assert isinstance(headers[1], c.SingleMessageMetadata)
+    meta = c.MessageMetadata(producer_name="p", sequence_id=9, publish_time=1)
+    message = Message(bodies[0], MessageId(1, 2, -1, 0, 3), "t", 0, meta, headers[0])
+    assert (message.sequence_id, message.key, message.properties) == (9, None, {})
+    assert _split_batch(buf, 4) is None  # fewer messages than announced
+    assert _split_batch(buf[:-1], 3) is None  # a header running past the payload
