@@ -15,16 +15,19 @@ under Pulsar's path ``/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>``
 from __future__ import annotations
 
 import itertools
+import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import unquote
 
 import anyio
 import msgspec
 
-from emubroker.naming import TopicDomain, TopicName
+from emubroker.naming import InvalidNameError, TopicDomain, TopicName
 from emubroker.storage import BookieClient, MemoryBookie, NowaitBookie
 from emubroker.topics.cursor_flush import CursorFlusher
 from emubroker.topics.managed_ledger import CacheBudget, LedgerPolicy, ManagedLedger
+from emubroker.topics.ml_meta import ROOT as ML_ROOT
 from emubroker.topics.ml_meta import managed_ledger_path
 from emubroker.topics.nonpersistent import NonPersistentTopic
 from emubroker.topics.stats import ServiceStats
@@ -49,6 +52,8 @@ if TYPE_CHECKING:
 __all__ = ["AnyTopic", "TopicService"]
 
 AnyTopic = Topic | NonPersistentTopic
+
+log = logging.getLogger(__name__)
 
 _PARTITIONED_PATH = "/admin/partitioned-topics"
 
@@ -107,6 +112,9 @@ class TopicService:
         self._topics: dict[TopicName, AnyTopic] = {}
         self._states: dict[TopicName, TopicState] = {}
         self._partitioned: dict[TopicName, int] = {}
+        # Persistent topics found in the metadata store at start-up and not loaded yet: they
+        # exist (listed, deletable) before their first use opens them.
+        self._stored: set[TopicName] = set()
         self._producer_seq = itertools.count()
         self._nonpersistent_ledger = itertools.count(1)
         self._tg: TaskGroup | None = None
@@ -123,6 +131,7 @@ class TopicService:
         await tg.__aenter__()
         self._tg_cm = tg
         self._tg = tg
+        await self._load_catalog()
         if self._flusher is not None:
             tg.start_soon(self._flusher.run, self._states.items)
         return self
@@ -163,6 +172,18 @@ class TopicService:
             self._tg.cancel_scope.cancel()
         if self._stopped is not None:
             self._stopped.set()
+
+    async def _load_catalog(self) -> None:
+        """Learn the partitioned and the stored topics a previous run left in the store."""
+        store = self._metadata
+        if store is None:
+            return
+        for name, value in await _walk_topics(store, _PARTITIONED_PATH, quoted=False):
+            meta = msgspec.json.decode(value, type=_PartitionedTopicMetadata)
+            if not meta.deleted:
+                self._partitioned[name] = meta.partitions
+        if self._ml_metadata is not None:
+            self._stored.update(n for n, _ in await _walk_topics(self._ml_metadata, ML_ROOT))
 
     def _task_group(self) -> TaskGroup:
         if self._closed:
@@ -385,7 +406,7 @@ class TopicService:
             TopicsMode.NON_PERSISTENT: {TopicDomain.NON_PERSISTENT},
         }.get(mode, {TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT})
         names: set[str] = set()
-        for name in itertools.chain(self._states, self._topics):
+        for name in itertools.chain(self._states, self._topics, self._stored):
             if name.namespace == ns and name.domain in wanted:
                 names.add(str(name))
         for parent, partitions in self._partitioned.items():
@@ -405,6 +426,8 @@ class TopicService:
     def topic_exists(self, name: TopicName) -> bool:
         """Whether a topic exists: stored or loaded, partitioned, or a partition of one."""
         if name in self._topics or name in self._states or name in self._partitioned:
+            return True
+        if name in self._stored:
             return True
         parent = name.partitioned_topic_name
         return parent is not name and name.partition_index < self._partitioned.get(parent, 0)
@@ -446,6 +469,8 @@ class TopicService:
             TopicNotFoundError: It does not exist.
             NotAllowedError: Producers or consumers are attached and ``force`` is false.
         """
+        if name in self._stored and name not in self._states:
+            await self._open_state(name, create=False)  # stored by an earlier run: open to delete
         topic = self._topics.get(name)
         if topic is None and name not in self._states:
             raise TopicNotFoundError(f"Topic {name} not found")
@@ -454,6 +479,7 @@ class TopicService:
                 raise NotAllowedError("Topic has active producers/subscriptions")
             del self._topics[name]
             await topic.close(notify=True)
+        self._stored.discard(name)
         state = self._states.pop(name, None)
         if state is not None:
             await state.ledger.delete()
@@ -505,3 +531,26 @@ class TopicService:
             subscriptions=sum(len(t.subscriptions) for t in topics),
             topics=topics,
         )
+
+
+async def _walk_topics(
+    store: MetadataStore, root: str, *, quoted: bool = True
+) -> list[tuple[TopicName, bytes]]:
+    """Every ``<root>/<tenant>/<ns>/<domain>/<topic>`` node with a value, as topic names."""
+    found: list[tuple[TopicName, bytes]] = []
+    for tenant in await store.children(root):
+        for ns in await store.children(f"{root}/{tenant}"):
+            for domain in await store.children(f"{root}/{tenant}/{ns}"):
+                base = f"{root}/{tenant}/{ns}/{domain}"
+                for local in await store.children(base):
+                    node = await store.get(f"{base}/{local}")
+                    if node is None:
+                        continue
+                    topic = unquote(local) if quoted else local
+                    try:
+                        name = TopicName.parse(f"{domain}://{tenant}/{ns}/{topic}")
+                    except InvalidNameError:
+                        log.warning("ignoring unparsable topic node %s/%s", base, local)
+                        continue
+                    found.append((name, node.value))
+    return found
