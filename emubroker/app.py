@@ -132,6 +132,7 @@ def topic_settings(config: BrokerConfig) -> TopicSettings:
         cursor_flush_interval=1.0 / config.managedLedgerDefaultMarkDeleteRateLimit,
         delayed_delivery_enabled=config.delayedDeliveryEnabled,
         key_shared_hash_points=config.subscriptionKeySharedConsistentHashingReplicaPoints,
+        stats_update_frequency=float(config.statsUpdateFrequencyInSecs),
     )
 
 

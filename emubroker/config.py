@@ -119,6 +119,8 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         managedLedgerCacheSizeMB: The broker's entry cache (bookie mode; the in-memory store
             needs none).
         managedLedgerDefaultMarkDeleteRateLimit: Cursor persistence rounds per second.
+        statsUpdateFrequencyInSecs: Seconds between topic stats updates (publish rates for
+            relative-to-publish-rate dispatch limits).
         delayedDeliveryEnabled: Honour ``deliver_at_time`` on Shared/Key_Shared subscriptions.
         subscriptionKeySharedConsistentHashingReplicaPoints: Key_Shared hash-ring points per
             consumer.
@@ -159,6 +161,7 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     managedLedgerMaxLedgerRolloverTimeMinutes: Annotated[float, msgspec.Meta(gt=0)] = 240.0
     managedLedgerCacheSizeMB: Positive = 256
     managedLedgerDefaultMarkDeleteRateLimit: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    statsUpdateFrequencyInSecs: Annotated[int, msgspec.Meta(gt=0)] = 60
     delayedDeliveryEnabled: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: Positive = 100
     schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "ALWAYS_COMPATIBLE"

@@ -132,6 +132,8 @@ class TopicService:
         self._tg_cm = tg
         self._tg = tg
         await self._load_catalog()
+        if self.throttling is not None:
+            tg.start_soon(self._update_publish_rates)
         if self._flusher is not None:
             tg.start_soon(self._flusher.run, self._states.items)
         return self
@@ -184,6 +186,30 @@ class TopicService:
                 self._partitioned[name] = meta.partitions
         if self._ml_metadata is not None:
             self._stored.update(n for n, _ in await _walk_topics(self._ml_metadata, ML_ROOT))
+
+    async def _update_publish_rates(self) -> None:
+        """Pulsar's periodic topic stats update, as far as dispatch limits need it.
+
+        Every ``statsUpdateFrequencyInSecs`` each loaded topic's publish rates over the last
+        interval are folded into the smoothed rates that relative-to-publish-rate limits read
+        (spec §1.1). A topic seen for the first time starts from its current totals.
+        """
+        throttling = self.throttling
+        assert throttling is not None
+        last: dict[TopicName, tuple[int, int]] = {}
+        while True:
+            interval = self._settings.stats_update_frequency
+            await self._clock.sleep(interval)
+            seen: dict[TopicName, tuple[int, int]] = {}
+            for name in list(self._topics):
+                state = self._states.get(name)
+                rates = throttling.publish_rate(name)
+                if state is None or rates is None:
+                    continue
+                now = seen[name] = (state.counters.msg_in, state.counters.bytes_in)
+                before = last.get(name, now)
+                rates.update((now[0] - before[0]) / interval, (now[1] - before[1]) / interval)
+            last = seen
 
     def _task_group(self) -> TaskGroup:
         if self._closed:

@@ -42,6 +42,8 @@ class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
         delayed_delivery_enabled: ``delayedDeliveryEnabled``.
         key_shared_hash_points: ``subscriptionKeySharedConsistentHashingReplicaPoints``: ring
             points per consumer for Key_Shared AUTO_SPLIT.
+        stats_update_frequency: ``statsUpdateFrequencyInSecs``: how often topic publish rates
+            are refreshed for relative-to-publish-rate dispatch limits.
     """
 
     cluster_name: str = "standalone"
@@ -59,3 +61,4 @@ class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
     cursor_flush_interval: float = 1.0
     delayed_delivery_enabled: bool = True
     key_shared_hash_points: int = 100
+    stats_update_frequency: float = 60.0

@@ -300,3 +300,42 @@ async def test_a_publish_that_meets_an_exhausted_limiter_is_retried_after_the_ba
         await fake_clock.advance(BACKOFF)
         await settle()
         assert len(sink.messages) == 5
+
+
+@pytest.mark.parametrize("factory", [CLASSIC_FACTORY, None])
+async def test_relative_to_publish_rate_follows_the_stats_update(
+    fake_clock: FakeClock, factory: str | None
+) -> None:
+    # limit = floor(smoothed publish rate) + configured rate, the publish rate being refreshed
+    # every statsUpdateFrequencyInSecs (spec §1.1).
+    extra: dict[str, Any] = {"dispatchRateLimiterFactoryClassName": factory} if factory else {}
+    throttling = DispatchThrottling(
+        DispatchThrottlingConfig(**extra),
+        clock=fake_clock,
+        namespace_policies=lambda ns: None,
+        backoff=BACKOFF,
+    )
+    service = TopicService(
+        config=TopicSettings(stats_update_frequency=10.0),
+        clock=fake_clock,
+        ledgers=LedgerStore(),
+        namespaces=KNOWN_NAMESPACES.__contains__,
+        throttling=throttling,
+    )
+    async with service:
+        name = topic_name()
+        relative = DispatchRate(dispatchThrottlingRateInMsg=5, relativeToPublishRate=True)
+        throttling.set_topic_policies(name, TopicPolicies(subscriptionDispatchRate=relative))
+        topic = await service.get_topic(name)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        consumer.flow(10_000)
+        await fake_clock.advance(10.0)  # first stats update: nothing published yet
+        await backlog(topic, 300)  # 300 messages in this interval: 30 msg/s
+        before = [p[0] for p in await per_period(fake_clock, [sink], 3)]
+        assert before == [5, 5, 5, 5]  # only the configured 5 while the rate is still 0
+        await fake_clock.advance(10.0 - 3 * BACKOFF)  # second stats update: 30 msg/s
+        await settle()
+        sink.take()
+        after = [p[0] for p in await per_period(fake_clock, [sink], 3)][1:]
+        assert after == [35, 35, 35]  # floor(30) + 5
