@@ -27,6 +27,7 @@ import msgspec
 
 from storage_stub.errors import PersistenceFailedError
 from storage_stub.journal import Journal, JournalCorruptedError, JournalFailedError
+from storage_stub.journaled import JournaledStore
 from storage_stub.ledger import (
     LedgerInfo,
     LedgerState,
@@ -83,7 +84,7 @@ _ENCODE: Final = msgspec.msgpack.Encoder().encode
 _DECODER: Final = msgspec.msgpack.Decoder(_LedgerRecord)
 
 
-class DurableLedgerStore:
+class DurableLedgerStore(JournaledStore):
     """The ledger model plus an optional journal.
 
     Args:
@@ -98,7 +99,7 @@ class DurableLedgerStore:
         compact_min_dead_bytes: int = COMPACT_MIN_DEAD_BYTES,
     ) -> None:
         self._model = LedgerStore()
-        self._journal = journal
+        super().__init__(journal)
         self._next_id = 1
         self._journal_bytes: dict[int, int] = {}  # live ledger -> its record bytes
         self._dead_bytes = 0
@@ -249,29 +250,6 @@ class DurableLedgerStore:
         return self._model.statistics()
 
     # ---- durability and compaction ------------------------------------------------------------
-
-    @property
-    def ticket(self) -> int:
-        """Ticket of the last journaled mutation (``0`` in memory mode)."""
-        return 0 if self._journal is None else self._journal.appended_ticket
-
-    @property
-    def durable_ticket(self) -> int:
-        """Every mutation up to this ticket is durable."""
-        return 0 if self._journal is None else self._journal.durable_ticket
-
-    async def wait_durable(self, ticket: int) -> None:
-        """Return once every mutation up to ``ticket`` is durable.
-
-        Raises:
-            PersistenceFailedError: The journal failed.
-        """
-        if self._journal is None or ticket <= self._journal.durable_ticket:
-            return
-        try:
-            await self._journal.wait_durable(ticket)
-        except JournalFailedError as exc:
-            raise PersistenceFailedError(str(exc), ledger_id=-1) from exc
 
     @property
     def next_ledger_id(self) -> int:

@@ -25,6 +25,7 @@ import msgspec
 
 from storage_stub.errors import PersistenceFailedError
 from storage_stub.journal import Journal, JournalCorruptedError, JournalFailedError
+from storage_stub.journaled import JournaledStore
 from storage_stub.metadata import MetadataError, MetadataTree, NodeStat
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ _ENCODE: Final = msgspec.msgpack.Encoder().encode
 _DECODER: Final = msgspec.msgpack.Decoder(_MetaRecord)
 
 
-class DurableMetadataTree:
+class DurableMetadataTree(JournaledStore):
     """A :class:`MetadataTree` whose mutations are journaled; ``tree`` reads it directly.
 
     Args:
@@ -99,7 +100,7 @@ class DurableMetadataTree:
         compact_min_records: int = COMPACT_MIN_RECORDS,
     ) -> None:
         self.tree = tree if tree is not None else MetadataTree()
-        self._journal = journal
+        super().__init__(journal)
         self._records = 0
         self._compact_min = compact_min_records
 
@@ -211,28 +212,6 @@ class DurableMetadataTree:
         return self.tree.get(path, session)
 
     # ---- durability and compaction (rule 3) ---------------------------------------------------
-
-    @property
-    def ticket(self) -> int:
-        return 0 if self._journal is None else self._journal.appended_ticket
-
-    @property
-    def durable_ticket(self) -> int:
-        """Every mutation up to this ticket is durable."""
-        return 0 if self._journal is None else self._journal.durable_ticket
-
-    async def wait_durable(self, ticket: int) -> None:
-        """Return once every mutation up to ``ticket`` is durable.
-
-        Raises:
-            PersistenceFailedError: The journal failed.
-        """
-        if self._journal is None or ticket <= self._journal.durable_ticket:
-            return
-        try:
-            await self._journal.wait_durable(ticket)
-        except JournalFailedError as exc:
-            raise PersistenceFailedError(str(exc), ledger_id=-1) from exc
 
     def should_compact(self) -> bool:
         nodes = self.tree.statistics().nodes
