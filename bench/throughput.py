@@ -1,14 +1,17 @@
 """Produce->consume throughput through one broker process, beside a raw loopback relay.
 
 Usage: python bench/throughput.py [--messages N] [--only official|protocol|relay]
+                                  [--processes 1|2|both] [--sizes 100,1024]
 
 Starts ``emubroker standalone`` as a subprocess, then for each client (the official
 ``pulsar-client`` and our ``protocol.client``), batching on/off and payloads of 100 B / 1 KiB,
 produces N messages as fast as the client pipelines them while one consumer receives and acks
-them. In the same run it measures a raw loopback relay of the same bytes (sender -> relay
-process -> receiver, no protocol work) and prints every rate as a ratio against it, because
-absolute numbers on shared machines move from run to run while ratios measured side by side
-do not. Numbers are messages per second, end to end (first send to last receive).
+each of them, with producer and consumer in one client process and in two (a producer process
+and a consumer process, as a load generator runs them). In the same run it measures a raw
+loopback relay of the same bytes (sender -> relay process -> receiver, no protocol work) and
+prints every rate as a ratio against it, because absolute numbers on shared machines move from
+run to run while ratios measured side by side do not. Numbers are messages per second, end to
+end (first send to last receive).
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import psutil
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAME_OVERHEAD = 60  # approx. bytes of command + metadata around an unbatched payload
 
 
 @contextlib.contextmanager
-def broker_process() -> Iterator[str]:
+def broker_process() -> Iterator[tuple[str, psutil.Process]]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "emubroker", "standalone", "--port", "0", "--admin-port", "0"],
         stdout=subprocess.PIPE,
@@ -53,7 +58,7 @@ def broker_process() -> Iterator[str]:
         if url is None:
             raise RuntimeError("broker did not print a ready line")
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
-        yield url
+        yield url, psutil.Process(proc.pid)
     finally:
         proc.terminate()
         try:
@@ -62,79 +67,183 @@ def broker_process() -> Iterator[str]:
             proc.kill()
 
 
-def bench_official(url: str, n: int, size: int, batched: bool) -> float:
+def bench_official(
+    url: str, n: int, size: int, batched: bool, role: str = "both"
+) -> tuple[float, float]:
+    """Official client; `role` is "both" (one process), "produce" or "consume" (see `run_split`).
+
+    Returns:
+        For "both", msg/s; for a split role, the `perf_counter` time of its first send
+        ("produce") or its last receive ("consume"), which `run_split` turns into a rate. Then
+        the CPU seconds this process spent moving the messages (set-up not included).
+    """
     import pulsar
 
-    topic = f"bench-{uuid.uuid4().hex[:8]}"
-    client = pulsar.Client(url, operation_timeout_seconds=30)
+    client = pulsar.Client(
+        url,
+        operation_timeout_seconds=30,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    )
     try:
-        consumer = client.subscribe(topic, "bench", receiver_queue_size=5000)
-        producer = client.create_producer(
-            topic,
-            batching_enabled=batched,
-            batching_max_messages=1000,
-            batching_max_publish_delay_ms=5,
-            max_pending_messages=5000,
-            block_if_queue_full=True,
-        )
+        consumer = producer = None
+        if role != "produce":
+            consumer = client.subscribe(_topic(n, size, batched), "bench", receiver_queue_size=5000)
+        if role != "consume":
+            producer = client.create_producer(
+                _topic(n, size, batched),
+                batching_enabled=batched,
+                batching_max_messages=1000,
+                batching_max_publish_delay_ms=5,
+                max_pending_messages=5000,
+                block_if_queue_full=True,
+            )
         payload = b"x" * size
         done = threading.Event()
-        received = 0
+        finished_at = 0.0
 
         def consume() -> None:
-            nonlocal received
-            while received < n:
-                msg = consumer.receive(30_000)
-                consumer.acknowledge(msg)
-                received += 1
+            nonlocal finished_at
+            assert consumer is not None
+            for _ in range(n):
+                consumer.acknowledge(consumer.receive(30_000))
+            finished_at = time.perf_counter()
             done.set()
 
+        cpu = cpu_seconds()
+        if producer is None:
+            _signal_ready()
+            consume()
+            return finished_at, cpu_seconds() - cpu
         thread = threading.Thread(target=consume, daemon=True)
         start = time.perf_counter()
-        thread.start()
+        if consumer is not None:
+            thread.start()
         for _ in range(n):
             producer.send_async(payload, None)
         producer.flush()
-        done.wait(120)
-        elapsed = time.perf_counter() - start
-        if received < n:
-            raise RuntimeError(f"received {received} of {n}")
-        return n / elapsed
+        if consumer is None:
+            return start, cpu_seconds() - cpu
+        if not done.wait(120):
+            raise RuntimeError("the consumer did not receive every message")
+        return n / (finished_at - start), cpu_seconds() - cpu
     finally:
         client.close()
 
 
-def bench_protocol(url: str, n: int, size: int, batched: bool) -> float:
+def bench_protocol(
+    url: str, n: int, size: int, batched: bool, role: str = "both"
+) -> tuple[float, float]:
+    """`protocol.client`; `role` as for `bench_official`."""
     import anyio
 
     from protocol.client import open_client
 
-    async def run() -> float:
-        topic = f"bench-{uuid.uuid4().hex[:8]}"
+    async def run() -> tuple[float, float]:
+        topic = _topic(n, size, batched)
         async with open_client(url) as client:
-            consumer = await client.subscribe(topic, "bench", receiver_queue_size=5000)
-            producer = await client.create_producer(
-                topic, batching_enabled=batched, max_pending_messages=5000
-            )
+            consumer = producer = None
+            if role != "produce":
+                consumer = await client.subscribe(topic, "bench", receiver_queue_size=5000)
+            if role != "consume":
+                producer = await client.create_producer(
+                    topic, batching_enabled=batched, max_pending_messages=5000
+                )
             payload = b"x" * size
-            received = 0
+            finished_at = 0.0
 
             async def consume() -> None:
-                nonlocal received
-                while received < n:
-                    msg = await consumer.receive()
-                    consumer.acknowledge(msg)
-                    received += 1
+                nonlocal finished_at
+                assert consumer is not None
+                for _ in range(n):
+                    consumer.acknowledge(await consumer.receive())
+                finished_at = time.perf_counter()
 
+            cpu = cpu_seconds()
+            if producer is None:
+                _signal_ready()
+                await consume()
+                return finished_at, cpu_seconds() - cpu
             start = time.perf_counter()
             async with anyio.create_task_group() as tg:
-                tg.start_soon(consume)
+                if consumer is not None:
+                    tg.start_soon(consume)
                 for _ in range(n):
                     await producer.send_async(payload)
                 await producer.flush()
-            return n / (time.perf_counter() - start)
+            if consumer is None:
+                return start, cpu_seconds() - cpu
+            return n / (finished_at - start), cpu_seconds() - cpu
 
     return anyio.run(run)
+
+
+_TOPIC_RUN = uuid.uuid4().hex[:8]
+
+
+def _topic(n: int, size: int, batched: bool) -> str:
+    # Both processes of a split run derive the same name; each case gets its own topic.
+    return f"bench-{_TOPIC_RUN}-{n}-{size}-{int(batched)}"
+
+
+def _signal_ready() -> None:
+    print("ready", flush=True)
+
+
+CLIENTS = {"official": bench_official, "protocol": bench_protocol}
+CLIENT_NAMES = (("official", "official pulsar-client"), ("protocol", "protocol.client"))
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process, all threads (the official client's C++ ones too)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def run_split(client: str, url: str, n: int, size: int, batched: bool) -> tuple[float, float]:
+    """Producer and consumer in two processes: end to end from first send to last receive.
+
+    Both stamp `time.perf_counter()`, which is the system-wide monotonic clock on Linux, so the
+    two processes' readings can be subtracted.
+
+    Returns:
+        msg/s, and the CPU seconds both client processes spent moving the messages.
+    """
+    common = [url, str(n), str(size), str(int(batched)), _TOPIC_RUN]
+    script = os.path.abspath(__file__)
+
+    def spawn(role: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, script, "--role", role, client, *common],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+
+    consumer = spawn("consume")
+    try:
+        assert consumer.stdout is not None
+        if consumer.stdout.readline().strip() != "ready":
+            raise RuntimeError("the consumer process did not subscribe")
+        producer = spawn("produce")
+        out, _ = producer.communicate(timeout=180)
+        if producer.returncode:
+            raise RuntimeError(f"the producer process failed ({producer.returncode})")
+        started, producer_cpu = map(float, out.split()[-2:])
+        out, _ = consumer.communicate(timeout=180)
+        if consumer.returncode:
+            raise RuntimeError(f"the consumer process failed ({consumer.returncode})")
+        finished, consumer_cpu = map(float, out.split()[-2:])
+        return n / (finished - started), producer_cpu + consumer_cpu
+    finally:
+        consumer.kill()
+
+
+def run_role(argv: list[str]) -> None:
+    """Entry point of one side of `run_split`: prints its timestamp and CPU seconds last."""
+    global _TOPIC_RUN
+    role, client, url, n, size, batched, _TOPIC_RUN = argv
+    stamp, cpu = CLIENTS[client](url, int(n), int(size), batched == "1", role)
+    print(stamp, cpu, flush=True)
 
 
 def bench_relay(n: int, size: int) -> float:
@@ -192,38 +301,60 @@ while True:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--role"]:
+        run_role(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--only", choices=["official", "protocol", "relay"])
+    parser.add_argument(
+        "--processes",
+        choices=["1", "2", "both"],
+        default="both",
+        help="client processes: producer and consumer in one, in two, or each case both ways",
+    )
+    parser.add_argument("--sizes", default="100,1024", help="payload sizes, comma-separated")
     args = parser.parse_args()
     n = args.messages
-    rows: list[tuple[str, int, bool, float, float]] = []
-    with broker_process() as url:
-        for size in (100, 1024):
+    layouts = [1, 2] if args.processes == "both" else [int(args.processes)]
+    rows: list[tuple[str, int, bool, int, float, float, float, float]] = []
+    with broker_process() as (url, broker):
+        for size in map(int, args.sizes.split(",")):
             relay = bench_relay(n, size)
-            rows.append(("raw loopback relay", size, False, relay, 1.0))
+            rows.append(("raw loopback relay", size, False, 1, relay, 1.0, 0.0, 0.0))
             for batched in (False, True):
-                for name, fn in (
-                    ("official pulsar-client", bench_official),
-                    ("protocol.client", bench_protocol),
-                ):
-                    if args.only and args.only not in name:
+                for client, name in CLIENT_NAMES:
+                    if args.only and args.only != client:
                         continue
-                    try:
-                        rate = fn(url, n, size, batched)
-                    except (
-                        Exception
-                    ) as exc:  # report and go on: one failing client must not hide the rest
-                        print(
-                            f"{name} size={size} batched={batched}: FAILED {exc!r}", file=sys.stderr
-                        )
-                        continue
-                    rows.append((name, size, batched, rate, rate / relay))
-    print(f"{'client':<24} {'payload':>7} {'batched':>7} {'msg/s':>10} {'vs relay':>9}")
-    for name, size, batched, rate, ratio in rows:
-        print(f"{name:<24} {size:>7} {batched!s:>7} {rate:>10.0f} {ratio:>9.2f}")
+                    for procs in layouts:
+                        broker_cpu = sum(broker.cpu_times()[:2])
+                        try:
+                            if procs == 1:
+                                rate, client_cpu = CLIENTS[client](url, n, size, batched)
+                            else:
+                                rate, client_cpu = run_split(client, url, n, size, batched)
+                        except (
+                            Exception
+                        ) as exc:  # report and go on: one failure must not hide the rest
+                            case = f"size={size} batched={batched} procs={procs}"
+                            print(f"{name} {case}: FAILED {exc!r}", file=sys.stderr)
+                            continue
+                        broker_cpu = sum(broker.cpu_times()[:2]) - broker_cpu
+                        per_message = (client_cpu / n * 1e6, broker_cpu / n * 1e6)
+                        rows.append((name, size, batched, procs, rate, rate / relay, *per_message))
+    print(
+        f"{'client':<24} {'payload':>7} {'batched':>7} {'procs':>5} {'msg/s':>10} {'vs relay':>9}"
+        f" {'client us/msg':>13} {'broker us/msg':>13} {'2-core bound':>12}"
+    )
+    for name, size, batched, procs, rate, ratio, client_us, broker_us in rows:
+        # The most a 2-core machine could deliver at this CPU cost per message.
+        bound = f"{2e6 / (client_us + broker_us):>12.0f}" if client_us else ""
+        print(
+            f"{name:<24} {size:>7} {batched!s:>7} {procs:>5} {rate:>10.0f} {ratio:>9.2f}"
+            f" {client_us:>13.1f} {broker_us:>13.1f} {bound}"
+        )
 
 
 if __name__ == "__main__":
