@@ -547,6 +547,8 @@ _FAST_DECODERS: dict[type[c.Record], Callable[[Any], c.Command]] = {
 _RAW_DECODERS: dict[bytes, Callable[[bytes, int, int], c.Command | None]] = {
     b"\x08\x06\x32": wire.parse_send,
     b"\x08\x0a\x52": wire.parse_ack,
+    b"\x08\x09\x4a": wire.parse_message,
+    b"\x08\x07\x3a": wire.parse_send_receipt,
 }
 
 

@@ -17,11 +17,13 @@ stored entry, without slicing copies.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 from protocol import commands as c
 
 __all__ = [
+    "CLIENT_METADATA_TAGS",
     "SMALL_VARINTS",
     "MetadataFields",
     "MetadataPeek",
@@ -29,8 +31,10 @@ __all__ = [
     "int32_varint",
     "int64_varint",
     "parse_ack",
+    "parse_message",
     "parse_metadata",
     "parse_send",
+    "parse_send_receipt",
     "read_varint",
     "uint32_varint",
     "uvarint",
@@ -343,6 +347,87 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
     )
 
 
+# ---- SEND_RECEIPT (spec §6.2), for the client -------------------------------------------------
+
+_SEND_RECEIPT_PREFIX: Final = b"\x08\x07\x3a"  # BaseCommand.type = SEND_RECEIPT, then field 7
+
+
+def parse_send_receipt(buf: bytes, start: int, end: int) -> c.SendReceipt | None:
+    """``BaseCommand`` bytes ``buf[start:end]`` as a SEND_RECEIPT, or None when off the fast lane.
+
+    Brokers write producer_id, sequence_id and a ``(ledgerId, entryId)`` message id
+    (``codec.encode_send_receipt``); a repeated message id (protobuf merges the two) or anything
+    unmodelled goes to protobuf.
+    """
+    if not buf.startswith(_SEND_RECEIPT_PREFIX, start):
+        return None
+    try:
+        if (
+            8 <= end - start < 132
+            and buf[start + 3] == end - start - 4  # a one-byte length spanning the command
+            and buf[start + 4] == 0x08
+            and buf[start + 5] < 0x80
+            and buf[start + 6] == 0x10
+        ):
+            # What the broker writes (`codec.encode_send_receipt`): a small producer_id, the
+            # sequence_id, then the id's ledgerId and entryId, nothing else; read straight on.
+            sequence_id, pos = read_varint(buf, start + 7, end)
+            if (
+                pos + 3 < end
+                and buf[pos] == 0x1A
+                and buf[pos + 1] == end - pos - 2
+                and buf[pos + 2] == 0x08
+            ):
+                ledger_id, pos = read_varint(buf, pos + 3, end)
+                if pos < end and buf[pos] == 0x10:
+                    entry_id, pos = read_varint(buf, pos + 1, end)
+                    if pos == end and ledger_id < _I64_LIMIT and entry_id < _I64_LIMIT:
+                        return c.SendReceipt(  # (negative ids: read signed by the loop below)
+                            producer_id=buf[start + 5],
+                            sequence_id=sequence_id,
+                            message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id),
+                        )
+        size, pos = read_varint(buf, start + 3, end)
+        if pos + size != end:
+            return None
+        producer_id = sequence_id = -1
+        highest_sequence_id = 0
+        message_id: c.MessageIdData | None = None
+        while pos < end:
+            tag = buf[pos]
+            pos += 1
+            if pos < end and (value := buf[pos]) < 0x80:
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            if tag == 0x08:
+                producer_id = value
+            elif tag == 0x10:
+                sequence_id = value
+            elif tag == 0x1A and message_id is None:  # value is its length
+                stop = pos + value
+                if stop > end:
+                    return None
+                message_id = _parse_message_id(buf, pos, stop)
+                if message_id is None:
+                    return None
+                pos = stop
+            elif tag == 0x20:
+                highest_sequence_id = value
+            else:
+                return None  # a second message id, other wire types, fields we do not know
+    except OffTheFastLane:
+        return None
+    if producer_id < 0 or sequence_id < 0:
+        return None  # a required field is missing: protobuf reports it
+    return c.SendReceipt(
+        producer_id=producer_id,
+        sequence_id=sequence_id,
+        message_id=message_id,
+        highest_sequence_id=highest_sequence_id,
+    )
+
+
 # ---- MessageMetadata (spec §6.4) ------------------------------------------------------------
 
 
@@ -378,9 +463,14 @@ METADATA_TAGS: Final = {number << 3: action for number, action in _VARINT_FIELDS
 }
 
 
-def parse_metadata(buf: bytes, start: int, end: int) -> MetadataFields | None:
-    """The ``MessageMetadata`` in ``buf[start:end]`` as ``MetadataPeek`` fields, or None."""
-    tags = METADATA_TAGS
+def parse_metadata(
+    buf: bytes, start: int, end: int, tags: Mapping[int, int] = METADATA_TAGS
+) -> MetadataFields | None:
+    """The ``MessageMetadata`` in ``buf[start:end]`` as ``MetadataPeek`` fields, or None.
+
+    ``tags`` are the fields allowed on the fast lane (a subset of ``METADATA_TAGS``); any other
+    field gives None. The client passes ``CLIENT_METADATA_TAGS``.
+    """
     name: str | None = None
     sequence_id = publish_time = -1
     batch: int | None = None
@@ -482,3 +572,81 @@ def scan_single_metadata(buf: bytes, start: int, end: int) -> tuple[int, bool] |
     if payload_size is None:
         return None  # required field missing: protobuf reports it
     return payload_size, compacted_out
+
+
+# ---- MESSAGE and its metadata, for the client (spec §7.2) -------------------------------------
+
+_MESSAGE_PREFIX: Final = b"\x08\x09\x4a"  # BaseCommand.type = MESSAGE, then field 9 (message)
+_U32_MAX: Final = 0xFFFFFFFF
+
+
+def parse_message(buf: bytes, start: int, end: int) -> c.Message | None:
+    """``BaseCommand`` bytes ``buf[start:end]`` as a MESSAGE, or None when off the fast lane.
+
+    Brokers write consumer_id, a ``(ledgerId, entryId[, partition])`` message id, then
+    redelivery_count and unpacked ack_set words when there are any (``codec.encode_message``).
+    A repeated message id (protobuf merges the two), a redelivery count protobuf would truncate,
+    a packed ack_set or anything unmodelled goes to protobuf.
+    """
+    if not buf.startswith(_MESSAGE_PREFIX, start):
+        return None
+    try:
+        size, pos = read_varint(buf, start + 3, end)
+        if pos + size != end:
+            return None
+        consumer_id = -1
+        message_id: c.MessageIdData | None = None
+        redelivery_count = 0
+        ack_set: list[int] = []
+        consumer_epoch: int | None = None
+        while pos < end:
+            tag = buf[pos]
+            pos += 1
+            if pos < end and (value := buf[pos]) < 0x80:
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            if tag == 0x12 and message_id is None:  # value is its length
+                stop = pos + value
+                if stop > end:
+                    return None
+                message_id = _parse_message_id(buf, pos, stop)
+                if message_id is None:
+                    return None
+                pos = stop
+            elif tag == 0x08:
+                consumer_id = value
+            elif tag == 0x18 and value <= _U32_MAX:
+                redelivery_count = value
+            elif tag == 0x20:
+                ack_set.append(_signed64(value))
+            elif tag == 0x28:
+                consumer_epoch = value
+            else:
+                return None  # a second message id, packed ack_set, fields we do not know
+    except OffTheFastLane:
+        return None
+    if consumer_id < 0 or message_id is None:
+        return None  # a required field is missing: protobuf reports it
+    return c.Message(
+        consumer_id=consumer_id,
+        message_id=message_id,
+        redelivery_count=redelivery_count,
+        ack_set=tuple(ack_set),
+        consumer_epoch=consumer_epoch,
+    )
+
+
+# The MessageMetadata fields a consumer may meet on its fast lane (``parse_metadata(...,
+# CLIENT_METADATA_TAGS)``): those of ``METADATA_TAGS`` without compression (8), whose entries
+# the consumer refuses, the chunk fields (uuid 26, num_chunks_from_msg 27, total_chunk_msg_size
+# 28, chunk_id 29), which chunk assembly reads from the full record, and the skipped string
+# fields (replicated_from 5, replicate_to 7, encryption_algo 14), whose UTF-8 ``decode_record``
+# checks. So an entry this accepts decodes with ``decode_record`` later, when a message's
+# application asks for the full record (tests/protocol/test_wire_message.py).
+_CLIENT_OFF_LANE: Final = {8 << 3, 27 << 3, 28 << 3, 29 << 3} | {
+    number << 3 | 2 for number in (5, 7, 14, 26)
+}
+CLIENT_METADATA_TAGS: Final = {
+    tag: action for tag, action in METADATA_TAGS.items() if tag not in _CLIENT_OFF_LANE
+}

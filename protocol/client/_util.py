@@ -103,6 +103,139 @@ class Future(Generic[T]):
         return self.wait().__await__()
 
 
+class FutureGroup(Generic[T]):
+    """One outcome shared by many futures (`GroupMember`s), completed at once.
+
+    The messages of a batch get one receipt: completing their futures one by one, each with its
+    own result object, cost more than the rest of the receipt. Here completing a group of any
+    size is one write; each member computes its value, `make(index)`, when it is first asked
+    for, and only the members someone waits on or added a callback to are woken, in index order
+    (as futures completed one by one would run their callbacks).
+    """
+
+    __slots__ = ("_error", "_event", "_make", "_watchers")
+
+    def __init__(self) -> None:
+        self._make: Callable[[int], T] | None = None
+        self._error: BaseException | None = None
+        self._event: anyio.Event | None = None
+        self._watchers: list[GroupMember[T]] | None = None
+
+    def done(self) -> bool:
+        """True once a result or an exception was set."""
+        return self._make is not None or self._error is not None
+
+    def set_result(self, make: Callable[[int], T]) -> None:
+        """Complete: member `i`'s value is `make(i)`. Ignored if already done."""
+        if self.done():
+            return
+        self._make = make
+        self._finish()
+
+    def set_exception(self, error: BaseException) -> None:
+        """Fail every member with `error`. Ignored if already done."""
+        if self.done():
+            return
+        self._error = error
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._event is not None:
+            self._event.set()
+        watchers, self._watchers = self._watchers, None
+        if watchers:
+            watchers.sort(key=_member_index)
+            for member in watchers:
+                if member._group is self:  # not completed on its own, not seen twice
+                    member._pull()
+                    member._finish()
+
+    async def wait_done(self) -> None:
+        """Wait until the group is done, without raising its exception."""
+        if self.done():
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
+class GroupMember(Future[T]):
+    """Member `index` of a `FutureGroup`: a `Future` whose outcome is the group's.
+
+    Until the group is done (or the member is completed on its own with `set_result` /
+    `set_exception`, which leaves the group) the base slots only hold its waiters and callbacks.
+    """
+
+    __slots__ = ("_group", "_index")
+
+    def __init__(self, group: FutureGroup[T], index: int) -> None:
+        # The base slots, written here rather than by a super().__init__() call: creating one
+        # member per message is the part of this class on the producer's hot path.
+        self._value = _UNSET
+        self._error = None
+        self._event = None
+        self._callbacks = None
+        self._group: FutureGroup[T] | None = group
+        self._index = index
+
+    def _pull(self) -> bool:
+        """True while the outcome is the group's and it has none; else the base slots hold it."""
+        group = self._group
+        if group is None:
+            return False
+        make = group._make
+        if make is None and group._error is None:
+            return True
+        self._group = None
+        if make is None:
+            self._error = group._error
+        else:
+            self._value = make(self._index)
+        return False
+
+    def _watch(self) -> None:
+        assert self._group is not None
+        if self._group._watchers is None:
+            self._group._watchers = []
+        self._group._watchers.append(self)
+
+    def done(self) -> bool:
+        group = self._group
+        return super().done() if group is None else group.done()
+
+    def set_result(self, value: T) -> None:
+        self._pull()
+        self._group = None
+        super().set_result(value)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._pull()
+        self._group = None
+        super().set_exception(error)
+
+    def add_done_callback(self, fn: Callable[[Future[T]], None]) -> None:
+        if self._pull():
+            self._watch()
+        super().add_done_callback(fn)
+
+    def result(self) -> T:
+        self._pull()
+        return super().result()
+
+    def exception(self) -> BaseException | None:
+        self._pull()
+        return super().exception()
+
+    async def wait_done(self) -> None:
+        if self._pull():
+            self._watch()
+        await super().wait_done()
+
+
+def _member_index(member: GroupMember[Any]) -> int:
+    return member._index
+
+
 async def wait_until(future: Future[T], clock: Clock, deadline: float | None, what: str) -> T:
     """Wait for `future`, failing it with `OperationTimeoutError` at `deadline` on `clock`.
 

@@ -30,6 +30,7 @@ from protocol.ids import MessageId
 
 if TYPE_CHECKING:
     from protocol.client.connection import ClientConnection
+    from protocol.client.messages import Message
 
 __all__ = ["REDELIVER_MIN_PROTOCOL", "Acknowledger"]
 
@@ -82,16 +83,27 @@ class Acknowledger:
         if chunk_ids:
             for chunk_id in chunk_ids[:-1]:
                 self._ack_entry(chunk_id.ledger_id, chunk_id.entry_id)
-        if len(self.nacks):
-            self.nacks.discard(message_id)
-        if message_id.batch_index < 0 or self.batches.ack(message_id):
-            self._ack_entry(message_id.ledger_id, message_id.entry_id)
+        self._ack_position((message_id.ledger_id, message_id.entry_id), message_id.batch_index)
+
+    def acknowledge_message(self, message: Message) -> None:
+        """`acknowledge` a received message, reading its position without making its id."""
+        if message._chunk_ids:
+            self.acknowledge(message.message_id, message._chunk_ids)
+        else:
+            self._ack_position(message._entry.key, message._index)
+
+    def _ack_position(self, key: tuple[int, int], batch_index: int) -> None:
+        """Ack message `batch_index` (-1: not batched) of entry `key` (rule 2)."""
+        if self.nacks.due:
+            self.nacks.discard(key)
+        if batch_index < 0 or self.batches.ack(key, batch_index):
+            self._queue(entry_data(*key))
         elif self._config.batch_index_ack_enabled:
-            ack_set = self.batches.outstanding(message_id)
+            ack_set = self.batches.outstanding(key)
             self._queue(
                 c.MessageIdData(
-                    ledger_id=message_id.ledger_id,
-                    entry_id=message_id.entry_id,
+                    ledger_id=key[0],
+                    entry_id=key[1],
                     ack_set=ack_set,
                     batch_size=len(ack_set) * 64,
                 )

@@ -116,22 +116,25 @@ class BatchTracker:
         """A batch was (re)delivered with these message indexes handed to the application."""
         self._outstanding[(ledger_id, entry_id)] = (indexes, size)
 
-    def ack(self, message_id: MessageId) -> bool:
-        """Acknowledge one batched message; True when the whole entry may now be acknowledged."""
-        key = (message_id.ledger_id, message_id.entry_id)
+    def ack(self, key: tuple[int, int], batch_index: int) -> bool:
+        """Acknowledge message `batch_index` of entry `key = (ledger_id, entry_id)`.
+
+        Returns:
+            True when the whole entry may now be acknowledged.
+        """
         found = self._outstanding.get(key)
         if found is None:
             return True  # unknown (e.g. delivered before a reconnect): ack the entry
         indexes = found[0]
-        indexes.discard(message_id.batch_index)
+        indexes.discard(batch_index)
         if not indexes:
             del self._outstanding[key]
             return True
         return False
 
-    def outstanding(self, message_id: MessageId) -> tuple[int, ...]:
+    def outstanding(self, key: tuple[int, int]) -> tuple[int, ...]:
         """The bitmap of the entry's indexes not yet acknowledged (for batch-index acks)."""
-        found = self._outstanding.get((message_id.ledger_id, message_id.entry_id))
+        found = self._outstanding.get(key)
         return () if found is None else ack_set_of(found[0], found[1])
 
     def cumulative(self, message_id: MessageId) -> c.MessageIdData | None:
@@ -164,27 +167,28 @@ class NackTracker:
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
-        self._due: dict[tuple[int, int], float] = {}
+        self.due: dict[tuple[int, int], float] = {}  # (ledger_id, entry_id) -> redelivery time
 
     def __len__(self) -> int:
-        return len(self._due)
+        return len(self.due)
 
     def add(self, message_id: MessageId, now: float) -> None:
         """Nack the entry of `message_id`: a batch is redelivered whole (spec §7.4)."""
-        self._due[(message_id.ledger_id, message_id.entry_id)] = now + self.delay
+        self.due[(message_id.ledger_id, message_id.entry_id)] = now + self.delay
 
-    def discard(self, message_id: MessageId) -> None:
-        self._due.pop((message_id.ledger_id, message_id.entry_id), None)
+    def discard(self, key: tuple[int, int]) -> None:
+        """Forget the nack of entry `key = (ledger_id, entry_id)`, if any."""
+        self.due.pop(key, None)
 
     def next_deadline(self) -> float | None:
-        return min(self._due.values()) if self._due else None
+        return min(self.due.values()) if self.due else None
 
     def pop_due(self, now: float) -> list[c.MessageIdData]:
         """The entries whose delay has passed, in id order, removed from the tracker."""
-        due = sorted(key for key, deadline in self._due.items() if deadline <= now)
+        due = sorted(key for key, deadline in self.due.items() if deadline <= now)
         for key in due:
-            del self._due[key]
+            del self.due[key]
         return [entry_data(ledger, entry) for ledger, entry in due]
 
     def clear(self) -> None:
-        self._due.clear()
+        self.due.clear()

@@ -321,8 +321,11 @@ class ClientConnection:
             ConnectionBrokenError: the connection has ended.
         """
         self._check_open()
-        self._outbox.append(data)
-        if not self._wakeup.is_set():
+        outbox = self._outbox
+        outbox.append(data)
+        # The writer renews the event and takes the outbox together, so the event is already
+        # set whenever the outbox held something: only the first frame has to wake it.
+        if len(outbox) == 1:
             self._wakeup.set()
 
     def _check_open(self) -> None:

@@ -97,7 +97,7 @@ class Consumer(Handler):
         self._refill_at = max(self._queue_size // 2, 1)
         self._permits = 0
         self._zero_queue_permit_out = False
-        self._last_dequeued: MessageId | None = None
+        self._last_dequeued: Message | None = None  # its id is made only if needed
         self._acker = Acknowledger(
             self.consumer_id, config, self._clock, self._attached, self._redeliver_all
         )
@@ -183,7 +183,7 @@ class Consumer(Handler):
             if first is not None:
                 self._incoming.start_id = _before(first.message_id)
             elif self._last_dequeued is not None:
-                self._incoming.start_id = self._last_dequeued
+                self._incoming.start_id = self._last_dequeued.message_id
         self._queue.remove(lambda m: m._consumer is self)
         self._last_dequeued = None
         self._acker.reset_deliveries()
@@ -249,8 +249,11 @@ class Consumer(Handler):
             self._permits = 0
 
     def _on_dequeued(self, message: Message) -> None:
-        self._last_dequeued = message.message_id
-        self._consumed(1)
+        self._last_dequeued = message
+        if self._permits + 1 < self._refill_at and self._queue_size > 0:
+            self._permits += 1  # `_consumed(1)` below the refill threshold, inline: per message
+        else:
+            self._consumed(1)
 
     # ---- the application side ------------------------------------------------------------------
 
@@ -274,7 +277,7 @@ class Consumer(Handler):
         message = self._queue.get_nowait()
         if message is None:
             message = await self._queue.get()
-        message._consumer._on_dequeued(message)
+        message._entry.consumer._on_dequeued(message)
         return message
 
     def receive_nowait(self) -> Message | None:
@@ -298,7 +301,7 @@ class Consumer(Handler):
         if self._state in ENDED_STATES:
             self._check_usable()
         if isinstance(message, Message):
-            self._acker.acknowledge(message.message_id, message._chunk_ids)
+            self._acker.acknowledge_message(message)
         else:
             self._acker.acknowledge(message, None)
 
@@ -456,7 +459,7 @@ class Consumer(Handler):
             return False
         # Compare ordering keys: MessageId's derived `>` also counts batch-size differences.
         if self._last_dequeued is not None:
-            return last.key > self._last_dequeued.key
+            return last.key > self._last_dequeued.message_id.key
         reference = (start if start is not None else LATEST).key
         return last.key >= reference if self._incoming.inclusive else last.key > reference
 

@@ -18,6 +18,7 @@ Every message that is skipped, discarded or absorbed into a chunked message is r
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -30,9 +31,14 @@ from protocol.codec import decode_record
 from protocol.errors import RemoteProtocolError
 from protocol.framing import Payload
 from protocol.ids import MessageId
-from protocol.wire import scan_single_metadata
+from protocol.wire import (
+    CLIENT_METADATA_TAGS,
+    MetadataFields,
+    parse_metadata,
+    scan_single_metadata,
+)
 
-__all__ = ["Decoded", "Incoming", "ValidationError"]
+__all__ = ["Decoded", "Incoming", "ReceivedEntry", "ValidationError"]
 
 
 class ValidationError:
@@ -49,6 +55,81 @@ class Decoded(NamedTuple):
     messages: list[Message]
     skipped: int  # permits to give back
     validation_error: int | None = None  # rule 1: the entry was discarded
+
+
+class ReceivedEntry:
+    """What the messages of one received entry share: position, metadata, topic and consumer.
+
+    Made once per MESSAGE, so that a message stores only its payload and batch index. The full
+    `MessageMetadata` record and the batch headers are decoded when an application first asks:
+    on the fast lane (`wire.parse_metadata` with `CLIENT_METADATA_TAGS`) the entry was checked
+    to decode with `decode_record`, and its plain headers with `wire.scan_single_metadata`. So
+    the entry's bytes (a batch's; only the metadata otherwise) live as long as its messages.
+
+    Attributes:
+        key: `(ledger_id, entry_id)`, the key of the acknowledgement trackers.
+        batch_size: `num_messages_in_batch` of a batch (0 when not a batch).
+        fields: the `wire.MetadataPeek` fields of the metadata.
+        consumer: the single-topic consumer the messages came from (acks, permits).
+    """
+
+    __slots__ = (
+        "_body_start",
+        "_entry",
+        "_headers",
+        "_metadata",
+        "batch_size",
+        "consumer",
+        "entry_id",
+        "fields",
+        "key",
+        "ledger_id",
+        "partition",
+        "redelivery_count",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        message: c.Message,
+        partition: int,
+        topic: str,
+        consumer: Any,
+        fields: MetadataFields,
+        metadata: c.MessageMetadata | None,
+        entry: bytes,
+        body_start: int,
+    ) -> None:
+        data = message.message_id
+        self.ledger_id = data.ledger_id
+        self.entry_id = data.entry_id
+        self.key = (data.ledger_id, data.entry_id)
+        self.partition = partition
+        self.redelivery_count = message.redelivery_count
+        self.topic = topic
+        self.consumer = consumer
+        self.fields = fields
+        self.batch_size = fields[3] or 0
+        self._metadata = metadata
+        self._entry = entry
+        self._body_start = body_start
+        self._headers: list[_Header] | None = None
+
+    @property
+    def metadata(self) -> c.MessageMetadata:
+        """The full `MessageMetadata` record."""
+        if self._metadata is None:
+            view = memoryview(self._entry)[4 : self._body_start]
+            self._metadata = decode_record(c.MessageMetadata, view)
+        return self._metadata
+
+    def header(self, index: int) -> c.SingleMessageMetadata | bytes:
+        """The header of batch message `index`, for messages split without keeping it."""
+        if self._headers is None:
+            parts = _split_batch(self._entry, self.batch_size, self._body_start)
+            assert parts is not None  # it was split once already
+            self._headers = parts[0]
+        return self._headers[index]
 
 
 class Incoming:
@@ -86,81 +167,86 @@ class Incoming:
         ledger_id, entry_id = data.ledger_id, data.entry_id
         if not payload.checksum_ok():
             return Decoded([], 1, ValidationError.CHECKSUM_MISMATCH)
-        try:
-            metadata = decode_record(c.MessageMetadata, payload.metadata)
-        except RemoteProtocolError:
-            return Decoded([], 1, ValidationError.DECOMPRESSION_ERROR)
-        count = metadata.num_messages_in_batch
-        if metadata.compression:
-            return Decoded([], count or 1, ValidationError.DECOMPRESSION_ERROR)
+        entry = payload.entry
+        body_start = 4 + int.from_bytes(entry[:4])
+        fields = None
+        if body_start <= len(entry):
+            fields = parse_metadata(entry, 4, body_start, CLIENT_METADATA_TAGS)
+        metadata = None
+        if fields is None:
+            # Off the fast lane (compression, chunks, properties, ...): decode it all now.
+            try:
+                metadata = decode_record(c.MessageMetadata, payload.metadata)
+            except RemoteProtocolError:
+                return Decoded([], 1, ValidationError.DECOMPRESSION_ERROR)
+            if metadata.compression:
+                count = metadata.num_messages_in_batch
+                return Decoded([], count or 1, ValidationError.DECOMPRESSION_ERROR)
+            fields = _fields_of(metadata)
+        count = fields[3]
         if self.already_acked(ledger_id, entry_id):
             return Decoded([], count or 1)
+        # A batch keeps its entry for its headers; other messages keep only the metadata, so
+        # that a large payload is not held twice (its body is copied out).
+        kept = entry if count is not None else entry[:body_start]
+        received = ReceivedEntry(
+            message, self.partition, self.topic, self.owner, fields, metadata, kept, body_start
+        )
         if count is not None:
-            return self._batch(message, payload, metadata, count)
+            return self._batch(received, message.ack_set, count)
         if self._entry_is_prior(ledger_id, entry_id):
             return Decoded([], 1)
-        message_id = MessageId(ledger_id, entry_id, self.partition)
-        body = bytes(payload.body)
-        chunk_ids: tuple[MessageId, ...] = ()
-        if metadata.num_chunks_from_msg is not None and metadata.num_chunks_from_msg > 1:
+        body = entry[body_start:]
+        if metadata is not None and (metadata.num_chunks_from_msg or 0) > 1:
+            message_id = MessageId(ledger_id, entry_id, self.partition)
             assembled = self.chunks.add(metadata, body, message_id)
             if assembled is None:
                 return Decoded([], 1)  # an incomplete chunk never reaches the application
             body, chunk_ids = assembled
-            message_id = chunk_ids[-1]
-        return Decoded(
-            [
-                Message(
-                    body,
-                    message_id,
-                    self.topic,
-                    message.redelivery_count,
-                    metadata,
-                    None,
-                    self.owner,
-                    chunk_ids,
-                )
-            ],
-            0,
-        )
+            return Decoded([Message(body, received, -1, None, chunk_ids[-1], chunk_ids)], 0)
+        return Decoded([Message(body, received)], 0)
 
-    def _batch(
-        self, message: c.Message, payload: Payload, metadata: c.MessageMetadata, count: int
-    ) -> Decoded:
-        data = message.message_id
-        ledger_id, entry_id = data.ledger_id, data.entry_id
-        parts = _split_batch(bytes(payload.body), count)
-        if parts is None:
-            return Decoded([], count, ValidationError.BATCH_DESERIALIZE_ERROR)
-        keep = indexes_of(message.ack_set, count) if message.ack_set else None
+    def _batch(self, received: ReceivedEntry, ack_set: tuple[int, ...], count: int) -> Decoded:
+        ledger_id, entry_id = received.key
+        buf, body_start = received._entry, received._body_start
         start = self.start_id
         start_index = (
             start.batch_index
             if start is not None and start.ledger_id == ledger_id and start.entry_id == entry_id
             else None
         )
-        partition, topic, owner = self.partition, self.topic, self.owner
-        redelivery_count = message.redelivery_count
-        out: list[Message] = []
-        if keep is None and start_index is None and not parts[2]:
-            # The common case: every message goes to the application.
+        out = None
+        if not ack_set and start_index is None:
+            out = _plain_batch(buf, body_start, count, received)
+        if out is None:
+            parts = _split_batch(buf, count, body_start)
+            if parts is None:
+                return Decoded([], count, ValidationError.BATCH_DESERIALIZE_ERROR)
+            headers, bodies, compacted = parts
+            if ack_set or start_index is not None or compacted:
+                return self._filtered(received, ack_set, start_index, parts)
             out = [
-                Message(
-                    body,
-                    MessageId(ledger_id, entry_id, partition, i, count),
-                    topic,
-                    redelivery_count,
-                    metadata,
-                    header,
-                    owner,
-                )
-                for i, (header, body) in enumerate(zip(parts[0], parts[1], strict=True))
+                Message(body, received, i, header)
+                for i, (header, body) in enumerate(zip(headers, bodies, strict=True))
             ]
-            self.batches.received(ledger_id, entry_id, set(range(count)), count)
-            return Decoded(out, 0)
-        compacted = parts[2]
+        # The common case: every message goes to the application.
+        self.batches.received(ledger_id, entry_id, set(range(count)), count)
+        return Decoded(out, 0)
+
+    def _filtered(
+        self,
+        received: ReceivedEntry,
+        ack_set: tuple[int, ...],
+        start_index: int | None,
+        parts: tuple[list[_Header], list[bytes], set[int]],
+    ) -> Decoded:
+        """Rule 2 and 3 for a batch: the messages neither acked, before the start nor compacted."""
+        count = received.batch_size
+        headers, bodies, compacted = parts
+        keep = indexes_of(ack_set, count) if ack_set else None
         delivered: set[int] = set()
-        for i, (header, body) in enumerate(zip(parts[0], parts[1], strict=True)):
+        out = []
+        for i, (header, body) in enumerate(zip(headers, bodies, strict=True)):
             if keep is not None and i not in keep:
                 continue
             if start_index is not None and self._prior(i, start_index):
@@ -168,19 +254,9 @@ class Incoming:
             if i in compacted:
                 continue
             delivered.add(i)
-            out.append(
-                Message(
-                    body,
-                    MessageId(ledger_id, entry_id, partition, i, count),
-                    topic,
-                    redelivery_count,
-                    metadata,
-                    header,
-                    owner,
-                )
-            )
+            out.append(Message(body, received, i, header))
         if out:
-            self.batches.received(ledger_id, entry_id, delivered, count)
+            self.batches.received(received.ledger_id, received.entry_id, delivered, count)
         return Decoded(out, count - len(out))
 
     def _prior(self, index: int, start_index: int) -> bool:
@@ -195,11 +271,77 @@ class Incoming:
         )
 
 
+def _fields_of(metadata: c.MessageMetadata) -> MetadataFields:
+    """What `wire.parse_metadata` reads, from a decoded record."""
+    return (
+        metadata.producer_name,
+        metadata.sequence_id,
+        metadata.publish_time,
+        metadata.num_messages_in_batch,
+        metadata.partition_key,
+        metadata.ordering_key,
+        metadata.deliver_at_time,
+    )
+
+
+# | header size:u32 | the first 8 header bytes |, unpacked in one call: indexing bytes one at a
+# time costs about as much per byte as this whole unpacking.
+_PLAIN_PREFIX = struct.Struct(">I8B")
+
+
+def _plain_batch(buf: bytes, pos: int, count: int, received: ReceivedEntry) -> list[Message] | None:
+    """The messages of the batch at `buf[pos:]` if every header is plain, else None.
+
+    Plain: varint fields only (`wire.scan_single_metadata`), not compacted out; what producers
+    write for messages without key or properties. The headers are not kept: a message asks its
+    `ReceivedEntry` for its header if the application wants one. None also when the payload is
+    malformed: `_split_batch` then decides (rule 1).
+    """
+    out: list[Message] = []
+    append = out.append
+    end = len(buf)
+    unpack = _PLAIN_PREFIX.unpack_from
+    for index in range(count):
+        # What `plain_single_header` writes, read inline: | 18 payload_size 40 sequence_id |
+        # with a payload size of one or two bytes and a sequence id of up to four (below 2^28),
+        # its varint ending exactly at the header's end.
+        stop = size = 0
+        if pos + 12 <= end:
+            n, b0, b1, b2, b3, b4, b5, b6, b7 = unpack(buf, pos)  # n: the header's size
+            if b0 == 0x18 and b2 == 0x40 and b1 < 128:  # | 18 size 40 | sequence id |
+                size = b1
+                seq = 1 if b3 < 128 else 2 if b4 < 128 else 3 if b5 < 128 else 4 if b6 < 128 else 0
+                if seq and n == 3 + seq:
+                    stop = pos + 4 + n
+            elif b0 == 0x18 and b3 == 0x40 and b2 < 128 <= b1:  # | 18 size size 40 | ... |
+                size = (b1 & 0x7F) | b2 << 7
+                seq = 1 if b4 < 128 else 2 if b5 < 128 else 3 if b6 < 128 else 4 if b7 < 128 else 0
+                if seq and n == 4 + seq:
+                    stop = pos + 4 + n
+        if not stop or stop > end:
+            # Any other header, or one near the end of the payload.
+            start = pos + 4
+            if start > end:
+                return None
+            stop = start + int.from_bytes(buf[pos:start])
+            scanned = scan_single_metadata(buf, start, stop) if stop <= end else None
+            if scanned is None or scanned[1] or scanned[0] < 0:
+                return None  # not plain, compacted out, or malformed
+            size = scanned[0]
+        pos = stop + size
+        if pos > end:
+            return None
+        append(Message(buf[stop:pos], received, index))
+    return out
+
+
 _Header = c.SingleMessageMetadata | bytes
 
 
-def _split_batch(buf: bytes, count: int) -> tuple[list[_Header], list[bytes], set[int]] | None:
-    """Split a batch payload (spec §8.2) into headers, bodies and the compacted-out indexes.
+def _split_batch(
+    buf: bytes, count: int, pos: int = 0
+) -> tuple[list[_Header], list[bytes], set[int]] | None:
+    """Split the batch payload at `buf[pos:]` (spec §8.2): headers, bodies, compacted indexes.
 
     A header made of varint fields only (`wire.scan_single_metadata`) stays bytes, decoded
     when the application asks for it; others are decoded now, so a malformed one discards the
@@ -209,7 +351,6 @@ def _split_batch(buf: bytes, count: int) -> tuple[list[_Header], list[bytes], se
     bodies: list[bytes] = []
     compacted: set[int] = set()
     size = len(buf)
-    pos = 0
     for i in range(count):
         start = pos + 4
         if start > size:

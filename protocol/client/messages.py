@@ -12,18 +12,20 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from protocol import commands as c
+from protocol.client._util import FutureGroup, GroupMember
 from protocol.codec import decode_record, encode_record
 from protocol.errors import MessageTooBigError
-from protocol.framing import build_entry, checksum, encode_payload_frame
+from protocol.framing import MAGIC_CHECKSUM, build_entry, checksum, encode_payload_frame
 from protocol.ids import MessageId
-from protocol.wire import OffTheFastLane, uvarint
+from protocol.wire import SMALL_VARINTS, OffTheFastLane, uvarint
 
 if TYPE_CHECKING:
-    from protocol.client._util import Future
+    from protocol.client.incoming import ReceivedEntry
 
 __all__ = [
     "BatchBuilder",
     "Message",
+    "PlainSends",
     "build_chunks",
     "build_single",
     "plain_metadata",
@@ -31,6 +33,7 @@ __all__ = [
 ]
 
 _U32 = struct.Struct(">I")
+_U32X2 = struct.Struct(">II")
 
 
 CHECKSUM_MIN_PROTOCOL = 6
@@ -89,26 +92,36 @@ def plain_single_metadata(payload_size: int, sequence_id: int) -> bytes:
         )
 
 
-_PLAIN_PREFIXES: dict[int, bytes] = {}
+_PLAIN_HEADS: dict[int, tuple[bytes, ...]] = {}
+_PLAIN_HEADS_CACHED = 1024  # distinct payload sizes remembered (producers repeat a few)
+
+
+def _plain_heads(payload_size: int) -> tuple[bytes, ...]:
+    """`plain_single_header` up to the sequence id's varint, indexed by that varint's length.
+
+    Producers send runs of equal-sized payloads, so this is cached per size: a message's header
+    is then a lookup plus its sequence id's varint.
+
+    Raises:
+        OffTheFastLane: `payload_size` is negative.
+    """
+    heads = _PLAIN_HEADS.get(payload_size)
+    if heads is None:
+        body = _PAYLOAD_SIZE_TAG + uvarint(payload_size) + _SINGLE_SEQUENCE_ID_TAG
+        heads = tuple(_U32.pack(len(body) + n) + body for n in range(11))  # varints: 1-10 bytes
+        if len(_PLAIN_HEADS) < _PLAIN_HEADS_CACHED:
+            _PLAIN_HEADS[payload_size] = heads
+    return heads
 
 
 def plain_single_header(payload_size: int, sequence_id: int) -> bytes:
-    """The `| size:u32 | SingleMessageMetadata |` of a plain batched message (spec §8.2).
-
-    Producers send runs of equal-sized payloads, so the part that depends on the size only is
-    cached; the sequence id's varint is appended per message.
-    """
+    """The `| size:u32 | SingleMessageMetadata |` of a plain batched message (spec §8.2)."""
     try:
-        prefix = _PLAIN_PREFIXES.get(payload_size)
-        if prefix is None:
-            prefix = _PAYLOAD_SIZE_TAG + uvarint(payload_size) + _SINGLE_SEQUENCE_ID_TAG
-            if len(_PLAIN_PREFIXES) < 1024:
-                _PLAIN_PREFIXES[payload_size] = prefix
         seq = uvarint(sequence_id)
+        return _plain_heads(payload_size)[len(seq)] + seq
     except OffTheFastLane:
         header = plain_single_metadata(payload_size, sequence_id)
         return _U32.pack(len(header)) + header
-    return _U32.pack(len(prefix) + len(seq)) + prefix + seq
 
 
 def _frame(
@@ -134,6 +147,72 @@ def build_single(
     if len(encoded) + len(payload) > max_message_size:
         return None
     return _frame(send, encoded, payload, with_checksum)
+
+
+_SEND_TYPE = b"\x08\x06\x32"  # BaseCommand.type = SEND, then field 6 (send)
+_CHECKSUM_SECTION = struct.Struct(">2sI")  # 0x0e01, CRC-32C (spec §2.2)
+
+
+class PlainSends:
+    """SEND frames of plain messages (no key, properties or times) for one producer attachment.
+
+    Same bytes as `build_single(Send(producer_id, sequence_id), plain_metadata(...), ...)`
+    (tests/protocol/client/test_plain_sends.py), built from pieces fixed per producer: the SEND's
+    producer id, the metadata's producer name, and the publish time's varint, which changes once
+    a millisecond. The sequence id's varint is written once for both the SEND and the metadata.
+    """
+
+    __slots__ = ("_max_size", "_metadata_head", "_send_head", "_time", "_time_varint", "_with_crc")
+
+    def __init__(
+        self, producer_id: int, producer_name: str, max_message_size: int, with_checksum: bool
+    ) -> None:
+        # CommandSend: 08 producer_id 10 sequence_id; MessageMetadata: 0a name 10 sequence_id
+        # 18 publish_time (field number order, as protobuf writes them).
+        self._send_head = b"\x08" + uvarint(producer_id) + b"\x10"
+        self._metadata_head = name_prefix(producer_name) + _SEQUENCE_ID_TAG
+        self._max_size = max_message_size
+        self._with_crc = with_checksum
+        self._time = -1
+        self._time_varint = b""
+
+    def frame(self, sequence_id: int, publish_time: int, payload: bytes) -> bytes | None:
+        """The SEND frame, or None: too large for one frame, or a value out of range.
+
+        None sends the caller to the generic path (`build_single`), which judges both.
+        """
+        try:
+            seq = uvarint(sequence_id)
+            if publish_time != self._time:
+                self._time_varint = _PUBLISH_TIME_TAG + uvarint(publish_time)
+                self._time = publish_time
+        except OffTheFastLane:
+            return None
+        metadata = b"".join((self._metadata_head, seq, self._time_varint))
+        if len(metadata) + len(payload) > self._max_size:
+            return None
+        entry_head = _U32.pack(len(metadata)) + metadata  # the entry is this, then the payload
+        send_size = len(self._send_head) + len(seq)  # at most 22 bytes: a one-byte length
+        size = 8 + send_size + len(entry_head) + len(payload)
+        if self._with_crc:
+            # The CRC covers the entry: continued over its two pieces rather than joining them.
+            crc = checksum(payload, checksum(entry_head))
+            section = _CHECKSUM_SECTION.pack(MAGIC_CHECKSUM, crc)
+            size += 6
+        else:
+            section = b""
+        return b"".join(
+            (
+                _U32X2.pack(size, send_size + 4),
+                _SEND_TYPE,
+                SMALL_VARINTS[send_size],
+                self._send_head,
+                seq,
+                section,
+                entry_head,
+                payload,
+            )
+        )
 
 
 def build_chunks(
@@ -180,11 +259,15 @@ def build_chunks(
 
 
 class BatchBuilder:
-    """The open batch of a producer: per-message headers and payloads, joined on `build`."""
+    """The open batch of a producer: per-message headers and payloads, joined on `build`.
+
+    The futures of a batch's messages are members of one `FutureGroup`, which its receipt
+    completes at once.
+    """
 
     def __init__(self) -> None:
         self._parts: list[bytes] = []
-        self._futures: list[Future[MessageId]] = []
+        self._group: FutureGroup[MessageId] = FutureGroup()
         self.count = 0
         self.size = 0
         self.started_at = 0.0
@@ -206,31 +289,46 @@ class BatchBuilder:
         key: str | None,
         properties: tuple[c.KeyValue, ...],
         event_time: int | None,
-        future: Future[MessageId],
-    ) -> None:
-        """Append one message (after `start` for the first one)."""
+    ) -> GroupMember[MessageId]:
+        """Append one message (after `start` for the first one) and return its future."""
+        if not properties and key is None and event_time is None:
+            return self.add_plain(payload, sequence_id)
         size = len(payload)
-        if properties or key is not None or event_time is not None:
-            header = encode_record(
-                c.SingleMessageMetadata(
-                    payload_size=size,
-                    properties=properties,
-                    partition_key=key,
-                    event_time=event_time,
-                    sequence_id=sequence_id,
-                )
+        header = encode_record(
+            c.SingleMessageMetadata(
+                payload_size=size,
+                properties=properties,
+                partition_key=key,
+                event_time=event_time,
+                sequence_id=sequence_id,
             )
-            self._parts += (_U32.pack(len(header)), header, payload)
-        else:
-            self._parts += (plain_single_header(size, sequence_id), payload)
-        self._futures.append(future)
+        )
+        self._parts += (_U32.pack(len(header)), header, payload)
+        future = GroupMember(self._group, self.count)
         self.count += 1
         self.size += size
+        return future
+
+    def add_plain(self, payload: bytes, sequence_id: int) -> GroupMember[MessageId]:
+        """`add` for a message without key, properties or event time: the hot path."""
+        size = len(payload)
+        try:
+            seq = uvarint(sequence_id)
+            heads = _PLAIN_HEADS.get(size)
+            if heads is None:
+                heads = _plain_heads(size)
+            self._parts += (heads[len(seq)], seq, payload)
+        except OffTheFastLane:  # out of range: the codec reports it
+            self._parts += (plain_single_header(size, sequence_id), payload)
+        future = GroupMember(self._group, self.count)
+        self.count += 1
+        self.size += size
+        return future
 
     def build(
         self, producer_id: int, producer_name: str, with_checksum: bool = True
-    ) -> tuple[int, bytes, list[Future[MessageId]]]:
-        """Close the batch: its first sequence id, its SEND frame and its futures (in order).
+    ) -> tuple[int, bytes, FutureGroup[MessageId], int]:
+        """Close the batch: its first sequence id, SEND frame, futures' group and message count.
 
         spec §8.1: `num_messages_in_batch` (present even for one message) marks the entry as a
         batch; the entry metadata takes sequence id, publish time and key from the first message.
@@ -244,15 +342,15 @@ class BatchBuilder:
         )
         send = c.Send(producer_id=producer_id, sequence_id=self._first_seq, num_messages=self.count)
         frame = _frame(send, encode_record(metadata), b"".join(self._parts), with_checksum)
-        result = (self._first_seq, frame, self._futures)
+        result = (self._first_seq, frame, self._group, self.count)
         self._parts = []
-        self._futures = []
+        self._group = FutureGroup()
         self.count = 0
         self.size = 0
         return result
 
 
-class Message:
+class Message(msgspec.Struct, eq=False):
     """A received message.
 
     Attributes:
@@ -262,92 +360,101 @@ class Message:
         redelivery_count: how many times the broker redelivered it.
     """
 
-    __slots__ = (
-        "_chunk_ids",
-        "_consumer",
-        "_metadata",
-        "_single",
-        "message_id",
-        "payload",
-        "redelivery_count",
-        "topic",
-    )
-
-    def __init__(
-        self,
-        payload: bytes,
-        message_id: MessageId,
-        topic: str,
-        redelivery_count: int,
-        metadata: c.MessageMetadata,
-        single: c.SingleMessageMetadata | bytes | None = None,
-        consumer: Any = None,
-        chunk_ids: tuple[MessageId, ...] = (),
-    ) -> None:
-        self.payload = payload
-        self.message_id = message_id
-        self.topic = topic
-        self.redelivery_count = redelivery_count
-        self._metadata = metadata
-        # A batched message's header, decoded on first use: the consumer's hot path only needs
-        # payload and id, so the header stays bytes until a property asks for it.
-        self._single = single
-        self._consumer = consumer  # the single-topic consumer it came from (acks, permits)
-        self._chunk_ids = chunk_ids
+    # A struct, not a class with __init__: consumers make one per batched message, and a
+    # struct is created several times faster. What the messages of an entry share lives in
+    # their `ReceivedEntry`; the id, the batch header and the metadata record are made on first
+    # use (the consumer's hot path only needs payload and index).
+    payload: bytes
+    _entry: ReceivedEntry
+    _index: int = -1  # the batch index, -1 when not batched
+    _single: c.SingleMessageMetadata | bytes | None = None  # else `_entry.header(_index)`
+    _id: MessageId | None = None
+    _chunk_ids: tuple[MessageId, ...] = ()
 
     def __repr__(self) -> str:
         return f"<Message {self.message_id} {len(self.payload)} bytes on {self.topic}>"
 
+    @property
+    def message_id(self) -> MessageId:
+        """Its id (partition set for partitions, batch index inside batches)."""
+        message_id = self._id
+        if message_id is None:
+            entry = self._entry
+            if self._index < 0:
+                message_id = MessageId(entry.ledger_id, entry.entry_id, entry.partition)
+            else:
+                message_id = MessageId(
+                    entry.ledger_id, entry.entry_id, entry.partition, self._index, entry.batch_size
+                )
+            self._id = message_id
+        return message_id
+
+    @property
+    def topic(self) -> str:
+        return self._entry.topic
+
+    @property
+    def redelivery_count(self) -> int:
+        return self._entry.redelivery_count
+
+    @property
+    def _consumer(self) -> Any:
+        """The single-topic consumer it came from (acks, permits)."""
+        return self._entry.consumer
+
     def _header(self) -> c.SingleMessageMetadata | None:
         single = self._single
+        if single is None:
+            if self._index < 0:
+                return None
+            single = self._entry.header(self._index)
         if isinstance(single, bytes):  # checked by `wire.scan_single_metadata`: decodes
-            single = self._single = decode_record(c.SingleMessageMetadata, single)
+            single = decode_record(c.SingleMessageMetadata, single)
+        self._single = single
         return single
 
     @property
     def properties(self) -> dict[str, str]:
         """The message's string properties."""
         single = self._header()
-        source = single if single is not None else self._metadata
+        source = single if single is not None else self._entry.metadata
         return {kv.key: kv.value for kv in source.properties}
 
     @property
     def key(self) -> str | None:
         """The partition key, if any."""
         single = self._header()
-        source = single if single is not None else self._metadata
-        return source.partition_key
+        return single.partition_key if single is not None else self._entry.fields[4]
 
     @property
     def ordering_key(self) -> bytes | None:
         single = self._header()
-        source = single if single is not None else self._metadata
-        return source.ordering_key
+        return single.ordering_key if single is not None else self._entry.fields[5]
 
     @property
     def event_time(self) -> int | None:
         """The application event time in ms, or None when unset."""
         single = self._header()
-        source = single if single is not None else self._metadata
+        source = single if single is not None else self._entry.metadata
         return source.event_time or None
 
     @property
     def publish_time(self) -> int:
         """When the producer published it, ms since the epoch."""
-        return self._metadata.publish_time
+        return self._entry.fields[2]
 
     @property
     def producer_name(self) -> str:
-        return self._metadata.producer_name
+        return self._entry.fields[0]
 
     @property
     def sequence_id(self) -> int:
         single = self._header()
         if single is not None and single.sequence_id is not None:
             return single.sequence_id
-        return self._metadata.sequence_id
+        return self._entry.fields[1]
 
     @property
     def metadata(self) -> c.MessageMetadata:
         """The entry's full `MessageMetadata`."""
-        return self._metadata
+        return self._entry.metadata

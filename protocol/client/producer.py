@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
+import msgspec
 
 from protocol import commands as c
-from protocol.client._util import Future, with_deadline
+from protocol.client._util import Future, FutureGroup, with_deadline
 from protocol.client.config import ProducerConfig
 from protocol.client.handler import ENDED_STATES, Handler, HandlerState
 from protocol.client.messages import (
     CHECKSUM_MIN_PROTOCOL,
     BatchBuilder,
+    PlainSends,
     build_chunks,
     build_single,
-    name_prefix,
-    plain_metadata,
 )
 from protocol.errors import (
     ChecksumError,
@@ -58,38 +58,23 @@ logger = logging.getLogger(__name__)
 SendCallback = Callable[[Future[MessageId]], None]
 
 
-class _Op:
-    """One SEND in flight: its bytes and who to tell when its receipt comes."""
+_NEVER = float("inf")
 
-    __slots__ = (
-        "batch_size",
-        "chunk_ids",
-        "deadline",
-        "first_seq",
-        "frame",
-        "futures",
-        "last_seq",
-        "messages",
-    )
 
-    def __init__(
-        self,
-        first_seq: int,
-        frame: bytes,
-        futures: list[Future[MessageId]],
-        deadline: float,
-        *,
-        batch_size: int = 0,
-        chunk_ids: list[MessageId] | None = None,
-    ) -> None:
-        self.first_seq = first_seq
-        self.last_seq = first_seq + max(batch_size, 1) - 1
-        self.frame = frame
-        self.futures = futures  # one per message; empty for all chunks but the last
-        self.messages = len(futures)  # what the pending bound counts (rule 4)
-        self.deadline = deadline
-        self.batch_size = batch_size  # 0: not a batch
-        self.chunk_ids = chunk_ids  # shared by the chunks of one message
+class _Op(msgspec.Struct):
+    """One SEND in flight: its bytes and who to tell when its receipt comes.
+
+    A Struct rather than a class with `__init__`: an unbatched producer makes one per message.
+    """
+
+    first_seq: int
+    last_seq: int  # first_seq + batch size - 1
+    frame: bytes
+    messages: int  # what the pending bound counts (rule 4); 0 for all chunks but the last
+    deadline: float
+    future: Future[MessageId] | None = None  # an unbatched message's (its last chunk's)
+    batch: FutureGroup[MessageId] | None = None  # a batch's messages' futures
+    chunk_ids: list[MessageId] | None = None  # shared by the chunks of one message
 
 
 class Producer(Handler):
@@ -111,7 +96,12 @@ class Producer(Handler):
         self.last_sequence_id = -1
         self._max_message_size = 0
         self._checksum = True
-        self._name_prefix = b""
+        self._plain = PlainSends(self.producer_id, self.producer_name, 0, True)
+        # Config values read per message, as attributes of their own.
+        self._max_pending = config.max_pending_messages
+        self._send_timeout = config.send_timeout
+        self._batch_max_messages = config.batching_max_messages
+        self._batch_max_bytes = config.batching_max_bytes
         self._pending: deque[_Op] = deque()
         self._pending_messages = 0
         self._room: anyio.Event | None = None
@@ -156,13 +146,15 @@ class Producer(Handler):
         reply = await with_deadline(self._clock, deadline, cnx.request(command).wait, "PRODUCER")
         assert isinstance(reply, c.ProducerSuccess)
         self.producer_name = reply.producer_name
-        self._name_prefix = name_prefix(self.producer_name)
         self._topic_epoch = reply.topic_epoch
         if self._next_seq is None:  # rule 1, first creation only
             self._next_seq = reply.last_sequence_id + 1
             self.last_sequence_id = reply.last_sequence_id
         self._max_message_size = cnx.max_message_size
         self._checksum = cnx.protocol_version >= CHECKSUM_MIN_PROTOCOL
+        self._plain = PlainSends(
+            self.producer_id, self.producer_name, self._max_message_size, self._checksum
+        )
         for op in self._pending:  # rule 5
             cnx.write(op.frame)
 
@@ -241,16 +233,8 @@ class Producer(Handler):
         """
         if self._state in ENDED_STATES:
             self._check_usable()
-        config = self._config
-        while self._pending_messages >= config.max_pending_messages:
-            self._flush_batch()  # the open batch may hold what fills the queue: send it now
-            if self._room is None:
-                self._room = anyio.Event()
-            await self._room.wait()
-            self._check_usable()
-        future: Future[MessageId] = Future()
-        if callback is not None:
-            future.add_done_callback(callback)
+        if self._pending_messages >= self._max_pending:
+            await self._wait_for_room()
         next_seq = self._next_seq
         assert next_seq is not None  # set by the first attachment
         if sequence_id is None:
@@ -258,13 +242,13 @@ class Producer(Handler):
             self._next_seq = next_seq + 1
         elif sequence_id >= next_seq:
             self._next_seq = sequence_id + 1
-        props = (
-            tuple(c.KeyValue(key=k, value=v) for k, v in properties.items()) if properties else ()
-        )
+        # The common message has no key, properties or times: the paths below take shortcuts.
+        plain = key is None and not properties and event_time is None and deliver_at is None
+        future: Future[MessageId]
         batch = self._batch
         if batch is not None and deliver_at is None and len(payload) < self._max_message_size:
             # Flush first if this message would overflow the batch's byte budget (spec §8.1).
-            if batch.count and batch.size + len(payload) > config.batching_max_bytes:
+            if batch.count and batch.size + len(payload) > self._batch_max_bytes:
                 self._flush_batch()
             if not batch.count:
                 # Only the batch's first message sets its publish time and start (spec §8.1):
@@ -272,40 +256,72 @@ class Producer(Handler):
                 if self._batch_armed is not None:
                     self._batch_armed.set()
                 batch.start(sequence_id, self._clock.wall_ns() // 1_000_000, key, self._clock.now())
-            batch.add(payload, sequence_id, key, props, event_time, future)
+            if plain:
+                future = batch.add_plain(payload, sequence_id)
+            else:
+                future = batch.add(payload, sequence_id, key, _key_values(properties), event_time)
             self._pending_messages += 1
-            if (
-                batch.count >= config.batching_max_messages
-                or batch.size >= config.batching_max_bytes
-            ):
+            if batch.count >= self._batch_max_messages or batch.size >= self._batch_max_bytes:
                 self._flush_batch()
-            return future
+        else:
+            future = Future()
+            publish_time = self._clock.wall_ns() // 1_000_000
+            frame = self._plain.frame(sequence_id, publish_time, payload) if plain else None
+            if frame is not None:
+                self._push(_Op(sequence_id, sequence_id, frame, 1, self._deadline(), future))
+            else:
+                self._send_generic(
+                    future,
+                    payload,
+                    sequence_id,
+                    publish_time,
+                    key,
+                    properties,
+                    event_time,
+                    deliver_at,
+                )
+        if callback is not None:
+            future.add_done_callback(callback)
+        return future
 
-        publish_time = self._clock.wall_ns() // 1_000_000
+    async def _wait_for_room(self) -> None:  # rule 4
+        while self._pending_messages >= self._max_pending:
+            self._flush_batch()  # the open batch may hold what fills the queue: send it now
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+            self._check_usable()
 
-        def full() -> c.MessageMetadata:
-            return c.MessageMetadata(
-                producer_name=self.producer_name,
-                sequence_id=sequence_id,
-                publish_time=publish_time,
-                properties=props,
-                partition_key=key,
-                event_time=event_time,
-                deliver_at_time=deliver_at,
-            )
+    def _send_generic(
+        self,
+        future: Future[MessageId],
+        payload: bytes,
+        sequence_id: int,
+        publish_time: int,
+        key: str | None,
+        properties: Mapping[str, str] | None,
+        event_time: int | None,
+        deliver_at: int | None,
+    ) -> None:
+        """Send an unbatched message through the records: any metadata, chunking, range checks.
 
-        metadata: c.MessageMetadata | bytes
-        if props or key is not None or event_time is not None or deliver_at is not None:
-            metadata = full()
-        else:  # the common case: cached name prefix plus two varints
-            metadata = plain_metadata(
-                self._name_prefix, self.producer_name, sequence_id, publish_time
-            )
+        Raises:
+            MessageTooBigError: too large for the broker and chunking is off.
+        """
+        metadata = c.MessageMetadata(
+            producer_name=self.producer_name,
+            sequence_id=sequence_id,
+            publish_time=publish_time,
+            properties=_key_values(properties),
+            partition_key=key,
+            event_time=event_time,
+            deliver_at_time=deliver_at,
+        )
         send = c.Send(producer_id=self.producer_id, sequence_id=sequence_id)
         frame = build_single(send, metadata, payload, self._max_message_size, self._checksum)
         if frame is not None:
-            self._push(_Op(sequence_id, frame, [future], self._deadline()))
-            return future
+            self._push(_Op(sequence_id, sequence_id, frame, 1, self._deadline(), future))
+            return
         if not self._config.chunking_enabled:
             raise MessageTooBigError(
                 f"{len(payload)} bytes exceed the broker's max message size "
@@ -313,15 +329,24 @@ class Producer(Handler):
             )
         # spec §8.4: one SEND per chunk; only the last chunk's receipt completes the future.
         chunk_ids: list[MessageId] = []
-        frames = build_chunks(send, full(), payload, self._max_message_size, self._checksum)
+        frames = build_chunks(send, metadata, payload, self._max_message_size, self._checksum)
+        last = len(frames) - 1
         for i, chunk in enumerate(frames):
-            futures = [future] if i == len(frames) - 1 else []
-            self._push(_Op(sequence_id, chunk, futures, self._deadline(), chunk_ids=chunk_ids))
-        return future
+            self._push(
+                _Op(
+                    sequence_id,
+                    sequence_id,
+                    chunk,
+                    1 if i == last else 0,
+                    self._deadline(),
+                    future if i == last else None,
+                    chunk_ids=chunk_ids,
+                )
+            )
 
     def _deadline(self) -> float:
-        timeout = self._config.send_timeout
-        return self._clock.now() + timeout if timeout > 0 else float("inf")
+        timeout = self._send_timeout
+        return self._clock.now() + timeout if timeout > 0 else _NEVER
 
     def _push(self, op: _Op) -> None:
         if not self._pending and self._pending_armed is not None:
@@ -337,11 +362,12 @@ class Producer(Handler):
         if batch is None or not batch.count:
             return
         self._batch_generation += 1
-        first_seq, frame, futures = batch.build(
+        first_seq, frame, group, count = batch.build(
             self.producer_id, self.producer_name, self._checksum
         )
-        self._pending_messages -= len(futures)  # _push counts them again, as one op
-        self._push(_Op(first_seq, frame, futures, self._deadline(), batch_size=len(futures)))
+        self._pending_messages -= count  # _push counts them again, as one op
+        last_seq = first_seq + count - 1
+        self._push(_Op(first_seq, last_seq, frame, count, self._deadline(), batch=group))
 
     async def flush(self) -> None:
         """Send the open batch now and wait until everything sent so far has its receipt.
@@ -352,9 +378,11 @@ class Producer(Handler):
         self._check_usable()
         self._flush_batch()
         if self._pending:
-            last = self._pending[-1]
-            if last.futures:
-                await last.futures[-1].wait_done()
+            last = self._pending[-1]  # a message's last chunk or a whole message or batch
+            if last.batch is not None:
+                await last.batch.wait_done()
+            elif last.future is not None:
+                await last.future.wait_done()
 
     # ---- receipts ------------------------------------------------------------------------------
 
@@ -373,17 +401,16 @@ class Producer(Handler):
         if receipt.message_id is not None:
             ledger_id, entry_id = receipt.message_id.ledger_id, receipt.message_id.entry_id
         partition = self.partition
-        futures = op.futures
-        if op.chunk_ids is not None:
+        if op.batch is not None:
+            size = op.messages
+            # One write for the whole batch: each message's id is made when it is asked for.
+            op.batch.set_result(lambda i: MessageId(ledger_id, entry_id, partition, i, size))
+        elif op.chunk_ids is not None:
             op.chunk_ids.append(MessageId(ledger_id, entry_id, partition))
-            if futures:  # the last chunk: the message's id is the last chunk's (rule 3)
-                futures[0].set_result(op.chunk_ids[-1])
-        elif op.batch_size:
-            size = op.batch_size
-            for i, future in enumerate(futures):
-                future.set_result(MessageId(ledger_id, entry_id, partition, i, size))
-        else:
-            futures[0].set_result(MessageId(ledger_id, entry_id, partition))
+            if op.future is not None:  # the last chunk: the message's id is the last chunk's
+                op.future.set_result(op.chunk_ids[-1])
+        elif op.future is not None:
+            op.future.set_result(MessageId(ledger_id, entry_id, partition))
         self._released(op)
         return True
 
@@ -397,13 +424,15 @@ class Producer(Handler):
 
     def _released(self, op: _Op) -> None:
         self._pending_messages -= op.messages
-        if self._room is not None and self._pending_messages < self._config.max_pending_messages:
+        if self._room is not None and self._pending_messages < self._max_pending:
             self._room.set()
             self._room = None
 
     def _fail_op(self, op: _Op, error: Exception) -> None:
-        for future in op.futures:
-            future.set_exception(error)
+        if op.batch is not None:
+            op.batch.set_exception(error)
+        elif op.future is not None:
+            op.future.set_exception(error)
         self._released(op)
 
     def _fail_pending(self, error: Exception) -> None:
@@ -466,3 +495,7 @@ class Producer(Handler):
         self._state = HandlerState.CLOSED
         await self._stop()
         self._client._forget(self)
+
+
+def _key_values(properties: Mapping[str, str] | None) -> tuple[c.KeyValue, ...]:
+    return tuple(c.KeyValue(key=k, value=v) for k, v in properties.items()) if properties else ()

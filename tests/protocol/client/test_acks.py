@@ -44,11 +44,11 @@ def test_grouper_keeps_only_the_furthest_cumulative_position() -> None:
 def test_batch_tracker_completes_an_entry_when_all_delivered_indexes_are_acked() -> None:
     tracker = BatchTracker()
     tracker.received(1, 7, {0, 2, 3}, 4)  # index 1 was acked before the redelivery
-    assert not tracker.ack(MessageId(1, 7, -1, 0, 4))
-    assert indexes_of(tracker.outstanding(MessageId(1, 7, -1, 0, 4)), 4) == {2, 3}
-    assert not tracker.ack(MessageId(1, 7, -1, 3, 4))
-    assert tracker.ack(MessageId(1, 7, -1, 2, 4))
-    assert tracker.ack(MessageId(1, 9, -1, 0, 2))  # unknown entry: ack it whole
+    assert not tracker.ack((1, 7), 0)
+    assert indexes_of(tracker.outstanding((1, 7)), 4) == {2, 3}
+    assert not tracker.ack((1, 7), 3)
+    assert tracker.ack((1, 7), 2)
+    assert tracker.ack((1, 9), 0)  # unknown entry: ack it whole
 
 
 def test_cumulative_inside_a_batch_acks_the_previous_entry() -> None:
@@ -66,5 +66,5 @@ def test_nack_tracker_releases_entries_after_the_delay() -> None:
     assert tracker.next_deadline() == 1.0
     assert tracker.pop_due(0.9) == []
     assert tracker.pop_due(1.0) == [entry_data(1, 5)]  # the whole entry of the batch
-    tracker.discard(MessageId(1, 2))
+    tracker.discard((1, 2))
     assert tracker.next_deadline() is None

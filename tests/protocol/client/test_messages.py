@@ -47,7 +47,7 @@ def test_metadata_round_trips() -> None:
 
 
 def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
-    from protocol.client.incoming import _split_batch
+    from protocol.client.incoming import ReceivedEntry, _split_batch
     from protocol.client.messages import Message, plain_single_header
     from protocol.ids import MessageId
 
@@ -72,7 +72,18 @@ def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
     assert isinstance(headers[0], bytes)  # plain: decoded only when asked
     assert isinstance(headers[1], c.SingleMessageMetadata)
     meta = c.MessageMetadata(producer_name="p", sequence_id=9, publish_time=1)
-    message = Message(bodies[0], MessageId(1, 2, -1, 0, 3), "t", 0, meta, headers[0])
+    received = ReceivedEntry(
+        c.Message(consumer_id=0, message_id=c.MessageIdData(ledger_id=1, entry_id=2)),
+        -1,
+        "t",
+        None,
+        ("p", 9, 1, 3, None, None, None),
+        meta,
+        b"",
+        0,
+    )
+    message = Message(bodies[0], received, 0, headers[0])
     assert (message.sequence_id, message.key, message.properties) == (9, None, {})
+    assert message.message_id == MessageId(1, 2, -1, 0, 3)
     assert _split_batch(buf, 4) is None  # fewer messages than announced
     assert _split_batch(buf[:-1], 3) is None  # a header running past the payload
