@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import crc32c as _crc32c
@@ -348,11 +348,18 @@ def decode_frame(frame: bytes | bytearray | memoryview) -> Frame:
     return _decode_at(data, 0, len(data))
 
 
-def _decode_at(buf: bytes, start: int, end: int) -> Frame:
+CommandReader = Callable[[bytes, int, int], "c.Command | None"]
+"""A hand-written reader of one command (``protocol.wire``): the command in ``buf[start:end]``,
+or None when it is another command or off the reader's fast lane."""
+
+
+def _decode_at(buf: bytes, start: int, end: int, first: CommandReader = parse_send) -> Frame:
     """Decode the frame in ``buf[start:end]`` (after its ``total_size``), copying only the entry.
 
-    SEND (and ACK) commands are read in place (``codec.decode_command_at``); a SEND's payload
-    section without broker entry metadata, what every client writes, is split here directly.
+    Commands are read in place (``codec.decode_command_at``), trying ``first`` before anything
+    else: the command a side receives most (SEND on a broker, MESSAGE on a client). A payload
+    section without broker entry metadata, what every client and our broker write, is split here
+    directly.
     """
     if end - start < 4:
         raise RemoteProtocolError("frame shorter than its command-size field")
@@ -362,8 +369,9 @@ def _decode_at(buf: bytes, start: int, end: int) -> Frame:
         raise RemoteProtocolError(
             f"command size {cmd_end - cmd_start} exceeds the frame ({end - cmd_start})"
         )
-    send = parse_send(buf, cmd_start, cmd_end)  # None unless a SEND on its fast lane
-    command = decode_command_at(buf, cmd_start, cmd_end) if send is None else send
+    command = first(buf, cmd_start, cmd_end)  # None unless that command on its fast lane
+    if command is None:
+        command = decode_command_at(buf, cmd_start, cmd_end)
     kind = type(command)
     if kind is c.Send or kind is c.Message:
         if end - cmd_end >= 10:
@@ -393,8 +401,14 @@ class FrameDecoder:
     small frames nor a large frame that arrives in many reads is copied as a whole).
     """
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING) -> None:
+    def __init__(
+        self,
+        max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING,
+        first: CommandReader = parse_send,
+    ) -> None:
+        """``first``: the reader tried before any other (see ``_decode_at``)."""
         self.max_frame_size = max_frame_size
+        self._first = first
         self._buf = b""
         self._pos = 0
         self._more: deque[bytes] = deque()  # chunks received after _buf, not yet reached
@@ -483,9 +497,9 @@ class FrameDecoder:
             end = pos + 4 + total
             if end <= len(buf) and MIN_FRAME_SIZE <= total <= self.max_frame_size:
                 self._pos = end
-                return _decode_at(buf, pos + 4, end)
+                return _decode_at(buf, pos + 4, end, self._first)
         span = self._next_span()
-        return None if span is None else _decode_at(*span)
+        return None if span is None else _decode_at(*span, self._first)
 
     def next_raw_frame(self) -> memoryview | None:
         """The next complete frame's bytes (after ``total_size``), undecoded.

@@ -17,6 +17,7 @@ stored entry, without slicing copies.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
@@ -24,6 +25,7 @@ from protocol import commands as c
 
 __all__ = [
     "CLIENT_METADATA_TAGS",
+    "CONTINUED_BYTES",
     "SMALL_VARINTS",
     "MetadataFields",
     "MetadataPeek",
@@ -48,6 +50,16 @@ _I32_NEGATIVE_FLOOR: Final = (1 << 64) - (1 << 31)  # -2^31 as a ten-byte uint64
 SMALL_VARINTS: Final = tuple(bytes((i,)) for i in range(128))
 """The one-byte varints, 0..127: most ids, sizes and counts on the hot path."""
 
+CONTINUED_BYTES: Final = tuple(bytes((i | 0x80,)) for i in range(128))
+"""A varint's non-final bytes by their 7 value bits: ``uvarint(v)`` for ``v >= 128`` starts
+with ``CONTINUED_BYTES[v & 0x7F]`` and goes on with ``uvarint(v >> 7)``."""
+
+_VARINT_LENGTHS: Final = tuple(max(1, (bits + 6) // 7) for bits in range(65))  # by bit_length
+_CONTINUATION_MARKS: Final = tuple(
+    sum(0x80 << 8 * i for i in range(length - 1)) for length in range(9)
+)  # the high bit of every byte but the last, for varints of 0..8 bytes
+_SPREAD_LIMIT: Final = 1 << 56  # what `uvarint` spreads in one go: 8 groups of 7 bits
+
 
 class OffTheFastLane(Exception):
     """A value or a shape the hand-written path does not handle: take the generic path."""
@@ -62,21 +74,32 @@ def uvarint(value: int) -> bytes:
     Raises:
         OffTheFastLane: ``value`` is outside ``0 .. 2^64-1`` (protobuf refuses it).
     """
-    # Each 7-bit group is moved to its own byte with the continuation bit set on all but the
-    # last, as one int written with to_bytes: one allocation, no loop for ids below 2^21.
+    # Ids, sequence ids and sizes below 2^21 (one to three bytes) are joined from per-byte
+    # tables; longer values (publish times in ms take six bytes) have their 7-bit groups moved
+    # to byte lanes with a few mask-and-shift steps, then are written with one to_bytes.
     if value < 0x80:
         if value >= 0:
             return SMALL_VARINTS[value]
         raise OffTheFastLane
     if value < 0x4000:
-        return ((value & 0x7F) | ((value & 0x3F80) << 1) | 0x80).to_bytes(2, "little")
+        return CONTINUED_BYTES[value & 0x7F] + SMALL_VARINTS[value >> 7]
     if value < 0x200000:
         return (
-            (value & 0x7F) | ((value & 0x3F80) << 1) | ((value & 0x1FC000) << 2) | 0x8080
-        ).to_bytes(3, "little")
+            CONTINUED_BYTES[value & 0x7F]
+            + CONTINUED_BYTES[value >> 7 & 0x7F]
+            + SMALL_VARINTS[value >> 14]
+        )
+    if value < _SPREAD_LIMIT:
+        length = _VARINT_LENGTHS[value.bit_length()]
+        # 56 bits -> two 28-bit groups in 32-bit lanes -> four 14-bit groups in 16-bit lanes ->
+        # eight 7-bit groups in 8-bit lanes.
+        value = (value & 0xFFFFFFF) | (value & 0xFFFFFFF0000000) << 4
+        value = (value & 0x3FFF00003FFF) | (value & 0xFFFC0000FFFC000) << 2
+        value = (value & 0x7F007F007F007F) | (value & 0x3F803F803F803F80) << 1
+        return (value | _CONTINUATION_MARKS[length]).to_bytes(length, "little")
     if value > U64:
         raise OffTheFastLane
-    spread = 0
+    spread = 0  # nine or ten bytes (negative int64s are ten): byte by byte
     shift = 0
     while value > 0x7F:
         spread |= ((value & 0x7F) | 0x80) << shift
@@ -142,8 +165,23 @@ def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
         b2 = buf[pos + 2]
         if b2 < 0x80:
             return (b0 & 0x7F) | (b1 & 0x7F) << 7 | b2 << 14, pos + 3
-    result = 0
-    shift = 0
+        low = (b0 & 0x7F) | (b1 & 0x7F) << 7 | (b2 & 0x7F) << 14
+        if pos + 5 < end:  # the next three unrolled too: publish times in ms take six bytes
+            b3 = buf[pos + 3]
+            if b3 < 0x80:
+                return low | b3 << 21, pos + 4
+            b4 = buf[pos + 4]
+            if b4 < 0x80:
+                return low | ((b3 & 0x7F) | b4 << 7) << 21, pos + 5
+            b5 = buf[pos + 5]
+            if b5 < 0x80:  # (the high part is put together as a small int, then shifted once)
+                return low | ((b3 & 0x7F) | (b4 & 0x7F) << 7 | b5 << 14) << 21, pos + 6
+        result = low  # the loop goes on from the fourth byte
+        shift = 21
+        pos += 3
+    else:
+        result = 0
+        shift = 0
     while pos < end:
         byte = buf[pos]
         pos += 1
@@ -590,6 +628,10 @@ def parse_message(buf: bytes, start: int, end: int) -> c.Message | None:
     """
     if not buf.startswith(_MESSAGE_PREFIX, start):
         return None
+    if 12 <= end - start < 132:
+        first = _first_delivery(buf, start, end)
+        if first is not None:
+            return first
     try:
         size, pos = read_varint(buf, start + 3, end)
         if pos + size != end:
@@ -634,6 +676,45 @@ def parse_message(buf: bytes, start: int, end: int) -> c.Message | None:
         redelivery_count=redelivery_count,
         ack_set=tuple(ack_set),
         consumer_epoch=consumer_epoch,
+    )
+
+
+# | length | 08 consumer_id | 12 length | 08 ledgerId | 10 |: a MESSAGE command after its prefix,
+# up to its entry id, read as one u64 and checked with one comparison: the tags and lengths must
+# be these and the consumer and ledger ids below 0x80 (one-byte varints).
+_FIRST_DELIVERY_HEAD: Final = struct.Struct(">Q")
+_FIRST_DELIVERY_MASK: Final = 0xFF_FF_80_FF_FF_FF_80_FF
+_FIRST_DELIVERY_TAGS: Final = 0x00_08_00_12_00_08_00_10
+
+
+def _first_delivery(buf: bytes, start: int, end: int) -> c.Message | None:
+    """``parse_message`` of our broker's first delivery on a non-partitioned topic, or None.
+
+    The shape ``framing.encode_message_head`` writes for it: one-byte length, consumer id and
+    ledger id, then the entry id ending the command. The caller checked 12 <= end - start < 132.
+    """
+    head = _FIRST_DELIVERY_HEAD.unpack_from(buf, start + 3)[0]
+    size = end - start
+    if head & _FIRST_DELIVERY_MASK != (size - 4) << 56 | (size - 8) << 24 | _FIRST_DELIVERY_TAGS:
+        return None
+    consumer_id = head >> 40 & 0x7F
+    ledger_id = head >> 8 & 0x7F
+    pos = start + 11
+    entry_id = buf[pos]  # varints of one and two bytes inline, as `parse_send` does
+    if entry_id < 0x80:
+        pos += 1
+    elif pos + 1 < end and (b1 := buf[pos + 1]) < 0x80:
+        entry_id = (entry_id & 0x7F) | b1 << 7
+        pos += 2
+    else:
+        try:
+            entry_id, pos = read_varint(buf, pos, end)
+        except OffTheFastLane:
+            return None
+    if pos != end or entry_id >= _I64_LIMIT:
+        return None  # more fields, or an id read signed: the loop decides
+    return c.Message(
+        consumer_id=consumer_id, message_id=c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id)
     )
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from protocol import commands as c
-from protocol.client.acks import AckGrouper, BatchTracker, NackTracker, entry_data
+from protocol.client.acks import AckGrouper, BatchTracker, NackTracker
 from protocol.client.chunks import ChunkAssembler
 from protocol.client.config import ConsumerConfig
 from protocol.clock import Clock
@@ -83,21 +83,25 @@ class Acknowledger:
         if chunk_ids:
             for chunk_id in chunk_ids[:-1]:
                 self._ack_entry(chunk_id.ledger_id, chunk_id.entry_id)
-        self._ack_position((message_id.ledger_id, message_id.entry_id), message_id.batch_index)
+        self.ack_position((message_id.ledger_id, message_id.entry_id), message_id.batch_index)
 
     def acknowledge_message(self, message: Message) -> None:
         """`acknowledge` a received message, reading its position without making its id."""
         if message._chunk_ids:
             self.acknowledge(message.message_id, message._chunk_ids)
         else:
-            self._ack_position(message._entry.key, message._index)
+            self.ack_position(message._entry.key, message._index)
 
-    def _ack_position(self, key: tuple[int, int], batch_index: int) -> None:
-        """Ack message `batch_index` (-1: not batched) of entry `key` (rule 2)."""
+    def ack_position(self, key: tuple[int, int], batch_index: int) -> None:
+        """Ack message `batch_index` (-1: not batched) of entry `key` (rule 2); not for chunks.
+
+        The consumer's per-message path: it calls this directly for a message that is not
+        chunked (`acknowledge_message` otherwise).
+        """
         if self.nacks.due:
             self.nacks.discard(key)
         if batch_index < 0 or self.batches.ack(key, batch_index):
-            self._queue(entry_data(*key))
+            self._queue_entry(key)
         elif self._config.batch_index_ack_enabled:
             ack_set = self.batches.outstanding(key)
             self._queue(
@@ -110,7 +114,16 @@ class Acknowledger:
             )
 
     def _ack_entry(self, ledger_id: int, entry_id: int) -> None:
-        self._queue(entry_data(ledger_id, entry_id))
+        self._queue_entry((ledger_id, entry_id))
+
+    def _queue_entry(self, key: tuple[int, int]) -> None:
+        """`_queue(entry_data(*key))`, from the key the grouper files it under."""
+        grouper = self.grouper
+        was_empty = not len(grouper)
+        if grouper.add_entry(key) or self._config.ack_group_time <= 0:
+            self.flush()
+        elif was_empty:
+            self._arm()
 
     def _queue(self, data: c.MessageIdData) -> None:
         was_empty = not len(self.grouper)

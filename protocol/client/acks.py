@@ -53,6 +53,15 @@ class AckGrouper:
         self._individual[key] = data
         return len(self._individual) >= self.max_ids
 
+    def add_entry(self, key: tuple[int, int]) -> bool:
+        """`add_individual(entry_data(*key))`, the ack of a whole entry, from its key."""
+        individual = self._individual
+        previous = individual.get(key)
+        if previous is not None and not previous.ack_set:
+            return False  # the whole entry is already queued
+        individual[key] = entry_data(*key)  # replaces a partial ack: the entry is done
+        return len(individual) >= self.max_ids
+
     def add_cumulative(self, position: MessageId, data: c.MessageIdData) -> None:
         """Queue a cumulative ack; only the furthest position matters."""
         if self._cumulative is None or self._cumulative < position:

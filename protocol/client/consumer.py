@@ -94,7 +94,8 @@ class Consumer(Handler):
         self._queue = queue if queue is not None else ReceiveQueue()
         self._shared_queue = queue is not None
         self._queue_size = config.receiver_queue_size
-        self._refill_at = max(self._queue_size // 2, 1)
+        # Never reached without a queue (0 below 1), so the per-message check need not ask.
+        self._refill_at = max(self._queue_size // 2, 1) if self._queue_size > 0 else 0
         self._permits = 0
         self._zero_queue_permit_out = False
         self._last_dequeued: Message | None = None  # its id is made only if needed
@@ -250,8 +251,9 @@ class Consumer(Handler):
 
     def _on_dequeued(self, message: Message) -> None:
         self._last_dequeued = message
-        if self._permits + 1 < self._refill_at and self._queue_size > 0:
-            self._permits += 1  # `_consumed(1)` below the refill threshold, inline: per message
+        permits = self._permits + 1
+        if permits < self._refill_at:
+            self._permits = permits  # `_consumed(1)` below the refill threshold, inline
         else:
             self._consumed(1)
 
@@ -265,19 +267,27 @@ class Consumer(Handler):
         """
         if self._state in ENDED_STATES:
             self._check_usable()
-        if (
-            self._queue_size == 0
-            and not len(self._queue)
-            and not self._zero_queue_permit_out
-            # receiver_queue_size=0: one permit per receive (spec §7.1).
-            and self._send(c.Flow(consumer_id=self.consumer_id, message_permits=1))
-        ):
-            self._zero_queue_permit_out = True
-        # A prefetched message is taken without another coroutine (the hot path).
-        message = self._queue.get_nowait()
-        if message is None:
-            message = await self._queue.get()
-        message._entry.consumer._on_dequeued(message)
+        prefetched = self._queue.items
+        if prefetched:
+            message = prefetched.popleft()  # the hot path: no other call, no other coroutine
+        else:
+            if (
+                self._queue_size == 0
+                and not self._zero_queue_permit_out
+                # receiver_queue_size=0: one permit per receive (spec §7.1).
+                and self._send(c.Flow(consumer_id=self.consumer_id, message_permits=1))
+            ):
+                self._zero_queue_permit_out = True
+            taken = self._queue.get_nowait()  # raises the error the queue was closed with
+            message = taken if taken is not None else await self._queue.get()
+        # `_on_dequeued`, inline: this runs once per message.
+        consumer = message._entry.consumer
+        consumer._last_dequeued = message
+        permits = consumer._permits + 1
+        if permits < consumer._refill_at:
+            consumer._permits = permits
+        else:
+            consumer._consumed(1)
         return message
 
     def receive_nowait(self) -> Message | None:
@@ -301,7 +311,10 @@ class Consumer(Handler):
         if self._state in ENDED_STATES:
             self._check_usable()
         if isinstance(message, Message):
-            self._acker.acknowledge_message(message)
+            if message._chunk_ids:
+                self._acker.acknowledge_message(message)
+            else:  # the per-message path: its position, without making its id
+                self._acker.ack_position(message._entry.key, message._index)
         else:
             self._acker.acknowledge(message, None)
 

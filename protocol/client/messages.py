@@ -17,7 +17,7 @@ from protocol.codec import decode_record, encode_record
 from protocol.errors import MessageTooBigError
 from protocol.framing import MAGIC_CHECKSUM, build_entry, checksum, encode_payload_frame
 from protocol.ids import MessageId
-from protocol.wire import SMALL_VARINTS, OffTheFastLane, uvarint
+from protocol.wire import CONTINUED_BYTES, SMALL_VARINTS, U64, OffTheFastLane, uvarint
 
 if TYPE_CHECKING:
     from protocol.client.incoming import ReceivedEntry
@@ -111,6 +111,25 @@ def _plain_heads(payload_size: int) -> tuple[bytes, ...]:
         heads = tuple(_U32.pack(len(body) + n) + body for n in range(11))  # varints: 1-10 bytes
         if len(_PLAIN_HEADS) < _PLAIN_HEADS_CACHED:
             _PLAIN_HEADS[payload_size] = heads
+    return heads
+
+
+_PLAIN_RUN_HEADS: dict[tuple[int, int], tuple[bytes, ...]] = {}
+
+
+def _plain_run_heads(payload_size: int, length: int) -> tuple[bytes, ...]:
+    """`plain_single_header` up to the first byte of a `length`-byte sequence id varint.
+
+    Indexed by the sequence id's low 7 bits (the byte that differs between consecutive ids);
+    for one-byte varints these are whole headers. Cached per payload size and length.
+    """
+    key = (payload_size, length)
+    heads = _PLAIN_RUN_HEADS.get(key)
+    if heads is None:
+        head = _plain_heads(payload_size)[length]
+        heads = tuple(head + low for low in (SMALL_VARINTS if length == 1 else CONTINUED_BYTES))
+        if len(_PLAIN_RUN_HEADS) < _PLAIN_HEADS_CACHED:
+            _PLAIN_RUN_HEADS[key] = heads
     return heads
 
 
@@ -274,6 +293,13 @@ class BatchBuilder:
         self._first_seq = 0
         self._publish_time = 0
         self._key: str | None = None
+        # `add_plain`'s current run: payloads of `_run_size` bytes with sequence ids whose
+        # varints end in `_run_tail` (ids that agree but for their low 7 bits).
+        self._run_size = -1
+        self._run_high = 0
+        self._run_heads: tuple[bytes, ...] = ()
+        self._run_tail = b""
+        self._other_size = -1  # the last payload size seen outside the run
 
     def start(self, sequence_id: int, publish_time: int, key: str | None, now: float) -> None:
         """Open a batch: its first message fixes the sequence id, publish time and key."""
@@ -310,20 +336,47 @@ class BatchBuilder:
         return future
 
     def add_plain(self, payload: bytes, sequence_id: int) -> GroupMember[MessageId]:
-        """`add` for a message without key, properties or event time: the hot path."""
+        """`add` for a message without key, properties or event time: the hot path.
+
+        Its header is a cached head picked by the sequence id's low 7 bits, then the varint's
+        other bytes, shared by a run of 128 ids of one payload size: a producer sending runs of
+        equal-sized payloads writes no varint per message.
+        """
         size = len(payload)
-        try:
-            seq = uvarint(sequence_id)
-            heads = _PLAIN_HEADS.get(size)
-            if heads is None:
-                heads = _plain_heads(size)
-            self._parts += (heads[len(seq)], seq, payload)
-        except OffTheFastLane:  # out of range: the codec reports it
-            self._parts += (plain_single_header(size, sequence_id), payload)
+        if size == self._run_size and sequence_id >> 7 == self._run_high:
+            self._parts += (self._run_heads[sequence_id & 0x7F], self._run_tail, payload)
+        else:
+            self._add_off_run(payload, size, sequence_id)
         future = GroupMember(self._group, self.count)
         self.count += 1
         self.size += size
         return future
+
+    def _add_off_run(self, payload: bytes, size: int, sequence_id: int) -> None:
+        """`add_plain` outside the current run: a new block of ids, or another payload size.
+
+        A new run starts at the run's size or at a size seen twice in a row; payloads whose size
+        changes every message keep the per-message header (a run's heads cost ~128 headers).
+        """
+        if size == self._run_size or size == self._other_size:
+            if self._start_run(size, sequence_id):
+                self._parts += (self._run_heads[sequence_id & 0x7F], self._run_tail, payload)
+                return
+        else:
+            self._other_size = size
+        self._parts += (plain_single_header(size, sequence_id), payload)  # (off lane: the codec)
+
+    def _start_run(self, size: int, sequence_id: int) -> bool:
+        """Make `sequence_id` (with `size`-byte payloads) the current run; False if off the lane."""
+        if not 0 <= sequence_id <= U64:
+            return False
+        high = sequence_id >> 7
+        tail = uvarint(high) if high else b""
+        self._run_heads = _plain_run_heads(size, 1 + len(tail))
+        self._run_tail = tail
+        self._run_size = size
+        self._run_high = high
+        return True
 
     def build(
         self, producer_id: int, producer_name: str, with_checksum: bool = True

@@ -243,12 +243,13 @@ class Producer(Handler):
         elif sequence_id >= next_seq:
             self._next_seq = sequence_id + 1
         # The common message has no key, properties or times: the paths below take shortcuts.
-        plain = key is None and not properties and event_time is None and deliver_at is None
+        plain = key is None and not properties and event_time is None
         future: Future[MessageId]
         batch = self._batch
-        if batch is not None and deliver_at is None and len(payload) < self._max_message_size:
+        size = len(payload)
+        if batch is not None and deliver_at is None and size < self._max_message_size:
             # Flush first if this message would overflow the batch's byte budget (spec §8.1).
-            if batch.count and batch.size + len(payload) > self._batch_max_bytes:
+            if batch.count and batch.size + size > self._batch_max_bytes:
                 self._flush_batch()
             if not batch.count:
                 # Only the batch's first message sets its publish time and start (spec §8.1):
@@ -266,6 +267,7 @@ class Producer(Handler):
         else:
             future = Future()
             publish_time = self._clock.wall_ns() // 1_000_000
+            plain = plain and deliver_at is None
             frame = self._plain.frame(sequence_id, publish_time, payload) if plain else None
             if frame is not None:
                 self._push(_Op(sequence_id, sequence_id, frame, 1, self._deadline(), future))
@@ -397,20 +399,23 @@ class Producer(Handler):
             return True  # stale
         self._pending.popleft()
         self.last_sequence_id = op.last_seq
-        ledger_id, entry_id = -1, -1
-        if receipt.message_id is not None:
-            ledger_id, entry_id = receipt.message_id.ledger_id, receipt.message_id.entry_id
+        message_id = receipt.message_id
+        if message_id is None:
+            ledger_id = entry_id = -1
+        else:
+            ledger_id, entry_id = message_id.ledger_id, message_id.entry_id
         partition = self.partition
+        future = op.future
         if op.batch is not None:
             size = op.messages
             # One write for the whole batch: each message's id is made when it is asked for.
             op.batch.set_result(lambda i: MessageId(ledger_id, entry_id, partition, i, size))
         elif op.chunk_ids is not None:
             op.chunk_ids.append(MessageId(ledger_id, entry_id, partition))
-            if op.future is not None:  # the last chunk: the message's id is the last chunk's
-                op.future.set_result(op.chunk_ids[-1])
-        elif op.future is not None:
-            op.future.set_result(MessageId(ledger_id, entry_id, partition))
+            if future is not None:  # the last chunk: the message's id is the last chunk's
+                future.set_result(op.chunk_ids[-1])
+        elif future is not None:
+            future.set_result(MessageId(ledger_id, entry_id, partition))
         self._released(op)
         return True
 

@@ -20,19 +20,21 @@ class ReceiveQueue:
     """A FIFO of `Message` with async waiting and a terminal error."""
 
     def __init__(self) -> None:
-        self._items: deque[Message] = deque()
+        self.items: deque[Message] = deque()
+        """The FIFO itself, the same object for the queue's life: a consumer pops prefetched
+        messages from it directly, its hot path (`get_nowait` when empty)."""
         self._waiter: anyio.Event | None = None
         self._error: Exception | None = None
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.items)
 
     def put(self, message: Message) -> None:
-        self._items.append(message)
+        self.items.append(message)
         self._wake()
 
     def put_many(self, messages: Iterable[Message]) -> None:
-        self._items.extend(messages)
+        self.items.extend(messages)
         self._wake()
 
     def _wake(self) -> None:
@@ -47,8 +49,8 @@ class ReceiveQueue:
         Raises:
             Exception: the error the queue was closed with, once it is drained.
         """
-        if self._items:
-            return self._items.popleft()
+        if self.items:
+            return self.items.popleft()
         if self._error is not None:
             raise self._error
         return None
@@ -69,13 +71,16 @@ class ReceiveQueue:
 
     def peek(self, keep: Callable[[Message], bool]) -> Message | None:
         """The first message for which `keep` is true, left in place."""
-        return next((m for m in self._items if keep(m)), None)
+        return next((m for m in self.items if keep(m)), None)
 
     def remove(self, drop: Callable[[Message], bool]) -> int:
         """Remove the messages for which `drop` is true; returns how many."""
-        before = len(self._items)
-        self._items = deque(m for m in self._items if not drop(m))
-        return before - len(self._items)
+        items = self.items
+        kept = [m for m in items if not drop(m)]
+        removed = len(items) - len(kept)
+        items.clear()
+        items.extend(kept)
+        return removed
 
     def close(self, error: Exception) -> None:
         """Fail current and future waiters with `error` (after what is queued)."""

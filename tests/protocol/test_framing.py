@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from protocol import codec, framing
+from protocol import codec, framing, wire
 from protocol import commands as c
 from protocol.codec import encode_command
 from protocol.errors import LocalProtocolError, RemoteProtocolError, ServerError
@@ -468,6 +468,17 @@ def test_any_split_of_a_stream_yields_the_same_frames(
     decoder = FrameDecoder()
     assert feed_chunks(decoder, split(stream, cuts)) == [frame for frame, _raw in pairs]
     assert decoder.buffered == 0
+
+
+@given(st.lists(frames(), min_size=1, max_size=5), st.data())
+def test_a_client_decoder_yields_the_same_frames(
+    pairs: list[tuple[Frame, bytes]], data: st.DataObject
+) -> None:
+    # A client's decoder tries MESSAGE first instead of SEND (`protocol.connection`).
+    stream = b"".join(raw for _frame, raw in pairs)
+    cuts = data.draw(cut_points(stream))
+    decoder = FrameDecoder(first=wire.parse_message)
+    assert feed_chunks(decoder, split(stream, cuts)) == [frame for frame, _raw in pairs]
 
 
 @given(st.lists(frames(), min_size=1, max_size=3))

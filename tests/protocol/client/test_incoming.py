@@ -69,7 +69,7 @@ def batch_entry(body: bytes, count: int) -> tuple[bytes, int]:
 def received_entry(entry: bytes, body_start: int, count: int) -> ReceivedEntry:
     command = c.Message(consumer_id=1, message_id=c.MessageIdData(ledger_id=5, entry_id=6))
     fields = ("p", 3, 4, count, None, None, None)
-    return ReceivedEntry(command, -1, "t", None, fields, None, entry, body_start)
+    return ReceivedEntry.of(command, -1, "t", None, fields, None, entry, body_start)
 
 
 def check_plain_batch(body: bytes, count: int) -> None:
@@ -108,6 +108,45 @@ def test_plain_batch_reads_every_plain_header_shape() -> None:
             out = _plain_batch(entry, start, 2, received_entry(entry, start, 2))
             assert out is not None
             assert [m.payload for m in out] == [b"x" * size] * 2
+
+
+@st.composite
+def equal_size_runs(draw: st.DrawFn) -> tuple[bytes, int]:
+    """A batch of plain messages of one size, long enough for `_equal_size_run`, and a count."""
+    size = draw(st.sampled_from([0, 1, 100, 127, 128, 300, 16_384]))
+    sequence_ids = draw(st.lists(SEQUENCE_IDS, min_size=1, max_size=40))
+    body = b"".join(plain_single_header(size, s) + b"z" * size for s in sequence_ids)
+    count = draw(st.just(len(sequence_ids)) | st.integers(0, 41))
+    return body, count
+
+
+@given(equal_size_runs())
+def test_equal_size_runs_split_like_split_batch(case: tuple[bytes, int]) -> None:
+    body, count = case
+    check_plain_batch(body, count)
+
+
+@given(mutated(equal_size_runs().map(lambda case: case[0])), st.integers(16, 41))
+def test_equal_size_runs_never_accept_what_split_batch_refuses(body: bytes, count: int) -> None:
+    check_plain_batch(body, count)
+
+
+def test_equal_size_runs_take_the_regular_expression() -> None:
+    for size in (0, 100, 16_384):
+        for first in (0, 120, 2**21 - 10, 2**63 - 30):  # sequence ids of 1 to 4 and 9 bytes
+            body = b"".join(plain_single_header(size, first + i) + b"z" * size for i in range(20))
+            entry, start = batch_entry(body, 20)
+            received = received_entry(entry, start, 20)
+            out = incoming._equal_size_run(entry, start, 20, received)
+            assert out is not None
+            assert [m.payload for m in out] == [b"z" * size] * 20
+            assert incoming._equal_size_run(entry, start, 19, received) is None  # one left over
+            assert incoming._equal_size_run(entry + b"!", start, 20, received) is None
+    # A ten-byte sequence id is left to the loop, which reads it.
+    body = b"".join(plain_single_header(5, 2**64 - 1) + b"z" * 5 for _ in range(20))
+    entry, start = batch_entry(body, 20)
+    assert incoming._equal_size_run(entry, start, 20, received_entry(entry, start, 20)) is None
+    check_plain_batch(body, 20)
 
 
 # ---- Incoming.decode, fast lanes on and off ---------------------------------------------------
@@ -150,8 +189,9 @@ def view(message: Message) -> tuple[Any, ...]:
 
 def decode_view(incoming_: Incoming, command: c.Message, entry: bytes) -> tuple[Any, ...]:
     decoded: Decoded = incoming_.decode(command, Payload(entry))
-    messages = [view(m) for m in decoded.messages]
-    return messages, decoded.skipped, decoded.validation_error, incoming_.batches._outstanding
+    messages, skipped, validation_error = decoded
+    views = [view(m) for m in messages]
+    return views, skipped, validation_error, incoming_.batches._outstanding
 
 
 @st.composite
@@ -252,9 +292,9 @@ def test_plain_entries_take_the_fast_lanes() -> None:
     entry = build_entry(encode_record(meta), body)
     command = c.Message(consumer_id=1, message_id=c.MessageIdData(ledger_id=7, entry_id=1))
     with mock.patch.object(incoming, "decode_record", side_effect=AssertionError):
-        decoded = new_incoming(None, False).decode(command, Payload(entry))
-    assert [m.payload for m in decoded.messages] == [b"abc"] * 4
-    message = decoded.messages[2]
+        messages, _, _ = new_incoming(None, False).decode(command, Payload(entry))
+    assert [m.payload for m in messages] == [b"abc"] * 4
+    message = messages[2]
     assert message._id is None  # made on first use only
     assert message._single is None
     assert message.message_id == MessageId(7, 1, 2, 2, 4)

@@ -72,7 +72,7 @@ def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
     assert isinstance(headers[0], bytes)  # plain: decoded only when asked
     assert isinstance(headers[1], c.SingleMessageMetadata)
     meta = c.MessageMetadata(producer_name="p", sequence_id=9, publish_time=1)
-    received = ReceivedEntry(
+    received = ReceivedEntry.of(
         c.Message(consumer_id=0, message_id=c.MessageIdData(ledger_id=1, entry_id=2)),
         -1,
         "t",
