@@ -67,8 +67,12 @@ def broker_process() -> Iterator[tuple[str, psutil.Process]]:
             proc.kill()
 
 
+def new_topic() -> str:
+    return f"bench-{uuid.uuid4().hex[:12]}"
+
+
 def bench_official(
-    url: str, n: int, size: int, batched: bool, role: str = "both"
+    url: str, topic: str, n: int, size: int, batched: bool, role: str = "both"
 ) -> tuple[float, float]:
     """Official client; `role` is "both" (one process), "produce" or "consume" (see `run_split`).
 
@@ -87,10 +91,10 @@ def bench_official(
     try:
         consumer = producer = None
         if role != "produce":
-            consumer = client.subscribe(_topic(n, size, batched), "bench", receiver_queue_size=5000)
+            consumer = client.subscribe(topic, "bench", receiver_queue_size=5000)
         if role != "consume":
             producer = client.create_producer(
-                _topic(n, size, batched),
+                topic,
                 batching_enabled=batched,
                 batching_max_messages=1000,
                 batching_max_publish_delay_ms=5,
@@ -131,7 +135,7 @@ def bench_official(
 
 
 def bench_protocol(
-    url: str, n: int, size: int, batched: bool, role: str = "both"
+    url: str, topic: str, n: int, size: int, batched: bool, role: str = "both"
 ) -> tuple[float, float]:
     """`protocol.client`; `role` as for `bench_official`."""
     import anyio
@@ -139,7 +143,6 @@ def bench_protocol(
     from protocol.client import open_client
 
     async def run() -> tuple[float, float]:
-        topic = _topic(n, size, batched)
         async with open_client(url) as client:
             consumer = producer = None
             if role != "produce":
@@ -177,14 +180,6 @@ def bench_protocol(
     return anyio.run(run)
 
 
-_TOPIC_RUN = uuid.uuid4().hex[:8]
-
-
-def _topic(n: int, size: int, batched: bool) -> str:
-    # Both processes of a split run derive the same name; each case gets its own topic.
-    return f"bench-{_TOPIC_RUN}-{n}-{size}-{int(batched)}"
-
-
 def _signal_ready() -> None:
     print("ready", flush=True)
 
@@ -208,7 +203,9 @@ def run_split(client: str, url: str, n: int, size: int, batched: bool) -> tuple[
     Returns:
         msg/s, and the CPU seconds both client processes spent moving the messages.
     """
-    common = [url, str(n), str(size), str(int(batched)), _TOPIC_RUN]
+    # Every case gets a topic of its own: a topic that already holds a case's entries is not
+    # the same starting point.
+    common = [url, new_topic(), str(n), str(size), str(int(batched))]
     script = os.path.abspath(__file__)
 
     def spawn(role: str) -> subprocess.Popen[str]:
@@ -240,9 +237,8 @@ def run_split(client: str, url: str, n: int, size: int, batched: bool) -> tuple[
 
 def run_role(argv: list[str]) -> None:
     """Entry point of one side of `run_split`: prints its timestamp and CPU seconds last."""
-    global _TOPIC_RUN
-    role, client, url, n, size, batched, _TOPIC_RUN = argv
-    stamp, cpu = CLIENTS[client](url, int(n), int(size), batched == "1", role)
+    role, client, url, topic, n, size, batched = argv
+    stamp, cpu = CLIENTS[client](url, topic, int(n), int(size), batched == "1", role)
     print(stamp, cpu, flush=True)
 
 
@@ -332,7 +328,9 @@ def main() -> None:
                         broker_cpu = sum(broker.cpu_times()[:2])
                         try:
                             if procs == 1:
-                                rate, client_cpu = CLIENTS[client](url, n, size, batched)
+                                rate, client_cpu = CLIENTS[client](
+                                    url, new_topic(), n, size, batched
+                                )
                             else:
                                 rate, client_cpu = run_split(client, url, n, size, batched)
                         except (
