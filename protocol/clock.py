@@ -55,7 +55,9 @@ class AnyioClock:
     `now()` is `time.monotonic()` rather than `anyio.current_time()`: the hot paths read the
     clock per message (send deadlines, batch start times), and anyio's lookup of the running
     backend costs microseconds per call, the clock read itself nanoseconds. Trio's clock has an
-    offset from the OS clock, so sleeps convert deadlines into relative delays for anyio.
+    offset from the OS clock, so sleeps convert deadlines into relative delays for anyio. (This
+    departs from STYLE.md's sketch; it also means a trio `MockClock` does not move `now()`: tests
+    that want virtual time use `FakeClock`.)
     """
 
     def now(self) -> float:
