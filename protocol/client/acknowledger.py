@@ -30,7 +30,6 @@ from protocol.ids import MessageId
 
 if TYPE_CHECKING:
     from protocol.client.connection import ClientConnection
-    from protocol.client.messages import Message
 
 __all__ = ["REDELIVER_MIN_PROTOCOL", "Acknowledger"]
 
@@ -82,21 +81,14 @@ class Acknowledger:
             self.chunks.pop_ids(message_id)
         if chunk_ids:
             for chunk_id in chunk_ids[:-1]:
-                self._ack_entry(chunk_id.ledger_id, chunk_id.entry_id)
+                self._queue_entry((chunk_id.ledger_id, chunk_id.entry_id))
         self.ack_position((message_id.ledger_id, message_id.entry_id), message_id.batch_index)
-
-    def acknowledge_message(self, message: Message) -> None:
-        """`acknowledge` a received message, reading its position without making its id."""
-        if message._chunk_ids:
-            self.acknowledge(message.message_id, message._chunk_ids)
-        else:
-            self.ack_position(message._entry.key, message._index)
 
     def ack_position(self, key: tuple[int, int], batch_index: int) -> None:
         """Ack message `batch_index` (-1: not batched) of entry `key` (rule 2); not for chunks.
 
-        The consumer's per-message path: it calls this directly for a message that is not
-        chunked (`acknowledge_message` otherwise).
+        The consumer's per-message path: it calls this directly, without making the message's
+        id, for a message that is not chunked (`acknowledge` otherwise).
         """
         if self.nacks.due:
             self.nacks.discard(key)
@@ -112,9 +104,6 @@ class Acknowledger:
                     batch_size=len(ack_set) * 64,
                 )
             )
-
-    def _ack_entry(self, ledger_id: int, entry_id: int) -> None:
-        self._queue_entry((ledger_id, entry_id))
 
     def _queue_entry(self, key: tuple[int, int]) -> None:
         """`_queue(entry_data(*key))`, from the key the grouper files it under."""

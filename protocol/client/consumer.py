@@ -312,7 +312,7 @@ class Consumer(Handler):
             self._check_usable()
         if isinstance(message, Message):
             if message._chunk_ids:
-                self._acker.acknowledge_message(message)
+                self._acker.acknowledge(message.message_id, message._chunk_ids)
             else:  # the per-message path: its position, without making its id
                 self._acker.ack_position(message._entry.key, message._index)
         else:

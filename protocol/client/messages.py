@@ -28,7 +28,6 @@ __all__ = [
     "PlainSends",
     "build_chunks",
     "build_single",
-    "plain_metadata",
     "plain_single_metadata",
 ]
 
@@ -42,7 +41,8 @@ CHECKSUM_MIN_PROTOCOL = 6
 
 # The common message has no key, properties or times: its headers are two or three varints after
 # a prefix fixed per producer. `protocol.wire` writes the varints; field order and tags follow
-# PulsarApi.proto, so the bytes equal `encode_record`'s (tests/protocol/client/test_messages.py).
+# PulsarApi.proto, so the bytes equal `encode_record`'s (tests/protocol/client/test_messages.py,
+# test_plain_sends.py, test_plain_runs.py).
 _SEQUENCE_ID_TAG = b"\x10"  # MessageMetadata.sequence_id = 2, varint
 _PUBLISH_TIME_TAG = b"\x18"  # MessageMetadata.publish_time = 3, varint
 _PAYLOAD_SIZE_TAG = b"\x18"  # SingleMessageMetadata.payload_size = 3, varint
@@ -53,26 +53,6 @@ def name_prefix(producer_name: str) -> bytes:
     """The encoded `MessageMetadata.producer_name` (field 1), computed once per producer."""
     name = producer_name.encode()
     return b"\x0a" + uvarint(len(name)) + name
-
-
-def plain_metadata(prefix: bytes, producer_name: str, sequence_id: int, publish_time: int) -> bytes:
-    """`encode_record(MessageMetadata(producer_name, sequence_id, publish_time))`, fast."""
-    try:
-        return b"".join(
-            (
-                prefix,
-                _SEQUENCE_ID_TAG,
-                uvarint(sequence_id),
-                _PUBLISH_TIME_TAG,
-                uvarint(publish_time),
-            )
-        )
-    except OffTheFastLane:  # out of range: let the codec report it
-        return encode_record(
-            c.MessageMetadata(
-                producer_name=producer_name, sequence_id=sequence_id, publish_time=publish_time
-            )
-        )
 
 
 def plain_single_metadata(payload_size: int, sequence_id: int) -> bytes:
@@ -159,7 +139,7 @@ def build_single(
 ) -> bytes | None:
     """The SEND frame of an unbatched message, or None if it exceeds `max_message_size`.
 
-    `metadata` is a record or its encoding (`plain_metadata`). The limit applies to metadata
+    `metadata` is a record or its encoding. The limit applies to metadata
     plus payload, checked before sending (spec §2.3).
     """
     encoded = metadata if isinstance(metadata, bytes) else encode_record(metadata)
@@ -175,7 +155,7 @@ _CHECKSUM_SECTION = struct.Struct(">2sI")  # 0x0e01, CRC-32C (spec §2.2)
 class PlainSends:
     """SEND frames of plain messages (no key, properties or times) for one producer attachment.
 
-    Same bytes as `build_single(Send(producer_id, sequence_id), plain_metadata(...), ...)`
+    Same bytes as `build_single(Send(producer_id, sequence_id), MessageMetadata(...), ...)`
     (tests/protocol/client/test_plain_sends.py), built from pieces fixed per producer: the SEND's
     producer id, the metadata's producer name, and the publish time's varint, which changes once
     a millisecond. The sequence id's varint is written once for both the SEND and the metadata.
