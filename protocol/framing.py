@@ -310,6 +310,28 @@ def encode_payload_frame(
     return b"".join(parts)
 
 
+def encode_send_frame(
+    command: c.Send, metadata: bytes, payload: bytes | memoryview, with_checksum: bool
+) -> bytes:
+    """``encode_payload_frame(command, build_entry(metadata, payload), crc)``, with one copy.
+
+    A producer's batch is megabytes a second: its payload is copied once, into the frame, and
+    the CRC-32C is continued from the entry's head over the payload instead of over a joined
+    entry. ``with_checksum`` False writes no checksum section.
+
+    Raises:
+        LocalProtocolError: the command cannot be encoded.
+    """
+    body = encode_command(command)
+    head = _U32.pack(len(metadata)) + metadata
+    size = 4 + len(body) + len(head) + len(payload)
+    section = b""
+    if with_checksum:
+        section = MAGIC_CHECKSUM + _U32.pack(checksum(payload, checksum(head)))
+        size += 6
+    return b"".join((_U32X2.pack(size, len(body)), body, section, head, payload))
+
+
 def _parse_payload(rest: memoryview) -> Payload:
     pos = 0
     bem: bytes | None = None

@@ -15,7 +15,7 @@ from protocol import commands as c
 from protocol.client._util import FutureGroup, GroupMember
 from protocol.codec import decode_record, encode_record
 from protocol.errors import MessageTooBigError
-from protocol.framing import MAGIC_CHECKSUM, build_entry, checksum, encode_payload_frame
+from protocol.framing import MAGIC_CHECKSUM, checksum, encode_send_frame
 from protocol.ids import MessageId
 from protocol.wire import CONTINUED_BYTES, SMALL_VARINTS, U64, OffTheFastLane, uvarint
 
@@ -123,13 +123,6 @@ def plain_single_header(payload_size: int, sequence_id: int) -> bytes:
         return _U32.pack(len(header)) + header
 
 
-def _frame(
-    send: c.Send, metadata: bytes, payload: bytes | memoryview, with_checksum: bool
-) -> bytes:
-    entry = build_entry(metadata, payload)
-    return encode_payload_frame(send, entry, checksum(entry) if with_checksum else None)
-
-
 def build_single(
     send: c.Send,
     metadata: c.MessageMetadata | bytes,
@@ -145,7 +138,7 @@ def build_single(
     encoded = metadata if isinstance(metadata, bytes) else encode_record(metadata)
     if len(encoded) + len(payload) > max_message_size:
         return None
-    return _frame(send, encoded, payload, with_checksum)
+    return encode_send_frame(send, encoded, payload, with_checksum)
 
 
 _SEND_TYPE = b"\x08\x06\x32"  # BaseCommand.type = SEND, then field 6 (send)
@@ -253,7 +246,9 @@ def build_chunks(
             chunk_id=chunk_id,
         )
         piece = view[chunk_id * chunk_size : (chunk_id + 1) * chunk_size]
-        frames.append(_frame(chunk_send, encode_record(chunk_meta), piece, with_checksum))
+        frames.append(
+            encode_send_frame(chunk_send, encode_record(chunk_meta), piece, with_checksum)
+        )
     return frames
 
 
@@ -374,7 +369,9 @@ class BatchBuilder:
             num_messages_in_batch=self.count,
         )
         send = c.Send(producer_id=producer_id, sequence_id=self._first_seq, num_messages=self.count)
-        frame = _frame(send, encode_record(metadata), b"".join(self._parts), with_checksum)
+        frame = encode_send_frame(
+            send, encode_record(metadata), b"".join(self._parts), with_checksum
+        )
         result = (self._first_seq, frame, self._group, self.count)
         self._parts = []
         self._group = FutureGroup()

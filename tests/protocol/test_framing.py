@@ -28,6 +28,7 @@ from protocol.framing import (
     encode_message_head,
     encode_payload_frame,
     encode_section_frame,
+    encode_send_frame,
     encode_send_receipt_frames,
     payload_section,
 )
@@ -275,6 +276,17 @@ def test_build_entry_prefixes_the_metadata_size() -> None:
 def test_section_frame_equals_payload_frame(entry: bytes, crc: int | None, command: Any) -> None:
     section = payload_section(entry, crc)
     assert encode_section_frame(command, section) == encode_payload_frame(command, entry, crc)
+
+
+@given(st.binary(max_size=64), st.binary(max_size=300), st.booleans(), commands((c.Send,)))
+def test_send_frame_equals_payload_frame_of_the_built_entry(
+    metadata: bytes, payload: bytes, with_checksum: bool, command: Any
+) -> None:
+    entry = build_entry(metadata, payload)
+    crc = checksum(entry) if with_checksum else None
+    expected = encode_payload_frame(command, entry, crc)
+    assert encode_send_frame(command, metadata, payload, with_checksum) == expected
+    assert encode_send_frame(command, metadata, memoryview(payload), with_checksum) == expected
 
 
 # ---- hot-path encoders agree with the generic ones -----------------------------------------
