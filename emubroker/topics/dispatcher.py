@@ -160,14 +160,20 @@ class Dispatcher:
         self.wake()
 
     def remove_consumer(self, consumer: Consumer, *, redeliver: bool = True) -> None:
-        """Detach a consumer; with ``redeliver`` its unacked entries go back for redelivery."""
+        """Detach a consumer; with ``redeliver`` its unacked entries go back for redelivery.
+
+        As in Pulsar, a replay after a consumer left is not a redelivery request: counts stay.
+        The last consumer leaving forgets them all (``clearComponentsAfterRemovedAllConsumers``).
+        """
         if consumer not in self._members.consumers:
             return
         if redeliver:
-            self._release(consumer, count=True)
+            self._release(consumer, count=False)
         else:
             self._forget(consumer)
         self._demoted(self._members.remove(consumer))
+        if not self._members.consumers:
+            self._cursor.redelivery_counts.clear()
         self.wake()
 
     def _demoted(self, old_active: Consumer | None) -> None:
@@ -198,9 +204,15 @@ class Dispatcher:
             self.acked(i)
 
     def redeliver(self, consumer: Consumer, indexes: list[int] | None) -> None:
-        """Move entries pending on ``consumer`` (all of them for None) back for redelivery."""
+        """Move entries pending on ``consumer`` (all of them for None) back for redelivery.
+
+        Only Shared and Key_Shared count redeliveries: Pulsar's single-active-consumer
+        dispatcher has its redelivery tracker disabled, so Exclusive and Failover consumers
+        always see ``redelivery_count`` 0.
+        """
+        count = self.sub_type not in SINGLE_ACTIVE
         if indexes is None:
-            self._release(consumer, count=True)
+            self._release(consumer, count=count)
         else:
             counts = self._cursor.redelivery_counts
             for index in indexes:
@@ -209,7 +221,8 @@ class Dispatcher:
                     continue  # not (or no longer) delivered to this consumer
                 del self._pending[index]
                 consumer.unacked -= charged
-                counts[index] = counts.get(index, 0) + 1
+                if count:
+                    counts[index] = counts.get(index, 0) + 1
                 self._push_replay(index)
         self._wake.set()
 
@@ -225,9 +238,14 @@ class Dispatcher:
         self._wake.set()
 
     def release_all(self) -> None:
-        """Unload: every unacked delivery becomes a redelivery (redelivery_count + 1, §9)."""
+        """Unload: every unacked delivery goes back to be delivered again by the next owner.
+
+        Redelivery counts live in the dispatcher in Pulsar, so a reloaded topic starts them
+        from 0; the cursor that survives the unload forgets them here.
+        """
         for consumer in self.consumers:
-            self._release(consumer, count=True)
+            self._release(consumer, count=False)
+        self._cursor.redelivery_counts.clear()
 
     def _release(self, consumer: Consumer, *, count: bool) -> None:
         counts = self._cursor.redelivery_counts

@@ -73,7 +73,7 @@ async def test_batch_index_acks_redeliver_only_the_rest() -> None:
         consumer.redeliver(None)
         await settle()
         again = sink.messages[-1]
-        assert again.redelivery_count == 1
+        assert again.redelivery_count == 0  # Exclusive: Pulsar does not count redeliveries
         assert indexes_of(again.ack_set, 4) == {1, 3}
         consumer.ack(AckType.INDIVIDUAL, [mid(ledger, 0, ack_set_of([], 4))])
         assert consumer.last_message_id()[1] == (ledger, 0)
@@ -94,12 +94,27 @@ async def test_cumulative_ack_inside_a_batch_acks_the_entry_partly() -> None:
 
 async def test_three_negative_acks_give_redelivery_count_three() -> None:
     async with open_service() as service:
-        _, _, _ids, sink, consumer = await _setup(service, 1)
-        for expected in (1, 2, 3):
-            consumer.redeliver(None)
+        _, _, ids, sink, consumer = await _setup(service, 1, sub_type=SubType.SHARED)
+        for expected in (1, 2):
+            consumer.redeliver(None)  # everything unacked, as the client's redeliver() asks
             await settle()
             assert sink.messages[-1].redelivery_count == expected
+        consumer.redeliver([mid(*ids[0])])  # by id, as a Shared consumer's negative ack asks
+        await settle()
+        assert sink.messages[-1].redelivery_count == 3
         assert len(sink.messages) == 4
+
+
+@pytest.mark.parametrize("sub_type", [SubType.EXCLUSIVE, SubType.FAILOVER])
+async def test_single_active_subscriptions_do_not_count_redeliveries(sub_type: SubType) -> None:
+    # Pulsar's single-active-consumer dispatcher has its redelivery tracker disabled.
+    async with open_service() as service:
+        _, _, ids, sink, consumer = await _setup(service, 1, sub_type=sub_type)
+        consumer.redeliver(None)
+        await settle()
+        consumer.redeliver([mid(*ids[0])])
+        await settle()
+        assert [m.redelivery_count for m in sink.messages] == [0, 0, 0]
 
 
 async def test_redelivery_of_specific_ids_goes_first_and_in_order() -> None:
@@ -138,7 +153,8 @@ async def test_closed_consumers_unacked_go_to_the_other_consumer() -> None:
         c2.flow(10)
         await settle()
         assert second.entry_ids == [0, 2]
-        assert all(m.redelivery_count == 1 for m in second.messages)
+        # Replayed because their consumer left, not because anyone asked: not a redelivery.
+        assert all(m.redelivery_count == 0 for m in second.messages)
         c1.flow(5)  # a closed handle ignores everything
         c1.ack(AckType.CUMULATIVE, [mid(first.messages[1].ledger_id, 2)])
         assert topic.stats().subscriptions[0].backlog == 2

@@ -156,9 +156,9 @@ async def test_failover_picks_lowest_priority_then_name_and_notifies() -> None:
         assert (sink_a.entry_ids, sink_b.entry_ids, sink_z.entry_ids) == ([], [], [0])
         await z.close()
         await settle()
-        # z's unacked entry goes to the new active consumer "a" as a redelivery.
+        # z's unacked entry goes to the new active consumer "a" (uncounted: single active).
         assert sink_a.entry_ids == [0]
-        assert sink_a.messages[0].redelivery_count == 1
+        assert sink_a.messages[0].redelivery_count == 0
         assert sink_a.active_changes[-1] == (2, True)
 
 
