@@ -68,6 +68,7 @@ class Dispatcher:
     Args:
         ledger: The topic's entries.
         cursor: The subscription's acknowledgement state.
+        topic: The full topic name (Failover picks its active consumer by it).
         partition: The topic's partition index, -1 when not a partition.
         clock: Time for delayed delivery.
         settings: Read batch size, unacked limit, delayed delivery switch, Key_Shared points.
@@ -80,6 +81,7 @@ class Dispatcher:
         *,
         ledger: ManagedLedger,
         cursor: Cursor,
+        topic: str,
         partition: int,
         clock: Clock,
         settings: TopicSettings,
@@ -103,6 +105,7 @@ class Dispatcher:
         self._throttled_until: float | None = None
         self._rearm = False  # a publish-time round set a backoff the task must sleep until
         self._members: ConsumerSet[Consumer] = ConsumerSet(
+            topic=topic,
             partition=partition,
             max_unacked=settings.max_unacked_messages_per_consumer,
             hash_points=settings.key_shared_hash_points,

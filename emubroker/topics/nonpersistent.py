@@ -120,6 +120,7 @@ class NonPersistentSubscription:
         self.topic = topic
         # Nothing is ever pending, so the unacked limit cannot apply: 0 disables it.
         self.members: ConsumerSet[NonPersistentConsumer] = ConsumerSet(
+            topic=str(topic.name),
             partition=topic.partition,
             max_unacked=0,
             hash_points=topic.settings.key_shared_hash_points,

@@ -1,8 +1,10 @@
 """Which consumer of a subscription gets an entry: the per-type rules, shared by both topic kinds.
 
-* Exclusive: the one consumer. Failover: one *active* consumer, the first by
-  ``(priority_level, consumer_name)``, or on a partition the one at index
-  ``partition % consumers`` of that order (Pulsar's ``pickAndScheduleActiveConsumer``). Every
+* Exclusive: the one consumer. Failover: one *active* consumer among those of the best (lowest)
+  ``priority_level``, ordered by ``consumer_name`` (Pulsar's ``pickAndScheduleActiveConsumer``):
+  on a partition the one at index ``partition % len(them)``; on a non-partitioned topic the one
+  whose point follows the topic name's hash on a ring of ``FAILOVER_RING_POINTS`` points per
+  consumer at ``hash(consumer_name + str(j))`` (Murmur3-32 masked to 31 bits). Every
   consumer hears ACTIVE_CONSUMER_CHANGE when the active one changes, and a joining consumer
   always hears its own state (spec/wire-protocol.md §7.1).
 * Shared: round-robin over consumers with permits.
@@ -15,6 +17,7 @@ messages (0: no limit).
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from emubroker.topics.entry import NONE_KEY
@@ -31,7 +34,14 @@ if TYPE_CHECKING:
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.sinks import ConsumerSink
 
-__all__ = ["SINGLE_ACTIVE", "SUB_TYPE_NAMES", "ConsumerSet", "Member"]
+__all__ = [
+    "FAILOVER_RING_POINTS",
+    "SINGLE_ACTIVE",
+    "SUB_TYPE_NAMES",
+    "ConsumerSet",
+    "Member",
+    "failover_ring_pick",
+]
 
 SINGLE_ACTIVE = (SubType.EXCLUSIVE, SubType.FAILOVER)
 """Types that deliver to one active consumer only."""
@@ -43,6 +53,26 @@ SUB_TYPE_NAMES = {
     SubType.KEY_SHARED: "Key_Shared",
 }
 """Pulsar's names of the subscription types (stats, error messages)."""
+
+
+FAILOVER_RING_POINTS = 100
+"""Pulsar's ``CONSUMER_CONSISTENT_HASH_REPLICAS``: ring points per Failover consumer."""
+
+
+def failover_ring_pick(topic: str, names: list[str]) -> int:
+    """The index in ``names`` of the active Failover consumer of non-partitioned ``topic``.
+
+    Pulsar's ring: each consumer ``i`` puts points at ``hash(names[i] + str(j))``, a later
+    consumer taking a point two share; the topic goes to the first point at or after its own
+    hash, wrapping around to the lowest.
+    """
+    ring: dict[int, int] = {}
+    for i, name in enumerate(names):
+        for j in range(FAILOVER_RING_POINTS):
+            ring[sticky_key_hash(f"{name}{j}".encode())] = i
+    points = sorted(ring)
+    at = bisect.bisect_left(points, sticky_key_hash(topic.encode()))
+    return ring[points[at % len(points)]]
 
 
 class Member(Protocol):
@@ -63,12 +93,14 @@ class ConsumerSet(Generic[M]):
     """The consumers of one subscription and the rules of its type.
 
     Args:
+        topic: The full topic name (a non-partitioned Failover topic picks its active by it).
         partition: The topic's partition index, -1 when not a partition.
         max_unacked: ``maxUnackedMessagesPerConsumer`` for Shared and Key_Shared; 0 disables.
         hash_points: Ring points per consumer for Key_Shared AUTO_SPLIT.
     """
 
-    def __init__(self, *, partition: int, max_unacked: int, hash_points: int) -> None:
+    def __init__(self, *, topic: str, partition: int, max_unacked: int, hash_points: int) -> None:
+        self._topic = topic
         self._partition = partition
         self._max_unacked = max_unacked
         self._hash_points = hash_points
@@ -158,9 +190,10 @@ class ConsumerSet(Generic[M]):
         if self.sub_type is SubType.EXCLUSIVE:
             return self.consumers[0]
         ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
+        best = [c for c in ordered if c.priority_level == ordered[0].priority_level]
         if self._partition >= 0:
-            return ordered[self._partition % len(ordered)]
-        return ordered[0]
+            return best[self._partition % len(best)]
+        return best[failover_ring_pick(self._topic, [c.name for c in best])]
 
     def _update_active(self, joined: M | None = None) -> M | None:
         if self.sub_type not in SINGLE_ACTIVE:

@@ -52,6 +52,7 @@ class Subscription:
         name: The subscription name.
         ledger: The topic's entries.
         cursor: Its acknowledgement state (kept by the service for durable subscriptions).
+        topic: The full topic name.
         partition: The topic's partition index (-1 if none).
         clock: For delayed delivery.
         settings: Topic settings.
@@ -67,6 +68,7 @@ class Subscription:
         *,
         ledger: ManagedLedger,
         cursor: Cursor,
+        topic: str,
         partition: int,
         clock: Clock,
         settings: TopicSettings,
@@ -84,6 +86,7 @@ class Subscription:
         self.dispatcher = Dispatcher(
             ledger=ledger,
             cursor=cursor,
+            topic=topic,
             partition=partition,
             clock=clock,
             settings=settings,

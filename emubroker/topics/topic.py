@@ -448,6 +448,7 @@ class Topic:
             name,
             ledger=self._state.ledger,
             cursor=cursor,
+            topic=str(self.name),
             partition=self._partition,
             clock=self._clock,
             settings=self._settings,

@@ -13,6 +13,7 @@ import uuid
 import pulsar
 import pytest
 
+from emubroker.topics.selection import failover_ring_pick
 from tests.integration.conftest import make_client
 
 pytestmark = pytest.mark.integration
@@ -122,15 +123,22 @@ def test_failover_delivers_to_one_consumer_then_fails_over(
     client: pulsar.Client, topic: str
 ) -> None:
     producer = client.create_producer(topic)
-    a = client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="a")
-    b = client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="b")
+    subscribed = {
+        name: client.subscribe(
+            topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name=name
+        )
+        for name in ("a", "b")
+    }
     for i in range(5):
         producer.send(f"f{i}".encode())
-    msgs = receive_all(a, 5)  # "a" sorts first: it is the active consumer
+    # On a non-partitioned topic the topic name's place on the consumers' hash ring decides.
+    active = "ab"[failover_ring_pick(topic, ["a", "b"])]
+    standby = subscribed["b" if active == "a" else "a"]
+    msgs = receive_all(subscribed[active], 5)
     assert [m.data() for m in msgs] == [f"f{i}".encode() for i in range(5)]
-    assert_nothing_more(b)
-    a.close()  # unacked messages move to "b"
-    moved = receive_all(b, 5)
+    assert_nothing_more(standby)
+    subscribed[active].close()  # unacked messages move to the other one
+    moved = receive_all(standby, 5)
     assert [m.data() for m in moved] == [f"f{i}".encode() for i in range(5)]
     assert all(m.redelivery_count() == 0 for m in moved)  # Failover counts no redelivery
 

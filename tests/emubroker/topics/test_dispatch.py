@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from emubroker.topics.keyshared import HASH_RANGE_SIZE, sticky_key_hash
+from emubroker.topics.selection import FAILOVER_RING_POINTS, failover_ring_pick
 from protocol.commands import AckType, IntRange, KeySharedMeta, KeySharedMode, SubType
 from protocol.errors import ConsumerAssignError, ConsumerBusyError, NotAllowedError
 from tests.emubroker.topics.helpers import (
@@ -124,42 +125,74 @@ async def test_shared_respects_max_unacked_per_consumer() -> None:
         assert sink.entry_ids == [0, 1, 2]
 
 
-async def test_failover_picks_lowest_priority_then_name_and_notifies() -> None:
+async def test_failover_picks_by_the_topic_ring_then_priority_and_notifies() -> None:
     async with open_service() as service:
-        topic = await service.get_topic(topic_name())
+        name = topic_name()
+        topic = await service.get_topic(name)
         producer = await add_producer(topic)
-        sink_b, sink_a, sink_z = FakeConsumerSink(), FakeConsumerSink(), FakeConsumerSink()
-        b = await subscribe(
-            topic, sink_b, consumer_id=1, consumer_name="b", sub_type=SubType.FAILOVER
-        )
-        assert sink_b.active_changes == [(1, True)]
-        a = await subscribe(
-            topic, sink_a, consumer_id=2, consumer_name="a", sub_type=SubType.FAILOVER
-        )
-        # "a" sorts first: the active consumer changed, everybody hears about it.
-        assert sink_b.active_changes == [(1, True), (1, False)]
-        assert sink_a.active_changes == [(2, True)]
-        z = await subscribe(
+        # On a non-partitioned topic the ring, not the names' order, picks among "a" and "b".
+        winner = "ab"[failover_ring_pick(str(name), ["a", "b"])]
+        loser = "b" if winner == "a" else "a"
+        sinks = {"a": FakeConsumerSink(), "b": FakeConsumerSink(), "z": FakeConsumerSink()}
+        ids = {"a": 2, "b": 1, "z": 3}
+        consumers = {}
+        for joiner in (loser, winner):  # the winner joins second and still takes over
+            consumers[joiner] = await subscribe(
+                topic,
+                sinks[joiner],
+                consumer_id=ids[joiner],
+                consumer_name=joiner,
+                sub_type=SubType.FAILOVER,
+            )
+        assert sinks[loser].active_changes == [(ids[loser], True), (ids[loser], False)]
+        assert sinks[winner].active_changes == [(ids[winner], True)]
+        consumers["z"] = await subscribe(
             topic,
-            sink_z,
+            sinks["z"],
             consumer_id=3,
             consumer_name="z",
             sub_type=SubType.FAILOVER,
             priority_level=-1,
         )
-        assert sink_z.active_changes == [(3, True)]  # lower priority level wins over names
-        assert sink_a.active_changes[-1] == (2, False)
-        for c in (a, b, z):
+        assert sinks["z"].active_changes == [(3, True)]  # a better priority level wins
+        assert sinks[winner].active_changes[-1] == (ids[winner], False)
+        for c in consumers.values():
             c.flow(10)
         await publish(topic, producer)
         await settle()
-        assert (sink_a.entry_ids, sink_b.entry_ids, sink_z.entry_ids) == ([], [], [0])
-        await z.close()
+        assert [sinks[n].entry_ids for n in "abz"] == [[], [], [0]]
+        await consumers["z"].close()
         await settle()
-        # z's unacked entry goes to the new active consumer "a" (uncounted: single active).
-        assert sink_a.entry_ids == [0]
-        assert sink_a.messages[0].redelivery_count == 0
-        assert sink_a.active_changes[-1] == (2, True)
+        # z's unacked entry goes to the new active consumer (uncounted: single active).
+        assert sinks[winner].entry_ids == [0]
+        assert sinks[winner].messages[0].redelivery_count == 0
+        assert sinks[winner].active_changes[-1] == (ids[winner], True)
+
+
+def test_failover_ring_spreads_topics_over_consumers_by_name() -> None:
+    names = ["a", "b", "c"]
+    picks = [failover_ring_pick(f"persistent://public/default/t{i}", names) for i in range(300)]
+    shares = [picks.count(i) / len(picks) for i in range(len(names))]
+    assert all(0.15 < share < 0.55 for share in shares), shares
+    assert failover_ring_pick("persistent://public/default/t0", ["only"]) == 0
+
+
+def test_failover_ring_follows_pulsars_ring_lookup() -> None:
+    # The same rule computed another way: the consumer owning the lowest point at or after the
+    # topic's hash, else the lowest point of all; a point two consumers share is the later's.
+    def reference(topic: str, names: list[str]) -> int:
+        owners = {}
+        for i, name in enumerate(names):
+            for j in range(FAILOVER_RING_POINTS):
+                owners[sticky_key_hash((name + str(j)).encode())] = i
+        target = sticky_key_hash(topic.encode())
+        after = [point for point in owners if point >= target]
+        return owners[min(after) if after else min(owners)]
+
+    for i in range(50):
+        topic = f"persistent://public/default/ring-{i}"
+        names = [f"consumer-{k}" for k in range(1 + i % 4)]
+        assert failover_ring_pick(topic, names) == reference(topic, names)
 
 
 async def test_failover_on_a_partition_uses_partition_modulo_consumers() -> None:
@@ -175,6 +208,18 @@ async def test_failover_on_a_partition_uses_partition_modulo_consumers() -> None
         # 3 % 2 == 1: the second consumer in name order is active.
         assert sinks["c1"].active_changes[-1] == (1, True)
         assert sinks["c0"].active_changes[-1] == (0, False)
+        # Only the best priority level takes part: one consumer there is active on every partition.
+        sinks["low"] = FakeConsumerSink()
+        await subscribe(
+            topic,
+            sinks["low"],
+            consumer_id=2,
+            consumer_name="low",
+            sub_type=SubType.FAILOVER,
+            priority_level=-1,
+        )
+        assert sinks["low"].active_changes[-1] == (2, True)
+        assert sinks["c1"].active_changes[-1] == (1, False)
 
 
 async def test_key_shared_sends_one_key_to_one_consumer() -> None:
