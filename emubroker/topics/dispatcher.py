@@ -16,7 +16,10 @@ Rules of a round, in order:
    ``ack_set`` and is charged only those messages (§8.3).
 
 Which consumer gets an entry is decided by ``selection.ConsumerSet`` (per-type rules). Key_Shared
-parks the entries of consumers without room in the replay set so that other keys keep flowing.
+parks the entries of consumers without room in the replay set so that other keys keep flowing,
+and also those of *draining* hashes (``draining``): keys that moved to a joining consumer while
+an older one still holds some of their entries unacked wait in the replay set until those are
+acked or released.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import anyio
 
 from emubroker.ratelimit.readsize import multiple_consumers_permits
 from emubroker.topics.cursor import words_from_mask
+from emubroker.topics.draining import DrainingHashes
 from emubroker.topics.managed_ledger import CacheMiss
-from emubroker.topics.selection import SINGLE_ACTIVE, ConsumerSet
+from emubroker.topics.selection import SINGLE_ACTIVE, ConsumerSet, key_hash
 from emubroker.topics.throttling import CURSOR_BACKLOGGED_THRESHOLD
 from storage_stub.ledger import StorageError
 
@@ -111,6 +115,9 @@ class Dispatcher:
             hash_points=settings.key_shared_hash_points,
         )
         self._pending: dict[int, Consumer] = {}
+        # Key_Shared AUTO_SPLIT: hashes that moved away from a consumer still holding some of
+        # their entries; filled when a consumer joins, emptied as those entries go.
+        self._draining: DrainingHashes[Consumer] = DrainingHashes()
         self._replay: list[int] = []
         self._replay_set: set[int] = set()
         # Key_Shared parks entries of blocked consumers; rescanning them only pays off after
@@ -159,7 +166,13 @@ class Dispatcher:
         Raises:
             ConsumerAssignError: Its Key_Shared STICKY ranges overlap taken ones.
         """
-        self._demoted(self._members.add(consumer, key_shared_meta))
+        members = self._members
+        self._demoted(members.add(consumer, key_shared_meta))
+        if members.drains_hashes:
+            infos = self._ledger.infos
+            self._draining.reassign(
+                members.consumers, members.owner, lambda index: key_hash(infos[index])
+            )
         self.wake()
 
     def remove_consumer(self, consumer: Consumer, *, redeliver: bool = True) -> None:
@@ -234,6 +247,7 @@ class Dispatcher:
         for consumer in self._members.consumers:
             self._forget(consumer)
         self._pending.clear()
+        self._draining.clear()
         self._replay.clear()
         self._replay_set.clear()
         self._delayed.clear()
@@ -474,6 +488,7 @@ class Dispatcher:
         cursor = self._cursor
         infos = self._ledger.infos
         key_shared = self._members.selector is not None
+        draining = self._draining if self._draining else None
         parked: list[int] = []
         capacity: bool | None = None  # "some consumer has room"; only a send can change it
         while replay:
@@ -484,6 +499,12 @@ class Dispatcher:
                 continue
             info = infos[index]
             consumer = self._members.select(info)
+            if (
+                consumer is not None
+                and draining is not None
+                and draining.blocks(consumer, key_hash(info))
+            ):
+                consumer = None  # its key still drains from another consumer: park it
             if consumer is None:
                 if capacity is None:
                     capacity = key_shared and self._members.has_capacity()
@@ -513,6 +534,7 @@ class Dispatcher:
         batch = limit or max(1, self._settings.dispatcher_max_read_batch_size)
         members = self._members
         key_shared = members.selector is not None
+        draining = self._draining if self._draining else None
         single_active = members.sub_type in SINGLE_ACTIVE
         delayed = self._settings.delayed_delivery_enabled and not single_active
         now_ms = self._clock.wall_ns() // 1_000_000 if delayed else 0
@@ -544,6 +566,12 @@ class Dispatcher:
                         consumer = None
                 else:
                     consumer = members.select(info)
+                    if (
+                        consumer is not None
+                        and draining is not None
+                        and draining.blocks(consumer, key_hash(info))
+                    ):
+                        consumer = None  # as in _dispatch_replay
                 if consumer is None:
                     if capacity is None:
                         capacity = key_shared and members.has_capacity()

@@ -8,7 +8,9 @@
   consumer hears ACTIVE_CONSUMER_CHANGE when the active one changes, and a joining consumer
   always hears its own state (spec/wire-protocol.md §7.1).
 * Shared: round-robin over consumers with permits.
-* Key_Shared: the key's consumer from the selector (``keyshared``).
+* Key_Shared: the key's consumer from the selector (``keyshared``). AUTO_SPLIT without
+  ``allowOutOfOrderDelivery`` also keeps the order of keys that move to a joining consumer
+  (``drains_hashes``; the dispatcher does that with ``draining``).
 
 A consumer can take an entry while its permits are > 0 (a batch may overshoot, §7.1) and, for
 Shared and Key_Shared, while it holds fewer than ``maxUnackedMessagesPerConsumer`` unacked
@@ -41,6 +43,7 @@ __all__ = [
     "ConsumerSet",
     "Member",
     "failover_ring_pick",
+    "key_hash",
 ]
 
 SINGLE_ACTIVE = (SubType.EXCLUSIVE, SubType.FAILOVER)
@@ -75,6 +78,11 @@ def failover_ring_pick(topic: str, names: list[str]) -> int:
     return ring[points[at % len(points)]]
 
 
+def key_hash(info: EntryInfo) -> int:
+    """The sticky-key hash Key_Shared routes an entry by (key-less entries share ``NONE_KEY``)."""
+    return sticky_key_hash(info.key or NONE_KEY)
+
+
 class Member(Protocol):
     """What the choice reads from a consumer."""
 
@@ -107,6 +115,7 @@ class ConsumerSet(Generic[M]):
         self.consumers: list[M] = []
         self.sub_type = SubType.EXCLUSIVE
         self.key_shared_mode: KeySharedMode | None = None
+        self.allow_out_of_order = False
         self.selector: KeySelector[M] | None = None
         self.active: M | None = None
         self._rr = 0
@@ -118,9 +127,11 @@ class ConsumerSet(Generic[M]):
         self.active = None
         self.selector = None
         self.key_shared_mode = None
+        self.allow_out_of_order = False
         if sub_type is SubType.KEY_SHARED:
             meta = key_shared_meta or KeySharedMeta(key_shared_mode=KeySharedMode.AUTO_SPLIT)
             self.key_shared_mode = meta.key_shared_mode
+            self.allow_out_of_order = meta.allow_out_of_order_delivery
             if meta.key_shared_mode is KeySharedMode.STICKY:
                 self.selector = StickySelector()
             else:
@@ -154,6 +165,15 @@ class ConsumerSet(Generic[M]):
             if mode != self.key_shared_mode:
                 raise ConsumerBusyError(
                     f"Subscription '{subscription}' uses another Key_Shared mode"
+                )
+            ooo = key_shared_meta is not None and key_shared_meta.allow_out_of_order_delivery
+            if ooo != self.allow_out_of_order:
+                # Pulsar's AbstractSubscription.checkForConsumerCompatibilityErrorWithDispatcher.
+                raise ConsumerBusyError(
+                    "Subscription is of different type. Active subscription "
+                    + ("allows" if self.allow_out_of_order else "does not allow")
+                    + " out of order delivery while the connecting consumer "
+                    + ("does not allow it." if self.allow_out_of_order else "allows it.")
                 )
 
     def add(self, consumer: M, key_shared_meta: KeySharedMeta | None) -> M | None:
@@ -209,6 +229,19 @@ class ConsumerSet(Generic[M]):
             for c in self.consumers:
                 c.sink.active_consumer_change(c.consumer_id, c is active)
         return old if old is not None and old in self.consumers else None
+
+    @property
+    def drains_hashes(self) -> bool:
+        """Whether hashes that move away from a consumer drain first.
+
+        Pulsar's ``drainingHashesRequired``: AUTO_SPLIT without ``allowOutOfOrderDelivery``.
+        STICKY ranges never move between attached consumers (they cannot overlap).
+        """
+        return self.key_shared_mode is KeySharedMode.AUTO_SPLIT and not self.allow_out_of_order
+
+    def owner(self, key_hash: int) -> M | None:
+        """The consumer a Key_Shared hash is assigned to, whatever its permits."""
+        return None if self.selector is None else self.selector.select(key_hash)
 
     def has_capacity(self) -> bool:
         """Whether any consumer could take an entry now."""

@@ -166,6 +166,56 @@ def test_key_shared_routes_each_key_to_one_consumer(client: pulsar.Client, topic
     assert len(owner) == 6
 
 
+def test_key_shared_joining_consumer_waits_for_keys_still_unacked(
+    client: pulsar.Client, topic: str
+) -> None:
+    """PIP-379 draining hashes: keys that move to a new consumer wait for the old one's acks."""
+
+    def drain(consumer: pulsar.Consumer, wait_ms: int) -> list[pulsar.Message]:
+        out = []
+        while True:
+            try:
+                out.append(consumer.receive(timeout_millis=wait_ms))
+            except pulsar.Timeout:
+                return out
+
+    key_shared = pulsar.ConsumerType.KeyShared
+    keys = [f"k{i}" for i in range(20)]
+    a = client.subscribe(
+        topic, "ks", consumer_type=key_shared, consumer_name="a", receiver_queue_size=20
+    )
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i, k in enumerate(keys):
+        producer.send(f"{i}".encode(), partition_key=k)
+    held = receive_all(a, 20)  # one message of every key, unacked on "a"
+    b = client.subscribe(
+        topic, "ks", consumer_type=key_shared, consumer_name="b", receiver_queue_size=20
+    )
+    for i, k in enumerate(keys):
+        producer.send(f"{20 + i}".encode(), partition_key=k)
+    for i in range(20):
+        producer.send(f"f{i}".encode(), partition_key=f"f{i}")
+    early = drain(b, 1000)
+    assert early, "keys nobody holds go to the new consumer at once"
+    assert all(m.partition_key().startswith("f") for m in early)  # nothing of a's held keys
+    kept = drain(a, 500)
+    moved = [k for k in keys if k not in {m.partition_key() for m in kept}]
+    assert moved, "the ring gave some keys to b"
+    first = moved[0]
+    a.acknowledge(held[keys.index(first)])  # that key alone unblocks
+    m = b.receive(timeout_millis=RECEIVE_MS)
+    assert (m.partition_key(), m.data()) == (first, f"{20 + keys.index(first)}".encode())
+    assert_nothing_more(b)
+    for m in held + kept:
+        a.acknowledge(m)
+    rest = receive_all(b, len(moved) - 1)
+    assert [(m.partition_key(), m.data()) for m in rest] == [
+        (k, f"{20 + keys.index(k)}".encode()) for k in moved[1:]
+    ]
+    assert_nothing_more(a)
+    assert_nothing_more(b)
+
+
 # ---- readers (spec §7.1 non-durable, §7.6, §14.3) -----------------------------------------
 
 
