@@ -7,12 +7,14 @@
   a key goes to the range holding ``hash % 65536`` (Pulsar's
   ``HashRangeExclusiveStickyKeyConsumerSelector``); overlapping declarations are refused with
   ``ConsumerAssignError``.
-* AUTO_SPLIT uses Pulsar's default consistent hashing
-  (``ConsistentHashingStickyKeyConsumerSelector``): each consumer puts
-  ``subscriptionKeySharedConsistentHashingReplicaPoints`` points on a ring at
-  ``hash(consumer_name + str(i))``; a key goes to the first point at or after its hash, wrapping
-  around. The split depends only on the consumer names, not on the order they joined; two
-  consumers with the same name share points and the one that joined first wins them.
+* AUTO_SPLIT uses Pulsar 4.x's default consistent hashing
+  (``ConsistentHashingStickyKeyConsumerSelector``) over the slots ``1..65535``: a hash ``h``
+  is the slot ``h % 65535 + 1``; each consumer puts
+  ``subscriptionKeySharedConsistentHashingReplicaPoints`` points on a ring at the slots of
+  ``consumer_name NUL name_index NUL i``, where ``name_index`` is the lowest index no other
+  attached consumer of that name holds (so same-named consumers get points of their own); a
+  key goes to the first point at or after its slot, wrapping around. A point two consumers
+  share belongs to the one that joined first, then to the next in join order.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from protocol.commands import IntRange
 from protocol.errors import ConsumerAssignError
 
 __all__ = [
+    "AUTO_SPLIT_SLOTS",
     "HASH_RANGE_SIZE",
     "AutoSplitSelector",
     "KeySelector",
     "StickySelector",
+    "auto_split_slot",
     "murmur3_32",
     "sticky_key_hash",
 ]
@@ -100,6 +104,15 @@ class KeySelector(Protocol[C]):
         ...
 
 
+AUTO_SPLIT_SLOTS = HASH_RANGE_SIZE - 1
+"""Pulsar 4.x's AUTO_SPLIT key range is ``1..65535``: slot 0 means "no hash" there."""
+
+
+def auto_split_slot(key_hash: int) -> int:
+    """The AUTO_SPLIT ring slot of a :func:`sticky_key_hash` (Pulsar's ``makeStickyKeyHash``)."""
+    return key_hash % AUTO_SPLIT_SLOTS + 1
+
+
 class AutoSplitSelector(Generic[C]):
     """Consistent hashing over consumer names (see the module docstring).
 
@@ -109,13 +122,15 @@ class AutoSplitSelector(Generic[C]):
 
     def __init__(self, points: int = 100) -> None:
         self._points = points
-        self._members: list[tuple[C, str]] = []
-        self._ring_hashes: list[int] = []
+        self._members: list[tuple[C, str, int]] = []  # consumer, name, name index; join order
+        self._ring_slots: list[int] = []
         self._ring_owners: list[C] = []
 
     def add(self, consumer: C, name: str, ranges: Sequence[IntRange]) -> None:
         del ranges  # AUTO_SPLIT consumers declare none
-        self._members.append((consumer, name))
+        taken = {index for _, other, index in self._members if other == name}
+        index = next(i for i in range(len(taken) + 1) if i not in taken)
+        self._members.append((consumer, name, index))
         self._rebuild()
 
     def remove(self, consumer: C) -> None:
@@ -124,16 +139,17 @@ class AutoSplitSelector(Generic[C]):
 
     def _rebuild(self) -> None:
         ring: dict[int, C] = {}
-        for consumer, name in self._members:
+        for consumer, name, index in self._members:
             for i in range(self._points):
-                ring.setdefault(sticky_key_hash(f"{name}{i}".encode()), consumer)
-        self._ring_hashes = sorted(ring)
-        self._ring_owners = [ring[h] for h in self._ring_hashes]
+                point = sticky_key_hash(f"{name}\0{index}\0{i}".encode())
+                ring.setdefault(auto_split_slot(point), consumer)
+        self._ring_slots = sorted(ring)
+        self._ring_owners = [ring[slot] for slot in self._ring_slots]
 
     def select(self, key_hash: int) -> C | None:
-        if not self._ring_hashes:
+        if not self._ring_slots:
             return None
-        i = bisect.bisect_left(self._ring_hashes, key_hash)
+        i = bisect.bisect_left(self._ring_slots, auto_split_slot(key_hash))
         return self._ring_owners[i if i < len(self._ring_owners) else 0]
 
 

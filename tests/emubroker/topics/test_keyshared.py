@@ -85,3 +85,38 @@ def test_auto_split_moves_only_the_removed_consumers_keys() -> None:
     sel.remove("x")
     sel.remove("y")
     assert sel.select(hashes[0]) is None
+
+
+def _pulsar_ring_pick(members: list[tuple[str, str, int]], key_hash: int, points: int) -> str:
+    """Pulsar 4.x's AUTO_SPLIT choice written out directly: slots 1..65535, points at
+    ``name NUL name_index NUL i``, the first consumer to claim a slot keeps it."""
+    owners: dict[int, str] = {}
+    for consumer, name, index in members:
+        for i in range(points):
+            slot = sticky_key_hash(f"{name}\0{index}\0{i}".encode()) % 65535 + 1
+            owners.setdefault(slot, consumer)
+    slot = key_hash % 65535 + 1
+    after = [s for s in owners if s >= slot]
+    return owners[min(after) if after else min(owners)]
+
+
+def test_auto_split_places_points_as_pulsar_4_does() -> None:
+    sel: AutoSplitSelector[str] = AutoSplitSelector(points=20)
+    members = [("c1", "alpha", 0), ("c2", "beta", 0), ("c3", "alpha", 1)]  # same name: index 1
+    for consumer, name, _ in members:
+        sel.add(consumer, name, [])
+    for i in range(300):
+        h = sticky_key_hash(f"key-{i}".encode())
+        assert sel.select(h) == _pulsar_ring_pick(members, h, 20)
+
+
+def test_auto_split_reuses_the_lowest_free_name_index() -> None:
+    sel: AutoSplitSelector[str] = AutoSplitSelector(points=20)
+    for consumer in ("c1", "c2", "c3"):
+        sel.add(consumer, "same", [])
+    sel.remove("c2")  # frees index 1
+    sel.add("c4", "same", [])
+    members = [("c1", "same", 0), ("c3", "same", 2), ("c4", "same", 1)]
+    for i in range(300):
+        h = sticky_key_hash(f"key-{i}".encode())
+        assert sel.select(h) == _pulsar_ring_pick(members, h, 20)
