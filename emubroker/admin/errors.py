@@ -88,6 +88,11 @@ async def rest_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     except web.HTTPException as exc:
         if exc.status < BAD_REQUEST:
             raise
+        if exc.status == NOT_FOUND and request.match_info.http_exception is not None:
+            # No route matched: say so, rather than a bare "Not Found" a user reads as "no such
+            # topic".
+            reason = f"No such REST endpoint here: {request.method} {request.path}"
+            return error_response(NOT_FOUND, reason)
         return error_response(exc.status, exc.reason)
     except PolicyNotFoundError as exc:
         return error_response(NOT_FOUND, str(exc))

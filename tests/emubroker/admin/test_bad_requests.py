@@ -147,7 +147,13 @@ BATTERY: list[tuple[str, str, Any, int, str]] = [
     ("DELETE", "/admin/v2/clusters/standalone", None, 412, "Cluster not empty"),
     ("DELETE", "/admin/v2/tenants/public?force=true", None, 405, "forced deletion"),
     # routing
-    ("GET", "/admin/v2/nothing-here", None, 404, "Not Found"),
+    (
+        "GET",
+        "/admin/v2/nothing-here",
+        None,
+        404,
+        "No such REST endpoint here: GET /admin/v2/nothing-here",
+    ),
     ("PATCH", "/admin/v2/tenants/public", None, 405, "Method Not Allowed"),
     ("POST", "/admin/v2/clusters", None, 405, "Method Not Allowed"),
 ]
