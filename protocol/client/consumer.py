@@ -281,7 +281,7 @@ class Consumer(Handler):
             taken = self._queue.get_nowait()  # raises the error the queue was closed with
             message = taken if taken is not None else await self._queue.get()
         # `_on_dequeued`, inline: this runs once per message.
-        consumer = message._entry.consumer
+        consumer = message._entry.consumer_ref()
         consumer._last_dequeued = message
         permits = consumer._permits + 1
         if permits < consumer._refill_at:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import struct
+import weakref
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
@@ -78,7 +79,9 @@ class ReceivedEntry(msgspec.Struct, eq=False):
         key: `(ledger_id, entry_id)`, the key of the acknowledgement trackers.
         batch_size: `num_messages_in_batch` of a batch (0 when not a batch).
         fields: the `wire.MetadataPeek` fields of the metadata.
-        consumer: the single-topic consumer the messages came from (acks, permits).
+        consumer_ref: a weak reference to the single-topic consumer the messages came from
+            (acks, permits). Weak so that no reference cycle runs through a `Message`: messages
+            are then left out of the cyclic garbage collector (see `Message`).
     """
 
     ledger_id: int
@@ -87,7 +90,7 @@ class ReceivedEntry(msgspec.Struct, eq=False):
     partition: int
     redelivery_count: int
     topic: str
-    consumer: Any
+    consumer_ref: Callable[[], Any]
     fields: MetadataFields
     batch_size: int
     _entry: bytes
@@ -101,7 +104,7 @@ class ReceivedEntry(msgspec.Struct, eq=False):
         message: c.Message,
         partition: int,
         topic: str,
-        consumer: Any,
+        consumer_ref: Callable[[], Any],
         fields: MetadataFields,
         metadata: c.MessageMetadata | None,
         entry: bytes,
@@ -117,7 +120,7 @@ class ReceivedEntry(msgspec.Struct, eq=False):
             partition,
             message.redelivery_count,
             topic,
-            consumer,
+            consumer_ref,
             fields,
             fields[3] or 0,
             entry,
@@ -166,6 +169,7 @@ class Incoming:
         self.topic = topic
         self.partition = partition
         self.owner = owner
+        self._owner_ref = weakref.ref(owner)
         self.batches = batches
         self.chunks = chunks
         self.already_acked = already_acked
@@ -201,7 +205,7 @@ class Incoming:
         # that a large payload is not held twice (its body is copied out).
         kept = entry if count is not None else entry[:body_start]
         received = ReceivedEntry.of(
-            message, self.partition, self.topic, self.owner, fields, metadata, kept, body_start
+            message, self.partition, self.topic, self._owner_ref, fields, metadata, kept, body_start
         )
         if count is not None:
             return self._batch(received, message.ack_set, count)

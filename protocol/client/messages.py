@@ -380,7 +380,7 @@ class BatchBuilder:
         return result
 
 
-class Message(msgspec.Struct, eq=False):
+class Message(msgspec.Struct, eq=False, gc=False):
     """A received message.
 
     Attributes:
@@ -394,6 +394,10 @@ class Message(msgspec.Struct, eq=False):
     # struct is created several times faster. What the messages of an entry share lives in
     # their `ReceivedEntry`; the id, the batch header and the metadata record are made on first
     # use (the consumer's hot path only needs payload and index).
+    # `gc=False`: the cyclic collector never tracks a message. Safe because nothing a message
+    # holds can lead back to it: its entry reaches the consumer only through a weak reference,
+    # and the rest is bytes, ints and id records. Tracked, the messages of a busy consumer
+    # triggered a collection every few hundred received messages (~0.25 µs per message).
     payload: bytes
     _entry: ReceivedEntry
     _index: int = -1  # the batch index, -1 when not batched
@@ -429,8 +433,8 @@ class Message(msgspec.Struct, eq=False):
 
     @property
     def _consumer(self) -> Any:
-        """The single-topic consumer it came from (acks, permits)."""
-        return self._entry.consumer
+        """The single-topic consumer it came from (acks, permits); None once it is gone."""
+        return self._entry.consumer_ref()
 
     def _header(self) -> c.SingleMessageMetadata | None:
         single = self._single

@@ -208,7 +208,9 @@ class MultiConsumer:
 
     def _child(self, message: Message | MessageId) -> Consumer:
         if isinstance(message, Message):
-            owner: Consumer = message._consumer
+            owner: Consumer | None = message._consumer
+            if owner is None:
+                raise ConsumerClosedError(f"the partition consumer of {message} is gone")
             return owner
         if not 0 <= message.partition < len(self.consumers):
             raise LocalProtocolError(f"{message} names no partition of {self.topic}")

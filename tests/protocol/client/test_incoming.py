@@ -9,6 +9,8 @@ can read), the same skipped count and validation error, and the same batch bookk
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 from unittest import mock
 
@@ -69,7 +71,7 @@ def batch_entry(body: bytes, count: int) -> tuple[bytes, int]:
 def received_entry(entry: bytes, body_start: int, count: int) -> ReceivedEntry:
     command = c.Message(consumer_id=1, message_id=c.MessageIdData(ledger_id=5, entry_id=6))
     fields = ("p", 3, 4, count, None, None, None)
-    return ReceivedEntry.of(command, -1, "t", None, fields, None, entry, body_start)
+    return ReceivedEntry.of(command, -1, "t", lambda: None, fields, None, entry, body_start)
 
 
 def check_plain_batch(body: bytes, count: int) -> None:
@@ -152,8 +154,15 @@ def test_equal_size_runs_take_the_regular_expression() -> None:
 # ---- Incoming.decode, fast lanes on and off ---------------------------------------------------
 
 
+class _Owner:
+    """Stands for the consumer a message's entry refers to (weakly)."""
+
+
+OWNER = _Owner()
+
+
 def new_incoming(start: MessageId | None, inclusive: bool) -> Incoming:
-    incoming_ = Incoming("t", 2, "owner", BatchTracker(), ChunkAssembler(), lambda _l, _e: False)
+    incoming_ = Incoming("t", 2, OWNER, BatchTracker(), ChunkAssembler(), lambda _l, _e: False)
     incoming_.start_id = start
     incoming_.inclusive = inclusive
     return incoming_
@@ -300,3 +309,31 @@ def test_plain_entries_take_the_fast_lanes() -> None:
     assert message.message_id == MessageId(7, 1, 2, 2, 4)
     assert (message.sequence_id, message.publish_time, message.producer_name) == (2, 9, "p")
     assert message.metadata == meta
+
+
+class _Queueing:
+    """A consumer stand-in that keeps its messages, as a consumer's receive queue does."""
+
+    def __init__(self) -> None:
+        self.queue: list[Message] = []
+
+
+def test_messages_are_untracked_and_cannot_keep_their_consumer_alive() -> None:
+    body = b"".join(plain_single_header(3, i) + b"abc" for i in range(20))
+    meta = c.MessageMetadata(
+        producer_name="p", sequence_id=0, publish_time=9, num_messages_in_batch=20
+    )
+    entry = build_entry(encode_record(meta), body)
+    command = c.Message(consumer_id=1, message_id=c.MessageIdData(ledger_id=7, entry_id=1))
+    owner = _Queueing()
+    decoder = Incoming("t", -1, owner, BatchTracker(), ChunkAssembler(), lambda _l, _e: False)
+    owner.queue, _, _ = decoder.decode(command, Payload(entry))
+    assert len(owner.queue) == 20
+    assert not any(gc.is_tracked(m) for m in owner.queue)
+    assert owner.queue[0]._consumer is owner
+    # owner -> queue -> message -> entry -> owner would be a cycle the collector cannot see
+    # through untracked messages; the entry's reference is weak, so there is none.
+    alive = weakref.ref(owner)
+    del owner, decoder
+    gc.collect()
+    assert alive() is None

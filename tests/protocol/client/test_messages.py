@@ -48,7 +48,7 @@ def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
         c.Message(consumer_id=0, message_id=c.MessageIdData(ledger_id=1, entry_id=2)),
         -1,
         "t",
-        None,
+        lambda: None,
         ("p", 9, 1, 3, None, None, None),
         meta,
         b"",
