@@ -18,7 +18,9 @@ a Pulsar broker exports with ``exposeTopicLevelMetricsInPrometheus=true`` (its d
 Pulsar computes rates from counter deltas over its stats interval. :class:`RateTracker` takes the
 delta between two samples at least ``min_interval`` apart, reusing the last rates for samples that
 come sooner, so rates do not jitter when several scrapers poll; the REST ``stats`` endpoints read
-the same tracker, so ``msgRateIn`` and ``pulsar_rate_in`` agree.
+the same tracker, so ``msgRateIn`` and ``pulsar_rate_in`` agree. The same windows give the
+per-producer and per-consumer rates of the REST ``stats`` (Pulsar's ``PublisherStats`` and
+``ConsumerStats`` rates, computed at each stats update in Pulsar too).
 """
 
 from __future__ import annotations
@@ -38,15 +40,27 @@ CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class Rates(NamedTuple):
-    """Per-second rates over the last sampling window."""
+    """Per-second rates over the last sampling window.
+
+    ``msg_redeliver`` and ``msg_ack`` (messages redelivered on request, messages acknowledged)
+    are kept for consumers only.
+    """
 
     msg_in: float = 0.0
     msg_out: float = 0.0
     bytes_in: float = 0.0
     bytes_out: float = 0.0
+    msg_redeliver: float = 0.0
+    msg_ack: float = 0.0
 
 
 _ZERO: Final = Rates()
+_NO_COUNTS: Final = (0,) * len(Rates._fields)
+
+# A tracker key: (topic, subscription or "", producer/consumer ``stats_key`` or 0). Topics have
+# ("t", "", 0), subscriptions ("t", "s", 0), consumers ("t", "s", k), producers ("t", "", k):
+# subscription names are never empty and ``stats_key`` starts at 1.
+_Key = tuple[str, str, int]
 
 _TOPIC_GAUGES: Final[tuple[tuple[str, Callable[[TopicStats], float]], ...]] = (
     ("pulsar_subscriptions_count", lambda t: len(t.subscriptions)),
@@ -87,42 +101,64 @@ class RateTracker:
         self._clock = clock
         self._min_interval = min_interval
         self._time: float | None = None
-        self._counters: dict[tuple[str, str], tuple[int, int, int, int]] = {}
-        self._rates: dict[tuple[str, str], Rates] = {}
+        self._counters: dict[_Key, tuple[int, ...]] = {}
+        self._rates: dict[_Key, Rates] = {}
 
     def sample(self, stats: ServiceStats) -> None:
         """Take a snapshot; rates change once ``min_interval`` passed since the last window."""
         now = self._clock.now()
-        counters: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+        counters: dict[_Key, tuple[int, ...]] = {}
         for topic in stats.topics:
-            counters[topic.name, ""] = (
+            name = topic.name
+            counters[name, "", 0] = (
                 topic.msg_in,
                 topic.msg_out,
                 topic.bytes_in,
                 topic.bytes_out,
+                0,
+                0,
             )
+            for p in topic.publisher_stats:
+                counters[name, "", p.key] = (p.msg_in, 0, p.bytes_in, 0, 0, 0)
             for sub in topic.subscriptions:
-                counters[topic.name, sub.name] = (0, sub.msg_out, 0, sub.bytes_out)
+                counters[name, sub.name, 0] = (0, sub.msg_out, 0, sub.bytes_out, 0, 0)
+                for c in sub.consumer_stats:
+                    counters[name, sub.name, c.key] = (
+                        0,
+                        c.msg_out,
+                        0,
+                        c.bytes_out,
+                        c.msg_redeliver,
+                        c.msg_acked,
+                    )
         if self._time is None:
             self._time, self._counters = now, counters
             return
         elapsed = now - self._time
         if elapsed < self._min_interval:
             return
-        rates: dict[tuple[str, str], Rates] = {}
+        rates: dict[_Key, Rates] = {}
         for key, new in counters.items():
-            old = self._counters.get(key, (0, 0, 0, 0))
+            old = self._counters.get(key, _NO_COUNTS)
             # Counters restart when a subscription is reloaded: a negative delta counts as 0.
             rates[key] = Rates(*(max(n - o, 0) / elapsed for n, o in zip(new, old, strict=True)))
         self._time, self._counters, self._rates = now, counters, rates
 
     def topic(self, name: str) -> Rates:
         """A topic's rates (zero before two samples)."""
-        return self._rates.get((name, ""), _ZERO)
+        return self._rates.get((name, "", 0), _ZERO)
 
     def subscription(self, topic: str, name: str) -> Rates:
         """A subscription's out rates (its in rates are always zero)."""
-        return self._rates.get((topic, name), _ZERO)
+        return self._rates.get((topic, name, 0), _ZERO)
+
+    def publisher(self, topic: str, key: int) -> Rates:
+        """A producer's in rates, by its ``stats_key`` (zero until it was in two samples)."""
+        return self._rates.get((topic, "", key), _ZERO)
+
+    def consumer(self, topic: str, subscription: str, key: int) -> Rates:
+        """A consumer's out, redelivery and ack rates, by its ``stats_key``."""
+        return self._rates.get((topic, subscription, key), _ZERO)
 
 
 def _escape(value: str) -> str:

@@ -4,9 +4,11 @@ Field names are those of Pulsar's ``TopicStatsImpl``, ``SubscriptionStatsImpl``,
 ``PublisherStatsImpl``, ``ConsumerStatsImpl``, ``PartitionedTopicStatsImpl`` and
 ``PersistentTopicInternalStats`` (``pulsar-common``), so tools written against a real broker read
 them unchanged. Rates come from the :class:`~emubroker.admin.metrics.RateTracker` that ``/metrics``
-uses. What the emulator does not track is reported as Pulsar reports an idle feature (0, false,
-empty); per-consumer and per-producer rates are not tracked (0), the subscription's are.
-Positions are ``"ledger:entry"`` strings as in Pulsar.
+uses, for topics, subscriptions, producers and consumers alike. Counters and timestamps (epoch ms
+of the injected clock) come from the topic's snapshot; a subscription's redelivery and ack rates
+and its last consumed/acked times are its consumers' summed or latest, as in Pulsar's
+``PersistentSubscription.getStats``. What the emulator does not track is reported as Pulsar
+reports an idle feature (0, false, empty). Positions are ``"ledger:entry"`` strings as in Pulsar.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
 
     from emubroker.admin.metrics import RateTracker
     from emubroker.topics import AnyTopic, Consumer, NonPersistentConsumer, TopicService
-    from emubroker.topics.stats import SubscriptionStats, TopicStats
+    from emubroker.topics.producer import ProducerHandle
+    from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
 
 __all__ = ["TopicStatsView", "merge_partitions"]
@@ -57,8 +60,11 @@ _SUB_SUMMED: Final = (
     "msgThroughputOut",
     "bytesOutCounter",
     "msgOutCounter",
+    "msgRateRedeliver",
+    "messageAckRate",
     "msgBacklog",
     "msgBacklogNoDelayed",
+    "msgDelayed",
     "unackedMessages",
     *ThrottleStats.__struct_fields__,
 )
@@ -121,7 +127,7 @@ class TopicStatsView:
             "backlogSize": 0,
             "earliestMsgPublishTimeInBacklogs": 0,
             "offloadedStorageSize": 0,
-            "publishers": [self._publisher(p) for p in topic.producers()],
+            "publishers": [self._publisher(snapshot.name, p) for p in topic.producers()],
             "waitingPublishers": 0,
             "subscriptions": {
                 sub.name: self._subscription(topic, snapshot, sub) for sub in snapshot.subscriptions
@@ -147,18 +153,18 @@ class TopicStatsView:
         merged["partitions"] = docs if per_partition else {}
         return merged
 
-    @staticmethod
-    def _publisher(producer: Any) -> dict[str, Any]:
+    def _publisher(self, topic: str, producer: ProducerHandle) -> dict[str, Any]:
+        rates = self._rates.publisher(topic, producer.stats_key)
         return {
             "accessMode": _ACCESS_MODES.get(producer.access_mode, "Shared"),
-            "msgRateIn": 0.0,
-            "msgThroughputIn": 0.0,
-            "averageMsgSize": 0.0,
+            "msgRateIn": rates.msg_in,
+            "msgThroughputIn": rates.bytes_in,
+            "averageMsgSize": rates.bytes_in / rates.msg_in if rates.msg_in else 0.0,
             "chunkedMessageRate": 0.0,
             "producerId": producer.producer_id,
             "supportsPartialProducer": False,
             "producerName": producer.producer_name,
-            "metadata": {},
+            "metadata": dict(producer.metadata),
         }
 
     def _subscription(
@@ -169,31 +175,32 @@ class TopicStatsView:
         consumers: list[Consumer | NonPersistentConsumer] = (
             [] if live is None else list(live.consumers)
         )
+        docs = [self._consumer(snapshot.name, sub.name, c) for c in sub.consumer_stats]
         return {
             "msgRateOut": rates.msg_out,
             "msgThroughputOut": rates.bytes_out,
             "bytesOutCounter": sub.bytes_out,
             "msgOutCounter": sub.msg_out,
-            "msgRateRedeliver": 0.0,
-            "messageAckRate": 0.0,
+            "msgRateRedeliver": sum(d["msgRateRedeliver"] for d in docs),
+            "messageAckRate": sum(d["messageAckRate"] for d in docs),
             "chunkedMessageRate": 0,
             "msgBacklog": sub.backlog,
             "backlogSize": 0,
             "earliestMsgPublishTimeInBacklog": 0,
-            "msgBacklogNoDelayed": sub.backlog,
+            "msgBacklogNoDelayed": max(sub.backlog - sub.delayed, 0),
             "blockedSubscriptionOnUnackedMsgs": False,
-            "msgDelayed": 0,
+            "msgDelayed": sub.delayed,
             "unackedMessages": sub.unacked,
             "type": sub.type,
             "activeConsumerName": consumers[0].name if consumers else None,
             "msgRateExpired": 0.0,
             "totalMsgExpired": 0,
             "lastExpireTimestamp": 0,
-            "lastConsumedFlowTimestamp": 0,
-            "lastConsumedTimestamp": 0,
-            "lastAckedTimestamp": 0,
-            "lastMarkDeleteAdvancedTimestamp": 0,
-            "consumers": [self._consumer(c) for c in consumers],
+            "lastConsumedFlowTimestamp": sub.last_flow,
+            "lastConsumedTimestamp": max((c.last_consumed for c in sub.consumer_stats), default=0),
+            "lastAckedTimestamp": max((c.last_acked for c in sub.consumer_stats), default=0),
+            "lastMarkDeleteAdvancedTimestamp": sub.last_mark_delete_advanced,
+            "consumers": docs,
             "isDurable": sub.durable,
             "isReplicated": False,
             "allowOutOfOrderDelivery": False,
@@ -207,24 +214,27 @@ class TopicStatsView:
             **msgspec.structs.asdict(sub.throttle or _NO_THROTTLE),
         }
 
-    @staticmethod
-    def _consumer(consumer: Any) -> dict[str, Any]:
+    def _consumer(self, topic: str, subscription: str, consumer: ConsumerStats) -> dict[str, Any]:
+        rates = self._rates.consumer(topic, subscription, consumer.key)
         return {
-            "msgRateOut": 0.0,
-            "msgThroughputOut": 0.0,
-            "bytesOutCounter": 0,
-            "msgOutCounter": 0,
-            "msgRateRedeliver": 0.0,
-            "messageAckRate": 0.0,
+            "msgRateOut": rates.msg_out,
+            "msgThroughputOut": rates.bytes_out,
+            "bytesOutCounter": consumer.bytes_out,
+            "msgOutCounter": consumer.msg_out,
+            "msgRateRedeliver": rates.msg_redeliver,
+            # Pulsar's messageAckRate is the acknowledged messages' rate (Rate.getValueRate).
+            "messageAckRate": rates.msg_ack,
             "chunkedMessageRate": 0.0,
             "consumerName": consumer.name,
-            "availablePermits": max(consumer.permits, 0),
+            "availablePermits": consumer.permits,
             "unackedMessages": consumer.unacked,
             "avgMessagesPerEntry": 0,
             "blockedConsumerOnUnackedMsgs": False,
-            "lastAckedTimestamp": 0,
-            "lastConsumedTimestamp": 0,
-            "metadata": {},
+            "lastAckedTimestamp": consumer.last_acked,
+            "lastConsumedTimestamp": consumer.last_consumed,
+            "lastConsumedFlowTimestamp": consumer.last_flow,
+            "firstConsumedFlowTimestamp": consumer.first_flow,
+            "metadata": dict(consumer.metadata),
         }
 
     # ---- internal stats -------------------------------------------------------------------------

@@ -105,6 +105,7 @@ class ConsumerCommands(CommandGroup):
                 key_shared_meta=cmd.key_shared_meta,
                 read_compacted=cmd.read_compacted,
                 partition=name.partition_index,
+                metadata={kv.key: kv.value for kv in cmd.metadata},
             )
         except Exception as exc:
             self._pending_consumers.pop(cmd.consumer_id, None)

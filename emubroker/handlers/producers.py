@@ -373,6 +373,7 @@ class ProducerCommands(CommandGroup):
                 epoch=cmd.epoch,
                 topic_epoch=cmd.topic_epoch,
                 on_waiting=partial(self._producer_waiting, cmd),
+                metadata={kv.key: kv.value for kv in cmd.metadata},
             )
             handle.schema_version = schema_version
         except Exception as exc:

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from emubroker.topics.selection import SINGLE_ACTIVE
+from emubroker.topics.stats import ConsumerStats
+from protocol.commands import AckType
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.subscription import Subscription
-    from protocol.commands import AckType, MessageIdData
+    from protocol.commands import MessageIdData
 
 __all__ = ["Consumer"]
 
@@ -30,17 +34,37 @@ class Consumer:
         unacked: Messages delivered to it and not yet acknowledged.
         pending: Index -> messages charged, for every entry delivered to it and not acked.
         closed: Set once it is detached.
+        metadata: ``CommandSubscribe.metadata`` (admin stats echo it).
+        stats_key: Unique among its topic's producers and consumers (keys its rates).
+        msg_out: Messages delivered to it (the dispatcher counts them), redeliveries included.
+        bytes_out: Bytes delivered to it.
+        last_consumed: Epoch ms of the dispatch round that last sent it something, else 0.
+        msg_redeliver: Messages it asked to have redelivered (Shared and Key_Shared only).
+        msg_acked: Messages its ACKs settled (a cumulative ACK counts 1, as in Pulsar).
+        last_acked: Epoch ms of its last ACK, else 0.
+        first_flow: Epoch ms of its first FLOW, else 0.
+        last_flow: Epoch ms of its last FLOW, else 0.
     """
 
     __slots__ = (
         "_subscription",
+        "bytes_out",
         "closed",
         "consumer_id",
+        "first_flow",
+        "last_acked",
+        "last_consumed",
+        "last_flow",
+        "metadata",
+        "msg_acked",
+        "msg_out",
+        "msg_redeliver",
         "name",
         "pending",
         "permits",
         "priority_level",
         "sink",
+        "stats_key",
         "unacked",
     )
 
@@ -61,6 +85,16 @@ class Consumer:
         self.pending: dict[int, int] = {}
         self.closed = False
         self._subscription = subscription
+        self.metadata: dict[str, str] = {}
+        self.stats_key = 0
+        self.msg_out = 0
+        self.bytes_out = 0
+        self.last_consumed = 0
+        self.msg_redeliver = 0
+        self.msg_acked = 0
+        self.last_acked = 0
+        self.first_flow = 0
+        self.last_flow = 0
 
     def __repr__(self) -> str:
         return f"Consumer({self.consumer_id}, {self.name!r}, permits={self.permits})"
@@ -74,18 +108,40 @@ class Consumer:
         """Add permits (FLOW) and let the dispatcher use them."""
         if self.closed or permits <= 0:
             return
+        subscription = self._subscription
+        # Pulsar's Consumer.flowPermits / PersistentSubscription.consumerFlow timestamps.
+        now = subscription.last_flow = subscription.wall_ms()
+        self.first_flow = self.first_flow or now
+        self.last_flow = now
         self.permits += permits
-        self._subscription.wake()
+        subscription.wake()
 
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         """Apply an ACK to the subscription."""
-        if not self.closed:
-            self._subscription.ack(ack_type, ids)
+        if self.closed:
+            return
+        subscription = self._subscription
+        self.last_acked = subscription.wall_ms()
+        if ack_type is AckType.CUMULATIVE:
+            subscription.ack(ack_type, ids)
+            self.msg_acked += 1  # Pulsar's Consumer.messageAcked records 1 per cumulative ACK
+            return
+        # The messages this ACK settled, whichever consumer they were delivered to (Pulsar
+        # records them on the acking consumer too); one pass over the consumers per ACK frame.
+        consumers = subscription.consumers
+        before = sum(c.unacked for c in consumers)
+        subscription.ack(ack_type, ids)
+        self.msg_acked += before - sum(c.unacked for c in consumers)
 
     def redeliver(self, ids: Sequence[MessageIdData] | None) -> None:
         """Redeliver this consumer's unacked messages (all of them when ``ids`` is empty)."""
-        if not self.closed:
-            self._subscription.redeliver(self, ids)
+        if self.closed:
+            return
+        before = self.unacked
+        self._subscription.redeliver(self, ids)
+        if self._subscription.dispatcher.sub_type not in SINGLE_ACTIVE:
+            # Pulsar tracks pending acks, hence redeliveries, for Shared and Key_Shared only.
+            self.msg_redeliver += before - self.unacked
 
     async def seek(
         self, *, message_id: MessageIdData | None = None, publish_time: int | None = None
@@ -101,8 +157,27 @@ class Consumer:
         """Topic's last entry (with batch index) and the subscription's mark-delete position."""
         return self._subscription.last_message_id()
 
+    def stats(self) -> ConsumerStats:
+        """A snapshot for metrics and admin."""
+        return ConsumerStats(
+            key=self.stats_key,
+            name=self.name,
+            consumer_id=self.consumer_id,
+            permits=max(self.permits, 0),
+            unacked=self.unacked,
+            msg_out=self.msg_out,
+            bytes_out=self.bytes_out,
+            msg_redeliver=self.msg_redeliver,
+            msg_acked=self.msg_acked,
+            last_consumed=self.last_consumed,
+            last_acked=self.last_acked,
+            last_flow=self.last_flow,
+            first_flow=self.first_flow,
+            metadata=self.metadata,
+        )
+
     async def close(self) -> None:
-        """Detach; its unacked messages become redeliverable with redelivery_count + 1."""
+        """Detach; its unacked messages go to the other consumers (not counted as redelivered)."""
         if not self.closed:
             self._subscription.remove_consumer(self)
 

@@ -102,6 +102,7 @@ class Dispatcher:
         self.msg_out = 0
         self.bytes_out = 0
         self.entries_out = 0
+        self._round_ms = 0  # epoch ms of the current round: its consumers' lastConsumedTimestamp
         self.read_position = read_position
         # Dispatch throttling (``throttling``; set by the topic): None or inactive = the plain
         # path below, untouched. While throttled, reads resume at ``_throttled_until``.
@@ -337,6 +338,11 @@ class Dispatcher:
         """Entries delivered and not yet acknowledged."""
         return len(self._pending)
 
+    @property
+    def delayed_count(self) -> int:
+        """Entries read and held back until their ``deliver_at_time`` (Pulsar's ``msgDelayed``)."""
+        return len(self._delayed)
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Dispatch rounds until closed; one per wake-up or due delayed entry."""
         with self._scope:
@@ -391,8 +397,8 @@ class Dispatcher:
         """Run one dispatch round (see the module docstring)."""
         if not self.consumers or self._closed:
             return
+        self._round_ms = now_ms = self._clock.wall_ns() // 1_000_000  # one read per round
         if self._delayed:
-            now_ms = self._clock.wall_ns() // 1_000_000
             while self._delayed and self._delayed[0][0] <= now_ms:
                 self._push_replay(heapq.heappop(self._delayed)[1])
         throttle = self.throttle
@@ -625,3 +631,6 @@ class Dispatcher:
         self.msg_out += charged
         self.bytes_out += len(section)
         self.entries_out += 1
+        consumer.msg_out += charged  # per consumer, for admin stats
+        consumer.bytes_out += len(section)
+        consumer.last_consumed = self._round_ms

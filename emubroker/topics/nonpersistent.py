@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.selection import SUB_TYPE_NAMES, ConsumerSet
-from emubroker.topics.stats import SubscriptionStats, TopicCounters, TopicStats
+from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicCounters, TopicStats
 from protocol.commands import SubType
 from protocol.errors import (
     ConsumerBusyError,
@@ -24,12 +24,13 @@ from protocol.errors import (
 from protocol.framing import payload_section
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from emubroker.naming import TopicName
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink, ProducerSink
+    from protocol.clock import Clock
     from protocol.commands import (
         AccessMode,
         AckType,
@@ -42,16 +43,28 @@ __all__ = ["NonPersistentConsumer", "NonPersistentSubscription", "NonPersistentT
 
 
 class NonPersistentConsumer:
-    """A consumer of a non-persistent subscription (implements ``ConsumerHandle``)."""
+    """A consumer of a non-persistent subscription (implements ``ConsumerHandle``).
+
+    The stats attributes are those of the persistent ``Consumer``; nothing is acknowledged or
+    redelivered here, so only ``last_acked`` of the ACK side moves.
+    """
 
     __slots__ = (
         "_subscription",
+        "bytes_out",
         "closed",
         "consumer_id",
+        "first_flow",
+        "last_acked",
+        "last_consumed",
+        "last_flow",
+        "metadata",
+        "msg_out",
         "name",
         "permits",
         "priority_level",
         "sink",
+        "stats_key",
         "unacked",
     )
 
@@ -71,14 +84,28 @@ class NonPersistentConsumer:
         self.unacked = 0  # always: nothing is tracked after delivery
         self.closed = False
         self._subscription = subscription
+        self.metadata: dict[str, str] = {}
+        self.stats_key = 0
+        self.msg_out = 0
+        self.bytes_out = 0
+        self.last_consumed = 0
+        self.last_acked = 0
+        self.first_flow = 0
+        self.last_flow = 0
 
     def flow(self, permits: int) -> None:
         """Add permits."""
         if not self.closed and permits > 0:
+            subscription = self._subscription
+            now = subscription.last_flow = subscription.topic.wall_ms()
+            self.first_flow = self.first_flow or now
+            self.last_flow = now
             self.permits += permits
 
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
-        """Nothing is stored, so there is nothing to acknowledge."""
+        """Nothing is stored, so there is nothing to acknowledge; only the time is noted."""
+        if not self.closed:
+            self.last_acked = self._subscription.topic.wall_ms()
 
     def redeliver(self, ids: Sequence[MessageIdData] | None) -> None:
         """Nothing is stored, so there is nothing to redeliver."""
@@ -103,6 +130,23 @@ class NonPersistentConsumer:
         if not self.closed:
             self._subscription.remove(self)
 
+    def stats(self) -> ConsumerStats:
+        """A snapshot for metrics and admin."""
+        return ConsumerStats(
+            key=self.stats_key,
+            name=self.name,
+            consumer_id=self.consumer_id,
+            permits=max(self.permits, 0),
+            unacked=0,
+            msg_out=self.msg_out,
+            bytes_out=self.bytes_out,
+            last_consumed=self.last_consumed,
+            last_acked=self.last_acked,
+            last_flow=self.last_flow,
+            first_flow=self.first_flow,
+            metadata=self.metadata,
+        )
+
     async def unsubscribe(self) -> None:
         """Detach and end the subscription.
 
@@ -118,6 +162,7 @@ class NonPersistentSubscription:
     def __init__(self, name: str, topic: NonPersistentTopic) -> None:
         self.name = name
         self.topic = topic
+        self.last_flow = 0  # epoch ms of the last FLOW of any consumer
         # Nothing is ever pending, so the unacked limit cannot apply: 0 disables it.
         self.members: ConsumerSet[NonPersistentConsumer] = ConsumerSet(
             topic=str(topic.name),
@@ -180,6 +225,7 @@ class NonPersistentTopic:
         ledger_id: The fixed ledger id of its message ids (unique per load, increasing).
         settings: Topic settings.
         producer_names: Generates names for producers that bring none.
+        clock: For the stats timestamps.
     """
 
     def __init__(
@@ -189,8 +235,11 @@ class NonPersistentTopic:
         ledger_id: int,
         settings: TopicSettings,
         producer_names: Callable[[], str],
+        clock: Clock,
     ) -> None:
         self.name = name
+        self._clock = clock
+        self._now_ms = 0  # of the SENDs being delivered: their consumers' lastConsumedTimestamp
         self.settings = settings
         self.partition = name.partition_index
         self.counters = TopicCounters()
@@ -207,6 +256,10 @@ class NonPersistentTopic:
         """True once unloaded or closed with the service."""
         return self._closed
 
+    def wall_ms(self) -> int:
+        """The clock's wall time in epoch milliseconds (stats timestamps)."""
+        return self._clock.wall_ns() // 1_000_000
+
     async def add_producer(
         self,
         producer_id: int,
@@ -218,8 +271,9 @@ class NonPersistentTopic:
         epoch: int,
         topic_epoch: int | None,
         on_waiting: Callable[[], None] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> ProducerHandle:
-        """Attach a producer (same rules as persistent topics).
+        """Attach a producer (same rules as persistent topics; ``metadata`` as there).
 
         Raises:
             ProducerBusyError: Name in use, or an exclusive producer holds the topic.
@@ -229,7 +283,7 @@ class NonPersistentTopic:
         del user_provided_name
         if self._closed:
             raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
-        return await self._producers.add(
+        handle = await self._producers.add(
             producer_id,
             sink,
             producer_name=producer_name or self._producer_names(),
@@ -238,6 +292,9 @@ class NonPersistentTopic:
             topic_epoch=topic_epoch,
             on_waiting=on_waiting,
         )
+        handle.metadata = dict(metadata or {})
+        handle.stats_key = self.counters.next_handle_key()
+        return handle
 
     async def remove_producer(self, producer: ProducerHandle) -> None:
         """Detach a producer."""
@@ -278,8 +335,14 @@ class NonPersistentTopic:
             ServiceNotReadyError: The producer or the topic was closed; drop the SENDs.
         """
         self._check_producer(producer)
+        if self._subs:
+            self._now_ms = self.wall_ms()  # one clock read per run of SENDs
         deliver = self._deliver
-        return [deliver(entry, crc, info) for entry, crc, info in entries]
+        positions = [deliver(entry, crc, info) for entry, crc, info in entries]
+        for entry, _, info in entries:
+            producer.msg_in += info.num_messages
+            producer.bytes_in += len(entry)
+        return positions
 
     def _check_producer(self, producer: ProducerHandle) -> None:
         if producer.closed or self._closed:
@@ -311,6 +374,9 @@ class NonPersistentTopic:
             )
             counters.msg_out += n
             counters.bytes_out += len(section)
+            consumer.msg_out += n
+            consumer.bytes_out += len(section)
+            consumer.last_consumed = self._now_ms
         return self._ledger_id, entry_id
 
     async def subscribe(
@@ -328,8 +394,11 @@ class NonPersistentTopic:
         key_shared_meta: KeySharedMeta | None,
         read_compacted: bool,
         partition: int,
+        metadata: Mapping[str, str] | None = None,
     ) -> NonPersistentConsumer:
         """Attach a consumer; it receives only what is published from now on.
+
+        ``metadata`` is ``CommandSubscribe.metadata``, echoed by the admin stats.
 
         Raises:
             ConsumerBusyError: Exclusive taken, or type mismatch.
@@ -344,6 +413,8 @@ class NonPersistentTopic:
         if sub is None:
             sub = NonPersistentSubscription(subscription, self)
         consumer = NonPersistentConsumer(consumer_id, consumer_name, sink, priority_level, sub)
+        consumer.metadata = dict(metadata or {})
+        consumer.stats_key = self.counters.next_handle_key()
         sub.add(consumer, sub_type, key_shared_meta)
         if created:
             self._subs[subscription] = sub
@@ -412,6 +483,8 @@ class NonPersistentTopic:
                 backlog=0,
                 unacked=0,
                 mark_delete=last,
+                last_flow=sub.last_flow,
+                consumer_stats=tuple(c.stats() for c in sub.consumers),
             )
             for name, sub in sorted(self._subs.items())
         )
@@ -429,6 +502,7 @@ class NonPersistentTopic:
             entries=0,
             backlog=0,
             subscriptions=subs,
+            publisher_stats=tuple(p.stats() for p in self._producers.producers),
         )
 
     async def close(self, *, notify: bool = True) -> None:

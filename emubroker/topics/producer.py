@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from emubroker.topics.stats import PublisherStats
 from protocol.commands import AccessMode
 from protocol.errors import ProducerBusyError, ProducerFencedError, ServiceNotReadyError
 
@@ -52,17 +53,25 @@ class ProducerHandle:
             (``PRODUCER_SUCCESS.last_sequence_id``, §6.1).
         schema_version: The 8-byte schema version for PRODUCER_SUCCESS, None without a schema.
         closed: Set once removed.
+        metadata: ``CommandProducer.metadata`` (admin stats echo it).
+        stats_key: Unique among its topic's producers and consumers (set by the topic).
+        msg_in: Messages it published (a batch of N counts N).
+        bytes_in: Entry bytes it published.
     """
 
     __slots__ = (
         "access_mode",
+        "bytes_in",
         "closed",
         "epoch",
         "last_sequence_id",
+        "metadata",
+        "msg_in",
         "producer_id",
         "producer_name",
         "schema_version",
         "sink",
+        "stats_key",
         "topic_epoch",
     )
 
@@ -83,9 +92,23 @@ class ProducerHandle:
         self.last_sequence_id = -1
         self.schema_version: bytes | None = None
         self.closed = False
+        self.metadata: dict[str, str] = {}
+        self.stats_key = 0
+        self.msg_in = 0
+        self.bytes_in = 0
 
     def __repr__(self) -> str:
         return f"ProducerHandle({self.producer_id}, {self.producer_name!r})"
+
+    def stats(self) -> PublisherStats:
+        """A snapshot for metrics and admin."""
+        return PublisherStats(
+            key=self.stats_key,
+            name=self.producer_name,
+            producer_id=self.producer_id,
+            msg_in=self.msg_in,
+            bytes_in=self.bytes_in,
+        )
 
 
 class ProducerRegistry:

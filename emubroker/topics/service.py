@@ -270,6 +270,7 @@ class TopicService:
                 ledger_id=next(self._nonpersistent_ledger),
                 settings=self._settings,
                 producer_names=self._next_producer_name,
+                clock=self._clock,
             )
         else:
             state = self._states.get(name)
@@ -355,8 +356,8 @@ class TopicService:
         """Close a topic's producers and consumers with CLOSE_* and drop the topic object.
 
         A partitioned topic's name unloads all its partitions. Stored entries, durable
-        subscriptions and acknowledgements stay; unacked deliveries come back with
-        ``redelivery_count + 1`` after the clients resubscribe (§9, §14.5).
+        subscriptions and acknowledgements stay; unacked deliveries come back after the clients
+        resubscribe (§9, §14.5), with redelivery counts started over as Pulsar's are.
         """
         partitions = self._partitioned.get(name)
         targets = [name.partition(i) for i in range(partitions)] if partitions else [name]

@@ -10,13 +10,20 @@ import msgspec
 
 from emubroker.ratelimit.readsize import ThrottleStats
 
-__all__ = ["ServiceStats", "SubscriptionStats", "TopicCounters", "TopicStats"]
+__all__ = [
+    "ConsumerStats",
+    "PublisherStats",
+    "ServiceStats",
+    "SubscriptionStats",
+    "TopicCounters",
+    "TopicStats",
+]
 
 
 class TopicCounters:
     """Mutable running totals of one topic, updated on the hot path."""
 
-    __slots__ = ("bytes_in", "bytes_out", "msg_dropped", "msg_in", "msg_out")
+    __slots__ = ("_handles", "bytes_in", "bytes_out", "msg_dropped", "msg_in", "msg_out")
 
     def __init__(self) -> None:
         self.msg_in = 0
@@ -24,6 +31,70 @@ class TopicCounters:
         self.msg_out = 0
         self.bytes_out = 0
         self.msg_dropped = 0
+        self._handles = 0
+
+    def next_handle_key(self) -> int:
+        """A number no other producer or consumer of this topic had (the key of its rates).
+
+        It lives with the counters, so it keeps counting across unloads of a persistent topic:
+        a consumer of the reloaded topic never inherits the rate window of an older one.
+        """
+        self._handles += 1
+        return self._handles
+
+
+class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
+    """One consumer (Pulsar's ``ConsumerStatsImpl`` counters).
+
+    Attributes:
+        key: Unique among the topic's producers and consumers (``TopicCounters``); keys rates.
+        name: The consumer name.
+        consumer_id: The client-chosen id.
+        permits: Messages it may still receive (never below 0).
+        unacked: Messages delivered to it and not yet acknowledged.
+        msg_out: Messages delivered to it, redeliveries included.
+        bytes_out: Bytes delivered to it.
+        msg_redeliver: Messages it asked to have redelivered (Shared and Key_Shared only).
+        msg_acked: Messages its ACKs settled (a cumulative ACK counts 1, as in Pulsar).
+        last_consumed: Epoch ms of the last dispatch to it, 0 before the first.
+        last_acked: Epoch ms of its last ACK, 0 before the first.
+        last_flow: Epoch ms of its last FLOW, 0 before the first.
+        first_flow: Epoch ms of its first FLOW, 0 before the first.
+        metadata: ``CommandSubscribe.metadata``.
+    """
+
+    key: int
+    name: str
+    consumer_id: int
+    permits: int
+    unacked: int
+    msg_out: int = 0
+    bytes_out: int = 0
+    msg_redeliver: int = 0
+    msg_acked: int = 0
+    last_consumed: int = 0
+    last_acked: int = 0
+    last_flow: int = 0
+    first_flow: int = 0
+    metadata: dict[str, str] = {}
+
+
+class PublisherStats(msgspec.Struct, frozen=True, kw_only=True):
+    """One producer (Pulsar's ``PublisherStatsImpl`` counters).
+
+    Attributes:
+        key: Unique among the topic's producers and consumers (``TopicCounters``); keys rates.
+        name: The producer name.
+        producer_id: The client-chosen id.
+        msg_in: Messages it published (a batch of N counts N).
+        bytes_in: Entry bytes it published.
+    """
+
+    key: int
+    name: str
+    producer_id: int
+    msg_in: int = 0
+    bytes_in: int = 0
 
 
 class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,6 +112,10 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
         bytes_out: Bytes delivered by this subscription (since load).
         throttle: Dispatch-throttle events per level (``ratelimit.readsize.ThrottleStats``,
             Pulsar's ``SubscriptionStats`` names); None when throttling is not wired.
+        delayed: Entries held back for their ``deliver_at_time`` (Pulsar's ``msgDelayed``).
+        last_flow: Epoch ms of the last FLOW of any consumer, 0 before the first.
+        last_mark_delete_advanced: Epoch ms the mark-delete position last moved on an ACK.
+        consumer_stats: Per-consumer snapshots, in join order.
     """
 
     name: str
@@ -53,6 +128,10 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
     msg_out: int = 0
     bytes_out: int = 0
     throttle: ThrottleStats | None = None
+    delayed: int = 0
+    last_flow: int = 0
+    last_mark_delete_advanced: int = 0
+    consumer_stats: tuple[ConsumerStats, ...] = ()
 
 
 class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +151,7 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
         entries: Entries stored.
         backlog: Sum of the subscriptions' backlogs.
         subscriptions: Per-subscription snapshots.
+        publisher_stats: Per-producer snapshots, oldest first.
     """
 
     name: str
@@ -87,6 +167,7 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
     entries: int
     backlog: int
     subscriptions: tuple[SubscriptionStats, ...]
+    publisher_stats: tuple[PublisherStats, ...] = ()
 
 
 class ServiceStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -29,7 +29,7 @@ from protocol.errors import ConsumerBusyError, NotAllowedError
 from protocol.ids import is_latest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from anyio.abc import TaskGroup
 
@@ -81,6 +81,12 @@ class Subscription:
         self._ledger = ledger
         self._on_remove = on_remove
         self._closed = False
+        self._clock = clock
+        self._counters = counters
+        # Epoch ms of the last FLOW of any consumer, and of the last ACK that moved the
+        # mark-delete position (Pulsar's lastConsumedFlowTimestamp, lastMarkDeleteAdvanced...).
+        self.last_flow = 0
+        self.last_mark_delete_advanced = 0
         # The compacted view its read_compacted consumers see (set by the topic), else None.
         self.compacted: CompactedView | None = None
         self.dispatcher = Dispatcher(
@@ -117,6 +123,10 @@ class Subscription:
         """Ask the dispatcher for a round."""
         self.dispatcher.wake()
 
+    def wall_ms(self) -> int:
+        """The clock's wall time in epoch milliseconds (stats timestamps)."""
+        return self._clock.wall_ns() // 1_000_000
+
     # ---- membership ---------------------------------------------------------------------------
 
     def add_consumer(
@@ -129,8 +139,9 @@ class Subscription:
         sub_type: SubType,
         durable: bool,
         key_shared_meta: KeySharedMeta | None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Consumer:
-        """Attach a consumer (rules 1 and 2).
+        """Attach a consumer (rules 1 and 2); ``metadata`` is ``CommandSubscribe.metadata``.
 
         Raises:
             ConsumerBusyError: Exclusive taken, or another type / Key_Shared mode in use.
@@ -143,6 +154,8 @@ class Subscription:
         dispatcher = self.dispatcher
         dispatcher.check_join(self.name, sub_type, key_shared_meta)
         consumer = Consumer(consumer_id, consumer_name, sink, priority_level, self)
+        consumer.metadata = dict(metadata or {})
+        consumer.stats_key = self._counters.next_handle_key()
         dispatcher.add_consumer(consumer, key_shared_meta)
         return consumer
 
@@ -192,6 +205,12 @@ class Subscription:
 
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         """Apply an ACK (rule 4; batch-index acks per §7.3)."""
+        mark_delete = self.cursor.mark_delete
+        self._ack(ack_type, ids)
+        if self.cursor.mark_delete != mark_delete:
+            self.last_mark_delete_advanced = self.wall_ms()
+
+    def _ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         ledger = self._ledger
         cursor = self.cursor
         dispatcher = self.dispatcher
@@ -363,4 +382,8 @@ class Subscription:
             msg_out=self.dispatcher.msg_out,
             bytes_out=self.dispatcher.bytes_out,
             throttle=None if self.dispatcher.throttle is None else self.dispatcher.throttle.stats(),
+            delayed=self.dispatcher.delayed_count,
+            last_flow=self.last_flow,
+            last_mark_delete_advanced=self.last_mark_delete_advanced,
+            consumer_stats=tuple(c.stats() for c in self.dispatcher.consumers),
         )

@@ -4,7 +4,8 @@ The topic object is what a loaded topic looks like; its durable state (:class:`T
 managed ledger, the durable cursors, the counters, the topic epoch) belongs to the service and
 outlives unloads, so a reloaded topic resumes exactly where the old one stopped (§9): durable
 subscriptions keep their acknowledgements, and entries that were delivered but not acknowledged
-come back with ``redelivery_count + 1``.
+come back (an unload is not a redelivery request: their redelivery counts start over, as on a
+reloaded Pulsar topic).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from protocol.ids import is_latest
 from storage_stub.ledger import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from anyio.abc import TaskGroup
 
@@ -153,11 +154,13 @@ class Topic:
         epoch: int,
         topic_epoch: int | None,
         on_waiting: Callable[[], None] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> ProducerHandle:
         """Attach a producer (rules in ``producer``).
 
         A name that comes with the request is kept, whether the user chose it or we generated it
         on an earlier connection (§6.1: the client sends it back on every reconnect).
+        ``metadata`` is ``CommandProducer.metadata``, echoed by the admin stats.
 
         Raises:
             ProducerBusyError: Name in use, or an exclusive producer holds the topic.
@@ -184,6 +187,8 @@ class Topic:
         )
         if state.dedup is not None:
             handle.last_sequence_id = state.dedup.last_sequence_id(name)  # §6.1
+        handle.metadata = dict(metadata or {})
+        handle.stats_key = state.counters.next_handle_key()
         return handle
 
     async def remove_producer(self, producer: ProducerHandle) -> None:
@@ -251,7 +256,7 @@ class Topic:
             if dedup is not None:
                 dedup.failed()
             raise PersistenceError(f"cannot store entry on {self.name}: {exc}") from exc
-        self._published(entries, positions)
+        self._published(producer, entries, positions)
         if dedup is not None:
             return dedup.settle(producer.producer_name, admission, positions)
         return positions
@@ -263,12 +268,20 @@ class Topic:
             )
 
     def _published(
-        self, entries: Sequence[tuple[bytes, int | None, EntryInfo]], positions: list[Any]
+        self,
+        producer: ProducerHandle,
+        entries: Sequence[tuple[bytes, int | None, EntryInfo]],
+        positions: list[Any],
     ) -> None:
-        counters = self._state.counters
+        messages = size = 0
         for entry, _, info in entries[: len(positions)]:
-            counters.msg_in += info.num_messages
-            counters.bytes_in += len(entry)
+            messages += info.num_messages
+            size += len(entry)
+        counters = self._state.counters
+        counters.msg_in += messages
+        counters.bytes_in += size
+        producer.msg_in += messages
+        producer.bytes_in += size
         for sub in self._subs.values():
             sub.dispatcher.notify_new_entries()
 
@@ -304,12 +317,7 @@ class Topic:
             if dedup is not None:
                 dedup.failed()
             raise PersistenceError(f"cannot store entry on {self.name}: {exc}") from exc
-        counters = self._state.counters
-        for entry, _, info in entries[: len(positions)]:
-            counters.msg_in += info.num_messages
-            counters.bytes_in += len(entry)
-        for sub in self._subs.values():
-            sub.dispatcher.notify_new_entries()
+        self._published(producer, entries, positions)
         if dedup is not None:
             return dedup.settle(producer.producer_name, admission, positions)
         return positions
@@ -331,6 +339,7 @@ class Topic:
         key_shared_meta: KeySharedMeta | None,
         read_compacted: bool,
         partition: int,
+        metadata: Mapping[str, str] | None = None,
     ) -> Consumer:
         """Attach a consumer, creating the subscription if needed (§7.1).
 
@@ -347,6 +356,7 @@ class Topic:
             key_shared_meta: Key_Shared mode and STICKY ranges.
             read_compacted: See the compacted view (``compacted``); Exclusive and Failover only.
             partition: The client's idea of the partition; the topic name decides.
+            metadata: ``CommandSubscribe.metadata``, echoed by the admin stats.
 
         Returns:
             The consumer handle; it has 0 permits until FLOW.
@@ -376,6 +386,7 @@ class Topic:
             sub_type=sub_type,
             durable=durable,
             key_shared_meta=key_shared_meta,
+            metadata=metadata,
         )
         if created:
             self._subs[subscription] = sub
@@ -553,6 +564,7 @@ class Topic:
             entries=self._state.ledger.count,
             backlog=sum(s.backlog for s in subs),
             subscriptions=subs,
+            publisher_stats=tuple(p.stats() for p in self._producers.producers),
         )
 
     # ---- closing ------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pulsar
 import pytest
@@ -114,3 +116,45 @@ def test_dynamic_config_round_trip(standalone: StandaloneProcess) -> None:
     assert values == {"defaultNumPartitions": "2"}
     leader = json.loads(ok(standalone, "brokers", "leader-broker"))
     assert leader["serviceUrl"] == standalone.admin_url
+
+
+def test_stats_show_producer_and_consumer_metadata_and_counters(
+    standalone: StandaloneProcess,
+) -> None:
+    topic = "persistent://public/default/cli-stats-per-client"
+    client = make_client(standalone.service_url)
+    try:
+        consumer = client.subscribe(
+            topic, "s", consumer_name="cc", properties={"team": "x"}, receiver_queue_size=10
+        )
+        producer = client.create_producer(
+            topic, producer_name="pp", properties={"app": "y"}, batching_enabled=False
+        )
+        for i in range(5):
+            producer.send(b"x" * 100 + b"%d" % i)
+        for _ in range(5):
+            consumer.acknowledge(consumer.receive(5000))
+
+        def sub_stats() -> tuple[dict[str, Any], dict[str, Any]]:
+            stats = json.loads(ok(standalone, "topics", "stats", topic))
+            return stats, stats["subscriptions"]["s"]
+
+        # The client groups acks for up to 100 ms before it sends them.
+        deadline = time.monotonic() + 10
+        stats, sub = sub_stats()
+        while sub["lastAckedTimestamp"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            stats, sub = sub_stats()
+        (publisher,) = stats["publishers"]
+        assert (publisher["producerName"], publisher["metadata"]) == ("pp", {"app": "y"})
+        (con,) = sub["consumers"]
+        assert (con["consumerName"], con["metadata"]) == ("cc", {"team": "x"})
+        assert con["msgOutCounter"] == sub["msgOutCounter"] == stats["msgOutCounter"] == 5
+        assert con["bytesOutCounter"] == stats["bytesOutCounter"] > 500
+        now_ms = time.time() * 1000
+        for stamp in (con["lastConsumedTimestamp"], con["lastAckedTimestamp"]):
+            assert now_ms - 60_000 < stamp <= now_ms
+        assert sub["lastAckedTimestamp"] == con["lastAckedTimestamp"]
+        assert con["unackedMessages"] == 0
+    finally:
+        client.close()

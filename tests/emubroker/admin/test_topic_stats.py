@@ -29,7 +29,9 @@ def partition(msg_in: int, backlog: int, consumers: list[str], rate: float) -> d
                 "bytesOutCounter": 5,
                 "msgOutCounter": 1,
                 "msgBacklog": backlog,
-                "msgBacklogNoDelayed": backlog,
+                "msgBacklogNoDelayed": backlog - 1,
+                "msgDelayed": 1,
+                "messageAckRate": rate,
                 "unackedMessages": 0,
                 "type": "Shared",
                 "consumers": [{"consumerName": name} for name in consumers],
@@ -50,6 +52,7 @@ def test_counters_add_up_and_subscriptions_merge_by_name() -> None:
     sub = merged["subscriptions"]["s"]
     assert sub["msgBacklog"] == 6
     assert sub["msgRateOut"] == 2.0
+    assert (sub["msgDelayed"], sub["msgBacklogNoDelayed"], sub["messageAckRate"]) == (2, 4, 4.0)
     assert [c["consumerName"] for c in sub["consumers"]] == ["a", "b", "c"]
     # The inputs are left alone (the per-partition documents are served too).
     assert [c["consumerName"] for c in first["subscriptions"]["s"]["consumers"]] == ["a"]

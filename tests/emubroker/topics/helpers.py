@@ -152,6 +152,7 @@ async def subscribe(
     start_message_id: MessageIdData | None = None,
     priority_level: int = 0,
     key_shared_meta: KeySharedMeta | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> Any:
     return await topic.subscribe(
         subscription=subscription,
@@ -166,6 +167,7 @@ async def subscribe(
         key_shared_meta=key_shared_meta,
         read_compacted=False,
         partition=-1,
+        metadata=metadata,
     )
 
 
