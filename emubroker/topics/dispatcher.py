@@ -526,6 +526,9 @@ class Dispatcher:
             if limit:
                 limit -= 1
                 if not limit:
+                    # A throttled round ran out here: the next one resumes in the replay set
+                    # rather than reading on past a key's older, still parked entries.
+                    self._replay_dirty = bool(replay)
                     break
         for index in parked:
             heapq.heappush(replay, index)

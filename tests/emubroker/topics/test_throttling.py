@@ -339,3 +339,25 @@ async def test_relative_to_publish_rate_follows_the_stats_update(
         sink.take()
         after = [p[0] for p in await per_period(fake_clock, [sink], 3)][1:]
         assert after == [35, 35, 35]  # floor(30) + 5
+
+
+async def test_throttled_key_shared_replays_before_reading_on(fake_clock: FakeClock) -> None:
+    # A throttled round that stops inside the replay set must resume there: reading on would
+    # send a key's newer messages before its redelivered older ones.
+    async with throttled(fake_clock, dispatchThrottlingRatePerSubscriptionInMsg=2) as (
+        service,
+        _,
+    ):
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        for i in range(6):
+            entry, crc, info = make_entry(b"%d" % i, sequence_id=i, key="k")
+            await topic.publish(producer, entry, crc, info)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink, sub_type=SubType.KEY_SHARED)
+        consumer.flow(100)
+        await per_period(fake_clock, [], 1)  # two periods: entries 0-3 go out
+        assert sink.entry_ids == [0, 1, 2, 3]
+        consumer.redeliver(None)
+        await per_period(fake_clock, [], 4)
+        assert sink.entry_ids[4:] == [0, 1, 2, 3, 4, 5]
