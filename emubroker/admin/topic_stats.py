@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.admin.metrics import RateTracker
-    from emubroker.topics import AnyTopic, Consumer, NonPersistentConsumer, TopicService
+    from emubroker.topics import AnyTopic, TopicService
     from emubroker.topics.producer import ProducerHandle
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
@@ -172,9 +172,8 @@ class TopicStatsView:
     ) -> dict[str, Any]:
         rates = self._rates.subscription(snapshot.name, sub.name)
         live = topic.subscription(sub.name)
-        consumers: list[Consumer | NonPersistentConsumer] = (
-            [] if live is None else list(live.consumers)
-        )
+        # Pulsar names only a single-active-consumer dispatcher's active consumer.
+        active = None if live is None else live.active_consumer
         docs = [self._consumer(snapshot.name, sub.name, c) for c in sub.consumer_stats]
         return {
             "msgRateOut": rates.msg_out,
@@ -192,7 +191,7 @@ class TopicStatsView:
             "msgDelayed": sub.delayed,
             "unackedMessages": sub.unacked,
             "type": sub.type,
-            "activeConsumerName": consumers[0].name if consumers else None,
+            "activeConsumerName": None if active is None else active.name,
             "msgRateExpired": 0.0,
             "totalMsgExpired": 0,
             "lastExpireTimestamp": 0,

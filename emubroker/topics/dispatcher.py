@@ -138,6 +138,11 @@ class Dispatcher:
         return self._members.consumers
 
     @property
+    def active_consumer(self) -> Consumer | None:
+        """The one consumer an Exclusive or Failover subscription delivers to, else None."""
+        return self._members.active
+
+    @property
     def sub_type(self) -> SubType:
         """The subscription type."""
         return self._members.sub_type

@@ -177,6 +177,11 @@ class NonPersistentSubscription:
         return self.members.consumers
 
     @property
+    def active_consumer(self) -> NonPersistentConsumer | None:
+        """The one consumer an Exclusive or Failover subscription delivers to, else None."""
+        return self.members.active
+
+    @property
     def sub_type(self) -> SubType:
         """The subscription type."""
         return self.members.sub_type

@@ -115,6 +115,11 @@ class Subscription:
         return self.dispatcher.consumers
 
     @property
+    def active_consumer(self) -> Consumer | None:
+        """The one consumer an Exclusive or Failover subscription delivers to, else None."""
+        return self.dispatcher.active_consumer
+
+    @property
     def closed(self) -> bool:
         """True once unsubscribed, emptied (readers) or closed with its topic."""
         return self._closed

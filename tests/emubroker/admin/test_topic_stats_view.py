@@ -14,6 +14,7 @@ import pytest
 from emubroker.admin.metrics import RateTracker
 from emubroker.admin.topic_stats import TopicStatsView
 from emubroker.topics import TopicService
+from emubroker.topics.selection import failover_ring_pick
 from protocol.clock import FakeClock
 from protocol.commands import AckType, SubType
 from storage_stub.ledger import LedgerStore
@@ -191,3 +192,35 @@ async def test_non_persistent_consumers_and_producers_have_counters_too(
     assert con["bytesOutCounter"] == sum(len(m.section) for m in sink.messages)
     assert con["msgRateOut"] == pytest.approx(1.5)
     assert con["lastConsumedTimestamp"] == _ms(fake_clock) - 1_000
+
+
+async def test_active_consumer_name_is_the_single_active_consumer_only(
+    service: tuple[TopicService, _Stats],
+) -> None:
+    topics, stats = service
+    name = topic_name("active")
+    topic = await topics.get_topic(name)
+    for consumer_id, consumer_name in enumerate(["a", "b"]):
+        await subscribe(
+            topic,
+            FakeConsumerSink(),
+            subscription="fo",
+            consumer_id=consumer_id,
+            consumer_name=consumer_name,
+            sub_type=SubType.FAILOVER,
+        )
+        await subscribe(
+            topic,
+            FakeConsumerSink(),
+            subscription="sh",
+            consumer_id=10 + consumer_id,
+            consumer_name=consumer_name,
+            sub_type=SubType.SHARED,
+        )
+    subscriptions = stats(topic)["subscriptions"]
+    # The Failover subscription's active consumer is the one the topic's hash ring picks, not
+    # the first to join; a Shared subscription has none (Pulsar leaves the field null).
+    assert (
+        subscriptions["fo"]["activeConsumerName"] == "ab"[failover_ring_pick(str(name), ["a", "b"])]
+    )
+    assert subscriptions["sh"]["activeConsumerName"] is None
