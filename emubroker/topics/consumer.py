@@ -9,20 +9,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from emubroker.topics.selection import SINGLE_ACTIVE
-from emubroker.topics.stats import ConsumerStats
+from emubroker.topics.stats import ConsumerActivity
 from protocol.commands import AckType
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from emubroker.topics.sinks import ConsumerSink
+    from emubroker.topics.stats import ConsumerStats
     from emubroker.topics.subscription import Subscription
     from protocol.commands import MessageIdData
 
 __all__ = ["Consumer"]
 
 
-class Consumer:
+class Consumer(ConsumerActivity):
     """One consumer of a persistent subscription (implements ``ConsumerHandle``).
 
     Attributes:
@@ -34,37 +35,19 @@ class Consumer:
         unacked: Messages delivered to it and not yet acknowledged.
         pending: Index -> messages charged, for every entry delivered to it and not acked.
         closed: Set once it is detached.
-        metadata: ``CommandSubscribe.metadata`` (admin stats echo it).
-        stats_key: Unique among its topic's producers and consumers (keys its rates).
-        msg_out: Messages delivered to it (the dispatcher counts them), redeliveries included.
-        bytes_out: Bytes delivered to it.
-        last_consumed: Epoch ms of the dispatch round that last sent it something, else 0.
-        msg_redeliver: Messages it asked to have redelivered (Shared and Key_Shared only).
-        msg_acked: Messages its ACKs settled (a cumulative ACK counts 1, as in Pulsar).
-        last_acked: Epoch ms of its last ACK, else 0.
-        first_flow: Epoch ms of its first FLOW, else 0.
-        last_flow: Epoch ms of its last FLOW, else 0.
+
+    Its counters and timestamps for admin stats are those of ``ConsumerActivity``.
     """
 
     __slots__ = (
         "_subscription",
-        "bytes_out",
         "closed",
         "consumer_id",
-        "first_flow",
-        "last_acked",
-        "last_consumed",
-        "last_flow",
-        "metadata",
-        "msg_acked",
-        "msg_out",
-        "msg_redeliver",
         "name",
         "pending",
         "permits",
         "priority_level",
         "sink",
-        "stats_key",
         "unacked",
     )
 
@@ -76,6 +59,7 @@ class Consumer:
         priority_level: int,
         subscription: Subscription,
     ) -> None:
+        super().__init__()
         self.consumer_id = consumer_id
         self.name = name
         self.sink = sink
@@ -85,16 +69,6 @@ class Consumer:
         self.pending: dict[int, int] = {}
         self.closed = False
         self._subscription = subscription
-        self.metadata: dict[str, str] = {}
-        self.stats_key = 0
-        self.msg_out = 0
-        self.bytes_out = 0
-        self.last_consumed = 0
-        self.msg_redeliver = 0
-        self.msg_acked = 0
-        self.last_acked = 0
-        self.first_flow = 0
-        self.last_flow = 0
 
     def __repr__(self) -> str:
         return f"Consumer({self.consumer_id}, {self.name!r}, permits={self.permits})"
@@ -110,9 +84,8 @@ class Consumer:
             return
         subscription = self._subscription
         # Pulsar's Consumer.flowPermits / PersistentSubscription.consumerFlow timestamps.
-        now = subscription.last_flow = subscription.wall_ms()
-        self.first_flow = self.first_flow or now
-        self.last_flow = now
+        self.flowed(subscription.wall_ms())
+        subscription.last_flow = self.last_flow
         self.permits += permits
         subscription.wake()
 
@@ -159,22 +132,7 @@ class Consumer:
 
     def stats(self) -> ConsumerStats:
         """A snapshot for metrics and admin."""
-        return ConsumerStats(
-            key=self.stats_key,
-            name=self.name,
-            consumer_id=self.consumer_id,
-            permits=max(self.permits, 0),
-            unacked=self.unacked,
-            msg_out=self.msg_out,
-            bytes_out=self.bytes_out,
-            msg_redeliver=self.msg_redeliver,
-            msg_acked=self.msg_acked,
-            last_consumed=self.last_consumed,
-            last_acked=self.last_acked,
-            last_flow=self.last_flow,
-            first_flow=self.first_flow,
-            metadata=self.metadata,
-        )
+        return self.snapshot(self.name, self.consumer_id, self.permits, self.unacked)
 
     async def close(self) -> None:
         """Detach; its unacked messages go to the other consumers (not counted as redelivered)."""

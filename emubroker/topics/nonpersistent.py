@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.selection import SUB_TYPE_NAMES, ConsumerSet
-from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicCounters, TopicStats
+from emubroker.topics.stats import (
+    ConsumerActivity,
+    ConsumerStats,
+    SubscriptionStats,
+    TopicCounters,
+    TopicStats,
+)
 from protocol.commands import SubType
 from protocol.errors import (
     ConsumerBusyError,
@@ -42,29 +48,21 @@ if TYPE_CHECKING:
 __all__ = ["NonPersistentConsumer", "NonPersistentSubscription", "NonPersistentTopic"]
 
 
-class NonPersistentConsumer:
+class NonPersistentConsumer(ConsumerActivity):
     """A consumer of a non-persistent subscription (implements ``ConsumerHandle``).
 
-    The stats attributes are those of the persistent ``Consumer``; nothing is acknowledged or
-    redelivered here, so only ``last_acked`` of the ACK side moves.
+    Nothing is acknowledged or redelivered here, so of its ``ConsumerActivity`` only
+    ``last_acked`` moves on the ACK side.
     """
 
     __slots__ = (
         "_subscription",
-        "bytes_out",
         "closed",
         "consumer_id",
-        "first_flow",
-        "last_acked",
-        "last_consumed",
-        "last_flow",
-        "metadata",
-        "msg_out",
         "name",
         "permits",
         "priority_level",
         "sink",
-        "stats_key",
         "unacked",
     )
 
@@ -76,6 +74,7 @@ class NonPersistentConsumer:
         priority_level: int,
         subscription: NonPersistentSubscription,
     ) -> None:
+        super().__init__()
         self.consumer_id = consumer_id
         self.name = name
         self.sink = sink
@@ -84,22 +83,13 @@ class NonPersistentConsumer:
         self.unacked = 0  # always: nothing is tracked after delivery
         self.closed = False
         self._subscription = subscription
-        self.metadata: dict[str, str] = {}
-        self.stats_key = 0
-        self.msg_out = 0
-        self.bytes_out = 0
-        self.last_consumed = 0
-        self.last_acked = 0
-        self.first_flow = 0
-        self.last_flow = 0
 
     def flow(self, permits: int) -> None:
         """Add permits."""
         if not self.closed and permits > 0:
             subscription = self._subscription
-            now = subscription.last_flow = subscription.topic.wall_ms()
-            self.first_flow = self.first_flow or now
-            self.last_flow = now
+            self.flowed(subscription.topic.wall_ms())
+            subscription.last_flow = self.last_flow
             self.permits += permits
 
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
@@ -132,20 +122,7 @@ class NonPersistentConsumer:
 
     def stats(self) -> ConsumerStats:
         """A snapshot for metrics and admin."""
-        return ConsumerStats(
-            key=self.stats_key,
-            name=self.name,
-            consumer_id=self.consumer_id,
-            permits=max(self.permits, 0),
-            unacked=0,
-            msg_out=self.msg_out,
-            bytes_out=self.bytes_out,
-            last_consumed=self.last_consumed,
-            last_acked=self.last_acked,
-            last_flow=self.last_flow,
-            first_flow=self.first_flow,
-            metadata=self.metadata,
-        )
+        return self.snapshot(self.name, self.consumer_id, self.permits, 0)
 
     async def unsubscribe(self) -> None:
         """Detach and end the subscription.

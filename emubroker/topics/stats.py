@@ -11,6 +11,7 @@ import msgspec
 from emubroker.ratelimit.readsize import ThrottleStats
 
 __all__ = [
+    "ConsumerActivity",
     "ConsumerStats",
     "PublisherStats",
     "ServiceStats",
@@ -77,6 +78,75 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
     last_flow: int = 0
     first_flow: int = 0
     metadata: dict[str, str] = {}
+
+
+class ConsumerActivity:
+    """What one consumer did, for admin stats: counters and epoch-ms timestamps.
+
+    The base of both consumer classes (persistent and non-persistent); the dispatchers add to
+    ``msg_out`` and ``bytes_out`` directly, once per entry.
+
+    Attributes:
+        metadata: ``CommandSubscribe.metadata`` (admin stats echo it).
+        stats_key: Unique among its topic's producers and consumers (keys its rates).
+        msg_out: Messages delivered to it, redeliveries included.
+        bytes_out: Bytes delivered to it.
+        last_consumed: Epoch ms of the dispatch round that last sent it something, else 0.
+        msg_redeliver: Messages it asked to have redelivered (Shared and Key_Shared only).
+        msg_acked: Messages its ACKs settled (a cumulative ACK counts 1, as in Pulsar).
+        last_acked: Epoch ms of its last ACK, else 0.
+        first_flow: Epoch ms of its first FLOW, else 0.
+        last_flow: Epoch ms of its last FLOW, else 0.
+    """
+
+    __slots__ = (
+        "bytes_out",
+        "first_flow",
+        "last_acked",
+        "last_consumed",
+        "last_flow",
+        "metadata",
+        "msg_acked",
+        "msg_out",
+        "msg_redeliver",
+        "stats_key",
+    )
+
+    def __init__(self) -> None:
+        self.metadata: dict[str, str] = {}
+        self.stats_key = 0
+        self.msg_out = 0
+        self.bytes_out = 0
+        self.last_consumed = 0
+        self.msg_redeliver = 0
+        self.msg_acked = 0
+        self.last_acked = 0
+        self.first_flow = 0
+        self.last_flow = 0
+
+    def flowed(self, now_ms: int) -> None:
+        """Note a FLOW at ``now_ms``."""
+        self.first_flow = self.first_flow or now_ms
+        self.last_flow = now_ms
+
+    def snapshot(self, name: str, consumer_id: int, permits: int, unacked: int) -> ConsumerStats:
+        """The counters with the consumer's identity and state, for metrics and admin."""
+        return ConsumerStats(
+            key=self.stats_key,
+            name=name,
+            consumer_id=consumer_id,
+            permits=max(permits, 0),
+            unacked=unacked,
+            msg_out=self.msg_out,
+            bytes_out=self.bytes_out,
+            msg_redeliver=self.msg_redeliver,
+            msg_acked=self.msg_acked,
+            last_consumed=self.last_consumed,
+            last_acked=self.last_acked,
+            last_flow=self.last_flow,
+            first_flow=self.first_flow,
+            metadata=self.metadata,
+        )
 
 
 class PublisherStats(msgspec.Struct, frozen=True, kw_only=True):
