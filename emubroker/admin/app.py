@@ -1,7 +1,7 @@
 """The HTTP admin server (aiohttp): Pulsar's REST v2 paths and ``/metrics`` on ``webServicePort``.
 
 Routes are registered per resource by the ``routes_*`` modules (clusters, tenants, namespaces,
-topics, subscriptions, schemas, brokers, lookup); every failure becomes Pulsar's
+topics, subscriptions, messages, schemas, brokers, lookup); every failure becomes Pulsar's
 ``{"reason": ...}`` body through the ``errors.rest_errors`` middleware, unknown paths included.
 Handlers reach the broker through the :class:`~emubroker.admin.context.AdminContext` stored in
 the application.
@@ -24,6 +24,7 @@ from emubroker.admin import (
     routes_clusters,
     routes_dispatch_rate,
     routes_lookup,
+    routes_messages,
     routes_namespaces,
     routes_schemas,
     routes_subscriptions,
@@ -67,6 +68,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)
     routes_subscriptions.add_routes(app)
+    routes_messages.add_routes(app)
     routes_schemas.add_routes(app)
     routes_lookup.add_routes(app)
     app.router.add_get("/metrics", _prometheus)

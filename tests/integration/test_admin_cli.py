@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -156,5 +157,36 @@ def test_stats_show_producer_and_consumer_metadata_and_counters(
             assert now_ms - 60_000 < stamp <= now_ms
         assert sub["lastAckedTimestamp"] == con["lastAckedTimestamp"]
         assert con["unackedMessages"] == 0
+    finally:
+        client.close()
+
+
+def test_rest_peek_examine_and_last_message_id_of_client_messages(
+    standalone: StandaloneProcess,
+) -> None:
+    topic = "persistent://public/default/rest-peek"
+    base = f"{standalone.admin_url}/admin/v2/persistent/public/default/rest-peek"
+    client = make_client(standalone.service_url)
+    try:
+        client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(3):
+            producer.send(b"m%d" % i, properties={"i": str(i)}, partition_key=f"k{i}")
+
+        def get(path: str) -> tuple[bytes, Any]:
+            with urllib.request.urlopen(f"{base}/{path}", timeout=10) as response:
+                return response.read(), response.headers
+
+        body, headers = get("subscription/s/position/2")
+        assert body == b"m1"
+        assert json.loads(headers["X-Pulsar-PROPERTY"]) == {"i": "1"}
+        assert headers["X-Pulsar-partition-key"] == "k1"
+        assert headers["Content-Type"] == "application/octet-stream"
+        assert get("examinemessage?initialPosition=earliest&messagePosition=1")[0] == b"m0"
+        assert get("examinemessage")[0] == b"m2"
+        last = json.loads(get("lastMessageId")[0])
+        assert (last["entryId"], last["partitionIndex"]) == (2, -1)
+        by_id = get(f"ledger/{last['ledgerId']}/entry/0")
+        assert by_id[1]["X-Pulsar-Message-ID"] == f"{last['ledgerId']}:0"
     finally:
         client.close()
