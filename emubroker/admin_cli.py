@@ -60,6 +60,23 @@ class AdminClient:
             AdminError: The broker answered an error, or could not be reached.
         """
         data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+        headers, payload = self._send(method, path, data)
+        if not payload:
+            return None
+        if "json" in headers.get("Content-Type", ""):
+            return json.loads(payload)
+        return payload.decode("utf-8", "replace")
+
+    def message(self, path: str) -> tuple[dict[str, str], bytes]:
+        """GET one stored message: its ``X-Pulsar-*`` headers (in order) and its payload bytes.
+
+        Raises:
+            AdminError: The broker answered an error, or could not be reached.
+        """
+        headers, payload = self._send("GET", path, None)
+        return {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}, payload
+
+    def _send(self, method: str, path: str, data: bytes | None) -> tuple[Any, bytes]:
         request = urllib.request.Request(
             self.base_url + path,
             data=data,
@@ -68,18 +85,12 @@ class AdminClient:
         )
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-                payload: bytes = response.read()
-                kind = response.headers.get("Content-Type", "")
+                return response.headers, response.read()
         except urllib.error.HTTPError as exc:
             raise AdminError(_describe(exc.code, exc.read())) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise AdminError(f"cannot reach {self.base_url}: {reason}") from None
-        if not payload:
-            return None
-        if "json" in kind:
-            return json.loads(payload)
-        return payload.decode("utf-8", "replace")
 
 
 def _describe(status: int, body: bytes) -> str:
@@ -283,6 +294,8 @@ def _topics(sub: Any) -> None:
     _topic_command(sub, "stats-internal", "managed ledger statistics", "GET", "/internalStats")
     _topic_command(sub, "subscriptions", "list subscriptions", "GET", "/subscriptions")
     _topic_command(sub, "unload", "unload a topic", "PUT", "/unload")
+    _topic_command(sub, "last-message-id", "the id of the last message", "GET", "/lastMessageId")
+    _message_commands(sub)
     for verb, suffix in (("delete", ""), ("delete-partitioned-topic", "/partitions")):
         cmd = sub.add_parser(verb, help=f"{verb.replace('-', ' ')}")
         cmd.add_argument("topic")
@@ -310,6 +323,62 @@ def _topics(sub: Any) -> None:
         )
     )
     _subscription_commands(sub)
+
+
+def _message_commands(sub: Any) -> None:
+    peek = sub.add_parser("peek-messages", help="show messages a subscription has not acked")
+    peek.add_argument("topic")
+    peek.add_argument("-s", "--subscription", required=True)
+    peek.add_argument("-n", "--count", type=int, default=1, help="how many (default 1)")
+    peek.set_defaults(run=_peek)
+    examine = sub.add_parser("examine-message", help="show the n-th message from either end")
+    examine.add_argument("topic")
+    examine.add_argument("-i", "--initial-position", choices=["latest", "earliest"])
+    examine.add_argument("-m", "--message-position", type=int, default=1)
+    examine.set_defaults(
+        run=lambda c, a: _show(
+            c.message(
+                _topic_path(a.topic)
+                + f"/examinemessage?initialPosition={a.initial_position or 'latest'}"
+                + f"&messagePosition={a.message_position}"
+            )
+        )
+    )
+    by_id = sub.add_parser("get-message-by-id", help="show the message at ledger:entry")
+    by_id.add_argument("topic")
+    by_id.add_argument("-l", "--ledger-id", type=int, required=True)
+    by_id.add_argument("-e", "--entry-id", type=int, required=True)
+    by_id.set_defaults(
+        run=lambda c, a: _show(
+            c.message(_topic_path(a.topic) + f"/ledger/{a.ledger_id}/entry/{a.entry_id}")
+        )
+    )
+
+
+def _peek(client: AdminClient, args: argparse.Namespace) -> str:
+    # Like pulsar-admin: positions 1..n after the subscription's acknowledged position.
+    shown: list[str] = []
+    for position in range(1, args.count + 1):
+        try:
+            message = client.message(_subscription_path(args) + f"/position/{position}")
+        except AdminError:
+            if shown:
+                break  # fewer unacknowledged messages than asked for
+            raise
+        shown.append(_show(message))
+    return "\n\n".join(shown)
+
+
+def _show(message: tuple[dict[str, str], bytes]) -> str:
+    """A stored message as text: its id and headers, a blank line, then its payload."""
+    headers, payload = message
+    lines = [f"Message ID: {headers.get('X-Pulsar-Message-ID', '?')}"]
+    lines += [f"{k}: {v}" for k, v in headers.items() if k != "X-Pulsar-Message-ID"]
+    try:
+        body = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        body = payload.hex(" ")
+    return "\n".join([*lines, "", body])
 
 
 def _list_topics(client: AdminClient, args: argparse.Namespace) -> Any:

@@ -191,3 +191,55 @@ def test_error_bodies_are_described_with_status_and_reason() -> None:
     )
     assert admin_cli._describe(500, b"boom") == "500 Internal Server Error: boom"
     assert admin_cli._describe(599, b"") == "599 Error"
+
+
+class FakeMessages(FakeClient):
+    """Answers message reads from a table of path -> (headers, payload); others are 404."""
+
+    def __init__(self, messages: dict[str, tuple[dict[str, str], bytes]]) -> None:
+        super().__init__()
+        self.messages = messages
+        self.paths: list[str] = []
+
+    def message(self, path: str) -> tuple[dict[str, str], bytes]:
+        self.paths.append(path)
+        if path not in self.messages:
+            raise admin_cli.AdminError("404 Not Found: Message not found")
+        return self.messages[path]
+
+
+def show(*argv: str, client: FakeMessages) -> str:
+    parser = argparse.ArgumentParser()
+    admin_cli.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["admin", *argv])
+    result: str = args.run(client, args)
+    return result
+
+
+TOPIC = "/admin/v2/persistent/public/default/t"
+
+
+def test_message_commands_call_pulsars_paths_and_print_id_headers_and_payload() -> None:
+    headers = {"X-Pulsar-Message-ID": "3:0", "X-Pulsar-publish-time": "2026-11-22T00:00:00Z"}
+    fake = FakeMessages(
+        {
+            f"{TOPIC}/subscription/s/position/1": (headers, b"hello"),
+            f"{TOPIC}/examinemessage?initialPosition=earliest&messagePosition=2": (
+                {"X-Pulsar-Message-ID": "3:1"},
+                b"\xff\x00",
+            ),
+            f"{TOPIC}/ledger/3/entry/0": (headers, b"hello"),
+        }
+    )
+    # Asked for three, only one is there: pulsar-admin shows what exists.
+    peeked = show("topics", "peek-messages", "t", "-s", "s", "-n", "3", client=fake)
+    assert peeked == "Message ID: 3:0\nX-Pulsar-publish-time: 2026-11-22T00:00:00Z\n\nhello"
+    assert fake.paths[-2:] == [
+        f"{TOPIC}/subscription/s/position/1",
+        f"{TOPIC}/subscription/s/position/2",
+    ]
+    examined = show("topics", "examine-message", "t", "-i", "earliest", "-m", "2", client=fake)
+    assert examined == "Message ID: 3:1\n\nff 00"  # not UTF-8: shown as hex
+    assert show("topics", "get-message-by-id", "t", "-l", "3", "-e", "0", client=fake) == peeked
+    with pytest.raises(admin_cli.AdminError, match="Message not found"):
+        show("topics", "peek-messages", "t", "-s", "other", client=fake)

@@ -188,5 +188,25 @@ def test_rest_peek_examine_and_last_message_id_of_client_messages(
         assert (last["entryId"], last["partitionIndex"]) == (2, -1)
         by_id = get(f"ledger/{last['ledgerId']}/entry/0")
         assert by_id[1]["X-Pulsar-Message-ID"] == f"{last['ledgerId']}:0"
+
+        # The same through the CLI, as pulsar-admin users run it.
+        ledger = last["ledgerId"]
+        peeked = ok(standalone, "topics", "peek-messages", "rest-peek", "-s", "s", "-n", "5")
+        assert peeked.count("Message ID: ") == 3  # only three are there
+        assert peeked.startswith(f"Message ID: {ledger}:0\n")
+        assert "X-Pulsar-partition-key: k0\n" in peeked
+        assert peeked.rstrip().endswith("\n\nm2")
+        examined = ok(standalone, "topics", "examine-message", "rest-peek", "-i", "earliest")
+        assert examined.startswith(f"Message ID: {ledger}:0\n")
+        assert examined.endswith("\nm0\n")
+        by_id_text = ok(
+            standalone, "topics", "get-message-by-id", "rest-peek", "-l", str(ledger), "-e", "1"
+        )
+        assert by_id_text.endswith("\nm1\n")
+        assert json.loads(ok(standalone, "topics", "last-message-id", "rest-peek")) == last
+        ok(standalone, "topics", "create-subscription", "rest-peek", "-s", "late", "-m", "latest")
+        missing = admin(standalone, "topics", "peek-messages", "rest-peek", "-s", "late")
+        assert missing.returncode == 1
+        assert "404 Not Found: Message not found" in missing.stderr
     finally:
         client.close()
