@@ -100,11 +100,11 @@ class Consumer(ConsumerActivity):
             self.msg_acked += 1  # Pulsar's Consumer.messageAcked records 1 per cumulative ACK
             return
         # The messages this ACK settled, whichever consumer they were delivered to (Pulsar
-        # records them on the acking consumer too); one pass over the consumers per ACK frame.
-        consumers = subscription.consumers
-        before = sum(c.unacked for c in consumers)
+        # records them on the acking consumer too).
+        dispatcher = subscription.dispatcher
+        before = dispatcher.acked_messages
         subscription.ack(ack_type, ids)
-        self.msg_acked += before - sum(c.unacked for c in consumers)
+        self.msg_acked += dispatcher.acked_messages - before
 
     def redeliver(self, ids: Sequence[MessageIdData] | None) -> None:
         """Redeliver this consumer's unacked messages (all of them when ``ids`` is empty)."""

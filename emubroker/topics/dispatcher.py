@@ -102,6 +102,7 @@ class Dispatcher:
         self.msg_out = 0
         self.bytes_out = 0
         self.entries_out = 0
+        self.acked_messages = 0  # messages acks settled (the acking consumer's messageAckRate)
         self._round_ms = 0  # epoch ms of the current round: its consumers' lastConsumedTimestamp
         self.read_position = read_position
         # Dispatch throttling (``throttling``; set by the topic): None or inactive = the plain
@@ -210,15 +211,21 @@ class Dispatcher:
         """An entry became fully acknowledged: it is no longer pending on any consumer."""
         consumer = self._pending.pop(index, None)
         if consumer is not None:
-            consumer.unacked -= consumer.pending.pop(index, 0)
+            charged = consumer.pending.pop(index, 0)
+            consumer.unacked -= charged
+            self.acked_messages += charged
 
     def acked_many(self, indexes: Iterable[int]) -> None:
         """``acked`` for each index (the ACK hot path: one call per ACK, not per id)."""
         pending = self._pending
+        settled = 0
         for index in indexes:
             consumer = pending.pop(index, None)
             if consumer is not None:
-                consumer.unacked -= consumer.pending.pop(index, 0)
+                charged = consumer.pending.pop(index, 0)
+                consumer.unacked -= charged
+                settled += charged
+        self.acked_messages += settled
 
     def acked_up_to(self, index: int) -> None:
         """Everything up to ``index`` was acknowledged (cumulative ack)."""
