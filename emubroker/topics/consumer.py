@@ -130,9 +130,14 @@ class Consumer(ConsumerActivity):
         """Topic's last entry (with batch index) and the subscription's mark-delete position."""
         return self._subscription.last_message_id()
 
-    def stats(self) -> ConsumerStats:
-        """A snapshot for metrics and admin."""
-        return self.snapshot(self.name, self.consumer_id, self.permits, self.unacked)
+    def stats(self, *, unacked_tracked: bool = True) -> ConsumerStats:
+        """A snapshot for metrics and admin.
+
+        ``unacked_tracked`` False reports 0 unacked messages, as Pulsar does on Exclusive and
+        Failover subscriptions.
+        """
+        unacked = self.unacked if unacked_tracked else 0
+        return self.snapshot(self.name, self.consumer_id, self.permits, unacked)
 
     async def close(self) -> None:
         """Detach; its unacked messages go to the other consumers (not counted as redelivered)."""

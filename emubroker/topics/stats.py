@@ -176,7 +176,7 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
         durable: False for readers.
         consumers: Attached consumers.
         backlog: Entries not yet acknowledged (Pulsar's ``msgBacklog``).
-        unacked: Entries delivered and not yet acknowledged.
+        unacked: Messages its consumers hold unacknowledged (Shared and Key_Shared; 0 otherwise).
         mark_delete: ``(ledger, entry)`` of the mark-delete position.
         msg_out: Messages delivered by this subscription, redeliveries included (since load).
         bytes_out: Bytes delivered by this subscription (since load).

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Subscription"]
 
+# Where acks are individual, and so where Pulsar tracks each consumer's unacked messages.
+_INDIVIDUAL_ACK_TYPES = frozenset({SubType.SHARED, SubType.KEY_SHARED})
+
 
 class Subscription:
     """One subscription of a persistent topic.
@@ -375,14 +378,20 @@ class Subscription:
         return last, ledger.position(self.cursor.mark_delete)
 
     def stats(self) -> SubscriptionStats:
-        """A snapshot for metrics and admin."""
+        """A snapshot for metrics and admin.
+
+        As in Pulsar, unacknowledged messages are tracked (and reported) only where acks are
+        individual, Shared and Key_Shared; there the subscription's count is its consumers' sum.
+        """
+        tracked = self.dispatcher.sub_type in _INDIVIDUAL_ACK_TYPES
+        consumer_stats = tuple(c.stats(unacked_tracked=tracked) for c in self.dispatcher.consumers)
         return SubscriptionStats(
             name=self.name,
             type=SUB_TYPE_NAMES[self.dispatcher.sub_type],
             durable=self.durable,
             consumers=len(self.dispatcher.consumers),
             backlog=self.cursor.backlog(self._ledger.count),
-            unacked=self.dispatcher.pending_count,
+            unacked=sum(c.unacked for c in consumer_stats),
             mark_delete=self._ledger.position(self.cursor.mark_delete),
             msg_out=self.dispatcher.msg_out,
             bytes_out=self.dispatcher.bytes_out,
@@ -390,5 +399,5 @@ class Subscription:
             delayed=self.dispatcher.delayed_count,
             last_flow=self.last_flow,
             last_mark_delete_advanced=self.last_mark_delete_advanced,
-            consumer_stats=tuple(c.stats() for c in self.dispatcher.consumers),
+            consumer_stats=consumer_stats,
         )

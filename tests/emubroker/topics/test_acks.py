@@ -45,7 +45,25 @@ async def test_individual_acks_move_mark_delete_when_contiguous() -> None:
         assert consumer.last_message_id()[1] == (ledger, 2)
         stats = topic.stats()
         assert stats.subscriptions[0].backlog == 1
-        assert stats.subscriptions[0].unacked == 1
+        # Pulsar tracks unacked messages only where acks are individual (Shared, Key_Shared).
+        assert stats.subscriptions[0].unacked == 0
+        assert stats.subscriptions[0].consumer_stats[0].unacked == 0
+
+
+@pytest.mark.parametrize("sub_type", [SubType.SHARED, SubType.KEY_SHARED])
+async def test_unacked_messages_are_counted_per_consumer_and_summed(sub_type: SubType) -> None:
+    async with open_service() as service:
+        topic, producer, ids, _sink, consumer = await _setup(service, 3, sub_type=sub_type)
+        batch = await publish(topic, producer, b"b", batch=5)
+        await settle()
+        ledger = ids[0][0]
+        consumer.ack(AckType.INDIVIDUAL, [mid(ledger, 1)])
+        stats = topic.stats().subscriptions[0]
+        # Two single messages and a batch of five: messages, not entries.
+        assert stats.consumer_stats[0].unacked == 7
+        assert stats.unacked == 7
+        consumer.ack(AckType.INDIVIDUAL, [mid(*batch)])
+        assert topic.stats().subscriptions[0].unacked == 2
 
 
 async def test_cumulative_ack_and_reader_style_odd_ids_are_safe() -> None:
