@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.topics import Topic
 from protocol import commands as c
-from protocol.errors import BrokerError, ConsumerNotFoundError, ServerError
+from protocol.errors import BrokerError, ConsumerNotFoundError, MetadataError, ServerError
 
 if TYPE_CHECKING:
     from emubroker.handlers.common import BrokerServices, SessionPort, StartSoon
@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 __all__ = ["ConsumerCommands"]
 
 log = logging.getLogger(__name__)
+
+CONSUMER_NOT_FOUND = "Consumer not found"
+"""UNSUBSCRIBE, SEEK and GET_LAST_MESSAGE_ID for an unknown consumer id: Pulsar's ``ServerCnx``
+answers MetadataError with this text (ACK and CONSUMER_STATS use ConsumerNotFound)."""
 
 
 class _Consumer:
@@ -177,7 +181,7 @@ class ConsumerCommands(CommandGroup):
         consumer = self._consumers.get(cmd.consumer_id)
         try:
             if consumer is None:
-                raise ConsumerNotFoundError(f"consumer {cmd.consumer_id} not found")
+                raise MetadataError(CONSUMER_NOT_FOUND)
             # The topic resets the cursor and closes every consumer of the subscription (CLOSE_
             # CONSUMER goes out before our SUCCESS, §7.5 steps 1-3).
             await consumer.handle.seek(
@@ -196,7 +200,7 @@ class ConsumerCommands(CommandGroup):
         consumer = self._consumers.get(cmd.consumer_id)
         try:
             if consumer is None:
-                raise ConsumerNotFoundError(f"consumer {cmd.consumer_id} not found")
+                raise MetadataError(CONSUMER_NOT_FOUND)
             await consumer.handle.unsubscribe()
         except Exception as exc:
             failure = as_broker_error(exc, "UNSUBSCRIBE")
@@ -214,14 +218,18 @@ class ConsumerCommands(CommandGroup):
             self._send(
                 c.Error(
                     request_id=cmd.request_id,
-                    error=ServerError.ConsumerNotFound,
-                    message=f"consumer {cmd.consumer_id} not found",
+                    error=ServerError.MetadataError,
+                    message=CONSUMER_NOT_FOUND,
                 )
             )
             return
-        (ledger_id, entry_id, batch_index), (md_ledger, md_entry) = (
-            consumer.handle.last_message_id()
-        )
+        try:
+            (ledger_id, entry_id, batch_index), (md_ledger, md_entry) = (
+                consumer.handle.last_message_id()
+            )
+        except BrokerError as exc:
+            self._send(c.Error(request_id=cmd.request_id, error=exc.code, message=exc.message))
+            return
         self._send(
             c.GetLastMessageIdResponse(
                 request_id=cmd.request_id,

@@ -148,6 +148,6 @@ class Consumer(ConsumerActivity):
         """Delete the subscription.
 
         Raises:
-            ConsumerBusyError: Other consumers are attached.
+            MetadataError: Other consumers are attached.
         """
         self._subscription.unsubscribe(self)

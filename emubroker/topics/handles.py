@@ -48,7 +48,11 @@ class ConsumerHandle(Protocol):
         ...
 
     def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
-        """``((ledger, entry, batch_index) of the topic's last entry, mark-delete position)``."""
+        """``((ledger, entry, batch_index) of the topic's last entry, mark-delete position)``.
+
+        Raises:
+            BrokerError: The topic cannot tell (non-persistent topics, as in Pulsar).
+        """
         ...
 
     async def close(self) -> None:
@@ -59,6 +63,6 @@ class ConsumerHandle(Protocol):
         """Delete the subscription.
 
         Raises:
-            ConsumerBusyError: Other consumers are still attached.
+            MetadataError: Other consumers are still attached (Pulsar's answer).
         """
         ...

@@ -23,9 +23,10 @@ from emubroker.topics.stats import (
 from protocol.commands import SubType
 from protocol.errors import (
     ConsumerBusyError,
-    NotAllowedError,
+    MetadataError,
     ServiceNotReadyError,
     SubscriptionNotFoundError,
+    UnknownError,
 )
 from protocol.framing import payload_section
 
@@ -103,17 +104,22 @@ class NonPersistentConsumer(ConsumerActivity):
     async def seek(
         self, *, message_id: MessageIdData | None = None, publish_time: int | None = None
     ) -> None:
-        """Refused.
+        """Nothing is stored, so nothing moves; SEEK still succeeds and nobody is disconnected.
 
-        Raises:
-            NotAllowedError: Always; a non-persistent topic has nothing to seek in.
+        Pulsar's ``NonPersistentSubscription.resetCursor`` (both overloads) is a no-op that
+        completes, and ``ServerCnx.handleSeek`` then answers SUCCESS.
         """
-        raise NotAllowedError("seek is not supported on non-persistent topics")
+        del message_id, publish_time
 
     def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
-        """The topic's last id, also as mark-delete: nothing is ever pending in storage."""
-        last = self._subscription.topic.last_message_id()
-        return last, (last[0], last[1])
+        """Refused, as Pulsar refuses it (so a reader's ``has_message_available`` fails too).
+
+        Raises:
+            UnknownError: Always: ``NonPersistentTopic.getLastDispatchablePosition`` throws
+                ``UnsupportedOperationException`` and ``ServerCnx.handleGetLastMessageId``
+                answers that with UnknownError.
+        """
+        raise UnknownError("getLastMessageId is not supported on non-persistent topic")
 
     async def close(self) -> None:
         """Detach."""
@@ -128,7 +134,7 @@ class NonPersistentConsumer(ConsumerActivity):
         """Detach and end the subscription.
 
         Raises:
-            ConsumerBusyError: Other consumers are attached.
+            MetadataError: Other consumers are attached.
         """
         self._subscription.unsubscribe(self)
 
@@ -140,10 +146,12 @@ class NonPersistentSubscription:
         self.name = name
         self.topic = topic
         self.last_flow = 0  # epoch ms of the last FLOW of any consumer
-        # Nothing is ever pending, so the unacked limit cannot apply: 0 disables it.
+        # Nothing is ever pending, so the unacked limit cannot apply: 0 disables it. Failover
+        # on a non-partitioned topic takes partition 0 (the first consumer in name order), not
+        # the persistent topics' hash ring: NonPersistentSubscription "assume[s] index 0".
         self.members: ConsumerSet[NonPersistentConsumer] = ConsumerSet(
             topic=str(topic.name),
-            partition=topic.partition,
+            partition=max(topic.partition, 0),
             max_unacked=0,
             hash_points=topic.settings.key_shared_hash_points,
         )
@@ -190,12 +198,11 @@ class NonPersistentSubscription:
         """End the subscription.
 
         Raises:
-            ConsumerBusyError: Other consumers are attached.
+            MetadataError: Other consumers are attached (as ``NonPersistentSubscription.
+                doUnsubscribe`` answers).
         """
         if any(c is not consumer for c in self.members.consumers):
-            raise ConsumerBusyError(
-                f"Unsubscribe of '{self.name}' refused: other consumers are connected"
-            )
+            raise MetadataError("Unconnected or shared consumer attempting to unsubscribe")
         self.remove(consumer)
 
 

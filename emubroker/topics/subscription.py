@@ -25,7 +25,7 @@ from emubroker.topics.dispatcher import Dispatcher
 from emubroker.topics.selection import SUB_TYPE_NAMES
 from emubroker.topics.stats import SubscriptionStats
 from protocol.commands import AckType, SubType
-from protocol.errors import ConsumerBusyError, NotAllowedError
+from protocol.errors import ConsumerBusyError, MetadataError, NotAllowedError
 from protocol.ids import is_latest
 
 if TYPE_CHECKING:
@@ -178,12 +178,11 @@ class Subscription:
         """Delete the subscription (UNSUBSCRIBE).
 
         Raises:
-            ConsumerBusyError: Other consumers are attached.
+            MetadataError: Other consumers are attached (Pulsar's ``PersistentSubscription.
+                doUnsubscribe`` fails with ``ServerMetadataException``, code MetadataError).
         """
         if any(c is not consumer for c in self.dispatcher.consumers):
-            raise ConsumerBusyError(
-                f"Unsubscribe of '{self.name}' refused: other consumers are connected"
-            )
+            raise MetadataError("Unconnected or shared consumer attempting to unsubscribe")
         consumer.closed = True
         self.dispatcher.remove_consumer(consumer, redeliver=False)
         self._end(deleted=True)

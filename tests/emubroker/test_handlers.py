@@ -500,10 +500,19 @@ async def test_close_consumer_and_unknown_ids_get_success(conns: Connections) ->
     assert await client.receive_command() == c.Success(request_id=5)
     await client.send(c.CloseConsumer(consumer_id=77, request_id=6))
     assert await client.receive_command() == c.Success(request_id=6)
+    # Pulsar's ServerCnx: MetadataError "Consumer not found" for these three.
     await client.send(c.Unsubscribe(consumer_id=77, request_id=7))
     reply = await client.receive_command()
     assert isinstance(reply, c.Error)
-    assert reply.error is ServerError.ConsumerNotFound
+    assert (reply.error, reply.message) == (ServerError.MetadataError, "Consumer not found")
+    await client.send(c.Seek(consumer_id=77, request_id=8, message_publish_time=1))
+    reply = await client.receive_command()
+    assert isinstance(reply, c.Error)
+    assert (reply.error, reply.message) == (ServerError.MetadataError, "Consumer not found")
+    await client.send(c.GetLastMessageId(consumer_id=77, request_id=9))
+    reply = await client.receive_command()
+    assert isinstance(reply, c.Error)
+    assert (reply.error, reply.message) == (ServerError.MetadataError, "Consumer not found")
 
 
 async def test_consumer_stats_answers_with_numbers(conns: Connections) -> None:

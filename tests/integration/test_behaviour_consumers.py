@@ -246,3 +246,53 @@ def test_regex_subscription_modes_include_non_persistent_topics(client: pulsar.C
     durable.send(b"stored after")
     assert sorted(drain(only_volatile)) == [b"np0", b"np1"]
     assert sorted(drain(everything)) == [b"np0", b"np1", b"stored after", b"stored before"]
+
+
+def test_non_persistent_topics_have_no_last_message_id(client: pulsar.Client) -> None:
+    # Pulsar's NonPersistentTopic refuses getLastDispatchablePosition; the broker answers
+    # GET_LAST_MESSAGE_ID with UnknownError, so has_message_available fails as well.
+    topic = unique("non-persistent://public/default/np")
+    reader = client.create_reader(topic, pulsar.MessageId.latest)
+    consumer = client.subscribe(topic, "s")
+    client.create_producer(topic).send(b"x")
+    assert reader.read_next(RECEIVE_MS).data() == b"x"
+    with pytest.raises(pulsar.UnknownError):
+        reader.has_message_available()
+    with pytest.raises(pulsar.UnknownError):
+        consumer.get_last_message_id()
+
+
+def test_seek_on_a_non_persistent_topic_succeeds_and_changes_nothing(
+    client: pulsar.Client,
+) -> None:
+    # NonPersistentSubscription.resetCursor is a no-op that completes: SUCCESS, no disconnect.
+    topic = unique("non-persistent://public/default/np")
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(topic)
+    producer.send(b"before")
+    assert drain(consumer) == [b"before"]
+    consumer.seek(pulsar.MessageId.earliest)
+    consumer.seek(0)
+    assert drain(consumer, wait_ms=200) == []  # nothing stored, nothing replayed
+    producer.send(b"after")
+    assert drain(consumer) == [b"after"]
+
+
+@pytest.mark.parametrize("topic_index", [0, 2])  # names whose hash ring would pick "b", "c"
+def test_non_persistent_failover_activates_the_first_consumer_by_name(
+    client: pulsar.Client, topic_index: int
+) -> None:
+    # NonPersistentSubscription uses partition index 0 for a non-partitioned topic, so the
+    # active consumer is the first in name order whatever the topic's name hashes to.
+    topic = f"non-persistent://public/default/failover-by-name-{topic_index}"
+    consumers = {
+        name: client.subscribe(
+            topic, "f", consumer_type=pulsar.ConsumerType.Failover, consumer_name=name
+        )
+        for name in ("c", "a", "b")
+    }
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(3):
+        producer.send(f"m{i}".encode())
+    assert drain(consumers["a"]) == [b"m0", b"m1", b"m2"]
+    assert drain(consumers["b"], wait_ms=200) == drain(consumers["c"], wait_ms=200) == []

@@ -355,6 +355,18 @@ def test_unsubscribe_deletes_the_subscription(client: pulsar.Client, topic: str)
     assert consumer.receive(timeout_millis=RECEIVE_MS).data() == b"new"
 
 
+def test_unsubscribe_is_refused_while_another_consumer_is_attached(
+    client: pulsar.Client, topic: str
+) -> None:
+    # Pulsar answers MetadataError ("Unconnected or shared consumer attempting to unsubscribe").
+    first = client.subscribe(topic, "both", consumer_type=pulsar.ConsumerType.Shared)
+    second = client.subscribe(topic, "both", consumer_type=pulsar.ConsumerType.Shared)
+    with pytest.raises(pulsar.BrokerMetadataError):
+        first.unsubscribe()
+    second.close()
+    first.unsubscribe()  # alone now: allowed
+
+
 # ---- partitioned topics, errors, big messages ---------------------------------------------
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from emubroker.topics import ProducerHandle, TopicService
 from protocol.commands import AckType, InitialPosition, MessageIdData, SubType
-from protocol.errors import ConsumerBusyError, NotAllowedError
+from protocol.errors import MetadataError, NotAllowedError
 from protocol.ids import EARLIEST, LATEST
 from tests.emubroker.topics.helpers import (
     FakeConsumerSink,
@@ -203,7 +203,7 @@ async def test_unsubscribe_deletes_the_subscription_unless_others_are_attached()
         c1.flow(10)
         await settle()
         c1.ack(AckType.INDIVIDUAL, [mid(ids[0][0], 0)])
-        with pytest.raises(ConsumerBusyError, match="other consumers"):
+        with pytest.raises(MetadataError, match="shared consumer attempting to unsubscribe"):
             await c1.unsubscribe()
         await c2.close()
         await c1.unsubscribe()
