@@ -4,52 +4,44 @@ Several brokers in one process share a :class:`MemoryMetadataTree` and each open
 with :meth:`MemoryMetadataTree.open_session`, exactly as brokers of a real cluster share one
 ZooKeeper with a session each. ``MemoryMetadataStore()`` with no tree gets a private one.
 
-Invariants kept by the tree:
-
-1. ``_nodes`` holds exactly the nodes that have a value. ``_kids[parent][name]`` counts the nodes
-   with a value at or below ``parent/name``, so implicit parents list their children and vanish
-   when their last descendant is deleted.
-2. ``_ephemerals[session]`` is exactly the set of live nodes owned by that session.
-3. Every write emits one notification, synchronously, to every matching watcher, so all watchers
-   see writes in the order they happened.
+The tree's rules (versions, implicit parents, sessions and their ephemeral nodes, sequential
+counters, which watcher a write notifies) are ``storage_stub.metadata.MetadataTree``'s, the
+model the stub's metadata service runs, so both backends keep one set of rules. This module
+only adapts it: each operation is a checkpoint and then one synchronous call on the model (so
+every write is atomic), its answers and errors are translated by ``stub_mapping`` as the remote
+backend's are, and after every write the model's pending notifications are handed to the
+watches at once, so all watchers see writes in the order they happened. In-process sessions
+have no heartbeat to miss: they end only when closed or expired with ``expire_session``.
 
 Watch buffering policy: writers never wait for watchers. Each watch has a bounded buffer
 (``watch_buffer_size``). When a notification does not fit, the watch is *broken*: nothing more
 is queued, the watcher receives what was buffered and then :class:`WatchOverflowError`, and must
 re-read and watch again. Dropping notifications silently (oldest or newest) would leave the
-watcher's view of the tree wrong without telling it.
+watcher's view of the tree wrong without telling it. (``storage_stub.client_watch.StubWatch``
+implements this for both backends.)
 """
 
 from __future__ import annotations
 
+import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final, Self
 
-import anyio
 import anyio.lowlevel
 import msgspec
-from anyio.abc import ObjectReceiveStream
 
-from emubroker.metadata.store import (
-    SEQUENTIAL_DIGITS,
-    BadVersionError,
-    NotFoundError,
-    Notification,
-    NotificationKind,
-    PutResult,
-    StoreClosedError,
-    VersionedValue,
-    WatchOverflowError,
-    validate_path,
-)
+from emubroker.metadata.store import PutResult, StoreClosedError
+from emubroker.metadata.stub_mapping import TranslatedWatchStream, translated, versioned_value
+from storage_stub.client_watch import StubWatch
+from storage_stub.metadata import MetadataTree
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from types import TracebackType
 
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from anyio.abc import ObjectReceiveStream
 
-    from emubroker.metadata.store import MetadataStore
+    from emubroker.metadata.store import MetadataStore, Notification, VersionedValue
 
 __all__ = [
     "WATCH_BUFFER_SIZE",
@@ -62,53 +54,8 @@ __all__ = [
 # a watcher 1024 notifications behind is stuck rather than slow; a notification is ~100 bytes.
 WATCH_BUFFER_SIZE: Final = 1024
 
-
-class _Node:
-    __slots__ = ("owner", "value", "version")
-
-    def __init__(self, value: bytes, owner: int | None) -> None:
-        self.value = value
-        self.version = 0
-        self.owner = owner  # session id for ephemeral nodes, None for persistent ones
-
-
-class _Watcher:
-    __slots__ = ("overflowed", "prefix", "send", "session", "under")
-
-    def __init__(self, prefix: str, send: MemoryObjectSendStream[Notification]) -> None:
-        self.prefix = prefix
-        self.under = "/" if prefix == "/" else prefix + "/"
-        self.send = send
-        self.overflowed = False
-
-    def matches(self, path: str) -> bool:
-        return path == self.prefix or path.startswith(self.under)
-
-
-class _WatchStream(ObjectReceiveStream[Notification]):
-    """The receiving end of a watch; raises WatchOverflowError once the buffer is drained."""
-
-    def __init__(self, receive: MemoryObjectReceiveStream[Notification], watcher: _Watcher) -> None:
-        self._receive = receive
-        self._watcher = watcher
-
-    async def receive(self) -> Notification:
-        try:
-            return await self._receive.receive()
-        except anyio.EndOfStream:
-            if self._watcher.overflowed:
-                raise WatchOverflowError(
-                    f"watch on {self._watcher.prefix!r} overflowed; notifications were lost"
-                ) from None
-            raise
-
-    async def aclose(self) -> None:
-        self.close()
-        await anyio.lowlevel.checkpoint()
-
-    def close(self) -> None:
-        """Close the stream without waiting (safe in ``finally`` under cancellation)."""
-        self._receive.close()
+# In-process sessions never time out (see the module docstring); the model wants a timeout.
+_NO_TIMEOUT: Final = math.inf
 
 
 class MemoryMetadataTreeStatistics(msgspec.Struct, frozen=True):
@@ -136,15 +83,12 @@ class MemoryMetadataTree:
     """
 
     def __init__(self, *, watch_buffer_size: int = WATCH_BUFFER_SIZE) -> None:
-        if watch_buffer_size < 1:
-            raise ValueError(f"watch_buffer_size must be >= 1, got {watch_buffer_size}")
+        # The model rejects a size below 1 with the ValueError callers expect. Its own pending
+        # list is drained after every write, so with the same bound it overflows exactly when
+        # a watch's buffer would.
+        self._model = MetadataTree(watch_buffer_size=watch_buffer_size)
         self._watch_buffer_size = watch_buffer_size
-        self._nodes: dict[str, _Node] = {}
-        self._kids: dict[str, dict[str, int]] = {}
-        self._sequence: dict[str, int] = {}
-        self._ephemerals: dict[int, set[str]] = {}
-        self._watchers: set[_Watcher] = set()
-        self._next_session = 1
+        self._watches: dict[int, StubWatch] = {}
 
     def open_session(self) -> MemoryMetadataStore:
         """Open a new session on this tree; close it with ``aclose()`` or ``async with``."""
@@ -152,34 +96,26 @@ class MemoryMetadataTree:
 
     def statistics(self) -> MemoryMetadataTreeStatistics:
         """Return a frozen snapshot of the tree's counters."""
+        stats = self._model.statistics()
         return MemoryMetadataTreeStatistics(
-            nodes=len(self._nodes),
-            ephemeral_nodes=sum(len(paths) for paths in self._ephemerals.values()),
-            sessions=len(self._ephemerals),
-            watchers=len(self._watchers),
+            nodes=stats.nodes,
+            ephemeral_nodes=stats.ephemeral_nodes,
+            sessions=stats.sessions,
+            watchers=stats.watchers,
         )
 
     # ---- used by MemoryMetadataStore; all synchronous, so every write is atomic -------------
 
     def _new_session(self) -> int:
-        session = self._next_session
-        self._next_session += 1
-        self._ephemerals[session] = set()
-        return session
+        return self._model.create_session(0.0, _NO_TIMEOUT)
 
     def _end_session(self, session: int) -> None:
-        # Sorted, so that watchers see a deterministic order of deletions.
-        for path in sorted(self._ephemerals.pop(session, ())):
-            self._remove(path)
+        self._model.close_session(session)
+        self._deliver()
 
     def _get(self, path: str, session: int) -> VersionedValue | None:
-        node = self._nodes.get(validate_path(path))
-        if node is None:
-            return None
-        ephemeral = node.owner is not None
-        return VersionedValue(
-            node.value, node.version, ephemeral, ephemeral and node.owner == session
-        )
+        with translated():
+            return versioned_value(self._model.get(path, session))
 
     def _put(
         self,
@@ -191,111 +127,48 @@ class MemoryMetadataTree:
         ephemeral: bool,
         sequential: bool,
     ) -> PutResult:
-        if expected_version is not None and expected_version < -1:
-            raise ValueError(f"expected_version must be None, -1 or >= 0, got {expected_version}")
-        if sequential:
-            if expected_version not in (None, -1):
-                raise ValueError(
-                    "a sequential put always creates: expected_version must be None or -1"
-                )
-            parent = _parent(validate_path(path + "0" * SEQUENTIAL_DIGITS))
-            counter = self._sequence.get(parent, 0)
-            self._sequence[parent] = counter + 1
-            path = f"{path}{counter:0{SEQUENTIAL_DIGITS}d}"
-            expected_version = -1  # ZooKeeper's sequential create fails if the name is taken
-        validate_path(path)
-        value = bytes(value)  # the tree must never hold a buffer the caller can still mutate
-        node = self._nodes.get(path)
-        if expected_version is not None and (
-            (node.version if node is not None else -1) != expected_version
-        ):
-            raise BadVersionError(
-                f"put {path!r}: expected version {expected_version}, "
-                f"found {'none' if node is None else node.version}"
+        with translated():
+            put_path, version = self._model.put(
+                session, path, value, expected_version, ephemeral=ephemeral, sequential=sequential
             )
-        if node is not None:
-            node.value = value
-            node.version += 1
-            self._notify(path, NotificationKind.MODIFIED)
-            return PutResult(path, node.version)
-        self._nodes[path] = _Node(value, session if ephemeral else None)
-        if ephemeral:
-            self._ephemerals[session].add(path)
-        self._link(path)
-        self._notify(path, NotificationKind.CREATED)
-        return PutResult(path, 0)
+        self._deliver()
+        return PutResult(put_path, version)
 
     def _delete(self, path: str, expected_version: int | None) -> None:
-        if expected_version is not None and expected_version < 0:
-            raise ValueError(f"expected_version must be None or >= 0, got {expected_version}")
-        node = self._nodes.get(validate_path(path))
-        if node is None:
-            raise NotFoundError(f"delete {path!r}: no such node")
-        if expected_version is not None and node.version != expected_version:
-            raise BadVersionError(
-                f"delete {path!r}: expected version {expected_version}, found {node.version}"
-            )
-        if node.owner is not None:
-            self._ephemerals[node.owner].discard(path)
-        self._remove(path)
+        with translated():
+            self._model.delete(path, expected_version)
+        self._deliver()
 
     def _children(self, path: str) -> list[str]:
-        return sorted(self._kids.get(validate_path(path, allow_root=True), ()))
+        with translated():
+            return self._model.children(path)
 
     def _exists(self, path: str) -> bool:
-        return validate_path(path) in self._nodes
+        with translated():
+            return self._model.exists(path)
 
-    def _remove(self, path: str) -> None:
-        del self._nodes[path]
-        self._unlink(path)
-        self._notify(path, NotificationKind.DELETED)
+    def _watch(self, prefix: str) -> StubWatch:
+        with translated():
+            watch_id = self._model.watch(prefix)
+        watch = StubWatch(watch_id, prefix, self._watch_buffer_size, on_close=self._unwatch)
+        self._watches[watch_id] = watch
+        return watch
 
-    def _link(self, path: str) -> None:
-        while path != "/":
-            parent = _parent(path)
-            counts = self._kids.setdefault(parent, {})
-            name = path.rpartition("/")[2]
-            counts[name] = counts.get(name, 0) + 1
-            path = parent
+    def _unwatch(self, watch: StubWatch) -> None:
+        self._watches.pop(watch.watch_id, None)
+        self._model.unwatch(watch.watch_id)
 
-    def _unlink(self, path: str) -> None:
-        while path != "/":
-            parent = _parent(path)
-            counts = self._kids[parent]
-            name = path.rpartition("/")[2]
-            if counts[name] == 1:
-                del counts[name]
-                if not counts:
-                    del self._kids[parent]
-            else:
-                counts[name] -= 1
-            path = parent
-
-    def _notify(self, path: str, kind: NotificationKind) -> None:
-        notification = Notification(path, kind)
-        for watcher in [w for w in self._watchers if w.matches(path)]:
-            try:
-                watcher.send.send_nowait(notification)
-            except anyio.WouldBlock:
-                watcher.overflowed = True
-                self._unwatch(watcher)
-            except anyio.BrokenResourceError:
-                self._unwatch(watcher)  # the watcher closed its end and is not listening
-
-    def _watch(self, prefix: str) -> tuple[_Watcher, _WatchStream]:
-        validate_path(prefix, allow_root=True)
-        send, receive = anyio.create_memory_object_stream[Notification](self._watch_buffer_size)
-        watcher = _Watcher(prefix, send)
-        self._watchers.add(watcher)
-        return watcher, _WatchStream(receive, watcher)
-
-    def _unwatch(self, watcher: _Watcher) -> None:
-        self._watchers.discard(watcher)
-        watcher.send.close()  # ends the receiver's iteration once it drains the buffer
-
-
-def _parent(path: str) -> str:
-    return path.rpartition("/")[0] or "/"
+    def _deliver(self) -> None:
+        # After every successful write (a failed one changes nothing and notifies nobody).
+        for drained in self._model.drain():
+            watch = self._watches.get(drained.watch_id)
+            if watch is None:
+                continue
+            for note in drained.notifications:
+                watch.deliver(note.path, note.kind)  # breaks (and forgets) the watch when full
+            if drained.overflowed:
+                watch.end(overflowed=True)
+                self._unwatch(watch)
 
 
 class MemoryMetadataStore:
@@ -308,7 +181,7 @@ class MemoryMetadataStore:
     def __init__(self, tree: MemoryMetadataTree | None = None) -> None:
         self._tree = tree if tree is not None else MemoryMetadataTree()
         self._session = self._tree._new_session()
-        self._watchers: set[_Watcher] = set()
+        self._watches: set[StubWatch] = set()
         self._closed = False
 
     @property
@@ -371,14 +244,13 @@ class MemoryMetadataStore:
     async def watch(self, path_prefix: str) -> AsyncIterator[ObjectReceiveStream[Notification]]:
         """See ``MetadataStore.watch``."""
         await self._enter()
-        watcher, stream = self._tree._watch(path_prefix)
-        self._watchers.add(watcher)
+        watch = self._tree._watch(path_prefix)
+        self._watches.add(watch)
         try:
-            yield stream
+            yield TranslatedWatchStream(watch)
         finally:
-            self._watchers.discard(watcher)
-            self._tree._unwatch(watcher)
-            stream.close()
+            self._watches.discard(watch)
+            watch.close()
 
     async def expire_session(self) -> None:
         """See ``MetadataStore.expire_session``."""
@@ -391,9 +263,9 @@ class MemoryMetadataStore:
         if not self._closed:
             self._closed = True
             # End our own watches first: a closing session is told nothing more.
-            for watcher in list(self._watchers):
-                self._tree._unwatch(watcher)
-            self._watchers.clear()
+            for watch in list(self._watches):
+                watch.finish()
+            self._watches.clear()
             self._tree._end_session(self._session)
         await anyio.lowlevel.checkpoint()
 

@@ -13,41 +13,36 @@ How the ``MetadataStore`` contract maps onto the service:
 - Watches are the service's: pushed notifications land in a per-watch buffer of
   ``watch_buffer_size``; a watcher that falls behind (or whose connection broke, losing
   notifications) gets ``WatchOverflowError`` after what was buffered, as with the memory backend.
-- Errors are translated at this boundary (STYLE.md §1.11): the service's ``InvalidArgument``
-  becomes ``ValueError``, its other metadata errors the matching ``emubroker.metadata`` class,
-  and transport failures (timeout, lost connection, closed client) ``MetadataStoreError``.
+- Errors are translated at this boundary (STYLE.md §1.11), by ``stub_mapping`` as for the
+  memory backend: the service's ``InvalidArgument`` becomes ``ValueError``, its other metadata
+  errors the matching ``emubroker.metadata`` class, and transport failures (timeout, lost
+  connection, closed client) ``MetadataStoreError``.
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Final, NoReturn, Self
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final, Self
 
-import anyio
 import anyio.lowlevel
-from anyio.abc import ObjectReceiveStream
 
 from emubroker.metadata.memory import WATCH_BUFFER_SIZE
 from emubroker.metadata.store import (
-    BadVersionError,
-    InvalidPathError,
     MetadataStoreError,
-    NotFoundError,
-    Notification,
-    NotificationKind,
     PutResult,
     StoreClosedError,
-    VersionedValue,
-    WatchOverflowError,
 )
+from emubroker.metadata.stub_mapping import TranslatedWatchStream, translated, versioned_value
 from storage_stub import client as stub
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator
     from types import TracebackType
 
-    from emubroker.metadata.store import MetadataStore
+    from anyio.abc import ObjectReceiveStream
+
+    from emubroker.metadata.store import MetadataStore, Notification, VersionedValue
 
 __all__ = ["DEFAULT_SESSION_TIMEOUT", "RemoteMetadataStore", "open_remote_metadata_store"]
 
@@ -55,44 +50,6 @@ logger = logging.getLogger(__name__)
 
 # Pulsar's metadataStoreSessionTimeoutMillis default.
 DEFAULT_SESSION_TIMEOUT: Final = 30.0
-
-
-def _raise_translated(exc: Exception) -> NoReturn:
-    match exc:
-        case stub.NodeNotFoundError():
-            raise NotFoundError(str(exc)) from exc
-        case stub.BadVersionError():
-            raise BadVersionError(str(exc)) from exc
-        case stub.InvalidPathError():
-            raise InvalidPathError(str(exc)) from exc
-        case stub.InvalidArgumentError():
-            raise ValueError(str(exc)) from exc
-        case stub.WatchOverflowError():
-            raise WatchOverflowError(str(exc)) from exc
-        case _:
-            raise MetadataStoreError(f"metadata service failed: {exc}") from exc
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    try:
-        yield
-    except (stub.MetadataError, stub.StorageError) as exc:
-        _raise_translated(exc)
-
-
-class _RemoteWatchStream(ObjectReceiveStream[Notification]):
-    def __init__(self, watch: stub.StubWatch) -> None:
-        self._watch = watch
-
-    async def receive(self) -> Notification:
-        with _translated():
-            note = await self._watch.receive()
-        return Notification(note.path, NotificationKind(note.kind))
-
-    async def aclose(self) -> None:
-        self._watch.close()
-        await anyio.lowlevel.checkpoint()
 
 
 class RemoteMetadataStore:
@@ -129,7 +86,7 @@ class RemoteMetadataStore:
         Raises:
             MetadataStoreError: The service could not be reached.
         """
-        with _translated():
+        with translated():
             session = await client.session_create(session_timeout)
         return cls(
             client,
@@ -148,18 +105,15 @@ class RemoteMetadataStore:
             raise StoreClosedError("the metadata store session is closed")
         if not self._client.session_alive(self._session):
             logger.warning("metadata session %s ended; opening a new one", self._session)
-            with _translated():
+            with translated():
                 self._session = await self._client.session_create(self._session_timeout)
         return self._session
 
     async def get(self, path: str) -> VersionedValue | None:
         """See ``MetadataStore.get``."""
         session = await self._current_session()
-        with _translated():
-            stat = await self._client.get(session, path)
-        if stat is None:
-            return None
-        return VersionedValue(stat.value, stat.version, stat.ephemeral, stat.created_by_self)
+        with translated():
+            return versioned_value(await self._client.get(session, path))
 
     async def put(
         self,
@@ -172,7 +126,7 @@ class RemoteMetadataStore:
     ) -> PutResult:
         """See ``MetadataStore.put``."""
         session = await self._current_session()
-        with _translated():
+        with translated():
             try:
                 put_path, version = await self._client.put(
                     session,
@@ -199,30 +153,30 @@ class RemoteMetadataStore:
     async def delete(self, path: str, expected_version: int | None = None) -> None:
         """See ``MetadataStore.delete``."""
         await self._current_session()
-        with _translated():
+        with translated():
             await self._client.delete(path, expected_version)
 
     async def children(self, path: str) -> list[str]:
         """See ``MetadataStore.children``."""
         await self._current_session()
-        with _translated():
+        with translated():
             return await self._client.children(path)
 
     async def exists(self, path: str) -> bool:
         """See ``MetadataStore.exists``."""
         await self._current_session()
-        with _translated():
+        with translated():
             return await self._client.exists(path)
 
     @asynccontextmanager
     async def watch(self, path_prefix: str) -> AsyncIterator[ObjectReceiveStream[Notification]]:
         """See ``MetadataStore.watch``."""
         await self._current_session()
-        with _translated():
+        with translated():
             watch = await self._client.watch(path_prefix, buffer_size=self._watch_buffer_size)
         self._watches.add(watch)
         try:
-            yield _RemoteWatchStream(watch)
+            yield TranslatedWatchStream(watch)
         finally:
             self._watches.discard(watch)
             watch.close()
@@ -230,7 +184,7 @@ class RemoteMetadataStore:
     async def expire_session(self) -> None:
         """See ``MetadataStore.expire_session``."""
         old = await self._current_session()
-        with _translated():
+        with translated():
             await self._client.session_close(old)  # our own watchers hear the deletions
             self._session = await self._client.session_create(self._session_timeout)
 

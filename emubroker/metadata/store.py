@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, Self
 
 import msgspec
 
+from storage_stub import metadata as model
+
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
@@ -45,9 +47,8 @@ __all__ = [
 ]
 
 # Sequential nodes get ZooKeeper's 10-digit zero-padded counter: "/x/item-" -> "/x/item-0000000007".
-SEQUENTIAL_DIGITS = 10
-
-_BAD_SEGMENTS = frozenset({"", ".", ".."})
+# The tree's rules (this one, paths) are the metadata model's, which both backends run on.
+SEQUENTIAL_DIGITS = model.SEQUENTIAL_DIGITS
 
 
 class MetadataStoreError(Exception):
@@ -140,19 +141,10 @@ def validate_path(path: str, *, allow_root: bool = False) -> str:
         InvalidPathError: The path is relative, has empty segments or a trailing ``/``, or is
             the root while ``allow_root`` is false.
     """
-    if path == "/":
-        if allow_root:
-            return path
-        raise InvalidPathError("the root '/' cannot hold a value")
-    # ZooKeeper's PathUtils rejects the same shapes, so a path valid here is valid on ZK/etcd.
-    if not path.startswith("/") or any(
-        s in _BAD_SEGMENTS or "\x00" in s for s in path[1:].split("/")
-    ):
-        raise InvalidPathError(
-            f"invalid metadata path {path!r}: must be absolute, with no empty, '.' or '..' "
-            "segments and no trailing '/'"
-        )
-    return path
+    try:
+        return model.validate_path(path, allow_root=allow_root)
+    except model.InvalidPathError as exc:
+        raise InvalidPathError(str(exc)) from exc
 
 
 class MetadataStore(Protocol):

@@ -491,6 +491,22 @@ async def test_slow_watcher_never_blocks_writers_and_learns_it_overflowed(
     assert len(got) < len(written)
 
 
+async def test_one_write_with_more_notifications_than_a_watch_buffers_overflows_it(
+    backend: Backend,
+) -> None:
+    # Closing a session deletes all its ephemerals at once: more than an idle watch can hold.
+    async with await backend.open_session() as observer, observer.watch("/locks") as events:
+        owner = await backend.open_session()
+        locks = [f"/locks/{i:03d}" for i in range(WATCH_BUFFER + 1)]
+        for path in locks:
+            await owner.put(path, b"", ephemeral=True)
+            assert await receive(events) == [note(path, CREATED)]  # the buffer stays empty
+        await owner.aclose()
+        assert await receive(events, WATCH_BUFFER) == [note(p, DELETED) for p in locks[:-1]]
+        with pytest.raises(WatchOverflowError), anyio.fail_after(RECEIVE_GUARD):
+            await events.receive()
+
+
 async def test_watcher_that_stops_listening_does_not_break_writers(store: MetadataStore) -> None:
     async with store.watch("/a") as events:
         await events.aclose()
@@ -531,6 +547,14 @@ async def test_memory_tree_statistics_track_sessions_and_watches() -> None:
         assert tree.statistics() == MemoryMetadataTreeStatistics(
             nodes=1, ephemeral_nodes=0, sessions=1, watchers=0
         )
+
+
+async def test_memory_watch_is_released_as_soon_as_its_stream_is_closed() -> None:
+    tree = MemoryMetadataTree()
+    async with tree.open_session() as store, store.watch("/") as events:
+        assert tree.statistics().watchers == 1
+        await events.aclose()
+        assert tree.statistics().watchers == 0
 
 
 def test_memory_tree_rejects_empty_watch_buffer() -> None:
