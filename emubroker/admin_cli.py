@@ -243,6 +243,29 @@ def _namespaces(sub: Any) -> None:
         run=lambda c, a: c.call("POST", _namespace_path(a.namespace) + "/deduplication", a.enable)
     )
     _dispatch_rate_commands(sub)
+    _count_limit_commands(sub)
+
+
+def _count_limit_commands(sub: Any) -> None:
+    # pulsar-admin namespaces {set,get,remove}-max-*: the value's flag as pulsar-admin's.
+    for kind, flag, suffix in (
+        ("producers-per-topic", "-p", "/maxProducersPerTopic"),
+        ("consumers-per-topic", "-c", "/maxConsumersPerTopic"),
+        ("consumers-per-subscription", "-c", "/maxConsumersPerSubscription"),
+        ("subscriptions-per-topic", "-m", "/maxSubscriptionsPerTopic"),
+    ):
+        cmd = sub.add_parser(f"set-max-{kind}", help=f"set the namespace's max {kind}")
+        cmd.add_argument("namespace", help="tenant/namespace")
+        cmd.add_argument(flag, f"--max-{kind}", dest="limit", type=int, required=True)
+        cmd.set_defaults(
+            run=lambda c, a, s=suffix: c.call("POST", _namespace_path(a.namespace) + s, a.limit)
+        )
+        for verb, method in (("get", "GET"), ("remove", "DELETE")):
+            cmd = sub.add_parser(f"{verb}-max-{kind}", help=f"{verb} the namespace's max {kind}")
+            cmd.add_argument("namespace", help="tenant/namespace")
+            cmd.set_defaults(
+                run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
+            )
 
 
 def _dispatch_rate_commands(sub: Any) -> None:

@@ -133,6 +133,12 @@ def topic_settings(config: BrokerConfig) -> TopicSettings:
         delayed_delivery_enabled=config.delayedDeliveryEnabled,
         key_shared_hash_points=config.subscriptionKeySharedConsistentHashingReplicaPoints,
         stats_update_frequency=float(config.statsUpdateFrequencyInSecs),
+        max_producers_per_topic=config.maxProducersPerTopic,
+        max_consumers_per_topic=config.maxConsumersPerTopic,
+        max_consumers_per_subscription=config.maxConsumersPerSubscription,
+        max_subscriptions_per_topic=config.maxSubscriptionsPerTopic,
+        ttl_duration_default_in_seconds=config.ttlDurationDefaultInSeconds,
+        message_expiry_check_interval_in_minutes=config.messageExpiryCheckIntervalInMinutes,
     )
 
 
@@ -380,6 +386,8 @@ async def open_broker(
         def namespace_changed(ns: NamespaceName, policies: Policies | None) -> None:
             _record_bundles(ownership, ns, policies)
             throttling.namespace_changed(ns, policies)
+            # Pulsar re-checks message expiry when a namespace's policies change.
+            topics.check_message_expiry(ns)
 
         namespaces = NamespaceRegistry(on_change=namespace_changed)
         ledgers = LedgerStore()
@@ -393,6 +401,7 @@ async def open_broker(
                 metadata=store,
                 features=features,
                 throttling=throttling,
+                namespace_policies=namespaces.policies,
             )
         )
         schema_registry = SchemaRegistry(store, clock)

@@ -112,6 +112,16 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         brokerDeduplicationEnabled: Message deduplication for namespaces whose policies do not
             say (``Policies.deduplicationEnabled`` wins when set).
         maxUnackedMessagesPerConsumer: Unacked messages a Shared consumer may hold (0: no limit).
+        maxProducersPerTopic: Producers one topic (partition) accepts (0: no limit); a namespace
+            or topic policy wins over it (``emubroker.topics.limits``).
+        maxConsumersPerTopic: Consumers one topic (partition) accepts (0: no limit).
+        maxConsumersPerSubscription: Consumers one Shared, Key_Shared or Failover subscription
+            accepts (0: no limit).
+        maxSubscriptionsPerTopic: Subscriptions one persistent topic (partition) may have (0: no
+            limit).
+        ttlDurationDefaultInSeconds: Message TTL of namespaces whose policies set none (0: no
+            TTL; ``emubroker.topics.expiry``).
+        messageExpiryCheckIntervalInMinutes: Period of the message TTL check.
         managedLedgerMaxEntriesPerLedger: Entries per ledger before a topic rolls over.
         managedLedgerMaxSizePerLedgerMbytes: Bytes (MiB) per ledger before it rolls over.
         managedLedgerMinLedgerRolloverTimeMinutes: No rollover of a younger ledger.
@@ -155,6 +165,14 @@ class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     keepAliveIntervalSeconds: Positive = 30
     brokerDeduplicationEnabled: bool = False
     maxUnackedMessagesPerConsumer: Annotated[int, msgspec.Meta(ge=0)] = 50_000
+    # Count limits (not dynamic in Pulsar: no @FieldContext(dynamic = true)).
+    maxProducersPerTopic: Annotated[int, msgspec.Meta(ge=0)] = 0
+    maxConsumersPerTopic: Annotated[int, msgspec.Meta(ge=0)] = 0
+    maxConsumersPerSubscription: Annotated[int, msgspec.Meta(ge=0)] = 0
+    maxSubscriptionsPerTopic: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # Message TTL (neither is dynamic in Pulsar).
+    ttlDurationDefaultInSeconds: Annotated[int, msgspec.Meta(ge=0)] = 0
+    messageExpiryCheckIntervalInMinutes: Positive = 5
     managedLedgerMaxEntriesPerLedger: Positive = 50_000
     managedLedgerMaxSizePerLedgerMbytes: Positive = 2048
     managedLedgerMinLedgerRolloverTimeMinutes: Annotated[float, msgspec.Meta(ge=0)] = 10.0

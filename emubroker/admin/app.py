@@ -23,6 +23,7 @@ from emubroker.admin import (
     routes_brokers,
     routes_clusters,
     routes_dispatch_rate,
+    routes_limits,
     routes_lookup,
     routes_messages,
     routes_namespaces,
@@ -67,6 +68,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_namespaces.add_routes(app)
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)
+    routes_limits.add_routes(app)
     routes_subscriptions.add_routes(app)
     routes_messages.add_routes(app)
     routes_schemas.add_routes(app)

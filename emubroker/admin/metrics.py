@@ -12,6 +12,7 @@ a Pulsar broker exports with ``exposeTopicLevelMetricsInPrometheus=true`` (its d
 * subscription level (plus ``subscription``): ``pulsar_subscription_back_log``,
   ``pulsar_subscription_msg_rate_out``, ``pulsar_subscription_msg_throughput_out``,
   ``pulsar_subscription_unacked_messages``, ``pulsar_subscription_consumers_count``,
+  ``pulsar_subscription_msg_rate_expired``, ``pulsar_subscription_total_msg_expired``,
   ``pulsar_subscription_dispatch_throttled_msg_events`` and ``..._bytes_events`` (counters with a
   ``reason`` label, ``broker``/``topic``/``subscription``: reads the level's limiter cut).
 
@@ -43,7 +44,8 @@ class Rates(NamedTuple):
     """Per-second rates over the last sampling window.
 
     ``msg_redeliver`` and ``msg_ack`` (messages redelivered on request, messages acknowledged)
-    are kept for consumers only.
+    are kept for consumers only, ``msg_expired`` (entries expired by the message TTL, Pulsar's
+    ``msgRateExpired``) for subscriptions only.
     """
 
     msg_in: float = 0.0
@@ -52,6 +54,7 @@ class Rates(NamedTuple):
     bytes_out: float = 0.0
     msg_redeliver: float = 0.0
     msg_ack: float = 0.0
+    msg_expired: float = 0.0
 
 
 _ZERO: Final = Rates()
@@ -86,6 +89,8 @@ _SUB_GAUGES: Final[tuple[tuple[str, Callable[[SubscriptionStats, Rates], float]]
     ("pulsar_subscription_msg_throughput_out", lambda s, r: r.bytes_out),
     ("pulsar_subscription_unacked_messages", lambda s, r: s.unacked),
     ("pulsar_subscription_consumers_count", lambda s, r: s.consumers),
+    ("pulsar_subscription_msg_rate_expired", lambda s, r: r.msg_expired),
+    ("pulsar_subscription_total_msg_expired", lambda s, r: s.msg_expired),
 )
 
 
@@ -117,11 +122,20 @@ class RateTracker:
                 topic.bytes_out,
                 0,
                 0,
+                0,
             )
             for p in topic.publisher_stats:
-                counters[name, "", p.key] = (p.msg_in, 0, p.bytes_in, 0, 0, 0)
+                counters[name, "", p.key] = (p.msg_in, 0, p.bytes_in, 0, 0, 0, 0)
             for sub in topic.subscriptions:
-                counters[name, sub.name, 0] = (0, sub.msg_out, 0, sub.bytes_out, 0, 0)
+                counters[name, sub.name, 0] = (
+                    0,
+                    sub.msg_out,
+                    0,
+                    sub.bytes_out,
+                    0,
+                    0,
+                    sub.msg_expired,
+                )
                 for c in sub.consumer_stats:
                     counters[name, sub.name, c.key] = (
                         0,
@@ -130,6 +144,7 @@ class RateTracker:
                         c.bytes_out,
                         c.msg_redeliver,
                         c.msg_acked,
+                        0,
                     )
         if self._time is None:
             self._time, self._counters = now, counters
@@ -149,7 +164,7 @@ class RateTracker:
         return self._rates.get((name, "", 0), _ZERO)
 
     def subscription(self, topic: str, name: str) -> Rates:
-        """A subscription's out rates (its in rates are always zero)."""
+        """A subscription's out and expiry rates (its in rates are always zero)."""
         return self._rates.get((topic, name, 0), _ZERO)
 
     def publisher(self, topic: str, key: int) -> Rates:

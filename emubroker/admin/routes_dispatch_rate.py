@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from emubroker.ratelimit.quotas import DispatchRate
     from emubroker.topics.throttling import DispatchThrottling
 
-__all__ = ["add_routes"]
+__all__ = ["add_routes", "existing_topic", "topic_throttling"]
 
 _NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
 
@@ -69,7 +69,8 @@ async def _rate_body(request: web.Request) -> DispatchRate:
         raise RestError(exc.http_status, str(exc)) from None
 
 
-def _throttling(ctx: AdminContext) -> DispatchThrottling:
+def topic_throttling(ctx: AdminContext) -> DispatchThrottling:
+    """The broker's dispatch throttling, which keeps the topic policies (404 without one)."""
     throttling = ctx.topics.throttling
     if throttling is None:
         raise RestError(NOT_FOUND, "Dispatch throttling is not enabled on this broker")
@@ -149,7 +150,8 @@ async def remove_namespace_subscription_rate(request: web.Request) -> web.Respon
 # ---- topic policies -----------------------------------------------------------------------------
 
 
-def _existing_topic(request: web.Request) -> tuple[AdminContext, TopicName]:
+def existing_topic(request: web.Request) -> tuple[AdminContext, TopicName]:
+    """The request's topic, which must exist (else 404: no such namespace, or topic)."""
     name = topic_of(request)
     ctx = context(request)
     if not ctx.namespaces.exists(name.namespace):
@@ -160,8 +162,8 @@ def _existing_topic(request: web.Request) -> tuple[AdminContext, TopicName]:
 
 
 async def _topic_write(request: web.Request, level: str, rate: DispatchRate | None) -> None:
-    ctx, name = _existing_topic(request)
-    throttling = _throttling(ctx)
+    ctx, name = existing_topic(request)
+    throttling = topic_throttling(ctx)
     current = throttling.topic_policies(name) or TopicPolicies()
     if level == "subscription":
         sub = request.match_info["subName"]
@@ -176,8 +178,8 @@ async def _topic_write(request: web.Request, level: str, rate: DispatchRate | No
 
 
 def _topic_read(request: web.Request, level: str) -> web.Response:
-    ctx, name = _existing_topic(request)
-    throttling = _throttling(ctx)
+    ctx, name = existing_topic(request)
+    throttling = topic_throttling(ctx)
     policies = throttling.topic_policies(name) or TopicPolicies()
     if level == "subscription":
         found = policies.subscriptionPolicies.get(request.match_info["subName"])

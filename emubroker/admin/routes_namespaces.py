@@ -39,6 +39,7 @@ from emubroker.admin.http import (
     read_json,
     valid_name,
 )
+from emubroker.admin.routes_limits import check_count_limit, read_count_limit
 from emubroker.naming import MAX_HASH, bundle_boundaries
 from emubroker.policies import (
     BundlesData,
@@ -50,6 +51,8 @@ from emubroker.policies import (
 from protocol.commands import TopicsMode
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from emubroker.admin.context import AdminContext
     from emubroker.naming import NamespaceName
 
@@ -228,6 +231,28 @@ async def remove_deduplication(request: web.Request) -> web.Response:
     return await _update(request, deduplicationEnabled=None)
 
 
+async def get_message_ttl(request: web.Request) -> web.Response:
+    """``GET .../{namespace}/messageTTL``: seconds, or 204 when never set (Pulsar's null)."""
+    policies = await _policies_of(context(request), namespace_of(request))
+    if policies.message_ttl_in_seconds is None:
+        return no_content()
+    return json_response(policies.message_ttl_in_seconds)
+
+
+async def set_message_ttl(request: web.Request) -> web.Response:
+    """``POST .../{namespace}/messageTTL`` with a bare integer body (seconds, 0: no TTL)."""
+    namespace_of(request)
+    ttl = await read_json(request, int, what="message TTL")
+    if ttl < 0:
+        raise RestError(PRECONDITION_FAILED, "Invalid value for message TTL, message TTL must >= 0")
+    return await _update(request, message_ttl_in_seconds=ttl)
+
+
+async def remove_message_ttl(request: web.Request) -> web.Response:
+    """``DELETE .../{namespace}/messageTTL``: back to ``ttlDurationDefaultInSeconds``."""
+    return await _update(request, message_ttl_in_seconds=None)
+
+
 async def get_schema_compatibility(request: web.Request) -> web.Response:
     """``GET .../{namespace}/schemaCompatibilityStrategy``: the strategy name as a JSON string."""
     policies = await _policies_of(context(request), namespace_of(request))
@@ -291,6 +316,36 @@ async def remove_retention(request: web.Request) -> web.Response:
     return await _update(request, retention_policies=None)
 
 
+# Count limits (``emubroker.topics.limits``): Pulsar's path segment, which is also the name its
+# 412 reason uses ("<segment> must be 0 or more"), -> the Policies field it sets.
+_COUNT_LIMITS: Final = {
+    "maxProducersPerTopic": "max_producers_per_topic",
+    "maxConsumersPerTopic": "max_consumers_per_topic",
+    "maxConsumersPerSubscription": "max_consumers_per_subscription",
+    "maxSubscriptionsPerTopic": "max_subscriptions_per_topic",
+}
+
+
+def _count_limit_handlers(
+    segment: str, field: str
+) -> tuple[Callable[[web.Request], Awaitable[web.Response]], ...]:
+    # POST (a JSON integer, NamespacesBase.internalSetMax*: 412 below 0), GET (204 when unset:
+    # Pulsar answers null) and DELETE of one limit.
+    async def set_limit(request: web.Request) -> web.Response:
+        namespace_of(request)
+        value = check_count_limit(await read_count_limit(request), f"{segment} must be 0 or more")
+        return await _update(request, **{field: value})
+
+    async def get_limit(request: web.Request) -> web.Response:
+        value = getattr(await _policies_of(context(request), namespace_of(request)), field)
+        return no_content() if value is None else json_response(value)
+
+    async def remove_limit(request: web.Request) -> web.Response:
+        return await _update(request, **{field: None})
+
+    return set_limit, get_limit, remove_limit
+
+
 def add_routes(app: web.Application) -> None:
     """Register the namespace routes."""
     router = app.router
@@ -304,8 +359,16 @@ def add_routes(app: web.Application) -> None:
     router.add_get(f"{base}/deduplication", get_deduplication)
     router.add_post(f"{base}/deduplication", set_deduplication)
     router.add_delete(f"{base}/deduplication", remove_deduplication)
+    router.add_get(f"{base}/messageTTL", get_message_ttl)
+    router.add_post(f"{base}/messageTTL", set_message_ttl)
+    router.add_delete(f"{base}/messageTTL", remove_message_ttl)
     router.add_get(f"{base}/retention", get_retention)
     router.add_post(f"{base}/retention", set_retention)
     router.add_delete(f"{base}/retention", remove_retention)
     router.add_get(f"{base}/schemaCompatibilityStrategy", get_schema_compatibility)
     router.add_put(f"{base}/schemaCompatibilityStrategy", set_schema_compatibility)
+    for segment, field in _COUNT_LIMITS.items():
+        setter, getter, remover = _count_limit_handlers(segment, field)
+        router.add_post(f"{base}/{segment}", setter)
+        router.add_get(f"{base}/{segment}", getter)
+        router.add_delete(f"{base}/{segment}", remover)

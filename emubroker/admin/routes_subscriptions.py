@@ -8,6 +8,11 @@ all, and reset the cursor to a publish time (``resetcursor/{timestamp}``, ms) or
 On a partitioned topic, list, create, delete, skip-all and reset-to-time act on every partition;
 skip N and reset-to-id are refused (405) as in Pulsar. Subscriptions of non-persistent topics
 exist only through their consumers: creating one is 400, moving their cursor 405.
+
+``expireMessages/{expireTimeInSeconds}`` expires one subscription's entries older than that
+(``emubroker.topics.expiry`` rule 6), ``all_subscription/expireMessages/{expireTimeInSeconds}``
+every subscription's; a partitioned topic's partitions each do it. A subscription the expiry was
+not issued on (empty backlog, or caught up) answers 409 with Pulsar's text, after the others ran.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from emubroker.admin.http import (
 )
 from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic, targets
 from emubroker.topics import Topic
+from emubroker.topics.expiry import expirable_subscriptions, expire_by_time
 from protocol.commands import MessageIdData
 from protocol.errors import ConsumerBusyError, NotAllowedError
 from protocol.ids import EARLIEST, LATEST
@@ -242,6 +248,72 @@ async def reset_to_id(request: web.Request) -> web.Response:
     return no_content()
 
 
+async def _persistent_targets(ctx: AdminContext, name: TopicName, what: str) -> list[Topic]:
+    # Every target loaded (404 for a missing one), and persistent (405), before anything changes.
+    found: list[Topic] = []
+    for target in targets(ctx, name):
+        topic = await load_topic(ctx, target)
+        if not isinstance(topic, Topic):
+            raise RestError(METHOD_NOT_ALLOWED, f"{what} on a non-persistent topic is not allowed")
+        found.append(topic)
+    return found
+
+
+def _not_issued(topic: TopicName, subscription: str) -> RestError:
+    return RestError(
+        CONFLICT,
+        f"Expire message by timestamp not issued on topic {topic} for subscription "
+        f"{subscription} due to ongoing message expiration not finished or subscription almost "
+        "catch  up. If it's performed on a partitioned topic operation might succeeded on other "
+        "partitions, please check stats of individual partition.",
+    )
+
+
+def _expire(topic: Topic, subs: list[Subscription], seconds: int) -> RestError | None:
+    # Every subscription is expired; the first one not issued is the answer (Pulsar waits for
+    # all of its futures, then reports a failure).
+    refused: RestError | None = None
+    for sub in subs:
+        if not expire_by_time(sub, topic.ledger, seconds, sub.wall_ms()) and refused is None:
+            refused = _not_issued(topic.name, sub.name)
+    return refused
+
+
+async def expire_messages(request: web.Request) -> web.Response:
+    """``POST TOPIC/subscription/{subscription}/expireMessages/{expireTimeInSeconds}``."""
+    ctx = context(request)
+    seconds = path_int(request, "expireTimeInSeconds")
+    subscription = request.match_info["subscription"]
+    pairs = []
+    for topic in await _persistent_targets(ctx, topic_of(request), "Expire messages"):
+        sub = topic.subscription(subscription)
+        if sub is None:
+            raise RestError(
+                NOT_FOUND, f"Subscription {subscription} not found for topic {topic.name}"
+            )
+        pairs.append((topic, sub))
+    refused = None
+    for topic, sub in pairs:
+        refused = _expire(topic, [sub], seconds) or refused
+    if refused is not None:
+        raise refused
+    return no_content()
+
+
+async def expire_all_subscriptions(request: web.Request) -> web.Response:
+    """``POST TOPIC/all_subscription/expireMessages/{expireTimeInSeconds}``."""
+    ctx = context(request)
+    name = topic_of(request)
+    seconds = path_int(request, "expireTimeInSeconds")
+    what = "Expire messages for all subscriptions"
+    refused = None
+    for topic in await _persistent_targets(ctx, name, what):
+        refused = _expire(topic, expirable_subscriptions(topic), seconds) or refused
+    if refused is not None:
+        raise refused
+    return no_content()
+
+
 def add_routes(app: web.Application) -> None:
     """Register the subscription routes of both domains."""
     router = app.router
@@ -252,3 +324,8 @@ def add_routes(app: web.Application) -> None:
     router.add_post(f"{SUB}/skip_all", skip_all)
     router.add_post(f"{SUB}/resetcursor/{{timestamp}}", reset_to_time)
     router.add_post(f"{SUB}/resetcursor", reset_to_id)
+    router.add_post(f"{SUB}/expireMessages/{{expireTimeInSeconds}}", expire_messages)
+    router.add_post(
+        f"{TOPIC}/all_subscription/expireMessages/{{expireTimeInSeconds}}",
+        expire_all_subscriptions,
+    )

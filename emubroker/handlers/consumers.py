@@ -89,6 +89,8 @@ class ConsumerCommands(CommandGroup):
         try:
             name = topic_name(cmd.topic)
             topic = await self._topics.get_topic(name, create=cmd.force_topic_creation)
+            # Before the schema, as ServerCnx.handleSubscribe checks it (``limits``).
+            topic.check_consumer_limit()
             schemas = self._services.schemas
             if schemas is not None and cmd.schema is not None:
                 # §7.1/§11: an idle topic adopts the consumer's schema, else it must be readable.

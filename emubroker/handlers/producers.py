@@ -363,6 +363,8 @@ class ProducerCommands(CommandGroup):
         try:
             name = topic_name(cmd.topic)
             topic = await self._topics.get_topic(name)
+            # Before the schema, as ServerCnx.handleProducer checks it (``limits``).
+            topic.check_producer_limit()
             schema_version = await self._schema_version(cmd)
             handle = await topic.add_producer(
                 cmd.producer_id,

@@ -130,14 +130,17 @@ class Consumer(ConsumerActivity):
         """Topic's last entry (with batch index) and the subscription's mark-delete position."""
         return self._subscription.last_message_id()
 
-    def stats(self, *, unacked_tracked: bool = True) -> ConsumerStats:
+    def stats(self, *, unacked_tracked: bool = True, blocked: bool = False) -> ConsumerStats:
         """A snapshot for metrics and admin.
 
         ``unacked_tracked`` False reports 0 unacked messages, as Pulsar does on Exclusive and
-        Failover subscriptions.
+        Failover subscriptions; ``blocked`` says the unacked limit holds it back (the
+        dispatcher's ``blocked_on_unacked``).
         """
         unacked = self.unacked if unacked_tracked else 0
-        return self.snapshot(self.name, self.consumer_id, self.permits, unacked)
+        return self.snapshot(
+            self.name, self.consumer_id, self.permits, unacked, blocked_on_unacked=blocked
+        )
 
     async def close(self) -> None:
         """Detach; its unacked messages go to the other consumers (not counted as redelivered)."""

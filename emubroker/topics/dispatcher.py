@@ -143,6 +143,10 @@ class Dispatcher:
         """The one consumer an Exclusive or Failover subscription delivers to, else None."""
         return self._members.active
 
+    def blocked_on_unacked(self, consumer: Consumer) -> bool:
+        """Whether the unacked limit keeps ``consumer`` from getting more (``selection``)."""
+        return self._members.blocked_on_unacked(consumer)
+
     @property
     def sub_type(self) -> SubType:
         """The subscription type."""

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from emubroker.topics.limits import (
+    CountLimits,
+    LimitResolver,
+    check_producers,
+    check_subscription_consumers,
+    check_topic_consumers,
+)
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.selection import SUB_TYPE_NAMES, ConsumerSet
 from emubroker.topics.stats import (
@@ -176,15 +183,18 @@ class NonPersistentSubscription:
         consumer: NonPersistentConsumer,
         sub_type: SubType,
         key_shared_meta: KeySharedMeta | None,
+        max_consumers: int = 0,
     ) -> None:
-        """Attach a consumer.
+        """Attach a consumer; ``max_consumers`` is the subscription's limit (0: none).
 
         Raises:
-            ConsumerBusyError: Exclusive taken or another type / Key_Shared mode in use.
+            ConsumerBusyError: Exclusive taken, another type / Key_Shared mode in use, or the
+                consumer limit reached (``limits``).
             ConsumerAssignError: Key_Shared STICKY range conflict.
         """
         members = self.members
         members.check_join(self.name, sub_type, key_shared_meta)
+        check_subscription_consumers(max_consumers, sub_type, len(members.consumers))
         members.add(consumer, key_shared_meta)
 
     def remove(self, consumer: NonPersistentConsumer) -> None:
@@ -215,6 +225,8 @@ class NonPersistentTopic:
         settings: Topic settings.
         producer_names: Generates names for producers that bring none.
         clock: For the stats timestamps.
+        limits: Where its count limits come from (``limits``); None: the broker's only. Pulsar
+            has no subscription-count check on non-persistent topics, so none here either.
     """
 
     def __init__(
@@ -225,9 +237,11 @@ class NonPersistentTopic:
         settings: TopicSettings,
         producer_names: Callable[[], str],
         clock: Clock,
+        limits: LimitResolver | None = None,
     ) -> None:
         self.name = name
         self._clock = clock
+        self._limits = limits or LimitResolver()
         self._now_ms = 0  # of the SENDs being delivered: their consumers' lastConsumedTimestamp
         self.settings = settings
         self.partition = name.partition_index
@@ -249,6 +263,26 @@ class NonPersistentTopic:
         """The clock's wall time in epoch milliseconds (stats timestamps)."""
         return self._clock.wall_ns() // 1_000_000
 
+    def limits(self) -> CountLimits:
+        """The count limits in force now (topic > namespace > broker, ``limits``)."""
+        return self._limits.limits(self.name, self.settings)
+
+    def check_producer_limit(self) -> None:
+        """Refuse a producer once the topic has as many as its limit allows.
+
+        Raises:
+            ProducerBusyError: The limit is reached.
+        """
+        check_producers(self.limits(), self.name, self.producer_count)
+
+    def check_consumer_limit(self) -> None:
+        """Refuse a consumer once the topic has as many as its limit allows.
+
+        Raises:
+            ConsumerBusyError: The limit is reached.
+        """
+        check_topic_consumers(self.limits(), self.consumer_count)
+
     async def add_producer(
         self,
         producer_id: int,
@@ -265,13 +299,15 @@ class NonPersistentTopic:
         """Attach a producer (same rules as persistent topics; ``metadata`` as there).
 
         Raises:
-            ProducerBusyError: Name in use, or an exclusive producer holds the topic.
+            ProducerBusyError: Name in use, an exclusive producer holds the topic, or the
+                producer limit is reached (``limits``).
             ProducerFencedError: Exclusive access conflict.
             ServiceNotReadyError: The topic is being unloaded.
         """
         del user_provided_name
         if self._closed:
             raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
+        self.check_producer_limit()
         handle = await self._producers.add(
             producer_id,
             sink,
@@ -390,13 +426,15 @@ class NonPersistentTopic:
         ``metadata`` is ``CommandSubscribe.metadata``, echoed by the admin stats.
 
         Raises:
-            ConsumerBusyError: Exclusive taken, or type mismatch.
+            ConsumerBusyError: Exclusive taken, type mismatch, or a consumer limit reached.
             ConsumerAssignError: Key_Shared STICKY range conflict.
             ServiceNotReadyError: The topic is being unloaded.
         """
         del durable, initial_position, start_message_id, read_compacted, partition
         if self._closed:
             raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
+        limits = self.limits()
+        check_topic_consumers(limits, self.consumer_count)
         sub = self._subs.get(subscription)
         created = sub is None
         if sub is None:
@@ -404,7 +442,7 @@ class NonPersistentTopic:
         consumer = NonPersistentConsumer(consumer_id, consumer_name, sink, priority_level, sub)
         consumer.metadata = dict(metadata or {})
         consumer.stats_key = self.counters.next_handle_key()
-        sub.add(consumer, sub_type, key_shared_meta)
+        sub.add(consumer, sub_type, key_shared_meta, limits.max_consumers_per_subscription)
         if created:
             self._subs[subscription] = sub
         return consumer

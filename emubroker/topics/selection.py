@@ -243,6 +243,14 @@ class ConsumerSet(Generic[M]):
         """The consumer a Key_Shared hash is assigned to, whatever its permits."""
         return None if self.selector is None else self.selector.select(key_hash)
 
+    def blocked_on_unacked(self, member: M) -> bool:
+        """Whether ``member`` holds too many unacked messages to get more (Shared, Key_Shared).
+
+        Pulsar's ``Consumer.blockedConsumerOnUnackedMsgs``, as this module applies the limit:
+        no entry goes to a consumer holding ``max_unacked`` or more until it acks.
+        """
+        return self.sub_type not in SINGLE_ACTIVE and 0 < self._max_unacked <= member.unacked
+
     def has_capacity(self) -> bool:
         """Whether any consumer could take an entry now."""
         if self.sub_type in SINGLE_ACTIVE:

@@ -26,6 +26,8 @@ import msgspec
 from emubroker.naming import InvalidNameError, TopicDomain, TopicName
 from emubroker.storage import BookieClient, MemoryBookie, NowaitBookie
 from emubroker.topics.cursor_flush import CursorFlusher
+from emubroker.topics.expiry import MessageExpiry
+from emubroker.topics.limits import LimitResolver
 from emubroker.topics.managed_ledger import CacheBudget, LedgerPolicy, ManagedLedger
 from emubroker.topics.ml_meta import ROOT as ML_ROOT
 from emubroker.topics.ml_meta import managed_ledger_path
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import NamespaceName
+    from emubroker.policies import Policies
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.throttling import DispatchThrottling
@@ -78,6 +81,10 @@ class TopicService:
         metadata: If given, partitioned-topic metadata is written there too.
         features: Namespace switches for persistent topics (deduplication); None: all off.
         throttling: Dispatch throttling of persistent subscriptions (``throttling``); None: off.
+            Its topic policies also set count limits (``limits``).
+        namespace_policies: A namespace's policies, for the count limits (``limits``); None:
+            only the broker's limits apply. Its ``message_ttl_in_seconds`` is the message TTL
+            (``expiry``).
     """
 
     def __init__(
@@ -90,8 +97,15 @@ class TopicService:
         metadata: MetadataStore | None = None,
         features: TopicFeatures | None = None,
         throttling: DispatchThrottling | None = None,
+        namespace_policies: Callable[[NamespaceName], Policies | None] | None = None,
     ) -> None:
         self.throttling = throttling
+        self._limits = LimitResolver(namespace_policies, throttling)
+        self.expiry = MessageExpiry(
+            clock=clock,
+            settings=lambda: self._settings,
+            namespace_ttl=_namespace_ttl(namespace_policies),
+        )
         self._bookie: BookieClient = (
             MemoryBookie(ledgers) if isinstance(ledgers, LedgerStore) else ledgers
         )
@@ -136,6 +150,7 @@ class TopicService:
             tg.start_soon(self._update_publish_rates)
         if self._flusher is not None:
             tg.start_soon(self._flusher.run, self._states.items)
+        tg.start_soon(self.expiry.run, self._persistent_topics)
         return self
 
     async def __aexit__(
@@ -271,6 +286,7 @@ class TopicService:
                 settings=self._settings,
                 producer_names=self._next_producer_name,
                 clock=self._clock,
+                limits=self._limits,
             )
         else:
             state = self._states.get(name)
@@ -291,6 +307,7 @@ class TopicService:
                 producer_names=self._next_producer_name,
                 features=self._features,
                 throttling=self.throttling,
+                limits=self._limits,
             )
         self._topics[name] = topic
         return topic
@@ -342,6 +359,23 @@ class TopicService:
         finally:
             del self._loading[name]
             event.set()
+
+    def _persistent_topics(self) -> list[Topic]:
+        return [t for t in self._topics.values() if isinstance(t, Topic)]
+
+    def check_message_expiry(
+        self, namespace: NamespaceName | None = None, *, now_ms: int | None = None
+    ) -> None:
+        """Expire old messages of the loaded persistent topics now (``expiry`` rule 5).
+
+        Args:
+            namespace: Only this namespace's topics (its policies changed), else every topic.
+            now_ms: The wall time to judge ages by (tests); the clock's by default.
+        """
+        topics = self._persistent_topics()
+        if namespace is not None:
+            topics = [t for t in topics if t.name.namespace == namespace]
+        self.expiry.check_all(topics, now_ms=now_ms)
 
     def loaded_topic(self, name: TopicName) -> AnyTopic | None:
         """The topic if it is loaded, without loading it."""
@@ -558,6 +592,16 @@ class TopicService:
             subscriptions=sum(len(t.subscriptions) for t in topics),
             topics=topics,
         )
+
+
+def _namespace_ttl(
+    policies: Callable[[NamespaceName], Policies | None] | None,
+) -> Callable[[NamespaceName], int | None]:
+    def ttl(namespace: NamespaceName) -> int | None:
+        found = None if policies is None else policies(namespace)
+        return None if found is None else found.message_ttl_in_seconds
+
+    return ttl
 
 
 async def _walk_topics(

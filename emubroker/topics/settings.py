@@ -44,6 +44,14 @@ class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
             points per consumer for Key_Shared AUTO_SPLIT.
         stats_update_frequency: ``statsUpdateFrequencyInSecs``: how often topic publish rates
             are refreshed for relative-to-publish-rate dispatch limits.
+        max_producers_per_topic: ``maxProducersPerTopic`` (0: no limit; ``limits``).
+        max_consumers_per_topic: ``maxConsumersPerTopic`` (0: no limit).
+        max_consumers_per_subscription: ``maxConsumersPerSubscription`` (0: no limit).
+        max_subscriptions_per_topic: ``maxSubscriptionsPerTopic`` (0: no limit).
+        ttl_duration_default_in_seconds: ``ttlDurationDefaultInSeconds``: the message TTL of
+            namespaces whose policies set none (0: no TTL; ``expiry``).
+        message_expiry_check_interval_in_minutes: ``messageExpiryCheckIntervalInMinutes``: the
+            period of the TTL check.
     """
 
     cluster_name: str = "standalone"
@@ -62,3 +70,9 @@ class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
     delayed_delivery_enabled: bool = True
     key_shared_hash_points: int = 100
     stats_update_frequency: float = 60.0
+    max_producers_per_topic: int = 0
+    max_consumers_per_topic: int = 0
+    max_consumers_per_subscription: int = 0
+    max_subscriptions_per_topic: int = 0
+    ttl_duration_default_in_seconds: int = 0
+    message_expiry_check_interval_in_minutes: int = 5

@@ -62,6 +62,8 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
         last_flow: Epoch ms of its last FLOW, 0 before the first.
         first_flow: Epoch ms of its first FLOW, 0 before the first.
         metadata: ``CommandSubscribe.metadata``.
+        blocked_on_unacked: It gets nothing until it acks: Shared/Key_Shared and holding
+            ``maxUnackedMessagesPerConsumer`` unacked (Pulsar's ``blockedConsumerOnUnackedMsgs``).
     """
 
     key: int
@@ -78,6 +80,7 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
     last_flow: int = 0
     first_flow: int = 0
     metadata: dict[str, str] = {}
+    blocked_on_unacked: bool = False
 
 
 class ConsumerActivity:
@@ -129,7 +132,15 @@ class ConsumerActivity:
         self.first_flow = self.first_flow or now_ms
         self.last_flow = now_ms
 
-    def snapshot(self, name: str, consumer_id: int, permits: int, unacked: int) -> ConsumerStats:
+    def snapshot(
+        self,
+        name: str,
+        consumer_id: int,
+        permits: int,
+        unacked: int,
+        *,
+        blocked_on_unacked: bool = False,
+    ) -> ConsumerStats:
         """The counters with the consumer's identity and state, for metrics and admin."""
         return ConsumerStats(
             key=self.stats_key,
@@ -146,6 +157,7 @@ class ConsumerActivity:
             last_flow=self.last_flow,
             first_flow=self.first_flow,
             metadata=self.metadata,
+            blocked_on_unacked=blocked_on_unacked,
         )
 
 
@@ -186,6 +198,8 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
         last_flow: Epoch ms of the last FLOW of any consumer, 0 before the first.
         last_mark_delete_advanced: Epoch ms the mark-delete position last moved on an ACK.
         consumer_stats: Per-consumer snapshots, in join order.
+        msg_expired: Entries expired by the message TTL or ``expireMessages`` (``expiry``).
+        last_expire: Epoch ms of the last expiry run on it, 0 before the first.
     """
 
     name: str
@@ -202,6 +216,8 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
     last_flow: int = 0
     last_mark_delete_advanced: int = 0
     consumer_stats: tuple[ConsumerStats, ...] = ()
+    msg_expired: int = 0
+    last_expire: int = 0
 
 
 class TopicStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from emubroker.topics.consumer import Consumer
 from emubroker.topics.cursor import mask_from_words
 from emubroker.topics.dispatcher import Dispatcher
+from emubroker.topics.expiry import ExpiryCounters
+from emubroker.topics.limits import check_subscription_consumers
 from emubroker.topics.selection import SUB_TYPE_NAMES
 from emubroker.topics.stats import SubscriptionStats
 from protocol.commands import AckType, SubType
@@ -90,6 +92,7 @@ class Subscription:
         # mark-delete position (Pulsar's lastConsumedFlowTimestamp, lastMarkDeleteAdvanced...).
         self.last_flow = 0
         self.last_mark_delete_advanced = 0
+        self.expiry = ExpiryCounters()  # message TTL statistics (``expiry``)
         # The compacted view its read_compacted consumers see (set by the topic), else None.
         self.compacted: CompactedView | None = None
         self.dispatcher = Dispatcher(
@@ -148,11 +151,15 @@ class Subscription:
         durable: bool,
         key_shared_meta: KeySharedMeta | None,
         metadata: Mapping[str, str] | None = None,
+        max_consumers: int = 0,
     ) -> Consumer:
         """Attach a consumer (rules 1 and 2); ``metadata`` is ``CommandSubscribe.metadata``.
 
+        ``max_consumers`` is the subscription's consumer limit (``limits``; 0: none).
+
         Raises:
-            ConsumerBusyError: Exclusive taken, or another type / Key_Shared mode in use.
+            ConsumerBusyError: Exclusive taken, another type / Key_Shared mode in use, or the
+                consumer limit reached.
             NotAllowedError: Durability differs from the existing subscription.
             ConsumerAssignError: Key_Shared STICKY ranges overlap.
         """
@@ -161,6 +168,7 @@ class Subscription:
             raise NotAllowedError(f"A {kind} subscription named '{self.name}' already exists")
         dispatcher = self.dispatcher
         dispatcher.check_join(self.name, sub_type, key_shared_meta)
+        check_subscription_consumers(max_consumers, sub_type, len(dispatcher.consumers))
         consumer = Consumer(consumer_id, consumer_name, sink, priority_level, self)
         consumer.metadata = dict(metadata or {})
         consumer.stats_key = self._counters.next_handle_key()
@@ -382,8 +390,12 @@ class Subscription:
         As in Pulsar, unacknowledged messages are tracked (and reported) only where acks are
         individual, Shared and Key_Shared; there the subscription's count is its consumers' sum.
         """
-        tracked = self.dispatcher.sub_type in _INDIVIDUAL_ACK_TYPES
-        consumer_stats = tuple(c.stats(unacked_tracked=tracked) for c in self.dispatcher.consumers)
+        dispatcher = self.dispatcher
+        tracked = dispatcher.sub_type in _INDIVIDUAL_ACK_TYPES
+        consumer_stats = tuple(
+            c.stats(unacked_tracked=tracked, blocked=dispatcher.blocked_on_unacked(c))
+            for c in dispatcher.consumers
+        )
         return SubscriptionStats(
             name=self.name,
             type=SUB_TYPE_NAMES[self.dispatcher.sub_type],
@@ -399,4 +411,6 @@ class Subscription:
             last_flow=self.last_flow,
             last_mark_delete_advanced=self.last_mark_delete_advanced,
             consumer_stats=consumer_stats,
+            msg_expired=self.expiry.total,
+            last_expire=self.expiry.last_expire,
         )

@@ -59,6 +59,7 @@ from emubroker.ratelimit.readsize import (
     cap_entries_by_average,
 )
 from emubroker.ratelimit.trace import dispatch_row
+from emubroker.topics.limits import LimitOverrides
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -99,11 +100,16 @@ class SubscriptionPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Pulsar's ``TopicPolicies``, the dispatch-rate part, in its JSON shape."""
+    """Pulsar's ``TopicPolicies``, the dispatch-rate and count-limit parts, in its JSON shape."""
 
     dispatchRate: DispatchRate | None = None
     subscriptionDispatchRate: DispatchRate | None = None
     subscriptionPolicies: dict[str, SubscriptionPolicies] = msgspec.field(default_factory=dict)
+    # Count limits (``limits``); Pulsar's names, "Producer"/"Consumer" singular as in its JSON.
+    maxProducerPerTopic: int | None = None
+    maxConsumerPerTopic: int | None = None
+    maxConsumersPerSubscription: int | None = None
+    maxSubscriptionsPerTopic: int | None = None
 
     @property
     def empty(self) -> bool:
@@ -112,6 +118,16 @@ class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
             self.dispatchRate is None
             and self.subscriptionDispatchRate is None
             and not any(p.dispatchRate is not None for p in self.subscriptionPolicies.values())
+            and self.limit_overrides() == LimitOverrides()
+        )
+
+    def limit_overrides(self) -> LimitOverrides:
+        """The count limits these policies set."""
+        return LimitOverrides(
+            max_producers=self.maxProducerPerTopic,
+            max_consumers=self.maxConsumerPerTopic,
+            max_consumers_per_subscription=self.maxConsumersPerSubscription,
+            max_subscriptions=self.maxSubscriptionsPerTopic,
         )
 
 
@@ -444,6 +460,11 @@ class DispatchThrottling:
     def topic_policies(self, topic: TopicName) -> TopicPolicies | None:
         """A topic's policies (a partition answers with its partitioned topic's)."""
         return self._topic_policies.get(topic.partitioned_topic_name)
+
+    def limit_overrides(self, topic: TopicName) -> LimitOverrides | None:
+        """The count limits a topic's policies set (``limits.TopicLimitPolicies``)."""
+        policies = self.topic_policies(topic)
+        return None if policies is None else policies.limit_overrides()
 
     def set_topic_policies(self, topic: TopicName, policies: TopicPolicies | None) -> None:
         """Record a topic's policies (after the admin API stored them) and apply them."""

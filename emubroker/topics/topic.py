@@ -17,6 +17,13 @@ from anyio import WouldBlock
 from emubroker.metadata.store import MetadataStoreError
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.dedup import DedupState
+from emubroker.topics.limits import (
+    CountLimits,
+    LimitResolver,
+    check_producers,
+    check_subscriptions,
+    check_topic_consumers,
+)
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.stats import TopicCounters, TopicStats
 from emubroker.topics.subscription import Subscription
@@ -97,6 +104,7 @@ class Topic:
         producer_names: Generates a unique name for producers that bring none.
         features: The namespace switches (deduplication); None: all off.
         throttling: The broker's dispatch throttling (``throttling``); None: never throttled.
+        limits: Where its count limits come from (``limits``); None: the broker's only.
     """
 
     def __init__(
@@ -110,9 +118,11 @@ class Topic:
         producer_names: Callable[[], str],
         features: TopicFeatures | None = None,
         throttling: DispatchThrottling | None = None,
+        limits: LimitResolver | None = None,
     ) -> None:
         self.name = name
         self._throttling = throttling
+        self._limits = limits or LimitResolver()
         self._state = state
         self._settings = settings
         self._clock = clock
@@ -141,6 +151,26 @@ class Topic:
         if self._closed:
             raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
 
+    def limits(self) -> CountLimits:
+        """The count limits in force now (topic > namespace > broker, ``limits``)."""
+        return self._limits.limits(self.name, self._settings)
+
+    def check_producer_limit(self) -> None:
+        """Refuse a producer once the topic has as many as its limit allows.
+
+        Raises:
+            ProducerBusyError: The limit is reached.
+        """
+        check_producers(self.limits(), self.name, self.producer_count)
+
+    def check_consumer_limit(self) -> None:
+        """Refuse a consumer once the topic has as many as its limit allows.
+
+        Raises:
+            ConsumerBusyError: The limit is reached.
+        """
+        check_topic_consumers(self.limits(), self.consumer_count)
+
     # ---- producers ----------------------------------------------------------------------------
 
     async def add_producer(
@@ -163,7 +193,8 @@ class Topic:
         ``metadata`` is ``CommandProducer.metadata``, echoed by the admin stats.
 
         Raises:
-            ProducerBusyError: Name in use, or an exclusive producer holds the topic.
+            ProducerBusyError: Name in use, an exclusive producer holds the topic, or the
+                producer limit is reached (``limits``).
             ProducerFencedError: Exclusive access conflict or stale topic epoch.
             ServiceNotReadyError: The topic is being unloaded.
         """
@@ -175,6 +206,7 @@ class Topic:
             enabled = await self._features.dedup_enabled(self.name)
             self._check_open()
             state.dedup = DedupState.switch(state.dedup, enabled, state.ledger.infos)
+        self.check_producer_limit()  # after the last await: concurrent producers count
         name = producer_name or self._producer_names()
         handle = await self._producers.add(
             producer_id,
@@ -362,13 +394,15 @@ class Topic:
             The consumer handle; it has 0 permits until FLOW.
 
         Raises:
-            ConsumerBusyError: Exclusive taken, or type mismatch.
-            NotAllowedError: Durable/non-durable clash.
+            ConsumerBusyError: Exclusive taken, type mismatch, or a consumer limit reached.
+            NotAllowedError: Durable/non-durable clash, or the subscription limit reached.
             ConsumerAssignError: Key_Shared STICKY range conflict.
             ServiceNotReadyError: The topic is being unloaded.
         """
         del partition
         self._check_open()
+        limits = self.limits()
+        check_topic_consumers(limits, self.consumer_count)
         if read_compacted and sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
             # PersistentTopic.subscribe refuses compacted reads on shared subscriptions.
             raise NotAllowedError(
@@ -377,6 +411,7 @@ class Topic:
         sub = self._subs.get(subscription)
         created = sub is None
         if sub is None:
+            check_subscriptions(limits, self.name, len(self._subs))
             sub = self._new_subscription(subscription, durable, initial_position, start_message_id)
         consumer = sub.add_consumer(
             consumer_id=consumer_id,
@@ -387,6 +422,7 @@ class Topic:
             durable=durable,
             key_shared_meta=key_shared_meta,
             metadata=metadata,
+            max_consumers=limits.max_consumers_per_subscription,
         )
         if created:
             self._subs[subscription] = sub

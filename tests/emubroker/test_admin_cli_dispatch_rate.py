@@ -49,3 +49,44 @@ def test_dispatch_rate_commands_call_pulsars_paths(
     argv: list[str], call: tuple[str, str, object]
 ) -> None:
     assert run(*argv).calls == [call]
+
+
+@pytest.mark.parametrize(
+    ("argv", "call"),
+    [
+        (
+            ["namespaces", "set-max-producers-per-topic", "acme/ns", "-p", "3"],
+            ("POST", f"{NS}/maxProducersPerTopic", 3),
+        ),
+        (
+            [
+                "namespaces",
+                "set-max-consumers-per-topic",
+                "acme/ns",
+                "--max-consumers-per-topic",
+                "0",
+            ],
+            ("POST", f"{NS}/maxConsumersPerTopic", 0),
+        ),
+        (
+            ["namespaces", "set-max-consumers-per-subscription", "acme/ns", "-c", "2"],
+            ("POST", f"{NS}/maxConsumersPerSubscription", 2),
+        ),
+        (
+            ["namespaces", "set-max-subscriptions-per-topic", "acme/ns", "-m", "5"],
+            ("POST", f"{NS}/maxSubscriptionsPerTopic", 5),
+        ),
+        (
+            ["namespaces", "get-max-producers-per-topic", "acme/ns"],
+            ("GET", f"{NS}/maxProducersPerTopic", None),
+        ),
+        (
+            ["namespaces", "remove-max-subscriptions-per-topic", "acme/ns"],
+            ("DELETE", f"{NS}/maxSubscriptionsPerTopic", None),
+        ),
+    ],
+)
+def test_count_limit_commands_call_pulsars_paths(
+    argv: list[str], call: tuple[str, str, object]
+) -> None:
+    assert run(*argv).calls == [call]

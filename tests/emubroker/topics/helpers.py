@@ -185,6 +185,7 @@ async def open_service(
     clock: FakeClock | None = None,
     *,
     ledgers: LedgerStore | None = None,
+    namespace_policies: Any = None,
     **settings: Any,
 ) -> AsyncIterator[TopicService]:
     service = TopicService(
@@ -192,6 +193,7 @@ async def open_service(
         clock=clock or FakeClock(),
         ledgers=ledgers or LedgerStore(),
         namespaces=KNOWN_NAMESPACES.__contains__,
+        namespace_policies=namespace_policies,
     )
     async with service:
         yield service

@@ -1,0 +1,240 @@
+"""Message TTL: expiring old messages by moving subscriptions' mark-delete positions.
+
+Pulsar's ``PersistentMessageExpiryMonitor``, ``PersistentMessageFinder`` and
+``PersistentTopic.checkMessageExpiry``, reduced to what the emulator stores. Rules:
+
+1. The TTL of a topic is the namespace's ``message_ttl_in_seconds`` when set (0 included: it
+   disables), else the broker's ``ttlDurationDefaultInSeconds`` (0: no TTL). Pulsar's
+   ``PolicyHierarchyValue``; the emulator has no topic-level TTL.
+2. An entry has expired when its timestamp is older than ``now - ttl``: strictly
+   ``timestamp < cutoff`` (``MessageImpl.isEntryPublishedEarlierThan``). The timestamp is the
+   entry's ``publish_time`` (Pulsar uses the broker-entry-metadata time when an interceptor adds
+   one; the emulator adds none), so a batch entry is judged as one, by its batch's publish time.
+3. Which entry is the newest expired one is found as ``OpFindNewest`` finds it: a binary search
+   over every stored entry (``SearchAllAvailableEntries``) that first checks the first and the
+   last entry, so publish times out of order give Pulsar's answer, not a linear scan's
+   (:func:`newest_matching`).
+4. Expiring is a mark-delete to that entry (``ManagedCursor.asyncMarkDelete``): nothing happens
+   when it is not after the current mark-delete position; otherwise individual acks and batch
+   acks up to it are dropped and the individually acked entries right after it are folded in
+   (``setAcknowledgedPosition``). Entries delivered and unacked are settled as a cumulative ack
+   settles them. The expired count is the backlog before minus the backlog after, in entries.
+5. The periodic check (every ``messageExpiryCheckIntervalInMinutes``, and on a namespace
+   policies change) finds the position once per topic and applies it to every subscription,
+   readers' non-durable ones included; only Pulsar's ``__compaction`` subscription is skipped.
+   Each subscription's ``lastExpireTimestamp`` is set whenever a position was found.
+6. ``expireMessages/{seconds}`` (REST) expires one subscription: refused (409) when its backlog is
+   empty, or when it has consumers, fewer than 1000 entries of backlog and its oldest entry is
+   not older than 1.5 times the given time (``PersistentSubscription.expireMessages``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from emubroker.naming import NamespaceName, TopicName
+    from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.settings import TopicSettings
+    from emubroker.topics.subscription import Subscription
+    from emubroker.topics.topic import Topic
+    from protocol.clock import Clock
+
+__all__ = [
+    "ExpiryCounters",
+    "MessageExpiry",
+    "expire_by_time",
+    "expire_to",
+    "find_expired",
+    "newest_matching",
+]
+
+COMPACTION_SUBSCRIPTION: Final = "__compaction"
+"""Pulsar's ``Compactor.COMPACTION_SUBSCRIPTION``: never expired."""
+
+MINIMUM_BACKLOG_FOR_EXPIRY_CHECK: Final = 1000
+"""``PersistentSubscription``: below this backlog a connected subscription is checked only when its
+oldest entry is well past the TTL (rule 6)."""
+
+MESSAGE_EXPIRY_THRESHOLD: Final = 1.5
+"""``PersistentTopic.MESSAGE_EXPIRY_THRESHOLD``: "well past" in rule 6."""
+
+
+class ExpiryCounters:
+    """One subscription's expiry statistics (Pulsar's ``totalMsgExpired``, ``lastExpireTimestamp``).
+
+    Like Pulsar's expiry monitor they belong to the subscription object and start again at 0
+    when the topic is reloaded.
+    """
+
+    __slots__ = ("last_expire", "total")
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.last_expire = 0
+
+
+def wall_ms(clock: Clock) -> int:
+    """The clock's wall time in epoch milliseconds."""
+    return clock.wall_ns() // 1_000_000
+
+
+def newest_matching(first: int, last: int, matches: Callable[[int], bool]) -> int | None:
+    """The newest index in ``[first, last]`` that ``matches``, searched as ``OpFindNewest`` does.
+
+    The search assumes ``matches`` holds for a prefix: it returns None when the first index does
+    not match, ``last`` when the last one does, else the result of Pulsar's binary search (the
+    same probes, so out-of-order timestamps give Pulsar's answer).
+
+    Args:
+        first: The first stored index.
+        last: The last stored index.
+        matches: The condition (here: the entry is older than the cutoff).
+
+    Returns:
+        The index found, or None.
+    """
+    count = last - first + 1
+    if count <= 0 or not matches(first):
+        return None
+    if matches(last):
+        return last
+    found, low, high = first, 0, count
+    mid = low + max((high - low) // 2, 1)
+    while True:
+        probe = first + mid  # ``getPositionAfterN(start, mid, startExcluded)``
+        if probe > last:  # beyond the last entry: ``find`` ends with what it has
+            return found
+        if matches(probe):
+            found, low = probe, mid
+        else:
+            high = mid - 1
+        mid = low + max((high - low) // 2, 1)
+        if high <= low:
+            return found
+
+
+def find_expired(ledger: ManagedLedger, ttl_seconds: int, now_ms: int) -> int | None:
+    """The newest stored entry published before ``now - ttl`` (rules 2 and 3), else None."""
+    cutoff = now_ms - ttl_seconds * 1000
+    infos = ledger.infos
+    return newest_matching(
+        ledger.first_index, ledger.count - 1, lambda index: infos[index].publish_time < cutoff
+    )
+
+
+def expire_to(sub: Subscription, index: int, *, backlog_end: int, now_ms: int) -> int:
+    """Mark-delete ``sub`` up to ``index`` (rule 4) and count what expired.
+
+    Args:
+        sub: The subscription.
+        index: The new mark-delete position.
+        backlog_end: The topic's entry count (to measure the backlog).
+        now_ms: Epoch ms, for ``lastMarkDeleteAdvancedTimestamp``.
+
+    Returns:
+        Entries expired (0 when the position is not after the mark-delete position).
+    """
+    cursor = sub.cursor
+    before = cursor.backlog(backlog_end)
+    if not cursor.ack_cumulative(index):
+        return 0
+    sub.dispatcher.acked_up_to(index)
+    sub.dispatcher.wake()
+    sub.last_mark_delete_advanced = now_ms
+    expired = before - cursor.backlog(backlog_end)
+    sub.expiry.total += expired
+    return expired
+
+
+def _oldest_expired(sub: Subscription, ledger: ManagedLedger, ttl: int, now_ms: int) -> bool:
+    # ``PersistentTopic.isOldestMessageExpired``: the entry after the mark-delete position
+    # (individually acked or not), against 1.5 times the TTL.
+    index = max(sub.cursor.mark_delete + 1, ledger.first_index)
+    if index >= ledger.count:
+        return False
+    threshold = int(ttl * MESSAGE_EXPIRY_THRESHOLD)
+    return threshold != 0 and now_ms > ledger.infos[index].publish_time + threshold * 1000
+
+
+def expire_by_time(sub: Subscription, ledger: ManagedLedger, seconds: int, now_ms: int) -> bool:
+    """Expire one subscription's entries older than ``seconds`` (rule 6, the REST call).
+
+    Returns:
+        False when the expiry was not issued (Pulsar answers 409), else True.
+    """
+    backlog = sub.cursor.backlog(ledger.count)
+    if backlog == 0 or (
+        sub.consumers
+        and backlog < MINIMUM_BACKLOG_FOR_EXPIRY_CHECK
+        and not _oldest_expired(sub, ledger, seconds, now_ms)
+    ):
+        return False
+    sub.expiry.last_expire = now_ms
+    index = find_expired(ledger, seconds, now_ms)
+    if index is not None:
+        expire_to(sub, index, backlog_end=ledger.count, now_ms=now_ms)
+    return True
+
+
+def expirable_subscriptions(topic: Topic) -> list[Subscription]:
+    """The subscriptions a topic-wide expiry applies to (rule 5)."""
+    subs = (topic.subscription(name) for name in topic.subscriptions())
+    return [s for s in subs if s is not None and s.name != COMPACTION_SUBSCRIPTION]
+
+
+class MessageExpiry:
+    """The broker's periodic TTL check (``BrokerService.startMessageExpiryMonitor``).
+
+    Args:
+        clock: Time for the period and for message ages (wall clock).
+        settings: The current topic settings (TTL default and check interval).
+        namespace_ttl: A namespace's ``message_ttl_in_seconds`` (None: not set).
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        settings: Callable[[], TopicSettings],
+        namespace_ttl: Callable[[NamespaceName], int | None],
+    ) -> None:
+        self._clock = clock
+        self._settings = settings
+        self._namespace_ttl = namespace_ttl
+
+    def ttl_of(self, name: TopicName) -> int:
+        """The effective TTL of a topic in seconds, 0 for none (rule 1)."""
+        ttl = self._namespace_ttl(name.namespace)
+        return self._settings().ttl_duration_default_in_seconds if ttl is None else ttl
+
+    def check_topic(self, topic: Topic, *, now_ms: int | None = None) -> None:
+        """``PersistentTopic.checkMessageExpiry`` (rule 5)."""
+        ttl = self.ttl_of(topic.name)
+        subs = expirable_subscriptions(topic)
+        if ttl <= 0 or not subs:
+            return
+        now = wall_ms(self._clock) if now_ms is None else now_ms
+        ledger = topic.ledger
+        index = find_expired(ledger, ttl, now)
+        if index is None:
+            return
+        for sub in subs:
+            sub.expiry.last_expire = now
+            expire_to(sub, index, backlog_end=ledger.count, now_ms=now)
+
+    def check_all(self, topics: Iterable[Topic], *, now_ms: int | None = None) -> None:
+        """Check every given topic once (``BrokerService.checkMessageExpiry``)."""
+        for topic in topics:
+            if not topic.closed:
+                self.check_topic(topic, now_ms=now_ms)
+
+    async def run(self, topics: Callable[[], Iterable[Topic]]) -> None:
+        """Check every ``messageExpiryCheckIntervalInMinutes`` until cancelled (fixed rate)."""
+        deadline = self._clock.now()
+        while True:
+            deadline += self._settings().message_expiry_check_interval_in_minutes * 60.0
+            await self._clock.sleep_until(deadline)
+            self.check_all(list(topics()))
