@@ -72,6 +72,10 @@ class NowaitBookie(Protocol):
         """Close a ledger (no more adds)."""
         ...
 
+    def delete_ledger_nowait(self, ledger_id: int) -> None:
+        """Delete a ledger and its entries."""
+        ...
+
 
 class MemoryBookie:
     """A :class:`BookieClient` (and :class:`NowaitBookie`) over an in-memory ``LedgerStore``.
@@ -121,3 +125,6 @@ class MemoryBookie:
 
     def close_ledger_nowait(self, ledger_id: int) -> None:
         self.store.close(ledger_id)
+
+    def delete_ledger_nowait(self, ledger_id: int) -> None:
+        self.store.delete(ledger_id)

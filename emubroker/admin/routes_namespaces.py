@@ -9,7 +9,8 @@ deleted (409 "Cannot delete non empty namespace"); forced deletion is off as in 
 ``forceDeleteNamespaceAllowed=false`` (405).
 
 New namespaces have no retention (``retention_policies`` is null, as in Pulsar's defaults);
-``retention`` can be set and read back but is not enforced: nothing is ever trimmed.
+``retention`` can be set and read back but its limits are not enforced: an in-memory topic of a
+namespace with retention keeps every ledger (``Topic.trim_consumed``).
 
 Every write updates the namespace registry at once (``NamespaceRegistry.apply``), so a client
 acting on the ``204`` never races the metadata watch.

@@ -260,7 +260,7 @@ class TopicStatsView:
         ]
         return {
             "entriesAddedCounter": ledger.count,
-            "numberOfEntries": ledger.count,
+            "numberOfEntries": ledger.count - ledger.first_index,  # trimmed ledgers are gone
             "totalSize": sum(item["size"] for item in ledgers),
             "currentLedgerEntries": ledgers[-1]["entries"],
             "currentLedgerSize": ledgers[-1]["size"],

@@ -12,7 +12,8 @@ Two modes, one class:
 
 * **Memory** (a :class:`~emubroker.storage.NowaitBookie`, the default embedded broker): adds and
   reads answer at once, nothing is persisted in the metadata store, no entry cache (the store is
-  memory already). The publish hot path costs no task switch.
+  memory already). The publish hot path costs no task switch. Consumed ledgers are deleted by
+  :meth:`ManagedLedger.trim_nowait`, which the topic calls (``Topic.trim_consumed``).
 * **Bookie** (the stub, in-process or over TCP): the ledger list lives in the metadata store at
   Pulsar's path (``ml_meta``); adds are awaited (a SEND_RECEIPT goes out only once the stub holds
   the entry, DESIGN.md decision 8) with up to :data:`ADDS_IN_FLIGHT` pipelined, in order; reads
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 import anyio
@@ -663,11 +665,9 @@ class ManagedLedger:
                 was deleted).
         """
         if self._nowait is not None:
-            return 0
+            return self.trim_nowait(floor)
         async with self._lock:
-            k = self._first_live
-            while k < len(self._starts) - 1 and self._starts[k + 1] - 1 <= floor:
-                k += 1
+            k = self._trim_point(floor)
             if k == self._first_live:
                 return 0
             doomed = self._ledger_ids[self._first_live : k]
@@ -690,6 +690,53 @@ class ManagedLedger:
             except StorageError:
                 logger.warning("could not delete trimmed ledger %s", ledger_id)
         return len(doomed)
+
+    def trim_nowait(self, floor: int) -> int:
+        """``trim`` in memory mode, where the store answers at once and nothing is persisted.
+
+        The trimmed entries' infos are dropped too (a long run keeps one placeholder per entry),
+        as a reopened ledger has placeholders for what was trimmed before it.
+
+        Returns:
+            How many ledgers were deleted.
+
+        Raises:
+            WouldBlock: Bookie mode: use :meth:`trim`.
+        """
+        store = self._nowait
+        if store is None:
+            raise anyio.WouldBlock
+        k = self._trim_point(floor)
+        doomed = self._ledger_ids[self._first_live : k]
+        if not doomed:
+            return 0
+        first, self._first_live = self._starts[self._first_live], k
+        end = self._starts[k]
+        self.infos[first:end] = [_PLACEHOLDER] * (end - first)
+        for ledger_id in doomed:
+            store.delete_ledger_nowait(ledger_id)
+        return len(doomed)
+
+    def _trim_point(self, floor: int) -> int:
+        """The first segment to keep once every entry at or below ``floor`` is consumed.
+
+        Only whole ledgers go, and never the current one.
+        """
+        k = self._first_live
+        while k < len(self._starts) - 1 and self._starts[k + 1] - 1 <= floor:
+            k += 1
+        return k
+
+    @property
+    def oldest_closed_last(self) -> int:
+        """The last index of the oldest live ledger if it is closed, else ``sys.maxsize``.
+
+        Once the slowest cursor's mark-delete reaches it, that whole ledger is consumed: the
+        moment Pulsar looks for ledgers to trim. The current ledger is never trimmed, hence the
+        sentinel while it is the only one.
+        """
+        k = self._first_live + 1
+        return self._starts[k] - 1 if k < len(self._starts) else sys.maxsize
 
     async def delete(self) -> None:
         """Delete every ledger and the ledger list (the topic is deleted).

@@ -101,6 +101,7 @@ class TopicService:
     ) -> None:
         self.throttling = throttling
         self._limits = LimitResolver(namespace_policies, throttling)
+        self._retains = _retains(namespace_policies)
         self.expiry = MessageExpiry(
             clock=clock,
             settings=lambda: self._settings,
@@ -308,6 +309,7 @@ class TopicService:
                 features=self._features,
                 throttling=self.throttling,
                 limits=self._limits,
+                retains=self._retains,
             )
         self._topics[name] = topic
         return topic
@@ -602,6 +604,24 @@ def _namespace_ttl(
         return None if found is None else found.message_ttl_in_seconds
 
     return ttl
+
+
+def _retains(
+    policies: Callable[[NamespaceName], Policies | None] | None,
+) -> Callable[[TopicName], bool]:
+    """Whether a topic's namespace sets a retention policy.
+
+    As Pulsar reads ``RetentionPolicies``: a time or size other than 0 (-1: infinite).
+    """
+
+    def retains(topic: TopicName) -> bool:
+        found = None if policies is None else policies(topic.namespace)
+        retention = None if found is None else found.retention_policies
+        if not isinstance(retention, dict):
+            return False
+        return bool(retention.get("retentionTimeInMinutes") or retention.get("retentionSizeInMB"))
+
+    return retains
 
 
 async def _walk_topics(

@@ -65,6 +65,8 @@ class Subscription:
         read_position: First index to read.
         on_remove: Called when the subscription ends (unsubscribed, or last reader gone), with
             ``deleted=True`` for an unsubscribe.
+        on_consumed: Called when an ACK moved the mark-delete position past the oldest closed
+            ledger (the topic may trim it).
     """
 
     def __init__(
@@ -80,11 +82,13 @@ class Subscription:
         counters: TopicCounters,
         read_position: int,
         on_remove: Callable[[Subscription, bool], None],
+        on_consumed: Callable[[], object] = lambda: None,
     ) -> None:
         self.name = name
         self.cursor = cursor
         self._ledger = ledger
         self._on_remove = on_remove
+        self._on_consumed = on_consumed
         self._closed = False
         self._clock = clock
         self._counters = counters
@@ -224,6 +228,8 @@ class Subscription:
         self._ack(ack_type, ids)
         if self.cursor.mark_delete != mark_delete:
             self.last_mark_delete_advanced = self.wall_ms()
+            if self.cursor.mark_delete >= self._ledger.oldest_closed_last:
+                self._on_consumed()  # a whole ledger is consumed here: maybe by everyone
 
     def _ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         ledger = self._ledger

@@ -105,6 +105,8 @@ class Topic:
         features: The namespace switches (deduplication); None: all off.
         throttling: The broker's dispatch throttling (``throttling``); None: never throttled.
         limits: Where its count limits come from (``limits``); None: the broker's only.
+        retains: Whether a topic's namespace sets a retention policy (then consumed ledgers
+            are kept, see :meth:`trim_consumed`); None: never.
     """
 
     def __init__(
@@ -119,8 +121,10 @@ class Topic:
         features: TopicFeatures | None = None,
         throttling: DispatchThrottling | None = None,
         limits: LimitResolver | None = None,
+        retains: Callable[[TopicName], bool] | None = None,
     ) -> None:
         self.name = name
+        self._retains = retains
         self._throttling = throttling
         self._limits = limits or LimitResolver()
         self._state = state
@@ -343,12 +347,16 @@ class Topic:
             entries = admission.fresh
         sections = [payload_section(entry, crc) for entry, crc, _ in entries]
         infos = [info for _, _, info in entries]
+        ledger = self._state.ledger
+        current = ledger.current_ledger_id
         try:
-            positions = self._state.ledger.append_many_nowait(sections, infos)
+            positions = ledger.append_many_nowait(sections, infos)
         except StorageError as exc:
             if dedup is not None:
                 dedup.failed()
             raise PersistenceError(f"cannot store entry on {self.name}: {exc}") from exc
+        if ledger.current_ledger_id != current:
+            self.trim_consumed()  # Pulsar trims when a ledger closes
         self._published(producer, entries, positions)
         if dedup is not None:
             return dedup.settle(producer.producer_name, admission, positions)
@@ -502,6 +510,7 @@ class Topic:
             counters=self._state.counters,
             read_position=read_position,
             on_remove=self._subscription_ended,
+            on_consumed=self.trim_consumed,
         )
         if self._throttling is not None:
             sub.dispatcher.throttle = self._throttling.open(self.name, name)
@@ -519,6 +528,32 @@ class Topic:
             del self._subs[sub.name]
         if deleted and self._state.cursors.get(sub.name) is sub.cursor:
             del self._state.cursors[sub.name]
+        if not self._closed:
+            self.trim_consumed()  # the slowest subscription may be the one that went
+
+    def trim_consumed(self) -> int:
+        """Delete the closed ledgers every subscription has consumed, in memory mode.
+
+        Pulsar's ``trimConsumedLedgersInBackground``, run when a ledger closes, when the slowest
+        subscription's mark-delete passes the oldest ledger, and when a subscription goes. With
+        no subscription every closed ledger goes, as in Pulsar. Without this an in-memory topic
+        would keep every entry it was ever sent. (Bookie mode trims as cursors are persisted,
+        ``cursor_flush``.) Kept instead: everything while the namespace sets a retention policy
+        (its limits are not enforced), and everything of a compacted topic, whose compacted
+        view reads the stored entries (Pulsar keeps a compacted ledger apart).
+
+        Returns:
+            How many ledgers were deleted.
+        """
+        state = self._state
+        ledger = state.ledger
+        if not ledger.nowait or state.compacted is not None:
+            return 0
+        if self._retains is not None and self._retains(self.name):
+            return 0
+        cursors = [*state.cursors.values(), *(sub.cursor for sub in self._subs.values())]
+        floor = min((c.mark_delete for c in cursors), default=ledger.count - 1)
+        return ledger.trim_nowait(floor)
 
     # ---- admin operations (REST API) ----------------------------------------------------------
 

@@ -309,11 +309,12 @@ async def test_deep_backlog_spans_rounds_reads_and_ledgers_in_order() -> None:
     ) as service:
         topic = await service.get_topic(topic_name())
         producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        # Subscribed first: closed ledgers no subscription holds are trimmed as they close.
+        consumer = await subscribe(topic, sink)
         receipts = [await publish(topic, producer, b"%d" % i) for i in range(50)]
         assert len({ledger for ledger, _ in receipts}) == 13  # rolled over every 4 entries
         assert receipts == sorted(receipts)
-        sink = FakeConsumerSink()
-        consumer = await subscribe(topic, sink)
         consumer.flow(100)
         await settle()
         assert [(m.ledger_id, m.entry_id) for m in sink.messages] == receipts

@@ -4,7 +4,7 @@ import pytest
 
 from emubroker.storage import MemoryBookie
 from emubroker.topics.managed_ledger import LedgerPolicy, ManagedLedger
-from storage_stub.ledger import LedgerFencedError, LedgerStore
+from storage_stub.ledger import LedgerFencedError, LedgerStore, StorageError
 from tests.emubroker.topics.helpers import make_entry
 
 
@@ -103,3 +103,36 @@ def test_index_of_the_current_ledger_takes_its_shortcut_with_the_same_answers() 
     current = ml.current_ledger_id
     assert ml.index_of(current, 1) is None  # the current ledger holds one entry so far
     assert ml.index_of(current, -1) is None
+
+
+def test_trim_nowait_deletes_whole_consumed_ledgers_never_the_current_one() -> None:
+    store = LedgerStore()
+    ml = _memory(store, 3)
+    ids = _append(ml, 8)  # ledgers of entries 0-2, 3-5, 6-7 (current)
+    first, second, current = ml.ledger_ids
+    assert ml.oldest_closed_last == 2
+    assert ml.trim_nowait(1) == 0  # the first ledger is not wholly consumed
+    assert ml.trim_nowait(4) == 1
+    assert ml.ledger_ids == (second, current)
+    assert ml.first_index == 3
+    assert ml.oldest_closed_last == 5
+    with pytest.raises(StorageError):
+        store.read(first, 0, 0)
+    # What is left reads and maps as before; the trimmed entries' infos are placeholders.
+    assert ml.read(3, 3)[2] == store.read(second, 0, 0)
+    assert ml.index_of(*ids[3]) == 3
+    assert ml.infos[0] is ml.infos[2]
+    assert ml.infos[0] is not ml.infos[3]
+    assert ml.trim_nowait(100) == 1  # everything consumed: all but the current ledger
+    assert ml.ledger_ids == (current,)
+    assert ml.oldest_closed_last > ml.count  # only the current ledger: nothing to trim
+    assert ml.count == 8
+    assert ml.last_message_id() == (*ids[-1], -1)
+
+
+@pytest.mark.anyio
+async def test_trim_in_memory_mode_is_trim_nowait() -> None:
+    ml = _memory(LedgerStore(), 2)
+    _append(ml, 5)
+    assert await ml.trim(3) == 2
+    assert ml.first_index == 4
