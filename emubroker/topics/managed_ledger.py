@@ -378,15 +378,18 @@ class ManagedLedger:
         if store is None:
             raise anyio.WouldBlock
         positions: list[tuple[int, int]] = []
+        policy = self._policy
         done = 0
         while done < len(sections):
             index = len(self.infos)
-            room = self._policy.max_entries - (index - self._starts[-1])
+            room = policy.max_entries - (index - self._starts[-1])
             try:
-                if room <= 0:
+                # By entries exactly; by size once a call's entries filled it (Pulsar checks
+                # after each add). Memory mode has no clock: never by age.
+                if room <= 0 or self._sizes[-1] >= policy.max_size:
                     store.close_ledger_nowait(self._ledger_ids[-1])
                     self._add_segment(store.create_ledger_nowait(), index)
-                    room = self._policy.max_entries
+                    room = policy.max_entries
                 ledger_id = self._ledger_ids[-1]
                 stop = min(len(sections), done + room)
                 first = store.add_entries_nowait(ledger_id, sections[done:stop])
@@ -394,6 +397,7 @@ class ManagedLedger:
                 if not positions:
                     raise
                 return positions
+            self._sizes[-1] += sum(map(len, sections[done:stop]))
             self.infos += infos[done:stop]
             positions += [(ledger_id, entry_id) for entry_id in range(first, first + stop - done)]
             done = stop

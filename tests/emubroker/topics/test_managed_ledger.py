@@ -136,3 +136,17 @@ async def test_trim_in_memory_mode_is_trim_nowait() -> None:
     _append(ml, 5)
     assert await ml.trim(3) == 2
     assert ml.first_index == 4
+
+
+def test_memory_mode_rolls_over_by_size_once_a_ledger_holds_max_size() -> None:
+    store = LedgerStore()
+    entry, _, info = make_entry(b"x" * 100)
+    ml = ManagedLedger.create(
+        MemoryBookie(store),
+        policy=LedgerPolicy(max_entries=1000, max_size=3 * len(entry)),
+        ledger_id=store.create_ledger(),
+    )
+    ids = [_one(ml, entry, info) for _ in range(7)]
+    # Three entries fill a ledger's size; the next add goes to a new ledger.
+    assert [entry_id for _, entry_id in ids] == [0, 1, 2, 0, 1, 2, 0]
+    assert len(ml.ledger_ids) == 3
