@@ -41,6 +41,7 @@ class Consumer(ConsumerActivity):
 
     __slots__ = (
         "_subscription",
+        "blocked",
         "closed",
         "consumer_id",
         "name",
@@ -66,6 +67,7 @@ class Consumer(ConsumerActivity):
         self.priority_level = priority_level
         self.permits = 0  # a new subscribe starts from zero (§7.1, checklist item 10)
         self.unacked = 0
+        self.blocked = False  # on unacked messages (``selection``; kept by the dispatcher)
         self.pending: dict[int, int] = {}
         self.closed = False
         self._subscription = subscription
@@ -130,16 +132,15 @@ class Consumer(ConsumerActivity):
         """Topic's last entry (with batch index) and the subscription's mark-delete position."""
         return self._subscription.last_message_id()
 
-    def stats(self, *, unacked_tracked: bool = True, blocked: bool = False) -> ConsumerStats:
+    def stats(self, *, unacked_tracked: bool = True) -> ConsumerStats:
         """A snapshot for metrics and admin.
 
         ``unacked_tracked`` False reports 0 unacked messages, as Pulsar does on Exclusive and
-        Failover subscriptions; ``blocked`` says the unacked limit holds it back (the
-        dispatcher's ``blocked_on_unacked``).
+        Failover subscriptions.
         """
         unacked = self.unacked if unacked_tracked else 0
         return self.snapshot(
-            self.name, self.consumer_id, self.permits, unacked, blocked_on_unacked=blocked
+            self.name, self.consumer_id, self.permits, unacked, blocked_on_unacked=self.blocked
         )
 
     async def close(self) -> None:

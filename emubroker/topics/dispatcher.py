@@ -116,6 +116,8 @@ class Dispatcher:
             max_unacked=settings.max_unacked_messages_per_consumer,
             hash_points=settings.key_shared_hash_points,
         )
+        self._block_at = self._members.block_at  # unacked counts (set again as consumers join)
+        self._unblock_at = self._members.unblock_at
         self._pending: dict[int, Consumer] = {}
         # Key_Shared AUTO_SPLIT: hashes that moved away from a consumer still holding some of
         # their entries; filled when a consumer joins, emptied as those entries go.
@@ -142,10 +144,6 @@ class Dispatcher:
     def active_consumer(self) -> Consumer | None:
         """The one consumer an Exclusive or Failover subscription delivers to, else None."""
         return self._members.active
-
-    def blocked_on_unacked(self, consumer: Consumer) -> bool:
-        """Whether the unacked limit keeps ``consumer`` from getting more (``selection``)."""
-        return self._members.blocked_on_unacked(consumer)
 
     @property
     def sub_type(self) -> SubType:
@@ -179,6 +177,9 @@ class Dispatcher:
         """
         members = self._members
         self._demoted(members.add(consumer, key_shared_meta))
+        # The subscription's type is fixed while it has consumers: so are these (``selection``).
+        self._block_at = members.block_at
+        self._unblock_at = members.unblock_at
         if members.drains_hashes:
             infos = self._ledger.infos
             self._draining.reassign(
@@ -218,10 +219,13 @@ class Dispatcher:
             charged = consumer.pending.pop(index, 0)
             consumer.unacked -= charged
             self.acked_messages += charged
+            if consumer.blocked and consumer.unacked <= self._unblock_at:
+                consumer.blocked = False
 
     def acked_many(self, indexes: Iterable[int]) -> None:
         """``acked`` for each index (the ACK hot path: one call per ACK, not per id)."""
         pending = self._pending
+        unblock_at = self._unblock_at
         settled = 0
         for index in indexes:
             consumer = pending.pop(index, None)
@@ -229,6 +233,8 @@ class Dispatcher:
                 charged = consumer.pending.pop(index, 0)
                 consumer.unacked -= charged
                 settled += charged
+                if consumer.blocked and consumer.unacked <= unblock_at:
+                    consumer.blocked = False
         self.acked_messages += settled
 
     def acked_up_to(self, index: int) -> None:
@@ -244,6 +250,7 @@ class Dispatcher:
         always see ``redelivery_count`` 0.
         """
         count = self.sub_type not in SINGLE_ACTIVE
+        consumer.blocked = False  # asking for redelivery unblocks, as in Pulsar
         if indexes is None:
             self._release(consumer, count=count)
         else:
@@ -290,12 +297,14 @@ class Dispatcher:
             self._push_replay(index)
         consumer.pending.clear()
         consumer.unacked = 0
+        consumer.blocked = False
 
     def _forget(self, consumer: Consumer) -> None:
         for index in consumer.pending:
             self._pending.pop(index, None)
         consumer.pending.clear()
         consumer.unacked = 0
+        consumer.blocked = False
 
     def _push_replay(self, index: int, *, dirty: bool = True) -> None:
         if dirty:
@@ -632,6 +641,8 @@ class Dispatcher:
             ack_set = words_from_mask(mask, info.num_messages)
         consumer.permits -= charged
         consumer.unacked += charged
+        if consumer.unacked >= self._block_at:
+            consumer.blocked = True  # Pulsar blocks once a send reaches the limit
         consumer.pending[index] = charged
         self._pending[index] = consumer
         counts = cursor.redelivery_counts

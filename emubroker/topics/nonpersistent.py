@@ -65,6 +65,7 @@ class NonPersistentConsumer(ConsumerActivity):
 
     __slots__ = (
         "_subscription",
+        "blocked",
         "closed",
         "consumer_id",
         "name",
@@ -89,6 +90,7 @@ class NonPersistentConsumer(ConsumerActivity):
         self.priority_level = priority_level
         self.permits = 0
         self.unacked = 0  # always: nothing is tracked after delivery
+        self.blocked = False  # so never blocked on unacked messages
         self.closed = False
         self._subscription = subscription
 

@@ -13,13 +13,16 @@
   (``drains_hashes``; the dispatcher does that with ``draining``).
 
 A consumer can take an entry while its permits are > 0 (a batch may overshoot, §7.1) and, for
-Shared and Key_Shared, while it holds fewer than ``maxUnackedMessagesPerConsumer`` unacked
-messages (0: no limit).
+Shared and Key_Shared, while it is not *blocked* on unacked messages, Pulsar's
+``blockedConsumerOnUnackedMsgs``: it blocks once it holds ``maxUnackedMessagesPerConsumer``
+(0: no limit) or more, and unblocks only when it is down to half of that, or asks for
+redelivery. The dispatcher keeps the flag (``block_at`` / ``unblock_at``), as it keeps the count.
 """
 
 from __future__ import annotations
 
 import bisect
+import sys
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from emubroker.topics.entry import NONE_KEY
@@ -91,6 +94,7 @@ class Member(Protocol):
     priority_level: int
     permits: int
     unacked: int
+    blocked: bool
     sink: ConsumerSink
 
 
@@ -243,37 +247,42 @@ class ConsumerSet(Generic[M]):
         """The consumer a Key_Shared hash is assigned to, whatever its permits."""
         return None if self.selector is None else self.selector.select(key_hash)
 
-    def blocked_on_unacked(self, member: M) -> bool:
-        """Whether ``member`` holds too many unacked messages to get more (Shared, Key_Shared).
+    @property
+    def block_at(self) -> int:
+        """Unacked messages at which a consumer blocks.
 
-        Pulsar's ``Consumer.blockedConsumerOnUnackedMsgs``, as this module applies the limit:
-        no entry goes to a consumer holding ``max_unacked`` or more until it acks.
+        ``sys.maxsize`` (never) without a limit and for the single-active-consumer types, whose
+        unacked messages Pulsar does not track.
         """
-        return self.sub_type not in SINGLE_ACTIVE and 0 < self._max_unacked <= member.unacked
+        limit = self._max_unacked
+        return sys.maxsize if limit <= 0 or self.sub_type in SINGLE_ACTIVE else limit
+
+    @property
+    def unblock_at(self) -> int:
+        """Unacked messages a blocked consumer must be down to, to unblock (half the limit)."""
+        return self._max_unacked // 2
 
     def has_capacity(self) -> bool:
         """Whether any consumer could take an entry now."""
         if self.sub_type in SINGLE_ACTIVE:
             return self.active is not None and self.active.permits > 0
-        limit = self._max_unacked
-        return any(c.permits > 0 and (limit <= 0 or c.unacked < limit) for c in self.consumers)
+        return any(c.permits > 0 and not c.blocked for c in self.consumers)
 
     def select(self, info: EntryInfo) -> M | None:
         """The consumer that takes this entry now, or None if the one it must go to cannot."""
         if self.sub_type in SINGLE_ACTIVE:
             active = self.active
             return active if active is not None and active.permits > 0 else None
-        limit = self._max_unacked
         if self.selector is not None:
             chosen = self.selector.select(sticky_key_hash(info.key or NONE_KEY))
-            if chosen is None or chosen.permits <= 0 or 0 < limit <= chosen.unacked:
+            if chosen is None or chosen.permits <= 0 or chosen.blocked:
                 return None
             return chosen
         consumers = self.consumers
         n = len(consumers)
         for k in range(n):
             c = consumers[(self._rr + k) % n]
-            if c.permits > 0 and (limit <= 0 or c.unacked < limit):
+            if c.permits > 0 and not c.blocked:
                 self._rr = (self._rr + k + 1) % n
                 return c
         return None

@@ -62,8 +62,8 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
         last_flow: Epoch ms of its last FLOW, 0 before the first.
         first_flow: Epoch ms of its first FLOW, 0 before the first.
         metadata: ``CommandSubscribe.metadata``.
-        blocked_on_unacked: It gets nothing until it acks: Shared/Key_Shared and holding
-            ``maxUnackedMessagesPerConsumer`` unacked (Pulsar's ``blockedConsumerOnUnackedMsgs``).
+        blocked_on_unacked: It gets nothing until acks take it down to half of
+            ``maxUnackedMessagesPerConsumer`` (Pulsar's ``blockedConsumerOnUnackedMsgs``).
     """
 
     key: int

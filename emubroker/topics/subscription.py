@@ -396,12 +396,8 @@ class Subscription:
         As in Pulsar, unacknowledged messages are tracked (and reported) only where acks are
         individual, Shared and Key_Shared; there the subscription's count is its consumers' sum.
         """
-        dispatcher = self.dispatcher
-        tracked = dispatcher.sub_type in _INDIVIDUAL_ACK_TYPES
-        consumer_stats = tuple(
-            c.stats(unacked_tracked=tracked, blocked=dispatcher.blocked_on_unacked(c))
-            for c in dispatcher.consumers
-        )
+        tracked = self.dispatcher.sub_type in _INDIVIDUAL_ACK_TYPES
+        consumer_stats = tuple(c.stats(unacked_tracked=tracked) for c in self.dispatcher.consumers)
         return SubscriptionStats(
             name=self.name,
             type=SUB_TYPE_NAMES[self.dispatcher.sub_type],

@@ -125,6 +125,29 @@ async def test_shared_respects_max_unacked_per_consumer() -> None:
         assert sink.entry_ids == [0, 1, 2]
 
 
+async def test_a_blocked_consumer_unblocks_at_half_the_limit_or_on_redelivery() -> None:
+    # Pulsar's Consumer: blocked once a send reaches maxUnackedMessagesPerConsumer, unblocked
+    # when an ack takes it down to half of it, or when it asks for redelivery.
+    async with open_service(max_unacked_messages_per_consumer=4) as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink, sub_type=SubType.SHARED)
+        consumer.flow(100)
+        ids = [await publish(topic, producer, b"%d" % i) for i in range(12)]
+        await settle()
+        assert sink.entry_ids == [0, 1, 2, 3]
+        consumer.ack(AckType.INDIVIDUAL, [mid(*ids[0])])
+        await settle()
+        assert sink.entry_ids == [0, 1, 2, 3]  # 3 unacked: above half, still blocked
+        consumer.ack(AckType.INDIVIDUAL, [mid(*ids[1])])
+        await settle()
+        assert sink.entry_ids == [0, 1, 2, 3, 4, 5]  # down to 2: refilled up to the limit
+        consumer.redeliver([mid(*ids[2])])
+        await settle()
+        assert sink.entry_ids[6:] == [2]  # asking for redelivery unblocks at once
+
+
 async def test_failover_picks_by_the_topic_ring_then_priority_and_notifies() -> None:
     async with open_service() as service:
         name = topic_name()
