@@ -294,7 +294,8 @@ async def expire_messages(request: web.Request) -> web.Response:
         pairs.append((topic, sub))
     refused = None
     for topic, sub in pairs:
-        refused = _expire(topic, [sub], seconds) or refused
+        outcome = _expire(topic, [sub], seconds)  # every partition runs; the first refusal answers
+        refused = refused or outcome
     if refused is not None:
         raise refused
     return no_content()
@@ -308,7 +309,8 @@ async def expire_all_subscriptions(request: web.Request) -> web.Response:
     what = "Expire messages for all subscriptions"
     refused = None
     for topic in await _persistent_targets(ctx, name, what):
-        refused = _expire(topic, expirable_subscriptions(topic), seconds) or refused
+        outcome = _expire(topic, expirable_subscriptions(topic), seconds)
+        refused = refused or outcome
     if refused is not None:
         raise refused
     return no_content()
