@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from emubroker.metadata.store import MetadataStoreError
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.ml_meta import CursorInfo, cursor_path, decode_cursor_info, encode_info
+from emubroker.topics.topic import may_trim
 from storage_stub.ledger import StorageError
 
 if TYPE_CHECKING:
@@ -40,10 +41,19 @@ class CursorFlusher:
         metadata: Where cursors live.
         clock: Time for the flush period.
         interval: Seconds between flushes.
+        retains: Whether a topic's namespace sets a retention policy (``topic.may_trim``).
     """
 
-    def __init__(self, metadata: MetadataStore, *, clock: Clock, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        *,
+        clock: Clock,
+        interval: float = 1.0,
+        retains: Callable[[TopicName], bool] | None = None,
+    ) -> None:
         self._metadata = metadata
+        self._retains = retains
         self._clock = clock
         self._interval = interval
         self._persisted: dict[TopicName, set[str]] = {}
@@ -97,7 +107,7 @@ class CursorFlusher:
             if await self._metadata.exists(path):
                 await self._metadata.delete(path)
             persisted.discard(name)
-        if state.cursors:
+        if state.cursors and may_trim(topic, state, self._retains):
             floor = min(cursor.mark_delete for cursor in state.cursors.values())
             try:
                 await ledger.trim(floor)

@@ -113,7 +113,12 @@ class TopicService:
         durable = metadata is not None and not isinstance(self._bookie, NowaitBookie)
         self._ml_metadata = metadata if durable else None
         self._flusher = (
-            CursorFlusher(metadata, clock=clock, interval=config.cursor_flush_interval)
+            CursorFlusher(
+                metadata,
+                clock=clock,
+                interval=config.cursor_flush_interval,
+                retains=self._retains,
+            )
             if metadata is not None and durable
             else None
         )

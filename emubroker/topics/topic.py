@@ -92,6 +92,18 @@ class TopicState:
         self.persist_cursors: Callable[[], Awaitable[None]] | None = None
 
 
+def may_trim(
+    name: TopicName, state: TopicState, retains: Callable[[TopicName], bool] | None
+) -> bool:
+    """Whether a topic's consumed ledgers may be deleted, in either storage mode.
+
+    Not while its namespace sets a retention policy (``retains``; the policy's limits are not
+    enforced, so everything is kept), nor once the topic was compacted: the compacted view reads
+    the stored entries, where Pulsar keeps a compacted ledger apart.
+    """
+    return state.compacted is None and (retains is None or not retains(name))
+
+
 class Topic:
     """A loaded persistent topic.
 
@@ -538,18 +550,14 @@ class Topic:
         subscription's mark-delete passes the oldest ledger, and when a subscription goes. With
         no subscription every closed ledger goes, as in Pulsar. Without this an in-memory topic
         would keep every entry it was ever sent. (Bookie mode trims as cursors are persisted,
-        ``cursor_flush``.) Kept instead: everything while the namespace sets a retention policy
-        (its limits are not enforced), and everything of a compacted topic, whose compacted
-        view reads the stored entries (Pulsar keeps a compacted ledger apart).
+        ``cursor_flush``.) Some topics keep everything (:func:`may_trim`).
 
         Returns:
             How many ledgers were deleted.
         """
         state = self._state
         ledger = state.ledger
-        if not ledger.nowait or state.compacted is not None:
-            return 0
-        if self._retains is not None and self._retains(self.name):
+        if not ledger.nowait or not may_trim(self.name, state, self._retains):
             return 0
         cursors = [*state.cursors.values(), *(sub.cursor for sub in self._subs.values())]
         floor = min((c.mark_delete for c in cursors), default=ledger.count - 1)

@@ -9,6 +9,7 @@ import pytest
 
 from emubroker.metadata import MemoryMetadataStore
 from emubroker.naming import TopicName
+from emubroker.topics.compacted import Compactor
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.cursor_flush import CursorFlusher
 from emubroker.topics.managed_ledger import CacheBudget, CacheMiss, LedgerPolicy, ManagedLedger
@@ -138,6 +139,27 @@ async def test_trim_deletes_ledgers_every_cursor_passed(fake_clock: FakeClock) -
         reopened = await _open(bookie, metadata, fake_clock)
         assert reopened.first_index == 3
         assert reopened.count == 8
+
+
+@pytest.mark.parametrize("keeper", ["retention", "compaction"])
+async def test_the_flush_keeps_consumed_ledgers_under_retention_or_compaction(
+    fake_clock: FakeClock, keeper: str
+) -> None:
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock)
+        await _append(ml, 0, 8)
+        state = TopicState(ml)
+        state.cursors["sub"] = Cursor(6)  # past the first two ledgers
+        if keeper == "compaction":
+            state.compacted = Compactor(retain_null_key=False).result(ml.count)
+        flusher = CursorFlusher(
+            metadata, clock=fake_clock, retains=lambda topic: keeper == "retention"
+        )
+        await flusher.flush(TOPIC, state)
+        assert ml.first_index == 0
+        state.compacted = None
+        await CursorFlusher(metadata, clock=fake_clock).flush(TOPIC, state)
+        assert ml.first_index == 6  # without either, both consumed ledgers go
 
 
 async def test_cursors_persist_coalesced_and_resume_after_reopen(fake_clock: FakeClock) -> None:
