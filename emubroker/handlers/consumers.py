@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.topics import Topic
+from emubroker.topics.limits import check_topic_consumers
 from protocol import commands as c
 from protocol.errors import BrokerError, ConsumerNotFoundError, MetadataError, ServerError
 
@@ -90,7 +91,7 @@ class ConsumerCommands(CommandGroup):
             name = topic_name(cmd.topic)
             topic = await self._topics.get_topic(name, create=cmd.force_topic_creation)
             # Before the schema, as ServerCnx.handleSubscribe checks it (``limits``).
-            topic.check_consumer_limit()
+            check_topic_consumers(topic.limits(), topic.consumer_count)
             schemas = self._services.schemas
             if schemas is not None and cmd.schema is not None:
                 # §7.1/§11: an idle topic adopts the consumer's schema, else it must be readable.

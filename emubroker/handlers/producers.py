@@ -21,6 +21,7 @@ import anyio
 
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.topics.entry import entry_info_from_entry
+from emubroker.topics.limits import check_producers
 from protocol import commands as c
 from protocol.errors import BrokerError, RemoteProtocolError, ServerError
 from protocol.framing import checksum
@@ -364,7 +365,7 @@ class ProducerCommands(CommandGroup):
             name = topic_name(cmd.topic)
             topic = await self._topics.get_topic(name)
             # Before the schema, as ServerCnx.handleProducer checks it (``limits``).
-            topic.check_producer_limit()
+            check_producers(topic.limits(), topic.name, topic.producer_count)
             schema_version = await self._schema_version(cmd)
             handle = await topic.add_producer(
                 cmd.producer_id,

@@ -269,22 +269,6 @@ class NonPersistentTopic:
         """The count limits in force now (topic > namespace > broker, ``limits``)."""
         return self._limits.limits(self.name, self.settings)
 
-    def check_producer_limit(self) -> None:
-        """Refuse a producer once the topic has as many as its limit allows.
-
-        Raises:
-            ProducerBusyError: The limit is reached.
-        """
-        check_producers(self.limits(), self.name, self.producer_count)
-
-    def check_consumer_limit(self) -> None:
-        """Refuse a consumer once the topic has as many as its limit allows.
-
-        Raises:
-            ConsumerBusyError: The limit is reached.
-        """
-        check_topic_consumers(self.limits(), self.consumer_count)
-
     async def add_producer(
         self,
         producer_id: int,
@@ -309,7 +293,7 @@ class NonPersistentTopic:
         del user_provided_name
         if self._closed:
             raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
-        self.check_producer_limit()
+        check_producers(self.limits(), self.name, self.producer_count)
         handle = await self._producers.add(
             producer_id,
             sink,

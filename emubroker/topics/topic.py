@@ -171,22 +171,6 @@ class Topic:
         """The count limits in force now (topic > namespace > broker, ``limits``)."""
         return self._limits.limits(self.name, self._settings)
 
-    def check_producer_limit(self) -> None:
-        """Refuse a producer once the topic has as many as its limit allows.
-
-        Raises:
-            ProducerBusyError: The limit is reached.
-        """
-        check_producers(self.limits(), self.name, self.producer_count)
-
-    def check_consumer_limit(self) -> None:
-        """Refuse a consumer once the topic has as many as its limit allows.
-
-        Raises:
-            ConsumerBusyError: The limit is reached.
-        """
-        check_topic_consumers(self.limits(), self.consumer_count)
-
     # ---- producers ----------------------------------------------------------------------------
 
     async def add_producer(
@@ -222,7 +206,8 @@ class Topic:
             enabled = await self._features.dedup_enabled(self.name)
             self._check_open()
             state.dedup = DedupState.switch(state.dedup, enabled, state.ledger.infos)
-        self.check_producer_limit()  # after the last await: concurrent producers count
+        # After the last await: producers attaching at the same moment count too.
+        check_producers(self.limits(), self.name, self.producer_count)
         name = producer_name or self._producer_names()
         handle = await self._producers.add(
             producer_id,

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +11,7 @@ import pytest
 
 from emubroker.testing import RunningBroker, run_broker_in_thread
 from tests.integration.conftest import make_client
+from tests.support.rest import rest_call
 
 pytestmark = pytest.mark.integration
 
@@ -40,19 +38,7 @@ def new_topic() -> str:
 
 
 def rest(broker: RunningBroker, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        broker.admin_url + path,
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            text = response.read()
-            return int(response.status), json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), None
+    return rest_call(broker.admin_url, method, path, body)
 
 
 def test_broker_config_limits_producers(limited: RunningBroker) -> None:

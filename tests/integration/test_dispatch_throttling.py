@@ -9,10 +9,7 @@ while the backlog lasts. Pulsar's own tests accept ±40 % over 5 s
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +21,7 @@ import pytest
 
 from emubroker.testing import RunningBroker, run_broker_in_thread
 from tests.integration.conftest import make_client
+from tests.support.rest import rest_call
 
 pytestmark = pytest.mark.integration
 
@@ -39,18 +37,7 @@ def broker() -> Iterator[RunningBroker]:
 
 
 def rest(broker: RunningBroker, method: str, path: str, body: Any = None) -> int:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        broker.admin_url + path,
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
+    return rest_call(broker.admin_url, method, path, body)[0]
 
 
 def topic_path(topic: str) -> str:

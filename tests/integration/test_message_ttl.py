@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +13,7 @@ import pytest
 from emubroker.app import Broker
 from emubroker.testing import RunningBroker, run_broker_in_thread
 from tests.integration.conftest import make_client
+from tests.support.rest import rest_call
 
 pytestmark = pytest.mark.integration
 
@@ -27,19 +25,7 @@ def broker() -> Iterator[RunningBroker]:
 
 
 def rest(broker: RunningBroker, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        broker.admin_url + path,
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            text = response.read()
-            return int(response.status), json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), json.loads(exc.read() or b"null")
+    return rest_call(broker.admin_url, method, path, body)
 
 
 def new_namespace(broker: RunningBroker) -> str:
