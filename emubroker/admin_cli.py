@@ -35,8 +35,17 @@ DEFAULT_ADMIN_URL: Final = "http://localhost:8080"
 TIMEOUT: Final = 30.0
 """Seconds an admin call may take before the CLI gives up (they take milliseconds)."""
 
-_DURATION: Final = re.compile(r"(\d+)([smhdw]?)")
-_UNIT_SECONDS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# pulsar-admin's RelativeTimeUtil: a signed count, then an optional unit (seconds by default).
+_DURATION: Final = re.compile(r"([+-]?\d+)([smhdwy]?)", re.IGNORECASE)
+_UNIT_SECONDS: Final = {
+    "": 1,
+    "s": 1,
+    "m": 60,
+    "h": 3600,
+    "d": 86400,
+    "w": 7 * 86400,
+    "y": 365 * 86400,
+}
 
 
 class AdminError(Exception):
@@ -134,11 +143,15 @@ def _csv(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
-def _relative_ms(text: str) -> int:
+def _relative_seconds(text: str) -> int:
     match = _DURATION.fullmatch(text.strip())
     if match is None:
-        raise AdminError(f"invalid time '{text}': use a number and a unit s, m, h, d or w")
-    return int(match[1]) * _UNIT_SECONDS[match[2]] * 1000
+        raise AdminError(f"invalid time '{text}': use a number and a unit s, m, h, d, w or y")
+    return int(match[1]) * _UNIT_SECONDS[match[2].lower()]
+
+
+def _relative_ms(text: str) -> int:
+    return _relative_seconds(text) * 1000
 
 
 def _position(text: str) -> Any:
@@ -244,6 +257,36 @@ def _namespaces(sub: Any) -> None:
     )
     _dispatch_rate_commands(sub)
     _count_limit_commands(sub)
+    _message_ttl_commands(sub)
+
+
+def _get_and_remove_commands(sub: Any, kind: str, suffix: str) -> None:
+    # pulsar-admin namespaces get-<kind> / remove-<kind>: GET / DELETE of the policy's path.
+    for verb, method in (("get", "GET"), ("remove", "DELETE")):
+        cmd = sub.add_parser(f"{verb}-{kind}", help=f"{verb} the namespace's {kind}")
+        cmd.add_argument("namespace", help="tenant/namespace")
+        cmd.set_defaults(
+            run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
+        )
+
+
+def _message_ttl_commands(sub: Any) -> None:
+    # pulsar-admin namespaces {set,get,remove}-message-ttl; -ttl takes pulsar-admin's time forms.
+    cmd = sub.add_parser("set-message-ttl", help="set the namespace's message TTL")
+    cmd.add_argument("namespace", help="tenant/namespace")
+    cmd.add_argument(
+        "-ttl",
+        "--messageTTL",
+        dest="ttl",
+        required=True,
+        help="seconds, or with a unit: 100m, 3h, 2d, 5w; 0 disables the TTL",
+    )
+    cmd.set_defaults(
+        run=lambda c, a: c.call(
+            "POST", _namespace_path(a.namespace) + "/messageTTL", _relative_seconds(a.ttl)
+        )
+    )
+    _get_and_remove_commands(sub, "message-ttl", "/messageTTL")
 
 
 def _count_limit_commands(sub: Any) -> None:
@@ -260,12 +303,7 @@ def _count_limit_commands(sub: Any) -> None:
         cmd.set_defaults(
             run=lambda c, a, s=suffix: c.call("POST", _namespace_path(a.namespace) + s, a.limit)
         )
-        for verb, method in (("get", "GET"), ("remove", "DELETE")):
-            cmd = sub.add_parser(f"{verb}-max-{kind}", help=f"{verb} the namespace's max {kind}")
-            cmd.add_argument("namespace", help="tenant/namespace")
-            cmd.set_defaults(
-                run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
-            )
+        _get_and_remove_commands(sub, f"max-{kind}", suffix)
 
 
 def _dispatch_rate_commands(sub: Any) -> None:
@@ -292,12 +330,7 @@ def _dispatch_rate_commands(sub: Any) -> None:
                 },
             )
         )
-        for verb, method in (("get", "GET"), ("remove", "DELETE")):
-            cmd = sub.add_parser(f"{verb}-{kind}", help=f"{verb} the namespace's {kind}")
-            cmd.add_argument("namespace", help="tenant/namespace")
-            cmd.set_defaults(
-                run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
-            )
+        _get_and_remove_commands(sub, kind, suffix)
 
 
 def _topic_command(sub: Any, verb: str, help_text: str, method: str, suffix: str = "") -> Any:
@@ -428,6 +461,27 @@ def _reset(client: AdminClient, args: argparse.Namespace) -> Any:
     )
 
 
+def _expire_time(text: str) -> int:
+    seconds = _relative_seconds(text)
+    if seconds < 0:
+        # pulsar-admin takes a negative --expireTime as "not given" (its default is -1).
+        raise AdminError(
+            "Either time (--expireTime) or message position (--position) has to be provided"
+            " to expire messages"
+        )
+    return seconds
+
+
+def _expire_time_option(cmd: Any) -> None:
+    cmd.add_argument(
+        "-t",
+        "--expireTime",
+        dest="expire_time",
+        required=True,
+        help="expire messages older than this: seconds, or with a unit: 100m, 3h, 2d, 5w",
+    )
+
+
 def _subscription_commands(sub: Any) -> None:
     def command(verb: str, help_text: str) -> Any:
         cmd = sub.add_parser(verb, help=help_text)
@@ -457,6 +511,26 @@ def _subscription_commands(sub: Any) -> None:
     target.add_argument("-t", "--time", help="how long ago, e.g. 10m, 1h, 2d")
     target.add_argument("-m", "--message-id", help="latest|earliest|ledger:entry")
     reset.set_defaults(run=_reset)
+    expire = command("expire-messages", "expire a subscription's messages older than a time")
+    _expire_time_option(expire)
+    expire.set_defaults(
+        run=lambda c, a: c.call(
+            "POST", _subscription_path(a) + f"/expireMessages/{_expire_time(a.expire_time)}"
+        )
+    )
+    expire_all = sub.add_parser(
+        "expire-messages-all-subscriptions",
+        help="expire every subscription's messages older than a time",
+    )
+    expire_all.add_argument("topic")
+    _expire_time_option(expire_all)
+    expire_all.set_defaults(
+        run=lambda c, a: c.call(
+            "POST",
+            _topic_path(a.topic)
+            + f"/all_subscription/expireMessages/{_relative_seconds(a.expire_time)}",
+        )
+    )
 
 
 def _brokers(sub: Any) -> None:
