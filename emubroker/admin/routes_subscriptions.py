@@ -176,8 +176,9 @@ async def create_subscription(request: web.Request) -> web.Response:
         assert isinstance(topic, Topic)  # persistent domain
         try:
             topic.create_subscription(subscription, start)
-        except NotAllowedError:
-            raise RestError(CONFLICT, "Subscription already exists for topic") from None
+        except NotAllowedError as exc:
+            # Taken name, or the subscription limit (Pulsar: NotAllowedException -> 409).
+            raise RestError(CONFLICT, exc.message) from None
     return no_content()
 
 

@@ -558,12 +558,14 @@ class Topic:
             start: Its first entry to deliver (earliest/latest sentinels allowed); None: latest.
 
         Raises:
-            NotAllowedError: A subscription of that name exists.
+            NotAllowedError: A subscription of that name exists, or the topic has as many
+                subscriptions as ``maxSubscriptionsPerTopic`` allows (``limits`` rule 4).
             ServiceNotReadyError: The topic is being unloaded.
         """
         self._check_open()
         if name in self._subs or name in self._state.cursors:
             raise NotAllowedError("Subscription already exists for topic")
+        check_subscriptions(self.limits(), self.name, len(self._subs))
         index = self._reader_start(start, InitialPosition.LATEST)
         cursor = Cursor(index - 1)
         self._state.cursors[name] = cursor

@@ -133,3 +133,23 @@ async def test_a_topic_subscription_limit_refuses_new_subscriptions(
     stored = await broker.metadata.get("/admin/topic-policies/public/default/persistent/limited")
     assert stored is not None
     assert b'"maxSubscriptionsPerTopic":1' in stored.value
+
+
+async def test_the_subscription_limit_refuses_subscriptions_created_over_rest(
+    admin: Admin,
+) -> None:
+    # Pulsar's createSubscription checks the limit too; its NotAllowedException answers 409.
+    await admin.ok("PUT", TOPIC_PATH)
+    await admin.ok("POST", f"{NS}/maxSubscriptionsPerTopic", json=1)
+    await admin.ok("PUT", f"{TOPIC_PATH}/subscription/first")
+    await admin.fails(
+        "PUT",
+        f"{TOPIC_PATH}/subscription/second",
+        409,
+        f"Exceed the maximum number of subscriptions of the topic: {TOPIC}",
+    )
+    await admin.fails(
+        "PUT", f"{TOPIC_PATH}/subscription/first", 409, "Subscription already exists for topic"
+    )
+    await admin.ok("DELETE", f"{NS}/maxSubscriptionsPerTopic")
+    await admin.ok("PUT", f"{TOPIC_PATH}/subscription/second")
