@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from emubroker.admin.context import AdminContext
     from emubroker.naming import NamespaceName
 
+    Handler = Callable[[web.Request], Awaitable[web.Response]]
+
 __all__ = ["add_routes", "checked_bundles"]
 
 FORBIDDEN: Final = 403
@@ -201,14 +203,6 @@ async def get_topics(request: web.Request) -> web.Response:
     return json_response(ctx.topics.topics_of_namespace(namespace, mode))
 
 
-async def get_deduplication(request: web.Request) -> web.Response:
-    """``GET .../{namespace}/deduplication``: the flag, or 204 when never set (Pulsar's null)."""
-    policies = await _policies_of(context(request), namespace_of(request))
-    if policies.deduplicationEnabled is None:
-        return no_content()
-    return json_response(policies.deduplicationEnabled)
-
-
 async def _update(request: web.Request, **changes: object) -> web.Response:
     namespace = namespace_of(request)
     ctx = context(request)
@@ -227,19 +221,6 @@ async def set_deduplication(request: web.Request) -> web.Response:
     return await _update(request, deduplicationEnabled=enabled)
 
 
-async def remove_deduplication(request: web.Request) -> web.Response:
-    """``DELETE .../{namespace}/deduplication``: back to the broker's default."""
-    return await _update(request, deduplicationEnabled=None)
-
-
-async def get_message_ttl(request: web.Request) -> web.Response:
-    """``GET .../{namespace}/messageTTL``: seconds, or 204 when never set (Pulsar's null)."""
-    policies = await _policies_of(context(request), namespace_of(request))
-    if policies.message_ttl_in_seconds is None:
-        return no_content()
-    return json_response(policies.message_ttl_in_seconds)
-
-
 async def set_message_ttl(request: web.Request) -> web.Response:
     """``POST .../{namespace}/messageTTL`` with a bare integer body (seconds, 0: no TTL)."""
     namespace_of(request)
@@ -247,11 +228,6 @@ async def set_message_ttl(request: web.Request) -> web.Response:
     if ttl < 0:
         raise RestError(PRECONDITION_FAILED, "Invalid value for message TTL, message TTL must >= 0")
     return await _update(request, message_ttl_in_seconds=ttl)
-
-
-async def remove_message_ttl(request: web.Request) -> web.Response:
-    """``DELETE .../{namespace}/messageTTL``: back to ``ttlDurationDefaultInSeconds``."""
-    return await _update(request, message_ttl_in_seconds=None)
 
 
 async def get_schema_compatibility(request: web.Request) -> web.Response:
@@ -287,14 +263,6 @@ class RetentionPolicies(msgspec.Struct):
     retention_size_in_mb: int = msgspec.field(default=0, name="retentionSizeInMB")
 
 
-async def get_retention(request: web.Request) -> web.Response:
-    """``GET .../{namespace}/retention``: the policy, or 204 when never set (the default)."""
-    policies = await _policies_of(context(request), namespace_of(request))
-    if policies.retention_policies is None:
-        return no_content()
-    return json_response(policies.retention_policies)
-
-
 async def set_retention(request: web.Request) -> web.Response:
     """``POST .../{namespace}/retention`` (Pulsar's ``validateRetentionPolicies`` rules)."""
     namespace_of(request)
@@ -312,11 +280,6 @@ async def set_retention(request: web.Request) -> web.Response:
     return await _update(request, retention_policies=msgspec.to_builtins(retention))
 
 
-async def remove_retention(request: web.Request) -> web.Response:
-    """``DELETE .../{namespace}/retention``."""
-    return await _update(request, retention_policies=None)
-
-
 # Count limits (``emubroker.topics.limits``): Pulsar's path segment, which is also the name its
 # 412 reason uses ("<segment> must be 0 or more"), -> the Policies field it sets.
 _COUNT_LIMITS: Final = {
@@ -327,24 +290,43 @@ _COUNT_LIMITS: Final = {
 }
 
 
-def _count_limit_handlers(
-    segment: str, field: str
-) -> tuple[Callable[[web.Request], Awaitable[web.Response]], ...]:
-    # POST (a JSON integer, NamespacesBase.internalSetMax*: 412 below 0), GET (204 when unset:
-    # Pulsar answers null) and DELETE of one limit.
+def _count_limit_setter(segment: str, field: str) -> Handler:
+    # POST of one limit: a JSON integer, 412 below 0 (NamespacesBase.internalSetMax*).
     async def set_limit(request: web.Request) -> web.Response:
         namespace_of(request)
         value = check_count_limit(await read_count_limit(request), f"{segment} must be 0 or more")
         return await _update(request, **{field: value})
 
-    async def get_limit(request: web.Request) -> web.Response:
+    return set_limit
+
+
+def _optional_policy(field: str) -> tuple[Handler, Handler]:
+    """GET and DELETE of a namespace policy that may be unset (None).
+
+    GET answers 204 while it is unset (Pulsar answers null); DELETE unsets it, back to the
+    broker's default.
+    """
+
+    async def get_policy(request: web.Request) -> web.Response:
         value = getattr(await _policies_of(context(request), namespace_of(request)), field)
         return no_content() if value is None else json_response(value)
 
-    async def remove_limit(request: web.Request) -> web.Response:
+    async def remove_policy(request: web.Request) -> web.Response:
         return await _update(request, **{field: None})
 
-    return set_limit, get_limit, remove_limit
+    return get_policy, remove_policy
+
+
+# Policies set by POST and read and unset by GET and DELETE on ``{namespace}/<segment>``.
+_OPTIONAL_POLICIES: Final = {
+    "deduplication": ("deduplicationEnabled", set_deduplication),
+    "messageTTL": ("message_ttl_in_seconds", set_message_ttl),
+    "retention": ("retention_policies", set_retention),
+    **{
+        segment: (field, _count_limit_setter(segment, field))
+        for segment, field in _COUNT_LIMITS.items()
+    },
+}
 
 
 def add_routes(app: web.Application) -> None:
@@ -357,19 +339,10 @@ def add_routes(app: web.Application) -> None:
     router.add_delete(base, delete_namespace)
     router.add_get(f"{base}/bundles", get_bundles)
     router.add_get(f"{base}/topics", get_topics)
-    router.add_get(f"{base}/deduplication", get_deduplication)
-    router.add_post(f"{base}/deduplication", set_deduplication)
-    router.add_delete(f"{base}/deduplication", remove_deduplication)
-    router.add_get(f"{base}/messageTTL", get_message_ttl)
-    router.add_post(f"{base}/messageTTL", set_message_ttl)
-    router.add_delete(f"{base}/messageTTL", remove_message_ttl)
-    router.add_get(f"{base}/retention", get_retention)
-    router.add_post(f"{base}/retention", set_retention)
-    router.add_delete(f"{base}/retention", remove_retention)
     router.add_get(f"{base}/schemaCompatibilityStrategy", get_schema_compatibility)
     router.add_put(f"{base}/schemaCompatibilityStrategy", set_schema_compatibility)
-    for segment, field in _COUNT_LIMITS.items():
-        setter, getter, remover = _count_limit_handlers(segment, field)
+    for segment, (field, setter) in _OPTIONAL_POLICIES.items():
+        getter, remover = _optional_policy(field)
         router.add_post(f"{base}/{segment}", setter)
         router.add_get(f"{base}/{segment}", getter)
         router.add_delete(f"{base}/{segment}", remover)
