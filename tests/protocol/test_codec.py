@@ -479,6 +479,8 @@ SPEC_TYPE_NUMBERS: dict[type[c.Record], int] = {
     c.AckResponse: 38,
     c.GetOrCreateSchema: 39,
     c.GetOrCreateSchemaResponse: 40,
+    c.AuthChallenge: 36,
+    c.AuthResponse: 37,
 }
 
 
