@@ -39,6 +39,7 @@ from emubroker.admin.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
     import socket
+    import ssl
 
     from anyio.abc import TaskStatus
 
@@ -82,20 +83,27 @@ async def serve_admin(
     app: web.Application,
     sockets: list[socket.socket],
     *,
+    tls_sockets: list[socket.socket] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``app`` on the given listening sockets until cancelled.
 
     Args:
         app: From :func:`build_admin_app`.
-        sockets: Bound, listening sockets; closed when the server stops.
+        sockets: Bound, listening sockets for HTTP; closed when the server stops.
+        tls_sockets: Bound, listening sockets for HTTPS (``webServicePortTls``).
+        ssl_context: The TLS context of ``tls_sockets``.
         task_status: Told once every socket accepts requests.
     """
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
+    tls_sockets = tls_sockets or []
+    sockets = [*sockets, *tls_sockets]
     try:
         for sock in sockets:
-            await web.SockSite(runner, sock).start()
+            context = ssl_context if sock in tls_sockets else None
+            await web.SockSite(runner, sock, ssl_context=context).start()
         task_status.started()
         await anyio.Event().wait()  # serve until cancelled
     finally:

@@ -59,8 +59,7 @@ class Security:
 
     Attributes:
         authentication: None when ``authenticationEnabled`` is false.
-        authorization: None when ``authorizationEnabled`` is false (Pulsar checks permissions
-            only when both are on; see :meth:`from_config`).
+        authorization: None when ``authorizationEnabled`` is false (it needs authentication).
         ssl_context: The TLS listeners' context; None without a TLS port.
         refresh_check_seconds: ``authenticationRefreshCheckSeconds``.
         authenticate_metrics: ``authenticateMetricsEndpoint``.
@@ -85,14 +84,16 @@ class Security:
         Raises:
             SecurityConfigError: A setting cannot be used (the message names it).
         """
-        authentication = AuthenticationService.from_config(config)
-        # ServerCnx and PulsarWebResource check permissions only with authentication on too.
-        authorization = (
-            AuthorizationService.from_config(
-                config, namespace_policies=namespace_policies, tenant_info=tenant_info
+        if config.authorizationEnabled and not config.authenticationEnabled:
+            # PulsarService.start refuses this combination with the same words.
+            raise SecurityConfigError(
+                "Invalid broker configuration. Authentication must be enabled with "
+                "authenticationEnabled=true when authorization is enabled with "
+                "authorizationEnabled=true."
             )
-            if authentication is not None
-            else None
+        authentication = AuthenticationService.from_config(config)
+        authorization = AuthorizationService.from_config(
+            config, namespace_policies=namespace_policies, tenant_info=tenant_info
         )
         return cls(
             authentication=authentication,
