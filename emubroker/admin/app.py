@@ -27,6 +27,7 @@ from emubroker.admin import (
     routes_lookup,
     routes_messages,
     routes_namespaces,
+    routes_permissions,
     routes_schemas,
     routes_subscriptions,
     routes_tenants,
@@ -36,6 +37,7 @@ from emubroker.admin.context import CONTEXT
 from emubroker.admin.errors import rest_errors
 from emubroker.admin.http import MAX_BODY
 from emubroker.admin.metrics import CONTENT_TYPE
+from emubroker.admin.security import rest_security
 
 if TYPE_CHECKING:
     import socket
@@ -61,12 +63,14 @@ def build_admin_app(context: AdminContext) -> web.Application:
     Args:
         context: The broker services the handlers use.
     """
-    app = web.Application(middlewares=[rest_errors], client_max_size=MAX_BODY)
+    # rest_errors outermost: the security middleware's refusals become Pulsar's error bodies.
+    app = web.Application(middlewares=[rest_errors, rest_security], client_max_size=MAX_BODY)
     app[CONTEXT] = context
     routes_brokers.add_routes(app)
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
+    routes_permissions.add_routes(app)
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)
     routes_limits.add_routes(app)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from emubroker.auth import Security
     from emubroker.admin.metrics import MetricsCollector
     from emubroker.admin.topic_stats import TopicStatsView
+    from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance import OwnershipTable
     from emubroker.namespace_registry import NamespaceRegistry
