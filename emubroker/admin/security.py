@@ -27,6 +27,7 @@ from emubroker.auth import (
     AuthenticationFailed,
     AuthorizationDenied,
     Credentials,
+    TenantNotFound,
 )
 from emubroker.naming import InvalidNameError, NamespaceName, TopicDomain, TopicName
 
@@ -86,7 +87,11 @@ async def rest_security(request: web.Request, handler: Handler) -> web.StreamRes
     request[ROLE] = result.role
     authorization = security.authorization
     if authorization is not None and resource is not None:
-        await _authorize(request, authorization, rule_for(request.method, canonical), result.role)
+        rule = rule_for(request.method, canonical)
+        try:
+            await _authorize(request, authorization, rule, result.role)
+        except TenantNotFound as exc:
+            raise RestError(NOT_FOUND, str(exc)) from None
     return await handler(request)
 
 
@@ -103,10 +108,6 @@ async def _authorize(
         return
     tenant = info.get("tenant", "")
     if check is Check.TENANT_ADMIN:
-        if authz.is_super_user(role):
-            return
-        if await request.app[CONTEXT].policies.get_tenant(tenant) is None:
-            raise RestError(NOT_FOUND, "Tenant does not exist")
         if not await authz.is_tenant_admin(tenant, role):
             raise RestError(
                 UNAUTHORIZED, "Don't have permission to administrate resources on this tenant"

@@ -23,6 +23,7 @@ from emubroker.auth.authorization import (
     AuthorizationDenied,
     AuthorizationService,
     NamespaceOperation,
+    TenantNotFound,
     TopicOperation,
 )
 from emubroker.auth.errors import AuthenticationFailed, SecurityConfigError
@@ -49,6 +50,7 @@ __all__ = [
     "NamespaceOperation",
     "Security",
     "SecurityConfigError",
+    "TenantNotFound",
     "TopicOperation",
 ]
 

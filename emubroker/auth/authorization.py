@@ -46,12 +46,17 @@ __all__ = [
     "AuthorizationDenied",
     "AuthorizationService",
     "NamespaceOperation",
+    "TenantNotFound",
     "TopicOperation",
 ]
 
 
 class AuthorizationDenied(Exception):
     """A refusal with Pulsar's own message (subscription prefix mode)."""
+
+
+class TenantNotFound(Exception):
+    """The tenant of a checked resource does not exist (Pulsar: "Tenant does not exist")."""
 
 
 class TopicOperation(enum.Enum):
@@ -162,13 +167,18 @@ class AuthorizationService:
         return role is not None and role in self._super_users
 
     async def is_tenant_admin(self, tenant: str, role: str | None) -> bool:
-        """Rule 2 (a super-user counts): False for a tenant that does not exist."""
+        """Rule 2 (a super-user counts).
+
+        Raises:
+            TenantNotFound: The tenant does not exist (and the role is no super-user), as
+                ``validateTenantAdminAccess`` fails; callers answer it each in their own way.
+        """
         if self.is_super_user(role):
             return True
-        if role is None:
-            return False
         info = await self._tenant_info(tenant)
-        return info is not None and role in info.admin_roles
+        if info is None:
+            raise TenantNotFound("Tenant does not exist")
+        return role is not None and role in info.admin_roles
 
     # ---- topics ------------------------------------------------------------------------------
 
@@ -184,6 +194,7 @@ class AuthorizationService:
 
         Raises:
             AuthorizationDenied: Refused with Pulsar's message (subscription prefix mode).
+            TenantNotFound: The topic's tenant does not exist.
         """
         if await self.is_tenant_admin(topic.tenant, role):
             return True
@@ -248,7 +259,11 @@ class AuthorizationService:
     async def allow_namespace_operation(
         self, namespace: NamespaceName, role: str | None, operation: NamespaceOperation
     ) -> bool:
-        """Rule 4 for namespace operations."""
+        """Rule 4 for namespace operations.
+
+        Raises:
+            TenantNotFound: The namespace's tenant does not exist.
+        """
         if await self.is_tenant_admin(namespace.tenant, role):
             return True
         actions = _NAMESPACE_ACTIONS.get(operation)

@@ -30,11 +30,12 @@ from emubroker.auth import (
     Credentials,
     NamespaceOperation,
     Security,
+    TenantNotFound,
     TopicOperation,
 )
 from protocol import commands as c
 from protocol.connection import negotiated_version
-from protocol.errors import AuthorizationError, ServerError
+from protocol.errors import AuthorizationError, BrokerError, ServerError
 
 if TYPE_CHECKING:
     from emubroker.auth import Authenticated
@@ -208,6 +209,7 @@ class ConnectionAccess:
         what: str,
         *,
         subscription: str | None = None,
+        missing_tenant: BrokerError | None = None,
     ) -> None:
         """Refuse ``operation`` on ``topic`` unless the role may do it.
 
@@ -216,9 +218,13 @@ class ConnectionAccess:
             operation: What is asked.
             what: The end of Pulsar's message, "Client is not authorized to <what>".
             subscription: The subscription consumed through, if any.
+            missing_tenant: What to raise when the topic's tenant does not exist (each command
+                answers that in its own way in ``ServerCnx``); by default AuthorizationError
+                "Tenant does not exist".
 
         Raises:
             AuthorizationError: Refused.
+            BrokerError: ``missing_tenant``.
         """
         authorization = self._authorization
         if authorization is None:
@@ -229,6 +235,8 @@ class ConnectionAccess:
             )
         except AuthorizationDenied as exc:
             raise AuthorizationError(str(exc)) from None
+        except TenantNotFound as exc:
+            raise missing_tenant or AuthorizationError(str(exc)) from None
         if not allowed:
             log.warning("%s: role %s may not %s on %s", self._session.peer, self.role, what, topic)
             raise AuthorizationError(f"Client is not authorized to {what}")
@@ -244,7 +252,11 @@ class ConnectionAccess:
         authorization = self._authorization
         if authorization is None:
             return
-        if not await authorization.allow_namespace_operation(namespace, self.role, operation):
+        try:
+            allowed = await authorization.allow_namespace_operation(namespace, self.role, operation)
+        except TenantNotFound as exc:
+            raise AuthorizationError(str(exc)) from None
+        if not allowed:
             raise AuthorizationError(f"Client is not authorized to {what}")
 
     @property

@@ -12,6 +12,7 @@ from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.naming import InvalidNameError, NamespaceName
 from protocol import commands as c
 from protocol.errors import (
+    AuthorizationError,
     InvalidTopicNameError,
     ServerError,
     ServiceNotReadyError,
@@ -30,7 +31,12 @@ class DiscoveryCommands(CommandGroup):
             name = topic_name(cmd.topic)
             if self._access is not None:
                 await self._access.require_topic(
-                    name, TopicOperation.LOOKUP, "Get Partition Metadata"
+                    name,
+                    TopicOperation.LOOKUP,
+                    "Get Partition Metadata",
+                    missing_tenant=TopicNotFoundError(
+                        f"Tenant or namespace or topic does not exist: {name.namespace}"
+                    ),
                 )
             partitions = await self._topics.partitioned_metadata(name)
         except Exception as exc:
@@ -59,7 +65,14 @@ class DiscoveryCommands(CommandGroup):
         try:
             name = topic_name(cmd.topic)
             if self._access is not None:
-                await self._access.require_topic(name, TopicOperation.LOOKUP, "Lookup")
+                await self._access.require_topic(
+                    name,
+                    TopicOperation.LOOKUP,
+                    "Lookup",
+                    missing_tenant=AuthorizationError(
+                        "Exception occurred while trying to authorize lookup"
+                    ),
+                )
             listener = cmd.advertised_listener_name or ""
             if listener and listener not in services.listeners:
                 # Pulsar's wording; the client turns "the broker do not have test listener"

@@ -15,6 +15,7 @@ from emubroker.auth import (
     NamespaceOperation,
     Security,
     SecurityConfigError,
+    TenantNotFound,
     TopicOperation,
 )
 from emubroker.auth.token import create_token
@@ -142,7 +143,9 @@ async def test_super_users_and_tenant_admins_may_do_everything() -> None:
             assert await authz.allow_topic_operation(TOPIC, role, op)
         assert await authz.allow_namespace_operation(NS, role, NamespaceOperation.CREATE_TOPIC)
     assert not await authz.allow_topic_operation(TOPIC, "nobody", TopicOperation.LOOKUP)
-    assert not await authz.is_tenant_admin("missing", "acme-admin")
+    assert await authz.is_tenant_admin("missing", "root")
+    with pytest.raises(TenantNotFound):
+        await authz.is_tenant_admin("missing", "acme-admin")
 
 
 async def test_namespace_grants() -> None:
