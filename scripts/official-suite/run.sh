@@ -85,14 +85,18 @@ for f in custom_logger_test.py debug_logger_test.py interrupted_test.py \
   reader_test.py asyncio_test.py; do
   timeout 900 "$PY" -m pytest -q -p no:cacheprovider -o addopts= "$f" \
     ${KEXPR:+-k "$KEXPR"} "${DESELECT[@]}" >"$SCRATCH/$f.log" 2>&1
-  echo "$f: $(tail -1 "$SCRATCH/$f.log")"
+  # The client logs after pytest's summary: take the last line pytest wrote.
+  echo "$f: $(grep -E '^=*.*[0-9]+ (passed|failed|error|errors|skipped|deselected)' \
+    "$SCRATCH/$f.log" | tail -1 | tr -d '=')"
 done
 "$PY" - "$SCRATCH" <<'EOF'
 import pathlib, re, sys
 totals = {}
+SUMMARY = re.compile(r"\d+ (passed|failed|skipped|error|errors|deselected)")
 for log in pathlib.Path(sys.argv[1]).glob("*_test.py.log"):
+    lines = [line for line in log.read_text().splitlines() if SUMMARY.search(line)]
     for count, kind in re.findall(r"(\d+) (passed|failed|skipped|error|errors|deselected)",
-                                  log.read_text().splitlines()[-1]):
+                                  lines[-1] if lines else ""):
         kind = "error" if kind == "errors" else kind
         totals[kind] = totals.get(kind, 0) + int(count)
 print("total: " + ", ".join(f"{n} {k}" for k, n in sorted(totals.items())))
