@@ -1,9 +1,11 @@
 """Conformance suite for ``MetadataStore`` backends.
 
-Every test runs against each entry of ``BACKENDS``. A backend is an async context manager
-factory that yields a ``Backend``: something that opens sessions on one shared tree. To add a
-backend (the stub's metadata service, etcd), write a factory like ``memory_backend`` and append
-it to ``BACKENDS``; the tests use only the ``MetadataStore`` protocol.
+Every test runs against each entry of ``BACKENDS``: memory, the stub's metadata service, and a
+real etcd server (integration: see tests/support/etcd.py). A backend is an async context
+manager factory, given the test's fixture request, that yields a ``Backend``: something that
+opens sessions on one shared tree and can end one from the service's side. To add a backend,
+write a factory like ``memory_backend`` and append it to ``BACKENDS``; the tests use only the
+``MetadataStore`` protocol.
 
 Tests never sleep. Notifications are awaited with ``receive()`` under a ``fail_after`` guard
 (remote backends deliver asynchronously); "nothing else arrived" is checked by making a later
@@ -17,6 +19,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
+import anyio.abc
+import anyio.to_thread
 import pytest
 
 from emubroker.metadata import (
@@ -34,9 +38,11 @@ from emubroker.metadata import (
     VersionedValue,
     WatchOverflowError,
 )
+from emubroker.metadata.etcd import EtcdMetadataStore
 from emubroker.metadata.remote import RemoteMetadataStore
 from storage_stub.client import StubClient, open_stub_client
 from storage_stub.server import open_stub_server
+from tests.support.etcd import EtcdServer, fresh_root, revoke_lease
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -63,6 +69,10 @@ class Backend(Protocol):
 
     async def open_session(self) -> MetadataStore: ...
 
+    async def end_session(self, store: MetadataStore) -> None:
+        """End ``store``'s session from the service's side, as a timeout would when its broker
+        stops heartbeating (died, hung, cut off). The store is not told."""
+
 
 class _MemoryBackend:
     def __init__(self) -> None:
@@ -71,17 +81,25 @@ class _MemoryBackend:
     async def open_session(self) -> MetadataStore:
         return self.tree.open_session()
 
+    async def end_session(self, store: MetadataStore) -> None:
+        assert isinstance(store, MemoryMetadataStore)
+        self.tree.end_session(store.session_id)
+
 
 @asynccontextmanager
-async def memory_backend() -> AsyncIterator[Backend]:
+async def memory_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     yield _MemoryBackend()
 
 
 class _RemoteBackend:
-    """Sessions on the stub's metadata service, alternating between two connections (brokers)."""
+    """Sessions on the stub's metadata service, alternating between two connections (brokers).
 
-    def __init__(self, clients: list[StubClient]) -> None:
+    A third connection ends sessions, as the service's reaper would.
+    """
+
+    def __init__(self, clients: list[StubClient], reaper: StubClient) -> None:
         self.clients = clients
+        self.reaper = reaper
         self.opened = 0
 
     async def open_session(self) -> MetadataStore:
@@ -89,29 +107,75 @@ class _RemoteBackend:
         client = self.clients[self.opened % len(self.clients)]
         return await RemoteMetadataStore.open(client, watch_buffer_size=WATCH_BUFFER)
 
+    async def end_session(self, store: MetadataStore) -> None:
+        assert isinstance(store, RemoteMetadataStore)
+        await self.reaper.session_close(store.session_id)
+
 
 @asynccontextmanager
-async def remote_backend() -> AsyncIterator[Backend]:
+async def remote_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     # In-process stub over memory streams: the same bytes and code paths as over TCP.
     async with open_stub_server() as server:
 
         async def connect() -> ByteStream:
             return server.connect()
 
-        async with open_stub_client(connect=connect) as a, open_stub_client(connect=connect) as b:
-            yield _RemoteBackend([a, b])
+        async with (
+            open_stub_client(connect=connect) as a,
+            open_stub_client(connect=connect) as b,
+            open_stub_client(connect=connect) as reaper,
+        ):
+            yield _RemoteBackend([a, b], reaper)
+
+
+class _EtcdBackend:
+    """Sessions on a real etcd, each with its own connections, under a chroot of the test's.
+
+    Ending a session revokes its lease from outside, as etcd's expiry would.
+    """
+
+    def __init__(self, server: EtcdServer, task_group: anyio.abc.TaskGroup) -> None:
+        self.server = server
+        self.url = server.url + fresh_root("conformance")
+        self.task_group = task_group
+        self.stores: list[EtcdMetadataStore] = []
+
+    async def open_session(self) -> MetadataStore:
+        store = await EtcdMetadataStore.open(
+            self.url, task_group=self.task_group, watch_buffer_size=WATCH_BUFFER
+        )
+        self.stores.append(store)
+        return store
+
+    async def end_session(self, store: MetadataStore) -> None:
+        assert isinstance(store, EtcdMetadataStore)
+        await anyio.to_thread.run_sync(revoke_lease, self.server, store.session_id)
+
+
+@asynccontextmanager
+async def etcd_backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    server: EtcdServer = request.getfixturevalue("etcd_server")
+    async with anyio.create_task_group() as tg:
+        backend = _EtcdBackend(server, tg)
+        try:
+            yield backend
+        finally:
+            for store in backend.stores:
+                await store.aclose()
 
 
 BACKENDS = [
     pytest.param(memory_backend, id="memory"),
     pytest.param(remote_backend, id="remote"),
+    pytest.param(etcd_backend, id="etcd", marks=pytest.mark.integration),
 ]
 
 
 @pytest.fixture(params=BACKENDS)
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
-    factory: Callable[[], AbstractAsyncContextManager[Backend]] = request.param
-    async with factory() as opened:
+    factory: Callable[[pytest.FixtureRequest], AbstractAsyncContextManager[Backend]]
+    factory = request.param
+    async with factory(request) as opened:
         yield opened
 
 

@@ -1,0 +1,570 @@
+"""A ``MetadataStore`` on etcd v3: ``--metadata-url etcd://host:2379[,host:2379...][/chroot]``.
+
+The multi-machine deployment (DESIGN.md, "Processes and deployments") keeps the metadata in a
+real etcd cluster. Each store is one session, as with the other backends.
+
+**Client.** We talk to etcd's JSON gateway (``POST /v3/kv/txn`` ...) with our own small HTTP/1.1
+client on anyio streams (``etcd_gateway``, h11 underneath), chosen by measurement
+(``bench/etcd_clients.py``, results in docs/performance.md): against one local etcd it was
+faster than both alternatives for every operation: aiohttp to the same gateway, and ``aetcd``,
+the maintained asyncio gRPC client. It is also the only one of the three that runs on trio, so
+this backend is anyio-only code like the rest of the core (STYLE.md §1.16) and its tests run
+on both backends, against a real etcd server.
+
+**Mapping** (Pulsar's ``EtcdMetadataStore`` makes the same choices where it has them):
+
+- Keys: see ``etcd_keys``: one key per node, one link key per ancestor for ``children``, one
+  counter key per parent of sequential nodes.
+- Versions: our ``version`` is etcd's per-key ``version`` minus one. etcd counts the writes to
+  a key since it was created, from 1, and forgets them on delete, which is exactly ZooKeeper's
+  ``Stat.version`` (0 at creation, +1 per write, again 0 when re-created) shifted by one.
+  ``mod_revision`` would not do: it is the cluster-wide revision of the last write, which grows
+  with every write to *any* key. Revisions serve watches instead (where a resumed watch starts).
+- Conditional writes are transactions: ``expected_version=n`` compares ``version == n + 1``,
+  ``-1`` compares ``create_revision == 0`` (the key does not exist); a create also writes the
+  node's links in the same transaction, so a failed write changes nothing.
+- Sessions are leases and ephemeral nodes are keys attached to the lease (``etcd_session``).
+  Modifying a node keeps its lease (``ignore_lease``): an ephemeral node stays its creator's.
+- ``created_by_self``: the key's lease is this store's current lease.
+- Sequential nodes: the counter key is written first (its new version is the counter), then the
+  node is created if absent, like ZooKeeper, whose sequential create fails if the name is taken.
+- Watches: ``etcd_watch``.
+
+Timeouts are deadlines on the injected clock: ``request_timeout`` per call (Pulsar's
+``metadataStoreOperationTimeoutSeconds``, 30 s), the session's TTL for the lease.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Final, Self
+
+import anyio
+import anyio.lowlevel
+
+from emubroker.metadata.deadlines import DeadlineWatchdog
+from emubroker.metadata.etcd_gateway import EtcdGateway, GatewayCallError, GatewayError
+from emubroker.metadata.etcd_keys import KeyLayout
+from emubroker.metadata.etcd_messages import (
+    CREATE,
+    EQUAL,
+    GREATER,
+    VERSION,
+    Compare,
+    DeleteRangeRequest,
+    KeyValue,
+    PutRequest,
+    PutResponse,
+    RangeRequest,
+    RangeResponse,
+    RequestOp,
+    TxnRequest,
+    TxnResponse,
+)
+from emubroker.metadata.etcd_session import EtcdSession, EtcdSessionStatistics
+from emubroker.metadata.etcd_url import EtcdAddress, parse_etcd_url
+from emubroker.metadata.etcd_watch import EtcdWatch
+from emubroker.metadata.memory import WATCH_BUFFER_SIZE
+from emubroker.metadata.store import (
+    SEQUENTIAL_DIGITS,
+    BadVersionError,
+    MetadataStoreError,
+    NotFoundError,
+    PutResult,
+    StoreClosedError,
+    VersionedValue,
+    validate_path,
+)
+from emubroker.metadata.stub_mapping import TranslatedWatchStream
+from protocol.clock import AnyioClock
+from storage_stub.client_watch import StubWatch
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+    from types import TracebackType
+
+    from anyio.abc import ObjectReceiveStream, TaskGroup, TaskStatus
+
+    from emubroker.metadata.store import MetadataStore, Notification
+    from protocol.clock import Clock
+
+__all__ = [
+    "DEFAULT_REQUEST_TIMEOUT",
+    "DEFAULT_SESSION_TIMEOUT",
+    "EtcdMetadataStore",
+    "open_etcd_metadata_store",
+]
+
+logger = logging.getLogger(__name__)
+
+# Pulsar's metadataStoreSessionTimeoutMillis and metadataStoreOperationTimeoutSeconds defaults.
+DEFAULT_SESSION_TIMEOUT: Final = 30.0
+DEFAULT_REQUEST_TIMEOUT: Final = 30.0
+# Seconds one connection attempt may take before the next endpoint is tried.
+DEFAULT_CONNECT_TIMEOUT: Final = 5.0
+# etcd's default --max-txn-ops: operations one transaction may hold.
+MAX_TXN_OPS: Final = 128
+# How long closing waits for watches to receive this store's own last writes (a guard only:
+# etcd sends them within milliseconds).
+WATCH_DRAIN_GUARD: Final = 5.0
+# What etcd says when a write names a lease it does not know (ErrGRPCLeaseNotFound).
+_LEASE_NOT_FOUND: Final = "requested lease not found"
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    # Foreign errors become the protocol's at this boundary (STYLE.md §1.11).
+    try:
+        yield
+    except GatewayError as exc:
+        raise MetadataStoreError(f"etcd: {exc}") from exc
+
+
+def _check_put_arguments(expected_version: int | None, sequential: bool) -> None:
+    if expected_version is not None and expected_version < -1:
+        raise ValueError(f"expected_version must be None, -1 or >= 0, got {expected_version}")
+    if sequential and expected_version not in (None, -1):
+        raise ValueError("a sequential put always creates: expected_version must be None or -1")
+
+
+def _range(key: bytes, end: bytes = b"", *, keys_only: bool = False, limit: int = 0) -> RequestOp:
+    return RequestOp(request_range=RangeRequest(key, end, limit=limit, keys_only=keys_only))
+
+
+def _empty(key: bytes, end: bytes = b"") -> Compare:
+    # Over a range, VERSION == 0 holds only if no key is in it (a key's version is >= 1).
+    return Compare(key, VERSION, EQUAL, version=0, range_end=end)
+
+
+class EtcdMetadataStore:
+    """One session on an etcd cluster; implements ``MetadataStore``.
+
+    Open it with :meth:`open` (its background tasks run in a task group you own) or
+    :func:`open_etcd_metadata_store`.
+    """
+
+    def __init__(
+        self,
+        address: EtcdAddress,
+        *,
+        clock: Clock,
+        session_timeout: float,
+        request_timeout: float,
+        connect_timeout: float,
+        watch_buffer_size: int,
+    ) -> None:
+        if watch_buffer_size < 1:
+            raise ValueError(f"watch_buffer_size must be >= 1, got {watch_buffer_size}")
+        self._watchdog = DeadlineWatchdog(clock)
+        self._gateway = EtcdGateway(
+            address.endpoints,
+            watchdog=self._watchdog,
+            request_timeout=request_timeout,
+            connect_timeout=connect_timeout,
+        )
+        self._layout = KeyLayout(address.root)
+        self._clock = clock
+        self._session = EtcdSession(self._gateway, clock, session_timeout)
+        self._watch_buffer_size = watch_buffer_size
+        self._scope = anyio.CancelScope()
+        self._tasks: TaskGroup | None = None
+        self._watches: set[EtcdWatch] = set()
+        self._watch_ids = itertools.count(1)
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        task_group: TaskGroup,
+        clock: Clock | None = None,
+        session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        watch_buffer_size: int = WATCH_BUFFER_SIZE,
+    ) -> EtcdMetadataStore:
+        """Open a session on the etcd cluster at ``url`` (see ``etcd_url``).
+
+        Args:
+            url: ``etcd://host:port[,host:port...][/chroot]``.
+            task_group: Runs the store's background tasks (timeouts, keep-alive, watches)
+                until :meth:`aclose`.
+            clock: Time for timeouts and keep-alives; defaults to the event loop's.
+            session_timeout: Seconds without keep-alive before etcd ends the session.
+            request_timeout: Seconds one etcd call may take.
+            connect_timeout: Seconds one connection attempt may take before the next endpoint.
+            watch_buffer_size: Notifications a watch buffers before it overflows.
+
+        Raises:
+            ValueError: The URL is malformed.
+            MetadataStoreError: etcd could not be reached or refused.
+        """
+        store = cls(
+            parse_etcd_url(url),
+            clock=clock if clock is not None else AnyioClock(),
+            session_timeout=session_timeout,
+            request_timeout=request_timeout,
+            connect_timeout=connect_timeout,
+            watch_buffer_size=watch_buffer_size,
+        )
+        await task_group.start(store._run)
+        try:
+            with _translated():
+                await store._session.current()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await store.aclose()
+            raise
+        return store
+
+    async def _run(self, *, task_status: TaskStatus[None]) -> None:
+        with self._scope:
+            async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                tasks.start_soon(self._watchdog.run)
+                tasks.start_soon(self._session.run_keepalive)
+                task_status.started()
+
+    @property
+    def session_id(self) -> int:
+        """The current lease id; it changes when the session expires (0 while it has none)."""
+        return self._session.lease_id
+
+    def session_statistics(self) -> EtcdSessionStatistics:
+        """A snapshot of the session's counters."""
+        return self._session.statistics()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the metadata store session is closed")
+
+    async def _txn(self, request: TxnRequest) -> TxnResponse:
+        with _translated():
+            return await self._gateway.call("/v3/kv/txn", request, TxnResponse)
+
+    async def _read(
+        self, key: bytes, end: bytes = b"", *, keys_only: bool = False, limit: int = 0
+    ) -> list[KeyValue]:
+        self._check_open()
+        request = RangeRequest(key, end, limit=limit, keys_only=keys_only)
+        with _translated():
+            return (await self._gateway.call("/v3/kv/range", request, RangeResponse)).kvs
+
+    def _wrote(self, path: str, revision: int) -> None:
+        # Watches covering the path must deliver this write before the store closes them.
+        for watch in self._watches:
+            if watch.covers(path):
+                watch.awaited_revision = max(watch.awaited_revision, revision)
+
+    # ---- reads ---------------------------------------------------------------------------------
+
+    async def get(self, path: str) -> VersionedValue | None:
+        """See ``MetadataStore.get``."""
+        kvs = await self._read(self._layout.node(validate_path(path)))
+        if not kvs:
+            return None
+        kv = kvs[0]
+        return VersionedValue(
+            kv.value,
+            kv.version - 1,
+            ephemeral=kv.lease != 0,
+            created_by_self=kv.lease != 0 and kv.lease == self._session.lease_id,
+        )
+
+    async def exists(self, path: str) -> bool:
+        """See ``MetadataStore.exists``."""
+        return bool(await self._read(self._layout.node(validate_path(path)), keys_only=True))
+
+    async def children(self, path: str) -> list[str]:
+        """See ``MetadataStore.children``.
+
+        The names come from the links (one range); each is then confirmed by a range over its
+        subtree in one read-only transaction, since links can outlive what they point to (see
+        ``etcd_keys``). Stale links found on the way are deleted.
+        """
+        validate_path(path, allow_root=True)
+        links = await self._read(*self._layout.links_of(path), keys_only=True)
+        names = sorted({self._layout.parse_link(kv.key, path).child for kv in links})
+        found: list[str] = []
+        stale: list[str] = []
+        for start in range(0, len(names), MAX_TXN_OPS):
+            batch = names[start : start + MAX_TXN_OPS]
+            confirm = [
+                _range(*self._layout.subtree(_join(path, name)), keys_only=True, limit=1)
+                for name in batch
+            ]
+            reply = await self._txn(TxnRequest(success=confirm))
+            for name, op in zip(batch, reply.responses, strict=True):
+                present = op.response_range is not None and op.response_range.kvs
+                (found if present else stale).append(name)
+        if stale:
+            await self._drop_links(path, stale)
+        return found
+
+    async def _drop_links(self, path: str, names: list[str]) -> None:
+        # Guarded: a node created meanwhile keeps its link. Best effort, the next listing retries.
+        for name in names:
+            child = _join(path, name)
+            request = TxnRequest(
+                compare=[_empty(*self._layout.subtree(child))],
+                success=[
+                    RequestOp(
+                        request_delete_range=DeleteRangeRequest(
+                            *self._layout.links_of_child(path, name)
+                        )
+                    )
+                ],
+            )
+            try:
+                await self._txn(request)
+            except MetadataStoreError as exc:
+                logger.info("could not drop stale links of %s: %s", child, exc)
+                return
+
+    # ---- writes --------------------------------------------------------------------------------
+
+    async def put(
+        self,
+        path: str,
+        value: bytes,
+        expected_version: int | None = None,
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+    ) -> PutResult:
+        """See ``MetadataStore.put``."""
+        self._check_open()
+        _check_put_arguments(expected_version, sequential)
+        validate_path(path + "0" * SEQUENTIAL_DIGITS if sequential else path)
+        if sequential:
+            path = f"{path}{await self._next_in_sequence(path):0{SEQUENTIAL_DIGITS}d}"
+            expected_version = -1
+        value = bytes(value)
+        if not ephemeral:
+            return await self._put(path, value, expected_version, 0)
+        with _translated():
+            lease = await self._session.current()
+        try:
+            return await self._put(path, value, expected_version, lease)
+        except MetadataStoreError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, GatewayCallError) and _LEASE_NOT_FOUND in cause.message):
+                raise
+        # etcd ended the session before our keep-alive noticed: carry on with a new one, as
+        # the other backends do (nothing was written: the transaction failed as a whole).
+        self._session.lost(lease, "etcd no longer knows the lease")
+        with _translated():
+            lease = await self._session.current()
+        return await self._put(path, value, expected_version, lease)
+
+    async def _next_in_sequence(self, prefix: str) -> int:
+        parent = prefix.rpartition("/")[0] or "/"
+        with _translated():
+            reply = await self._gateway.call(
+                "/v3/kv/put", PutRequest(self._layout.counter(parent), prev_kv=True), PutResponse
+            )
+        return reply.prev_kv.version if reply.prev_kv is not None else 0
+
+    async def _put(
+        self, path: str, value: bytes, expected_version: int | None, lease: int
+    ) -> PutResult:
+        key = self._layout.node(path)
+        create = [RequestOp(request_put=PutRequest(key, value, lease=lease))]
+        create += [
+            RequestOp(request_put=PutRequest(self._layout.link(parent, child, lease)))
+            for parent, child in self._layout.ancestry(path)
+        ]
+        absent = Compare(key, CREATE, EQUAL, create_revision=0)
+        if expected_version is None:
+            modify = PutRequest(key, value, prev_kv=True, ignore_lease=True)
+            reply = await self._txn(TxnRequest([absent], create, [RequestOp(request_put=modify)]))
+            put = reply.responses[0].response_put
+            previous = put.prev_kv if put is not None else None
+            version = 0 if reply.succeeded or previous is None else previous.version
+        elif expected_version == -1:
+            reply = await self._txn(TxnRequest([absent], create, [_range(key)]))
+            self._raise_unless_succeeded(reply, "put", path, expected_version)
+            version = 0
+        else:
+            matches = Compare(key, VERSION, EQUAL, version=expected_version + 1)
+            modify = PutRequest(key, value, ignore_lease=True)
+            reply = await self._txn(
+                TxnRequest([matches], [RequestOp(request_put=modify)], [_range(key)])
+            )
+            self._raise_unless_succeeded(reply, "put", path, expected_version)
+            version = expected_version + 1
+        self._wrote(path, reply.header.revision)
+        return PutResult(path, version)
+
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        """See ``MetadataStore.delete``."""
+        self._check_open()
+        if expected_version is not None and expected_version < 0:
+            raise ValueError(f"expected_version must be None or >= 0, got {expected_version}")
+        key = self._layout.node(validate_path(path))
+        guard = (
+            Compare(key, VERSION, GREATER, version=0)
+            if expected_version is None
+            else Compare(key, VERSION, EQUAL, version=expected_version + 1)
+        )
+        success = [RequestOp(request_delete_range=DeleteRangeRequest(key))]
+        success += [
+            self._unlink_if_empty(path, parent, child)
+            for parent, child in self._layout.ancestry(path)
+        ]
+        reply = await self._txn(TxnRequest([guard], success, [_range(key)]))
+        self._raise_unless_succeeded(reply, "delete", path, expected_version)
+        self._wrote(path, reply.header.revision)
+
+    def _unlink_if_empty(self, deleted: str, parent: str, child: str) -> RequestOp:
+        # Drop the links of parent/child if nothing is left at or below it once `deleted` is
+        # gone. Compares see the state before the transaction, so `deleted` is left out of the
+        # ranges rather than expected to be gone.
+        node = _join(parent, child)
+        below_start, below_end = self._layout.below(node)
+        if node == deleted:
+            nothing_left = [_empty(below_start, below_end)]
+        else:
+            key = self._layout.node(deleted)
+            nothing_left = [
+                _empty(self._layout.node(node)),
+                _empty(below_start, key),
+                _empty(key + b"\x00", below_end),
+            ]
+        unlink = DeleteRangeRequest(*self._layout.links_of_child(parent, child))
+        return RequestOp(
+            request_txn=TxnRequest(nothing_left, [RequestOp(request_delete_range=unlink)])
+        )
+
+    @staticmethod
+    def _raise_unless_succeeded(
+        reply: TxnResponse, op: str, path: str, expected_version: int | None
+    ) -> None:
+        if reply.succeeded:
+            return
+        ranged = reply.responses[0].response_range if reply.responses else None
+        found = ranged.kvs[0].version - 1 if ranged is not None and ranged.kvs else None
+        if found is None and op == "delete":
+            raise NotFoundError(f"delete {path!r}: no such node")
+        raise BadVersionError(
+            f"{op} {path!r}: expected version {expected_version}, "
+            f"found {'none' if found is None else found}"
+        )
+
+    # ---- watches -------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def watch(self, path_prefix: str) -> AsyncIterator[ObjectReceiveStream[Notification]]:
+        """See ``MetadataStore.watch``."""
+        self._check_open()
+        validate_path(path_prefix, allow_root=True)
+        watch: EtcdWatch | None = None
+
+        def stopped(_: StubWatch) -> None:
+            if watch is not None:
+                watch.stop()
+
+        buffer = StubWatch(
+            next(self._watch_ids), path_prefix, self._watch_buffer_size, on_close=stopped
+        )
+        watch = EtcdWatch(self._gateway, self._layout, path_prefix, buffer, self._clock)
+        assert self._tasks is not None  # set before open() returns
+        with _translated():
+            await self._tasks.start(watch.run)
+        self._watches.add(watch)
+        try:
+            yield TranslatedWatchStream(buffer)
+        finally:
+            self._watches.discard(watch)
+            buffer.close()
+
+    # ---- sessions ------------------------------------------------------------------------------
+
+    async def expire_session(self) -> None:
+        """See ``MetadataStore.expire_session``."""
+        self._check_open()
+        with _translated():
+            await self._session.expire()
+
+    async def aclose(self) -> None:
+        """See ``MetadataStore.aclose``."""
+        if self._closed:
+            await anyio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        # End our own watches first (a closing session is told nothing more), once they hold
+        # our own writes, as the other backends' watches do.
+        with anyio.move_on_after(WATCH_DRAIN_GUARD):
+            for watch in list(self._watches):
+                await watch.wait_delivered()
+        for watch in list(self._watches):
+            watch.buffer.finish()
+        self._watches.clear()
+        await self._session.end()
+        await self._gateway.aclose()
+        self._scope.cancel()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _join(parent: str, name: str) -> str:
+    return f"/{name}" if parent == "/" else f"{parent}/{name}"
+
+
+@asynccontextmanager
+async def open_etcd_metadata_store(
+    url: str,
+    *,
+    clock: Clock | None = None,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    watch_buffer_size: int = WATCH_BUFFER_SIZE,
+) -> AsyncIterator[EtcdMetadataStore]:
+    """Open a session on the etcd cluster at ``url`` for the block (see :meth:`open`).
+
+    Raises:
+        ValueError: The URL is malformed.
+        MetadataStoreError: etcd could not be reached.
+    """
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        store: EtcdMetadataStore | None = None
+        try:
+            store = await EtcdMetadataStore.open(
+                url,
+                task_group=tg,
+                clock=clock,
+                session_timeout=session_timeout,
+                request_timeout=request_timeout,
+                connect_timeout=connect_timeout,
+                watch_buffer_size=watch_buffer_size,
+            )
+            yield store
+        except Exception as exc:  # re-raised below, unwrapped by the task group
+            failure = exc
+        finally:
+            if store is not None:
+                with anyio.CancelScope(shield=True):
+                    await store.aclose()
+    if failure is not None:
+        raise failure
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: EtcdMetadataStore) -> MetadataStore:
+        # mypy proves here that EtcdMetadataStore satisfies the MetadataStore protocol.
+        return store

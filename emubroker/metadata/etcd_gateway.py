@@ -1,0 +1,326 @@
+"""An HTTP/1.1 client for etcd's JSON gateway, on anyio streams with h11 (so trio works too).
+
+etcd answers its v3 API as JSON on the client port (``POST /v3/kv/txn`` with a JSON body; see
+``etcd_messages``). This client keeps a few keep-alive connections per gateway for unary calls
+and opens a connection of its own for each server stream (a watch, a lease keep-alive), whose
+reply is chunked with one JSON object per line.
+
+Endpoints: one cluster may be given as several ``host:port`` endpoints. Connections go to the
+current one; when it refuses or times out, the next is tried, and the one that answered becomes
+current. A call is retried elsewhere only while its request cannot have reached a server
+(connecting failed, or a pooled connection turned out to be closed before any reply byte):
+etcd's writes are not idempotent, so a call that may have been applied fails instead.
+
+Timeouts are deadlines on the injected clock (STYLE.md §3), kept by a ``DeadlineWatchdog`` whose
+``run`` the gateway's owner keeps running.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import anyio
+import h11
+import msgspec
+
+from emubroker.metadata.deadlines import DeadlineWatchdog
+from emubroker.metadata.etcd_messages import GatewayStatus, StreamMessage
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from anyio.abc import SocketStream
+
+
+__all__ = [
+    "EtcdGateway",
+    "GatewayCallError",
+    "GatewayError",
+    "GatewayTimeoutError",
+    "GatewayUnavailableError",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Idle keep-alive connections kept per gateway; calls beyond it open (and then close) more.
+MAX_IDLE_CONNECTIONS: Final = 8
+# A reply line (one watch response: the events of one revision) larger than this is refused.
+# etcd's own request limit is 1.5 MiB, and one revision's events are bounded by a transaction's
+# ops (128 by default), so 64 MiB is corruption or a hostile peer, not a big revision.
+MAX_REPLY_BYTES: Final = 64 * 1024 * 1024
+_READ_CHUNK: Final = 65536
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+class GatewayError(Exception):
+    """Base of the gateway client's errors."""
+
+
+class GatewayUnavailableError(GatewayError):
+    """No endpoint could be reached, or a connection broke.
+
+    Attributes:
+        maybe_applied: Whether the request may have reached etcd (and so may have been applied).
+    """
+
+    def __init__(self, message: str, *, maybe_applied: bool) -> None:
+        super().__init__(message)
+        self.maybe_applied = maybe_applied
+
+
+class GatewayTimeoutError(GatewayUnavailableError):
+    """The call did not finish within its timeout."""
+
+
+class GatewayCallError(GatewayError):
+    """etcd answered with an error: ``code`` is the gRPC status code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"etcd error {code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class _StaleConnectionError(Exception):
+    # A pooled connection was closed by the server before it sent a byte of the reply.
+    pass
+
+
+def _call_error(status: int, body: bytes) -> GatewayCallError:
+    try:
+        error = msgspec.json.decode(body, type=GatewayStatus, strict=False)
+    except msgspec.DecodeError:
+        return GatewayCallError(0, f"HTTP {status}: {body[:200]!r}")
+    return GatewayCallError(error.code, error.message or error.error)
+
+
+class _Connection:
+    """One HTTP/1.1 connection: h11's state machine pumped over an anyio stream."""
+
+    def __init__(self, stream: SocketStream, host: str) -> None:
+        self.stream = stream
+        self.host = host
+        self.http = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_REPLY_BYTES)
+        self.received_any = False
+
+    async def send_request(self, path: str, body: bytes) -> None:
+        headers = [
+            ("Host", self.host),
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+        ]
+        data = self.http.send(h11.Request(method="POST", target=path, headers=headers))
+        data = (data or b"") + (self.http.send(h11.Data(data=body)) or b"")
+        data += self.http.send(h11.EndOfMessage()) or b""
+        await self.stream.send(data)
+
+    async def next_event(self) -> h11.Event | type[h11.PAUSED]:
+        while True:
+            event = self.http.next_event()
+            if event is not h11.NEED_DATA:
+                return event  # type: ignore[return-value]  # h11's union does not narrow
+            try:
+                data = await self.stream.receive(_READ_CHUNK)
+            except anyio.EndOfStream:
+                data = b""
+            self.received_any = self.received_any or bool(data)
+            self.http.receive_data(data)
+
+    async def read_head(self) -> int:
+        event = await self.next_event()
+        if not isinstance(event, h11.Response):
+            raise h11.RemoteProtocolError(f"expected a response, got {event!r}")
+        return event.status_code
+
+    async def read_chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            event = await self.next_event()
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return
+            else:
+                raise h11.RemoteProtocolError(f"unexpected {event!r} in a response body")
+
+    def reusable(self) -> bool:
+        if self.http.our_state is h11.DONE and self.http.their_state is h11.DONE:
+            self.http.start_next_cycle()
+            self.received_any = False
+            return True
+        return False
+
+
+class EtcdGateway:
+    """JSON calls to one etcd cluster through the gateway of any of its endpoints.
+
+    Args:
+        endpoints: ``(host, port)`` of the cluster's client URLs, in order of preference.
+        watchdog: Keeps the timeouts; its owner must keep it running.
+        request_timeout: Seconds a unary call may take, connecting included.
+        connect_timeout: Seconds one connection attempt may take before the next endpoint.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[tuple[str, int]],
+        *,
+        watchdog: DeadlineWatchdog,
+        request_timeout: float,
+        connect_timeout: float,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("at least one etcd endpoint is needed")
+        self.endpoints = list(endpoints)
+        self._current = 0
+        self._watchdog = watchdog
+        self._request_timeout = request_timeout
+        self._connect_timeout = connect_timeout
+        self._idle: list[_Connection] = []
+        self._closed = False
+
+    @property
+    def current_endpoint(self) -> tuple[str, int]:
+        """The endpoint new connections go to."""
+        return self.endpoints[self._current]
+
+    async def call(self, path: str, request: msgspec.Struct, reply: type[T]) -> T:
+        """``POST`` ``request`` to ``path`` (``/v3/kv/range``) and decode the reply.
+
+        Raises:
+            GatewayCallError: etcd refused the request.
+            GatewayTimeoutError: No reply within the request timeout.
+            GatewayUnavailableError: No endpoint answered, or the connection broke.
+        """
+        body = _ENCODER.encode(request)
+        with self._watchdog.limit(self._request_timeout) as scope:
+            status, data = await self._exchange(path, body)
+        if scope.cancelled_caught:
+            raise GatewayTimeoutError(f"etcd call {path} timed out", maybe_applied=True)
+        if status != 200:
+            raise _call_error(status, data)
+        try:
+            return msgspec.json.decode(data, type=reply, strict=False)
+        except msgspec.DecodeError as exc:
+            raise GatewayUnavailableError(
+                f"etcd sent a malformed reply to {path}: {exc}", maybe_applied=True
+            ) from exc
+
+    @asynccontextmanager
+    async def open_stream(
+        self, path: str, request: msgspec.Struct, reply: type[T]
+    ) -> AsyncIterator[AsyncIterator[T]]:
+        """Start a server stream (``/v3/watch``) on a connection of its own.
+
+        Yields:
+            The stream's messages, decoded; it ends when etcd ends the stream.
+
+        Raises:
+            GatewayCallError: etcd refused the request, or reported an error in the stream.
+            GatewayUnavailableError: No endpoint answered, or the connection broke.
+        """
+        decoder = msgspec.json.Decoder(StreamMessage[reply], strict=False)  # type: ignore[valid-type]  # reply is a runtime type
+        with self._watchdog.limit(self._request_timeout) as scope:
+            conn = await self._connect()
+        if scope.cancelled_caught:
+            raise GatewayTimeoutError(f"etcd stream {path}: no connection", maybe_applied=False)
+        try:
+            with self._watchdog.limit(self._request_timeout) as scope:
+                await conn.send_request(path, _ENCODER.encode(request))
+                status = await conn.read_head()
+            if scope.cancelled_caught:
+                raise GatewayTimeoutError(f"etcd stream {path} timed out", maybe_applied=True)
+            if status != 200:
+                raise _call_error(status, b"".join([c async for c in conn.read_chunks()]))
+            yield self._messages(conn, decoder)
+        except (OSError, anyio.BrokenResourceError, h11.ProtocolError) as exc:
+            raise GatewayUnavailableError(
+                f"etcd stream {path} broke: {exc!r}", maybe_applied=True
+            ) from exc
+        finally:
+            await anyio.aclose_forcefully(conn.stream)
+
+    async def _messages(
+        self, conn: _Connection, decoder: msgspec.json.Decoder[StreamMessage[T]]
+    ) -> AsyncIterator[T]:
+        pending = b""
+        async for chunk in conn.read_chunks():
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            if len(pending) > MAX_REPLY_BYTES:
+                raise h11.RemoteProtocolError("an etcd stream message is too large")
+            for line in lines:
+                if not line.strip():
+                    continue
+                message = decoder.decode(line)
+                if message.error is not None:
+                    raise GatewayCallError(message.error.code, message.error.message)
+                if message.result is not None:
+                    yield message.result
+
+    async def aclose(self) -> None:
+        """Close the idle connections; streams end with their ``async with``."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await anyio.aclose_forcefully(conn.stream)
+
+    # ---- connections ---------------------------------------------------------------------------
+
+    async def _exchange(self, path: str, body: bytes) -> tuple[int, bytes]:
+        while True:
+            reused = bool(self._idle)
+            conn = self._idle.pop() if reused else await self._connect()
+            done = False
+            try:
+                await conn.send_request(path, body)
+                status = await conn.read_head()
+                data = b"".join([chunk async for chunk in conn.read_chunks()])
+                done = True
+            except (OSError, anyio.BrokenResourceError, h11.ProtocolError) as exc:
+                if reused and not conn.received_any:
+                    continue  # the server had closed it while idle: nothing was processed
+                raise GatewayUnavailableError(
+                    f"etcd call {path} failed: {exc!r}", maybe_applied=True
+                ) from exc
+            finally:
+                if done and not self._closed and conn.reusable():
+                    if len(self._idle) < MAX_IDLE_CONNECTIONS:
+                        self._idle.append(conn)
+                    else:
+                        await anyio.aclose_forcefully(conn.stream)
+                else:
+                    await anyio.aclose_forcefully(conn.stream)
+            return status, data
+
+    async def _connect(self) -> _Connection:
+        if self._closed:
+            raise GatewayUnavailableError("the etcd gateway client is closed", maybe_applied=False)
+        failures: list[str] = []
+        for step in range(len(self.endpoints)):
+            index = (self._current + step) % len(self.endpoints)
+            host, port = self.endpoints[index]
+            with self._watchdog.limit(self._connect_timeout) as scope:
+                try:
+                    stream = await anyio.connect_tcp(host, port)
+                except OSError as exc:
+                    failures.append(f"{host}:{port}: {exc}")
+                    continue
+            if scope.cancelled_caught:
+                failures.append(f"{host}:{port}: connect timed out")
+                continue
+            if index != self._current:
+                logger.info(
+                    "etcd endpoint %s:%d unreachable; using %s:%d",
+                    *self.current_endpoint,
+                    host,
+                    port,
+                )
+                self._current = index
+            return _Connection(stream, f"{host}:{port}")
+        raise GatewayUnavailableError(
+            "no etcd endpoint answered: " + "; ".join(failures), maybe_applied=False
+        )
