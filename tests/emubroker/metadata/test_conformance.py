@@ -435,6 +435,132 @@ async def test_closed_store_refuses_operations(store: MetadataStore) -> None:
             pass
 
 
+# ---- sessions ended by the service (a broker that stopped heartbeating) ---------------------
+
+
+async def test_session_ended_by_the_service_frees_its_ephemeral_nodes_for_others(
+    backend: Backend,
+) -> None:
+    # Leader election (spec §6.2): the leader's node goes with its session, the watcher of the
+    # node hears it, and the next create-if-absent wins.
+    async with (
+        await backend.open_session() as leader,
+        await backend.open_session() as follower,
+        follower.watch("/loadbalance/leader") as events,
+    ):
+        await leader.put("/loadbalance/leader", b"broker-1", expected_version=-1, ephemeral=True)
+        await leader.put("/loadbalance/brokers/broker-1", b"{}", ephemeral=True)
+        await leader.put("/admin/clusters/c", b"{}")
+        assert await receive(events) == [note("/loadbalance/leader", CREATED)]
+        with pytest.raises(BadVersionError):
+            await follower.put("/loadbalance/leader", b"broker-2", -1, ephemeral=True)
+        await backend.end_session(leader)
+        assert await receive(events) == [note("/loadbalance/leader", DELETED)]
+        assert await follower.get("/loadbalance/leader") is None
+        assert await follower.children("/loadbalance/brokers") == []
+        assert await follower.children("/loadbalance") == []
+        assert await follower.get("/admin/clusters/c") == VersionedValue(b"{}", 0)
+        put = await follower.put("/loadbalance/leader", b"broker-2", -1, ephemeral=True)
+        assert put == PutResult("/loadbalance/leader", 0)
+        assert await receive(events) == [note("/loadbalance/leader", CREATED)]
+        assert await leader.get("/loadbalance/leader") == VersionedValue(
+            b"broker-2", 0, ephemeral=True
+        )
+
+
+async def test_store_whose_session_the_service_ended_learns_it_and_carries_on(
+    backend: Backend,
+) -> None:
+    async with (
+        await backend.open_session() as store,
+        await backend.open_session() as other,
+        store.watch("/namespace") as mine,
+    ):
+        await store.put("/namespace/public/default/0x00000000_0xffffffff", b"me", ephemeral=True)
+        assert [n.kind for n in await receive(mine)] == [CREATED]
+        await backend.end_session(store)
+        # Its own watch tells the broker that it lost the bundle.
+        assert await receive(mine) == [
+            note("/namespace/public/default/0x00000000_0xffffffff", DELETED)
+        ]
+        # Its next ephemeral write belongs to a new session, which still ends with the store.
+        await store.put("/namespace/public/default/0x00000000_0xffffffff", b"again", ephemeral=True)
+        assert await store.get("/namespace/public/default/0x00000000_0xffffffff") == (
+            VersionedValue(b"again", 0, ephemeral=True, created_by_self=True)
+        )
+        await store.aclose()
+        assert await other.children("/namespace/public/default") == []
+
+
+# ---- compare-and-set -------------------------------------------------------------------------
+
+
+async def test_compare_and_set_lets_exactly_one_of_concurrent_writers_win(
+    backend: Backend,
+) -> None:
+    async with await backend.open_session() as first, await backend.open_session() as second:
+        await first.put("/loadbalance/bundle-data/x", b"v0")
+        read = await second.get("/loadbalance/bundle-data/x")
+        assert read is not None
+        outcomes: dict[bytes, str] = {}
+
+        async def write(store: MetadataStore, value: bytes) -> None:
+            try:
+                await store.put("/loadbalance/bundle-data/x", value, read.version)
+            except BadVersionError:
+                outcomes[value] = "lost"
+            else:
+                outcomes[value] = "won"
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write, first, b"from-first")
+            tg.start_soon(write, second, b"from-second")
+        assert sorted(outcomes.values()) == ["lost", "won"]
+        winner = next(v for v, outcome in outcomes.items() if outcome == "won")
+        assert await first.get("/loadbalance/bundle-data/x") == VersionedValue(winner, 1)
+        # The loser re-reads and retries on the version it now sees.
+        assert await second.put("/loadbalance/bundle-data/x", b"retry", 1) == PutResult(
+            "/loadbalance/bundle-data/x", 2
+        )
+
+
+async def test_create_if_absent_has_one_winner_among_many_sessions(backend: Backend) -> None:
+    sessions = [await backend.open_session() for _ in range(4)]
+    try:
+        winners: list[int] = []
+
+        async def claim(index: int) -> None:
+            try:
+                await sessions[index].put("/lock", b"%d" % index, -1, ephemeral=True)
+            except BadVersionError:
+                return
+            winners.append(index)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(len(sessions)):
+                tg.start_soon(claim, index)
+        assert len(winners) == 1
+        owners = [(await s.get("/lock")) for s in sessions]
+        assert [o.created_by_self for o in owners if o is not None] == [
+            i == winners[0] for i in range(len(sessions))
+        ]
+    finally:
+        for session in sessions:
+            await session.aclose()
+
+
+async def test_compare_and_set_on_an_ephemeral_node_keeps_it_ephemeral(
+    store: MetadataStore, other: MetadataStore
+) -> None:
+    await store.put("/e", b"1", -1, ephemeral=True)
+    assert await other.put("/e", b"2", 0) == PutResult("/e", 1)
+    with pytest.raises(BadVersionError):
+        await other.put("/e", b"3", 0)
+    assert await store.get("/e") == VersionedValue(b"2", 1, ephemeral=True, created_by_self=True)
+    await store.delete("/e", expected_version=1)
+    assert await store.put("/e", b"again", -1) == PutResult("/e", 0)
+
+
 # ---- sequential nodes -----------------------------------------------------------------------
 
 
