@@ -1,4 +1,4 @@
-"""An HTTP/1.1 client for etcd's JSON gateway, on anyio streams with h11 (so trio works too).
+"""An HTTP/1.1 client for etcd's JSON gateway, on anyio streams (so trio works too).
 
 etcd answers its v3 API as JSON on the client port (``POST /v3/kv/txn`` with a JSON body; see
 ``etcd_messages``). This client keeps a few keep-alive connections per gateway for unary calls
@@ -22,9 +22,9 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import anyio
-import h11
 import msgspec
 
+from emubroker.metadata import http11
 from emubroker.metadata.deadlines import DeadlineWatchdog
 from emubroker.metadata.etcd_messages import GatewayStatus, StreamMessage
 
@@ -47,10 +47,12 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Idle keep-alive connections kept per gateway; calls beyond it open (and then close) more.
-MAX_IDLE_CONNECTIONS: Final = 8
-# A reply line (one watch response: the events of one revision) larger than this is refused.
-# etcd's own request limit is 1.5 MiB, and one revision's events are bounded by a transaction's
-# ops (128 by default), so 64 MiB is corruption or a hostile peer, not a big revision.
+# A broker's metadata calls in flight at once are few; 32 covers bursts without reconnecting.
+MAX_IDLE_CONNECTIONS: Final = 32
+# A reply, or one line of a stream (a watch response: the events of one revision), larger than
+# this is refused. etcd's own request limit is 1.5 MiB and a revision's events are bounded by a
+# transaction's ops (128 by default); a range of a whole big tree may be large, but 64 MiB of
+# metadata JSON is corruption or a hostile peer.
 MAX_REPLY_BYTES: Final = 64 * 1024 * 1024
 _READ_CHUNK: Final = 65536
 _ENCODER: Final = msgspec.json.Encoder()
@@ -99,59 +101,63 @@ def _call_error(status: int, body: bytes) -> GatewayCallError:
 
 
 class _Connection:
-    """One HTTP/1.1 connection: h11's state machine pumped over an anyio stream."""
+    """One HTTP/1.1 connection: the sans-IO reader pumped over an anyio stream."""
 
     def __init__(self, stream: SocketStream, host: str) -> None:
         self.stream = stream
         self.host = host
-        self.http = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_REPLY_BYTES)
+        self.reader = http11.ResponseReader()
         self.received_any = False
+        self.keep_alive = False
 
     async def send_request(self, path: str, body: bytes) -> None:
-        headers = [
-            ("Host", self.host),
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-        ]
-        data = self.http.send(h11.Request(method="POST", target=path, headers=headers))
-        data = (data or b"") + (self.http.send(h11.Data(data=body)) or b"")
-        data += self.http.send(h11.EndOfMessage()) or b""
-        await self.stream.send(data)
+        await self.stream.send(http11.post_request(self.host, path, body))
 
-    async def next_event(self) -> h11.Event | type[h11.PAUSED]:
+    async def next_event(self) -> http11.ResponseHead | bytes | object:
         while True:
-            event = self.http.next_event()
-            if event is not h11.NEED_DATA:
-                return event  # type: ignore[return-value]  # h11's union does not narrow
+            event = self.reader.next_event()
+            if event is not http11.NEED_DATA:
+                return event
             try:
                 data = await self.stream.receive(_READ_CHUNK)
             except anyio.EndOfStream:
                 data = b""
             self.received_any = self.received_any or bool(data)
-            self.http.receive_data(data)
+            self.reader.feed(data)
 
     async def read_head(self) -> int:
         event = await self.next_event()
-        if not isinstance(event, h11.Response):
-            raise h11.RemoteProtocolError(f"expected a response, got {event!r}")
-        return event.status_code
+        if not isinstance(event, http11.ResponseHead):
+            raise http11.HttpProtocolError(f"expected a response head, got {event!r}")
+        self.keep_alive = event.keep_alive
+        return event.status
 
     async def read_chunks(self) -> AsyncIterator[bytes]:
         while True:
             event = await self.next_event()
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            if event is http11.END:
                 return
-            else:
-                raise h11.RemoteProtocolError(f"unexpected {event!r} in a response body")
+            if not isinstance(event, bytes):
+                raise http11.HttpProtocolError(f"unexpected {event!r} in a response body")
+            yield event
 
     def reusable(self) -> bool:
-        if self.http.our_state is h11.DONE and self.http.their_state is h11.DONE:
-            self.http.start_next_cycle()
+        if self.keep_alive and self.reader.done:
+            self.reader.next_response()
             self.received_any = False
             return True
         return False
+
+
+async def _read_all(conn: _Connection) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in conn.read_chunks():
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise http11.HttpProtocolError(f"an etcd reply is larger than {MAX_REPLY_BYTES} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 class EtcdGateway:
@@ -234,9 +240,9 @@ class EtcdGateway:
             if scope.cancelled_caught:
                 raise GatewayTimeoutError(f"etcd stream {path} timed out", maybe_applied=True)
             if status != 200:
-                raise _call_error(status, b"".join([c async for c in conn.read_chunks()]))
+                raise _call_error(status, await _read_all(conn))
             yield self._messages(conn, decoder)
-        except (OSError, anyio.BrokenResourceError, h11.ProtocolError) as exc:
+        except (OSError, anyio.BrokenResourceError, http11.HttpProtocolError) as exc:
             raise GatewayUnavailableError(
                 f"etcd stream {path} broke: {exc!r}", maybe_applied=True
             ) from exc
@@ -251,7 +257,7 @@ class EtcdGateway:
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
             if len(pending) > MAX_REPLY_BYTES:
-                raise h11.RemoteProtocolError("an etcd stream message is too large")
+                raise http11.HttpProtocolError("an etcd stream message is too large")
             for line in lines:
                 if not line.strip():
                     continue
@@ -278,9 +284,9 @@ class EtcdGateway:
             try:
                 await conn.send_request(path, body)
                 status = await conn.read_head()
-                data = b"".join([chunk async for chunk in conn.read_chunks()])
+                data = await _read_all(conn)
                 done = True
-            except (OSError, anyio.BrokenResourceError, h11.ProtocolError) as exc:
+            except (OSError, anyio.BrokenResourceError, http11.HttpProtocolError) as exc:
                 if reused and not conn.received_any:
                     continue  # the server had closed it while idle: nothing was processed
                 raise GatewayUnavailableError(
