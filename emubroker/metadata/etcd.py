@@ -3,13 +3,20 @@
 The multi-machine deployment (DESIGN.md, "Processes and deployments") keeps the metadata in a
 real etcd cluster. Each store is one session, as with the other backends.
 
-**Client.** We talk to etcd's JSON gateway (``POST /v3/kv/txn`` ...) with our own small HTTP/1.1
-client on anyio streams (``etcd_gateway``, h11 underneath), chosen by measurement
-(``bench/etcd_clients.py``, results in docs/performance.md): against one local etcd it was
-faster than both alternatives for every operation: aiohttp to the same gateway, and ``aetcd``,
-the maintained asyncio gRPC client. It is also the only one of the three that runs on trio, so
-this backend is anyio-only code like the rest of the core (STYLE.md §1.16) and its tests run
-on both backends, against a real etcd server.
+**Client, chosen by measurement** (``bench/etcd_clients.py``; numbers in docs/performance.md).
+We talk to etcd's JSON gateway (``POST /v3/kv/txn`` ...) with our own small HTTP/1.1 client on
+anyio streams (``etcd_gateway`` over the sans-IO ``http11``). Against one local etcd, one call
+at a time, it matched aiohttp on the same gateway (within a few percent) and was 9-16 % slower
+at the median than ``aetcd``, the maintained asyncio gRPC client; with 16 calls in flight aetcd
+did ~1.45x the puts per second (gRPC multiplexes one HTTP/2 connection, and skips the gateway's
+JSON and its internal hop inside etcd, which is where the remaining gap is: our client's own
+cost is ~50 us of a ~400 us call). That gap is tens of microseconds on calls a broker makes a
+few times per second (ownership, load reports, policies), while aetcd would make this backend
+asyncio-only (it runs on grpc.aio and spawns its own asyncio tasks, against STYLE.md §1.14 and
+§1.16) and add grpcio to the runtime dependencies; aiohttp would be asyncio-only too. Our
+client is anyio code like the rest of the core, so this backend runs on trio as well, and its
+tests run against a real etcd server on both anyio backends. h11 was tried first and dropped:
+its per-request cost made the client the slowest of the four.
 
 **Mapping** (Pulsar's ``EtcdMetadataStore`` makes the same choices where it has them):
 
@@ -48,33 +55,34 @@ from emubroker.metadata.deadlines import DeadlineWatchdog
 from emubroker.metadata.etcd_gateway import EtcdGateway, GatewayCallError, GatewayError
 from emubroker.metadata.etcd_keys import KeyLayout
 from emubroker.metadata.etcd_messages import (
-    CREATE,
-    EQUAL,
-    GREATER,
-    VERSION,
-    Compare,
-    DeleteRangeRequest,
     KeyValue,
     PutRequest,
     PutResponse,
     RangeRequest,
     RangeResponse,
-    RequestOp,
     TxnRequest,
     TxnResponse,
 )
 from emubroker.metadata.etcd_session import EtcdSession, EtcdSessionStatistics
+from emubroker.metadata.etcd_txns import (
+    check_put_arguments,
+    confirm_children,
+    delete_txn,
+    drop_links_txn,
+    join,
+    put_txn,
+    put_version,
+    raise_unless_succeeded,
+    versioned_value,
+)
 from emubroker.metadata.etcd_url import EtcdAddress, parse_etcd_url
 from emubroker.metadata.etcd_watch import EtcdWatch
 from emubroker.metadata.memory import WATCH_BUFFER_SIZE
 from emubroker.metadata.store import (
     SEQUENTIAL_DIGITS,
-    BadVersionError,
     MetadataStoreError,
-    NotFoundError,
     PutResult,
     StoreClosedError,
-    VersionedValue,
     validate_path,
 )
 from emubroker.metadata.stub_mapping import TranslatedWatchStream
@@ -87,7 +95,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ObjectReceiveStream, TaskGroup, TaskStatus
 
-    from emubroker.metadata.store import MetadataStore, Notification
+    from emubroker.metadata.store import MetadataStore, Notification, VersionedValue
     from protocol.clock import Clock
 
 __all__ = [
@@ -104,8 +112,6 @@ DEFAULT_SESSION_TIMEOUT: Final = 30.0
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
 # Seconds one connection attempt may take before the next endpoint is tried.
 DEFAULT_CONNECT_TIMEOUT: Final = 5.0
-# etcd's default --max-txn-ops: operations one transaction may hold.
-MAX_TXN_OPS: Final = 128
 # How long closing waits for watches to receive this store's own last writes (a guard only:
 # etcd sends them within milliseconds).
 WATCH_DRAIN_GUARD: Final = 5.0
@@ -120,22 +126,6 @@ def _translated() -> Iterator[None]:
         yield
     except GatewayError as exc:
         raise MetadataStoreError(f"etcd: {exc}") from exc
-
-
-def _check_put_arguments(expected_version: int | None, sequential: bool) -> None:
-    if expected_version is not None and expected_version < -1:
-        raise ValueError(f"expected_version must be None, -1 or >= 0, got {expected_version}")
-    if sequential and expected_version not in (None, -1):
-        raise ValueError("a sequential put always creates: expected_version must be None or -1")
-
-
-def _range(key: bytes, end: bytes = b"", *, keys_only: bool = False, limit: int = 0) -> RequestOp:
-    return RequestOp(request_range=RangeRequest(key, end, limit=limit, keys_only=keys_only))
-
-
-def _empty(key: bytes, end: bytes = b"") -> Compare:
-    # Over a range, VERSION == 0 holds only if no key is in it (a key's version is >= 1).
-    return Compare(key, VERSION, EQUAL, version=0, range_end=end)
 
 
 class EtcdMetadataStore:
@@ -264,15 +254,7 @@ class EtcdMetadataStore:
     async def get(self, path: str) -> VersionedValue | None:
         """See ``MetadataStore.get``."""
         kvs = await self._read(self._layout.node(validate_path(path)))
-        if not kvs:
-            return None
-        kv = kvs[0]
-        return VersionedValue(
-            kv.value,
-            kv.version - 1,
-            ephemeral=kv.lease != 0,
-            created_by_self=kv.lease != 0 and kv.lease == self._session.lease_id,
-        )
+        return versioned_value(kvs[0], self._session.lease_id) if kvs else None
 
     async def exists(self, path: str) -> bool:
         """See ``MetadataStore.exists``."""
@@ -282,47 +264,29 @@ class EtcdMetadataStore:
         """See ``MetadataStore.children``.
 
         The names come from the links (one range); each is then confirmed by a range over its
-        subtree in one read-only transaction, since links can outlive what they point to (see
+        subtree, in read-only transactions, since links can outlive what they point to (see
         ``etcd_keys``). Stale links found on the way are deleted.
         """
         validate_path(path, allow_root=True)
         links = await self._read(*self._layout.links_of(path), keys_only=True)
         names = sorted({self._layout.parse_link(kv.key, path).child for kv in links})
+        replies = [await self._txn(txn) for txn in confirm_children(self._layout, path, names)]
+        ops = [op for reply in replies for op in reply.responses]
         found: list[str] = []
-        stale: list[str] = []
-        for start in range(0, len(names), MAX_TXN_OPS):
-            batch = names[start : start + MAX_TXN_OPS]
-            confirm = [
-                _range(*self._layout.subtree(_join(path, name)), keys_only=True, limit=1)
-                for name in batch
-            ]
-            reply = await self._txn(TxnRequest(success=confirm))
-            for name, op in zip(batch, reply.responses, strict=True):
-                present = op.response_range is not None and op.response_range.kvs
-                (found if present else stale).append(name)
-        if stale:
-            await self._drop_links(path, stale)
+        for name, op in zip(names, ops, strict=True):
+            if op.response_range is not None and op.response_range.kvs:
+                found.append(name)
+            else:
+                await self._drop_stale_links(path, name)
         return found
 
-    async def _drop_links(self, path: str, names: list[str]) -> None:
-        # Guarded: a node created meanwhile keeps its link. Best effort, the next listing retries.
-        for name in names:
-            child = _join(path, name)
-            request = TxnRequest(
-                compare=[_empty(*self._layout.subtree(child))],
-                success=[
-                    RequestOp(
-                        request_delete_range=DeleteRangeRequest(
-                            *self._layout.links_of_child(path, name)
-                        )
-                    )
-                ],
-            )
-            try:
-                await self._txn(request)
-            except MetadataStoreError as exc:
-                logger.info("could not drop stale links of %s: %s", child, exc)
-                return
+    async def _drop_stale_links(self, path: str, name: str) -> None:
+        # Guarded by "nothing there", so a node created meanwhile keeps its link. Best effort:
+        # the next listing tries again.
+        try:
+            await self._txn(drop_links_txn(self._layout, path, name))
+        except MetadataStoreError as exc:
+            logger.info("could not drop stale links of %s: %s", join(path, name), exc)
 
     # ---- writes --------------------------------------------------------------------------------
 
@@ -337,7 +301,7 @@ class EtcdMetadataStore:
     ) -> PutResult:
         """See ``MetadataStore.put``."""
         self._check_open()
-        _check_put_arguments(expected_version, sequential)
+        check_put_arguments(expected_version, sequential)
         validate_path(path + "0" * SEQUENTIAL_DIGITS if sequential else path)
         if sequential:
             path = f"{path}{await self._next_in_sequence(path):0{SEQUENTIAL_DIGITS}d}"
@@ -361,6 +325,7 @@ class EtcdMetadataStore:
         return await self._put(path, value, expected_version, lease)
 
     async def _next_in_sequence(self, prefix: str) -> int:
+        # The counter's etcd version after our put, minus one: 0 for the first node.
         parent = prefix.rpartition("/")[0] or "/"
         with _translated():
             reply = await self._gateway.call(
@@ -371,31 +336,8 @@ class EtcdMetadataStore:
     async def _put(
         self, path: str, value: bytes, expected_version: int | None, lease: int
     ) -> PutResult:
-        key = self._layout.node(path)
-        create = [RequestOp(request_put=PutRequest(key, value, lease=lease))]
-        create += [
-            RequestOp(request_put=PutRequest(self._layout.link(parent, child, lease)))
-            for parent, child in self._layout.ancestry(path)
-        ]
-        absent = Compare(key, CREATE, EQUAL, create_revision=0)
-        if expected_version is None:
-            modify = PutRequest(key, value, prev_kv=True, ignore_lease=True)
-            reply = await self._txn(TxnRequest([absent], create, [RequestOp(request_put=modify)]))
-            put = reply.responses[0].response_put
-            previous = put.prev_kv if put is not None else None
-            version = 0 if reply.succeeded or previous is None else previous.version
-        elif expected_version == -1:
-            reply = await self._txn(TxnRequest([absent], create, [_range(key)]))
-            self._raise_unless_succeeded(reply, "put", path, expected_version)
-            version = 0
-        else:
-            matches = Compare(key, VERSION, EQUAL, version=expected_version + 1)
-            modify = PutRequest(key, value, ignore_lease=True)
-            reply = await self._txn(
-                TxnRequest([matches], [RequestOp(request_put=modify)], [_range(key)])
-            )
-            self._raise_unless_succeeded(reply, "put", path, expected_version)
-            version = expected_version + 1
+        reply = await self._txn(put_txn(self._layout, path, value, expected_version, lease))
+        version = put_version(reply, path, expected_version)
         self._wrote(path, reply.header.revision)
         return PutResult(path, version)
 
@@ -404,55 +346,10 @@ class EtcdMetadataStore:
         self._check_open()
         if expected_version is not None and expected_version < 0:
             raise ValueError(f"expected_version must be None or >= 0, got {expected_version}")
-        key = self._layout.node(validate_path(path))
-        guard = (
-            Compare(key, VERSION, GREATER, version=0)
-            if expected_version is None
-            else Compare(key, VERSION, EQUAL, version=expected_version + 1)
-        )
-        success = [RequestOp(request_delete_range=DeleteRangeRequest(key))]
-        success += [
-            self._unlink_if_empty(path, parent, child)
-            for parent, child in self._layout.ancestry(path)
-        ]
-        reply = await self._txn(TxnRequest([guard], success, [_range(key)]))
-        self._raise_unless_succeeded(reply, "delete", path, expected_version)
+        validate_path(path)
+        reply = await self._txn(delete_txn(self._layout, path, expected_version))
+        raise_unless_succeeded(reply, "delete", path, expected_version)
         self._wrote(path, reply.header.revision)
-
-    def _unlink_if_empty(self, deleted: str, parent: str, child: str) -> RequestOp:
-        # Drop the links of parent/child if nothing is left at or below it once `deleted` is
-        # gone. Compares see the state before the transaction, so `deleted` is left out of the
-        # ranges rather than expected to be gone.
-        node = _join(parent, child)
-        below_start, below_end = self._layout.below(node)
-        if node == deleted:
-            nothing_left = [_empty(below_start, below_end)]
-        else:
-            key = self._layout.node(deleted)
-            nothing_left = [
-                _empty(self._layout.node(node)),
-                _empty(below_start, key),
-                _empty(key + b"\x00", below_end),
-            ]
-        unlink = DeleteRangeRequest(*self._layout.links_of_child(parent, child))
-        return RequestOp(
-            request_txn=TxnRequest(nothing_left, [RequestOp(request_delete_range=unlink)])
-        )
-
-    @staticmethod
-    def _raise_unless_succeeded(
-        reply: TxnResponse, op: str, path: str, expected_version: int | None
-    ) -> None:
-        if reply.succeeded:
-            return
-        ranged = reply.responses[0].response_range if reply.responses else None
-        found = ranged.kvs[0].version - 1 if ranged is not None and ranged.kvs else None
-        if found is None and op == "delete":
-            raise NotFoundError(f"delete {path!r}: no such node")
-        raise BadVersionError(
-            f"{op} {path!r}: expected version {expected_version}, "
-            f"found {'none' if found is None else found}"
-        )
 
     # ---- watches -------------------------------------------------------------------------------
 
@@ -517,10 +414,6 @@ class EtcdMetadataStore:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-def _join(parent: str, name: str) -> str:
-    return f"/{name}" if parent == "/" else f"{parent}/{name}"
 
 
 @asynccontextmanager

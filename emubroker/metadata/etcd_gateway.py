@@ -18,8 +18,9 @@ Timeouts are deadlines on the injected clock (STYLE.md §3), kept by a ``Deadlin
 from __future__ import annotations
 
 import logging
+from collections import deque
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 import anyio
 import msgspec
@@ -132,14 +133,14 @@ class _Connection:
         self.keep_alive = event.keep_alive
         return event.status
 
-    async def read_chunks(self) -> AsyncIterator[bytes]:
-        while True:
-            event = await self.next_event()
-            if event is http11.END:
-                return
-            if not isinstance(event, bytes):
-                raise http11.HttpProtocolError(f"unexpected {event!r} in a response body")
-            yield event
+    async def read_body_part(self) -> bytes | None:
+        """The next bytes of the body; ``None`` once it is complete."""
+        event = await self.next_event()
+        if event is http11.END:
+            return None
+        if not isinstance(event, bytes):
+            raise http11.HttpProtocolError(f"unexpected {event!r} in a response body")
+        return event
 
     def reusable(self) -> bool:
         if self.keep_alive and self.reader.done:
@@ -152,12 +153,49 @@ class _Connection:
 async def _read_all(conn: _Connection) -> bytes:
     parts: list[bytes] = []
     size = 0
-    async for chunk in conn.read_chunks():
+    while (chunk := await conn.read_body_part()) is not None:
         size += len(chunk)
         if size > MAX_REPLY_BYTES:
             raise http11.HttpProtocolError(f"an etcd reply is larger than {MAX_REPLY_BYTES} bytes")
         parts.append(chunk)
     return b"".join(parts)
+
+
+class _StreamMessages(Generic[T]):
+    """The results of a server stream, one JSON object per line of the chunked body.
+
+    A class rather than an async generator: a stream is often left before its end (a watch is
+    stopped, a keep-alive wants one reply), and a generator left suspended is only finalised
+    by the garbage collector.
+    """
+
+    def __init__(self, conn: _Connection, decoder: msgspec.json.Decoder[StreamMessage[T]]) -> None:
+        self._conn = conn
+        self._decoder = decoder
+        self._lines: deque[bytes] = deque()
+        self._pending = b""
+
+    def __aiter__(self) -> _StreamMessages[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        while True:
+            while self._lines:
+                message = self._decoder.decode(self._lines.popleft())
+                if message.error is not None:
+                    raise GatewayCallError(message.error.code, message.error.message)
+                if message.result is not None:
+                    return message.result
+            part = await self._conn.read_body_part()
+            if part is None:
+                if self._pending.strip():
+                    raise http11.HttpProtocolError("an etcd stream ended inside a message")
+                raise StopAsyncIteration
+            lines = (self._pending + part).split(b"\n")
+            self._pending = lines.pop()
+            if len(self._pending) > MAX_REPLY_BYTES:
+                raise http11.HttpProtocolError("an etcd stream message is too large")
+            self._lines.extend(line for line in lines if line.strip())
 
 
 class EtcdGateway:
@@ -241,31 +279,13 @@ class EtcdGateway:
                 raise GatewayTimeoutError(f"etcd stream {path} timed out", maybe_applied=True)
             if status != 200:
                 raise _call_error(status, await _read_all(conn))
-            yield self._messages(conn, decoder)
+            yield _StreamMessages(conn, decoder)
         except (OSError, anyio.BrokenResourceError, http11.HttpProtocolError) as exc:
             raise GatewayUnavailableError(
                 f"etcd stream {path} broke: {exc!r}", maybe_applied=True
             ) from exc
         finally:
             await anyio.aclose_forcefully(conn.stream)
-
-    async def _messages(
-        self, conn: _Connection, decoder: msgspec.json.Decoder[StreamMessage[T]]
-    ) -> AsyncIterator[T]:
-        pending = b""
-        async for chunk in conn.read_chunks():
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            if len(pending) > MAX_REPLY_BYTES:
-                raise http11.HttpProtocolError("an etcd stream message is too large")
-            for line in lines:
-                if not line.strip():
-                    continue
-                message = decoder.decode(line)
-                if message.error is not None:
-                    raise GatewayCallError(message.error.code, message.error.message)
-                if message.result is not None:
-                    yield message.result
 
     async def aclose(self) -> None:
         """Close the idle connections; streams end with their ``async with``."""

@@ -12,8 +12,10 @@ wait for.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import itertools
+import json
 import os
 import shutil
 import socket
@@ -23,23 +25,11 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 
 # Seconds etcd may take to start answering (it starts in well under one on an idle machine).
 START_GUARD = 30.0
-
-
-class EtcdServer(NamedTuple):
-    host: str
-    port: int
-    process: subprocess.Popen[bytes]
-
-    @property
-    def url(self) -> str:
-        """Our metadata URL for it, without a chroot."""
-        return f"etcd://{self.host}:{self.port}"
 
 
 def etcd_binary() -> str:
@@ -70,46 +60,71 @@ def _healthy(host: str, port: int) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def run_etcd() -> Iterator[EtcdServer]:
-    """Start a one-member etcd on loopback; stop it and remove its data on exit."""
-    binary = etcd_binary()
-    host, client, peer = "127.0.0.1", _free_port(), _free_port()
-    shm = Path("/dev/shm")
-    with tempfile.TemporaryDirectory(
-        prefix="emubroker-etcd-", dir=shm if shm.is_dir() else None
-    ) as data:
-        log = Path(data) / "etcd.log"
+class EtcdServer:
+    """One etcd member on loopback ports of its own; it keeps ports and data across restarts."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.binary = etcd_binary()
+        self.host, self.port, self.peer_port = "127.0.0.1", _free_port(), _free_port()
+        self.data_dir = data_dir
+        self.log = data_dir / "etcd.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """Our metadata URL for it, without a chroot."""
+        return f"etcd://{self.host}:{self.port}"
+
+    def start(self) -> None:
+        client, peer = f"http://{self.host}:{self.port}", f"http://{self.host}:{self.peer_port}"
         args = [
-            binary,
+            self.binary,
             "--name=test",
-            f"--data-dir={data}/member",
-            f"--listen-client-urls=http://{host}:{client}",
-            f"--advertise-client-urls=http://{host}:{client}",
-            f"--listen-peer-urls=http://{host}:{peer}",
-            f"--initial-advertise-peer-urls=http://{host}:{peer}",
-            f"--initial-cluster=test=http://{host}:{peer}",
+            f"--data-dir={self.data_dir}/member",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=test={peer}",
             "--heartbeat-interval=10",
             "--election-timeout=50",
             "--logger=zap",
             "--log-level=warn",
         ]
-        with log.open("wb") as out:
-            process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + START_GUARD
+        while not _healthy(self.host, self.port):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"etcd did not start:\n{self.log.read_text()[-2000:]}")
+            time.sleep(0.02)  # polling a starting process, not waiting for behaviour
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
         try:
-            deadline = time.monotonic() + START_GUARD
-            while not _healthy(host, client):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"etcd did not start:\n{log.read_text()[-2000:]}")
-                time.sleep(0.02)  # polling a starting process, not waiting for behaviour
-            yield EtcdServer(host, client, process)
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+@contextlib.contextmanager
+def run_etcd() -> Iterator[EtcdServer]:
+    """Start a one-member etcd on loopback; stop it and remove its data on exit."""
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(
+        prefix="emubroker-etcd-", dir=shm if shm.is_dir() else None
+    ) as data:
+        server = EtcdServer(Path(data))
+        server.start()
+        try:
+            yield server
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            server.stop()
 
 
 def revoke_lease(server: EtcdServer, lease_id: int) -> None:
@@ -129,3 +144,20 @@ _roots = itertools.count(1)
 def fresh_root(prefix: str) -> str:
     """A chroot no other test of this run uses, so tests can share one etcd."""
     return f"/{prefix}-{os.getpid()}-{next(_roots)}"
+
+
+def raw_keys(server: EtcdServer, prefix: bytes) -> list[bytes]:
+    """Every key in etcd that starts with ``prefix`` (blocking; for white-box checks)."""
+    end = prefix[:-1] + bytes([prefix[-1] + 1])
+    body = json.dumps(
+        {
+            "key": base64.b64encode(prefix).decode(),
+            "range_end": base64.b64encode(end).decode(),
+            "keys_only": True,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"http://{server.host}:{server.port}/v3/kv/range", data=body, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return [base64.b64decode(kv["key"]) for kv in json.load(reply).get("kvs", [])]
