@@ -198,11 +198,11 @@ class ResponseReader:
             if self._state is _State.LENGTH:
                 self._state = _State.DONE
                 return END
-            if len(self._buffer) < 2:  # the CRLF after a chunk's data
+            if not b"\r\n".startswith(self._buffer[:2]):  # the CRLF after a chunk's data
+                raise HttpProtocolError("chunk data not followed by CRLF")
+            if len(self._buffer) < 2:
                 self._check_not_closed("chunked body")
                 return NEED_DATA
-            if self._buffer[:2] != b"\r\n":
-                raise HttpProtocolError("chunk data not followed by CRLF")
             del self._buffer[:2]
             self._state = _State.CHUNK_SIZE
             return self._chunk_size()
