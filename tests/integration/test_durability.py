@@ -127,18 +127,23 @@ def _drain(consumer: pulsar.Consumer, timeout_ms: int = 2000) -> list[bytes]:
         consumer.acknowledge(msg)
 
 
+def _produce_and_ack(broker: _Proc, topic: str, sent: int, acked: int) -> None:
+    """Send ``m0``.. ``m<sent-1>``, acknowledge the first ``acked`` on ``sub``, stop the broker."""
+    client = make_client(broker.url)
+    producer = client.create_producer(topic, batching_enabled=False)
+    consumer = client.subscribe(topic, "sub")
+    for i in range(sent):
+        producer.send(b"m%d" % i)
+    for _ in range(acked):
+        consumer.acknowledge(consumer.receive(5000))
+    client.close()
+    assert broker.stop(signal.SIGINT) == 0
+
+
 def test_restart_with_data_dir_keeps_topics_subscriptions_and_entries(tmp_path: Path) -> None:
     topic = _topic()
     with _process(_standalone(tmp_path)) as broker:
-        client = make_client(broker.url)
-        producer = client.create_producer(topic, batching_enabled=False)
-        consumer = client.subscribe(topic, "sub")
-        for i in range(30):
-            producer.send(b"m%d" % i)
-        for _ in range(12):
-            consumer.acknowledge(consumer.receive(5000))
-        client.close()
-        assert broker.stop(signal.SIGINT) == 0
+        _produce_and_ack(broker, topic, sent=30, acked=12)
     with _process(_standalone(tmp_path)) as broker:
         client = make_client(broker.url)
         consumer = client.subscribe(topic, "sub")
@@ -295,15 +300,7 @@ def test_broker_with_its_metadata_in_etcd_keeps_subscriptions_across_restarts(
         args = ["emubroker", "broker", "--port", "0", "--admin-port", "0"]
         args += ["--metadata-url", metadata_url, "--bookie-url", stub.url]
         with _process(args) as broker:
-            client = make_client(broker.url)
-            producer = client.create_producer(topic, batching_enabled=False)
-            consumer = client.subscribe(topic, "sub")
-            for i in range(10):
-                producer.send(b"m%d" % i)
-            for _ in range(4):
-                consumer.acknowledge(consumer.receive(5000))
-            client.close()
-            assert broker.stop() == 0
+            _produce_and_ack(broker, topic, sent=10, acked=4)
 
         async def topics_in_etcd() -> list[str]:
             async with open_etcd_metadata_store(metadata_url) as store:

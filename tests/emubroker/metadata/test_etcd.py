@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
 import anyio.to_thread
 import pytest
+from anyio.abc import ObjectReceiveStream
 
 from emubroker.metadata import (
     MetadataStoreError,
@@ -63,19 +65,29 @@ def _dead_port() -> int:
 # ---- sessions end in etcd -------------------------------------------------------------------
 
 
-async def test_a_session_whose_keepalives_stop_is_ended_by_etcd(url: str) -> None:
-    frozen = FakeClock()  # never advanced: the owner sends no keep-alive, like a hung broker
+@asynccontextmanager
+async def hung_owner_and_observer(
+    url: str, watched: str
+) -> AsyncIterator[tuple[EtcdMetadataStore, FakeClock, ObjectReceiveStream[Notification]]]:
+    """An owner whose clock stands still (it sends no keep-alive, like a hung broker) with a
+    1 s session, and a watch on ``watched`` by a healthy observer."""
+    frozen = FakeClock()
     async with (
         open_etcd_metadata_store(url, clock=frozen, session_timeout=1) as owner,
         open_etcd_metadata_store(url) as observer,
-        observer.watch("/loadbalance") as events,
+        observer.watch(watched) as events,
     ):
+        yield owner, frozen, events
+
+
+async def test_a_session_whose_keepalives_stop_is_ended_by_etcd(url: str) -> None:
+    async with hung_owner_and_observer(url, "/loadbalance") as (owner, frozen, events):
         await owner.put("/loadbalance/leader", b"owner", ephemeral=True)
         with anyio.fail_after(RECEIVE_GUARD):
             assert await events.receive() == Notification("/loadbalance/leader", CREATED)
         with anyio.fail_after(EXPIRY_GUARD):
             assert await events.receive() == Notification("/loadbalance/leader", DELETED)
-        assert await observer.children("/loadbalance") == []
+        assert await owner.children("/loadbalance") == []
         # The owner's keep-alive, once its clock moves, learns that the lease is gone ...
         await frozen.advance(1.0)
         await wait_for(lambda: owner.session_statistics().sessions_lost == 1)
@@ -89,12 +101,7 @@ async def test_a_session_whose_keepalives_stop_is_ended_by_etcd(url: str) -> Non
 
 
 async def test_an_ephemeral_write_after_etcd_ended_the_session_uses_a_new_one(url: str) -> None:
-    frozen = FakeClock()
-    async with (
-        open_etcd_metadata_store(url, clock=frozen, session_timeout=1) as owner,
-        open_etcd_metadata_store(url) as observer,
-        observer.watch("/lock") as events,
-    ):
+    async with hung_owner_and_observer(url, "/lock") as (owner, _, events):
         await owner.put("/lock", b"1", ephemeral=True)
         with anyio.fail_after(EXPIRY_GUARD):
             assert [n.kind for n in [await events.receive(), await events.receive()]] == [
@@ -104,7 +111,9 @@ async def test_an_ephemeral_write_after_etcd_ended_the_session_uses_a_new_one(ur
         # The keep-alive has not noticed (its clock stands still): the write finds out.
         await owner.put("/lock", b"2", ephemeral=True)
         assert owner.session_statistics().sessions_lost == 1
-        assert await observer.get("/lock") == VersionedValue(b"2", 0, ephemeral=True)
+        assert await owner.get("/lock") == VersionedValue(
+            b"2", 0, ephemeral=True, created_by_self=True
+        )
 
 
 async def test_keepalives_keep_a_short_session_alive_past_its_ttl(url: str) -> None:
