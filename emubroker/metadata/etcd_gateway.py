@@ -220,7 +220,7 @@ class EtcdGateway:
             raise ValueError("at least one etcd endpoint is needed")
         self.endpoints = list(endpoints)
         self._current = 0
-        self._watchdog = watchdog
+        self.watchdog = watchdog
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self._idle: list[_Connection] = []
@@ -240,7 +240,7 @@ class EtcdGateway:
             GatewayUnavailableError: No endpoint answered, or the connection broke.
         """
         body = _ENCODER.encode(request)
-        with self._watchdog.limit(self._request_timeout) as scope:
+        with self.watchdog.limit(self._request_timeout) as scope:
             status, data = await self._exchange(path, body)
         if scope.cancelled_caught:
             raise GatewayTimeoutError(f"etcd call {path} timed out", maybe_applied=True)
@@ -267,12 +267,12 @@ class EtcdGateway:
             GatewayUnavailableError: No endpoint answered, or the connection broke.
         """
         decoder = msgspec.json.Decoder(StreamMessage[reply], strict=False)  # type: ignore[valid-type]  # reply is a runtime type
-        with self._watchdog.limit(self._request_timeout) as scope:
+        with self.watchdog.limit(self._request_timeout) as scope:
             conn = await self._connect()
         if scope.cancelled_caught:
             raise GatewayTimeoutError(f"etcd stream {path}: no connection", maybe_applied=False)
         try:
-            with self._watchdog.limit(self._request_timeout) as scope:
+            with self.watchdog.limit(self._request_timeout) as scope:
                 await conn.send_request(path, _ENCODER.encode(request))
                 status = await conn.read_head()
             if scope.cancelled_caught:
@@ -329,7 +329,7 @@ class EtcdGateway:
         for step in range(len(self.endpoints)):
             index = (self._current + step) % len(self.endpoints)
             host, port = self.endpoints[index]
-            with self._watchdog.limit(self._connect_timeout) as scope:
+            with self.watchdog.limit(self._connect_timeout) as scope:
                 try:
                     stream = await anyio.connect_tcp(host, port)
                 except OSError as exc:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, NoReturn
 import anyio
 import msgspec
 
-from emubroker.metadata.etcd_gateway import GatewayCallError, GatewayError
+from emubroker.metadata.etcd_gateway import GatewayCallError, GatewayError, GatewayTimeoutError
 from emubroker.metadata.etcd_messages import (
     LeaseGrantRequest,
     LeaseGrantResponse,
@@ -165,7 +165,11 @@ class EtcdSession:
             if lease == _NO_LEASE or self._clock.now() < self._next_keepalive:
                 continue
             try:
-                reply = await self._keepalive(lease)
+                # One that takes longer than the interval is as good as lost.
+                with self._gateway.watchdog.limit(self.ttl / KEEPALIVES_PER_TTL) as limit:
+                    reply = await self._keepalive(lease)
+                if limit.cancelled_caught:
+                    raise GatewayTimeoutError("no keep-alive reply", maybe_applied=True)
             except GatewayError as exc:
                 logger.info("keep-alive of etcd lease %x failed (will retry): %s", lease, exc)
                 if self._clock.now() >= self._deadline:
