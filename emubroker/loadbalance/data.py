@@ -1,0 +1,489 @@
+"""Pulsar's modular load-manager data model, one class per Pulsar class (spec §2.1).
+
+Field names are Pulsar's in snake_case; the JSON names (``emubroker.loadbalance.codec``) are
+Pulsar's camelCase ones. The classes are mutable, like Pulsar's: a broker updates its
+``LocalBrokerData`` in place, the leader adds samples to ``BundleData`` in place. Every field
+has a default so that a test can build exactly the partial objects Pulsar's tests build.
+
+Time: Pulsar stamps ``lastUpdate``/``startTimestamp`` with ``System.currentTimeMillis()`` in
+constructors; ours default to 0 and callers pass the time (milliseconds), as pure code should.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from emubroker.loadbalance.javaorder import hash_map_order
+from emubroker.loadbalance.usage import (
+    ResourceUsage,
+    SystemResourceUsage,
+    f32,
+    java_div,
+    max_with_weights,
+    resource_weights,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from emubroker.config import BrokerConfig
+
+__all__ = [
+    "DEFAULT_MESSAGE_RATE",
+    "DEFAULT_MESSAGE_THROUGHPUT",
+    "NUM_LONG_SAMPLES",
+    "NUM_SHORT_SAMPLES",
+    "BrokerData",
+    "BundleData",
+    "LoadData",
+    "LocalBrokerData",
+    "NamespaceBundleStats",
+    "TimeAverageBrokerData",
+    "TimeAverageMessageData",
+    "bundle_namespace",
+    "default_bundle_stats",
+    "is_sla_or_heartbeat_namespace",
+    "is_system_service_namespace",
+    "weighted_max_usage",
+]
+
+NUM_SHORT_SAMPLES: Final = 10
+NUM_LONG_SAMPLES: Final = 1000
+DEFAULT_MESSAGE_RATE: Final = 50.0
+DEFAULT_MESSAGE_THROUGHPUT: Final = 50_000.0
+
+# NamespaceService's patterns for the per-broker heartbeat and SLA-monitor namespaces.
+_HEARTBEAT: Final = re.compile(r"pulsar/[^/]+/([^:]+:\d+)")
+_HEARTBEAT_V2: Final = re.compile(r"pulsar/([^:]+:\d+)")
+_SLA: Final = re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)")
+SYSTEM_NAMESPACE: Final = "pulsar/system"
+
+
+def bundle_namespace(bundle: str) -> str:
+    """The namespace of ``<namespace>/<range>``; a name without ``/`` is its own namespace."""
+    index = bundle.rfind("/")
+    return bundle[:index] if index != -1 else bundle
+
+
+def is_sla_or_heartbeat_namespace(namespace: str) -> bool:
+    """Whether ``namespace`` is a broker's heartbeat or SLA-monitor namespace."""
+    return any(p.fullmatch(namespace) for p in (_SLA, _HEARTBEAT, _HEARTBEAT_V2))
+
+
+def is_system_service_namespace(namespace: str) -> bool:
+    """``pulsar/system``, or a heartbeat/SLA namespace (``isSystemServiceNamespace``)."""
+    return namespace == SYSTEM_NAMESPACE or is_sla_or_heartbeat_namespace(namespace)
+
+
+class NamespaceBundleStats(msgspec.Struct, rename="camel"):
+    """One sample of a bundle's traffic, summed over its topics by the owning broker."""
+
+    msg_rate_in: float = 0.0
+    msg_throughput_in: float = 0.0
+    msg_rate_out: float = 0.0
+    msg_throughput_out: float = 0.0
+    consumer_count: int = 0
+    producer_count: int = 0
+    topics: int = 0
+    cache_size: int = 0
+
+    def compare_to(self, other: NamespaceBundleStats) -> int:
+        """Pulsar's ranking: throughput in, out, message rate, topics+connections, cache size.
+
+        Differences below 100 000 B/s, 100 msg/s, 500 topics+connections and 100 000 bytes of
+        cache count as equal.
+        """
+        for mine, theirs, threshold in (
+            (self.msg_throughput_in, other.msg_throughput_in, 1e5),
+            (self.msg_throughput_out, other.msg_throughput_out, 1e5),
+            (self.msg_rate_in + self.msg_rate_out, other.msg_rate_in + other.msg_rate_out, 100),
+            (
+                self.topics + self.consumer_count + self.producer_count,
+                other.topics + other.consumer_count + other.producer_count,
+                500,
+            ),
+            (self.cache_size, other.cache_size, 100_000),
+        ):
+            if abs(mine - theirs) > threshold:
+                return -1 if mine < theirs else 1
+        return 0
+
+
+def default_bundle_stats() -> NamespaceBundleStats:
+    """What the leader assumes of a bundle it knows nothing about: 50 msg/s, 50 000 B/s each way."""
+    return NamespaceBundleStats(
+        msg_rate_in=DEFAULT_MESSAGE_RATE,
+        msg_throughput_in=DEFAULT_MESSAGE_THROUGHPUT,
+        msg_rate_out=DEFAULT_MESSAGE_RATE,
+        msg_throughput_out=DEFAULT_MESSAGE_THROUGHPUT,
+    )
+
+
+class TimeAverageMessageData(msgspec.Struct, rename="camel"):
+    """Averages of a bundle's rates over its last ``max_samples`` samples.
+
+    ``update`` sets ``num_samples = min(num_samples + 1, max_samples)`` and moves each average
+    to ``((num_samples - 1) * old + new) / num_samples``: exact until ``max_samples`` samples,
+    then an exponential average with weight ``1 / max_samples``. The first sample overwrites
+    whatever the averages were initialised with.
+    """
+
+    max_samples: int = 0
+    num_samples: int = 0
+    msg_throughput_in: float = 0.0
+    msg_throughput_out: float = 0.0
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+
+    @classmethod
+    def initial(
+        cls, max_samples: int, default_stats: NamespaceBundleStats | None = None
+    ) -> TimeAverageMessageData:
+        """A new average of ``max_samples``, starting from ``default_stats`` if given."""
+        if default_stats is None:
+            return cls(max_samples=max_samples)
+        return cls(
+            max_samples=max_samples,
+            msg_throughput_in=default_stats.msg_throughput_in,
+            msg_throughput_out=default_stats.msg_throughput_out,
+            msg_rate_in=default_stats.msg_rate_in,
+            msg_rate_out=default_stats.msg_rate_out,
+        )
+
+    def update(self, sample: NamespaceBundleStats) -> None:
+        """Add one sample."""
+        self.update_values(
+            sample.msg_throughput_in,
+            sample.msg_throughput_out,
+            sample.msg_rate_in,
+            sample.msg_rate_out,
+        )
+
+    def update_values(
+        self, throughput_in: float, throughput_out: float, rate_in: float, rate_out: float
+    ) -> None:
+        """Add one sample given as its four values."""
+        n = self.num_samples = min(self.num_samples + 1, self.max_samples)
+        self.msg_throughput_in = java_div((n - 1) * self.msg_throughput_in + throughput_in, n)
+        self.msg_throughput_out = java_div((n - 1) * self.msg_throughput_out + throughput_out, n)
+        self.msg_rate_in = java_div((n - 1) * self.msg_rate_in + rate_in, n)
+        self.msg_rate_out = java_div((n - 1) * self.msg_rate_out + rate_out, n)
+
+    def total_msg_rate(self) -> float:
+        """Message rate in + out."""
+        return self.msg_rate_in + self.msg_rate_out
+
+    def total_msg_throughput(self) -> float:
+        """Throughput in + out."""
+        return self.msg_throughput_in + self.msg_throughput_out
+
+    def compare_to(self, other: TimeAverageMessageData) -> int:
+        """Throughput in, then out, then total rate; below 100 000 B/s or 100 msg/s is equal."""
+        for mine, theirs, threshold in (
+            (self.msg_throughput_in, other.msg_throughput_in, 1e5),
+            (self.msg_throughput_out, other.msg_throughput_out, 1e5),
+            (self.total_msg_rate(), other.total_msg_rate(), 100),
+        ):
+            if abs(mine - theirs) > threshold:
+                return -1 if mine < theirs else 1
+        return 0
+
+
+class BundleData(msgspec.Struct, rename="camel"):
+    """A bundle's short-term (10 samples) and long-term (1000 samples) averages."""
+
+    short_term_data: TimeAverageMessageData = msgspec.field(default_factory=TimeAverageMessageData)
+    long_term_data: TimeAverageMessageData = msgspec.field(default_factory=TimeAverageMessageData)
+    topics: int = 0
+
+    @classmethod
+    def initial(
+        cls,
+        num_short_samples: int = NUM_SHORT_SAMPLES,
+        num_long_samples: int = NUM_LONG_SAMPLES,
+        default_stats: NamespaceBundleStats | None = None,
+    ) -> BundleData:
+        """Empty averages of the given sizes, starting from ``default_stats`` if given."""
+        return cls(
+            short_term_data=TimeAverageMessageData.initial(num_short_samples, default_stats),
+            long_term_data=TimeAverageMessageData.initial(num_long_samples, default_stats),
+        )
+
+    def update(self, sample: NamespaceBundleStats) -> None:
+        """Add a sample to both averages and take its topic count."""
+        self.short_term_data.update(sample)
+        self.long_term_data.update(sample)
+        self.topics = sample.topics
+
+    def compare_to(self, other: BundleData) -> int:
+        """Short-term data first, then long-term (``BundleData.compareTo``)."""
+        return self.short_term_data.compare_to(other.short_term_data) or (
+            self.long_term_data.compare_to(other.long_term_data)
+        )
+
+
+class TimeAverageBrokerData(msgspec.Struct, rename="camel"):
+    """Short- and long-term rate sums over a broker's bundles."""
+
+    short_term_msg_throughput_in: float = 0.0
+    short_term_msg_throughput_out: float = 0.0
+    short_term_msg_rate_in: float = 0.0
+    short_term_msg_rate_out: float = 0.0
+    long_term_msg_throughput_in: float = 0.0
+    long_term_msg_throughput_out: float = 0.0
+    long_term_msg_rate_in: float = 0.0
+    long_term_msg_rate_out: float = 0.0
+
+    @classmethod
+    def of(
+        cls,
+        bundles: Iterable[str],
+        data: Mapping[str, BundleData],
+        default_stats: NamespaceBundleStats,
+    ) -> TimeAverageBrokerData:
+        """The sums over ``bundles``; a bundle without data counts as ``default_stats``."""
+        result = cls()
+        result.reset(bundles, data, default_stats)
+        return result
+
+    def reset(
+        self,
+        bundles: Iterable[str],
+        data: Mapping[str, BundleData],
+        default_stats: NamespaceBundleStats,
+    ) -> None:
+        """Recompute the sums from scratch."""
+        sums = [0.0] * 8
+        for bundle in bundles:
+            bundle_data = data.get(bundle)
+            if bundle_data is None:
+                short = long = (
+                    default_stats.msg_throughput_in,
+                    default_stats.msg_throughput_out,
+                    default_stats.msg_rate_in,
+                    default_stats.msg_rate_out,
+                )
+            else:
+                s, lt = bundle_data.short_term_data, bundle_data.long_term_data
+                short = (s.msg_throughput_in, s.msg_throughput_out, s.msg_rate_in, s.msg_rate_out)
+                long = (
+                    lt.msg_throughput_in,
+                    lt.msg_throughput_out,
+                    lt.msg_rate_in,
+                    lt.msg_rate_out,
+                )
+            for i, value in enumerate((*short, *long)):
+                sums[i] += value
+        (
+            self.short_term_msg_throughput_in,
+            self.short_term_msg_throughput_out,
+            self.short_term_msg_rate_in,
+            self.short_term_msg_rate_out,
+            self.long_term_msg_throughput_in,
+            self.long_term_msg_throughput_out,
+            self.long_term_msg_rate_in,
+            self.long_term_msg_rate_out,
+        ) = sums
+
+
+class AdvertisedListener(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A named listener's URLs (``policies.data.loadbalancer.AdvertisedListener``)."""
+
+    broker_service_url: str | None = None
+    broker_service_url_tls: str | None = None
+    broker_http_url: str | None = None
+    broker_https_url: str | None = None
+
+
+class LocalBrokerData(msgspec.Struct, rename="camel"):
+    """A broker's load report, stored at ``/loadbalance/brokers/<broker>`` (spec §2.1).
+
+    Equality in Pulsar compares only the four URLs (the report doubles as the broker's lock);
+    ours compares all fields, and :meth:`same_broker` is Pulsar's comparison.
+    """
+
+    web_service_url: str | None = None
+    web_service_url_tls: str | None = None
+    pulsar_service_url: str | None = None
+    pulsar_service_url_tls: str | None = None
+    persistent_topics_enabled: bool = True
+    non_persistent_topics_enabled: bool = True
+    cpu: ResourceUsage = ResourceUsage()
+    memory: ResourceUsage = ResourceUsage()
+    direct_memory: ResourceUsage = ResourceUsage()
+    bandwidth_in: ResourceUsage = ResourceUsage()
+    bandwidth_out: ResourceUsage = ResourceUsage()
+    msg_throughput_in: float = 0.0
+    msg_throughput_out: float = 0.0
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+    last_update: int = 0
+    last_stats: dict[str, NamespaceBundleStats] = msgspec.field(default_factory=dict)
+    num_topics: int = 0
+    num_bundles: int = 0
+    num_consumers: int = 0
+    num_producers: int = 0
+    bundles: set[str] = msgspec.field(default_factory=set)
+    last_bundle_gains: set[str] = msgspec.field(default_factory=set)
+    last_bundle_losses: set[str] = msgspec.field(default_factory=set)
+    broker_version_string: str | None = None
+    protocols: dict[str, str] = msgspec.field(default_factory=dict)
+    advertised_listeners: dict[str, AdvertisedListener] = msgspec.field(default_factory=dict)
+    load_manager_class_name: str | None = None
+    start_timestamp: int = 0
+
+    def same_broker(self, other: LocalBrokerData) -> bool:
+        """Pulsar's ``equals``: the same four URLs."""
+        return (
+            self.web_service_url == other.web_service_url
+            and self.web_service_url_tls == other.web_service_url_tls
+            and self.pulsar_service_url == other.pulsar_service_url
+            and self.pulsar_service_url_tls == other.pulsar_service_url_tls
+        )
+
+    def update(
+        self, usage: SystemResourceUsage, bundle_stats: dict[str, NamespaceBundleStats]
+    ) -> None:
+        """Take new resource usages and bundle stats; recompute the sums and gains/losses."""
+        self._set_usage(
+            usage.cpu, usage.memory, usage.direct_memory, usage.bandwidth_in, usage.bandwidth_out
+        )
+        self._update_bundle_data(bundle_stats)
+        self.last_stats = bundle_stats
+
+    def update_from(self, other: LocalBrokerData) -> None:
+        """Take another report's usages and stats (``update(LocalBrokerData)``)."""
+        self._set_usage(
+            other.cpu, other.memory, other.direct_memory, other.bandwidth_in, other.bandwidth_out
+        )
+        self._update_bundle_data(other.last_stats)
+        self.last_stats = other.last_stats
+
+    def _set_usage(self, *usages: ResourceUsage) -> None:
+        self.cpu, self.memory, self.direct_memory, self.bandwidth_in, self.bandwidth_out = usages
+
+    def _update_bundle_data(self, bundle_stats: Mapping[str, NamespaceBundleStats]) -> None:
+        lost = self.bundles - bundle_stats.keys()
+        self.last_bundle_losses |= lost
+        self.bundles -= lost
+        gained = bundle_stats.keys() - self.bundles
+        self.last_bundle_gains |= gained
+        self.bundles |= gained
+        rates = [0.0, 0.0, 0.0, 0.0]
+        topics = consumers = producers = 0
+        for stats in bundle_stats.values():
+            rates[0] += stats.msg_throughput_in
+            rates[1] += stats.msg_throughput_out
+            rates[2] += stats.msg_rate_in
+            rates[3] += stats.msg_rate_out
+            topics += stats.topics
+            consumers += stats.consumer_count
+            producers += stats.producer_count
+        self.msg_throughput_in, self.msg_throughput_out, self.msg_rate_in, self.msg_rate_out = rates
+        self.num_topics = topics
+        self.num_bundles = len(bundle_stats)
+        self.num_consumers = consumers
+        self.num_producers = producers
+
+    def clean_deltas(self) -> None:
+        """Forget gained and lost bundles (after the report was written)."""
+        self.last_bundle_gains.clear()
+        self.last_bundle_losses.clear()
+
+    def max_resource_usage(self) -> float:
+        """``max(cpu, direct memory, bandwidth in/out)% / 100``, memory ignored, in float32.
+
+        Pulsar picks its ``float`` overload of ``max`` here, so the division is float32 too.
+        """
+        percents = (
+            self.cpu.percent_usage(),
+            self.direct_memory.percent_usage(),
+            self.bandwidth_in.percent_usage(),
+            self.bandwidth_out.percent_usage(),
+        )
+        best = -float("inf")
+        for value in percents:
+            if value > best:
+                best = value
+        return f32(best / f32(100.0))
+
+    def max_resource_usage_with_weight(
+        self,
+        cpu_weight: float,
+        direct_memory_weight: float,
+        bandwidth_in_weight: float,
+        bandwidth_out_weight: float,
+    ) -> float:
+        """``max(resource% * weight) / 100`` over CPU, direct memory and bandwidth (spec §0.2)."""
+        return max_with_weights(
+            (self.cpu, cpu_weight),
+            (self.direct_memory, direct_memory_weight),
+            (self.bandwidth_in, bandwidth_in_weight),
+            (self.bandwidth_out, bandwidth_out_weight),
+        )
+
+    def print_resource_usage(self) -> str:
+        """The usages as Pulsar logs them."""
+        return (
+            f"cpu: {self.cpu.percent_usage():.2f}%, "
+            f"memory: {self.memory.percent_usage():.2f}%, "
+            f"directMemory: {self.direct_memory.percent_usage():.2f}%, "
+            f"bandwidthIn: {self.bandwidth_in.percent_usage():.2f}%, "
+            f"bandwidthOut: {self.bandwidth_out.percent_usage():.2f}%"
+        )
+
+
+def weighted_max_usage(local_data: LocalBrokerData, conf: BrokerConfig) -> float:
+    """A report's usage with the configured weights (the number every modular strategy uses)."""
+    weights = resource_weights(conf)
+    return local_data.max_resource_usage_with_weight(
+        weights.cpu, weights.direct_memory, weights.bandwidth_in, weights.bandwidth_out
+    )
+
+
+class BrokerData(msgspec.Struct):
+    """What the leader knows of a broker: its report, time averages and preallocated bundles."""
+
+    local_data: LocalBrokerData = msgspec.field(default_factory=LocalBrokerData)
+    time_average_data: TimeAverageBrokerData = msgspec.field(default_factory=TimeAverageBrokerData)
+    preallocated_bundle_data: dict[str, BundleData] = msgspec.field(default_factory=dict)
+
+
+class LoadData(msgspec.Struct):
+    """Everything the leader's decisions read (``loadbalance.LoadData``).
+
+    Pulsar keeps these maps in ``ConcurrentHashMap``s; strategies that let iteration order
+    decide a tie or the rounding of a sum iterate them in that map's order
+    (:meth:`brokers_in_java_order`), so the dicts' own order does not matter.
+
+    Attributes:
+        broker_data: Broker id -> its data.
+        bundle_data: Bundle name -> its averages.
+        recently_unloaded_bundles: Bundle name -> when it was unloaded (ms).
+    """
+
+    broker_data: dict[str, BrokerData] = msgspec.field(default_factory=dict)
+    bundle_data: dict[str, BundleData] = msgspec.field(default_factory=dict)
+    recently_unloaded_bundles: dict[str, int] = msgspec.field(default_factory=dict)
+
+    def brokers_in_java_order(self) -> list[tuple[str, BrokerData]]:
+        """``broker_data`` entries in the order Pulsar's ``ConcurrentHashMap`` yields them."""
+        broker_data = self.broker_data
+        return [(b, broker_data[b]) for b in hash_map_order(broker_data, concurrent=True)]
+
+    def bundle_data_for_load_shedding(self) -> dict[str, BundleData]:
+        """``bundle_data`` without heartbeat and SLA-monitor bundles, in Pulsar's order.
+
+        Pulsar collects the ``ConcurrentHashMap`` into a new ``HashMap``; the result iterates
+        in that ``HashMap``'s order.
+        """
+        bundle_data = self.bundle_data
+        kept = [
+            b
+            for b in hash_map_order(bundle_data, concurrent=True)
+            if not is_sla_or_heartbeat_namespace(bundle_namespace(b))
+        ]
+        return {b: bundle_data[b] for b in hash_map_order(kept)}
