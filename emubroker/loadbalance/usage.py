@@ -61,7 +61,8 @@ class ResourceUsage(msgspec.Struct, frozen=True):
         """``usage / limit * 100`` in float32 arithmetic, 0 when the limit is not positive."""
         proportion = 0.0
         if self.limit > 0:
-            proportion = f32(f32(self.usage) / f32(self.limit))
+            # A positive limit can still round to a float32 zero: Java then divides by 0.0.
+            proportion = f32(java_div(f32(self.usage), f32(self.limit)))
         return f32(proportion * f32(100.0))
 
 
