@@ -113,6 +113,11 @@ class BrokerLoadData(msgspec.Struct, rename="camel"):
         )
         self.updated_at = now
 
+    def update_from(self, other: BrokerLoadData) -> None:
+        """Copy every field of ``other`` (``update(BrokerLoadData)``)."""
+        for name in self.__struct_fields__:
+            setattr(self, name, getattr(other, name))
+
     def max_resource_usage_with_weight(self, conf: BrokerConfig) -> float:
         """``max(resource% * weight) / 100``, memory included with its (deprecated) weight."""
         w = _weights(conf)
@@ -126,8 +131,29 @@ class BrokerLoadData(msgspec.Struct, rename="camel"):
 
     def clear(self) -> None:
         """Back to the state of a new object."""
-        for name in self.__struct_fields__:
-            setattr(self, name, getattr(BrokerLoadData(), name))
+        self.update_from(BrokerLoadData())
+
+    def to_string(self, conf: BrokerConfig) -> str:
+        """The one-line description Pulsar logs (``toString(ServiceConfiguration)``)."""
+        w = _weights(conf)
+        return (
+            f"cpu= {self.cpu.percent_usage():.2f}%, memory= {self.memory.percent_usage():.2f}%, "
+            f"directMemory= {self.direct_memory.percent_usage():.2f}%, "
+            f"bandwidthIn= {self.bandwidth_in.percent_usage():.2f}%, "
+            f"bandwidthOut= {self.bandwidth_out.percent_usage():.2f}%, "
+            f"cpuWeight= {w.cpu:f}, memoryWeight= {w.memory:f}, "
+            f"directMemoryWeight= {w.direct_memory:f}, "
+            f"bandwidthInResourceWeight= {w.bandwidth_in:f}, "
+            f"bandwidthOutResourceWeight= {w.bandwidth_out:f}, "
+            f"msgThroughputIn= {self.msg_throughput_in:.2f}, "
+            f"msgThroughputOut= {self.msg_throughput_out:.2f}, "
+            f"msgRateIn= {self.msg_rate_in:.2f}, msgRateOut= {self.msg_rate_out:.2f}, "
+            f"bundleCount= {self.bundle_count}, "
+            f"maxResourceUsage= {self.max_resource_usage * 100:.2f}%, "
+            f"weightedMaxEMA= {self.weighted_max_ema * 100:.2f}%, "
+            f"msgThroughputEMA= {self.msg_throughput_ema:.2f}, "
+            f"updatedAt= {self.updated_at}, reportedAt= {self.reported_at}"
+        )
 
 
 class BundleLoadData(msgspec.Struct, frozen=True, rename="camel"):
