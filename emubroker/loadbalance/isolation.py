@@ -162,7 +162,9 @@ class PlacementPolicies(msgspec.Struct, frozen=True):
     def has_policies(self, bundle: str) -> bool:
         """Whether the bundle's namespace has an isolation policy or an anti-affinity group."""
         namespace = namespace_of(bundle)
-        return self.isolation.are_present(namespace) or self.anti_affinity_group(namespace) is not None
+        return (
+            self.isolation.are_present(namespace) or self.anti_affinity_group(namespace) is not None
+        )
 
     def anti_affinity_counts(
         self, namespace: str, ranges: BundleRangeCache

@@ -109,7 +109,8 @@ def test_small_gap_resets_the_counters() -> None:
     assert shedder.hit_count_low == {"broker2": 2, "broker3": 1}  # broker2 hit twice
     load_data.broker_data["broker3"].local_data.cpu = ResourceUsage(40, 100)
     assert shedder.find_bundles_for_unloading(load_data, HIGH) == {}  # no pair: all cleared
-    assert shedder.hit_count_high == {} and shedder.hit_count_low == {}
+    assert shedder.hit_count_high == {}
+    assert shedder.hit_count_low == {}
 
 
 def test_sole_bundle_is_shed_too() -> None:
@@ -163,9 +164,7 @@ def test_unbound_bundle_gets_a_random_candidate_which_sticks() -> None:
 
 def test_random_choice_spreads_over_the_candidates() -> None:
     shedder = AvgShedder(random.Random(1))
-    chosen = {
-        shedder.select_broker(["a", "b", "c"], short_term(num_samples=i)) for i in range(60)
-    }
+    chosen = {shedder.select_broker(["a", "b", "c"], short_term(num_samples=i)) for i in range(60)}
     assert chosen == {"a", "b", "c"}
 
 

@@ -119,12 +119,17 @@ def test_bundle_data_shape() -> None:
 
 def test_extensible_data_shapes() -> None:
     load = json.loads(encode(BrokerLoadData()))
-    assert load["weightedMaxEMA"] == 1.0 and load["msgThroughputEMA"] == 0.0
-    assert "maxResourceUsage" in load and "bundleCount" in load
+    assert load["weightedMaxEMA"] == 1.0
+    assert load["msgThroughputEMA"] == 0.0
+    assert "maxResourceUsage" in load
+    assert "bundleCount" in load
     top = TopBundlesLoadData([BundleLoadData("t/n/0x00000000_0xffffffff")])
     assert json.loads(encode(top)) == {
         "topBundlesLoadData": [
-            {"bundleName": "t/n/0x00000000_0xffffffff", "stats": json.loads(encode(NamespaceBundleStats()))}
+            {
+                "bundleName": "t/n/0x00000000_0xffffffff",
+                "stats": json.loads(encode(NamespaceBundleStats())),
+            }
         ]
     }
 

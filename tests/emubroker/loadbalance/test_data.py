@@ -29,7 +29,8 @@ def sample(rate: float) -> NamespaceBundleStats:
 
 def test_first_sample_overwrites_the_defaults() -> None:
     data = BundleData.initial(default_stats=default_bundle_stats())
-    assert data.short_term_data.msg_rate_in == 50 and data.long_term_data.msg_throughput_in == 50000
+    assert data.short_term_data.msg_rate_in == 50
+    assert data.long_term_data.msg_throughput_in == 50000
     data.update(NamespaceBundleStats(msg_rate_in=7, topics=3))
     assert data.short_term_data.msg_rate_in == 7
     assert data.long_term_data.msg_rate_in == 7
@@ -74,21 +75,26 @@ def test_local_broker_data_update_tracks_gains_and_losses() -> None:
     usage = SystemResourceUsage(cpu=ResourceUsage(10, 100))
     data.update(usage, stats)
     assert data.bundles == {"b", "c"}
-    assert data.last_bundle_gains == {"c"} and data.last_bundle_losses == {"a"}
+    assert data.last_bundle_gains == {"c"}
+    assert data.last_bundle_losses == {"a"}
     assert (data.num_bundles, data.num_topics, data.num_consumers) == (2, 2, 3)
-    assert data.msg_rate_in == 3 and data.msg_throughput_in == 20
-    assert data.cpu == ResourceUsage(10, 100) and data.last_stats is stats
+    assert data.msg_rate_in == 3
+    assert data.msg_throughput_in == 20
+    assert data.cpu == ResourceUsage(10, 100)
+    assert data.last_stats is stats
     data.clean_deltas()
     assert data.last_bundle_gains == data.last_bundle_losses == set()
     other = LocalBrokerData(last_stats={"z": sample(1)})
     data.update_from(other)
-    assert data.bundles == {"z"} and data.last_bundle_losses == {"b", "c"}
+    assert data.bundles == {"z"}
+    assert data.last_bundle_losses == {"b", "c"}
 
 
 def test_same_broker_compares_urls_only() -> None:
     a = LocalBrokerData(web_service_url="http://a:8080", msg_rate_in=1)
     b = LocalBrokerData(web_service_url="http://a:8080", msg_rate_in=2)
-    assert a.same_broker(b) and a != b
+    assert a.same_broker(b)
+    assert a != b
 
 
 def test_compare_to_treats_small_differences_as_equal() -> None:
@@ -100,7 +106,8 @@ def test_compare_to_treats_small_differences_as_equal() -> None:
     assert NamespaceBundleStats(msg_rate_out=-101).compare_to(NamespaceBundleStats()) == -1
     a, b = BundleData.initial(), BundleData.initial()
     b.long_term_data.msg_throughput_out = 2e5
-    assert a.compare_to(b) == -1 and b.compare_to(a) == 1
+    assert a.compare_to(b) == -1
+    assert b.compare_to(a) == 1
 
 
 @pytest.mark.parametrize(
@@ -124,4 +131,6 @@ def test_bundle_data_for_load_shedding_leaves_out_heartbeats() -> None:
             "pulsar/standalone/127.0.0.1:8080/0x00000000_0xffffffff": BundleData(),
         }
     )
-    assert list(load_data.bundle_data_for_load_shedding()) == ["public/default/0x00000000_0xffffffff"]
+    assert list(load_data.bundle_data_for_load_shedding()) == [
+        "public/default/0x00000000_0xffffffff"
+    ]

@@ -40,7 +40,12 @@ def usage(cpu: float, memory: float) -> SystemResourceUsage:
 def test_update_by_system_resource_usage() -> None:
     data = BrokerLoadData()
     data.update(usage(1.0, 800.0), 1, 2, 3, 4, 5, 6, HALF, 1000)
-    assert (data.msg_throughput_in, data.msg_throughput_out, data.msg_rate_in, data.msg_rate_out) == (
+    assert (
+        data.msg_throughput_in,
+        data.msg_throughput_out,
+        data.msg_rate_in,
+        data.msg_rate_out,
+    ) == (
         1.0,
         2.0,
         3.0,
@@ -99,7 +104,9 @@ def test_system_namespace_is_left_out() -> None:
 
 
 def test_shedding_excluded_namespaces_are_left_out() -> None:
-    conf = BrokerConfig(loadBalancerSheddingExcludedNamespaces=frozenset({"my-tenant/my-namespace2"}))
+    conf = BrokerConfig(
+        loadBalancerSheddingExcludedNamespaces=frozenset({"my-tenant/my-namespace2"})
+    )
     bundle_stats = {B2: stats(500, 0), B1: stats(10000)}
     assert names(top_k_bundles(bundle_stats, 2, conf)) == [B1]
 
@@ -126,12 +133,22 @@ POLICIES = PlacementPolicies(
 def test_bundles_with_policies_are_left_out_unless_enabled() -> None:
     bundle_stats = {B1: stats(500), B2: stats(10000)}
     isolation_only = PlacementPolicies(isolation=POLICIES.isolation)
-    assert names(top_k_bundles(bundle_stats, 2, BrokerConfig(), has_policies=isolation_only.has_policies)) == [B2]
+    assert names(
+        top_k_bundles(bundle_stats, 2, BrokerConfig(), has_policies=isolation_only.has_policies)
+    ) == [B2]
     affinity_only = PlacementPolicies(anti_affinity_groups=POLICIES.anti_affinity_groups)
-    assert names(top_k_bundles(bundle_stats, 2, BrokerConfig(), has_policies=affinity_only.has_policies)) == [B1]
+    assert names(
+        top_k_bundles(bundle_stats, 2, BrokerConfig(), has_policies=affinity_only.has_policies)
+    ) == [B1]
     enabled = BrokerConfig(loadBalancerSheddingBundlesWithPoliciesEnabled=True)
-    assert names(top_k_bundles(bundle_stats, 2, enabled, has_policies=POLICIES.has_policies)) == [B1, B2]
-    assert names(top_k_bundles(bundle_stats, 2, BrokerConfig(), has_policies=POLICIES.has_policies)) == []
+    assert names(top_k_bundles(bundle_stats, 2, enabled, has_policies=POLICIES.has_policies)) == [
+        B1,
+        B2,
+    ]
+    assert (
+        names(top_k_bundles(bundle_stats, 2, BrokerConfig(), has_policies=POLICIES.has_policies))
+        == []
+    )
 
 
 @given(st.lists(st.integers(0, 9), min_size=1, max_size=10), st.data())

@@ -32,16 +32,21 @@ def versions(**by_broker: str | None) -> LoadData:
 
 
 def test_latest_version() -> None:
-    load_data = versions(broker1="1.1.0-SNAPSHOT", broker2="1.1.0-SNAPSHOT", broker3="1.2.0-SNAPSHOT")
+    load_data = versions(
+        broker1="1.1.0-SNAPSHOT", broker2="1.1.0-SNAPSHOT", broker3="1.2.0-SNAPSHOT"
+    )
     brokers = ["broker1", "broker2", "broker3"]
     latest = latest_version(brokers, load_data)
     assert (latest.major, latest.minor, latest.patch) == (1, 2, 0)
-    assert filter_by_version(brokers, load_data, BrokerConfig(preferLaterVersions=True)) == ["broker3"]
+    assert filter_by_version(brokers, load_data, BrokerConfig(preferLaterVersions=True)) == [
+        "broker3"
+    ]
     assert filter_by_version(brokers, load_data, BrokerConfig()) == brokers  # feature off
 
 
 @pytest.mark.parametrize(
-    ("version", "message"), [(None, "No version string"), ("", "No version string"), ("x.y", "Invalid")]
+    ("version", "message"),
+    [(None, "No version string"), ("", "No version string"), ("x.y", "Invalid")],
 )
 def test_version_filter_errors(version: str | None, message: str) -> None:
     load_data = versions(a="1.0.0", b=version)
@@ -67,14 +72,18 @@ def test_version_filter_errors(version: str | None, message: str) -> None:
 )
 def test_semver_precedence(lower: str, higher: str) -> None:
     a, b = SemanticVersion.parse(lower), SemanticVersion.parse(higher)
-    assert a.compare(b) == -1 and b.compare(a) == 1
+    assert a.compare(b) == -1
+    assert b.compare(a) == 1
 
 
 def test_build_metadata_counts_only_in_build_aware_order() -> None:
     with_build, plain = SemanticVersion.parse("1.0.0+b1"), SemanticVersion.parse("1.0.0")
     assert with_build.compare(plain) == 0
     assert with_build.compare_build_aware(plain) == -1  # no build metadata ranks higher
-    assert SemanticVersion.parse("1.0.0+b1").compare_build_aware(SemanticVersion.parse("1.0.0+b2")) == -1
+    assert (
+        SemanticVersion.parse("1.0.0+b1").compare_build_aware(SemanticVersion.parse("1.0.0+b2"))
+        == -1
+    )
 
 
 def test_load_manager_class_filter() -> None:

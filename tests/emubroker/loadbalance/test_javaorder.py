@@ -71,8 +71,34 @@ def test_hash_map_order_of_bundles() -> None:
     ]
 
 
-HASH_MAP_12 = "broker4 broker11 broker7 broker9 broker1 broker6 broker2 broker8 broker10 broker5 broker3 broker0".split()
-CONCURRENT_12 = "broker4 broker7 broker1 broker8 broker5 broker3 broker0 broker11 broker9 broker6 broker2 broker10".split()
+HASH_MAP_12 = [
+    "broker4",
+    "broker11",
+    "broker7",
+    "broker9",
+    "broker1",
+    "broker6",
+    "broker2",
+    "broker8",
+    "broker10",
+    "broker5",
+    "broker3",
+    "broker0",
+]
+CONCURRENT_12 = [
+    "broker4",
+    "broker7",
+    "broker1",
+    "broker8",
+    "broker5",
+    "broker3",
+    "broker0",
+    "broker11",
+    "broker9",
+    "broker6",
+    "broker2",
+    "broker10",
+]
 
 
 def test_concurrent_hash_map_resizes_one_put_earlier_and_reverses_runs() -> None:
@@ -120,7 +146,14 @@ def test_double_key_orders_like_double_compare() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(1.9, 1), (-1.9, -1), (math.nan, 0), (1e20, 2**31 - 1), (-1e20, -(2**31)), (math.inf, 2**31 - 1)],
+    [
+        (1.9, 1),
+        (-1.9, -1),
+        (math.nan, 0),
+        (1e20, 2**31 - 1),
+        (-1e20, -(2**31)),
+        (math.inf, 2**31 - 1),
+    ],
 )
 def test_to_int_is_javas_cast(value: float, expected: int) -> None:
     assert to_int(value) == expected
@@ -128,10 +161,22 @@ def test_to_int_is_javas_cast(value: float, expected: int) -> None:
 
 def test_concurrent_hash_map_resize_reverses_the_head_of_a_bucket() -> None:
     # Same table size (32) for both maps; the resize at 12 entries put b636944 before b936710.
-    keys = (
-        "b511554 b29724 b936710 b876363 b408744 b453789 b636944 b799308 b804423 b2208 b729633 "
-        "b467022 b279267 b756589"
-    ).split()
+    keys = [
+        "b511554",
+        "b29724",
+        "b936710",
+        "b876363",
+        "b408744",
+        "b453789",
+        "b636944",
+        "b799308",
+        "b804423",
+        "b2208",
+        "b729633",
+        "b467022",
+        "b279267",
+        "b756589",
+    ]
     hash_map = "b408744 b756589 b729633 b29724 b876363 b453789 b467022 b936710 b636944 b804423"
     concurrent = "b408744 b756589 b729633 b29724 b876363 b453789 b467022 b636944 b936710 b804423"
     tail = " b2208 b279267 b511554 b799308"

@@ -43,10 +43,12 @@ def test_update_all_keeps_bundle_and_broker_averages() -> None:
             "b:8080": report({"t/n/0x80000000_0xffffffff": traffic(3)}),
         }
     )
-    assert result.dead_brokers == [] and result.removed_bundles == []
+    assert result.dead_brokers == []
+    assert result.removed_bundles == []
     bundle = manager.load_data.bundle_data["t/n/0x00000000_0x80000000"]
     assert bundle.short_term_data.msg_throughput_in == MIB  # the default 50 kB/s is overwritten
-    assert bundle.short_term_data.num_samples == 1 and bundle.long_term_data.max_samples == 1000
+    assert bundle.short_term_data.num_samples == 1
+    assert bundle.long_term_data.max_samples == 1000
     average = manager.load_data.broker_data["b:8080"].time_average_data
     assert average.long_term_msg_throughput_in == 3 * MIB
     assert manager.ranges.bundle_range_count("a:8080", "t/n") == 1
@@ -64,7 +66,8 @@ def test_stored_bundle_data_is_used_for_unknown_bundles() -> None:
     manager = ModularLoadManager(BrokerConfig(), stored_bundle_data={"t/n/0x0_0x1": stored}.get)
     assert manager.bundle_data_or_default("t/n/0x0_0x1") is stored
     default = manager.bundle_data_or_default("t/n/other")
-    assert default.long_term_data.msg_rate_in == 50 and default.short_term_data.num_samples == 0
+    assert default.long_term_data.msg_rate_in == 50
+    assert default.short_term_data.num_samples == 0
 
 
 def test_assignment_preallocates_until_reported() -> None:
@@ -116,7 +119,9 @@ def test_threshold_shedder_moves_load_to_the_idle_brokers() -> None:
     manager.update_all(reports(owners))
     unloads = manager.do_load_shedding(now=1_000)
     assert unloads
-    assert all(u.source_broker == "a:8080" and u.dest_broker in ("b:8080", "c:8080") for u in unloads)
+    assert all(
+        u.source_broker == "a:8080" and u.dest_broker in ("b:8080", "c:8080") for u in unloads
+    )
     assert set(manager.load_data.recently_unloaded_bundles.values()) == {1_000}
     # Without new reports broker a still looks busy; the bundles just moved are not picked again.
     again = manager.do_load_shedding(now=2_000)
@@ -145,7 +150,10 @@ def test_shedding_cycles_converge_within_the_threshold() -> None:
 
 
 def test_shedding_is_skipped_when_disabled_or_alone() -> None:
-    for conf in (BrokerConfig(loadBalancerSheddingEnabled=False), BrokerConfig(loadBalancerEnabled=False)):
+    for conf in (
+        BrokerConfig(loadBalancerSheddingEnabled=False),
+        BrokerConfig(loadBalancerEnabled=False),
+    ):
         manager, owners = skewed_cluster(conf)
         manager.update_all(reports(owners))
         assert manager.do_load_shedding(now=1) == []
@@ -186,7 +194,8 @@ def test_strategies_by_class_name() -> None:
             loadBalancerLoadPlacementStrategy=IMPL + "AvgShedder",
         )
     )
-    assert isinstance(avg.shedding, AvgShedder) and avg.shedding is avg.placement
+    assert isinstance(avg.shedding, AvgShedder)
+    assert avg.shedding is avg.placement
 
 
 def test_avg_shedder_destinations_are_its_bindings() -> None:
@@ -201,7 +210,8 @@ def test_avg_shedder_destinations_are_its_bindings() -> None:
     manager.update_all(reports(owners))
     assert manager.do_load_shedding(now=1) == []  # first hit
     unloads = manager.do_load_shedding(now=2)
-    assert unloads and {u.dest_broker for u in unloads} == {"c:8080"}  # a pairs with idle c
+    assert unloads
+    assert {u.dest_broker for u in unloads} == {"c:8080"}  # a pairs with idle c
 
 
 def test_bundle_split_decisions() -> None:
@@ -217,14 +227,19 @@ def test_bundle_split_decisions() -> None:
     assert decisions == [SplitDecision("t/n/0x00000000_0x80000000", "a:8080", True)]
     assert "t/n/0x00000000_0x80000000" not in manager.load_data.bundle_data
     off = ModularLoadManager(BrokerConfig(loadBalancerAutoBundleSplitEnabled=False))
-    off.update_all({"a:8080": report({"t/n/0x0_0x1": traffic(1, topics=3000)}), "b:8080": report({})})
+    off.update_all(
+        {"a:8080": report({"t/n/0x0_0x1": traffic(1, topics=3000)}), "b:8080": report({})}
+    )
     assert off.check_namespace_bundle_split(lambda _ns: 1) == []
 
 
 def test_split_of_a_one_hash_bundle_is_skipped() -> None:
     manager = ModularLoadManager(BrokerConfig(loadBalancerNamespaceBundleMaxTopics=2))
     manager.update_all(
-        {"a:8080": report({"t/n/0x00000000_0x00000001": traffic(1, topics=5)}), "b:8080": report({})}
+        {
+            "a:8080": report({"t/n/0x00000000_0x00000001": traffic(1, topics=5)}),
+            "b:8080": report({}),
+        }
     )
     assert manager.check_namespace_bundle_split(lambda _ns: 2) == []
 

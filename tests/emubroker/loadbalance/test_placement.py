@@ -74,7 +74,9 @@ def test_least_long_term_message_rate_counts_preallocated_bundles() -> None:
     brokers["1"].preallocated_bundle_data["b"] = BundleData.initial()
     brokers["1"].preallocated_bundle_data["b"].long_term_data.msg_rate_out = 60
     strategy = LeastLongTermMessageRate()
-    assert strategy.select_broker(["1", "2"], BundleData(), LoadData(brokers), BrokerConfig()) == "2"
+    assert (
+        strategy.select_broker(["1", "2"], BundleData(), LoadData(brokers), BrokerConfig()) == "2"
+    )
 
 
 def test_least_long_term_message_rate_picks_at_random_among_equals() -> None:
@@ -104,7 +106,9 @@ def test_usage_equal_to_the_threshold_is_not_overloaded_for_placement() -> None:
     brokers["b"].time_average_data.long_term_msg_rate_in = 10
     strategy = LeastLongTermMessageRate()
     # a scores 0 (not +inf): 0.85 > 0.85 is false (spec §8.16)
-    assert strategy.select_broker(["a", "b"], BundleData(), LoadData(brokers), BrokerConfig()) == "a"
+    assert (
+        strategy.select_broker(["a", "b"], BundleData(), LoadData(brokers), BrokerConfig()) == "a"
+    )
 
 
 def test_least_resource_usage_with_weight() -> None:
@@ -133,9 +137,7 @@ def test_least_resource_usage_with_weight_with_preset_history() -> None:
     brokers = {"1": with_usage(10), "2": with_usage(30), "3": with_usage(60), "4": with_usage(5)}
     strategy = LeastResourceUsageWithWeight()
     strategy.broker_avg_resource_usage_with_weight.update({"1": 0.1, "2": 0.3, "4": 0.05})
-    assert (
-        strategy.select_broker({"1", "2", "3"}, BundleData(), LoadData(brokers), WEIGHTED) == "1"
-    )
+    assert strategy.select_broker({"1", "2", "3"}, BundleData(), LoadData(brokers), WEIGHTED) == "1"
 
 
 def test_least_resource_usage_with_weight_forgets_departed_brokers() -> None:
@@ -175,7 +177,12 @@ def brokers_load(usage: float, limit: float = 100) -> BrokerLoadData:
 
 
 def extensible_context() -> LoadManagerContext:
-    store = {"1": brokers_load(10), "2": brokers_load(30), "3": brokers_load(60), "4": brokers_load(5)}
+    store = {
+        "1": brokers_load(10),
+        "2": brokers_load(30),
+        "3": brokers_load(60),
+        "4": brokers_load(5),
+    }
     return LoadManagerContext(WEIGHTED, broker_load_data_store=store)
 
 
@@ -191,7 +198,9 @@ def test_extensible_least_resource_usage_with_weight() -> None:
     strategy = extensible_placement.LeastResourceUsageWithWeight()
     candidates = {"1", "2", "3"}
     assert strategy.select(candidates, None, ctx) == "1"
-    ctx.broker_load_data_store.update({"1": brokers_load(20), "2": brokers_load(30), "3": brokers_load(50)})
+    ctx.broker_load_data_store.update(
+        {"1": brokers_load(20), "2": brokers_load(30), "3": brokers_load(50)}
+    )
     assert strategy.select(candidates, None, ctx) == "1"
     for usages, expected in (((30, 30, 40), "1"), ((30, 30, 40), "1"), ((35, 20, 45), "2")):
         for name, usage in zip(("1", "2", "3"), usages, strict=True):
@@ -208,7 +217,10 @@ def test_extensible_strategy_reads_the_brokers_own_average() -> None:
     store = ctx.broker_load_data_store
     store["1"].weighted_max_ema, store["2"].weighted_max_ema = 0.1, 0.3
     store["4"].weighted_max_ema = 0.05
-    assert extensible_placement.LeastResourceUsageWithWeight().select({"1", "2", "3"}, None, ctx) == "1"
+    assert (
+        extensible_placement.LeastResourceUsageWithWeight().select({"1", "2", "3"}, None, ctx)
+        == "1"
+    )
 
 
 def test_extensible_strategy_without_load_data() -> None:

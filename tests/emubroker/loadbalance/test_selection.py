@@ -143,7 +143,9 @@ def test_isolation_primaries_then_secondaries() -> None:
 
 def test_broker_ids_without_a_port_are_skipped() -> None:
     data = load_data()
-    assert apply_namespace_policies(BUNDLE, ["nohost", *BROKERS], data, PlacementPolicies()) == BROKERS
+    assert (
+        apply_namespace_policies(BUNDLE, ["nohost", *BROKERS], data, PlacementPolicies()) == BROKERS
+    )
 
 
 def test_anti_affinity_prefers_brokers_without_the_group() -> None:
@@ -156,9 +158,10 @@ def test_anti_affinity_prefers_brokers_without_the_group() -> None:
     for broker in ("b2:8080", "b3:8080"):
         ranges.add(broker, "t/other", "0x00000000_0xffffffff")
     ranges.add("b1:8080", "t/third", "0x0_0x1")
-    assert filter_anti_affinity_group_owned_brokers(
-        BUNDLE, BROKERS, ranges, policies, BrokerConfig()
-    ) == BROKERS  # all own one: keep those with the least (all)
+    assert (
+        filter_anti_affinity_group_owned_brokers(BUNDLE, BROKERS, ranges, policies, BrokerConfig())
+        == BROKERS
+    )  # all own one: keep those with the least (all)
 
 
 def test_anti_affinity_failure_domains() -> None:

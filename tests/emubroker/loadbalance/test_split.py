@@ -47,7 +47,7 @@ def test_algorithm_names() -> None:
         "specified_positions_divide",
         "flow_or_qps_equally_divide",
     )
-    assert ALGORITHMS == BrokerConfig().supportedNamespaceBundleSplitAlgorithms
+    assert BrokerConfig().supportedNamespaceBundleSplitAlgorithms == ALGORITHMS
 
 
 def test_range_equally_divide() -> None:
@@ -105,7 +105,11 @@ def hashed_topics(count: int) -> list[str]:
 
 
 def flow(topics: list[str], stats: dict[str, TopicStats], **limits: int) -> list[int] | None:
-    settings = {"max_msg_rate": 30000, "max_bandwidth_mbytes": 100, "difference_threshold_percentage": 10}
+    settings = {
+        "max_msg_rate": 30000,
+        "max_bandwidth_mbytes": 100,
+        "difference_threshold_percentage": 10,
+    }
     settings.update(limits)
     return flow_or_qps_equally_divide(FULL_RANGE, topics, stats, **settings)
 
@@ -171,7 +175,8 @@ def test_split_full_bundle_in_four() -> None:
     assert len(again.boundaries) - 1 == 4 + 4 - 1
     assert (again.children[0].lower, again.children[-1].upper) == (0, 0x3FFFFFFF)
     thrice = split_bundle(result.boundaries, result.children[1], 3)
-    assert len(thrice.children) == 3 and len(thrice.boundaries) - 1 == 6
+    assert len(thrice.children) == 3
+    assert len(thrice.boundaries) - 1 == 6
 
 
 def test_split_in_two_repeatedly() -> None:
@@ -220,7 +225,9 @@ def test_split_children_cover_the_parent(cuts: list[int], which: int) -> None:
     result = split_bundle(boundaries, parent, positions=range_equally_divide(parent))
     assert result.children[0].lower == parent.lower
     assert result.children[-1].upper == parent.upper
-    assert all(a.upper == b.lower for a, b in zip(result.children, result.children[1:], strict=False))
+    assert all(
+        a.upper == b.lower for a, b in zip(result.children, result.children[1:], strict=False)
+    )
     assert list(result.boundaries) == sorted(set(result.boundaries))
 
 
@@ -245,7 +252,11 @@ def test_split_task_skips_bundles_with_one_topic() -> None:
 
 def test_split_task_respects_the_namespace_maximum() -> None:
     conf = BrokerConfig(loadBalancerNamespaceMaximumBundles=3)
-    bundles = ["ten/ns/0x00000000_0x20000000", "ten/ns/0x20000000_0x40000000", "ten/ns/0x40000000_0x60000000"]
+    bundles = [
+        "ten/ns/0x00000000_0x20000000",
+        "ten/ns/0x20000000_0x40000000",
+        "ten/ns/0x40000000_0x60000000",
+    ]
     load_data = splitter_load_data(
         {b: NamespaceBundleStats(topics=5) for b in bundles},
         dict.fromkeys(bundles, conf.loadBalancerNamespaceBundleMaxMsgRate * 2),

@@ -120,16 +120,22 @@ def setup_context(**changes: object) -> LoadManagerContext:
     return ctx
 
 
-def decision(source: int, bundle: str, dest: int | None, reason: Reason = Reason.Overloaded) -> UnloadDecision:
+def decision(
+    source: int, bundle: str, dest: int | None, reason: Reason = Reason.Overloaded
+) -> UnloadDecision:
     destination = f"broker{dest}:8080" if dest is not None else None
-    return UnloadDecision(Unload(f"broker{source}:8080", bundle, destination), Label.Success, reason)
+    return UnloadDecision(
+        Unload(f"broker{source}:8080", bundle, destination), Label.Success, reason
+    )
 
 
 DEFAULT_RESULT = {decision(5, E1, 1), decision(4, D1, 2)}
 
 
-def run(shedder: TransferShedder, ctx: LoadManagerContext, bundles=None, brokers=None):  # noqa: ANN001, ANN201
-    return shedder.find_bundles_for_unloading(ctx, bundles or {}, brokers if brokers is not None else {})
+def run(shedder: TransferShedder, ctx: LoadManagerContext, bundles=None, brokers=None):
+    return shedder.find_bundles_for_unloading(
+        ctx, bundles or {}, brokers if brokers is not None else {}
+    )
 
 
 def skips(counter: UnloadCounter, reason: Reason) -> int:
@@ -322,7 +328,9 @@ def test_target_std() -> None:
     ctx = context(available=frozenset({"broker1:8080", "broker2:8080", "broker3:8080"}))
     push_loads(ctx, {"broker1:8080": 10, "broker2:8080": 20, "broker3:8080": 30})
     for i, (ns, load) in enumerate([("A", 30), ("B", 40), ("C", 50)], start=1):
-        ctx.top_bundle_load_data_store[f"broker{i}:8080"] = top(f"my-tenant/my-namespace{ns}", load, load)
+        ctx.top_bundle_load_data_store[f"broker{i}:8080"] = top(
+            f"my-tenant/my-namespace{ns}", load, load
+        )
     assert run(TransferShedder(counter), ctx) == set()
     assert skips(counter, Reason.HitCount) == 1
     assert counter.load_avg == 0.2000000063578288  # float32 percentages (spec §0.1)
@@ -372,7 +380,10 @@ TWO = frozenset({"broker1:8080", "broker2:8080"})
 
 
 def two_brokers(
-    loads: tuple[float, float], top1: TopBundlesLoadData, top2: TopBundlesLoadData, **changes: object
+    loads: tuple[float, float],
+    top1: TopBundlesLoadData,
+    top2: TopBundlesLoadData,
+    **changes: object,
 ) -> LoadManagerContext:
     ctx = context(available=TWO, **changes)
     ctx.top_bundle_load_data_store.update({"broker1:8080": top1, "broker2:8080": top2})
@@ -633,5 +644,7 @@ def test_negative_variance_from_rounding_is_not_an_error() -> None:
         ctx.broker_load_data_store[broker] = data
     stats = LoadStats()
     stats.set_load_data_store(ctx.broker_load_data_store)
-    stats.update(ctx.broker_load_data_store, ctx.available_brokers or (), {}, ctx.broker_configuration, NOW)
+    stats.update(
+        ctx.broker_load_data_store, ctx.available_brokers or (), {}, ctx.broker_configuration, NOW
+    )
     assert stats.std == 0.0 or math.isnan(stats.std)

@@ -47,9 +47,7 @@ def five_brokers(load_data: LoadData) -> None:
         for i in range(5):
             name = f"broker-{index}-bundle-{i}"
             local.bundles.add(name)
-            load_data.bundle_data[name] = short_term(
-                rate_in=rate / 5, throughput_in=throughput / 5
-            )
+            load_data.bundle_data[name] = short_term(rate_in=rate / 5, throughput_in=throughput / 5)
         load_data.broker_data[f"broker{index}"] = broker(local)
 
 
@@ -65,7 +63,8 @@ def test_overloaded_broker_selection_by_rate_or_throughput() -> None:
         loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold=0,
     )
     result = shedder.find_bundles_for_unloading(load_data, rate_only)
-    assert list(result) == ["broker2"] and len(result["broker2"]) == 1
+    assert list(result) == ["broker2"]
+    assert len(result["broker2"]) == 1
 
     throughput_only = BrokerConfig(
         **base,
@@ -73,7 +72,8 @@ def test_overloaded_broker_selection_by_rate_or_throughput() -> None:
         loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold=2,
     )
     result = shedder.find_bundles_for_unloading(load_data, throughput_only)
-    assert list(result) == ["broker3"] and len(result["broker3"]) == 1
+    assert list(result) == ["broker3"]
+    assert len(result["broker3"]) == 1
 
     both = BrokerConfig(
         **base,

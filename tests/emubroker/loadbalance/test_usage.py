@@ -51,9 +51,11 @@ def test_percent_usage_is_a_float32_close_to_the_ratio(usage: float, limit: floa
 
 
 def test_overflow_and_division_follow_java() -> None:
-    assert f32(1e39) == math.inf and f32(-1e39) == -math.inf
+    assert f32(1e39) == math.inf
+    assert f32(-1e39) == -math.inf
     assert ResourceUsage(1e308, 1e-30).percent_usage() == math.inf
-    assert java_div(1.0, 0) == math.inf and java_div(-1.0, 0) == -math.inf
+    assert java_div(1.0, 0) == math.inf
+    assert java_div(-1.0, 0) == -math.inf
     assert math.isnan(java_div(0.0, 0))
 
 
@@ -66,7 +68,9 @@ def test_max_resource_usage_skips_memory() -> None:
         bandwidth_in=ResourceUsage(3.0, 100.0),
         bandwidth_out=ResourceUsage(4.0, 100.0),
     )
-    assert data.max_resource_usage() == pytest.approx(data.bandwidth_out.percent_usage() / 100, abs=1e-5)
+    assert data.max_resource_usage() == pytest.approx(
+        data.bandwidth_out.percent_usage() / 100, abs=1e-5
+    )
     assert is_float32(data.max_resource_usage())  # Pulsar's float overload of max
     assert data.max_resource_usage_with_weight(0.5, 0.5, 0.5, 0.5) == pytest.approx(
         data.bandwidth_out.percent_usage() * 0.5 / 100, abs=1e-5
