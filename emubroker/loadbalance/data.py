@@ -11,6 +11,7 @@ constructors; ours default to 0 and callers pass the time (milliseconds), as pur
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING, Final
 
@@ -68,6 +69,7 @@ def bundle_namespace(bundle: str) -> str:
     return bundle[:index] if index != -1 else bundle
 
 
+@functools.lru_cache(maxsize=4096)
 def is_sla_or_heartbeat_namespace(namespace: str) -> bool:
     """Whether ``namespace`` is a broker's heartbeat or SLA-monitor namespace."""
     return any(p.fullmatch(namespace) for p in (_SLA, _HEARTBEAT, _HEARTBEAT_V2))

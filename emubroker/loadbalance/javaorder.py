@@ -80,12 +80,17 @@ def hash_map_order(
         initial: The table length the map starts with (16 for ``new HashMap<>()``; retained by
             ``clear()``, so a map reused across cycles keeps the largest table it reached).
     """
-    ordered = list(keys)
+    return list(_order(tuple(keys), concurrent, initial))
+
+
+@functools.lru_cache(maxsize=256)
+def _order(keys: tuple[str, ...], concurrent: bool, initial: int) -> tuple[str, ...]:
+    # Cached: the leader asks for the same broker and bundle sets cycle after cycle.
     if not concurrent:
         # HashMap resizes split buckets without reordering them: only the final table matters.
-        mask = table_capacity(len(ordered), initial=initial) - 1
-        return sorted(ordered, key=lambda k: _spread(k) & mask)
-    return _concurrent_order(ordered, initial)
+        mask = table_capacity(len(keys), initial=initial) - 1
+        return tuple(sorted(keys, key=lambda k: _spread(k) & mask))
+    return tuple(_concurrent_order(list(keys), initial))
 
 
 def _concurrent_order(keys: list[str], initial: int) -> list[str]:

@@ -13,6 +13,7 @@ not recently unloaded; a bundle's size is its short-term data. Ties keep Pulsar'
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -20,7 +21,7 @@ from emubroker.loadbalance.data import weighted_max_usage
 from emubroker.loadbalance.javaorder import double_key, to_int
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterable
+    from collections.abc import Callable, Collection, Iterable, Mapping
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.data import BrokerData, BundleData, LoadData, LocalBrokerData
@@ -66,14 +67,24 @@ def _short_term_rate(data: BundleData) -> float:
 
 
 def _candidates(
-    load_data: LoadData, local_data: LocalBrokerData, size: Callable[[BundleData], float]
+    load_data: LoadData,
+    sheddable: Mapping[str, BundleData],
+    local_data: LocalBrokerData,
+    size: Callable[[BundleData], float],
 ) -> list[tuple[str, float]]:
-    """The broker's sheddable bundles with their size, largest first (stable, Java order)."""
+    """The broker's sheddable bundles with their size, largest first (stable, Java order).
+
+    Args:
+        load_data: For the recently unloaded bundles.
+        sheddable: ``load_data.bundle_data_for_load_shedding()``, computed once per cycle.
+        local_data: The broker's report (its ``bundles``).
+        size: A bundle's size (short-term throughput or message rate).
+    """
     recent = load_data.recently_unloaded_bundles
     owned = local_data.bundles
     sized = [
         (bundle, size(data))
-        for bundle, data in load_data.bundle_data_for_load_shedding().items()
+        for bundle, data in sheddable.items()
         if bundle in owned and bundle not in recent
     ]
     sized.sort(key=lambda item: double_key(item[1]), reverse=True)
@@ -107,6 +118,7 @@ class OverloadShedder:
     ) -> dict[str, list[str]]:
         """Which bundles each overloaded broker should give up."""
         result: dict[str, list[str]] = {}
+        sheddable = functools.cache(load_data.bundle_data_for_load_shedding)
         threshold = conf.loadBalancerBrokerOverloadedThresholdPercentage / 100.0
         for broker, broker_data in load_data.brokers_in_java_order():
             local = broker_data.local_data
@@ -126,7 +138,7 @@ class OverloadShedder:
             )
             if len(local.bundles) > 1:
                 chosen = select_largest(
-                    _candidates(load_data, local, _short_term_throughput), minimum
+                    _candidates(load_data, sheddable(), local, _short_term_throughput), minimum
                 )
                 if chosen:
                     result[broker] = chosen
@@ -165,6 +177,7 @@ class ThresholdShedder:
     ) -> dict[str, list[str]]:
         """Which bundles each broker above the cluster average should give up."""
         result: dict[str, list[str]] = {}
+        sheddable = functools.cache(load_data.bundle_data_for_load_shedding)
         threshold = conf.loadBalancerBrokerThresholdShedderPercentage / 100.0
         min_throughput = conf.loadBalancerBundleUnloadMinThroughputThreshold * MIB
         brokers = load_data.brokers_in_java_order()
@@ -193,7 +206,7 @@ class ThresholdShedder:
             )
             if len(local.bundles) > 1:
                 chosen = select_largest(
-                    _candidates(load_data, local, _short_term_throughput), minimum
+                    _candidates(load_data, sheddable(), local, _short_term_throughput), minimum
                 )
                 if chosen:
                     result[broker] = chosen
@@ -234,10 +247,13 @@ class ThresholdShedder:
         if not below_lower_bound or max_broker not in load_data.broker_data:
             return
         local = load_data.broker_data[max_broker].local_data
+        sheddable = load_data.bundle_data_for_load_shedding
         minimum = _broker_throughput(local) * threshold * LOWER_BOUNDARY_THRESHOLD_MARGIN
         if conf.loadBalancerBundleUnloadMinThroughputThreshold * MIB > minimum:
             return
-        chosen = select_largest(_candidates(load_data, local, _short_term_throughput), minimum)
+        chosen = select_largest(
+            _candidates(load_data, sheddable(), local, _short_term_throughput), minimum
+        )
         if chosen:
             log.info("ThresholdShedder: lower-boundary shedding from %s", max_broker)
             result[max_broker] = chosen
@@ -303,8 +319,9 @@ class UniformLoadShedder:
         if len(local.bundles) <= 1 or required < minimum:
             return {}
         limit = conf.maxUnloadBundleNumPerShedding
+        sheddable = load_data.bundle_data_for_load_shedding
         chosen: list[str] = []
-        for bundle, value in _candidates(load_data, local, size):
+        for bundle, value in _candidates(load_data, sheddable(), local, size):
             if limit != -1 and len(chosen) >= limit:
                 break
             if value <= required:
