@@ -80,6 +80,14 @@ def is_system_service_namespace(namespace: str) -> bool:
     return namespace == SYSTEM_NAMESPACE or is_sla_or_heartbeat_namespace(namespace)
 
 
+def _compare_beyond(*criteria: tuple[float, float, float]) -> int:
+    """Compare by the first ``(mine, theirs, threshold)`` whose values differ by more."""
+    for mine, theirs, threshold in criteria:
+        if abs(mine - theirs) > threshold:
+            return -1 if mine < theirs else 1
+    return 0
+
+
 class NamespaceBundleStats(msgspec.Struct, rename="camel"):
     """One sample of a bundle's traffic, summed over its topics by the owning broker."""
 
@@ -98,7 +106,7 @@ class NamespaceBundleStats(msgspec.Struct, rename="camel"):
         Differences below 100 000 B/s, 100 msg/s, 500 topics+connections and 100 000 bytes of
         cache count as equal.
         """
-        for mine, theirs, threshold in (
+        return _compare_beyond(
             (self.msg_throughput_in, other.msg_throughput_in, 1e5),
             (self.msg_throughput_out, other.msg_throughput_out, 1e5),
             (self.msg_rate_in + self.msg_rate_out, other.msg_rate_in + other.msg_rate_out, 100),
@@ -108,10 +116,7 @@ class NamespaceBundleStats(msgspec.Struct, rename="camel"):
                 500,
             ),
             (self.cache_size, other.cache_size, 100_000),
-        ):
-            if abs(mine - theirs) > threshold:
-                return -1 if mine < theirs else 1
-        return 0
+        )
 
 
 def default_bundle_stats() -> NamespaceBundleStats:
@@ -184,14 +189,11 @@ class TimeAverageMessageData(msgspec.Struct, rename="camel"):
 
     def compare_to(self, other: TimeAverageMessageData) -> int:
         """Throughput in, then out, then total rate; below 100 000 B/s or 100 msg/s is equal."""
-        for mine, theirs, threshold in (
+        return _compare_beyond(
             (self.msg_throughput_in, other.msg_throughput_in, 1e5),
             (self.msg_throughput_out, other.msg_throughput_out, 1e5),
             (self.total_msg_rate(), other.total_msg_rate(), 100),
-        ):
-            if abs(mine - theirs) > threshold:
-                return -1 if mine < theirs else 1
-        return 0
+        )
 
 
 class BundleData(msgspec.Struct, rename="camel"):

@@ -33,16 +33,20 @@ __all__ = [
 ]
 
 
+def _split(bundle: str) -> tuple[str, str]:
+    index = bundle.rfind("/")
+    if index == -1:
+        raise ValueError(f"Invalid bundle name format: {bundle}")
+    return bundle[:index], bundle[index + 1 :]
+
+
 def namespace_of(bundle: str) -> str:
     """``tenant/ns`` of ``tenant/ns/0x..._0x...`` (``getNamespaceNameFromBundleName``).
 
     Raises:
         ValueError: The name has no ``/``.
     """
-    index = bundle.rfind("/")
-    if index == -1:
-        raise ValueError(f"Invalid bundle name format: {bundle}")
-    return bundle[:index]
+    return _split(bundle)[0]
 
 
 def bundle_range_of(bundle: str) -> str:
@@ -51,10 +55,7 @@ def bundle_range_of(bundle: str) -> str:
     Raises:
         ValueError: The name has no ``/``.
     """
-    index = bundle.rfind("/")
-    if index == -1:
-        raise ValueError(f"Invalid bundle name format: {bundle}")
-    return bundle[index + 1 :]
+    return _split(bundle)[1]
 
 
 def _matches(patterns: Iterable[str], text: str) -> bool:

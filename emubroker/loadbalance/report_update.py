@@ -10,7 +10,7 @@ percentage points.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from emubroker.loadbalance.data import weighted_max_usage
 
@@ -29,6 +29,26 @@ def percent_change(old: float, new: float) -> float:
     if old == 0:
         return 0.0 if new == 0 else math.inf
     return 100 * abs((old - new) / old)
+
+
+class _Traffic(Protocol):
+    msg_rate_in: float
+    msg_rate_out: float
+    msg_throughput_in: float
+    msg_throughput_out: float
+
+
+def _traffic_changes(last: _Traffic, current: _Traffic) -> tuple[float, float]:
+    """Percent changes of the message rate and of the throughput (in + out)."""
+    return (
+        percent_change(
+            last.msg_rate_in + last.msg_rate_out, current.msg_rate_in + current.msg_rate_out
+        ),
+        percent_change(
+            last.msg_throughput_in + last.msg_throughput_out,
+            current.msg_throughput_in + current.msg_throughput_out,
+        ),
+    )
 
 
 def need_broker_data_update(

@@ -102,6 +102,27 @@ def select_largest(sized: Iterable[tuple[str, float]], minimum: float) -> list[s
     return chosen
 
 
+def _shed_largest(
+    load_data: LoadData,
+    sheddable: Callable[[], Mapping[str, BundleData]],
+    broker: str,
+    local: LocalBrokerData,
+    minimum: float,
+    result: dict[str, list[str]],
+) -> None:
+    """Record the broker's largest bundles covering ``minimum``; a sole bundle is spared."""
+    if len(local.bundles) > 1:
+        chosen = select_largest(
+            _candidates(load_data, sheddable(), local, _short_term_throughput), minimum
+        )
+        if chosen:
+            result[broker] = chosen
+    elif local.bundles:
+        log.warning("sole bundle is overloading %s: no load shedding on this broker", broker)
+    else:
+        log.warning("%s is overloaded despite having no bundles", broker)
+
+
 def _broker_throughput(local_data: LocalBrokerData) -> float:
     return local_data.msg_throughput_in + local_data.msg_throughput_out
 
@@ -136,16 +157,7 @@ class OverloadShedder:
                 minimum / MIB,
                 local.print_resource_usage(),
             )
-            if len(local.bundles) > 1:
-                chosen = select_largest(
-                    _candidates(load_data, sheddable(), local, _short_term_throughput), minimum
-                )
-                if chosen:
-                    result[broker] = chosen
-            elif local.bundles:
-                log.warning("OverloadShedder: sole bundle is overloading %s: not shedding", broker)
-            else:
-                log.warning("OverloadShedder: %s is overloaded with no bundles", broker)
+            _shed_largest(load_data, sheddable, broker, local, minimum, result)
         return result
 
     def on_active_brokers_change(self, active_brokers: Collection[str]) -> None:
@@ -204,14 +216,7 @@ class ThresholdShedder:
                 minimum / MIB,
                 local.print_resource_usage(),
             )
-            if len(local.bundles) > 1:
-                chosen = select_largest(
-                    _candidates(load_data, sheddable(), local, _short_term_throughput), minimum
-                )
-                if chosen:
-                    result[broker] = chosen
-            elif local.bundles:
-                log.warning("ThresholdShedder: sole bundle is overloading %s: not shedding", broker)
+            _shed_largest(load_data, sheddable, broker, local, minimum, result)
         if not result and conf.lowerBoundarySheddingEnabled:
             self._lower_boundary_shedding(load_data, brokers, threshold, conf, result)
         return result

@@ -8,22 +8,9 @@ from emubroker.config import BrokerConfig
 from emubroker.loadbalance.data import LoadData, LocalBrokerData
 from emubroker.loadbalance.shedding import OverloadShedder
 from emubroker.loadbalance.usage import ResourceUsage
-from tests.support.loadbalance import MIB, broker, short_term
+from tests.support.loadbalance import MIB, OVERLOADED, broker, short_term, ten_bundles
 
 CONF = BrokerConfig(loadBalancerBrokerOverloadedThresholdPercentage=85)
-OVERLOADED = {"bandwidth_in": ResourceUsage(999, 1000), "bandwidth_out": ResourceUsage(999, 1000)}
-
-
-def ten_bundles_on(load_data: LoadData, local: LocalBrokerData) -> None:
-    """bundle-i carries i MiB/s each way; the broker reports the sum."""
-    total = 0.0
-    for i in range(1, 11):
-        local.bundles.add(f"bundle-{i}")
-        load_data.bundle_data[f"bundle-{i}"] = short_term(
-            throughput_in=i * MIB, throughput_out=i * MIB
-        )
-        total += i * MIB
-    local.msg_throughput_in = local.msg_throughput_out = total
 
 
 def test_no_brokers() -> None:
@@ -59,13 +46,8 @@ def test_broker_with_single_bundle() -> None:
 
 def test_broker_with_multiple_bundles_sheds_the_largest_enough() -> None:
     load_data = LoadData()
-    local = LocalBrokerData(**OVERLOADED)
-    ten_bundles_on(load_data, local)
-    other = LocalBrokerData()
-    for i in range(1, 11):  # same data under other names, owned by another broker
-        name = f"another-broker-bundle-{10 + i}"
-        load_data.bundle_data[name] = load_data.bundle_data[f"bundle-{i}"]
-        other.bundles.add(name)
+    local, other = LocalBrokerData(**OVERLOADED), LocalBrokerData()
+    ten_bundles(load_data, local, other=other, prefix="another-broker-")
     load_data.broker_data = {"broker-1": broker(local), "another-broker": broker(other)}
     # usage 0.999: offload (0.999 - 0.85 + 0.05) * 110 MiB = 21.9 MiB -> 20 + 18 (spec §4.2)
     assert OverloadShedder().find_bundles_for_unloading(load_data, CONF) == {
@@ -76,7 +58,7 @@ def test_broker_with_multiple_bundles_sheds_the_largest_enough() -> None:
 def test_resource_weights_decide_overload() -> None:
     load_data = LoadData()
     local = LocalBrokerData(**OVERLOADED)
-    ten_bundles_on(load_data, local)
+    ten_bundles(load_data, local)
     load_data.broker_data["broker-1"] = broker(local)
     shedder = OverloadShedder()
     assert shedder.find_bundles_for_unloading(load_data, CONF) != {}
@@ -89,7 +71,7 @@ def test_resource_weights_decide_overload() -> None:
 def test_recently_unloaded_bundles_are_skipped() -> None:
     load_data = LoadData(recently_unloaded_bundles={"bundle-10": 1, "bundle-9": 1})
     local = LocalBrokerData(**OVERLOADED)
-    ten_bundles_on(load_data, local)
+    ten_bundles(load_data, local)
     load_data.broker_data["broker-1"] = broker(local)
     assert OverloadShedder().find_bundles_for_unloading(load_data, CONF) == {
         "broker-1": ["bundle-8", "bundle-7"]
@@ -100,7 +82,7 @@ def test_usage_equal_to_the_threshold_is_overloaded() -> None:
     # OverloadShedder compares with <, so usage == threshold sheds (placement uses >, §8.16).
     load_data = LoadData()
     local = LocalBrokerData(cpu=ResourceUsage(85, 100))
-    ten_bundles_on(load_data, local)
+    ten_bundles(load_data, local)
     load_data.broker_data["broker-1"] = broker(local)
     result = OverloadShedder().find_bundles_for_unloading(load_data, CONF)
     assert result == {"broker-1": ["bundle-10"]}  # 0.05 * 110 MiB = 5.5 MiB: one 20 MiB bundle
@@ -109,7 +91,7 @@ def test_usage_equal_to_the_threshold_is_overloaded() -> None:
 def test_heartbeat_bundles_are_never_shed() -> None:
     load_data = LoadData()
     local = LocalBrokerData(**OVERLOADED)
-    ten_bundles_on(load_data, local)
+    ten_bundles(load_data, local)
     heartbeat = "pulsar/standalone/127.0.0.1:8080/0x00000000_0xffffffff"
     local.bundles.add(heartbeat)
     load_data.bundle_data[heartbeat] = short_term(throughput_in=100 * MIB)

@@ -10,24 +10,15 @@ from emubroker.config import BrokerConfig
 from emubroker.loadbalance.data import LoadData, LocalBrokerData
 from emubroker.loadbalance.shedding import ThresholdShedder
 from emubroker.loadbalance.usage import ResourceUsage
-from tests.support.loadbalance import MIB, broker, short_term
+from tests.support.loadbalance import MIB, OVERLOADED, broker, short_term, ten_bundles
 
 CONF = BrokerConfig()
 LOWER_BOUNDARY = BrokerConfig(lowerBoundarySheddingEnabled=True)
-OVERLOADED = {"bandwidth_in": ResourceUsage(999, 1000), "bandwidth_out": ResourceUsage(999, 1000)}
 
 
-def ten_bundles(load_data: LoadData, local: LocalBrokerData, other: LocalBrokerData) -> None:
-    """bundle-i (i MiB/s each way) on ``local``; the same data as broker2-bundle-(10+i) on other."""
-    total = 0.0
-    for i in range(1, 11):
-        data = short_term(throughput_in=i * MIB, throughput_out=i * MIB)
-        local.bundles.add(f"bundle-{i}")
-        load_data.bundle_data[f"bundle-{i}"] = data
-        load_data.bundle_data[f"broker2-bundle-{10 + i}"] = data
-        other.bundles.add(f"broker2-bundle-{10 + i}")
-        total += i * MIB
-    local.msg_throughput_in = local.msg_throughput_out = total
+def two_brokers(load_data: LoadData, local: LocalBrokerData, other: LocalBrokerData) -> None:
+    """Pulsar's fixture: ten bundles on broker-1, the same data as broker2's bundles."""
+    ten_bundles(load_data, local, other=other, prefix="broker2-")
     load_data.broker_data = {"broker-1": broker(local), "broker2": broker(other)}
 
 
@@ -38,7 +29,7 @@ def test_no_brokers() -> None:
 def test_departed_brokers_are_forgotten() -> None:
     shedder = ThresholdShedder()
     load_data = LoadData()
-    ten_bundles(load_data, LocalBrokerData(**OVERLOADED), LocalBrokerData())
+    two_brokers(load_data, LocalBrokerData(**OVERLOADED), LocalBrokerData())
     shedder.find_bundles_for_unloading(load_data, CONF)
     assert shedder.broker_avg_resource_usage
     shedder.on_active_brokers_change({"leader"})
@@ -98,7 +89,7 @@ def test_broker_with_single_bundle() -> None:
 
 def test_broker_with_multiple_bundles() -> None:
     load_data = LoadData()
-    ten_bundles(load_data, LocalBrokerData(**OVERLOADED), LocalBrokerData())
+    two_brokers(load_data, LocalBrokerData(**OVERLOADED), LocalBrokerData())
     # spec §4.3: average 0.4995; (0.999 - 0.4995 - 0.1 + 0.05) * 110 MiB = 49.4 MiB -> 20+18+16
     assert ThresholdShedder().find_bundles_for_unloading(load_data, CONF) == {
         "broker-1": ["bundle-10", "bundle-9", "bundle-8"]
@@ -107,7 +98,7 @@ def test_broker_with_multiple_bundles() -> None:
 
 def test_recently_unloaded_bundles_are_skipped() -> None:
     load_data = LoadData(recently_unloaded_bundles={"bundle-10": 1, "bundle-9": 1})
-    ten_bundles(load_data, LocalBrokerData(**OVERLOADED), LocalBrokerData())
+    two_brokers(load_data, LocalBrokerData(**OVERLOADED), LocalBrokerData())
     assert ThresholdShedder().find_bundles_for_unloading(load_data, CONF) == {
         "broker-1": ["bundle-8", "bundle-7", "bundle-6", "bundle-5"]
     }
@@ -117,7 +108,7 @@ def test_the_usage_average_remembers_history() -> None:
     shedder = ThresholdShedder()
     load_data = LoadData()
     local, other = LocalBrokerData(**OVERLOADED), LocalBrokerData()
-    ten_bundles(load_data, local, other)
+    two_brokers(load_data, local, other)
     shedder.find_bundles_for_unloading(load_data, CONF)
     local.bandwidth_in = local.bandwidth_out = ResourceUsage(0, 1000)
     # 0.9 of the old 0.999 stays: broker-1 is still above average + 10 %.
