@@ -33,6 +33,7 @@ __all__ = [
     "range_equally_divide",
     "specified_positions_divide",
     "split_bundle",
+    "split_positions",
     "topic_count_equally_divide",
 ]
 
@@ -166,6 +167,49 @@ ALGORITHMS: Final = (
     "flow_or_qps_equally_divide",
 )
 """``NamespaceBundleSplitAlgorithm.AVAILABLE_ALGORITHMS``."""
+
+
+def split_positions(
+    algorithm: str,
+    bundle: HashRange,
+    conf: BrokerConfig,
+    *,
+    topics: Sequence[str] = (),
+    positions: Sequence[int] | None = None,
+    topic_stats: Mapping[str, TopicLoad] | None = None,
+    force: bool = False,
+) -> list[int] | None:
+    """Run the named algorithm (``NamespaceBundleSplitAlgorithm.of(name)``) on ``bundle``.
+
+    Args:
+        algorithm: One of :data:`ALGORITHMS`.
+        bundle: The bundle to split.
+        conf: Limits of ``flow_or_qps_equally_divide``.
+        topics: The topics the bundle owns (full names, partitions separately).
+        positions: For ``specified_positions_divide``.
+        topic_stats: Topic -> its rates, for ``flow_or_qps_equally_divide``.
+        force: ``specified_positions_divide`` even with fewer than two topics.
+
+    Raises:
+        ValueError: An unknown algorithm (Pulsar's ``of`` returns null and the caller fails),
+            or no positions for ``specified_positions_divide``.
+    """
+    if algorithm == "range_equally_divide":
+        return range_equally_divide(bundle)
+    if algorithm == "topic_count_equally_divide":
+        return topic_count_equally_divide(bundle, topics)
+    if algorithm == "specified_positions_divide":
+        return specified_positions_divide(bundle, topics, positions, force=force)
+    if algorithm == "flow_or_qps_equally_divide":
+        return flow_or_qps_equally_divide(
+            bundle,
+            topics,
+            topic_stats or {},
+            max_msg_rate=conf.loadBalancerNamespaceBundleMaxMsgRate,
+            max_bandwidth_mbytes=conf.loadBalancerNamespaceBundleMaxBandwidthMbytes,
+            difference_threshold_percentage=conf.flowOrQpsDifferenceThresholdPercentage,
+        )
+    raise ValueError(f"unsupported namespace bundle split algorithm {algorithm!r}")
 
 
 def can_split_bundle(bundle: HashRange) -> bool:

@@ -13,37 +13,6 @@ from tests.support.loadbalance import MIB, OVERLOADED, broker, short_term, ten_b
 CONF = BrokerConfig(loadBalancerBrokerOverloadedThresholdPercentage=85)
 
 
-def test_no_brokers() -> None:
-    assert OverloadShedder().find_bundles_for_unloading(LoadData(), CONF) == {}
-
-
-def test_brokers_with_no_bundles() -> None:
-    load_data = LoadData(broker_data={"broker-1": broker(LocalBrokerData(**OVERLOADED))})
-    assert OverloadShedder().find_bundles_for_unloading(load_data, CONF) == {}
-
-
-def test_broker_not_overloaded() -> None:
-    local = LocalBrokerData(
-        bandwidth_in=ResourceUsage(500, 1000),
-        bandwidth_out=ResourceUsage(500, 1000),
-        bundles={"bundle-1"},
-    )
-    load_data = LoadData(
-        broker_data={"broker-1": broker(local)},
-        bundle_data={"bundle-1": short_term(throughput_in=1000, throughput_out=1000)},
-    )
-    assert OverloadShedder().find_bundles_for_unloading(load_data, CONF) == {}
-
-
-def test_broker_with_single_bundle() -> None:
-    local = LocalBrokerData(**OVERLOADED, bundles={"bundle-1"})
-    load_data = LoadData(
-        broker_data={"broker-1": broker(local)},
-        bundle_data={"bundle-1": short_term(throughput_in=1000, throughput_out=1000)},
-    )
-    assert OverloadShedder().find_bundles_for_unloading(load_data, CONF) == {}
-
-
 def test_broker_with_multiple_bundles_sheds_the_largest_enough() -> None:
     load_data = LoadData()
     local, other = LocalBrokerData(**OVERLOADED), LocalBrokerData()

@@ -26,6 +26,7 @@ from emubroker.loadbalance.split import (
     range_equally_divide,
     specified_positions_divide,
     split_bundle,
+    split_positions,
     topic_count_equally_divide,
 )
 from emubroker.naming import FULL_RANGE, MAX_HASH, BundleRange, bundle_for, topic_hash
@@ -48,6 +49,23 @@ def test_algorithm_names() -> None:
         "flow_or_qps_equally_divide",
     )
     assert BrokerConfig().supportedNamespaceBundleSplitAlgorithms == ALGORITHMS
+
+
+def test_algorithms_by_name() -> None:
+    conf = BrokerConfig()
+    assert split_positions("range_equally_divide", FULL_RANGE, conf) == [0x7FFFFFFF]
+    assert split_positions("topic_count_equally_divide", FULL_RANGE, conf, topics=["a"]) is None
+    assert split_positions(
+        "specified_positions_divide", FULL_RANGE, conf, positions=[5], force=True
+    ) == [5]
+    topics = hashed_topics(2)
+    heavy = {topics[0]: TopicStats(msg_rate_in=40000), topics[1]: TopicStats(msg_rate_in=1)}
+    assert split_positions(
+        "flow_or_qps_equally_divide", FULL_RANGE, conf, topics=topics, topic_stats=heavy
+    )
+    for unknown in ("whatever", ""):
+        with pytest.raises(ValueError, match="unsupported"):
+            split_positions(unknown, FULL_RANGE, conf)
 
 
 def test_range_equally_divide() -> None:

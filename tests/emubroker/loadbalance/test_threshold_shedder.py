@@ -22,10 +22,6 @@ def two_brokers(load_data: LoadData, local: LocalBrokerData, other: LocalBrokerD
     load_data.broker_data = {"broker-1": broker(local), "broker2": broker(other)}
 
 
-def test_no_brokers() -> None:
-    assert ThresholdShedder().find_bundles_for_unloading(LoadData(), CONF) == {}
-
-
 def test_departed_brokers_are_forgotten() -> None:
     shedder = ThresholdShedder()
     load_data = LoadData()
@@ -35,24 +31,6 @@ def test_departed_brokers_are_forgotten() -> None:
     shedder.on_active_brokers_change({"leader"})
     shedder.find_bundles_for_unloading(LoadData(), CONF)
     assert shedder.broker_avg_resource_usage == {}
-
-
-def test_brokers_with_no_bundles() -> None:
-    load_data = LoadData(broker_data={"broker-1": broker(LocalBrokerData(**OVERLOADED))})
-    assert ThresholdShedder().find_bundles_for_unloading(load_data, CONF) == {}
-
-
-def test_broker_not_reaching_the_threshold() -> None:
-    local = LocalBrokerData(
-        bandwidth_in=ResourceUsage(500, 1000),
-        bandwidth_out=ResourceUsage(500, 1000),
-        bundles={"bundle-1"},
-    )
-    load_data = LoadData(
-        broker_data={"broker-1": broker(local)},
-        bundle_data={"bundle-1": short_term(throughput_in=1000, throughput_out=1000)},
-    )
-    assert ThresholdShedder().find_bundles_for_unloading(load_data, CONF) == {}
 
 
 def test_broker_reaching_the_threshold() -> None:
@@ -76,15 +54,6 @@ def test_broker_reaching_the_threshold() -> None:
     assert ThresholdShedder().find_bundles_for_unloading(load_data, CONF) == {
         "broker-2": ["bundle-2"]
     }
-
-
-def test_broker_with_single_bundle() -> None:
-    local = LocalBrokerData(**OVERLOADED, bundles={"bundle-1"})
-    load_data = LoadData(
-        broker_data={"broker-1": broker(local)},
-        bundle_data={"bundle-1": short_term(throughput_in=1000, throughput_out=1000)},
-    )
-    assert ThresholdShedder().find_bundles_for_unloading(load_data, CONF) == {}
 
 
 def test_broker_with_multiple_bundles() -> None:
