@@ -323,3 +323,60 @@ def test_split_task_sessions_limit_zero_disables_it() -> None:
     )
     conf = BrokerConfig(loadBalancerNamespaceBundleMaxSessions=0)
     assert find_bundles_to_split(load_data, conf, lambda _ns: 1) == {}
+
+
+FLOW_LIMITS = {
+    "max_msg_rate": 1010,
+    "max_bandwidth_mbytes": 100,
+    "difference_threshold_percentage": 10,
+}
+
+
+def test_split_bundle_by_flow_or_qps() -> None:
+    # Pulsar's FlowOrQpsEquallyDivideBundleSplitAlgorithmTest: 241 partitions, each run of
+    # topics between two cut positions stays under the limits.
+    stats: dict[str, TopicStats] = {}
+    for i in range(1, 13):
+        rate_in = 24.5 if i < 6 else 25.5
+        for j in range(20):
+            stats[f"persistent://test-tenant1/test-namespace1/test{i}-partition-{j}"] = TopicStats(
+                msg_rate_in=rate_in,
+                msg_throughput_in=1000,
+                msg_rate_out=25,
+                msg_throughput_out=1000,
+            )
+    stats["persistent://test-tenant1/test-namespace1/test695-partition-0"] = TopicStats(
+        msg_rate_in=25, msg_throughput_in=1000, msg_rate_out=35, msg_throughput_out=1000
+    )
+    topics = list(stats)
+    cuts = flow_or_qps_equally_divide(FULL_RANGE, topics, stats, **FLOW_LIMITS)
+    assert cuts
+    by_hash = sorted((zlib.crc32(t.encode()), t) for t in topics)
+    index = 0
+    for cut in cuts:
+        rate = throughput = 0.0
+        while by_hash[index][0] < cut:
+            load = stats[by_hash[index][1]]
+            rate += load.msg_rate_in + load.msg_rate_out
+            throughput += load.msg_throughput_in + load.msg_throughput_out
+            index += 1
+        assert rate < 1010
+        assert throughput < 100 * MIB
+
+
+def test_flow_or_qps_first_topic_over_the_limit() -> None:
+    topics = [f"persistent://test-tenant1/test-namespace1/test-partition-{i}" for i in range(5)]
+    hashes = sorted(zlib.crc32(t.encode()) for t in topics)
+    first = next(t for t in topics if zlib.crc32(t.encode()) == hashes[0])
+    stats = {
+        t: TopicStats(
+            msg_rate_in=24.5, msg_throughput_in=1000, msg_rate_out=25, msg_throughput_out=1000
+        )
+        for t in topics
+    }
+    stats[first] = TopicStats(
+        msg_rate_in=1000, msg_throughput_in=1000, msg_rate_out=1000, msg_throughput_out=1000
+    )
+    cuts = flow_or_qps_equally_divide(FULL_RANGE, topics, stats, **FLOW_LIMITS)
+    assert cuts is not None
+    assert cuts[0] == hashes[0] + (hashes[1] - hashes[0]) // 2 + 1
