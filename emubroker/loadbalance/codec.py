@@ -41,34 +41,39 @@ class LoadDataDecodeError(ValueError):
 
 
 @functools.cache
-def _float_fields(cls: type[msgspec.Struct]) -> frozenset[str]:
+def _plan(cls: type[msgspec.Struct]) -> tuple[tuple[str, str, bool], ...]:
+    """Per field: attribute, JSON name, and whether Java declares it a double."""
     info = msgspec.inspect.type_info(cls)
-    assert isinstance(info, msgspec.inspect.StructType)
-    return frozenset(
-        f.name
-        for f in info.fields
-        if isinstance(f.type, msgspec.inspect.FloatType)
-        or (
-            isinstance(f.type, msgspec.inspect.UnionType)
-            and any(isinstance(t, msgspec.inspect.FloatType) for t in f.type.types)
+    assert isinstance(info, msgspec.inspect.StructType)  # cls is a Struct
+    plan = []
+    for field in info.fields:
+        types = (
+            field.type.types if isinstance(field.type, msgspec.inspect.UnionType) else (field.type,)
         )
-    )
+        is_double = any(isinstance(t, msgspec.inspect.FloatType) for t in types)
+        plan.append((field.name, field.encode_name, is_double))
+    return tuple(plan)
+
+
+_SCALARS = frozenset({str, int, float, bool})
 
 
 def _jackson(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
     if isinstance(value, msgspec.Struct):
-        floats = _float_fields(type(value))
         encoded = {}
-        for name, key in zip(value.__struct_fields__, value.__struct_encode_fields__, strict=True):
+        for name, key, is_double in _plan(type(value)):
             item = getattr(value, name)
             if item is None:
-                continue
-            if name in floats and isinstance(item, int) and not isinstance(item, bool):
-                item = float(item)
-            encoded[key] = _jackson(item)
+                continue  # NON_NULL
+            if is_double and type(item) is int:
+                item = float(item)  # Jackson writes a Java double as 1.0, never 1
+            encoded[key] = item if type(item) in _SCALARS else _jackson(item)
         return encoded
     if isinstance(value, dict):
-        return {k: _jackson(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else _jackson(v) for k, v in value.items()}
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     if isinstance(value, (list, tuple)):
