@@ -167,7 +167,9 @@ class LeastResourceUsageWithWeight:
             return None
         total = 0.0
         for broker in ordered:
-            total += self._update(broker, load_data.broker_data[broker], conf)
+            data = load_data.broker_data.get(broker)
+            # No report (Pulsar would throw): counts as fully used, as an unknown history does.
+            total += self.MAX_RESOURCE_USAGE if data is None else self._update(broker, data, conf)
         mean = total / len(ordered)
         margin = conf.loadBalancerAverageResourceUsageDifferenceThresholdPercentage / 100.0
         averages = self.broker_avg_resource_usage_with_weight

@@ -245,3 +245,18 @@ def test_unordered_candidates_iterate_in_java_order(kind: type) -> None:
     brokers = kind({"broker1:8080", "broker2:8080", "broker3:8080", "broker4:8080", "broker0:8080"})
     order = [strategy.select_broker(brokers) for _ in range(5)]
     assert order == ["broker4:8080", "broker1:8080", "broker2:8080", "broker3:8080", "broker0:8080"]
+
+
+def test_candidates_without_load_data_do_not_break_placement() -> None:
+    # Pulsar dereferences null here; we count such a broker as overloaded / fully used.
+    brokers = {"a": with_usage(10)}
+    load_data = LoadData(broker_data=brokers)
+    assert (
+        LeastLongTermMessageRate().select_broker(
+            ["a", "ghost"], BundleData(), load_data, BrokerConfig()
+        )
+        == "a"
+    )
+    strategy = LeastResourceUsageWithWeight()
+    assert strategy.select_broker(["a", "ghost"], BundleData(), load_data, WEIGHTED) == "a"
+    assert "ghost" not in strategy.broker_avg_resource_usage_with_weight
