@@ -85,10 +85,11 @@ class ConfigError(ValueError):
 class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
     """Broker settings under their ``broker.conf`` names (Pulsar's defaults unless noted).
 
-    The load manager's keys (``loadBalancer*``, ``loadManagerClassName``, the split algorithms,
-    ``maxUnload*``/``minUnload*``, ...) are inherited from
-    :class:`~emubroker.config_loadbalancer.LoadBalancerConfig` and documented in
-    docs/load-balancing.md.
+    Two families of keys live in base classes: the load manager's (``loadBalancer*``,
+    ``loadManagerClassName``, the split algorithms, ``maxUnload*``/``minUnload*``, ...) in
+    :class:`~emubroker.config_loadbalancer.LoadBalancerConfig` (docs/load-balancing.md), and the
+    TLS, authentication and authorization keys in
+    :class:`~emubroker.config_security.SecurityConfig`, its base.
 
     The dispatch-throttling keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClass
     Name``, ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) are those

@@ -19,6 +19,8 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from emubroker.config_security import SecurityConfig
+
 __all__ = [
     "EXTENSIBLE_LOAD_MANAGER",
     "MODULAR_LOAD_MANAGER",
@@ -70,8 +72,12 @@ _Minutes = Annotated[float, msgspec.Meta(gt=0)]
 _Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 
 
-class LoadBalancerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The load manager's keys (Pulsar's defaults; see docs/load-balancing.md)."""
+class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True):
+    """The load manager's keys (Pulsar's defaults; see docs/load-balancing.md).
+
+    It derives from :class:`~emubroker.config_security.SecurityConfig` only because msgspec
+    structs take fields from one base: ``BrokerConfig`` stacks the key families in a line.
+    """
 
     loadBalancerEnabled: bool = True
     loadManagerClassName: LoadManagerClassName = (
