@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import msgspec
 
 from emubroker.config_keys import PULSAR_BROKER_KEYS
-from emubroker.config_security import SecurityConfig
+from emubroker.config_loadbalancer import LoadBalancerConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -46,6 +46,7 @@ __all__ = [
     "load_config",
     "parse_properties",
     "resolve_keys",
+    "split_list_values",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,13 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the offending key or file."""
 
 
-class BrokerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True):
+class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
     """Broker settings under their ``broker.conf`` names (Pulsar's defaults unless noted).
 
-    The TLS, authentication and authorization keys are those of
+    Two families of keys live in base classes: the load manager's (``loadBalancer*``,
+    ``loadManagerClassName``, the split algorithms, ``maxUnload*``/``minUnload*``, ...) in
+    :class:`~emubroker.config_loadbalancer.LoadBalancerConfig` (docs/load-balancing.md), and the
+    TLS, authentication and authorization keys in
     :class:`~emubroker.config_security.SecurityConfig`, its base.
 
     The dispatch-throttling keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClass
@@ -236,6 +240,25 @@ class BrokerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True):
 
 
 _KNOWN_KEYS: frozenset[str] = frozenset(BrokerConfig.__struct_fields__)
+_LIST_KEYS: frozenset[str] = frozenset(
+    f.name
+    for f in msgspec.inspect.type_info(BrokerConfig).fields  # type: ignore[attr-defined]  # a StructType
+    if isinstance(f.type, (msgspec.inspect.FrozenSetType, msgspec.inspect.VarTupleType))
+)
+
+
+def split_list_values(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Split the comma-separated string values of list keys, as Pulsar's config loader does.
+
+    ``loadBalancerSheddingExcludedNamespaces=a/b, c/d`` becomes ``["a/b", "c/d"]``; values that
+    are already lists (TOML) and keys of other types are returned unchanged.
+    """
+    return {
+        key: [item.strip() for item in value.split(",") if item.strip()]
+        if key in _LIST_KEYS and isinstance(value, str)
+        else value
+        for key, value in raw.items()
+    }
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -345,7 +368,7 @@ def load_config(
     explicit = {k: v for k, v in (overrides or {}).items() if v is not None}
     raw.update(resolve_keys(explicit, source="overrides"))
     try:
-        return msgspec.convert(raw, BrokerConfig, strict=False)
+        return msgspec.convert(split_list_values(raw), BrokerConfig, strict=False)
     except msgspec.ValidationError as exc:
         # msgspec names the key as ``$.key``; say it plainly too.
         raise ConfigError(f"invalid configuration: {exc}") from exc

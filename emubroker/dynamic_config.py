@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
-from emubroker.config import BrokerConfig
+from emubroker.config import BrokerConfig, split_list_values
 from emubroker.metadata import BadVersionError, WatchOverflowError
 
 if TYPE_CHECKING:
@@ -149,6 +149,10 @@ class InvalidDynamicValueError(DynamicConfigError):
 def _as_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, frozenset):
+        return ",".join(sorted(value))
+    if isinstance(value, tuple):
+        return ",".join(value)
     return "" if value is None else str(value)
 
 
@@ -268,7 +272,7 @@ class DynamicConfig:
 
     def _build(self, overrides: dict[str, str], *, strict_key: str | None = None) -> BrokerConfig:
         values = msgspec.structs.asdict(self._base)
-        for key, value in overrides.items():
+        for key, value in split_list_values(overrides).items():
             if key not in BrokerConfig.__struct_fields__:
                 continue  # written by a broker that emulates more keys than this one
             try:

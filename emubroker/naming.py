@@ -40,6 +40,7 @@ __all__ = [
     "TopicName",
     "bundle_boundaries",
     "bundle_for",
+    "name_hash",
     "topic_hash",
 ]
 
@@ -336,6 +337,15 @@ def bundle_boundaries(num_bundles: int) -> tuple[int, ...]:
     return (*range(0, num_bundles * seg, seg), MAX_HASH)
 
 
+def name_hash(name: str) -> int:
+    """Return the unsigned CRC-32 of ``name``'s UTF-8 bytes, exactly as given.
+
+    Pulsar's ``NamespaceBundleFactory.getLongHashCode``: the split algorithms hash the topic
+    names a bundle owns without parsing them.
+    """
+    return zlib.crc32(name.encode())
+
+
 def topic_hash(topic: TopicName | str) -> int:
     """Return the unsigned CRC-32 of the topic's complete name in UTF-8 (§5.2).
 
@@ -347,7 +357,7 @@ def topic_hash(topic: TopicName | str) -> int:
     """
     if isinstance(topic, str):
         topic = TopicName.parse(topic)
-    return zlib.crc32(str(topic).encode())
+    return name_hash(str(topic))
 
 
 def bundle_for(hash_value: int, boundaries: Sequence[int]) -> BundleRange:

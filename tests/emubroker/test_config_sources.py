@@ -63,16 +63,19 @@ def test_known_pulsar_keys_we_do_not_emulate_warn_by_name(
     conf = tmp_path / "broker.conf"
     conf.write_text(
         "zookeeperServers=zk:2181\n"
-        "loadBalancerBrokerThresholdShedderPercentage=10\n"
+        "loadBalancerServiceUnitStateMaxConcurrentOverrides=10\n"
+        "loadBalancerBrokerThresholdShedderPercentage=20\n"
         "brokerServicePort=7001\n"
     )
     with caplog.at_level(logging.WARNING, logger="emubroker.config"):
         config = load_config(conf, environ={"PULSAR_PREFIX_managedLedgerDefaultEnsembleSize": "3"})
     assert config.brokerServicePort == 7001
+    assert config.loadBalancerBrokerThresholdShedderPercentage == 20  # emulated: applied
     warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "loadBalancerBrokerThresholdShedderPercentage" not in warned
     for key in (
         "zookeeperServers",
-        "loadBalancerBrokerThresholdShedderPercentage",
+        "loadBalancerServiceUnitStateMaxConcurrentOverrides",
         "managedLedgerDefaultEnsembleSize",
     ):
         assert repr(key) in warned
