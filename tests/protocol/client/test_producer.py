@@ -271,6 +271,20 @@ async def test_connection_drop_reconnects_and_resends(
     assert await producer.send(b"b") == MessageId(LEDGER, 2)
 
 
+async def test_broker_url_and_attachments_follow_a_reconnection(
+    client: Client, broker: FakeBroker, fake_clock: FakeClock
+) -> None:
+    producer = await producer_of(client)
+    assert producer.attachments == 1
+    assert producer.broker_url == broker.url
+    await broker.sessions[0].disconnect()
+    await anyio.wait_all_tasks_blocked()
+    assert producer.broker_url is None  # detached until the backoff ends
+    await fake_clock.advance(0.1)
+    assert producer.attachments == 2
+    assert producer.broker_url == broker.url
+
+
 async def test_fenced_producer_fails_for_good(
     client: Client, broker: FakeBroker, fake_clock: FakeClock
 ) -> None:
