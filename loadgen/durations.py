@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-__all__ = ["Seconds", "dec_hook", "parse_duration"]
+__all__ = ["Seconds", "dec_hook", "enc_hook", "parse_duration"]
 
 _PATTERN: Final = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -32,8 +32,15 @@ def parse_duration(value: object) -> Seconds:
     raise ValueError(f"expected a duration such as 30, '500ms', '10s' or '2m', got {value!r}")
 
 
+def enc_hook(value: Any) -> Any:
+    """msgspec's encode hook: `Seconds` as a plain float."""
+    if isinstance(value, Seconds):
+        return float(value)
+    raise NotImplementedError(f"cannot encode {type(value)!r}")
+
+
 def dec_hook(type_: type, value: Any) -> Any:
-    """msgspec's decode hook for `Seconds` fields."""
+    """Msgspec's decode hook for `Seconds` fields."""
     if type_ is Seconds:
         return parse_duration(value)
     raise NotImplementedError(f"cannot decode {type_!r}")

@@ -34,23 +34,25 @@ __all__ = [
 ]
 
 
-class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", forbid_unknown_fields=True):
+class _Event(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="action", forbid_unknown_fields=True
+):
     at: Seconds  # seconds after the run's start
 
 
-class UnloadTopic(_Event, tag="unload_topic"):
+class UnloadTopic(_Event, frozen=True, tag="unload_topic"):
     """`PUT /admin/v2/persistent/{topic}/unload` (every partition of a partitioned topic)."""
 
     topic: str
 
 
-class UnloadNamespace(_Event, tag="unload_namespace"):
+class UnloadNamespace(_Event, frozen=True, tag="unload_namespace"):
     """`PUT /admin/v2/namespaces/{tenant}/{namespace}/unload`."""
 
     namespace: str
 
 
-class UnloadBundle(_Event, tag="unload_bundle"):
+class UnloadBundle(_Event, frozen=True, tag="unload_bundle"):
     """`PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload`."""
 
     namespace: str
@@ -58,7 +60,7 @@ class UnloadBundle(_Event, tag="unload_bundle"):
     destination_broker: str | None = None
 
 
-class SplitBundle(_Event, tag="split_bundle"):
+class SplitBundle(_Event, frozen=True, tag="split_bundle"):
     """`PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/split`."""
 
     namespace: str
@@ -73,20 +75,20 @@ class SplitBundle(_Event, tag="split_bundle"):
     boundaries: list[int] | None = None
 
 
-class KillBroker(_Event, tag="kill_broker"):
+class KillBroker(_Event, frozen=True, tag="kill_broker"):
     """Kill one broker process that loadgen started (`start = {...}`)."""
 
     broker: int = 0
     signal: Literal["KILL", "TERM"] = "KILL"
 
 
-class RestartBroker(_Event, tag="restart_broker"):
+class RestartBroker(_Event, frozen=True, tag="restart_broker"):
     """Start a killed broker again, on the same ports."""
 
     broker: int = 0
 
 
-class SetDispatchRate(_Event, tag="set_dispatch_rate"):
+class SetDispatchRate(_Event, frozen=True, tag="set_dispatch_rate"):
     """Set a dispatch-rate policy over REST (Pulsar's `DispatchRate` JSON).
 
     `scope` picks the path: `namespace` and `namespace_subscription` take `target =
@@ -94,7 +96,9 @@ class SetDispatchRate(_Event, tag="set_dispatch_rate"):
     and `subscription` (PIP-152's per-subscription rate). -1 means "no limit".
     """
 
-    scope: Literal["namespace", "namespace_subscription", "topic", "topic_subscription", "subscription"]
+    scope: Literal[
+        "namespace", "namespace_subscription", "topic", "topic_subscription", "subscription"
+    ]
     target: str
     subscription: str | None = None
     msg_rate: int = -1
@@ -103,44 +107,44 @@ class SetDispatchRate(_Event, tag="set_dispatch_rate"):
     relative_to_publish_rate: bool = False
 
 
-class SetDynamicConfig(_Event, tag="set_dynamic_config"):
+class SetDynamicConfig(_Event, frozen=True, tag="set_dynamic_config"):
     """`POST /admin/v2/brokers/configuration/{key}/{value}` on every broker."""
 
     key: str
     value: str
 
 
-class StubFaults(_Event, tag="stub_faults"):
+class StubFaults(_Event, frozen=True, tag="stub_faults"):
     """Replace the bookie stub's fault configuration (storage_stub.faults.FaultConfig)."""
 
     config: dict[str, Any]
 
 
-class StubFailNext(_Event, tag="stub_fail_next"):
+class StubFailNext(_Event, frozen=True, tag="stub_fail_next"):
     """Fail the stub's next `count` requests (of kinds `ops`, every kind if unset)."""
 
     count: int
     ops: list[str] | None = None
 
 
-class StubStall(_Event, tag="stub_stall"):
+class StubStall(_Event, frozen=True, tag="stub_stall"):
     """Hold every reply of the stub for `seconds`."""
 
     seconds: Seconds
 
 
-class StubClear(_Event, tag="stub_clear"):
+class StubClear(_Event, frozen=True, tag="stub_clear"):
     """Drop every stub fault, pending failure and stall."""
 
 
-class PauseConsumers(_Event, tag="pause_consumers"):
+class PauseConsumers(_Event, frozen=True, tag="pause_consumers"):
     """Stop receiving in a consumer group (for `duration`, or until a `resume_consumers`)."""
 
     group: str
     duration: Seconds | None = None
 
 
-class ResumeConsumers(_Event, tag="resume_consumers"):
+class ResumeConsumers(_Event, frozen=True, tag="resume_consumers"):
     """Receive again in a paused consumer group."""
 
     group: str
@@ -177,8 +181,9 @@ def event_target(event: Event) -> str:
             return topic
         case UnloadNamespace(namespace=namespace):
             return namespace
-        case UnloadBundle(namespace=namespace, bundle=bundle) | SplitBundle(
-            namespace=namespace, bundle=bundle
+        case (
+            UnloadBundle(namespace=namespace, bundle=bundle)
+            | SplitBundle(namespace=namespace, bundle=bundle)
         ):
             return f"{namespace}/{bundle}"
         case KillBroker(broker=broker) | RestartBroker(broker=broker):

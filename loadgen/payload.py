@@ -1,9 +1,11 @@
 """What loadgen puts in a message: a fixed header, then padding up to the size asked for.
 
-    [run tag u32][producer index u32][key index u32][sequence id i64][intended ns i64][send ns i64]
+    [magic u16 "LG"][version u8][flags u8][run tag u32][producer index u32][key index u32]
+    [sequence id i64][intended ns i64][send ns i64]
 
-little-endian, 36 bytes (`scenario.PAYLOAD_HEADER_SIZE`). The run tag tells this run's messages
-from anything else on the topic; the producer index and sequence id identify the message for
+little-endian, 40 bytes (`scenario.PAYLOAD_HEADER_SIZE`). The magic tells loadgen's messages
+from anything else on the topic, the run tag this run's from another run's (a `loadgen consume`
+measures the latency of what a separate `loadgen produce` sends); the producer index and sequence id identify the message for
 the correctness checks and the traces; the two times let a consumer measure end-to-end latency
 from the intended send time without asking the producer.
 
@@ -25,7 +27,9 @@ from loadgen.scenario import PAYLOAD_HEADER_SIZE, Keys
 
 __all__ = [
     "HEADER",
+    "MAGIC",
     "NO_KEY",
+    "VERSION",
     "key_chooser",
     "key_name",
     "run_tag",
@@ -33,7 +37,9 @@ __all__ = [
     "sampling_threshold",
 ]
 
-HEADER: Final = struct.Struct("<IIIqqq")
+HEADER: Final = struct.Struct("<HBBIIIqqq")
+MAGIC: Final = 0x474C  # b"LG" little-endian
+VERSION: Final = 1
 assert HEADER.size == PAYLOAD_HEADER_SIZE
 
 NO_KEY: Final = 0xFFFF_FFFF

@@ -19,7 +19,13 @@ from typing import Final, Literal
 import msgspec
 
 from loadgen.durations import Seconds, dec_hook
-from loadgen.events import CLUSTER_START_ACTIONS, STUB_ACTIONS, Event, PauseConsumers, ResumeConsumers
+from loadgen.events import (
+    CLUSTER_START_ACTIONS,
+    STUB_ACTIONS,
+    Event,
+    PauseConsumers,
+    ResumeConsumers,
+)
 from loadgen.schedule import Segment
 
 __all__ = [
@@ -41,7 +47,7 @@ __all__ = [
     "segments_for",
 ]
 
-PAYLOAD_HEADER_SIZE: Final = 36
+PAYLOAD_HEADER_SIZE: Final = 40
 """Bytes of loadgen's header at the start of every payload (see `loadgen.payload`)."""
 
 
@@ -53,14 +59,14 @@ class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     pass
 
 
-class Ramp(_Strict):
+class Ramp(_Strict, frozen=True):
     """A rate that changes linearly over a phase, msg/s."""
 
     from_: float = msgspec.field(name="from")
     to: float
 
 
-class Keys(_Strict):
+class Keys(_Strict, frozen=True):
     """How message keys are chosen.
 
     `none`: no key; `round_robin`: `k-0`, `k-1`, ... in turn; `random`: uniform over `count`
@@ -72,14 +78,14 @@ class Keys(_Strict):
     s: float = 1.1
 
 
-class Batching(_Strict):
+class Batching(_Strict, frozen=True):
     enabled: bool = True
     max_delay_ms: float = 1.0
     max_messages: int = 1000
     max_bytes: int = 128 * 1024
 
 
-class ProducerGroup(_Strict):
+class ProducerGroup(_Strict, frozen=True):
     """`count` producers on `topic`, sending `rate` msg/s between them (0: as fast as possible)."""
 
     name: str
@@ -96,7 +102,7 @@ class ProducerGroup(_Strict):
     chunking: bool = False
 
 
-class ConsumerGroup(_Strict):
+class ConsumerGroup(_Strict, frozen=True):
     """`count` consumers of `subscription` on `topic`."""
 
     name: str
@@ -109,12 +115,12 @@ class ConsumerGroup(_Strict):
     initial_position: Literal["latest", "earliest"] = "earliest"
 
 
-class Topic(_Strict):
+class Topic(_Strict, frozen=True):
     name: str
     partitions: int = 0  # > 0 creates a partitioned topic
 
 
-class Phase(_Strict):
+class Phase(_Strict, frozen=True):
     """A stretch of the run; `rates` overrides groups' rates (a number or a ramp)."""
 
     name: str
@@ -122,21 +128,21 @@ class Phase(_Strict):
     rates: dict[str, float | Ramp] = {}
 
 
-class Start(_Strict):
+class Start(_Strict, frozen=True):
     """A cluster loadgen starts for the run and stops at its end."""
 
     brokers: int = 1
-    storage: Literal["memory", "stub"] = "memory"
+    storage: Literal["memory", "durable", "stub"] = "memory"
     config: dict[str, str | int | float | bool] = {}
 
 
-class Cluster(_Strict):
+class Cluster(_Strict, frozen=True):
     service_url: str | None = None
     admin_url: str | None = None
     start: Start | None = None
 
 
-class Scenario(_Strict):
+class Scenario(_Strict, frozen=True):
     name: str
     description: str = ""
     seed: int = 0
@@ -161,9 +167,9 @@ def segments_for(scenario: Scenario, group: ProducerGroup) -> list[Segment]:
     for phase in scenario.phases:
         rate = phase.rates.get(group.name, group.rate)
         if isinstance(rate, Ramp):
-            segments.append(Segment(start, phase.duration, rate.from_, rate.to, phase.name))
+            segments.append(Segment(start, float(phase.duration), rate.from_, rate.to, phase.name))
         else:
-            segments.append(Segment(start, phase.duration, rate, rate, phase.name))
+            segments.append(Segment(start, float(phase.duration), rate, rate, phase.name))
         start += phase.duration
     return segments
 
@@ -190,17 +196,22 @@ def check(scenario: Scenario, text: str | None = None) -> Scenario:
     if cluster.start is None and not cluster.service_url:
         raise _fail(text, ("cluster",), "give cluster.service_url (and admin_url) or cluster.start")
     if cluster.start is not None and cluster.service_url:
-        raise _fail(text, ("cluster", "service_url"), "give either cluster.start or service_url, not both")
+        raise _fail(
+            text, ("cluster", "service_url"), "give either cluster.start or service_url, not both"
+        )
     if cluster.start is not None and cluster.start.brokers < 1:
         raise _fail(text, ("cluster", "start", "brokers"), "start.brokers must be at least 1")
     groups: set[str] = set()
-    for kind, items in (("producers", scenario.producers), ("consumers", scenario.consumers)):
-        for index, item in enumerate(items):
-            if item.name in groups:
-                raise _fail(text, (kind, index, "name"), f"group name {item.name!r} is used twice")
-            groups.add(item.name)
-            if item.count < 1:
-                raise _fail(text, (kind, index, "count"), "count must be at least 1")
+    named: list[tuple[str, int, str, int]] = [
+        ("producers", i, g.name, g.count) for i, g in enumerate(scenario.producers)
+    ]
+    named += [("consumers", i, g.name, g.count) for i, g in enumerate(scenario.consumers)]
+    for kind, index, name, count in named:
+        if name in groups:
+            raise _fail(text, (kind, index, "name"), f"group name {name!r} is used twice")
+        groups.add(name)
+        if count < 1:
+            raise _fail(text, (kind, index, "count"), "count must be at least 1")
     for index, producer in enumerate(scenario.producers):
         if producer.size < PAYLOAD_HEADER_SIZE:
             raise _fail(
@@ -211,12 +222,16 @@ def check(scenario: Scenario, text: str | None = None) -> Scenario:
         if producer.rate < 0:
             raise _fail(text, ("producers", index, "rate"), "rate must not be negative")
         if producer.keys.distribution != "none" and producer.keys.count < 1:
-            raise _fail(text, ("producers", index, "keys", "count"), "keys.count must be at least 1")
+            raise _fail(
+                text, ("producers", index, "keys", "count"), "keys.count must be at least 1"
+            )
     producer_names = {p.name for p in scenario.producers}
     for index, phase in enumerate(scenario.phases):
         for name, rate in phase.rates.items():
             if name not in producer_names:
-                raise _fail(text, ("phases", index, "rates", name), f"no producer group named {name!r}")
+                raise _fail(
+                    text, ("phases", index, "rates", name), f"no producer group named {name!r}"
+                )
             low = min(rate.from_, rate.to) if isinstance(rate, Ramp) else rate
             if low < 0:
                 raise _fail(text, ("phases", index, "rates", name), "rates must not be negative")
@@ -235,8 +250,13 @@ def _check_events(scenario: Scenario, text: str | None) -> None:
                 ("events", index, "at"),
                 f"event at {event.at:g} s is past the end of the run ({duration:g} s)",
             )
-        if isinstance(event, PauseConsumers | ResumeConsumers) and event.group not in consumer_names:
-            raise _fail(text, ("events", index, "group"), f"no consumer group named {event.group!r}")
+        if (
+            isinstance(event, PauseConsumers | ResumeConsumers)
+            and event.group not in consumer_names
+        ):
+            raise _fail(
+                text, ("events", index, "group"), f"no consumer group named {event.group!r}"
+            )
         if isinstance(event, CLUSTER_START_ACTIONS):
             if start is None:
                 raise _fail(text, ("events", index), "broker kill/restart needs cluster.start")
@@ -352,4 +372,3 @@ def _common_prefix(a: tuple[str | int, ...], b: tuple[str | int, ...]) -> int:
             break
         depth += 1
     return depth
-

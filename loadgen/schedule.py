@@ -77,7 +77,9 @@ def _time_at(segment: Segment, cumulative: float) -> float:
     return 2.0 * cumulative / denominator if denominator > 0 else math.inf
 
 
-def segment_arrivals(segment: Segment, rng: random.Random, *, poisson: bool = False) -> Iterator[float]:
+def segment_arrivals(
+    segment: Segment, rng: random.Random, *, poisson: bool = False
+) -> Iterator[float]:
     """Intended send times (seconds after the run's start) inside `segment`, in order.
 
     Args:

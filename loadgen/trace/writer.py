@@ -98,7 +98,9 @@ class TableWriter:
         self._thread = threading.Thread(target=self._run, name=f"trace-{table}", daemon=True)
         self._thread.start()
 
-    def submit(self, constants: Mapping[str, Any], columns: Sequence[str], lists: list[list[Any]]) -> None:
+    def submit(
+        self, constants: Mapping[str, Any], columns: Sequence[str], lists: list[list[Any]]
+    ) -> None:
         """Hand rows over to the writer thread (never blocks).
 
         Raises:

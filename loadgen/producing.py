@@ -1,0 +1,284 @@
+"""One producer's loop: open-loop pacing, payload headers, receipts, trace rows and tallies.
+
+A producer is one handler per partition of its topic, fed by one schedule. loadgen routes
+messages itself (keyed: the Java client's murmur3 hash; keyless: round robin, switching at the
+batch delay when batching, as the Java client's default router does), so every partition
+handler has its own run of sequence ids 0, 1, 2, ..., set explicitly on each send.
+
+Receipts come back in send order per handler (`protocol.client`'s rule 2; the official
+client's callbacks too), so each handler keeps a FIFO of what it sent and the receipt callback
+pops the head: no per-message closure, and the row is complete when it is appended.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+from array import array
+from typing import Any, Final
+
+from loadgen.checks import compress
+from loadgen.drivers import Driver, ProducerLike
+from loadgen.messages import ProducerPlan, ProducerTally
+from loadgen.payload import HEADER, MAGIC, NO_KEY, VERSION, key_chooser, key_name, sampled
+from loadgen.schedule import segment_arrivals
+from loadgen.trace.writer import ColumnBuffer, TableWriter
+from protocol.client import partition_for_key
+from protocol.clock import Clock
+
+__all__ = ["SEND_COLUMNS", "GroupCounters", "ProducerRunner"]
+
+SEND_COLUMNS: Final = (
+    "sequence_id",
+    "key",
+    "intended_ns",
+    "send_ns",
+    "receipt_ns",
+    "ledger_id",
+    "entry_id",
+    "batch_index",
+    "error",
+    "broker",
+)
+
+FLUSH_ROWS: Final = 16_384
+"""Rows a handler buffers before handing them to the writer thread."""
+
+
+class GroupCounters:
+    """One group's counts for the current second, in one worker (reset by each tick)."""
+
+    __slots__ = ("bytes", "delays", "errors", "latencies", "messages", "reconnections")
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.bytes = 0
+        self.errors = 0
+        self.reconnections = 0
+        self.latencies = array("q")  # µs from the intended send time
+        self.delays = array("q")  # µs the send was late (produce only)
+
+
+class _Partition:
+    """One partition handler: its sequence ids, in-flight FIFO, receipts and trace rows."""
+
+    __slots__ = ("acked", "failed", "handler", "index", "inflight", "next_seq", "rows")
+
+    def __init__(self, handler: ProducerLike, index: int, rows: ColumnBuffer) -> None:
+        self.handler = handler
+        self.index = index
+        self.next_seq = 0
+        self.inflight: collections.deque[tuple[int, int, int, int, bool]] = collections.deque()
+        self.acked = bytearray(4096)
+        self.failed = 0
+        self.rows = rows
+
+
+class ProducerRunner:
+    """Drives one `ProducerPlan` once its handlers are created with `start`."""
+
+    def __init__(
+        self,
+        plan: ProducerPlan,
+        *,
+        run_id: str,
+        worker: int,
+        tag: int,
+        clock: Clock,
+        counters: GroupCounters,
+        writer: TableWriter | None,
+        sample_threshold: int,
+        full_sample: bool,
+        stamps: bool,
+    ) -> None:
+        self.plan = plan
+        self._run_id = run_id
+        self._worker = worker
+        self._tag = tag
+        self._clock = clock
+        self._counters = counters
+        self._writer = writer
+        self._threshold = sample_threshold
+        self._full = full_sample
+        self._stamps = stamps
+        self._partitions: list[_Partition] = []
+        self._attachments = 0
+        self.stopping = False
+        self.sent = 0
+        self.acked = 0
+
+    async def start(self, driver: Driver) -> None:
+        """Create one handler per partition (raises what the client raises)."""
+        for offset, topic in enumerate(self.plan.partitions):
+            handler = await driver.create_producer(topic, self.plan)
+            constants = {
+                "run_id": self._run_id,
+                "worker": self._worker,
+                "topic": topic,
+                "partition": offset if self.plan.partitioned else -1,
+                "producer": self.plan.name,
+                "producer_index": self.plan.first_index + offset,
+                "size": self.plan.size,
+            }
+            rows = ColumnBuffer(constants, SEND_COLUMNS)
+            self._partitions.append(_Partition(handler, self.plan.first_index + offset, rows))
+        self._attachments = sum(p.handler.attachments for p in self._partitions)
+
+    def reconnections(self) -> int:
+        """Re-attachments since the last call."""
+        total = sum(p.handler.attachments for p in self._partitions)
+        new, self._attachments = total - self._attachments, total
+        return new
+
+    def _callback(self, partition: _Partition) -> Any:
+        counters = self._counters
+        latencies = counters.latencies.append
+        inflight = partition.inflight
+        rows = partition.rows.lists
+        append_rows = [column.append for column in rows]
+        (seq_col, key_col, intended_col, send_col, receipt_col) = append_rows[:5]
+        (ledger_col, entry_col, batch_col, error_col, broker_col) = append_rows[5:]
+        size = self.plan.size
+        wall = self._clock.wall_ns
+        stamps = self._stamps
+        keys = [key_name(i) for i in range(self.plan.keys.count)]
+        writer = self._writer
+        handler = partition.handler
+
+        def done(future: Any) -> None:
+            sequence_id, intended, sent, key, keep = inflight.popleft()
+            now = future.stamp_ns if stamps else wall()
+            error = future.exception()
+            if error is None:
+                message_id = future.result()
+                acked = partition.acked
+                if sequence_id >= len(acked):
+                    acked.extend(bytes(len(acked)))
+                acked[sequence_id] = 1
+                self.acked += 1
+                counters.messages += 1
+                counters.bytes += size
+                latencies((now - intended) // 1000)
+            else:
+                partition.failed += 1
+                counters.errors += 1
+            if keep:
+                seq_col(sequence_id)
+                key_col(keys[key] if key != NO_KEY else None)
+                intended_col(intended)
+                send_col(sent)
+                if error is None:
+                    receipt_col(now)
+                    ledger_col(message_id.ledger_id)
+                    entry_col(message_id.entry_id)
+                    batch_col(message_id.batch_index)
+                    error_col(None)
+                else:
+                    receipt_col(None)
+                    ledger_col(-1)
+                    entry_col(-1)
+                    batch_col(-1)
+                    error_col(repr(error))
+                broker_col(handler.broker_url or "")
+                if writer is not None and len(rows[0]) >= FLUSH_ROWS:
+                    writer.submit_buffer(partition.rows)
+
+        return done
+
+    async def run(self, start_mono: float, start_ns: int) -> None:
+        """Send on schedule until the segments end, the message limit or `stopping`."""
+        plan = self.plan
+        clock = self._clock
+        now = clock.now
+        wall = clock.wall_ns
+        rng = random.Random(plan.seed)
+        choose_key = key_chooser(plan.keys, random.Random(plan.seed ^ 0x5EED))
+        partitions = self._partitions
+        count = len(partitions)
+        key_partition = [partition_for_key(key_name(i), count) for i in range(plan.keys.count)]
+        keys = [key_name(i) for i in range(plan.keys.count)]
+        callbacks = [self._callback(p) for p in partitions]
+        switch = plan.batching.max_delay_ms / 1000.0 if plan.batching.enabled else 0.0
+        pack = HEADER.pack
+        padding = bytes(plan.size - HEADER.size)
+        tag = self._tag
+        full, threshold = self._full, self._threshold
+        limit = plan.messages
+        counters = self._counters
+        delays = counters.delays.append
+        round_robin = 0
+
+        async def send(intended: int, sent: int) -> None:
+            nonlocal round_robin
+            key = choose_key()
+            if key != NO_KEY:
+                index = key_partition[key]
+            elif switch:
+                index = int(now() / switch) % count
+            else:
+                index = round_robin = (round_robin + 1) % count
+            partition = partitions[index]
+            sequence_id = partition.next_seq
+            partition.next_seq = sequence_id + 1
+            keep = full or (threshold > 0 and sampled(partition.index, sequence_id, threshold))
+            partition.inflight.append((sequence_id, intended, sent, key, keep))
+            payload = pack(
+                MAGIC, VERSION, 0, tag, partition.index, key, sequence_id, intended, sent
+            )
+            payload += padding
+            await partition.handler.send_async(
+                payload,
+                key=keys[key] if key != NO_KEY else None,
+                sequence_id=sequence_id,
+                callback=callbacks[index],
+            )
+            delays((sent - intended) // 1000)
+            self.sent += 1
+
+        def finished() -> bool:
+            return self.stopping or self.sent == limit
+
+        for segment in plan.segments:
+            end = start_mono + segment.end
+            if now() >= end:
+                continue
+            if segment.unlimited:
+                while not finished() and now() < end:
+                    stamp = wall()
+                    await send(stamp, stamp)
+                continue
+            for offset in segment_arrivals(segment, rng, poisson=plan.poisson):
+                deadline = start_mono + offset
+                if deadline > now():
+                    await clock.sleep_until(deadline)
+                if finished():
+                    break
+                await send(start_ns + int(offset * 1e9), wall())
+            if finished():
+                break
+
+    async def finish(self) -> None:
+        """Wait for every outstanding receipt (or failure), then close the handlers."""
+        for partition in self._partitions:
+            await partition.handler.flush()
+        for partition in self._partitions:
+            await partition.handler.aclose()
+
+    def flush_rows(self) -> None:
+        """Hand every completed row to the writer."""
+        if self._writer is not None:
+            for partition in self._partitions:
+                self._writer.submit_buffer(partition.rows)
+
+    def tallies(self) -> list[ProducerTally]:
+        return [
+            ProducerTally(
+                index=p.index,
+                group=self.plan.group,
+                topic=self.plan.topic,
+                sent=p.next_seq,
+                acked=compress(p.acked[: p.next_seq]),
+                failed=p.failed,
+            )
+            for p in self._partitions
+        ]

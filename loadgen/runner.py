@@ -1,0 +1,488 @@
+"""Running a scenario: the composition root of loadgen.
+
+`run_scenario` starts (or finds) the cluster, creates the partitioned topics, starts the worker
+processes with their plans, starts them all at one wall-clock second, fires the timed events,
+shows progress, waits for the producers to finish and the consumers to drain, then writes the
+run directory:
+
+    RUN_DIR/manifest.json        scenario, versions, seeds, cluster layout, actors, results
+    RUN_DIR/sends/ receives/     per-message traces (each worker writes its own files)
+    RUN_DIR/seconds/ events/     per-second aggregates and the event timeline
+    RUN_DIR/omb-result.json      the OpenMessaging Benchmark result format
+    RUN_DIR/latency-publish.hlog, latency-e2e.hlog   HdrHistogram interval logs
+    RUN_DIR/logs/                worker (and started brokers') output
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import secrets
+import shutil
+import signal
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import aiohttp
+import anyio
+import msgspec
+from rich.console import Console
+from rich.live import Live
+
+import loadgen
+from loadgen.aggregate import Aggregator, GroupInfo
+from loadgen.checks import CheckReport, merge_checks
+from loadgen.control import AdminRest, ClusterControl, ClusterLayout, ControlError
+from loadgen.durations import enc_hook
+from loadgen.events import PauseConsumers, ResumeConsumers, event_target
+from loadgen.local import ClusterStartError, LocalCluster, StubFaultsClient, start_local_cluster
+from loadgen.messages import (
+    Final as FinalReport,
+)
+from loadgen.messages import (
+    Go,
+    Pause,
+    ProducersDone,
+    Resume,
+    Stop,
+    StopProducers,
+    Tick,
+)
+from loadgen.plans import build_plans
+from loadgen.pool import WorkerError, WorkerHandle, open_workers
+from loadgen.report import check_lines, dashboard, final_lines, omb_result, perf_lines
+from loadgen.scenario import Scenario
+from loadgen.trace.schema import SCHEMA_VERSION, EventRecord
+from loadgen.trace.writer import TableWriter
+from protocol.client import normalize_topic
+from protocol.clock import AnyioClock, Clock
+
+__all__ = ["RunError", "RunOptions", "RunResult", "run_scenario"]
+
+EXIT_OK: Final = 0
+EXIT_LOSS: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_CLUSTER: Final = 3
+EXIT_FAILED: Final = 4
+
+START_DELAY: Final = 0.5
+"""Seconds between `Go` and the first send: every worker must have the message by then."""
+
+FINAL_TIMEOUT: Final = 60.0
+
+
+class RunError(Exception):
+    """The run could not be done; `exit_code` says which kind of failure."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
+    workers: int = 1
+    client: Literal["native", "official"] = "native"
+    trace_dir: str | None = None
+    trace_sample: float = 1.0
+    histogram_file: str | None = None
+    allow_loss: bool = False
+    stats_interval: float = 10.0
+    dashboard: bool = False
+    scenario_file: str | None = None
+    command: list[str] = []
+
+
+class RunResult(msgspec.Struct, frozen=True):
+    run_id: str
+    run_dir: str
+    exit_code: int
+    checks: CheckReport
+    events: list[EventRecord]
+    rows: dict[str, int]
+
+
+def _new_run_id(clock: Clock) -> str:
+    stamp = datetime.fromtimestamp(clock.wall_ns() / 1e9, UTC)
+    return f"{stamp:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def _phase_at(scenario: Scenario) -> Callable[[float], str]:
+    def phase_at(offset: float) -> str:
+        start = 0.0
+        for phase in scenario.phases:
+            if offset < start + phase.duration:
+                return phase.name
+            start += phase.duration
+        return "drain"
+
+    return phase_at
+
+
+class _Run:
+    """The state of one run while it goes."""
+
+    def __init__(
+        self, scenario: Scenario, options: RunOptions, console: Console, clock: Clock
+    ) -> None:
+        self.scenario = scenario
+        self.options = options
+        self.console = console
+        self.clock = clock
+        self.run_id = _new_run_id(clock)
+        self.run_dir = Path(options.trace_dir or f"runs/{self.run_id}")
+        self.events: list[EventRecord] = []
+        self.event_lines: list[str] = []
+        self.done: dict[int, ProducersDone] = {}
+        self.finals: dict[int, FinalReport] = {}
+        self.workers: list[WorkerHandle] = []
+        self.stopping = False
+
+    def layout_from_scenario(self) -> ClusterLayout:
+        cluster = self.scenario.cluster
+        assert cluster.service_url is not None
+        return ClusterLayout(service_url=cluster.service_url, admin_url=cluster.admin_url)
+
+    async def check_reachable(self, layout: ClusterLayout) -> None:
+        host_port = layout.service_url.split("://", 1)[-1].split(",")[0].rstrip("/")
+        host, _, port = host_port.rpartition(":")
+        try:
+            with anyio.fail_after(5):
+                stream = await anyio.connect_tcp(host, int(port))
+            await stream.aclose()
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise RunError(
+                f"cannot reach the cluster at {layout.service_url}: {exc}", EXIT_CLUSTER
+            ) from None
+
+    async def topic_partitions(self, admin: AdminRest | None) -> dict[str, int]:
+        declared = {normalize_topic(t.name): t.partitions for t in self.scenario.topics}
+        used = {normalize_topic(g.topic) for g in self.scenario.producers}
+        used |= {normalize_topic(g.topic) for g in self.scenario.consumers}
+        partitions: dict[str, int] = {}
+        if admin is None:
+            return {t: n for t, n in declared.items() if n}
+        try:
+            for topic, count in declared.items():
+                if count:
+                    await admin.create_partitioned_topic(topic, count)
+            for topic in sorted(used | set(declared)):
+                partitions[topic] = declared.get(topic) or await admin.partitions(topic)
+        except ControlError as exc:
+            raise RunError(f"preparing the topics failed: {exc}", EXIT_CLUSTER) from None
+        return partitions
+
+    async def broadcast(self, message: Any) -> None:
+        for worker in self.workers:
+            await worker.send(message)
+
+    async def listen(self, worker: WorkerHandle, aggregator: Aggregator) -> None:
+        while worker.index not in self.finals:
+            match await worker.receive():
+                case Tick() as tick:
+                    aggregator.add(tick)
+                case ProducersDone() as done:
+                    self.done[worker.index] = done
+                case FinalReport() as final:
+                    self.finals[worker.index] = final
+                case _:
+                    pass
+
+    async def fire_events(self, control: ClusterControl, start: float, start_ns: int) -> None:
+        async with anyio.create_task_group() as tg:
+            for index, event in enumerate(sorted(self.scenario.events, key=lambda e: e.at)):
+                await self.clock.sleep_until(start + event.at)
+                if self.stopping:
+                    return
+                fired = self.clock.wall_ns()
+                try:
+                    match event:
+                        case PauseConsumers(group=group, duration=duration):
+                            await self.broadcast(Pause(group=group))
+                            if duration is not None:
+                                tg.start_soon(self._resume_later, group, duration)
+                            detail = "paused"
+                        case ResumeConsumers(group=group):
+                            await self.broadcast(Resume(group=group))
+                            detail = "resumed"
+                        case _:
+                            detail = await control.apply(event)
+                    outcome = "ok"
+                except (ControlError, ClusterStartError, ValueError, OSError) as exc:
+                    outcome, detail = "error", str(exc)
+                record = EventRecord(
+                    run_id=self.run_id,
+                    index=index,
+                    at_s=float(event.at),
+                    action=type(event).__name__,
+                    target=event_target(event),
+                    params=msgspec.json.encode(event, enc_hook=enc_hook).decode(),
+                    fired_ns=fired,
+                    finished_ns=self.clock.wall_ns(),
+                    outcome=outcome,
+                    detail=detail,
+                )
+                self.events.append(record)
+                line = f"{(fired - start_ns) / 1e9:7.2f}s {record.action} {record.target}: {outcome} {detail}"
+                self.event_lines.append(line)
+                if not self.options.dashboard:
+                    self.console.out(f"event {line}", highlight=False)
+
+    async def _resume_later(self, group: str, delay: float) -> None:
+        await self.clock.sleep(delay)
+        await self.broadcast(Resume(group=group))
+
+    async def show(self, aggregator: Aggregator, start: float, produce: bool, consume: bool) -> None:
+        await self.clock.sleep_until(start)
+        aggregator.take_interval()  # nothing was sent before the start
+        if self.options.dashboard:
+            with Live(console=self.console, refresh_per_second=2, transient=False) as live:
+                while True:
+                    live.update(dashboard(aggregator, self.event_lines, f"loadgen {self.run_id}"))
+                    await self.clock.sleep(1.0)
+        while True:
+            await self.clock.sleep(self.options.stats_interval)
+            for line in perf_lines(aggregator.take_interval(), produce=produce, consume=consume):
+                self.console.out(line, highlight=False)
+
+    async def watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                if self.stopping:
+                    continue
+                self.stopping = True
+                self.console.out(
+                    "stopping: finishing sends and draining consumers", highlight=False
+                )
+                await self.broadcast(StopProducers())
+
+    def drained(self, aggregator: Aggregator) -> bool:
+        acked_by_topic: dict[str, int] = {}
+        for done in self.done.values():
+            for group, acked in done.acked.items():
+                topic = aggregator.groups[("produce", group)].topic
+                acked_by_topic[topic] = acked_by_topic.get(topic, 0) + acked
+        for (role, group), info in aggregator.groups.items():
+            if role == "consume" and aggregator.cumulative.get(
+                (role, group), 0
+            ) < acked_by_topic.get(info.topic, 0):
+                return False
+        return True
+
+
+async def run_scenario(
+    scenario: Scenario, options: RunOptions, console: Console, *, clock: Clock | None = None
+) -> RunResult:
+    """Run `scenario`; see the module docstring.
+
+    Raises:
+        RunError: the cluster could not be started or reached, or a worker failed.
+    """
+    run = _Run(scenario, options, console, clock or AnyioClock())
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    local: LocalCluster | None = None
+    try:
+        if scenario.cluster.start is not None:
+            try:
+                local = start_local_cluster(scenario.cluster.start, run.run_dir, run.clock)
+                layout = await local.launch()
+            except ClusterStartError as exc:
+                raise RunError(f"cannot start the cluster: {exc}", EXIT_CLUSTER) from None
+            console.out(
+                f"started a local broker: {layout.service_url} (admin {layout.admin_url})",
+                highlight=False,
+            )
+        else:
+            layout = run.layout_from_scenario()
+        await run.check_reachable(layout)
+        async with aiohttp.ClientSession() as session:
+            admin = AdminRest(layout.admin_url, session) if layout.admin_url else None
+            stub = StubFaultsClient(layout.stub_url, run.clock) if layout.stub_url else None
+            control = ClusterControl(admin, local, stub)
+            return await _run(run, layout, control)
+    finally:
+        if local is not None:
+            await local.aclose()
+
+
+async def _run(run: _Run, layout: ClusterLayout, control: ClusterControl) -> RunResult:
+    scenario, options, clock = run.scenario, run.options, run.clock
+    partitions = await run.topic_partitions(control.admin)
+    plans = build_plans(
+        scenario,
+        run_id=run.run_id,
+        workers=options.workers,
+        service_url=layout.service_url,
+        client=options.client,
+        trace_dir=str(run.run_dir),
+        trace_sample=options.trace_sample,
+        partitions=partitions,
+    )
+    groups = {
+        ("produce", g.name): GroupInfo("produce", g.name, normalize_topic(g.topic))
+        for g in scenario.producers
+    }
+    groups |= {
+        ("consume", g.name): GroupInfo("consume", g.name, normalize_topic(g.topic), g.subscription)
+        for g in scenario.consumers
+    }
+    seconds = TableWriter(run.run_dir / "seconds", "seconds", prefix="runner")
+    hlog_paths = (run.run_dir / "latency-publish.hlog", run.run_dir / "latency-e2e.hlog")
+    started_ns = clock.wall_ns()
+    with hlog_paths[0].open("w") as publish_log, hlog_paths[1].open("w") as e2e_log:
+        try:
+            async with open_workers(plans.workers, run.run_dir / "logs") as workers:
+                run.workers = workers
+                start_ns = (int(clock.wall_ns() / 1e9 + START_DELAY) + 1) * 1_000_000_000
+                start = clock.now() + (start_ns - clock.wall_ns()) / 1e9
+                aggregator = Aggregator(
+                    run.run_id,
+                    groups,
+                    workers=len(workers),
+                    start_second=start_ns // 1_000_000_000,
+                    warmup=scenario.warmup,
+                    phase_at=_phase_at(scenario),
+                    write_rows=seconds.submit_records,
+                    hlogs=(publish_log, e2e_log),
+                )
+                await run.broadcast(Go(start_ns=start_ns))
+                await _drive(run, aggregator, control, start, start_ns)
+        except WorkerError as exc:
+            seconds.close()
+            raise RunError(str(exc), EXIT_FAILED) from None
+        aggregator.close_all()
+    seconds.close()
+    return _finish(run, layout, plans, aggregator, started_ns, seconds.rows_written)
+
+
+async def _drive(
+    run: _Run, aggregator: Aggregator, control: ClusterControl, start: float, start_ns: int
+) -> None:
+    scenario, clock = run.scenario, run.clock
+    produce, consume = bool(scenario.producers), bool(scenario.consumers)
+    async with anyio.create_task_group() as tg:
+        for worker in run.workers:
+            tg.start_soon(run.listen, worker, aggregator)
+        tg.start_soon(run.fire_events, control, start, start_ns)
+        tg.start_soon(run.show, aggregator, start, produce, consume)
+        tg.start_soon(run.watch_signals)
+        end = start + scenario.duration
+        limited = bool(scenario.producers) and all(g.messages for g in scenario.producers)
+        # A run ends at its scheduled end; one without an end when its producers reach their
+        # message limits; either one earlier on Ctrl-C.
+        while not run.stopping and clock.now() < end:
+            if limited and len(run.done) == len(run.workers):
+                break
+            await clock.sleep(0.1)
+        await run.broadcast(StopProducers())
+        while len(run.done) < len(run.workers):
+            await clock.sleep(0.1)
+        if produce:
+            drain_until = clock.now() + scenario.drain_timeout
+            while not run.drained(aggregator) and clock.now() < drain_until:
+                await clock.sleep(0.2)
+        run.stopping = True
+        await run.broadcast(Stop())
+        with anyio.fail_after(FINAL_TIMEOUT):
+            while len(run.finals) < len(run.workers):
+                await clock.sleep(0.05)
+        tg.cancel_scope.cancel()
+
+
+def _finish(
+    run: _Run,
+    layout: ClusterLayout,
+    plans: Any,
+    aggregator: Aggregator,
+    started_ns: int,
+    second_rows: int,
+) -> RunResult:
+    scenario, options = run.scenario, run.options
+    produce, consume = bool(scenario.producers), bool(scenario.consumers)
+    if run.events:
+        events_writer = TableWriter(run.run_dir / "events", "events", prefix="runner")
+        events_writer.submit_records(run.events)
+        events_writer.close()
+    subscriptions = {g.name: (normalize_topic(g.topic), g.subscription) for g in scenario.consumers}
+    checks = merge_checks(
+        [t for f in run.finals.values() for t in f.producers],
+        [t for f in run.finals.values() for t in f.consumers],
+        subscriptions,
+        plans.producer_names,
+    )
+    rows: dict[str, int] = {"seconds": second_rows, "events": len(run.events)}
+    for final in run.finals.values():
+        for table, count in final.rows.items():
+            rows[table] = rows.get(table, 0) + count
+    totals = aggregator.totals()
+    first = scenario.producers[0] if scenario.producers else None
+    topics = {normalize_topic(g.topic) for g in scenario.producers}
+    topics |= {normalize_topic(g.topic) for g in scenario.consumers}
+    omb = omb_result(
+        aggregator,
+        workload=scenario.name,
+        driver=f"loadgen-{options.client}",
+        message_size=first.size if first else 0,
+        topics=len(topics),
+        partitions=max((t.partitions for t in scenario.topics), default=0),
+        producers_per_topic=sum(g.count for g in scenario.producers) // max(len(topics), 1),
+        consumers_per_topic=sum(g.count for g in scenario.consumers) // max(len(topics), 1),
+    )
+    (run.run_dir / "omb-result.json").write_text(json.dumps(omb, indent=2))
+    if options.histogram_file:
+        target = Path(options.histogram_file)
+        shutil.copyfile(
+            run.run_dir / ("latency-publish.hlog" if produce else "latency-e2e.hlog"), target
+        )
+        if produce and consume:
+            shutil.copyfile(
+                run.run_dir / "latency-e2e.hlog",
+                target.with_name(f"{target.stem}-e2e{target.suffix}"),
+            )
+    lost = checks.lost
+    exit_code = EXIT_LOSS if lost and not options.allow_loss else EXIT_OK
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run.run_id,
+        "loadgen_version": loadgen.__version__,
+        "python": platform.python_version(),
+        "client": options.client,
+        "client_version": _version("pulsar-client")
+        if options.client == "official"
+        else _version("emubroker"),
+        "command": options.command or sys.argv,
+        "scenario_file": options.scenario_file,
+        "scenario": msgspec.to_builtins(scenario, enc_hook=enc_hook),
+        "seed": scenario.seed,
+        "start_ns": aggregator.start_second * 1_000_000_000,
+        "prepared_ns": started_ns,
+        "end_ns": run.clock.wall_ns(),
+        "workers": options.workers,
+        "trace_sample": options.trace_sample,
+        "cluster": msgspec.to_builtins(layout),
+        "actors": msgspec.to_builtins(plans.actors),
+        "tables": {table: {"path": table, "rows": count} for table, count in rows.items()},
+        "totals": msgspec.to_builtins(totals),
+        "checks": msgspec.to_builtins(checks),
+        "exit_code": exit_code,
+    }
+    (run.run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
+    for line in [
+        *final_lines(totals, produce=produce, consume=consume),
+        *(check_lines(checks) if consume else []),
+    ]:
+        run.console.out(line, highlight=False)
+    if lost and options.allow_loss:
+        run.console.out(f"{lost:,} messages lost (allowed by --allow-loss)", highlight=False)
+    run.console.out(f"traces: {run.run_dir}", highlight=False)
+    return RunResult(run.run_id, str(run.run_dir), exit_code, checks, run.events, rows)
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
