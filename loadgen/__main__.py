@@ -292,7 +292,6 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
-    err = Console(stderr=True, highlight=False)
     try:
         if args.command == "run":
             scenario = load_scenario(args.scenario)
@@ -302,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             scenario = scenario_from_args(args)
     except ScenarioError as exc:
-        err.print(f"loadgen: {exc}")
+        print(f"loadgen: {exc}", file=sys.stderr)
         return EXIT_USAGE
     console = Console(highlight=False)
     options = RunOptions(
@@ -320,10 +319,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = anyio.run(run_scenario, scenario, options, console, backend="asyncio")
     except RunError as exc:
-        err.print(f"loadgen: {exc}")
+        print(f"loadgen: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        err.print("loadgen: interrupted")
+        print("loadgen: interrupted", file=sys.stderr)
         return 130
     return result.exit_code
 
