@@ -254,7 +254,7 @@ class ClusterControl:
             case StubFailNext(count=count, ops=ops):
                 return await self._need_stub().fail_next(count, ops)
             case StubStall(seconds=seconds):
-                return await self._need_stub().stall(seconds)
+                return await self._need_stub().stall(float(seconds))
             case StubClear():
                 return await self._need_stub().clear()
         raise ControlError(f"{type(event).__name__} is not a cluster action")

@@ -21,6 +21,7 @@ import secrets
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
@@ -73,6 +74,9 @@ START_DELAY: Final = 0.5
 """Seconds between `Go` and the first send: every worker must have the message by then."""
 
 FINAL_TIMEOUT: Final = 60.0
+
+TICK_GRACE: Final = 1.2
+"""Seconds after a second ends before the console counts it (the workers' ticks are in)."""
 
 
 class RunError(Exception):
@@ -236,8 +240,9 @@ class _Run:
         await self.broadcast(Resume(group=group))
 
     async def show(self, aggregator: Aggregator, start: float, produce: bool, consume: bool) -> None:
-        await self.clock.sleep_until(start)
-        aggregator.take_interval()  # nothing was sent before the start
+        # Seconds are summed once every worker has reported them, a moment after they end.
+        await self.clock.sleep_until(start + TICK_GRACE)
+        aggregator.take_interval()
         if self.options.dashboard:
             with Live(console=self.console, refresh_per_second=2, transient=False) as live:
                 while True:
@@ -249,6 +254,8 @@ class _Run:
                 self.console.out(line, highlight=False)
 
     async def watch_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals reach the main thread only (a run started from another thread)
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
                 if self.stopping:
