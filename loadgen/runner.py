@@ -370,6 +370,29 @@ async def _drive(
 ) -> None:
     scenario, clock = run.scenario, run.clock
     produce, consume = bool(scenario.producers), bool(scenario.consumers)
+    try:
+        await _drive_tasks(run, aggregator, control, start, start_ns, produce, consume)
+    except BaseExceptionGroup as group:
+        # A worker failing is the run failing: say why, plainly (the rest are consequences).
+        failed = group.subgroup(WorkerError)
+        if failed is None:
+            raise
+        first: BaseException = failed
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
+
+
+async def _drive_tasks(
+    run: _Run,
+    aggregator: Aggregator,
+    control: ClusterControl,
+    start: float,
+    start_ns: int,
+    produce: bool,
+    consume: bool,
+) -> None:
+    scenario, clock = run.scenario, run.clock
     async with anyio.create_task_group() as tg:
         for worker in run.workers:
             tg.start_soon(run.listen, worker, aggregator)

@@ -52,10 +52,11 @@ class ColumnBuffer:
         return len(self.lists[0])
 
     def take(self, rows: int | None = None) -> list[list[Any]]:
-        """Remove and return the first `rows` rows (all by default), column by column."""
-        if rows is None or rows >= len(self):
-            taken, self.lists = self.lists, [[] for _ in self.columns]
-            return taken
+        """Remove and return the first `rows` rows (all by default), column by column.
+
+        The buffer keeps its list objects (copied out, then cleared in place): hot loops hold
+        their bound `append` methods.
+        """
         taken = [column[:rows] for column in self.lists]
         for column in self.lists:
             del column[:rows]

@@ -69,3 +69,17 @@ def test_a_failed_write_is_reported(tmp_path) -> None:
     with pytest.raises(RuntimeError, match="writing .* failed"):
         writer.close()
     assert msgspec.structs.fields(SendRecord)[0].name == "run_id"
+
+
+def test_take_keeps_the_lists_that_hot_loops_append_to() -> None:
+    buffer = ColumnBuffer({}, ("a", "b"))
+    append_a, append_b = (column.append for column in buffer.lists)
+    for i in range(5):
+        append_a(i)
+        append_b(-i)
+    assert buffer.take(2) == [[0, 1], [0, -1]]
+    taken = buffer.take()
+    append_a(9)
+    append_b(-9)
+    assert taken == [[2, 3, 4], [-2, -3, -4]]  # not changed by later appends
+    assert buffer.take() == [[9], [-9]]
