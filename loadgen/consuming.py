@@ -109,6 +109,7 @@ class ConsumerRunner:
         self.foreign = 0
         self.other_runs = 0
         self.received = 0
+        self.last_receive_ns: int | None = None
 
     async def start(self, driver: Driver) -> None:
         """Subscribe one handler per partition (raises what the client raises)."""
@@ -153,8 +154,26 @@ class ConsumerRunner:
         acknowledge = handler.acknowledge
         pauser = self._pauser
         lists = rows.lists
-        appends = [column.append for column in lists]
+        (
+            producer_col,
+            index_col,
+            seq_col,
+            key_col,
+            size_col,
+            intended_col,
+            send_col,
+            receive_col,
+            ledger_col,
+            entry_col,
+            batch_col,
+            redelivery_col,
+            broker_col,
+        ) = (column.append for column in lists)
         writer = self._writer
+        # The broker that delivers: the one the handler was attached to when it received. It
+        # changes only with an attachment, so it is read again only then.
+        attachments = handler.attachments
+        broker = handler.broker_url or ""
         pace = 1.0 / self.plan.ack_rate if self.plan.ack_rate > 0 else 0.0
         next_slot = clock.now()
         while True:
@@ -178,6 +197,7 @@ class ConsumerRunner:
             else:
                 self.other_runs += 1
             self.received += 1
+            self.last_receive_ns = stamp
             counters.messages += 1
             size = len(payload)
             counters.bytes += size
@@ -186,26 +206,22 @@ class ConsumerRunner:
                 message_id = message.message_id
                 if key != NO_KEY and key not in keys:
                     keys[key] = key_name(key)
-                for append, value in zip(
-                    appends,
-                    (
-                        names.get(producer, ""),
-                        producer,
-                        sequence_id,
-                        keys[key] if key != NO_KEY else None,
-                        size,
-                        intended,
-                        sent,
-                        stamp,
-                        message_id.ledger_id,
-                        message_id.entry_id,
-                        message_id.batch_index,
-                        message.redelivery_count,
-                        handler.broker_url or "",
-                    ),
-                    strict=True,
-                ):
-                    append(value)
+                if handler.attachments != attachments:
+                    attachments = handler.attachments
+                    broker = handler.broker_url or ""
+                producer_col(names.get(producer, ""))
+                index_col(producer)
+                seq_col(sequence_id)
+                key_col(keys[key] if key != NO_KEY else None)
+                size_col(size)
+                intended_col(intended)
+                send_col(sent)
+                receive_col(stamp)
+                ledger_col(message_id.ledger_id)
+                entry_col(message_id.entry_id)
+                batch_col(message_id.batch_index)
+                redelivery_col(message.redelivery_count)
+                broker_col(broker)
                 if writer is not None and len(lists[0]) >= FLUSH_ROWS:
                     writer.submit_buffer(rows)
             acknowledge(message)

@@ -170,6 +170,8 @@ class Final(_Msg, frozen=True, tag="final"):
     producers: list[ProducerTally]
     consumers: list[ConsumerTally]
     rows: dict[str, int]  # table -> trace rows written
+    first_send_ns: int | None  # this worker's first send (wall clock)
+    last_receive_ns: int | None  # this worker's last delivery
 
 
 class WorkerFailed(_Msg, frozen=True, tag="failed"):

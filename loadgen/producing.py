@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import random
+from collections.abc import Iterator
 from array import array
 from typing import Any, Final
 
@@ -62,7 +63,7 @@ class GroupCounters:
 class _Partition:
     """One partition handler: its sequence ids, in-flight FIFO, receipts and trace rows."""
 
-    __slots__ = ("acked", "failed", "handler", "index", "inflight", "next_seq", "rows")
+    __slots__ = ("acked", "failed", "handler", "index", "inflight", "next_seq", "receipted", "rows")
 
     def __init__(self, handler: ProducerLike, index: int, rows: ColumnBuffer) -> None:
         self.handler = handler
@@ -70,6 +71,7 @@ class _Partition:
         self.next_seq = 0
         self.inflight: collections.deque[tuple[int, int, int, int, bool]] = collections.deque()
         self.acked = bytearray(4096)
+        self.receipted = 0
         self.failed = 0
         self.rows = rows
 
@@ -104,8 +106,9 @@ class ProducerRunner:
         self._partitions: list[_Partition] = []
         self._attachments = 0
         self.stopping = False
+        self.first_send_ns: int | None = None
         self.sent = 0
-        self.acked = 0
+        self._counted = 0
 
     async def start(self, driver: Driver) -> None:
         """Create one handler per partition (raises what the client raises)."""
@@ -133,12 +136,20 @@ class ProducerRunner:
     def _callback(self, partition: _Partition) -> Any:
         counters = self._counters
         latencies = counters.latencies.append
-        inflight = partition.inflight
+        inflight = partition.inflight.popleft
         rows = partition.rows.lists
-        append_rows = [column.append for column in rows]
-        (seq_col, key_col, intended_col, send_col, receipt_col) = append_rows[:5]
-        (ledger_col, entry_col, batch_col, error_col, broker_col) = append_rows[5:]
-        size = self.plan.size
+        (
+            seq_col,
+            key_col,
+            intended_col,
+            send_col,
+            receipt_col,
+            ledger_col,
+            entry_col,
+            batch_col,
+            error_col,
+            broker_col,
+        ) = (column.append for column in rows)
         wall = self._clock.wall_ns
         stamps = self._stamps
         keys = [key_name(i) for i in range(self.plan.keys.count)]
@@ -146,22 +157,22 @@ class ProducerRunner:
         handler = partition.handler
 
         def done(future: Any) -> None:
-            sequence_id, intended, sent, key, keep = inflight.popleft()
+            sequence_id, intended, sent, key, keep = inflight()
             now = future.stamp_ns if stamps else wall()
-            error = future.exception()
-            if error is None:
+            try:
                 message_id = future.result()
+            except Exception as exc:  # the send failed: count it, trace it
+                error: Exception | None = exc
+                partition.failed += 1
+                counters.errors += 1
+            else:
+                error = None
                 acked = partition.acked
                 if sequence_id >= len(acked):
                     acked.extend(bytes(len(acked)))
                 acked[sequence_id] = 1
-                self.acked += 1
-                counters.messages += 1
-                counters.bytes += size
+                partition.receipted += 1
                 latencies((now - intended) // 1000)
-            else:
-                partition.failed += 1
-                counters.errors += 1
             if keep:
                 seq_col(sequence_id)
                 key_col(keys[key] if key != NO_KEY else None)
@@ -185,6 +196,17 @@ class ProducerRunner:
 
         return done
 
+    @property
+    def acked(self) -> int:
+        """Messages receipted so far."""
+        return sum(p.receipted for p in self._partitions)
+
+    def take_counts(self) -> tuple[int, int]:
+        """(messages, bytes) receipted since the last call, for the second's tick."""
+        acked = self.acked
+        new, self._counted = acked - self._counted, acked
+        return new, new * self.plan.size
+
     async def run(self, start_mono: float, start_ns: int) -> None:
         """Send on schedule until the segments end, the message limit or `stopping`."""
         plan = self.plan
@@ -192,6 +214,7 @@ class ProducerRunner:
         now = clock.now
         wall = clock.wall_ns
         rng = random.Random(plan.seed)
+        keyed = plan.keys.distribution != "none"
         choose_key = key_chooser(plan.keys, random.Random(plan.seed ^ 0x5EED))
         partitions = self._partitions
         count = len(partitions)
@@ -204,58 +227,53 @@ class ProducerRunner:
         tag = self._tag
         full, threshold = self._full, self._threshold
         limit = plan.messages
-        counters = self._counters
-        delays = counters.delays.append
+        delays = self._counters.delays.append
         round_robin = 0
-
-        async def send(intended: int, sent: int) -> None:
-            nonlocal round_robin
-            key = choose_key()
-            if key != NO_KEY:
-                index = key_partition[key]
-            elif switch:
-                index = int(now() / switch) % count
-            else:
-                index = round_robin = (round_robin + 1) % count
-            partition = partitions[index]
-            sequence_id = partition.next_seq
-            partition.next_seq = sequence_id + 1
-            keep = full or (threshold > 0 and sampled(partition.index, sequence_id, threshold))
-            partition.inflight.append((sequence_id, intended, sent, key, keep))
-            payload = pack(
-                MAGIC, VERSION, 0, tag, partition.index, key, sequence_id, intended, sent
-            )
-            payload += padding
-            await partition.handler.send_async(
-                payload,
-                key=keys[key] if key != NO_KEY else None,
-                sequence_id=sequence_id,
-                callback=callbacks[index],
-            )
-            delays((sent - intended) // 1000)
-            self.sent += 1
-
-        def finished() -> bool:
-            return self.stopping or self.sent == limit
-
+        key = NO_KEY
+        self.first_send_ns = max(wall(), start_ns)
         for segment in plan.segments:
             end = start_mono + segment.end
             if now() >= end:
                 continue
-            if segment.unlimited:
-                while not finished() and now() < end:
-                    stamp = wall()
-                    await send(stamp, stamp)
-                continue
-            for offset in segment_arrivals(segment, rng, poisson=plan.poisson):
-                deadline = start_mono + offset
-                if deadline > now():
-                    await clock.sleep_until(deadline)
-                if finished():
-                    break
-                await send(start_ns + int(offset * 1e9), wall())
-            if finished():
-                break
+            paced = not segment.unlimited
+            arrivals = segment_arrivals(segment, rng, poisson=plan.poisson) if paced else _forever()
+            for offset in arrivals:
+                if paced:
+                    deadline = start_mono + offset
+                    if deadline > now():
+                        await clock.sleep_until(deadline)
+                    intended = start_ns + int(offset * 1e9)
+                    sent = wall()
+                    delays((sent - intended) // 1000)
+                else:
+                    if now() >= end:
+                        break
+                    intended = sent = wall()
+                if self.stopping or self.sent == limit:
+                    return
+                # One message: route it, number it, remember it, hand it to the client.
+                if keyed:
+                    key = choose_key()
+                    index = key_partition[key]
+                elif switch:
+                    index = int(now() / switch) % count
+                else:
+                    index = round_robin = (round_robin + 1) % count
+                partition = partitions[index]
+                sequence_id = partition.next_seq
+                partition.next_seq = sequence_id + 1
+                keep = full or (threshold > 0 and sampled(partition.index, sequence_id, threshold))
+                partition.inflight.append((sequence_id, intended, sent, key, keep))
+                payload = pack(
+                    MAGIC, VERSION, 0, tag, partition.index, key, sequence_id, intended, sent
+                )
+                await partition.handler.send_async(
+                    payload + padding,
+                    key=keys[key] if keyed else None,
+                    sequence_id=sequence_id,
+                    callback=callbacks[index],
+                )
+                self.sent += 1
 
     async def finish(self) -> None:
         """Wait for every outstanding receipt (or failure), then close the handlers."""
@@ -282,3 +300,9 @@ class ProducerRunner:
             )
             for p in self._partitions
         ]
+
+
+def _forever() -> Iterator[float]:
+    """The arrivals of an unlimited segment: no intended times, just "next"."""
+    while True:
+        yield 0.0

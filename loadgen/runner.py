@@ -239,7 +239,9 @@ class _Run:
         await self.clock.sleep(delay)
         await self.broadcast(Resume(group=group))
 
-    async def show(self, aggregator: Aggregator, start: float, produce: bool, consume: bool) -> None:
+    async def show(
+        self, aggregator: Aggregator, start: float, produce: bool, consume: bool
+    ) -> None:
         # Seconds are summed once every worker has reported them, a moment after they end.
         await self.clock.sleep_until(start + TICK_GRACE)
         aggregator.take_interval()
@@ -443,6 +445,7 @@ def _finish(
         subscriptions,
         plans.producer_names,
     )
+    finals = list(run.finals.values())
     rows: dict[str, int] = {"seconds": second_rows, "events": len(run.events)}
     for final in run.finals.values():
         for table, count in final.rows.items():
@@ -496,6 +499,10 @@ def _finish(
         "actors": msgspec.to_builtins(plans.actors),
         "tables": {table: {"path": table, "rows": count} for table, count in rows.items()},
         "totals": msgspec.to_builtins(totals),
+        "first_send_ns": min((f.first_send_ns for f in finals if f.first_send_ns), default=None),
+        "last_receive_ns": max(
+            (f.last_receive_ns for f in finals if f.last_receive_ns), default=None
+        ),
         "checks": msgspec.to_builtins(checks),
         "exit_code": exit_code,
     }

@@ -15,6 +15,7 @@ process's file descriptor 1 is pointed at stderr, where logs (and the official c
 
 from __future__ import annotations
 
+import cProfile
 import logging
 import os
 import sys
@@ -162,6 +163,10 @@ class _Worker:
         for p in self.producers:
             key = ("produce", p.plan.group)
             reconnections[key] = reconnections.get(key, 0) + p.reconnections()
+            messages, size = p.take_counts()
+            counters = self.counters[key]
+            counters.messages += messages
+            counters.bytes += size
         for c in self.consumers:
             key = ("consume", c.plan.group)
             reconnections[key] = reconnections.get(key, 0) + c.reconnections()
@@ -232,6 +237,12 @@ class _Worker:
                 for group, seen in self.seen.items()
             ],
             rows=rows,
+            first_send_ns=min(
+                (p.first_send_ns for p in self.producers if p.first_send_ns), default=None
+            ),
+            last_receive_ns=max(
+                (c.last_receive_ns for c in self.consumers if c.last_receive_ns), default=None
+            ),
         )
 
 
@@ -307,10 +318,19 @@ def main() -> int:
         format="%(asctime)s worker %(levelname)s %(name)s: %(message)s",
     )
     channel = _Channel(sys.stdin.fileno(), frames)
+    # LOADGEN_WORKER_PROFILE=PREFIX writes each worker's cProfile to PREFIX-<pid>.prof (bench/).
+    profile = os.environ.get("LOADGEN_WORKER_PROFILE")
+    profiler = cProfile.Profile() if profile else None
     try:
+        if profiler is not None:
+            profiler.enable()
         anyio.run(run_worker, channel, backend="asyncio")
     except EOFError:
         return 1
+    finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{profile}-{os.getpid()}.prof")
     return 0
 
 

@@ -68,3 +68,18 @@ def test_late_ticks_land_in_the_next_open_second() -> None:
     aggregator.close_all()
     assert [(r.second, r.messages) for r in rows] == [(101, 1), (102, 2)]
     assert aggregator.cumulative[("produce", "in")] == 3
+
+
+def test_folding_values_to_buckets_records_what_recording_each_would() -> None:
+    import random
+
+    from loadgen.stats import new_histogram, summarize
+
+    rng = random.Random(4)
+    values = array("q", (int(rng.lognormvariate(8, 2)) for _ in range(20_000)))
+    direct = new_histogram()
+    for value in values:
+        direct.record_value(min(max(value, 1), 3_600_000_000))
+    folded = histogram_of(values)
+    assert folded.get_total_count() == direct.get_total_count()
+    assert summarize(folded) == summarize(direct)

@@ -83,3 +83,14 @@ def test_take_keeps_the_lists_that_hot_loops_append_to() -> None:
     append_b(-9)
     assert taken == [[2, 3, 4], [-2, -3, -4]]  # not changed by later appends
     assert buffer.take() == [[9], [-9]]
+
+
+def test_the_documented_schema_lists_every_field_in_order() -> None:
+    import re
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[3].joinpath("docs", "loadgen-trace.md").read_text()
+    for table, record in TABLES.items():
+        section = text.split(f"## Table `{table}`", 1)[1].split("\n## ", 1)[0]
+        documented = re.findall(r"^\| \d+ \| `(\w+)` \|", section, flags=re.MULTILINE)
+        assert documented == list(field_names(record)), table
