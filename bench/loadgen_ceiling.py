@@ -73,10 +73,25 @@ duration = "600s"
         path.write_text(scenario)
         started = time.monotonic()
         subprocess.run(
-            [sys.executable, "-m", "loadgen", "run", str(path), "--workers", str(workers),
-             "--trace-sample", str(sample), "--trace-dir", f"{tmp}/run", "--no-dashboard",
-             "--stats-interval", "1000"],
-            check=True, cwd=ROOT, stdout=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "loadgen",
+                "run",
+                str(path),
+                "--workers",
+                str(workers),
+                "--trace-sample",
+                str(sample),
+                "--trace-dir",
+                f"{tmp}/run",
+                "--no-dashboard",
+                "--stats-interval",
+                "1000",
+            ],
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
         )
         took = time.monotonic() - started
         manifest = json.loads((Path(tmp) / "run" / "manifest.json").read_text())
@@ -87,9 +102,10 @@ duration = "600s"
     return check["received"] / window, took
 
 
-def measure(broker, fn, n: int):  # type: ignore[no-untyped-def]
+def measure(broker, n: int, fn, *args):  # type: ignore[no-untyped-def]
+    """fn(*args), and the broker's CPU µs per message meanwhile."""
     before = sum(broker.cpu_times()[:2])
-    result = fn()
+    result = fn(*args)
     return result, (sum(broker.cpu_times()[:2]) - before) / n * 1e6
 
 
@@ -112,24 +128,42 @@ def main() -> None:
                     for batched in (False, True):
                         n = args.batched_messages if batched else args.messages
                         topic = new_topic()
-                        (rate, _), cpu = measure(broker, lambda: run_split("protocol", url, topic, n, size, batched), n)
+                        (rate, _), cpu = measure(
+                            broker, n, run_split, "protocol", url, topic, n, size, batched
+                        )
                         delete_topic(admin, topic)
-                        rows.setdefault(("bare protocol.client, 2 procs", size, batched), []).append((rate, cpu))
+                        rows.setdefault(
+                            ("bare protocol.client, 2 procs", size, batched), []
+                        ).append((rate, cpu))
                         for workers in (1, 2):
-                            (rate, _), cpu = measure(broker, lambda: loadgen_case(url, admin, n, size, batched, workers, 1.0), n)
-                            rows.setdefault((f"loadgen, {workers} worker(s), trace all", size, batched), []).append((rate, cpu))
+                            (rate, _), cpu = measure(
+                                broker, n, loadgen_case, url, admin, n, size, batched, workers, 1.0
+                            )
+                            rows.setdefault(
+                                (f"loadgen, {workers} worker(s), trace all", size, batched), []
+                            ).append((rate, cpu))
             if args.only != "ceiling":
                 n = args.batched_messages
                 for label, sample in (("trace all", 1.0), ("trace 1 %", 0.01), ("trace none", 0.0)):
-                    (rate, _), cpu = measure(broker, lambda: loadgen_case(url, admin, n, 100, True, 2, sample), n)
-                    rows.setdefault((f"loadgen, 2 worker(s), {label}", 100, True), []).append((rate, cpu))
-    print(f"{'case':<40} {'size':>5} {'batched':>7} {'msg/s (median)':>15} {'vs bare client':>15} {'broker us/msg':>14}")
+                    (rate, _), cpu = measure(
+                        broker, n, loadgen_case, url, admin, n, 100, True, 2, sample
+                    )
+                    rows.setdefault((f"loadgen, 2 worker(s), {label}", 100, True), []).append(
+                        (rate, cpu)
+                    )
+    header = ("case", "size", "batched", "msg/s (median)", "vs bare client", "broker us/msg")
+    print("{:<40} {:>5} {:>7} {:>15} {:>15} {:>14}".format(*header))
     for (case, size, batched), runs in rows.items():
         rate = statistics.median(r for r, _ in runs)
         cpu = statistics.median(c for _, c in runs)
         bare = rows.get(("bare protocol.client, 2 procs", size, batched))
-        ratio = f"{rate / statistics.median(r for r, _ in bare):.2f}" if bare and "loadgen" in case else ""
-        print(f"{case:<40} {size:>5} {'yes' if batched else 'no':>7} {rate:>15,.0f} {ratio:>15} {cpu:>14.1f}")
+        ratio = (
+            f"{rate / statistics.median(r for r, _ in bare):.2f}"
+            if bare and "loadgen" in case
+            else ""
+        )
+        flag = "yes" if batched else "no"
+        print(f"{case:<40} {size:>5} {flag:>7} {rate:>15,.0f} {ratio:>15} {cpu:>14.1f}")
 
 
 if __name__ == "__main__":

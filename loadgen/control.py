@@ -7,8 +7,8 @@ reaches the cluster three ways, each behind a small interface:
   dynamic config, partitioned topics). Works against any Pulsar or emubroker admin URL.
 * `BrokerProcesses`: kill and restart a broker. Only a cluster loadgen started has it
   (`loadgen.local`); a multi-broker `emubroker cluster` plugs in here.
-* `StubFaultControl`: the bookie stub's fault injection, reached over the stub's own control requests
-  when loadgen started the stub.
+* `StubFaultControl`: the bookie stub's fault injection, reached over the stub's own control
+  requests when loadgen started the stub.
 
 Events that need a missing part fail with a clear error (and the scenario check refuses most of
 them before the run starts).

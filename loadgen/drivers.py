@@ -1,4 +1,4 @@
-"""The clients loadgen drives: `protocol.client` (native, the default) or the official `pulsar-client`.
+"""The clients loadgen drives: `protocol.client` (native, the default) or `pulsar-client`.
 
 The worker's loops use one small surface, the one `protocol.client` already has:
 `send_async(payload, key=, sequence_id=, callback=)` returning a future with `exception()` and

@@ -33,7 +33,7 @@ def parse_duration(value: object) -> Seconds:
 
 
 def enc_hook(value: Any) -> Any:
-    """msgspec's encode hook: `Seconds` as a plain float."""
+    """Msgspec's encode hook: `Seconds` as a plain float."""
     if isinstance(value, Seconds):
         return float(value)
     raise NotImplementedError(f"cannot encode {type(value)!r}")

@@ -5,7 +5,8 @@
 
 little-endian, 40 bytes (`scenario.PAYLOAD_HEADER_SIZE`). The magic tells loadgen's messages
 from anything else on the topic, the run tag this run's from another run's (a `loadgen consume`
-measures the latency of what a separate `loadgen produce` sends); the producer index and sequence id identify the message for
+measures the latency of what a separate `loadgen produce` sends); the producer index and
+sequence id identify the message for
 the correctness checks and the traces; the two times let a consumer measure end-to-end latency
 from the intended send time without asking the producer.
 

@@ -64,6 +64,13 @@ def build_plans(
     """Deal the scenario's producers and consumers to `workers` plans.
 
     Args:
+        scenario: the checked scenario.
+        run_id: names producers and goes into every plan.
+        workers: how many worker processes.
+        service_url: where the workers' clients connect.
+        client: `native` or `official`.
+        trace_dir: the run directory.
+        trace_sample: fraction of messages traced.
         partitions: full topic name -> partition count (0 or missing: not partitioned).
     """
 

@@ -74,7 +74,7 @@ async def open_workers(plans: list[WorkerPlan], log_dir: Path) -> AsyncIterator[
     Raises:
         WorkerError: a worker failed to start or to get ready.
     """
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240  # once per run, before any I/O
     handles: list[WorkerHandle] = []
     logs = []
     try:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import collections
 import random
-from collections.abc import Iterator
 from array import array
+from collections.abc import Iterator
 from typing import Any, Final
 
 from loadgen.checks import compress
@@ -230,12 +230,13 @@ class ProducerRunner:
         delays = self._counters.delays.append
         round_robin = 0
         key = NO_KEY
-        self.first_send_ns = max(wall(), start_ns)
         for segment in plan.segments:
             end = start_mono + segment.end
             if now() >= end:
                 continue
             paced = not segment.unlimited
+            if not paced and now() < start_mono + segment.start:
+                await clock.sleep_until(start_mono + segment.start)  # paced arrivals wait anyway
             arrivals = segment_arrivals(segment, rng, poisson=plan.poisson) if paced else _forever()
             for offset in arrivals:
                 if paced:
@@ -251,6 +252,8 @@ class ProducerRunner:
                     intended = sent = wall()
                 if self.stopping or self.sent == limit:
                     return
+                if self.first_send_ns is None:
+                    self.first_send_ns = sent
                 # One message: route it, number it, remember it, hand it to the client.
                 if keyed:
                     key = choose_key()

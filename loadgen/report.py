@@ -1,5 +1,7 @@
-"""What a run tells people: pulsar-perf's console lines, a live dashboard, the final summary and
-the OMB result JSON that OMB's chart scripts read.
+"""What a run tells people: console lines, a live dashboard, the summary and OMB's result JSON.
+
+The periodic and final lines have pulsar-perf's shape; the OMB result has OMB's field names, so
+OMB's chart scripts draw loadgen runs.
 """
 
 from __future__ import annotations
@@ -40,16 +42,18 @@ def perf_lines(window: Window, *, produce: bool, consume: bool) -> list[str]:
     seconds = max(window.seconds, 1)
     lines = []
     if produce:
+        rate, mbit = window.produced / seconds, window.produced_bytes * 8 / seconds / 1e6
         lines.append(
-            f"Throughput produced: {window.produced:,} msg --- {window.produced / seconds:,.1f} msg/s"
-            f" --- {window.produced_bytes * 8 / seconds / 1e6:,.3f} Mbit/s --- failure "
-            f"{window.errors / seconds:,.1f} msg/s --- {_latency(window.publish)}"
+            f"Throughput produced: {window.produced:,} msg --- {rate:,.1f} msg/s --- "
+            f"{mbit:,.3f} Mbit/s --- failure {window.errors / seconds:,.1f} msg/s --- "
+            f"{_latency(window.publish)}"
         )
     if consume:
+        rate, mbit = window.consumed / seconds, window.consumed_bytes * 8 / seconds / 1e6
         lines.append(
-            f"Throughput received: {window.consumed:,} msg --- {window.consumed / seconds:,.1f} msg/s"
-            f" --- {window.consumed_bytes * 8 / seconds / 1e6:,.3f} Mbit/s --- backlog "
-            f"{window.backlog:,} msg --- {_latency(window.end_to_end)}"
+            f"Throughput received: {window.consumed:,} msg --- {rate:,.1f} msg/s --- "
+            f"{mbit:,.3f} Mbit/s --- backlog {window.backlog:,} msg --- "
+            f"{_latency(window.end_to_end)}"
         )
     return lines
 
@@ -108,7 +112,7 @@ def dashboard(aggregator: Aggregator, events: Sequence[str], title: str) -> Grou
             column, justify="right" if column not in ("group", "topic", "role") else "left"
         )
     for key, info in sorted(aggregator.groups.items()):
-        second, total = aggregator.last.get(key, (0, None))
+        _second, total = aggregator.last.get(key, (0, None))
         if total is None:
             table.add_row(info.group, info.topic, info.role, *["-"] * 8)
             continue
@@ -162,8 +166,9 @@ def omb_result(
     producers_per_topic: int,
     consumers_per_topic: int,
 ) -> dict[str, Any]:
-    """The OpenMessaging Benchmark's `TestResult` JSON: 10 s series, latencies in ms (publish
-    delay in µs), and quantile maps, so OMB's `create_charts.py` draws our runs.
+    """The OpenMessaging Benchmark's `TestResult` JSON.
+
+    10 s series, latencies in ms (publish delay in µs) and quantile maps, as OMB writes them.
     """
     points = aggregator.omb_points
 

@@ -230,7 +230,8 @@ class _Run:
                     detail=detail,
                 )
                 self.events.append(record)
-                line = f"{(fired - start_ns) / 1e9:7.2f}s {record.action} {record.target}: {outcome} {detail}"
+                offset = (fired - start_ns) / 1e9
+                line = f"{offset:7.2f}s {record.action} {record.target}: {outcome} {detail}"
                 self.event_lines.append(line)
                 if not self.options.dashboard:
                     self.console.out(f"event {line}", highlight=False)
@@ -370,7 +371,7 @@ async def _run(run: _Run, layout: ClusterLayout, control: ClusterControl) -> Run
 async def _drive(
     run: _Run, aggregator: Aggregator, control: ClusterControl, start: float, start_ns: int
 ) -> None:
-    scenario, clock = run.scenario, run.clock
+    scenario, _clock = run.scenario, run.clock
     produce, consume = bool(scenario.producers), bool(scenario.consumers)
     try:
         await _drive_tasks(run, aggregator, control, start, start_ns, produce, consume)

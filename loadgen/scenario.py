@@ -356,7 +356,7 @@ def _locate(text: str, path: tuple[str | int, ...]) -> int | None:
 def _resolve(
     current: tuple[str | int, ...], keys: tuple[str, ...], counts: dict[tuple[str | int, ...], int]
 ) -> tuple[str | int, ...]:
-    """A dotted header's parent path: `[[events]]` then `[events.config]` is inside the last event."""
+    """A dotted header's parent: after `[[events]]`, `[events.config]` is in the last event."""
     path: tuple[str | int, ...] = ()
     for key in keys:
         path = (*path, key)

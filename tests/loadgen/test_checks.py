@@ -41,7 +41,9 @@ def test_bitmaps_grow_for_large_sequence_ids() -> None:
 
 def test_merge_finds_loss_and_duplicates_across_workers() -> None:
     producers = [
-        ProducerTally(index=0, group="in", topic="t", sent=10, acked=acked(10, missing=(9,)), failed=1),
+        ProducerTally(
+            index=0, group="in", topic="t", sent=10, acked=acked(10, missing=(9,)), failed=1
+        ),
         ProducerTally(index=1, group="in", topic="t", sent=5, acked=acked(5), failed=0),
     ]
     a, b = SeenSet("producer"), SeenSet("producer")

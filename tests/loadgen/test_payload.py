@@ -33,7 +33,9 @@ def test_key_choosers() -> None:
     uniform = Counter(key_chooser(Keys(distribution="random", count=4), rng)() for _ in range(8000))
     assert sorted(uniform) == [0, 1, 2, 3]
     assert min(uniform.values()) > 1800
-    zipf = Counter(key_chooser(Keys(distribution="zipf", count=10, s=1.0), rng)() for _ in range(20000))
+    zipf = Counter(
+        key_chooser(Keys(distribution="zipf", count=10, s=1.0), rng)() for _ in range(20000)
+    )
     # P(k) ∝ 1/(k+1): key 0 about twice key 1 and ten times key 9.
     assert zipf[0] / zipf[1] == pytest.approx(2.0, rel=0.15)
     assert zipf[0] / zipf[9] == pytest.approx(10.0, rel=0.3)

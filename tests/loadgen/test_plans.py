@@ -51,11 +51,19 @@ def test_rates_limits_and_indices_are_split_among_producers() -> None:
     assert [s.rate_to for s in a0.segments] == [150.0]
     assert (a0.messages, a1.messages, b0.messages) == (3, 2, -1)
     assert a0.partitions == [f"persistent://public/default/t1-partition-{i}" for i in range(3)]
-    assert a0.partitioned and not b0.partitioned
+    assert a0.partitioned
+    assert not b0.partitioned
     assert (a0.first_index, a1.first_index, b0.first_index) == (0, 3, 6)
     assert a0.seed != a1.seed
-    assert run.producer_names == {0: a0.name, 1: a0.name, 2: a0.name, 3: a1.name, 4: a1.name,
-                                  5: a1.name, 6: b0.name}
+    assert run.producer_names == {
+        0: a0.name,
+        1: a0.name,
+        2: a0.name,
+        3: a1.name,
+        4: a1.name,
+        5: a1.name,
+        6: b0.name,
+    }
     assert a0.name == "a-0-R"
     assert [c.ack_rate for c in worker.consumers] == [50.0, 50.0]
 

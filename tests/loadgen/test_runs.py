@@ -51,14 +51,28 @@ def observer(service_url: str, topic: str) -> Iterator[list[tuple]]:
         assert magic == MAGIC
         mid = message.message_id()
         with lock:
-            seen.append((producer, sequence_id, message.topic_name(), mid.ledger_id(), mid.entry_id(),
-                         mid.batch_index(), message.partition_key() or None, len(data)))
+            seen.append(
+                (
+                    producer,
+                    sequence_id,
+                    message.topic_name(),
+                    mid.ledger_id(),
+                    mid.entry_id(),
+                    mid.batch_index(),
+                    message.partition_key() or None,
+                    len(data),
+                )
+            )
         consumer.acknowledge(message)
 
     client = pulsar.Client(service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     try:
-        client.subscribe(topic, "observer", message_listener=listener,
-                         initial_position=pulsar.InitialPosition.Earliest)
+        client.subscribe(
+            topic,
+            "observer",
+            message_listener=listener,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
         yield seen
     finally:
         client.close()
@@ -72,7 +86,12 @@ def scenario(path: Path, text: str) -> Path:
 def test_a_run_with_an_unload_traces_every_message_as_the_clients_saw_it(broker, tmp_path) -> None:
     service_url, admin_url = broker
     topic = f"persistent://public/default/{unique('lg-unload')}"
-    status, _ = rest_call(admin_url, "PUT", f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}/partitions", 2)
+    status, _ = rest_call(
+        admin_url,
+        "PUT",
+        f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}/partitions",
+        2,
+    )
     assert status == 204
     text = f"""
 name = "unload-mid-run"
@@ -106,14 +125,26 @@ topic = "{topic}"
 """
     run_dir = tmp_path / "run"
     with observer(service_url, topic) as seen:
-        code = main(["run", str(scenario(tmp_path / "s.toml", text)), "--workers", "2",
-                     "--trace-dir", str(run_dir), "--no-dashboard", "--stats-interval", "1"])
+        code = main(
+            [
+                "run",
+                str(scenario(tmp_path / "s.toml", text)),
+                "--workers",
+                "2",
+                "--trace-dir",
+                str(run_dir),
+                "--no-dashboard",
+                "--stats-interval",
+                "1",
+            ]
+        )
         observed = list(seen)
     assert code == 0
     sends, receives = table(run_dir, "sends"), table(run_dir, "receives")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     (check,) = manifest["checks"]["subscriptions"]
-    assert check["lost"] == 0 and check["out_of_order"] == 0
+    assert check["lost"] == 0
+    assert check["out_of_order"] == 0
     assert 1400 <= len(sends) <= 1700  # 400 msg/s for 4 s, less what the unload delayed
     assert manifest["tables"]["sends"]["rows"] == len(sends)
     assert manifest["tables"]["receives"]["rows"] == len(receives)
@@ -126,9 +157,17 @@ topic = "{topic}"
     acked = {}
     for row in sends:
         assert row["intended_ns"] <= row["send_ns"]
-        assert row["error"] is None and row["receipt_ns"] >= row["send_ns"]
+        assert row["error"] is None
+        assert row["receipt_ns"] >= row["send_ns"]
         identity = (row["producer_index"], row["sequence_id"])
-        position = (row["topic"], row["ledger_id"], row["entry_id"], row["batch_index"], row["key"], row["size"])
+        position = (
+            row["topic"],
+            row["ledger_id"],
+            row["entry_id"],
+            row["batch_index"],
+            row["key"],
+            row["size"],
+        )
         assert position in ids_seen[identity], (identity, position)
         acked[identity] = row
     assert set(ids_seen) == set(acked)
@@ -138,13 +177,23 @@ topic = "{topic}"
     for row in receives:
         identity = (row["producer_index"], row["sequence_id"])
         send = acked[identity]
-        assert (row["topic"], row["ledger_id"], row["entry_id"], row["batch_index"], row["key"], row["size"]) in ids_seen[identity]
-        assert (row["intended_ns"], row["send_ns"], row["producer"]) == (send["intended_ns"], send["send_ns"], send["producer"])
+        assert (
+            row["topic"],
+            row["ledger_id"],
+            row["entry_id"],
+            row["batch_index"],
+            row["key"],
+            row["size"],
+        ) in ids_seen[identity]
+        assert (row["intended_ns"], row["send_ns"], row["producer"]) == (
+            send["intended_ns"],
+            send["send_ns"],
+            send["producer"],
+        )
         assert row["receive_ns"] > row["send_ns"]
         assert row["subscription"] == "loadgen"
-        assert row["broker"] in (service_url, "")  # "" if received while detached (the unload)
+        assert row["broker"] == service_url
     assert {(r["producer_index"], r["sequence_id"]) for r in receives} == set(acked)
-    assert sum(r["broker"] == service_url for r in receives) > 0.9 * len(receives)
     assert check["duplicates"] == len(receives) - len(acked)
 
     (event,) = table(run_dir, "events")
@@ -154,9 +203,12 @@ topic = "{topic}"
     assert sum(r["messages"] for r in seconds if r["role"] == "consume") == len(receives)
     assert sum(r["reconnections"] for r in seconds) >= 2  # the unload moved every handler
     omb = json.loads((run_dir / "omb-result.json").read_text())
-    assert omb["workload"] == "unload-mid-run" and omb["publishRate"]
+    assert omb["workload"] == "unload-mid-run"
+    assert omb["publishRate"]
     assert omb["aggregatedPublishLatencyQuantiles"]
-    assert (run_dir / "latency-publish.hlog").read_text().startswith("#[Histogram log format version")
+    assert (
+        (run_dir / "latency-publish.hlog").read_text().startswith("#[Histogram log format version")
+    )
 
 
 def test_a_broker_killed_and_restarted_mid_run_loses_nothing_acknowledged(tmp_path) -> None:
@@ -184,20 +236,33 @@ at = "2.5s"
 action = "restart_broker"
 """
     run_dir = tmp_path / "run"
-    code = main(["run", str(scenario(tmp_path / "s.toml", text)), "--trace-dir", str(run_dir),
-                 "--no-dashboard"])
+    code = main(
+        [
+            "run",
+            str(scenario(tmp_path / "s.toml", text)),
+            "--trace-dir",
+            str(run_dir),
+            "--no-dashboard",
+        ]
+    )
     assert code == 0
     manifest = json.loads((run_dir / "manifest.json").read_text())
     (check,) = manifest["checks"]["subscriptions"]
-    assert check["lost"] == 0 and check["acked"] > 500
+    assert check["lost"] == 0
+    assert check["acked"] > 500
     events = table(run_dir, "events")
-    assert [(e["action"], e["outcome"]) for e in events] == [("KillBroker", "ok"), ("RestartBroker", "ok")]
-    assert manifest["cluster"]["started_by_loadgen"] and manifest["cluster"]["storage"] == "durable"
+    assert [(e["action"], e["outcome"]) for e in events] == [
+        ("KillBroker", "ok"),
+        ("RestartBroker", "ok"),
+    ]
+    assert manifest["cluster"]["started_by_loadgen"]
+    assert manifest["cluster"]["storage"] == "durable"
     assert (run_dir / "logs" / "broker-0.log").exists()
     sends = table(run_dir, "sends")
     outage = [r for r in sends if events[0]["fired_ns"] < r["send_ns"] < events[1]["finished_ns"]]
     # What was sent while the broker was down was receipted after it came back.
-    assert outage and all(r["receipt_ns"] > events[1]["finished_ns"] for r in outage if r["receipt_ns"])
+    assert outage
+    assert all(r["receipt_ns"] > events[1]["finished_ns"] for r in outage if r["receipt_ns"])
 
 
 def test_the_official_client_and_sampled_traces(broker, tmp_path) -> None:
@@ -224,12 +289,24 @@ name = "p"
 duration = "3s"
 """
     run_dir = tmp_path / "run"
-    code = main(["run", str(scenario(tmp_path / "s.toml", text)), "--client", "official",
-                 "--trace-sample", "0.2", "--trace-dir", str(run_dir), "--no-dashboard"])
+    code = main(
+        [
+            "run",
+            str(scenario(tmp_path / "s.toml", text)),
+            "--client",
+            "official",
+            "--trace-sample",
+            "0.2",
+            "--trace-dir",
+            str(run_dir),
+            "--no-dashboard",
+        ]
+    )
     assert code == 0
     manifest = json.loads((run_dir / "manifest.json").read_text())
     (check,) = manifest["checks"]["subscriptions"]
-    assert check["lost"] == 0 and check["acked"] >= 1400
+    assert check["lost"] == 0
+    assert check["acked"] >= 1400
     sends, receives = table(run_dir, "sends"), table(run_dir, "receives")
     assert 0.15 * check["acked"] < len(sends) < 0.25 * check["acked"]
     # Sampling keeps the same messages on both sides, so the tables join.
@@ -242,18 +319,59 @@ duration = "3s"
 def test_pulsar_perf_style_produce_and_consume_in_separate_runs(broker, tmp_path, capsys) -> None:
     service_url, admin_url = broker
     topic = unique("lg-perf")
-    common = ["-u", service_url, "--admin-url", admin_url, "--no-dashboard", "--stats-interval", "1"]
+    common = [
+        "-u",
+        service_url,
+        "--admin-url",
+        admin_url,
+        "--no-dashboard",
+        "--stats-interval",
+        "1",
+    ]
     consumer = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "consume", topic, "-ss", "perf", "-time", "6", "-p",
-         "earliest", "--trace-dir", str(tmp_path / "consume"), *common],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "consume",
+            topic,
+            "-ss",
+            "perf",
+            "-time",
+            "6",
+            "-p",
+            "earliest",
+            "--trace-dir",
+            str(tmp_path / "consume"),
+            *common,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
-    code = main(["produce", topic, "-r", "300", "-m", "600", "-s", "200", "-np", "0",
-                 "--trace-dir", str(tmp_path / "produce"), *common])
+    code = main(
+        [
+            "produce",
+            topic,
+            "-r",
+            "300",
+            "-m",
+            "600",
+            "-s",
+            "200",
+            "-np",
+            "0",
+            "--trace-dir",
+            str(tmp_path / "produce"),
+            *common,
+        ]
+    )
     consumer_output, _ = consumer.communicate(timeout=60)
-    assert code == 0 and consumer.returncode == 0, consumer_output
+    assert code == 0
+    assert consumer.returncode == 0, consumer_output
     output = capsys.readouterr().out
-    assert "Throughput produced:" in output and "Throughput received:" in consumer_output
+    assert "Throughput produced:" in output
+    assert "Throughput received:" in consumer_output
     assert f"traces: {tmp_path / 'produce'}" in output
     sends = table(tmp_path / "produce", "sends")
     receives = table(tmp_path / "consume", "receives")
@@ -315,11 +433,26 @@ action = "unload_namespace"
 namespace = "public/default"
 """
     run_dir = tmp_path / "run"
-    code = main(["run", str(scenario(tmp_path / "s.toml", text)), "--trace-dir", str(run_dir),
-                 "--no-dashboard", "--allow-loss"])
+    code = main(
+        [
+            "run",
+            str(scenario(tmp_path / "s.toml", text)),
+            "--trace-dir",
+            str(run_dir),
+            "--no-dashboard",
+            "--allow-loss",
+        ]
+    )
     assert code == 0
     events = {e["action"]: e for e in table(run_dir, "events")}
-    for action in ("StubFaults", "StubStall", "SetDispatchRate", "SetDynamicConfig", "PauseConsumers", "StubClear"):
+    for action in (
+        "StubFaults",
+        "StubStall",
+        "SetDispatchRate",
+        "SetDynamicConfig",
+        "PauseConsumers",
+        "StubClear",
+    ):
         assert events[action]["outcome"] == "ok", events[action]
     # Namespace unload is the cluster issue's REST path: a broker without it answers an error,
     # which is recorded, and the run goes on.

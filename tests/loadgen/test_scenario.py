@@ -65,17 +65,26 @@ def test_a_full_scenario_decodes_with_durations_ramps_and_events() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (("size = 100", "size = 20"), r"line 15: size must be at least 40 bytes .*producers\[0\]\.size"),
+        (
+            ("size = 100", "size = 20"),
+            r"line 15: size must be at least 40 bytes .*producers\[0\]\.size",
+        ),
         (("rate = 100", 'rate = "fast"'), r"line 14: Expected `float`, got `str`"),
         (('duration = "10s"', 'duration = "10 parsecs"'), r"line 25: expected a duration"),
-        (('at = "15s"', 'at = "31s"'), r"line 38: event at 31 s is past the end of the run \(30 s\)"),
-        (('action = "kill_broker"', 'action = "kill_brokers"'), r"line 39: Invalid value 'kill_brokers'"),
+        (
+            ('at = "15s"', 'at = "31s"'),
+            r"line 38: event at 31 s is past the end of the run \(30 s\)",
+        ),
+        (
+            ('action = "kill_broker"', 'action = "kill_brokers"'),
+            r"line 39: Invalid value 'kill_brokers'",
+        ),
         (("brokers = 1,", "brokerz = 1,"), r"line 5: Object contains unknown field `brokerz`"),
         (('type = "Failover"', 'type = "Fanout"'), r"line 21: Invalid enum value 'Fanout'"),
         (("rates = { in =", "rates = { nope ="), r"line 30: no producer group named 'nope'"),
         (('name = "out"', 'name = "in"'), r"line 18: group name 'in' is used twice"),
         (('storage = "durable"', 'storage = "disk"'), r"line 5: Invalid enum value 'disk'"),
-        (("name = \"demo\"\n", "name = \"demo\n"), r"not valid TOML"),
+        (('name = "demo"\n', 'name = "demo\n'), r"not valid TOML"),
     ],
 )
 def test_bad_scenarios_name_the_line(change: tuple[str, str], message: str) -> None:
@@ -86,7 +95,9 @@ def test_bad_scenarios_name_the_line(change: tuple[str, str], message: str) -> N
 
 
 def test_cluster_events_need_a_cluster_loadgen_starts() -> None:
-    text = BASE.replace('start = { brokers = 1, storage = "durable" }', 'service_url = "pulsar://127.0.0.1:6650"')
+    text = BASE.replace(
+        'start = { brokers = 1, storage = "durable" }', 'service_url = "pulsar://127.0.0.1:6650"'
+    )
     with pytest.raises(ScenarioError, match=r"line 37: broker kill/restart needs cluster.start"):
         parse_scenario(text)
 
@@ -116,7 +127,7 @@ def test_a_scenario_needs_phases_and_a_cluster() -> None:
 
 
 def test_load_scenario_names_the_file(tmp_path) -> None:
-    with pytest.raises(ScenarioError, match="cannot read .*missing.toml"):
+    with pytest.raises(ScenarioError, match=r"cannot read .*missing\.toml"):
         load_scenario(tmp_path / "missing.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text(BASE.replace("size = 100", "size = 1"))
@@ -124,6 +135,8 @@ def test_load_scenario_names_the_file(tmp_path) -> None:
         load_scenario(bad)
 
 
-@pytest.mark.parametrize("path", sorted(__import__("pathlib").Path("loadgen/scenarios").glob("*.toml")))
+@pytest.mark.parametrize(
+    "path", sorted(__import__("pathlib").Path("loadgen/scenarios").glob("*.toml"))
+)
 def test_shipped_examples_are_valid(path) -> None:
     assert load_scenario(path).phases

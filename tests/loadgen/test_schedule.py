@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -16,7 +17,7 @@ def test_constant_rate_is_evenly_spaced_inside_the_segment() -> None:
     times = arrivals(Segment(start=10.0, duration=2.0, rate_from=5.0, rate_to=5.0))
     assert len(times) == 10
     assert all(10.0 <= t < 12.0 for t in times)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps == pytest.approx([0.2] * 9)
 
 
@@ -38,7 +39,7 @@ def test_ramp_down_to_zero_stops_at_the_integral() -> None:
 def test_poisson_arrivals_average_the_rate() -> None:
     times = arrivals(Segment(0.0, 100.0, 50.0, 50.0), seed=7, poisson=True)
     assert len(times) == pytest.approx(5000, rel=0.05)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert max(gaps) > 3 * min(gaps)  # not evenly spaced
 
 

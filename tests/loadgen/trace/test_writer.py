@@ -4,7 +4,14 @@ import msgspec
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen.trace.schema import SCHEMA_VERSION, TABLES, EventRecord, SendRecord, arrow_schema, field_names
+from loadgen.trace.schema import (
+    SCHEMA_VERSION,
+    TABLES,
+    EventRecord,
+    SendRecord,
+    arrow_schema,
+    field_names,
+)
 from loadgen.trace.writer import ColumnBuffer, TableWriter
 
 
@@ -21,15 +28,45 @@ def test_every_table_has_a_versioned_schema() -> None:
 
 def test_buffers_become_rows_with_their_constants(tmp_path) -> None:
     writer = TableWriter(tmp_path / "sends", "sends", prefix="w0", row_group_rows=3)
-    constants = {"run_id": "r", "worker": 0, "topic": "t", "partition": -1, "producer": "p",
-                 "producer_index": 4, "size": 100}
-    columns = ("sequence_id", "key", "intended_ns", "send_ns", "receipt_ns", "ledger_id",
-               "entry_id", "batch_index", "error", "broker")
+    constants = {
+        "run_id": "r",
+        "worker": 0,
+        "topic": "t",
+        "partition": -1,
+        "producer": "p",
+        "producer_index": 4,
+        "size": 100,
+    }
+    columns = (
+        "sequence_id",
+        "key",
+        "intended_ns",
+        "send_ns",
+        "receipt_ns",
+        "ledger_id",
+        "entry_id",
+        "batch_index",
+        "error",
+        "broker",
+    )
     buffer = ColumnBuffer(constants, columns)
     for seq in range(5):
-        for column, value in zip(buffer.lists, (seq, None if seq % 2 else "k-1", 10 + seq, 20 + seq,
-                                                None if seq == 4 else 30 + seq, 1, seq, -1,
-                                                "boom" if seq == 4 else None, "b"), strict=True):
+        for column, value in zip(
+            buffer.lists,
+            (
+                seq,
+                None if seq % 2 else "k-1",
+                10 + seq,
+                20 + seq,
+                None if seq == 4 else 30 + seq,
+                1,
+                seq,
+                -1,
+                "boom" if seq == 4 else None,
+                "b",
+            ),
+            strict=True,
+        ):
             column.append(value)
     writer.submit_buffer(buffer, 2)
     assert len(buffer) == 3
@@ -41,19 +78,45 @@ def test_buffers_become_rows_with_their_constants(tmp_path) -> None:
     assert table.schema.metadata[b"loadgen.table"] == b"sends"
     rows = [SendRecord(**row) for row in table.to_pylist()]
     assert [r.sequence_id for r in rows] == [0, 1, 2, 3, 4]
-    assert rows[0] == SendRecord(run_id="r", worker=0, topic="t", partition=-1, producer="p",
-                                 producer_index=4, sequence_id=0, key="k-1", size=100,
-                                 intended_ns=10, send_ns=20, receipt_ns=30, ledger_id=1,
-                                 entry_id=0, batch_index=-1, error=None, broker="b")
-    assert rows[4].receipt_ns is None and rows[4].error == "boom"
+    assert rows[0] == SendRecord(
+        run_id="r",
+        worker=0,
+        topic="t",
+        partition=-1,
+        producer="p",
+        producer_index=4,
+        sequence_id=0,
+        key="k-1",
+        size=100,
+        intended_ns=10,
+        send_ns=20,
+        receipt_ns=30,
+        ledger_id=1,
+        entry_id=0,
+        batch_index=-1,
+        error=None,
+        broker="b",
+    )
+    assert rows[4].receipt_ns is None
+    assert rows[4].error == "boom"
     # 2 rows wait for more; with 3 more the 5 reach row_group_rows and go out as one row group.
     assert pq.ParquetFile(path).metadata.num_row_groups == 1
 
 
 def test_records_and_an_empty_writer(tmp_path) -> None:
     writer = TableWriter(tmp_path / "events", "events", prefix="runner")
-    record = EventRecord(run_id="r", index=0, at_s=1.5, action="UnloadTopic", target="t",
-                         params="{}", fired_ns=1, finished_ns=2, outcome="ok", detail="")
+    record = EventRecord(
+        run_id="r",
+        index=0,
+        at_s=1.5,
+        action="UnloadTopic",
+        target="t",
+        params="{}",
+        fired_ns=1,
+        finished_ns=2,
+        outcome="ok",
+        detail="",
+    )
     writer.submit_records([record])
     path = writer.close()
     assert path is not None
@@ -66,7 +129,7 @@ def test_records_and_an_empty_writer(tmp_path) -> None:
 def test_a_failed_write_is_reported(tmp_path) -> None:
     writer = TableWriter(tmp_path / "sends", "sends", prefix="w0", row_group_rows=1)
     writer.submit({"run_id": "r"}, ("sequence_id",), [["not a number"]])
-    with pytest.raises(RuntimeError, match="writing .* failed"):
+    with pytest.raises(RuntimeError, match=r"writing .* failed"):
         writer.close()
     assert msgspec.structs.fields(SendRecord)[0].name == "run_id"
 
