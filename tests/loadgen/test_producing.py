@@ -75,7 +75,7 @@ def plan(
         segments=segments,
         seed=1,
         size=50,
-        keys=keys,
+        keys=keys or Keys(),
         batching=Batching(enabled=False),
         max_outstanding=10,
         messages=messages,
