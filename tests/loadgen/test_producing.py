@@ -63,7 +63,7 @@ class FakeDriver:
 
 
 def plan(
-    segments: list[Segment], *, messages: int = -1, partitions: int = 1, keys: Keys = Keys()
+    segments: list[Segment], *, messages: int = -1, partitions: int = 1, keys: Keys | None = None
 ) -> ProducerPlan:
     return ProducerPlan(
         group="g",
