@@ -1,17 +1,18 @@
 """The clients loadgen drives: `protocol.client` (native, the default) or `pulsar-client`.
 
 The worker's loops use one small surface, the one `protocol.client` already has:
-`send_async(payload, key=, sequence_id=, callback=)` returning a future with `exception()` and
-`result()` (a message id with `ledger_id`, `entry_id`, `batch_index`), and `receive()` /
+`send_async(payload, key=, sequence_id=)`, with each SEND's outcome reported to a receipt
+listener, `listener(first_seq, last_seq, ledger_id, entry_id, first_batch_index, error)` (once
+per batch, not once per message: `ProducerConfig.receipt_listener`), and `receive()` /
 `acknowledge()` giving messages with `payload`, `message_id` and `redelivery_count`. The native
 driver hands out `protocol.client`'s handlers as they are (nothing between loadgen and the fast
 client); the official driver wraps `pulsar-client` to the same surface.
 
 The official client calls back on its own threads. Its callbacks only stamp the time and queue
-the result; a task on the event loop completes the futures and hands over the messages, so
-loadgen's bookkeeping stays on one thread. The stamps are taken on the client's thread, so the
-hand-over delay does not count as latency. It does not say which broker a handler is on, nor
-when it reconnects: those trace columns stay empty for it.
+the result; a task on the event loop calls the listener (with the stamp as a seventh argument)
+and hands over the messages, so loadgen's bookkeeping stays on one thread and the hand-over
+delay does not count as latency. It does not say which broker a handler is on, nor when it
+reconnects: those trace columns stay empty for it.
 """
 
 from __future__ import annotations
@@ -47,11 +48,6 @@ class MessageIdLike(Protocol):
     def batch_index(self) -> int: ...
 
 
-class SendFutureLike(Protocol):
-    def exception(self) -> BaseException | None: ...
-    def result(self) -> Any: ...
-
-
 class ProducerLike(Protocol):
     attachments: int
 
@@ -59,12 +55,7 @@ class ProducerLike(Protocol):
     def broker_url(self) -> str | None: ...
 
     async def send_async(
-        self,
-        payload: bytes,
-        *,
-        key: str | None = None,
-        sequence_id: int | None = None,
-        callback: Callable[[Any], None] | None = None,
+        self, payload: bytes, *, key: str | None = None, sequence_id: int | None = None
     ) -> Any: ...
 
     async def flush(self) -> None: ...
@@ -84,9 +75,12 @@ class ConsumerLike(Protocol):
 
 class Driver(Protocol):
     stamps: bool
-    """True when futures and messages carry the client thread's time (`stamp_ns`)."""
+    """True when messages carry the client thread's time (`stamp_ns`), and receipt listeners
+    get it as a seventh argument."""
 
-    async def create_producer(self, topic: str, plan: ProducerPlan) -> ProducerLike: ...
+    async def create_producer(
+        self, topic: str, plan: ProducerPlan, listener: Callable[..., None]
+    ) -> ProducerLike: ...
     async def subscribe(self, topic: str, plan: ConsumerPlan) -> ConsumerLike: ...
 
 
@@ -99,9 +93,12 @@ class _NativeDriver:
     def __init__(self, client: Any) -> None:
         self._client = client
 
-    async def create_producer(self, topic: str, plan: ProducerPlan) -> ProducerLike:
+    async def create_producer(
+        self, topic: str, plan: ProducerPlan, listener: Callable[..., None]
+    ) -> ProducerLike:
         producer: ProducerLike = await self._client.create_producer(
             topic,
+            receipt_listener=listener,
             producer_name=plan.name,
             batching_enabled=plan.batching.enabled,
             batching_max_publish_delay=plan.batching.max_delay_ms / 1000.0,
@@ -137,77 +134,52 @@ class _OfficialId:
         self.batch_index = message_id.batch_index()
 
 
-class _OfficialFuture:
-    __slots__ = ("_error", "_id", "callback", "stamp_ns")
-
-    def __init__(self, callback: Callable[[Any], None] | None) -> None:
-        self.callback = callback
-        self._error: BaseException | None = None
-        self._id: _OfficialId | None = None
-        self.stamp_ns = 0
-
-    def exception(self) -> BaseException | None:
-        return self._error
-
-    def result(self) -> _OfficialId:
-        if self._error is not None:
-            raise self._error
-        assert self._id is not None
-        return self._id
-
-
 class _OfficialProducer:
     """`pulsar.Producer` behind the native surface; waits for room itself (never blocks)."""
 
     attachments = 1
     broker_url = None
 
-    def __init__(self, producer: Any, max_outstanding: int, clock: Clock) -> None:
+    def __init__(
+        self, producer: Any, max_outstanding: int, clock: Clock, listener: Callable[..., None]
+    ) -> None:
         self._producer = producer
         self._max = max_outstanding
         self._clock = clock
+        self._listener = listener
         self._outstanding = 0
-        self._completed: collections.deque[tuple[_OfficialFuture, Any, Any, int]] = (
-            collections.deque()
-        )
+        self._completed: collections.deque[tuple[int, Any, Any, int]] = collections.deque()
 
     async def send_async(
-        self,
-        payload: bytes,
-        *,
-        key: str | None = None,
-        sequence_id: int | None = None,
-        callback: Callable[[Any], None] | None = None,
-    ) -> _OfficialFuture:
+        self, payload: bytes, *, key: str | None = None, sequence_id: int | None = None
+    ) -> None:
         while self._outstanding >= self._max:
             self.pump()
             await self._clock.sleep(_POLL)
-        future = _OfficialFuture(callback)
         completed = self._completed
         wall_ns = self._clock.wall_ns
+        assert sequence_id is not None  # loadgen numbers every message
 
         def sent(result: Any, message_id: Any) -> None:  # on the client's thread
-            completed.append((future, result, message_id, wall_ns()))
+            completed.append((sequence_id, result, message_id, wall_ns()))
 
         self._outstanding += 1
         self._producer.send_async(payload, sent, partition_key=key, sequence_id=sequence_id)
-        return future
 
     def pump(self) -> None:
-        """Complete the futures whose callbacks have come (in order)."""
+        """Report the outcomes whose callbacks have come (in order) to the listener."""
         import pulsar
 
         completed = self._completed
+        listener = self._listener
         while completed:
-            future, result, message_id, stamp = completed.popleft()
+            seq, result, message_id, stamp = completed.popleft()
             self._outstanding -= 1
-            future.stamp_ns = stamp
             if result == pulsar.Result.Ok:
-                future._id = _OfficialId(message_id)
+                mid = _OfficialId(message_id)
+                listener(seq, seq, mid.ledger_id, mid.entry_id, mid.batch_index, None, stamp)
             else:
-                future._error = RuntimeError(f"send failed: {result}")
-            if future.callback is not None:
-                future.callback(future)
+                listener(seq, seq, -1, -1, -1, RuntimeError(f"send failed: {result}"), stamp)
 
     async def flush(self) -> None:
         await anyio.to_thread.run_sync(self._producer.flush)
@@ -272,7 +244,9 @@ class _OfficialDriver:
                 producer.pump()
             await self._clock.sleep(_POLL)
 
-    async def create_producer(self, topic: str, plan: ProducerPlan) -> ProducerLike:
+    async def create_producer(
+        self, topic: str, plan: ProducerPlan, listener: Callable[..., None]
+    ) -> ProducerLike:
         def create() -> Any:
             return self._client.create_producer(
                 topic,
@@ -287,7 +261,7 @@ class _OfficialDriver:
             )
 
         producer = _OfficialProducer(
-            await anyio.to_thread.run_sync(create), plan.max_outstanding, self._clock
+            await anyio.to_thread.run_sync(create), plan.max_outstanding, self._clock, listener
         )
         self._producers.append(producer)
         return producer

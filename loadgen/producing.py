@@ -6,8 +6,9 @@ batch delay when batching, as the Java client's default router does), so every p
 handler has its own run of sequence ids 0, 1, 2, ..., set explicitly on each send.
 
 Receipts come back in send order per handler (`protocol.client`'s rule 2; the official
-client's callbacks too), so each handler keeps a FIFO of what it sent and the receipt callback
-pops the head: no per-message closure, and the row is complete when it is appended.
+client's callbacks too), so each handler keeps a FIFO of what it sent, and the receipt listener
+(`ProducerConfig.receipt_listener`: one call per SEND, a whole batch at once) pops the batch's
+messages off its head: no callback and no future per message.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ class _Partition:
 
     __slots__ = ("acked", "failed", "handler", "index", "inflight", "next_seq", "receipted", "rows")
 
-    def __init__(self, handler: ProducerLike, index: int, rows: ColumnBuffer) -> None:
-        self.handler = handler
+    handler: ProducerLike
+
+    def __init__(self, index: int, rows: ColumnBuffer) -> None:
         self.index = index
         self.next_seq = 0
         self.inflight: collections.deque[tuple[int, int, int, int, bool]] = collections.deque()
@@ -91,7 +93,6 @@ class ProducerRunner:
         writer: TableWriter | None,
         sample_threshold: int,
         full_sample: bool,
-        stamps: bool,
     ) -> None:
         self.plan = plan
         self._run_id = run_id
@@ -102,7 +103,6 @@ class ProducerRunner:
         self._writer = writer
         self._threshold = sample_threshold
         self._full = full_sample
-        self._stamps = stamps
         self._partitions: list[_Partition] = []
         self._attachments = 0
         self.stopping = False
@@ -113,7 +113,6 @@ class ProducerRunner:
     async def start(self, driver: Driver) -> None:
         """Create one handler per partition (raises what the client raises)."""
         for offset, topic in enumerate(self.plan.partitions):
-            handler = await driver.create_producer(topic, self.plan)
             constants = {
                 "run_id": self._run_id,
                 "worker": self._worker,
@@ -124,7 +123,11 @@ class ProducerRunner:
                 "size": self.plan.size,
             }
             rows = ColumnBuffer(constants, SEND_COLUMNS)
-            self._partitions.append(_Partition(handler, self.plan.first_index + offset, rows))
+            partition = _Partition(self.plan.first_index + offset, rows)
+            partition.handler = await driver.create_producer(
+                topic, self.plan, self._listener(partition)
+            )
+            self._partitions.append(partition)
         self._attachments = sum(p.handler.attachments for p in self._partitions)
 
     def reconnections(self) -> int:
@@ -133,9 +136,10 @@ class ProducerRunner:
         new, self._attachments = total - self._attachments, total
         return new
 
-    def _callback(self, partition: _Partition) -> Any:
+    def _listener(self, partition: _Partition) -> Any:
+        """What the client calls with each SEND's outcome (a batch's messages at once)."""
+        latencies = self._counters.latencies
         counters = self._counters
-        latencies = counters.latencies.append
         inflight = partition.inflight.popleft
         rows = partition.rows.lists
         (
@@ -151,50 +155,57 @@ class ProducerRunner:
             broker_col,
         ) = (column.append for column in rows)
         wall = self._clock.wall_ns
-        stamps = self._stamps
         keys = [key_name(i) for i in range(self.plan.keys.count)]
         writer = self._writer
-        handler = partition.handler
 
-        def done(future: Any) -> None:
-            sequence_id, intended, sent, key, keep = inflight()
-            now = future.stamp_ns if stamps else wall()
-            try:
-                message_id = future.result()
-            except Exception as exc:  # the send failed: count it, trace it
-                error: Exception | None = exc
-                partition.failed += 1
-                counters.errors += 1
-            else:
-                error = None
+        def heard(
+            first_seq: int,
+            last_seq: int,
+            ledger_id: int,
+            entry_id: int,
+            first_batch_index: int,
+            error: BaseException | None,
+            stamp_ns: int = 0,
+        ) -> None:
+            now = stamp_ns or wall()
+            count = last_seq - first_seq + 1
+            sent = [inflight() for _ in range(count)]
+            if error is None:
                 acked = partition.acked
-                if sequence_id >= len(acked):
+                while last_seq >= len(acked):
                     acked.extend(bytes(len(acked)))
-                acked[sequence_id] = 1
-                partition.receipted += 1
-                latencies((now - intended) // 1000)
-            if keep:
+                acked[first_seq : last_seq + 1] = b"\x01" * count
+                partition.receipted += count
+                latencies.extend([(now - entry[1]) // 1000 for entry in sent])
+            else:
+                partition.failed += count
+                counters.errors += count
+                failure = repr(error)
+            broker = partition.handler.broker_url or ""
+            for offset, (sequence_id, intended, sent_ns, key, keep) in enumerate(sent):
+                if not keep:
+                    continue
                 seq_col(sequence_id)
                 key_col(keys[key] if key != NO_KEY else None)
                 intended_col(intended)
-                send_col(sent)
+                send_col(sent_ns)
+                broker_col(broker)
                 if error is None:
                     receipt_col(now)
-                    ledger_col(message_id.ledger_id)
-                    entry_col(message_id.entry_id)
-                    batch_col(message_id.batch_index)
+                    ledger_col(ledger_id)
+                    entry_col(entry_id)
+                    batch_col(first_batch_index + offset if first_batch_index >= 0 else -1)
                     error_col(None)
                 else:
                     receipt_col(None)
                     ledger_col(-1)
                     entry_col(-1)
                     batch_col(-1)
-                    error_col(repr(error))
-                broker_col(handler.broker_url or "")
-                if writer is not None and len(rows[0]) >= FLUSH_ROWS:
-                    writer.submit_buffer(partition.rows)
+                    error_col(failure)
+            if writer is not None and len(rows[0]) >= FLUSH_ROWS:
+                writer.submit_buffer(partition.rows)
 
-        return done
+        return heard
 
     @property
     def acked(self) -> int:
@@ -220,7 +231,6 @@ class ProducerRunner:
         count = len(partitions)
         key_partition = [partition_for_key(key_name(i), count) for i in range(plan.keys.count)]
         keys = [key_name(i) for i in range(plan.keys.count)]
-        callbacks = [self._callback(p) for p in partitions]
         switch = plan.batching.max_delay_ms / 1000.0 if plan.batching.enabled else 0.0
         pack = HEADER.pack
         padding = bytes(plan.size - HEADER.size)
@@ -271,10 +281,7 @@ class ProducerRunner:
                     MAGIC, VERSION, 0, tag, partition.index, key, sequence_id, intended, sent
                 )
                 await partition.handler.send_async(
-                    payload + padding,
-                    key=keys[key] if keyed else None,
-                    sequence_id=sequence_id,
-                    callback=callbacks[index],
+                    payload + padding, key=keys[key] if keyed else None, sequence_id=sequence_id
                 )
                 self.sent += 1
 

@@ -153,7 +153,6 @@ class _Worker:
                 writer=self.send_writer,
                 sample_threshold=self.threshold,
                 full_sample=self.full,
-                stamps=stamps,
             )
             await runner_p.start(driver)
             self.producers.append(runner_p)

@@ -12,21 +12,9 @@ from loadgen.payload import HEADER, NO_KEY, run_tag
 from loadgen.producing import SEND_COLUMNS, GroupCounters, ProducerRunner
 from loadgen.scenario import Batching, Keys
 from loadgen.schedule import Segment
-from protocol.client import MessageId
 from protocol.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
-
-
-class _Done:
-    def __init__(self, value: MessageId | None, error: Exception | None) -> None:
-        self._value, self._error = value, error
-
-    def result(self) -> MessageId:
-        if self._error is not None:
-            raise self._error
-        assert self._value is not None
-        return self._value
 
 
 class FakeHandler:
@@ -38,14 +26,15 @@ class FakeHandler:
     def __init__(self, clock: FakeClock, fail: set[int] = frozenset()) -> None:
         self.clock = clock
         self.fail = fail
+        self.listener = None
         self.sends: list[tuple[float, bytes, str | None, int]] = []
 
-    async def send_async(self, payload, *, key=None, sequence_id=None, callback=None):
+    async def send_async(self, payload, *, key=None, sequence_id=None):
         self.sends.append((self.clock.now(), payload, key, sequence_id))
-        error = RuntimeError("send timeout") if sequence_id in self.fail else None
-        future = _Done(None if error else MessageId(7, len(self.sends) - 1), error)
-        callback(future)
-        return future
+        if sequence_id in self.fail:
+            self.listener(sequence_id, sequence_id, -1, -1, -1, RuntimeError("send timeout"))
+        else:  # every message its own entry, unbatched
+            self.listener(sequence_id, sequence_id, 7, len(self.sends) - 1, -1, None)
 
     async def flush(self) -> None: ...
 
@@ -58,8 +47,10 @@ class FakeDriver:
     def __init__(self, handlers: list[FakeHandler]) -> None:
         self.handlers = iter(handlers)
 
-    async def create_producer(self, topic, plan):
-        return next(self.handlers)
+    async def create_producer(self, topic, plan, listener):
+        handler = next(self.handlers)
+        handler.listener = listener
+        return handler
 
 
 def plan(
@@ -98,7 +89,6 @@ async def start(
         writer=None,
         sample_threshold=0,
         full_sample=True,
-        stamps=False,
     )
     await runner.start(FakeDriver(handlers))
     return runner
