@@ -108,7 +108,6 @@ class ConsumerRunner:
         self._attachments = 0
         self.foreign = 0
         self.other_runs = 0
-        self.received = 0
         self.last_receive_ns: int | None = None
 
     async def start(self, driver: Driver) -> None:
@@ -196,7 +195,6 @@ class ConsumerRunner:
                 see(producer, sequence_id, key)
             else:
                 self.other_runs += 1
-            self.received += 1
             self.last_receive_ns = stamp
             counters.messages += 1
             size = len(payload)
