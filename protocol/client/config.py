@@ -6,13 +6,16 @@ Clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from protocol import commands as c
 from protocol.ids import MessageId
 
-__all__ = ["ConsumerConfig", "ProducerConfig"]
+__all__ = ["ConsumerConfig", "ProducerConfig", "ReceiptListener"]
+
+ReceiptListener = Callable[[int, int, int, int, int, "BaseException | None"], None]
+"""`(first_seq, last_seq, ledger_id, entry_id, first_batch_index, error)`: see `ProducerConfig`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +35,11 @@ class ProducerConfig:
         properties: producer metadata sent with PRODUCER.
         initial_sequence_id: the sequence id before the first message; None asks the broker.
         schema: the schema to declare; None for bytes.
+        receipt_listener: called once per SEND's outcome, after its futures complete, as
+            `listener(first_seq, last_seq, ledger_id, entry_id, first_batch_index, error)`:
+            a batch's messages in one call (`first_batch_index` 0; -1 when not batched;
+            ledger and entry -1 and `error` set when it failed). For callers that account
+            for every message (a load generator) without a callback per message.
     """
 
     producer_name: str | None = None
@@ -46,6 +54,7 @@ class ProducerConfig:
     properties: Mapping[str, str] | None = None
     initial_sequence_id: int | None = None
     schema: c.Schema | None = None
+    receipt_listener: ReceiptListener | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -82,6 +82,7 @@ class Handler:
         self._failure: BaseException | None = None
         self._running = False
         self._finished = anyio.Event()
+        self.attachments = 0  # successful attachments: the first one, then one per reconnection
 
     # ---- hooks ---------------------------------------------------------------------------------
 
@@ -114,6 +115,12 @@ class Handler:
     def is_connected(self) -> bool:
         """True while attached to a broker."""
         return self._state is HandlerState.READY and self._cnx is not None
+
+    @property
+    def broker_url(self) -> str | None:
+        """The URL of the broker this handler is attached to, None while detached."""
+        cnx = self._cnx
+        return cnx.url if cnx is not None else None
 
     def _attached(self) -> ClientConnection | None:
         """The connection to write on, or None while detached.
@@ -175,6 +182,7 @@ class Handler:
             raise
         if self._state in _ENDED:
             return
+        self.attachments += 1
         self._state = HandlerState.READY
         self._disconnected = anyio.Event()
         self._connected.set()

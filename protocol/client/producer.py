@@ -102,6 +102,7 @@ class Producer(Handler):
         self._send_timeout = config.send_timeout
         self._batch_max_messages = config.batching_max_messages
         self._batch_max_bytes = config.batching_max_bytes
+        self._listener = config.receipt_listener
         self._pending: deque[_Op] = deque()
         self._pending_messages = 0
         self._room: anyio.Event | None = None
@@ -416,6 +417,9 @@ class Producer(Handler):
                 future.set_result(op.chunk_ids[-1])
         elif future is not None:
             future.set_result(MessageId(ledger_id, entry_id, partition))
+        listener = self._listener
+        if listener is not None and op.messages:  # a chunk tells only with the message's last
+            listener(op.first_seq, op.last_seq, ledger_id, entry_id, 0 if op.batch else -1, None)
         self._released(op)
         return True
 
@@ -438,6 +442,8 @@ class Producer(Handler):
             op.batch.set_exception(error)
         elif op.future is not None:
             op.future.set_exception(error)
+        if self._listener is not None and op.messages:
+            self._listener(op.first_seq, op.last_seq, -1, -1, 0 if op.batch else -1, error)
         self._released(op)
 
     def _fail_pending(self, error: Exception) -> None:

@@ -56,6 +56,28 @@ async def test_send_async_callback_gets_the_completed_future(client: Client) -> 
     assert await future == seen[0] == MessageId(LEDGER, 0)
 
 
+async def test_receipt_listener_hears_each_send_once_batches_whole(
+    client: Client, broker: FakeBroker, fake_clock: FakeClock
+) -> None:
+    heard: list[tuple[Any, ...]] = []
+
+    def listener(*outcome: Any) -> None:
+        heard.append(tuple(type(x).__name__ if isinstance(x, Exception) else x for x in outcome))
+
+    batched = await producer_of(client, batching_enabled=True, receipt_listener=listener)
+    for i in range(3):
+        await batched.send_async(b"m%d" % i)
+    await batched.flush()
+    single = await producer_of(client, "u", receipt_listener=listener, send_timeout=1.0)
+    await single.send(b"x")
+    assert heard == [(0, 2, LEDGER, 0, 0, None), (0, 0, LEDGER, 0, -1, None)]
+    broker.hold_receipts = True
+    failed = await single.send_async(b"y")
+    await fake_clock.advance(1.0)
+    assert failed.done()
+    assert heard[-1] == (1, 1, -1, -1, -1, "OperationTimeoutError")
+
+
 async def test_send_async_waits_when_max_pending_is_reached(
     client: Client, broker: FakeBroker
 ) -> None:
@@ -269,6 +291,20 @@ async def test_connection_drop_reconnects_and_resends(
     assert len(broker.of_type(c.Connect)) == 2  # a new connection with a new handshake
     assert await future == MessageId(LEDGER, 1)
     assert await producer.send(b"b") == MessageId(LEDGER, 2)
+
+
+async def test_broker_url_and_attachments_follow_a_reconnection(
+    client: Client, broker: FakeBroker, fake_clock: FakeClock
+) -> None:
+    producer = await producer_of(client)
+    assert producer.attachments == 1
+    assert producer.broker_url == broker.url
+    await broker.sessions[0].disconnect()
+    await anyio.wait_all_tasks_blocked()
+    assert producer.broker_url is None  # detached until the backoff ends
+    await fake_clock.advance(0.1)
+    assert producer.attachments == 2
+    assert producer.broker_url == broker.url
 
 
 async def test_fenced_producer_fails_for_good(

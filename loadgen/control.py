@@ -1,0 +1,284 @@
+"""The seam between a scenario's events and whatever runs the cluster.
+
+`ClusterControl.apply(event)` carries out one event and returns what the cluster answered. It
+reaches the cluster three ways, each behind a small interface:
+
+* `AdminRest`: Pulsar's admin REST v2 paths (unloads, bundle split, dispatch-rate policies,
+  dynamic config, partitioned topics). Works against any Pulsar or emubroker admin URL.
+* `BrokerProcesses`: kill and restart a broker. Only a cluster loadgen started has it
+  (`loadgen.local`); a multi-broker `emubroker cluster` plugs in here.
+* `StubFaultControl`: the bookie stub's fault injection, reached over the stub's own control
+  requests when loadgen started the stub.
+
+Events that need a missing part fail with a clear error (and the scenario check refuses most of
+them before the run starts).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from typing import Any, Protocol
+
+import aiohttp
+import msgspec
+
+from loadgen.events import (
+    Event,
+    KillBroker,
+    RestartBroker,
+    SetDispatchRate,
+    SetDynamicConfig,
+    SplitBundle,
+    StubClear,
+    StubFailNext,
+    StubFaults,
+    StubStall,
+    UnloadBundle,
+    UnloadNamespace,
+    UnloadTopic,
+)
+from protocol.client import normalize_topic
+
+__all__ = [
+    "AdminRest",
+    "BrokerInfo",
+    "BrokerProcesses",
+    "ClusterControl",
+    "ClusterLayout",
+    "ControlError",
+    "StubFaultControl",
+    "topic_path",
+]
+
+
+class ControlError(Exception):
+    """An event could not be carried out; the message says what the cluster answered."""
+
+
+class BrokerInfo(msgspec.Struct, frozen=True):
+    name: str
+    service_url: str
+    admin_url: str
+
+
+class ClusterLayout(msgspec.Struct, frozen=True):
+    """Where the cluster is; written to the run's manifest."""
+
+    service_url: str
+    admin_url: str | None
+    brokers: list[BrokerInfo] = []
+    stub_url: str | None = None
+    started_by_loadgen: bool = False
+    storage: str | None = None
+
+
+class BrokerProcesses(Protocol):
+    """Broker processes loadgen controls (kill, restart)."""
+
+    async def kill(self, broker: int, signal_name: str) -> str: ...
+    async def restart(self, broker: int) -> str: ...
+
+
+class StubFaultControl(Protocol):
+    """The bookie stub's fault injection."""
+
+    async def configure(self, config: dict[str, Any]) -> str: ...
+    async def fail_next(self, count: int, ops: list[str] | None) -> str: ...
+    async def stall(self, seconds: float) -> str: ...
+    async def clear(self) -> str: ...
+
+
+def topic_path(topic: str) -> str:
+    """`persistent://t/ns/x` -> `persistent/t/ns/x` (each part URL-quoted)."""
+    full = normalize_topic(topic)
+    domain, rest = full.split("://", 1)
+    return "/".join([domain, *(urllib.parse.quote(part, safe="") for part in rest.split("/"))])
+
+
+class AdminRest:
+    """Pulsar's admin REST v2, as `pulsar-admin` calls it.
+
+    Args:
+        admin_url: `http://host:port` of any broker's admin API.
+        session: the aiohttp session to use (the caller owns it).
+        timeout: seconds per request.
+    """
+
+    def __init__(
+        self, admin_url: str, session: aiohttp.ClientSession, *, timeout: float = 30.0
+    ) -> None:
+        self.admin_url = admin_url.rstrip("/")
+        self._session = session
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+
+    async def request(self, method: str, path: str, body: Any = None, **params: str) -> Any:
+        """One request; the JSON answer (None when empty).
+
+        Raises:
+            ControlError: a status >= 400 or no answer; the message has the status and reason.
+        """
+        url = f"{self.admin_url}/admin/v2/{path}"
+        data = None if body is None else json.dumps(body)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        try:
+            async with self._session.request(
+                method,
+                url,
+                data=data,
+                headers=headers,
+                params=params or None,
+                timeout=self._timeout,
+            ) as response:
+                text = await response.text()
+                if response.status >= 400:
+                    reason = _reason(text) or response.reason or ""
+                    raise ControlError(f"{method} {url}: HTTP {response.status} {reason}".rstrip())
+                return json.loads(text) if text.strip() else None
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ControlError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
+
+    async def partitions(self, topic: str) -> int:
+        """The topic's partition count (0 when not partitioned)."""
+        answer = await self.request("GET", f"{topic_path(topic)}/partitions")
+        return int(answer.get("partitions", 0)) if isinstance(answer, dict) else 0
+
+    async def create_partitioned_topic(self, topic: str, partitions: int) -> str:
+        """Create it; an existing topic with the same count is fine.
+
+        Raises:
+            ControlError: it exists with another count, or the broker refused.
+        """
+        try:
+            await self.request("PUT", f"{topic_path(topic)}/partitions", partitions)
+        except ControlError as exc:
+            if "HTTP 409" not in str(exc):
+                raise
+            existing = await self.partitions(topic)
+            if existing != partitions:
+                raise ControlError(
+                    f"{topic} exists with {existing} partitions, the scenario asks for {partitions}"
+                ) from None
+            return "exists"
+        return "created"
+
+    async def unload_topic(self, topic: str) -> str:
+        count = await self.partitions(topic)
+        names = [f"{normalize_topic(topic)}-partition-{i}" for i in range(count)] or [topic]
+        for name in names:
+            await self.request("PUT", f"{topic_path(name)}/unload")
+        return f"unloaded {len(names)} topic(s)"
+
+
+def _reason(text: str) -> str:
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return text.strip()[:200]
+    return str(answer.get("reason", "")) if isinstance(answer, dict) else ""
+
+
+class ClusterControl:
+    """Carries out events through whichever parts this cluster has."""
+
+    def __init__(
+        self,
+        admin: AdminRest | None,
+        processes: BrokerProcesses | None = None,
+        stub: StubFaultControl | None = None,
+    ) -> None:
+        self.admin = admin
+        self.processes = processes
+        self.stub = stub
+
+    def _need_admin(self) -> AdminRest:
+        if self.admin is None:
+            raise ControlError("this event needs the cluster's admin_url")
+        return self.admin
+
+    def _need_processes(self) -> BrokerProcesses:
+        if self.processes is None:
+            raise ControlError(
+                "broker kill/restart needs a cluster loadgen started (cluster.start)"
+            )
+        return self.processes
+
+    def _need_stub(self) -> StubFaultControl:
+        if self.stub is None:
+            raise ControlError('stub faults need cluster.start with storage = "stub"')
+        return self.stub
+
+    async def apply(self, event: Event) -> str:
+        """Carry out `event`; what the cluster answered.
+
+        Raises:
+            ControlError: it could not be done.
+        """
+        match event:
+            case UnloadTopic(topic=topic):
+                return await self._need_admin().unload_topic(topic)
+            case UnloadNamespace(namespace=namespace):
+                await self._need_admin().request("PUT", f"namespaces/{namespace}/unload")
+                return "unloaded"
+            case UnloadBundle(namespace=namespace, bundle=bundle, destination_broker=destination):
+                params = {"destinationBroker": destination} if destination else {}
+                await self._need_admin().request(
+                    "PUT", f"namespaces/{namespace}/{bundle}/unload", **params
+                )
+                return "unloaded"
+            case SplitBundle():
+                params = {
+                    "unload": str(event.unload).lower(),
+                    "splitAlgorithmName": event.algorithm,
+                }
+                body = event.boundaries
+                await self._need_admin().request(
+                    "PUT", f"namespaces/{event.namespace}/{event.bundle}/split", body, **params
+                )
+                return "split"
+            case SetDispatchRate():
+                return await self._set_dispatch_rate(event)
+            case SetDynamicConfig(key=key, value=value):
+                await self._need_admin().request(
+                    "POST",
+                    f"brokers/configuration/{urllib.parse.quote(key, safe='')}/"
+                    f"{urllib.parse.quote(value, safe='')}",
+                )
+                return f"{key}={value}"
+            case KillBroker(broker=broker, signal=signal_name):
+                return await self._need_processes().kill(broker, signal_name)
+            case RestartBroker(broker=broker):
+                return await self._need_processes().restart(broker)
+            case StubFaults(config=config):
+                return await self._need_stub().configure(config)
+            case StubFailNext(count=count, ops=ops):
+                return await self._need_stub().fail_next(count, ops)
+            case StubStall(seconds=seconds):
+                return await self._need_stub().stall(float(seconds))
+            case StubClear():
+                return await self._need_stub().clear()
+        raise ControlError(f"{type(event).__name__} is not a cluster action")
+
+    async def _set_dispatch_rate(self, event: SetDispatchRate) -> str:
+        body = {
+            "dispatchThrottlingRateInMsg": event.msg_rate,
+            "dispatchThrottlingRateInByte": event.byte_rate,
+            "ratePeriodInSecond": event.period_s,
+            "relativeToPublishRate": event.relative_to_publish_rate,
+        }
+        match event.scope:
+            case "namespace":
+                path = f"namespaces/{event.target}/dispatchRate"
+            case "namespace_subscription":
+                path = f"namespaces/{event.target}/subscriptionDispatchRate"
+            case "topic":
+                path = f"{topic_path(event.target)}/dispatchRate"
+            case "topic_subscription":
+                path = f"{topic_path(event.target)}/subscriptionDispatchRate"
+            case _:
+                if not event.subscription:
+                    raise ControlError("scope = 'subscription' needs a subscription")
+                subscription = urllib.parse.quote(event.subscription, safe="")
+                path = f"{topic_path(event.target)}/{subscription}/dispatchRate"
+        await self._need_admin().request("POST", path, body)
+        return f"{event.scope} dispatch rate {event.msg_rate} msg/{event.period_s}s"

@@ -1,0 +1,260 @@
+"""Clusters loadgen starts for a run (`cluster.start`), as processes on free loopback ports.
+
+`start = { brokers = 1, storage = ... }` runs today:
+
+* `memory`: `emubroker standalone` (the fastest; a killed broker loses what it held);
+* `durable`: `emubroker standalone --data-dir RUN/data` (a killed broker restarts with every
+  acknowledged message);
+* `stub`: `storage-stub serve` plus `emubroker broker` against it: the stub's fault injection
+  is reachable (stub events), and a restarted broker finds its data in the stub.
+
+Processes are started with `python -m`, so the run uses the emubroker installed beside loadgen,
+and their output goes to `RUN/logs/*.log`. `brokers > 1` needs `emubroker cluster`, which this
+version does not have: `start_local_cluster` says so. When it exists, a `ClusterProcess` that runs
+`emubroker cluster -n N --port 0 --json` and implements `BrokerProcesses` with
+`emubroker cluster kill|start BROKER` slots in where `StandaloneCluster` does.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any, Final
+
+import anyio
+import anyio.abc
+
+from loadgen.control import BrokerInfo, ClusterLayout
+from loadgen.scenario import Start
+from protocol.clock import Clock
+from storage_stub.client import open_stub_client
+from storage_stub.faults import FaultConfig
+
+__all__ = ["ClusterStartError", "LocalCluster", "StubFaultsClient", "start_local_cluster"]
+
+READY_TIMEOUT: Final = 30.0
+"""Seconds a process may take to print its ready line (a broker starts in well under one)."""
+
+STOP_TIMEOUT: Final = 10.0
+
+_BROKER_READY: Final = re.compile(r"ready: service (\S+) admin (\S+)")
+_STUB_READY: Final = re.compile(r"storage-stub ready on (stub://\S+)")
+
+
+class ClusterStartError(Exception):
+    """The cluster could not be started; the message says why (and where its log is)."""
+
+
+class _Process:
+    """One child process with its output in a log file."""
+
+    def __init__(self, name: str, command: list[str], log_dir: Path) -> None:
+        self.name = name
+        self.command = command
+        self.log_path = log_dir / f"{name}.log"
+        self.process: anyio.abc.Process | None = None
+        self._log: IO[bytes] | None = None
+
+    async def start(self, ready: re.Pattern[str], clock: Clock) -> re.Match[str]:
+        """Start it and wait for its ready line.
+
+        Raises:
+            ClusterStartError: it exited or did not get ready in time.
+        """
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log = self.log_path.open("ab")
+        self.process = await anyio.open_process(
+            self.command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        deadline = clock.now() + READY_TIMEOUT
+        while True:
+            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
+            if match := ready.search(text):
+                return match
+            if self.process.returncode is not None or clock.now() > deadline:
+                await self.stop()
+                tail = "\n".join(text.strip().splitlines()[-5:])
+                why = "exited" if self.process.returncode is not None else "did not get ready"
+                raise ClusterStartError(f"{self.name} {why} (log {self.log_path}):\n{tail}")
+            await clock.sleep(0.05)
+
+    def signal(self, signum: signal.Signals) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.send_signal(signum)
+
+    async def wait(self) -> None:
+        if self.process is not None:
+            await self.process.wait()
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not stop in time."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(STOP_TIMEOUT):
+                await self.process.wait()
+            if self.process.returncode is None:
+                self.process.kill()
+                await self.process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _write_config(path: Path, config: dict[str, Any]) -> None:
+    lines = []
+    for key, value in config.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        lines.append(f"{key}={text}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+class LocalCluster:
+    """A broker (and maybe a stub) loadgen runs; implements `control.BrokerProcesses`."""
+
+    def __init__(self, start: Start, run_dir: Path, clock: Clock) -> None:
+        self.start = start
+        self.run_dir = run_dir
+        self.clock = clock
+        self.logs = run_dir / "logs"
+        self.stub: _Process | None = None
+        self.broker: _Process | None = None
+        self.layout: ClusterLayout | None = None
+        self._broker_args: list[str] = []
+
+    async def launch(self) -> ClusterLayout:
+        """Start the processes.
+
+        Raises:
+            ClusterStartError: a process did not start.
+        """
+        python = [sys.executable, "-m"]
+        args = ["--port", "0", "--admin-port", "0", "--bind", "127.0.0.1", "--log-level", "WARNING"]
+        if self.start.config:
+            config = self.run_dir / "broker.conf"
+            _write_config(config, self.start.config)
+            args += ["--config", str(config)]
+        stub_url = None
+        if self.start.storage == "stub":
+            self.stub = _Process(
+                "storage-stub",
+                [*python, "storage_stub", "serve", "--port", "0", "--bind", "127.0.0.1"],
+                self.logs,
+            )
+            stub_url = (await self.stub.start(_STUB_READY, self.clock)).group(1)
+            command = [
+                *python,
+                "emubroker",
+                "broker",
+                "--metadata-url",
+                stub_url,
+                "--bookie-url",
+                stub_url,
+            ]
+        else:
+            command = [*python, "emubroker", "standalone"]
+            if self.start.storage == "durable":
+                command += ["--data-dir", str(self.run_dir / "data")]
+        self._broker_args = command
+        self.broker = _Process("broker-0", [*command, *args], self.logs)
+        match = await self.broker.start(_BROKER_READY, self.clock)
+        service_url, admin_url = match.group(1), match.group(2)
+        # A restart must come back on the same ports, where the clients reconnect.
+        self._ports = [
+            "--port",
+            service_url.rsplit(":", 1)[1],
+            "--admin-port",
+            admin_url.rsplit(":", 1)[1],
+        ]
+        self.layout = ClusterLayout(
+            service_url=service_url,
+            admin_url=admin_url,
+            brokers=[BrokerInfo("broker-0", service_url, admin_url)],
+            stub_url=stub_url,
+            started_by_loadgen=True,
+            storage=self.start.storage,
+        )
+        return self.layout
+
+    async def kill(self, broker: int, signal_name: str) -> str:
+        process = self._broker(broker)
+        process.signal(signal.Signals[f"SIG{signal_name}"])
+        await process.wait()
+        await process.stop()  # closes the log
+        return f"{process.name} stopped by SIG{signal_name}"
+
+    async def restart(self, broker: int) -> str:
+        process = self._broker(broker)
+        if process.process is not None and process.process.returncode is None:
+            return f"{process.name} is running"
+        args = ["--bind", "127.0.0.1", "--log-level", "WARNING", *self._ports]
+        if self.start.config:
+            args += ["--config", str(self.run_dir / "broker.conf")]
+        self.broker = _Process(process.name, [*self._broker_args, *args], self.logs)
+        await self.broker.start(_BROKER_READY, self.clock)
+        return f"{process.name} restarted"
+
+    def _broker(self, broker: int) -> _Process:
+        if broker != 0 or self.broker is None:
+            raise ClusterStartError(f"no broker {broker}")
+        return self.broker
+
+    async def aclose(self) -> None:
+        """Stop the broker, then the stub."""
+        with anyio.CancelScope(shield=True):
+            if self.broker is not None:
+                await self.broker.stop()
+            if self.stub is not None:
+                await self.stub.stop()
+
+
+class StubFaultsClient:
+    """`control.StubFaultControl` over the stub's control requests (one connection per call)."""
+
+    def __init__(self, url: str, clock: Clock) -> None:
+        self.url = url
+        self.clock = clock
+
+    async def configure(self, config: dict[str, Any]) -> str:
+        import msgspec
+
+        try:
+            faults = msgspec.convert(config, FaultConfig)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"bad stub fault config: {exc}") from None
+        async with open_stub_client(self.url, clock=self.clock) as client:
+            await client.configure_faults(faults)
+        return "configured"
+
+    async def fail_next(self, count: int, ops: list[str] | None) -> str:
+        async with open_stub_client(self.url, clock=self.clock) as client:
+            await client.fail_next(count, ops)
+        return f"next {count} requests fail"
+
+    async def stall(self, seconds: float) -> str:
+        async with open_stub_client(self.url, clock=self.clock) as client:
+            await client.stall(seconds)
+        return f"stalled {seconds:g} s"
+
+    async def clear(self) -> str:
+        async with open_stub_client(self.url, clock=self.clock) as client:
+            await client.clear_faults()
+        return "cleared"
+
+
+def start_local_cluster(start: Start, run_dir: Path, clock: Clock) -> LocalCluster:
+    """The launcher for `start` (call `launch` on it).
+
+    Raises:
+        ClusterStartError: `start` asks for what this version cannot start.
+    """
+    if start.brokers > 1:
+        raise ClusterStartError(
+            f"cluster.start.brokers = {start.brokers} needs `emubroker cluster`, which this "
+            "emubroker does not have yet. Start the brokers yourself and give "
+            "cluster.service_url and cluster.admin_url, or use brokers = 1."
+        )
+    return LocalCluster(start, run_dir, clock)

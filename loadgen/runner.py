@@ -1,0 +1,408 @@
+"""Running a scenario: the composition root of loadgen.
+
+`run_scenario` starts (or finds) the cluster, creates the partitioned topics, starts the worker
+processes with their plans, starts them all at one wall-clock second, fires the timed events,
+shows progress, waits for the producers to finish and the consumers to drain, then writes the
+run directory:
+
+    RUN_DIR/manifest.json        scenario, versions, seeds, cluster layout, actors, results
+    RUN_DIR/sends/ receives/     per-message traces (each worker writes its own files)
+    RUN_DIR/seconds/ events/     per-second aggregates and the event timeline
+    RUN_DIR/omb-result.json      the OpenMessaging Benchmark result format
+    RUN_DIR/latency-publish.hlog, latency-e2e.hlog   HdrHistogram interval logs
+    RUN_DIR/logs/                worker (and started brokers') output
+"""
+
+from __future__ import annotations
+
+import secrets
+import signal
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import aiohttp
+import anyio
+import msgspec
+from rich.console import Console
+from rich.live import Live
+
+from loadgen.aggregate import Aggregator, GroupInfo
+from loadgen.control import AdminRest, ClusterControl, ClusterLayout, ControlError
+from loadgen.durations import enc_hook
+from loadgen.events import PauseConsumers, ResumeConsumers, event_target
+from loadgen.local import ClusterStartError, LocalCluster, StubFaultsClient, start_local_cluster
+from loadgen.messages import (
+    Final as FinalReport,
+)
+from loadgen.messages import (
+    Go,
+    Pause,
+    ProducersDone,
+    Resume,
+    Stop,
+    StopProducers,
+    Tick,
+)
+from loadgen.plans import build_plans
+from loadgen.pool import WorkerError, WorkerHandle, open_workers
+from loadgen.report import dashboard, perf_lines
+from loadgen.results import RunResult, write_results
+from loadgen.scenario import Scenario
+from loadgen.trace.schema import EventRecord
+from loadgen.trace.writer import TableWriter
+from protocol.client import normalize_topic
+from protocol.clock import AnyioClock, Clock
+
+__all__ = ["RunError", "RunOptions", "RunResult", "run_scenario"]
+
+EXIT_USAGE: Final = 2
+EXIT_CLUSTER: Final = 3
+EXIT_FAILED: Final = 4
+
+START_DELAY: Final = 0.5
+"""Seconds between `Go` and the first send: every worker must have the message by then."""
+
+FINAL_TIMEOUT: Final = 60.0
+
+TICK_GRACE: Final = 1.2
+"""Seconds after a second ends before the console counts it (the workers' ticks are in)."""
+
+
+class RunError(Exception):
+    """The run could not be done; `exit_code` says which kind of failure."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
+    workers: int = 1
+    client: Literal["native", "official"] = "native"
+    trace_dir: str | None = None
+    trace_sample: float = 1.0
+    histogram_file: str | None = None
+    allow_loss: bool = False
+    stats_interval: float = 10.0
+    dashboard: bool = False
+    scenario_file: str | None = None
+    command: list[str] = []
+
+
+def _new_run_id(clock: Clock) -> str:
+    stamp = datetime.fromtimestamp(clock.wall_ns() / 1e9, UTC)
+    return f"{stamp:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def _phase_at(scenario: Scenario) -> Callable[[float], str]:
+    def phase_at(offset: float) -> str:
+        start = 0.0
+        for phase in scenario.phases:
+            if offset < start + phase.duration:
+                return phase.name
+            start += phase.duration
+        return "drain"
+
+    return phase_at
+
+
+class _Run:
+    """The state of one run while it goes."""
+
+    def __init__(
+        self, scenario: Scenario, options: RunOptions, console: Console, clock: Clock
+    ) -> None:
+        self.scenario = scenario
+        self.options = options
+        self.console = console
+        self.clock = clock
+        self.run_id = _new_run_id(clock)
+        self.run_dir = Path(options.trace_dir or f"runs/{self.run_id}")
+        self.events: list[EventRecord] = []
+        self.event_lines: list[str] = []
+        self.done: dict[int, ProducersDone] = {}
+        self.finals: dict[int, FinalReport] = {}
+        self.workers: list[WorkerHandle] = []
+        self.stopping = False
+
+    def layout_from_scenario(self) -> ClusterLayout:
+        cluster = self.scenario.cluster
+        assert cluster.service_url is not None
+        return ClusterLayout(service_url=cluster.service_url, admin_url=cluster.admin_url)
+
+    async def check_reachable(self, layout: ClusterLayout) -> None:
+        host_port = layout.service_url.split("://", 1)[-1].split(",")[0].rstrip("/")
+        host, _, port = host_port.rpartition(":")
+        try:
+            with anyio.fail_after(5):
+                stream = await anyio.connect_tcp(host, int(port))
+            await stream.aclose()
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise RunError(
+                f"cannot reach the cluster at {layout.service_url}: {exc}", EXIT_CLUSTER
+            ) from None
+
+    async def topic_partitions(self, admin: AdminRest | None) -> dict[str, int]:
+        declared = {normalize_topic(t.name): t.partitions for t in self.scenario.topics}
+        used = {normalize_topic(g.topic) for g in self.scenario.producers}
+        used |= {normalize_topic(g.topic) for g in self.scenario.consumers}
+        partitions: dict[str, int] = {}
+        if admin is None:
+            return {t: n for t, n in declared.items() if n}
+        try:
+            for topic, count in declared.items():
+                if count:
+                    await admin.create_partitioned_topic(topic, count)
+            for topic in sorted(used | set(declared)):
+                partitions[topic] = declared.get(topic) or await admin.partitions(topic)
+        except ControlError as exc:
+            raise RunError(f"preparing the topics failed: {exc}", EXIT_CLUSTER) from None
+        return partitions
+
+    async def broadcast(self, message: Any) -> None:
+        for worker in self.workers:
+            await worker.send(message)
+
+    async def listen(self, worker: WorkerHandle, aggregator: Aggregator) -> None:
+        while worker.index not in self.finals:
+            match await worker.receive():
+                case Tick() as tick:
+                    aggregator.add(tick)
+                case ProducersDone() as done:
+                    self.done[worker.index] = done
+                case FinalReport() as final:
+                    self.finals[worker.index] = final
+                case _:
+                    pass
+
+    async def fire_events(self, control: ClusterControl, start: float, start_ns: int) -> None:
+        async with anyio.create_task_group() as tg:
+            for index, event in enumerate(sorted(self.scenario.events, key=lambda e: e.at)):
+                await self.clock.sleep_until(start + event.at)
+                if self.stopping:
+                    return
+                fired = self.clock.wall_ns()
+                try:
+                    match event:
+                        case PauseConsumers(group=group, duration=duration):
+                            await self.broadcast(Pause(group=group))
+                            if duration is not None:
+                                tg.start_soon(self._resume_later, group, duration)
+                            detail = "paused"
+                        case ResumeConsumers(group=group):
+                            await self.broadcast(Resume(group=group))
+                            detail = "resumed"
+                        case _:
+                            detail = await control.apply(event)
+                    outcome = "ok"
+                except (ControlError, ClusterStartError, ValueError, OSError) as exc:
+                    outcome, detail = "error", str(exc)
+                record = EventRecord(
+                    run_id=self.run_id,
+                    index=index,
+                    at_s=float(event.at),
+                    action=type(event).__name__,
+                    target=event_target(event),
+                    params=msgspec.json.encode(event, enc_hook=enc_hook).decode(),
+                    fired_ns=fired,
+                    finished_ns=self.clock.wall_ns(),
+                    outcome=outcome,
+                    detail=detail,
+                )
+                self.events.append(record)
+                offset = (fired - start_ns) / 1e9
+                line = f"{offset:7.2f}s {record.action} {record.target}: {outcome} {detail}"
+                self.event_lines.append(line)
+                if not self.options.dashboard:
+                    self.console.out(f"event {line}", highlight=False)
+
+    async def _resume_later(self, group: str, delay: float) -> None:
+        await self.clock.sleep(delay)
+        await self.broadcast(Resume(group=group))
+
+    async def show(
+        self, aggregator: Aggregator, start: float, produce: bool, consume: bool
+    ) -> None:
+        # Seconds are summed once every worker has reported them, a moment after they end.
+        await self.clock.sleep_until(start + TICK_GRACE)
+        aggregator.take_interval()
+        if self.options.dashboard:
+            with Live(console=self.console, refresh_per_second=2, transient=False) as live:
+                while True:
+                    live.update(dashboard(aggregator, self.event_lines, f"loadgen {self.run_id}"))
+                    await self.clock.sleep(1.0)
+        while True:
+            await self.clock.sleep(self.options.stats_interval)
+            for line in perf_lines(aggregator.take_interval(), produce=produce, consume=consume):
+                self.console.out(line, highlight=False)
+
+    async def watch_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals reach the main thread only (a run started from another thread)
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                if self.stopping:
+                    continue
+                self.stopping = True
+                self.console.out(
+                    "stopping: finishing sends and draining consumers", highlight=False
+                )
+                await self.broadcast(StopProducers())
+
+    def drained(self, aggregator: Aggregator) -> bool:
+        acked_by_topic: dict[str, int] = {}
+        for done in self.done.values():
+            for group, acked in done.acked.items():
+                topic = aggregator.groups[("produce", group)].topic
+                acked_by_topic[topic] = acked_by_topic.get(topic, 0) + acked
+        for (role, group), info in aggregator.groups.items():
+            if role == "consume" and aggregator.cumulative.get(
+                (role, group), 0
+            ) < acked_by_topic.get(info.topic, 0):
+                return False
+        return True
+
+
+async def run_scenario(
+    scenario: Scenario, options: RunOptions, console: Console, *, clock: Clock | None = None
+) -> RunResult:
+    """Run `scenario`; see the module docstring.
+
+    Raises:
+        RunError: the cluster could not be started or reached, or a worker failed.
+    """
+    run = _Run(scenario, options, console, clock or AnyioClock())
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    local: LocalCluster | None = None
+    try:
+        if scenario.cluster.start is not None:
+            try:
+                local = start_local_cluster(scenario.cluster.start, run.run_dir, run.clock)
+                layout = await local.launch()
+            except ClusterStartError as exc:
+                raise RunError(f"cannot start the cluster: {exc}", EXIT_CLUSTER) from None
+            console.out(
+                f"started a local broker: {layout.service_url} (admin {layout.admin_url})",
+                highlight=False,
+            )
+        else:
+            layout = run.layout_from_scenario()
+        await run.check_reachable(layout)
+        async with aiohttp.ClientSession() as session:
+            admin = AdminRest(layout.admin_url, session) if layout.admin_url else None
+            stub = StubFaultsClient(layout.stub_url, run.clock) if layout.stub_url else None
+            control = ClusterControl(admin, local, stub)
+            return await _run(run, layout, control)
+    finally:
+        if local is not None:
+            await local.aclose()
+
+
+async def _run(run: _Run, layout: ClusterLayout, control: ClusterControl) -> RunResult:
+    scenario, options, clock = run.scenario, run.options, run.clock
+    partitions = await run.topic_partitions(control.admin)
+    plans = build_plans(
+        scenario,
+        run_id=run.run_id,
+        workers=options.workers,
+        service_url=layout.service_url,
+        client=options.client,
+        trace_dir=str(run.run_dir),
+        trace_sample=options.trace_sample,
+        partitions=partitions,
+    )
+    groups = {
+        ("produce", g.name): GroupInfo("produce", g.name, normalize_topic(g.topic))
+        for g in scenario.producers
+    }
+    groups |= {
+        ("consume", g.name): GroupInfo("consume", g.name, normalize_topic(g.topic), g.subscription)
+        for g in scenario.consumers
+    }
+    seconds = TableWriter(run.run_dir / "seconds", "seconds", prefix="runner")
+    hlog_paths = (run.run_dir / "latency-publish.hlog", run.run_dir / "latency-e2e.hlog")
+    started_ns = clock.wall_ns()
+    with hlog_paths[0].open("w") as publish_log, hlog_paths[1].open("w") as e2e_log:
+        try:
+            async with open_workers(plans.workers, run.run_dir / "logs") as workers:
+                run.workers = workers
+                start_ns = (int(clock.wall_ns() / 1e9 + START_DELAY) + 1) * 1_000_000_000
+                start = clock.now() + (start_ns - clock.wall_ns()) / 1e9
+                aggregator = Aggregator(
+                    run.run_id,
+                    groups,
+                    workers=len(workers),
+                    start_second=start_ns // 1_000_000_000,
+                    warmup=scenario.warmup,
+                    phase_at=_phase_at(scenario),
+                    write_rows=seconds.submit_records,
+                    hlogs=(publish_log, e2e_log),
+                )
+                await run.broadcast(Go(start_ns=start_ns))
+                await _drive(run, aggregator, control, start, start_ns)
+        except WorkerError as exc:
+            seconds.close()
+            raise RunError(str(exc), EXIT_FAILED) from None
+        aggregator.close_all()
+    seconds.close()
+    return write_results(run, layout, plans, aggregator, started_ns, seconds.rows_written)
+
+
+async def _drive(
+    run: _Run, aggregator: Aggregator, control: ClusterControl, start: float, start_ns: int
+) -> None:
+    scenario, _clock = run.scenario, run.clock
+    produce, consume = bool(scenario.producers), bool(scenario.consumers)
+    try:
+        await _drive_tasks(run, aggregator, control, start, start_ns, produce, consume)
+    except BaseExceptionGroup as group:
+        # A worker failing is the run failing: say why, plainly (the rest are consequences).
+        failed = group.subgroup(WorkerError)
+        if failed is None:
+            raise
+        first: BaseException = failed
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None
+
+
+async def _drive_tasks(
+    run: _Run,
+    aggregator: Aggregator,
+    control: ClusterControl,
+    start: float,
+    start_ns: int,
+    produce: bool,
+    consume: bool,
+) -> None:
+    scenario, clock = run.scenario, run.clock
+    async with anyio.create_task_group() as tg:
+        for worker in run.workers:
+            tg.start_soon(run.listen, worker, aggregator)
+        tg.start_soon(run.fire_events, control, start, start_ns)
+        tg.start_soon(run.show, aggregator, start, produce, consume)
+        tg.start_soon(run.watch_signals)
+        end = start + scenario.duration
+        limited = bool(scenario.producers) and all(g.messages for g in scenario.producers)
+        # A run ends at its scheduled end; one without an end when its producers reach their
+        # message limits; either one earlier on Ctrl-C.
+        while not run.stopping and clock.now() < end:
+            if limited and len(run.done) == len(run.workers):
+                break
+            await clock.sleep(0.1)
+        await run.broadcast(StopProducers())
+        while len(run.done) < len(run.workers):
+            await clock.sleep(0.1)
+        if produce:
+            drain_until = clock.now() + scenario.drain_timeout
+            while not run.drained(aggregator) and clock.now() < drain_until:
+                await clock.sleep(0.2)
+        run.stopping = True
+        await run.broadcast(Stop())
+        with anyio.fail_after(FINAL_TIMEOUT):
+            while len(run.finals) < len(run.workers):
+                await clock.sleep(0.05)
+        tg.cancel_scope.cancel()

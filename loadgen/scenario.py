@@ -1,0 +1,374 @@
+"""Scenario files: TOML, validated into frozen Structs, with errors that name the line.
+
+A scenario says which cluster to use (or to start), the topics, the producer and consumer
+groups, the phases (durations and rates, constant or ramped) and the timed events.
+`loadgen/scenarios/` has examples; docs/loadgen-trace.md and the README describe the fields.
+
+Decoding (msgspec) checks shapes and types; `check` then checks what refers to what (groups
+named by phases and events exist, events fall inside the run, cluster events have a cluster
+loadgen started). Every error is a `ScenarioError` whose message names the TOML line.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Final, Literal
+
+import msgspec
+
+from loadgen.durations import Seconds, dec_hook
+from loadgen.events import (
+    CLUSTER_START_ACTIONS,
+    STUB_ACTIONS,
+    Event,
+    PauseConsumers,
+    ResumeConsumers,
+)
+from loadgen.schedule import Segment
+
+__all__ = [
+    "PAYLOAD_HEADER_SIZE",
+    "Batching",
+    "Cluster",
+    "ConsumerGroup",
+    "Keys",
+    "Phase",
+    "ProducerGroup",
+    "Ramp",
+    "Scenario",
+    "ScenarioError",
+    "Start",
+    "Topic",
+    "check",
+    "load_scenario",
+    "parse_scenario",
+    "segments_for",
+]
+
+PAYLOAD_HEADER_SIZE: Final = 40
+"""Bytes of loadgen's header at the start of every payload (see `loadgen.payload`)."""
+
+
+class ScenarioError(ValueError):
+    """The scenario is invalid; the message says where and why."""
+
+
+class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class Ramp(_Strict, frozen=True):
+    """A rate that changes linearly over a phase, msg/s."""
+
+    from_: float = msgspec.field(name="from")
+    to: float
+
+
+class Keys(_Strict, frozen=True):
+    """How message keys are chosen.
+
+    `none`: no key; `round_robin`: `k-0`, `k-1`, ... in turn; `random`: uniform over `count`
+    keys; `zipf`: key `k-i` with probability proportional to `1 / (i + 1) ** s`.
+    """
+
+    distribution: Literal["none", "round_robin", "random", "zipf"] = "none"
+    count: int = 100
+    s: float = 1.1
+
+
+class Batching(_Strict, frozen=True):
+    enabled: bool = True
+    max_delay_ms: float = 1.0
+    max_messages: int = 1000
+    max_bytes: int = 128 * 1024
+
+
+class ProducerGroup(_Strict, frozen=True):
+    """`count` producers on `topic`, sending `rate` msg/s between them (0: as fast as possible)."""
+
+    name: str
+    topic: str
+    count: int = 1
+    rate: float = 0.0
+    size: int = 1024
+    keys: Keys = Keys()
+    batching: Batching = Batching()
+    max_outstanding: int = 1000
+    messages: int = 0  # stop after this many in total (0: no limit)
+    arrivals: Literal["uniform", "poisson"] = "uniform"
+    send_timeout: Seconds = Seconds(30)
+    chunking: bool = False
+
+
+class ConsumerGroup(_Strict, frozen=True):
+    """`count` consumers of `subscription` on `topic`."""
+
+    name: str
+    topic: str
+    subscription: str
+    type: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = "Exclusive"
+    count: int = 1
+    receiver_queue: int = 1000
+    ack_rate: float = 0.0  # msg/s for the group; 0: as fast as it can
+    initial_position: Literal["latest", "earliest"] = "earliest"
+
+
+class Topic(_Strict, frozen=True):
+    name: str
+    partitions: int = 0  # > 0 creates a partitioned topic
+
+
+class Phase(_Strict, frozen=True):
+    """A stretch of the run; `rates` overrides groups' rates (a number or a ramp)."""
+
+    name: str
+    duration: Seconds
+    rates: dict[str, float | Ramp] = {}
+
+
+class Start(_Strict, frozen=True):
+    """A cluster loadgen starts for the run and stops at its end."""
+
+    brokers: int = 1
+    storage: Literal["memory", "durable", "stub"] = "memory"
+    config: dict[str, str | int | float | bool] = {}
+
+
+class Cluster(_Strict, frozen=True):
+    service_url: str | None = None
+    admin_url: str | None = None
+    start: Start | None = None
+
+
+class Scenario(_Strict, frozen=True):
+    name: str
+    description: str = ""
+    seed: int = 0
+    cluster: Cluster = Cluster()
+    topics: list[Topic] = []
+    producers: list[ProducerGroup] = []
+    consumers: list[ConsumerGroup] = []
+    phases: list[Phase] = []
+    events: list[Event] = []
+    warmup: Seconds = Seconds(0)  # seconds left out of the final statistics
+    drain_timeout: Seconds = Seconds(10)  # how long consumers may catch up after the last send
+
+    @property
+    def duration(self) -> float:
+        return sum(phase.duration for phase in self.phases)
+
+
+def segments_for(scenario: Scenario, group: ProducerGroup) -> list[Segment]:
+    """The group's timeline (group-wide rates; the runner splits them among its producers)."""
+    segments = []
+    start = 0.0
+    for phase in scenario.phases:
+        rate = phase.rates.get(group.name, group.rate)
+        if isinstance(rate, Ramp):
+            segments.append(Segment(start, float(phase.duration), rate.from_, rate.to, phase.name))
+        else:
+            segments.append(Segment(start, float(phase.duration), rate, rate, phase.name))
+        start += phase.duration
+    return segments
+
+
+# ---- validation ----------------------------------------------------------------------------------
+
+
+def _fail(text: str | None, path: tuple[str | int, ...], message: str) -> ScenarioError:
+    where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+    line = _locate(text, path) if text is not None else None
+    prefix = f"line {line}: " if line is not None else ""
+    return ScenarioError(f"{prefix}{message} (at {where})")
+
+
+def check(scenario: Scenario, text: str | None = None) -> Scenario:
+    """Check references and times; `text` (the TOML) lets errors name the line.
+
+    Raises:
+        ScenarioError: the first problem found.
+    """
+    if not scenario.phases:
+        raise _fail(text, ("phases",), "a scenario needs at least one [[phases]] entry")
+    cluster = scenario.cluster
+    if cluster.start is None and not cluster.service_url:
+        raise _fail(text, ("cluster",), "give cluster.service_url (and admin_url) or cluster.start")
+    if cluster.start is not None and cluster.service_url:
+        raise _fail(
+            text, ("cluster", "service_url"), "give either cluster.start or service_url, not both"
+        )
+    if cluster.start is not None and cluster.start.brokers < 1:
+        raise _fail(text, ("cluster", "start", "brokers"), "start.brokers must be at least 1")
+    groups: set[str] = set()
+    named: list[tuple[str, int, str, int]] = [
+        ("producers", i, g.name, g.count) for i, g in enumerate(scenario.producers)
+    ]
+    named += [("consumers", i, g.name, g.count) for i, g in enumerate(scenario.consumers)]
+    for kind, index, name, count in named:
+        if name in groups:
+            raise _fail(text, (kind, index, "name"), f"group name {name!r} is used twice")
+        groups.add(name)
+        if count < 1:
+            raise _fail(text, (kind, index, "count"), "count must be at least 1")
+    for index, producer in enumerate(scenario.producers):
+        if producer.size < PAYLOAD_HEADER_SIZE:
+            raise _fail(
+                text,
+                ("producers", index, "size"),
+                f"size must be at least {PAYLOAD_HEADER_SIZE} bytes (loadgen's payload header)",
+            )
+        if producer.rate < 0:
+            raise _fail(text, ("producers", index, "rate"), "rate must not be negative")
+        if producer.keys.distribution != "none" and producer.keys.count < 1:
+            raise _fail(
+                text, ("producers", index, "keys", "count"), "keys.count must be at least 1"
+            )
+    producer_names = {p.name for p in scenario.producers}
+    for index, phase in enumerate(scenario.phases):
+        for name, rate in phase.rates.items():
+            if name not in producer_names:
+                raise _fail(
+                    text, ("phases", index, "rates", name), f"no producer group named {name!r}"
+                )
+            low = min(rate.from_, rate.to) if isinstance(rate, Ramp) else rate
+            if low < 0:
+                raise _fail(text, ("phases", index, "rates", name), "rates must not be negative")
+    _check_events(scenario, text)
+    return scenario
+
+
+def _check_events(scenario: Scenario, text: str | None) -> None:
+    duration = scenario.duration
+    consumer_names = {c.name for c in scenario.consumers}
+    start = scenario.cluster.start
+    for index, event in enumerate(scenario.events):
+        if event.at > duration:
+            raise _fail(
+                text,
+                ("events", index, "at"),
+                f"event at {event.at:g} s is past the end of the run ({duration:g} s)",
+            )
+        if (
+            isinstance(event, PauseConsumers | ResumeConsumers)
+            and event.group not in consumer_names
+        ):
+            raise _fail(
+                text, ("events", index, "group"), f"no consumer group named {event.group!r}"
+            )
+        if isinstance(event, CLUSTER_START_ACTIONS):
+            if start is None:
+                raise _fail(text, ("events", index), "broker kill/restart needs cluster.start")
+            if not 0 <= event.broker < start.brokers:
+                raise _fail(text, ("events", index, "broker"), f"no broker {event.broker}")
+        if isinstance(event, STUB_ACTIONS) and (start is None or start.storage != "stub"):
+            raise _fail(
+                text,
+                ("events", index),
+                'stub fault events need cluster.start with storage = "stub"',
+            )
+
+
+def parse_scenario(text: str) -> Scenario:
+    """Decode and check a scenario from TOML text.
+
+    Raises:
+        ScenarioError: bad TOML, a bad field, or a bad reference; the message names the line.
+    """
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"not valid TOML: {exc}") from None
+    try:
+        scenario = msgspec.convert(raw, Scenario, dec_hook=dec_hook)
+    except msgspec.ValidationError as exc:
+        message, path = _split_msgspec_error(str(exc))
+        raise _fail(text, path, message) from None
+    return check(scenario, text)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, decode and check a scenario file.
+
+    Raises:
+        ScenarioError: the file cannot be read or is invalid.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return parse_scenario(text)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+
+
+# ---- error locations -------------------------------------------------------------------------
+
+_PATH_IN_ERROR: Final = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_PATH_PART: Final = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_HEADER: Final = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY: Final = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
+
+
+def _split_msgspec_error(message: str) -> tuple[str, tuple[str | int, ...]]:
+    match = _PATH_IN_ERROR.search(message)
+    if match is None:
+        return message, ()
+    parts: list[str | int] = []
+    for key, index in _PATH_PART.findall(match.group("path")):
+        parts.append(int(index) if index else key)
+    return message[: match.start()], tuple(parts)
+
+
+def _locate(text: str, path: tuple[str | int, ...]) -> int | None:
+    """The 1-based line of the deepest TOML table or key on `path` (None if not found).
+
+    Follows `[table]` and `[[array]]` headers (counting array occurrences) and `key =` lines;
+    good enough for scenario files, which use those forms and inline tables.
+    """
+    best: tuple[int, int] | None = None  # (matched depth, line)
+    current: tuple[str | int, ...] = ()
+    counts: dict[tuple[str | int, ...], int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header is not None:
+            keys = tuple(k.strip().strip("\"'") for k in header.group(2).split("."))
+            parent = _resolve(current, keys[:-1], counts)
+            table: tuple[str | int, ...] = (*parent, keys[-1])
+            if header.group(1) == "[[":
+                counts[table] = counts.get(table, -1) + 1
+                table = (*table, counts[table])
+            current = table
+            candidate = current
+        else:
+            key = _KEY.match(line)
+            if key is None:
+                continue
+            candidate = (*current, *(k.strip().strip("\"'") for k in key.group(1).split(".")))
+        depth = _common_prefix(candidate, path)
+        if depth == len(candidate) and (best is None or depth > best[0]):
+            best = (depth, number)
+    return best[1] if best is not None and best[0] > 0 else None
+
+
+def _resolve(
+    current: tuple[str | int, ...], keys: tuple[str, ...], counts: dict[tuple[str | int, ...], int]
+) -> tuple[str | int, ...]:
+    """A dotted header's parent: after `[[events]]`, `[events.config]` is in the last event."""
+    path: tuple[str | int, ...] = ()
+    for key in keys:
+        path = (*path, key)
+        if path in counts:
+            path = (*path, counts[path])
+    return path
+
+
+def _common_prefix(a: tuple[str | int, ...], b: tuple[str | int, ...]) -> int:
+    depth = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        depth += 1
+    return depth

@@ -1,0 +1,166 @@
+"""The producer loop on a FakeClock with a fake client handler: pacing, identity, receipts."""
+
+from __future__ import annotations
+
+import zlib
+
+import anyio
+import pytest
+
+from loadgen.messages import ProducerPlan
+from loadgen.payload import HEADER, NO_KEY, run_tag
+from loadgen.producing import SEND_COLUMNS, GroupCounters, ProducerRunner
+from loadgen.scenario import Batching, Keys
+from loadgen.schedule import Segment
+from protocol.clock import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeHandler:
+    """Receipts every send at once (or fails the ones listed), recording when it was sent."""
+
+    attachments = 1
+    broker_url = "pulsar://fake:6650"
+
+    def __init__(self, clock: FakeClock, fail: set[int] = frozenset()) -> None:
+        self.clock = clock
+        self.fail = fail
+        self.listener = None
+        self.sends: list[tuple[float, bytes, str | None, int]] = []
+
+    async def send_async(self, payload, *, key=None, sequence_id=None):
+        self.sends.append((self.clock.now(), payload, key, sequence_id))
+        if sequence_id in self.fail:
+            self.listener(sequence_id, sequence_id, -1, -1, -1, RuntimeError("send timeout"))
+        else:  # every message its own entry, unbatched
+            self.listener(sequence_id, sequence_id, 7, len(self.sends) - 1, -1, None)
+
+    async def flush(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class FakeDriver:
+    stamps = False
+
+    def __init__(self, handlers: list[FakeHandler]) -> None:
+        self.handlers = iter(handlers)
+
+    async def create_producer(self, topic, plan, listener):
+        handler = next(self.handlers)
+        handler.listener = listener
+        return handler
+
+
+def plan(
+    segments: list[Segment], *, messages: int = -1, partitions: int = 1, keys: Keys | None = None
+) -> ProducerPlan:
+    return ProducerPlan(
+        group="g",
+        name="g-0-R",
+        topic="persistent://public/default/t",
+        partitions=[f"persistent://public/default/t-partition-{i}" for i in range(partitions)],
+        partitioned=partitions > 1,
+        first_index=4,
+        segments=segments,
+        seed=1,
+        size=50,
+        keys=keys or Keys(),
+        batching=Batching(enabled=False),
+        max_outstanding=10,
+        messages=messages,
+        poisson=False,
+        send_timeout=30.0,
+        chunking=False,
+    )
+
+
+async def start(
+    clock: FakeClock, the_plan: ProducerPlan, handlers: list[FakeHandler]
+) -> ProducerRunner:
+    runner = ProducerRunner(
+        the_plan,
+        run_id="R",
+        worker=0,
+        tag=run_tag("R"),
+        clock=clock,
+        counters=GroupCounters(),
+        writer=None,
+        sample_threshold=0,
+        full_sample=True,
+    )
+    await runner.start(FakeDriver(handlers))
+    return runner
+
+
+async def test_paced_sends_happen_at_their_intended_times(fake_clock: FakeClock) -> None:
+    handler = FakeHandler(fake_clock)
+    runner = await start(fake_clock, plan([Segment(0.0, 1.0, 4.0, 4.0)]), [handler])
+    start_ns = fake_clock.wall_ns() + 2_000_000_000
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run, fake_clock.now() + 2.0, start_ns)
+        await fake_clock.run_until_idle()
+    times = [t for t, *_ in handler.sends]
+    assert times == pytest.approx([2.0 + 0.25 * i + times[0] - 2.0 for i in range(4)])
+    assert 2.0 <= times[0] < 2.25
+    for (sent_at, payload, key, sequence_id), expected_seq in zip(
+        handler.sends, range(4), strict=True
+    ):
+        _, _, _, tag, producer, key_index, seq, intended, _sent = HEADER.unpack_from(payload)
+        assert (tag, producer, key_index, seq, sequence_id, key) == (
+            run_tag("R"),
+            4,
+            NO_KEY,
+            expected_seq,
+            expected_seq,
+            None,
+        )
+        assert intended == start_ns + round((sent_at - 2.0) * 1e9)
+        assert len(payload) == 50
+    assert runner.acked == 4
+    assert runner.take_counts() == (4, 200)
+
+
+async def test_an_unlimited_segment_waits_for_its_start_and_stops_at_the_limit(
+    fake_clock: FakeClock,
+) -> None:
+    handler = FakeHandler(fake_clock)
+    runner = await start(fake_clock, plan([Segment(0.0, 100.0, 0.0, 0.0)], messages=5), [handler])
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run, fake_clock.now() + 3.0, fake_clock.wall_ns() + 3_000_000_000)
+        await fake_clock.run_until_idle()
+    assert [t for t, *_ in handler.sends] == [3.0] * 5
+    assert runner.first_send_ns == fake_clock.wall_ns()
+
+
+async def test_keys_route_to_partitions_and_failures_are_tallied(fake_clock: FakeClock) -> None:
+    handlers = [FakeHandler(fake_clock, fail={1}), FakeHandler(fake_clock)]
+    runner = await start(
+        fake_clock,
+        plan(
+            [Segment(0.0, 1.0, 20.0, 20.0)],
+            partitions=2,
+            keys=Keys(distribution="round_robin", count=16),
+        ),
+        handlers,
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run, fake_clock.now(), fake_clock.wall_ns())
+        await fake_clock.run_until_idle()
+    from protocol.client import partition_for_key
+
+    for index, handler in enumerate(handlers):
+        assert handler.sends
+        assert {partition_for_key(key, 2) for _, _, key, _ in handler.sends} == {index}
+        assert [seq for *_, seq in handler.sends] == list(range(len(handler.sends)))
+    tallies = runner.tallies()
+    assert [t.index for t in tallies] == [4, 5]
+    assert tallies[0].failed == 1
+    assert zlib.decompress(tallies[0].acked)[:3] == b"\x01\x00\x01"
+    assert runner.acked == 20 - 1
+    (first_rows, _) = (p.rows for p in runner._partitions)
+    columns = dict(zip(SEND_COLUMNS, first_rows.lists, strict=True))
+    assert columns["error"][1] == "RuntimeError('send timeout')"
+    assert columns["receipt_ns"][1] is None
+    assert columns["ledger_id"][1] == -1
