@@ -9,6 +9,7 @@ while the backlog lasts. Pulsar's own tests accept ±40 % over 5 s
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -72,6 +73,39 @@ def drain(consumers: list[pulsar.Consumer], total: int, limit: float = 20.0) -> 
     return times
 
 
+def drain_paced(consumers: list[tuple[pulsar.Consumer, float]], total: int) -> list[float]:
+    """``drain`` with each consumer in its own thread, working ``pace`` seconds per message.
+
+    The consumer works on a message between receiving and acknowledging it, as an application
+    does; the client groups the acks (100 ms) as it does by default.
+    """
+    times: list[float] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + 30.0
+
+    def run(consumer: pulsar.Consumer, pace: float) -> None:
+        while time.monotonic() < deadline:
+            with lock:
+                if len(times) >= total:
+                    return
+            try:
+                message = consumer.receive(timeout_millis=50)
+            except pulsar.Timeout:
+                continue
+            with lock:
+                times.append(time.monotonic())
+            time.sleep(pace)  # the application's work on the message
+            consumer.acknowledge(message)
+
+    threads = [threading.Thread(target=run, args=pair) for pair in consumers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(times) == total, f"received {len(times)} of {total}"
+    return sorted(times)
+
+
 def steady_rate(times: list[float], window: float = 4.0) -> float:
     """Messages per second received in ``window`` seconds after the first period.
 
@@ -100,6 +134,58 @@ def test_subscription_limit_set_over_rest_drains_backlog_at_rate(broker: Running
         assert status == 204
         produce(client, topic, MESSAGES)
         assert_rate(steady_rate(drain([consumer], MESSAGES)), RATE)
+    finally:
+        client.close()
+
+
+def test_a_consumer_that_acks_slowly_still_gets_the_subscription_rate(
+    broker: RunningBroker,
+) -> None:
+    # 4 ms of work per message: the 200 messages of a period are acked over 0.8 s, and each ack
+    # must not push the throttled read's retry further away (one retry per episode).
+    topic = new_topic()
+    client = make_client(broker.service_url)
+    rate = 200
+    try:
+        consumer = client.subscribe(topic, "sub")
+        status = rest(
+            broker,
+            "POST",
+            topic_path(topic) + "/subscriptionDispatchRate",
+            {"dispatchThrottlingRateInMsg": rate},
+        )
+        assert status == 204
+        count = rate * 6
+        produce(client, topic, count)
+        assert_rate(steady_rate(drain_paced([(consumer, 0.004)], count)), rate)
+    finally:
+        client.close()
+
+
+def test_subscriptions_with_slow_and_fast_consumers_share_the_topic_rate(
+    broker: RunningBroker,
+) -> None:
+    topic = new_topic()
+    client = make_client(broker.service_url)
+    rate = 100
+    try:
+        fast = client.subscribe(topic, "fast", consumer_type=pulsar.ConsumerType.Shared)
+        slow = [
+            client.subscribe(topic, "slow", consumer_type=pulsar.ConsumerType.Shared)
+            for _ in range(2)
+        ]
+        status = rest(
+            broker,
+            "POST",
+            topic_path(topic) + "/dispatchRate",
+            {"dispatchThrottlingRateInMsg": rate},
+        )
+        assert status == 204
+        count = rate * 3
+        produce(client, topic, count)
+        # Both subscriptions read every message: 2 * count deliveries at the topic's rate.
+        times = drain_paced([(fast, 0.0), (slow[0], 0.006), (slow[1], 0.009)], 2 * count)
+        assert_rate(steady_rate(times), rate)
     finally:
         client.close()
 
