@@ -55,6 +55,7 @@ class FakeConsumerSink:
     messages: list[Delivery] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
     active_changes: list[tuple[int, bool]] = field(default_factory=list)
+    writable: bool = True
 
     def send_message(
         self,
