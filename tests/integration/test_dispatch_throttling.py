@@ -50,7 +50,8 @@ def new_topic() -> str:
 
 
 def produce(client: pulsar.Client, topic: str, count: int, size: int = 10) -> None:
-    producer = client.create_producer(topic, batching_enabled=False)
+    # Blocking when the pending queue (1000 messages) is full: send_async fails otherwise.
+    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
     for i in range(count):
         producer.send_async(b"%d:" % i + b"x" * size, None)
     producer.flush()
@@ -138,54 +139,32 @@ def test_subscription_limit_set_over_rest_drains_backlog_at_rate(broker: Running
         client.close()
 
 
-def test_a_consumer_that_acks_slowly_still_gets_the_subscription_rate(
-    broker: RunningBroker,
-) -> None:
-    # 4 ms of work per message: the 200 messages of a period are acked over 0.8 s, and each ack
-    # must not push the throttled read's retry further away (one retry per episode).
-    topic = new_topic()
-    client = make_client(broker.service_url)
-    rate = 200
-    try:
-        consumer = client.subscribe(topic, "sub")
-        status = rest(
-            broker,
-            "POST",
-            topic_path(topic) + "/subscriptionDispatchRate",
-            {"dispatchThrottlingRateInMsg": rate},
-        )
-        assert status == 204
-        count = rate * 6
-        produce(client, topic, count)
-        assert_rate(steady_rate(drain_paced([(consumer, 0.004)], count)), rate)
-    finally:
-        client.close()
-
-
-def test_subscriptions_with_slow_and_fast_consumers_share_the_topic_rate(
-    broker: RunningBroker,
+@pytest.mark.parametrize(
+    ("policy", "rate", "paces"),
+    [
+        # 4 ms of work per message: a period's 200 messages are acked over 0.8 s, and no ack may
+        # push the throttled read's retry further away (one retry per throttling episode).
+        ("subscriptionDispatchRate", 200, {"sub": (0.004,)}),
+        # Subscriptions with fast and slow consumers share a topic limit.
+        ("dispatchRate", 100, {"fast": (0.0,), "slow": (0.006, 0.009)}),
+    ],
+)
+def test_slow_and_fast_consumers_drain_a_backlog_at_the_limit(
+    broker: RunningBroker, policy: str, rate: int, paces: dict[str, tuple[float, ...]]
 ) -> None:
     topic = new_topic()
     client = make_client(broker.service_url)
-    rate = 100
     try:
-        fast = client.subscribe(topic, "fast", consumer_type=pulsar.ConsumerType.Shared)
-        slow = [
-            client.subscribe(topic, "slow", consumer_type=pulsar.ConsumerType.Shared)
-            for _ in range(2)
+        consumers = [
+            (client.subscribe(topic, sub, consumer_type=pulsar.ConsumerType.Shared), pace)
+            for sub, sub_paces in paces.items()
+            for pace in sub_paces
         ]
-        status = rest(
-            broker,
-            "POST",
-            topic_path(topic) + "/dispatchRate",
-            {"dispatchThrottlingRateInMsg": rate},
-        )
-        assert status == 204
-        count = rate * 3
+        body = {"dispatchThrottlingRateInMsg": rate}
+        assert rest(broker, "POST", f"{topic_path(topic)}/{policy}", body) == 204
+        count = 6 * rate // len(paces)  # every subscription reads every message: 6 periods
         produce(client, topic, count)
-        # Both subscriptions read every message: 2 * count deliveries at the topic's rate.
-        times = drain_paced([(fast, 0.0), (slow[0], 0.006), (slow[1], 0.009)], 2 * count)
-        assert_rate(steady_rate(times), rate)
+        assert_rate(steady_rate(drain_paced(consumers, count * len(paces))), rate)
     finally:
         client.close()
 

@@ -10,7 +10,9 @@ retry, plus one per FLOW that arrives while a retry is pending.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -207,21 +209,33 @@ async def test_subscriptions_sharing_a_topic_limit_drain_at_it_together(
         assert [s.backlog for s in topic.stats().subscriptions] == [0, 0]
 
 
-@FACTORIES
-async def test_acks_during_the_backoff_neither_read_nor_move_the_retry(
-    fake_clock: FakeClock, factory: str | None
-) -> None:
+@contextlib.asynccontextmanager
+async def ten_a_second(
+    clock: FakeClock, factory: str | None
+) -> AsyncIterator[tuple[Any, Any, FakeConsumerSink, Any]]:
+    """A subscription limited to 10 msg/s over a backlog of 100, granted 1000 permits at 0 s.
+
+    The first read is cut from 100 entries to the 10 tokens and the next one refused: two
+    throttle events and a retry at ``BACKOFF``.
+    """
     config = limiter_config(factory, dispatchThrottlingRatePerSubscriptionInMsg=10)
-    async with throttled(fake_clock, **config) as (service, throttling):
+    async with throttled(clock, **config) as (service, throttling):
         topic = await service.get_topic(topic_name())
         await backlog(topic, 100)
         sink = FakeConsumerSink()
         consumer = await subscribe(topic, sink)
         consumer.flow(1000)
         await settle()
+        yield topic, throttling, sink, consumer
+
+
+@FACTORIES
+async def test_acks_during_the_backoff_neither_read_nor_move_the_retry(
+    fake_clock: FakeClock, factory: str | None
+) -> None:
+    async with ten_a_second(fake_clock, factory) as (topic, throttling, sink, consumer):
         first = sink.take()
         assert len(first) == 10
-        # Two events: the read was cut from 100 entries to the 10 tokens, the next one refused.
         assert throttle_events(throttling, topic, "sub") == (0, 0, 2)
         for delivery in first:  # acked one by one through the backoff
             await fake_clock.advance(0.0625)
@@ -236,15 +250,8 @@ async def test_acks_during_the_backoff_neither_read_nor_move_the_retry(
 async def test_a_flow_during_the_backoff_asks_the_limiters_but_keeps_the_retry(
     fake_clock: FakeClock, factory: str | None
 ) -> None:
-    config = limiter_config(factory, dispatchThrottlingRatePerSubscriptionInMsg=10)
-    async with throttled(fake_clock, **config) as (service, throttling):
-        topic = await service.get_topic(topic_name())
-        await backlog(topic, 100)
-        sink = FakeConsumerSink()
-        consumer = await subscribe(topic, sink)
-        consumer.flow(1000)
-        await settle()
-        assert len(sink.take()) == 10  # cut to 10 and then refused: 2 events, retry at BACKOFF
+    async with ten_a_second(fake_clock, factory) as (topic, throttling, sink, consumer):
+        assert len(sink.take()) == 10
         await fake_clock.advance(0.5)
         consumer.flow(1)  # refused: the limiters are empty until 1 s
         await settle()
