@@ -519,6 +519,10 @@ class Dispatcher:
             replay = bool(self._replay) and (self._replay_dirty or members.selector is None)
             if not replay and self.read_position >= end:
                 return
+            # Entries to come back from the stub first: load them before asking the limiters,
+            # which Pulsar asks once per read (the round is run again after the load).
+            first = self._replay[0] if replay else self.read_position
+            ledger.require(first, end - 1)
             now = clock.now()
             active = end - self.read_position <= CURSOR_BACKLOGGED_THRESHOLD
             count = ledger.count
