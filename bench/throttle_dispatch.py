@@ -50,6 +50,8 @@ HIGH = {"InMsg": 1_000_000_000, "InByte": 1 << 50}
 
 
 class CountingSink:
+    writable = True
+
     def __init__(self) -> None:
         self.count = 0
 

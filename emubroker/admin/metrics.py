@@ -13,6 +13,7 @@ a Pulsar broker exports with ``exposeTopicLevelMetricsInPrometheus=true`` (its d
   ``pulsar_subscription_msg_rate_out``, ``pulsar_subscription_msg_throughput_out``,
   ``pulsar_subscription_unacked_messages``, ``pulsar_subscription_consumers_count``,
   ``pulsar_subscription_msg_rate_expired``, ``pulsar_subscription_total_msg_expired``,
+  ``pulsar_subscription_msg_drop_rate`` (non-persistent messages dropped per second),
   ``pulsar_subscription_dispatch_throttled_msg_events`` and ``..._bytes_events`` (counters with a
   ``reason`` label, ``broker``/``topic``/``subscription``: reads the level's limiter cut).
 
@@ -45,7 +46,8 @@ class Rates(NamedTuple):
 
     ``msg_redeliver`` and ``msg_ack`` (messages redelivered on request, messages acknowledged)
     are kept for consumers only, ``msg_expired`` (entries expired by the message TTL, Pulsar's
-    ``msgRateExpired``) for subscriptions only.
+    ``msgRateExpired``) and ``msg_dropped`` (non-persistent messages dropped, ``msgDropRate``)
+    for subscriptions only.
     """
 
     msg_in: float = 0.0
@@ -55,6 +57,7 @@ class Rates(NamedTuple):
     msg_redeliver: float = 0.0
     msg_ack: float = 0.0
     msg_expired: float = 0.0
+    msg_dropped: float = 0.0
 
 
 _ZERO: Final = Rates()
@@ -91,6 +94,7 @@ _SUB_GAUGES: Final[tuple[tuple[str, Callable[[SubscriptionStats, Rates], float]]
     ("pulsar_subscription_consumers_count", lambda s, r: s.consumers),
     ("pulsar_subscription_msg_rate_expired", lambda s, r: r.msg_expired),
     ("pulsar_subscription_total_msg_expired", lambda s, r: s.msg_expired),
+    ("pulsar_subscription_msg_drop_rate", lambda s, r: r.msg_dropped),
 )
 
 
@@ -123,9 +127,10 @@ class RateTracker:
                 0,
                 0,
                 0,
+                0,
             )
             for p in topic.publisher_stats:
-                counters[name, "", p.key] = (p.msg_in, 0, p.bytes_in, 0, 0, 0, 0)
+                counters[name, "", p.key] = (p.msg_in, 0, p.bytes_in, 0, 0, 0, 0, 0)
             for sub in topic.subscriptions:
                 counters[name, sub.name, 0] = (
                     0,
@@ -135,6 +140,7 @@ class RateTracker:
                     0,
                     0,
                     sub.msg_expired,
+                    sub.msg_dropped,
                 )
                 for c in sub.consumer_stats:
                     counters[name, sub.name, c.key] = (
@@ -144,6 +150,7 @@ class RateTracker:
                         c.bytes_out,
                         c.msg_redeliver,
                         c.msg_acked,
+                        0,
                         0,
                     )
         if self._time is None:
@@ -164,7 +171,7 @@ class RateTracker:
         return self._rates.get((name, "", 0), _ZERO)
 
     def subscription(self, topic: str, name: str) -> Rates:
-        """A subscription's out and expiry rates (its in rates are always zero)."""
+        """A subscription's out, expiry and drop rates (its in rates are always zero)."""
         return self._rates.get((topic, name, 0), _ZERO)
 
     def publisher(self, topic: str, key: int) -> Rates:

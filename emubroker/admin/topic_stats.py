@@ -142,6 +142,8 @@ class TopicStatsView:
             "ownerBroker": self._broker_id,
         }
         if not persistent:
+            # NonPersistentTopicStats: Pulsar never fills in the topic's own msgDropRate (only
+            # the partitioned-stats sum of its partitions' zeros); drops show per subscription.
             doc["msgDropRate"] = 0.0
         return doc
 
@@ -177,7 +179,7 @@ class TopicStatsView:
         # Pulsar names only a single-active-consumer dispatcher's active consumer.
         active = None if live is None else live.active_consumer
         docs = [self._consumer(snapshot.name, sub.name, c) for c in sub.consumer_stats]
-        return {
+        doc = {
             "msgRateOut": rates.msg_out,
             "msgThroughputOut": rates.bytes_out,
             "bytesOutCounter": sub.bytes_out,
@@ -214,6 +216,11 @@ class TopicStatsView:
             # Pulsar's SubscriptionStats throttle-event counters (0 when never throttled).
             **msgspec.structs.asdict(sub.throttle or _NO_THROTTLE),
         }
+        if not snapshot.persistent:
+            # NonPersistentSubscriptionStats: messages dropped per second because no consumer
+            # could take them (no permits, or a connection that is not writable).
+            doc["msgDropRate"] = rates.msg_dropped
+        return doc
 
     def _consumer(self, topic: str, subscription: str, consumer: ConsumerStats) -> dict[str, Any]:
         rates = self._rates.consumer(topic, subscription, consumer.key)
@@ -368,6 +375,8 @@ def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
                 continue
             for key in _SUB_SUMMED:
                 into[key] = into.get(key, 0) + sub.get(key, 0)
+            if "msgDropRate" in sub:  # non-persistent subscriptions only
+                into["msgDropRate"] = into.get("msgDropRate", 0.0) + sub["msgDropRate"]
             into["consumers"].extend(sub["consumers"])
     if merged["msgRateIn"]:
         merged["averageMsgSize"] = merged["msgThroughputIn"] / merged["msgRateIn"]

@@ -102,6 +102,8 @@ class _Producer:
 class _NullSink:
     """Sink of the throwaway consumer that creates a DLQ producer's initial subscription."""
 
+    writable = True
+
     def send_message(
         self,
         consumer_id: int,

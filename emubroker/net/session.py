@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
     from protocol.framing import Frame
 
-__all__ = ["RECEIVE_SIZE", "FrameHandler", "HandlerFactory", "Session"]
+__all__ = [
+    "RECEIVE_SIZE",
+    "WRITE_BUFFER_HIGH_WATER_MARK",
+    "WRITE_BUFFER_LOW_WATER_MARK",
+    "FrameHandler",
+    "HandlerFactory",
+    "Session",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,21 @@ RECEIVE_SIZE: Final = 256 * 1024
 """Bytes asked of the stream per read: what asyncio's transport reads from the socket at once
 (``max_size``), so that anyio never splits (and copies) a chunk the transport already holds, and
 a busy producer's SENDs are handled a few thousand frames per wake-up."""
+
+WRITE_BUFFER_HIGH_WATER_MARK: Final = 4 * 1024 * 1024
+"""Outbound bytes queued (in the outbox or in a write the socket has not taken) above which the
+connection is not *writable*, as a Netty channel turns unwritable above its write buffer's high
+water mark; non-persistent dispatchers then drop what they would send to it (Pulsar's
+``cnx.isWritable()``). Pulsar keeps Netty's 64 KiB, but Netty hands every flush to the kernel at
+once, so its buffer only fills once the socket does. Ours fills by whole reads: one producer
+read (``RECEIVE_SIZE``, 256 KiB of SENDs) queues as many bytes of MESSAGEs for a subscriber
+before its writer runs, even one that reads at full speed. 16 such reads fit under the mark, so
+a subscriber that keeps up never looks unwritable, and one that stops reading costs the broker
+at most this much (plus the kernel's socket buffers) however fast its topic is published."""
+
+WRITE_BUFFER_LOW_WATER_MARK: Final = WRITE_BUFFER_HIGH_WATER_MARK // 2
+"""An unwritable connection is writable again once its queued bytes fall below this (Netty's
+low water mark is half its high one too), so writability does not flip with every write."""
 
 FLUSH_GUARD_SECONDS: Final = 5.0
 """How long a closing session may spend writing its last replies before it gives up. A guard
@@ -111,6 +133,8 @@ class Session:
         )
         """The TLS client certificate the handshake verified (DER); None without one."""
         self._outbox: list[bytes] = []
+        self._queued = 0  # bytes in the outbox and in the write under way
+        self.writable = True  # see WRITE_BUFFER_HIGH_WATER_MARK
         self._wakeup = anyio.Event()
         self._woken = False  # _wakeup was set since the writer last emptied the outbox
         self._writer_done = anyio.Event()
@@ -236,7 +260,14 @@ class Session:
             log.debug("not sending %s to %s: %s", type(command).__name__, self.peer, exc)
             return
         self._outbox.append(data)
+        self._count(len(data))
         self._wake()
+
+    def _count(self, size: int) -> None:
+        """``size`` more bytes are queued: past the high water mark the session is unwritable."""
+        self._queued += size
+        if self._queued > WRITE_BUFFER_HIGH_WATER_MARK:
+            self.writable = False
 
     def _wake(self) -> None:
         if not self._woken:
@@ -255,13 +286,19 @@ class Session:
                     await self._wakeup.wait()
                     continue
                 out, self._outbox = self._outbox, []
+                data = out[0] if len(out) == 1 else b"".join(out)
+                del out
                 try:
-                    await stream.send(out[0] if len(out) == 1 else b"".join(out))
+                    await stream.send(data)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                     self._outbox.clear()
                     self._closing = True
                     self.close(f"write failed: {exc!r}")
                     return
+                # The socket took it all (anyio's send returns only then).
+                self._queued -= len(data)
+                if self._queued < WRITE_BUFFER_LOW_WATER_MARK:
+                    self.writable = True
         finally:
             self._writer_done.set()
 
@@ -301,12 +338,11 @@ class Session:
         if self._closing:
             return
         # Head and section go to the outbox apart: the writer's join is their only copy.
-        self._outbox += (
-            encode_message_head(
-                consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, len(section)
-            ),
-            section,
+        head = encode_message_head(
+            consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, len(section)
         )
+        self._outbox += (head, section)
+        self._count(len(head) + len(section))
         if not self._woken:
             self._wake()
 
@@ -322,6 +358,7 @@ class Session:
             log.debug("not sending receipts to %s: %s", self.peer, exc)
             return
         self._outbox.append(data)
+        self._count(len(data))
         if not self._woken:
             self._wake()
 

@@ -20,6 +20,16 @@ parks the entries of consumers without room in the replay set so that other keys
 and also those of *draining* hashes (``draining``): keys that moved to a joining consumer while
 an older one still holds some of their entries unacked wait in the replay set until those are
 acked or released.
+
+Throttled reads (spec/pulsar-behaviour.md §1.2), as Pulsar's persistent dispatchers do:
+
+* A read the limiters refuse schedules **one** retry 1000 ms later (``reScheduleRead`` guarded by
+  ``isRescheduleReadInProgress``); a refusal while a retry is scheduled leaves it where it is.
+  The retry round clears it first, so its own refusal schedules the next one.
+* While refused, no read is outstanding: a publish wakes nobody. A FLOW (or a consumer joining,
+  a redelivery) runs a round, which asks the limiters again (a refusal counts a throttle event)
+  and reads if they allow it. An ACK runs nothing, unless it unblocked a consumer held by the
+  unacked limit (that returns its permits, a FLOW in Pulsar).
 """
 
 from __future__ import annotations
@@ -106,10 +116,11 @@ class Dispatcher:
         self._round_ms = 0  # epoch ms of the current round: its consumers' lastConsumedTimestamp
         self.read_position = read_position
         # Dispatch throttling (``throttling``; set by the topic): None or inactive = the plain
-        # path below, untouched. While throttled, reads resume at ``_throttled_until``.
+        # path below, untouched. See "Throttled reads" in the module docstring.
         self.throttle: SubscriptionThrottle | None = None
-        self._throttled_until: float | None = None
-        self._rearm = False  # a publish-time round set a backoff the task must sleep until
+        self._retry_at: float | None = None  # the scheduled retry of a refused read
+        self._limited = False  # the last round stopped at a limiter: no read is outstanding
+        self._unblocked = False  # an ack unblocked a consumer held by the unacked limit
         self._members: ConsumerSet[Consumer] = ConsumerSet(
             topic=topic,
             partition=partition,
@@ -130,6 +141,7 @@ class Dispatcher:
         self._replay_dirty = False
         self._delayed: list[tuple[int, int]] = []  # (deliver_at_time ms, index)
         self._wake = anyio.Event()
+        self._requested = False  # a round was asked for (not only a new deadline to sleep until)
         self._scope = anyio.CancelScope()
         self._closed = False
 
@@ -221,6 +233,7 @@ class Dispatcher:
             self.acked_messages += charged
             if consumer.blocked and consumer.unacked <= self._unblock_at:
                 consumer.blocked = False
+                self._unblocked = True
 
     def acked_many(self, indexes: Iterable[int]) -> None:
         """``acked`` for each index (the ACK hot path: one call per ACK, not per id)."""
@@ -235,6 +248,7 @@ class Dispatcher:
                 settled += charged
                 if consumer.blocked and consumer.unacked <= unblock_at:
                     consumer.blocked = False
+                    self._unblocked = True
         self.acked_messages += settled
 
     def acked_up_to(self, index: int) -> None:
@@ -264,7 +278,7 @@ class Dispatcher:
                 if count:
                     counts[index] = counts.get(index, 0) + 1
                 self._push_replay(index)
-        self._wake.set()
+        self._request()
 
     def reset(self, read_position: int) -> None:
         """Seek: forget every delivery and restart reading at ``read_position``."""
@@ -276,7 +290,7 @@ class Dispatcher:
         self._replay_set.clear()
         self._delayed.clear()
         self.read_position = read_position
-        self._wake.set()
+        self._request()
 
     def release_all(self) -> None:
         """Unload: every unacked delivery goes back to be delivered again by the next owner.
@@ -316,8 +330,34 @@ class Dispatcher:
     # ---- the task -----------------------------------------------------------------------------
 
     def wake(self) -> None:
-        """Ask for a dispatch round after a change that may unblock consumers."""
+        """Ask for a dispatch round (FLOW, a consumer joining or leaving, a redelivery, a seek).
+
+        These are the events that start a read in Pulsar. While a throttled read waits for its
+        retry the round runs too, as Pulsar's ``readMoreEntries`` does: it asks the limiters
+        again (a refusal counts as a throttle event) and reads if they allow it, but never
+        moves the scheduled retry.
+        """
         self._replay_dirty = True
+        self._request()
+
+    def acks_applied(self) -> None:
+        """Acks were applied (the ACK path): a round only where it may start a read.
+
+        Pulsar's dispatchers start no read on an ACK, except through a consumer the ack
+        unblocked from the unacked limit (``flowConsumerBlockedPermits``: a FLOW), and
+        Key_Shared's rescan of parked entries, which waits behind a throttling retry
+        (``reScheduleReadInMs`` shares the ``isRescheduleReadInProgress`` guard). So while a
+        throttled read waits for its retry only an unblocking ack runs a round; otherwise a
+        round here finds nothing to read that it would not read on the next event anyway.
+        """
+        unblocked, self._unblocked = self._unblocked, False
+        if self._limited and not unblocked:
+            self._replay_dirty = True  # the retry rescans the parked entries
+            return
+        self.wake()
+
+    def _request(self) -> None:
+        self._requested = True
         self._wake.set()
 
     def notify_new_entries(self) -> None:
@@ -326,26 +366,26 @@ class Dispatcher:
         The round is what the task would run on this wake-up; running it here saves a task
         switch per publish, so a read's SENDs, their receipts and their MESSAGEs leave in one
         write. A round that has more to do than it may (``MAX_READS_PER_ROUND``) wakes the task
-        for the rest, as in the task.
+        for the rest, as in the task; so does a round that meets entries not in the cache
+        (bookie mode): only the task may wait for the stub.
         """
-        if self._closed:
-            return
-        until = self._throttled_until
-        if until is not None and self._clock.now() < until:
+        if self._closed or self._limited:
             # Throttled: Pulsar has no read outstanding, so new entries wake nobody; the read
             # is retried when the backoff ends (or on a FLOW).
             return
+        retry_at = self._retry_at
         delayed = self._delayed
         first_due = delayed[0][0] if delayed else None
         try:
             self.dispatch()
+        except CacheMiss:
+            self._request()  # the task's round meets the same miss and loads the entries
         except Exception:
             # As in run(): a bug in one subscription must not fail the publish.
             logger.exception("dispatch round failed; consumers: %s", self.consumers)
-        if self._throttled_until is not None and self._throttled_until != until:
-            # The round was throttled: the task must sleep until the backoff ends, not until
-            # the next event (it may be waiting for none at all).
-            self._rearm = True
+        if self._retry_at is not None and self._retry_at != retry_at:
+            # The round was throttled: the task must sleep until the retry, not until the next
+            # event (it may be waiting for none at all).
             self._wake.set()
         if delayed and (first_due is None or delayed[0][0] < first_due):
             # The round parked a delayed entry due before any the task sleeps for: wake it so
@@ -369,17 +409,15 @@ class Dispatcher:
         return len(self._delayed)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Dispatch rounds until closed; one per wake-up or due delayed entry."""
+        """Dispatch rounds until closed: one per requested wake-up or reached deadline."""
         with self._scope:
             task_status.started()
             while not self._closed:
-                await self._wait()
+                deadline_reached = await self._wait()
                 self._wake = anyio.Event()
-                if self._rearm:
-                    self._rearm = False
-                    until = self._throttled_until
-                    if until is not None and self._clock.now() < until:
-                        continue  # only woken to sleep until the throttling backoff ends
+                if not (deadline_reached or self._requested):
+                    continue  # only woken to sleep until a new deadline
+                self._requested = False
                 try:
                     self.dispatch()
                 except CacheMiss as miss:
@@ -396,25 +434,31 @@ class Dispatcher:
             # The stub is away: consumers wait; retry after a pause (never skip entries).
             logger.warning("reading entries %s..%s failed: %s", miss.first, miss.last, exc)
             await self._clock.sleep(1.0)
-        self._wake.set()
+        self._request()
 
-    async def _wait(self) -> None:
-        deadline = self._throttled_until
+    async def _wait(self) -> bool:
+        """Wait for a wake-up or the next deadline; True if the deadline was reached."""
+        deadline = self._retry_at
         if self._delayed and self.consumers:
             wait_ms = self._delayed[0][0] - self._clock.wall_ns() // 1_000_000
             due = self._clock.now() + max(wait_ms, 0) / 1000
             deadline = due if deadline is None else min(deadline, due)
         if deadline is None:
             await self._wake.wait()
-            return
+            return False
+        reached = False
+
+        async def sleep_then_cancel(scope: anyio.CancelScope) -> None:
+            nonlocal reached
+            await self._clock.sleep_until(deadline)
+            reached = True
+            scope.cancel()
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._sleep_then_cancel, deadline, tg.cancel_scope)
+            tg.start_soon(sleep_then_cancel, tg.cancel_scope)
             await self._wake.wait()
             tg.cancel_scope.cancel()
-
-    async def _sleep_then_cancel(self, deadline: float, scope: anyio.CancelScope) -> None:
-        await self._clock.sleep_until(deadline)
-        scope.cancel()
+        return reached
 
     # ---- a round ------------------------------------------------------------------------------
 
@@ -430,7 +474,8 @@ class Dispatcher:
         if throttle is not None and throttle.active:
             self._dispatch_throttled(throttle)
             return
-        self._throttled_until = None
+        self._retry_at = None
+        self._limited = False
         if self._replay and (self._replay_dirty or self._members.selector is None):
             self._replay_dirty = False
             if not self._dispatch_replay():
@@ -438,7 +483,9 @@ class Dispatcher:
         self._dispatch_new()
 
     def _permits(self) -> int:
-        # Spec §1.2 step 1 (connections are always writable here).
+        # Spec §1.2 step 1 (connections are always writable here). Shared and Key_Shared read
+        # only while some consumer not blocked on unacked messages has permits, as Pulsar's
+        # getFirstAvailableConsumerPermits; the total counts every consumer's.
         members = self._members
         if members.sub_type in SINGLE_ACTIVE:
             active = members.active
@@ -447,26 +494,35 @@ class Dispatcher:
         for consumer in members.consumers:
             if consumer.permits > 0:
                 total += consumer.permits
-                first = first or consumer.permits
+                if not first and not consumer.blocked:
+                    first = consumer.permits
         return multiple_consumers_permits(total, first)
 
     def _dispatch_throttled(self, throttle: SubscriptionThrottle) -> None:
         """A round under dispatch throttling: plan -> read -> send -> charge, per read (§1.2/3).
 
         Every read is sized by ``throttle.plan`` (consulting broker -> topic -> subscription);
-        an exhausted level stops the round until the 1000 ms backoff ends. Entries of a read all
+        an exhausted level stops the round and schedules one retry 1000 ms later, unless one is
+        scheduled already (see "Throttled reads" in the module docstring). Entries of a read all
         go out even when their messages exceed the message tokens (a batch counts as one entry
         in the plan, as in Pulsar): that over-delivery is carried into later periods.
         """
         clock = self._clock
         ledger = self._ledger
         members = self._members
-        self._throttled_until = None
+        retry_at = self._retry_at
+        if retry_at is not None and clock.now() >= retry_at:
+            self._retry_at = None  # this round is the retry (Pulsar clears its flag first)
+        self._limited = False
         for _ in range(MAX_READS_PER_ROUND):
             end = ledger.count
             replay = bool(self._replay) and (self._replay_dirty or members.selector is None)
             if not replay and self.read_position >= end:
                 return
+            # Entries to come back from the stub first: load them before asking the limiters,
+            # which Pulsar asks once per read (the round is run again after the load).
+            first = self._replay[0] if replay else self.read_position
+            ledger.require(first, end - 1)
             now = clock.now()
             active = end - self.read_position <= CURSOR_BACKLOGGED_THRESHOLD
             count = ledger.count
@@ -477,8 +533,10 @@ class Dispatcher:
                 avg_entry_size=self._counters.bytes_in / count if count else 0.0,
             )
             if plan.backoff_until is not None:
-                self._throttled_until = plan.backoff_until
                 throttle.throttled(plan, now, cursor_active=active)
+                self._limited = True
+                if self._retry_at is None:  # reScheduleRead: once per throttling episode
+                    self._retry_at = plan.backoff_until
                 return
             if plan.max_entries == 0:
                 return  # no permits: the next FLOW wakes us
@@ -508,7 +566,7 @@ class Dispatcher:
             )
             if not more and entries < plan.max_entries:
                 return
-        self._wake.set()  # more to do: continue in the next round, after a yield
+        self._request()  # more to do: continue in the next round, after a yield
 
     def _dispatch_replay(self, limit: int = 0) -> bool:
         """Deliver parked entries in order; True if new entries may be read afterwards.
@@ -580,7 +638,7 @@ class Dispatcher:
             if key_shared and len(self._replay_set) >= MAX_REPLAY_ENTRIES:
                 return
             if reads == MAX_READS_PER_ROUND:
-                self._wake.set()  # more to do: continue in the next round, after a yield
+                self._request()  # more to do: continue in the next round, after a yield
                 return
             reads += 1
             first = self.read_position

@@ -619,6 +619,15 @@ class ManagedLedger:
             raise CacheMiss(first, last)
         return ledger_id, first - start, out
 
+    def require(self, first: int, last: int) -> None:
+        """Raise what ``read(first, last)`` would raise for a ``first`` not in the cache.
+
+        Raises:
+            CacheMiss: Bookie mode and ``first`` is not cached: ``await load(first, last)``.
+        """
+        if self._nowait is None and first < self._evicted_below and first not in self._loaded:
+            raise CacheMiss(first, last)
+
     async def load(self, first: int, last: int) -> None:
         """Bring entries ``first..last`` (cut at ``first``'s ledger end) into the cache.
 

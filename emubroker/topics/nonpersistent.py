@@ -1,10 +1,15 @@
 """Non-persistent topics (``non-persistent://``): nothing stored, delivered as published.
 
 Pulsar's ``NonPersistentTopic``: a published entry gets the next id of the topic's fixed ledger
-and goes at once to the consumer its subscription's type picks; if that consumer has no permits
-(or, for Shared, no consumer has any) the message is dropped and counted as dropped. Subscriptions
-exist only while consumers are attached; acks and redelivery requests have nothing to act on, and
-SEEK is refused.
+and goes at once to the consumer its subscription's type picks. That consumer must have permits
+and a *writable* connection (``ConsumerSink.writable``: not more than a high water mark of bytes
+waiting to be written to it), as Pulsar's non-persistent dispatchers check ``getAvailablePermits()
+> 0 && isWritable()``; for Shared the next such consumer in turn. Otherwise the message is dropped
+for that subscription and counted (its ``msgDropRate``); a Key_Shared key no consumer's range
+covers is skipped without counting, as Pulsar releases it. So a consumer that stops reading its
+socket costs the broker a bounded buffer, not every message published after it stopped.
+Subscriptions exist only while consumers are attached; acks and redelivery requests have nothing
+to act on, and SEEK succeeds without effect.
 """
 
 from __future__ import annotations
@@ -155,6 +160,7 @@ class NonPersistentSubscription:
         self.name = name
         self.topic = topic
         self.last_flow = 0  # epoch ms of the last FLOW of any consumer
+        self.msg_dropped = 0  # messages no consumer could take (Pulsar's msgDrop)
         # Nothing is ever pending, so the unacked limit cannot apply: 0 disables it. Failover
         # on a non-partitioned topic takes partition 0 (the first consumer in name order), not
         # the persistent topics' hash ring: NonPersistentSubscription "assume[s] index 0".
@@ -163,6 +169,7 @@ class NonPersistentSubscription:
             partition=max(topic.partition, 0),
             max_unacked=0,
             hash_points=topic.settings.key_shared_hash_points,
+            writable_only=True,
         )
 
     @property
@@ -373,9 +380,12 @@ class NonPersistentTopic:
         counters.bytes_in += len(entry)
         section: bytes | None = None
         for sub in self._subs.values():
-            consumer = sub.members.select(info)
+            members = sub.members
+            consumer = members.select(info)
             if consumer is None:
-                counters.msg_dropped += n
+                if not members.routes_nowhere(info):
+                    counters.msg_dropped += n
+                    sub.msg_dropped += n
                 continue
             if section is None:
                 section = payload_section(entry, entry_checksum)
@@ -498,6 +508,7 @@ class NonPersistentTopic:
                 mark_delete=last,
                 last_flow=sub.last_flow,
                 consumer_stats=tuple(c.stats() for c in sub.consumers),
+                msg_dropped=sub.msg_dropped,
             )
             for name, sub in sorted(self._subs.items())
         )

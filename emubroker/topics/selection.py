@@ -17,6 +17,8 @@ Shared and Key_Shared, while it is not *blocked* on unacked messages, Pulsar's
 ``blockedConsumerOnUnackedMsgs``: it blocks once it holds ``maxUnackedMessagesPerConsumer``
 (0: no limit) or more, and unblocks only when it is down to half of that, or asks for
 redelivery. The dispatcher keeps the flag (``block_at`` / ``unblock_at``), as it keeps the count.
+On non-persistent topics (``writable_only``) a consumer also needs a *writable* connection
+(``ConsumerSink.writable``), as Pulsar's non-persistent dispatchers check ``isWritable()``.
 """
 
 from __future__ import annotations
@@ -109,10 +111,20 @@ class ConsumerSet(Generic[M]):
         partition: The topic's partition index, -1 when not a partition.
         max_unacked: ``maxUnackedMessagesPerConsumer`` for Shared and Key_Shared; 0 disables.
         hash_points: Ring points per consumer for Key_Shared AUTO_SPLIT.
+        writable_only: Pick only consumers whose connection is writable (non-persistent).
     """
 
-    def __init__(self, *, topic: str, partition: int, max_unacked: int, hash_points: int) -> None:
+    def __init__(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        max_unacked: int,
+        hash_points: int,
+        writable_only: bool = False,
+    ) -> None:
         self._topic = topic
+        self._writable_only = writable_only
         self._partition = partition
         self._max_unacked = max_unacked
         self._hash_points = hash_points
@@ -270,19 +282,27 @@ class ConsumerSet(Generic[M]):
 
     def select(self, info: EntryInfo) -> M | None:
         """The consumer that takes this entry now, or None if the one it must go to cannot."""
+        need_writable = self._writable_only
         if self.sub_type in SINGLE_ACTIVE:
             active = self.active
-            return active if active is not None and active.permits > 0 else None
+            if active is None or active.permits <= 0:
+                return None
+            return None if need_writable and not active.sink.writable else active
         if self.selector is not None:
             chosen = self.selector.select(sticky_key_hash(info.key or NONE_KEY))
             if chosen is None or chosen.permits <= 0 or chosen.blocked:
                 return None
-            return chosen
+            return None if need_writable and not chosen.sink.writable else chosen
         consumers = self.consumers
         n = len(consumers)
         for k in range(n):
             c = consumers[(self._rr + k) % n]
-            if c.permits > 0 and not c.blocked:
+            if c.permits > 0 and not c.blocked and (not need_writable or c.sink.writable):
                 self._rr = (self._rr + k + 1) % n
                 return c
         return None
+
+    def routes_nowhere(self, info: EntryInfo) -> bool:
+        """Key_Shared only: no consumer's range covers the entry's key (STICKY gaps)."""
+        selector = self.selector
+        return selector is not None and selector.select(key_hash(info)) is None

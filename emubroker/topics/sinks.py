@@ -13,7 +13,16 @@ __all__ = ["ConsumerSink", "ProducerSink"]
 
 
 class ConsumerSink(Protocol):
-    """The session side of a consumer."""
+    """The session side of a consumer.
+
+    Attributes:
+        writable: Whether the connection takes more now: false while more than a high water
+            mark of bytes waits to be written to it (Netty's channel writability, which
+            Pulsar's ``cnx.isWritable()`` reads); non-persistent topics drop what they would
+            send to an unwritable consumer.
+    """
+
+    writable: bool
 
     def send_message(
         self,

@@ -200,6 +200,9 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
         consumer_stats: Per-consumer snapshots, in join order.
         msg_expired: Entries expired by the message TTL or ``expireMessages`` (``expiry``).
         last_expire: Epoch ms of the last expiry run on it, 0 before the first.
+        msg_dropped: Non-persistent messages dropped because no consumer could take them (no
+            permits, or its connection not writable); Pulsar's ``msgDrop``, behind
+            ``msgDropRate``.
     """
 
     name: str
@@ -218,6 +221,7 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
     consumer_stats: tuple[ConsumerStats, ...] = ()
     msg_expired: int = 0
     last_expire: int = 0
+    msg_dropped: int = 0
 
 
 class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -233,7 +237,7 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
         bytes_in: Entry bytes published.
         msg_out: Messages delivered, redeliveries included.
         bytes_out: Bytes delivered.
-        msg_dropped: Non-persistent messages dropped for consumers without permits.
+        msg_dropped: Non-persistent messages dropped, summed over the subscriptions.
         entries: Entries stored.
         backlog: Sum of the subscriptions' backlogs.
         subscriptions: Per-subscription snapshots.

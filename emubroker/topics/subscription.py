@@ -254,7 +254,7 @@ class Subscription:
                     whole.append(index)
             if whole:
                 dispatcher.acked_many(cursor.ack_many(whole))
-            dispatcher.wake()
+            dispatcher.acks_applied()
             return
         for mid in ids:  # cumulative
             index = index_of(mid.ledger_id, mid.entry_id)
@@ -270,7 +270,7 @@ class Subscription:
                 if cursor.ack_batch(index, mask, info.num_messages):
                     dispatcher.acked(index)
         # Acks may unblock consumers held by the unacked limit or parked Key_Shared entries.
-        dispatcher.wake()
+        dispatcher.acks_applied()
 
     def redeliver(self, consumer: Consumer, ids: Sequence[MessageIdData] | None) -> None:
         """Redeliver entries pending on ``consumer`` (all of them when ``ids`` is empty)."""

@@ -9,6 +9,7 @@ while the backlog lasts. Pulsar's own tests accept ±40 % over 5 s
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -49,7 +50,8 @@ def new_topic() -> str:
 
 
 def produce(client: pulsar.Client, topic: str, count: int, size: int = 10) -> None:
-    producer = client.create_producer(topic, batching_enabled=False)
+    # Blocking when the pending queue (1000 messages) is full: send_async fails otherwise.
+    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
     for i in range(count):
         producer.send_async(b"%d:" % i + b"x" * size, None)
     producer.flush()
@@ -70,6 +72,39 @@ def drain(consumers: list[pulsar.Consumer], total: int, limit: float = 20.0) -> 
             consumer.acknowledge(message)
     assert len(times) == total, f"received {len(times)} of {total} in {limit} s"
     return times
+
+
+def drain_paced(consumers: list[tuple[pulsar.Consumer, float]], total: int) -> list[float]:
+    """``drain`` with each consumer in its own thread, working ``pace`` seconds per message.
+
+    The consumer works on a message between receiving and acknowledging it, as an application
+    does; the client groups the acks (100 ms) as it does by default.
+    """
+    times: list[float] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + 30.0
+
+    def run(consumer: pulsar.Consumer, pace: float) -> None:
+        while time.monotonic() < deadline:
+            with lock:
+                if len(times) >= total:
+                    return
+            try:
+                message = consumer.receive(timeout_millis=50)
+            except pulsar.Timeout:
+                continue
+            with lock:
+                times.append(time.monotonic())
+            time.sleep(pace)  # the application's work on the message
+            consumer.acknowledge(message)
+
+    threads = [threading.Thread(target=run, args=pair) for pair in consumers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(times) == total, f"received {len(times)} of {total}"
+    return sorted(times)
 
 
 def steady_rate(times: list[float], window: float = 4.0) -> float:
@@ -100,6 +135,36 @@ def test_subscription_limit_set_over_rest_drains_backlog_at_rate(broker: Running
         assert status == 204
         produce(client, topic, MESSAGES)
         assert_rate(steady_rate(drain([consumer], MESSAGES)), RATE)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("policy", "rate", "paces"),
+    [
+        # 4 ms of work per message: a period's 200 messages are acked over 0.8 s, and no ack may
+        # push the throttled read's retry further away (one retry per throttling episode).
+        ("subscriptionDispatchRate", 200, {"sub": (0.004,)}),
+        # Subscriptions with fast and slow consumers share a topic limit.
+        ("dispatchRate", 100, {"fast": (0.0,), "slow": (0.006, 0.009)}),
+    ],
+)
+def test_slow_and_fast_consumers_drain_a_backlog_at_the_limit(
+    broker: RunningBroker, policy: str, rate: int, paces: dict[str, tuple[float, ...]]
+) -> None:
+    topic = new_topic()
+    client = make_client(broker.service_url)
+    try:
+        consumers = [
+            (client.subscribe(topic, sub, consumer_type=pulsar.ConsumerType.Shared), pace)
+            for sub, sub_paces in paces.items()
+            for pace in sub_paces
+        ]
+        body = {"dispatchThrottlingRateInMsg": rate}
+        assert rest(broker, "POST", f"{topic_path(topic)}/{policy}", body) == 204
+        count = 6 * rate // len(paces)  # every subscription reads every message: 6 periods
+        produce(client, topic, count)
+        assert_rate(steady_rate(drain_paced(consumers, count * len(paces))), rate)
     finally:
         client.close()
 

@@ -83,7 +83,9 @@ async def test_subscription_families_and_shared_tracker() -> None:
     before = stats()
     tracker.sample(before)
     after = stats(msg_in=10)
-    sub = msgspec.structs.replace(after.topics[0].subscriptions[0], msg_out=8, bytes_out=800)
+    sub = msgspec.structs.replace(
+        after.topics[0].subscriptions[0], msg_out=8, bytes_out=800, msg_dropped=6
+    )
     topic = msgspec.structs.replace(after.topics[0], subscriptions=(sub,))
     after = msgspec.structs.replace(after, topics=(topic,))
     await clock.advance(2.0)
@@ -95,7 +97,9 @@ async def test_subscription_families_and_shared_tracker() -> None:
         f"pulsar_subscription_msg_throughput_out{{{sub_labels}}} 400.0",
         f"pulsar_subscription_unacked_messages{{{sub_labels}}} 1",
         f"pulsar_subscription_consumers_count{{{sub_labels}}} 2",
+        f"pulsar_subscription_msg_drop_rate{{{sub_labels}}} 3.0",
         "# TYPE pulsar_subscription_msg_rate_out gauge",
+        "# TYPE pulsar_subscription_msg_drop_rate gauge",
     ):
         assert line in lines, line
     assert tracker.topic("persistent://public/default/t").msg_out == 0.0

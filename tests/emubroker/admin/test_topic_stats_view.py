@@ -194,6 +194,29 @@ async def test_non_persistent_consumers_and_producers_have_counters_too(
     assert con["lastConsumedTimestamp"] == _ms(fake_clock) - 1_000
 
 
+async def test_messages_dropped_for_a_consumer_show_as_the_subscriptions_drop_rate(
+    service: tuple[TopicService, _Stats], fake_clock: FakeClock
+) -> None:
+    topics, stats = service
+    topic = await topics.get_topic(topic_name("np-drop", "non-persistent"))
+    producer = await add_producer(topic)
+    stuck, reading = FakeConsumerSink(), FakeConsumerSink()
+    (await subscribe(topic, stuck, subscription="stuck")).flow(100)
+    (await subscribe(topic, reading, subscription="reading", consumer_id=2)).flow(100)
+    stuck.writable = False
+    stats(topic)
+    for i in range(6):
+        await publish(topic, producer, sequence_id=i)
+    await fake_clock.advance(2.0)
+    doc = stats(topic)
+    assert doc["subscriptions"]["stuck"]["msgDropRate"] == pytest.approx(3.0)
+    assert doc["subscriptions"]["reading"]["msgDropRate"] == 0.0
+    assert doc["msgDropRate"] == 0.0  # Pulsar leaves the topic's own field at 0
+    persistent = await topics.get_topic(topic_name("p-drop"))
+    await subscribe(persistent, FakeConsumerSink())
+    assert "msgDropRate" not in stats(persistent)["subscriptions"]["sub"]
+
+
 async def test_active_consumer_name_is_the_single_active_consumer_only(
     service: tuple[TopicService, _Stats],
 ) -> None:

@@ -8,7 +8,11 @@ import anyio
 import pytest
 from anyio.abc import TaskStatus
 
-from emubroker.net.session import Session
+from emubroker.net.session import (
+    WRITE_BUFFER_HIGH_WATER_MARK,
+    WRITE_BUFFER_LOW_WATER_MARK,
+    Session,
+)
 from protocol import commands as c
 from protocol.clock import FakeClock
 from protocol.framing import Frame, encode_frame, payload_section
@@ -67,10 +71,38 @@ class CountingStream(MemoryByteStream):
         await super().send(item)
 
 
+class StallingStream(CountingStream):
+    """A stream whose writes can be held, as a socket whose peer stopped reading holds them."""
+
+    def __init__(self, inner: MemoryByteStream) -> None:
+        super().__init__(inner)
+        self.stalled = False
+        self._passes = 0
+        self._released = anyio.Event()
+
+    async def send(self, item: bytes) -> None:
+        while self.stalled and not self._passes:
+            self._released = anyio.Event()
+            await self._released.wait()
+        if self.stalled:
+            self._passes -= 1
+        await super().send(item)
+
+    def let_one_through(self) -> None:
+        self._passes += 1
+        self._released.set()
+
+
 class Harness:
-    def __init__(self, clock: FakeClock, *, max_frame_size: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        clock: FakeClock,
+        *,
+        max_frame_size: int = 1 << 20,
+        stream: type[CountingStream] = CountingStream,
+    ) -> None:
         client_end, server_end = memory_stream_pair()
-        self.server_stream = CountingStream(server_end)
+        self.server_stream = stream(server_end)
         self.client = WireClient(client_end)
         self.handlers: list[RecordingHandler] = []
 
@@ -292,3 +324,37 @@ async def test_pending_replies_are_flushed_before_closing(fake_clock: FakeClock)
             h.session.close("test")
             assert await h.client.receive_command() == c.Success(request_id=1)
             await h.client.expect_closed()
+
+
+async def test_writability_follows_the_bytes_waiting_to_be_written(fake_clock: FakeClock) -> None:
+    # Netty's rule: unwritable above the high water mark, writable again below the low one.
+    h = Harness(fake_clock, stream=StallingStream)
+    stream = h.server_stream
+    assert isinstance(stream, StallingStream)
+    mib = 1024 * 1024
+    assert (4 * mib, 2 * mib) == (WRITE_BUFFER_HIGH_WATER_MARK, WRITE_BUFFER_LOW_WATER_MARK)
+
+    def message(size: int) -> None:
+        h.session.send_message(1, 1, 0, -1, 0, (), payload_section(b"x" * size, None))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        stream.stalled = True  # the client stops reading: the socket takes nothing more
+        message(3 * mib)
+        await anyio.wait_all_tasks_blocked()  # the writer is stuck writing it
+        assert h.session.writable
+        message(mib + mib // 2)  # 4.5 MiB waiting: above the high water mark
+        assert not h.session.writable
+        stream.let_one_through()  # the 3 MiB write completes; 1.5 MiB still waits...
+        await anyio.wait_all_tasks_blocked()
+        assert h.session.writable  # ...which is below the low water mark
+        message(3 * mib)  # 4.5 MiB again
+        assert not h.session.writable
+        stream.let_one_through()  # the 1.5 MiB write completes: 3 MiB still wait
+        await anyio.wait_all_tasks_blocked()
+        assert not h.session.writable  # between the marks it stays unwritable
+        stream.let_one_through()
+        await anyio.wait_all_tasks_blocked()
+        assert h.session.writable
+        tg.cancel_scope.cancel()

@@ -10,6 +10,8 @@ from typing import Any
 import anyio
 
 from emubroker.naming import NamespaceName, TopicName
+from emubroker.policies import Policies
+from emubroker.ratelimit.quotas import DispatchThrottlingConfig
 from emubroker.topics import (
     EntryInfo,
     ProducerHandle,
@@ -17,10 +19,12 @@ from emubroker.topics import (
     TopicSettings,
     entry_info_from_metadata,
 )
+from emubroker.topics.throttling import DispatchThrottling
 from protocol.clock import FakeClock
 from protocol.codec import encode_record
 from protocol.commands import (
     AccessMode,
+    AckType,
     InitialPosition,
     KeySharedMeta,
     MessageIdData,
@@ -51,6 +55,7 @@ class FakeConsumerSink:
     messages: list[Delivery] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
     active_changes: list[tuple[int, bool]] = field(default_factory=list)
+    writable: bool = True
 
     def send_message(
         self,
@@ -211,3 +216,114 @@ def split_section(section: bytes) -> tuple[MessageMetadata, bytes]:
         section = section[6:]
     size = int.from_bytes(section[:4], "big")
     return decode_record(MessageMetadata, section[4 : 4 + size]), section[4 + size :]
+
+
+BACKOFF = 1.001
+"""The throttling backoff of the topic-layer tests. The token bucket refills only *strictly* more
+than a period after its last refill, and Pulsar retries a throttled read exactly 1000 ms later; on
+a FakeClock that retry would land exactly on the boundary (see ``readsize``'s docstring)."""
+
+
+@contextlib.asynccontextmanager
+async def throttled(
+    clock: FakeClock,
+    *,
+    namespace: Policies | None = None,
+    trace: Any = None,
+    **config: Any,
+) -> AsyncIterator[tuple[TopicService, DispatchThrottling]]:
+    """A TopicService with dispatch throttling configured by ``config`` (Pulsar's key names)."""
+    throttling = DispatchThrottling(
+        DispatchThrottlingConfig(**config),
+        clock=clock,
+        namespace_policies=lambda ns: namespace,
+        trace=trace,
+        backoff=BACKOFF,
+    )
+    service = TopicService(
+        config=TopicSettings(),
+        clock=clock,
+        ledgers=LedgerStore(),
+        namespaces=KNOWN_NAMESPACES.__contains__,
+        throttling=throttling,
+    )
+    async with service:
+        yield service, throttling
+
+
+async def backlog(
+    topic: Any, count: int, *, batch: int | None = None, payload: bytes = b"x"
+) -> None:
+    """Publish ``count`` entries from a new producer."""
+    producer = await add_producer(topic)
+    for i in range(count):
+        entry, crc, info = make_entry(payload, sequence_id=i, batch=batch)
+        await topic.publish(producer, entry, crc, info)
+
+
+class PacedConsumer(FakeConsumerSink):
+    """A client consumer on a FakeClock that spends ``per_message`` seconds on each message.
+
+    As the official client does: it takes messages in arrival order, returns a permit for each
+    one it takes and sends them in a FLOW once half its receiver queue is due
+    (``ConsumerImpl::increaseAvailablePermits``); it acknowledges a message after working on it,
+    grouping acks for ``ack_group_time`` seconds (``ackGroupingTimeMs``, 100 ms by default; 0:
+    one ACK per message). Acks still grouped are sent when it runs out of messages.
+
+    Attributes:
+        times: The clock's time at each delivery, in order.
+        flows: FLOWs sent after the first one.
+    """
+
+    def __init__(
+        self,
+        clock: FakeClock,
+        *,
+        per_message: float,
+        receiver_queue: int = 1000,
+        ack_group_time: float = 0.1,
+    ):
+        super().__init__()
+        self.clock = clock
+        self.per_message = per_message
+        self.receiver_queue = receiver_queue
+        self.ack_group_time = ack_group_time
+        self.times: list[float] = []
+        self.flows = 0
+        self._arrived = anyio.Event()
+
+    def send_message(self, *args: Any) -> None:
+        super().send_message(*args)
+        self.times.append(self.clock.now())
+        self._arrived.set()
+
+    async def run(self, consumer: Any, grant: bool = True) -> None:
+        """Grant the receiver queue (unless done), then take, work on and ack messages forever."""
+        if grant:
+            consumer.flow(self.receiver_queue)
+        clock = self.clock
+        taken = due = 0
+        grouped: list[MessageIdData] = []
+        flush_at = 0.0
+        while True:
+            if taken == len(self.messages):
+                if grouped:
+                    consumer.ack(AckType.INDIVIDUAL, grouped)
+                    grouped = []
+                while taken == len(self.messages):
+                    self._arrived = anyio.Event()
+                    await self._arrived.wait()
+            delivery = self.messages[taken]
+            taken += 1
+            due += 1
+            if due >= self.receiver_queue // 2:
+                consumer.flow(due)
+                self.flows += 1
+                due = 0
+            await clock.sleep(self.per_message)
+            if not grouped:
+                flush_at = clock.now() + self.ack_group_time
+            grouped.append(mid(delivery.ledger_id, delivery.entry_id))
+            if clock.now() >= flush_at:
+                consumer.ack(AckType.INDIVIDUAL, grouped)
+                grouped = []

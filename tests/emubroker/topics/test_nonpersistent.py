@@ -3,11 +3,14 @@ from __future__ import annotations
 import pytest
 
 from emubroker.topics import NonPersistentTopic
-from protocol.commands import AckType, SubType
+from emubroker.topics.keyshared import HASH_RANGE_SIZE
+from emubroker.topics.selection import key_hash
+from protocol.commands import AckType, IntRange, KeySharedMeta, KeySharedMode, SubType
 from protocol.errors import ConsumerBusyError, UnknownError
 from tests.emubroker.topics.helpers import (
     FakeConsumerSink,
     add_producer,
+    make_entry,
     mid,
     open_service,
     publish,
@@ -114,3 +117,69 @@ async def test_failover_and_key_shared_rules_apply_to_non_persistent_topics() ->
                 key = split_section(m.section)[0].partition_key or ""
                 assert owners.setdefault(key, i) == i
         assert len(owners) == 10
+
+
+def dropped(topic: NonPersistentTopic) -> dict[str, int]:
+    return {sub.name: sub.msg_dropped for sub in topic.stats().subscriptions}
+
+
+async def test_a_consumer_whose_connection_is_not_writable_loses_what_is_published() -> None:
+    # Pulsar's NonPersistentDispatcherSingleActiveConsumer: permits > 0 && isWritable(), else
+    # the entry is dropped and counted for that subscription.
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name("np", "non-persistent"))
+        assert isinstance(topic, NonPersistentTopic)
+        producer = await add_producer(topic)
+        stuck, reading = FakeConsumerSink(), FakeConsumerSink()
+        (await subscribe(topic, stuck, subscription="stuck")).flow(1000)
+        (await subscribe(topic, reading, subscription="reading", consumer_id=2)).flow(1000)
+        stuck.writable = False  # its session has more than the high water mark queued
+        for i in range(3):
+            await publish(topic, producer, b"%d" % i, batch=2)
+        assert (stuck.entry_ids, reading.entry_ids) == ([], [0, 1, 2])
+        assert dropped(topic) == {"reading": 0, "stuck": 6}  # messages, batches counted whole
+        assert topic.stats().msg_dropped == 6
+        stuck.writable = True  # drained below the low water mark
+        await publish(topic, producer)
+        assert stuck.entry_ids == [3]
+        assert dropped(topic)["stuck"] == 6
+
+
+async def test_shared_and_key_shared_skip_or_drop_for_unwritable_consumers() -> None:
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name("np", "non-persistent"))
+        assert isinstance(topic, NonPersistentTopic)
+        producer = await add_producer(topic)
+        # Shared: the next consumer that has permits and is writable, else dropped.
+        sinks = [FakeConsumerSink(), FakeConsumerSink()]
+        for i, sink in enumerate(sinks):
+            c = await subscribe(
+                topic, sink, subscription="s", consumer_id=i, sub_type=SubType.SHARED
+            )
+            c.flow(100)
+        sinks[0].writable = False
+        for _ in range(3):
+            await publish(topic, producer)
+        assert [s.entry_ids for s in sinks] == [[], [0, 1, 2]]
+        sinks[1].writable = False
+        await publish(topic, producer)
+        assert dropped(topic) == {"s": 1}
+        # Key_Shared: the key's consumer or nothing; a key no STICKY range covers is not counted.
+        topic.delete_subscription("s", force=True)
+        key, other = "k", "other"
+        slot = key_hash(make_entry(key=key)[2]) % HASH_RANGE_SIZE  # its STICKY range slot
+        assert key_hash(make_entry(key=other)[2]) % HASH_RANGE_SIZE != slot
+        meta = KeySharedMeta(
+            key_shared_mode=KeySharedMode.STICKY, hash_ranges=(IntRange(start=slot, end=slot),)
+        )
+        sink = FakeConsumerSink()
+        c = await subscribe(
+            topic, sink, subscription="ks", sub_type=SubType.KEY_SHARED, key_shared_meta=meta
+        )
+        c.flow(100)
+        await publish(topic, producer, key=key)
+        sink.writable = False
+        await publish(topic, producer, key=key)  # its consumer cannot take it: dropped
+        await publish(topic, producer, key=other)  # nobody's range: released, not counted
+        assert sink.entry_ids == [4]
+        assert dropped(topic) == {"ks": 1}

@@ -1,15 +1,11 @@
 """Dispatch throttling through a real TopicService on a FakeClock (spec/pulsar-behaviour.md §1).
 
-The token bucket refills only *strictly* more than a period after its last refill, and Pulsar
-retries a throttled read exactly 1000 ms later; on a FakeClock that retry would land exactly on
-the boundary, so these tests use a backoff of 1.001 s (see ``readsize``'s docstring) and read
-"period k" as the deliveries between two retries.
+These tests use a backoff of 1.001 s (``helpers.BACKOFF``) and read "period k" as the deliveries
+between two retries.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,53 +23,19 @@ from protocol.clock import FakeClock
 from protocol.commands import SubType
 from storage_stub.ledger import LedgerStore
 from tests.emubroker.topics.helpers import (
+    BACKOFF,
     KNOWN_NAMESPACES,
     FakeConsumerSink,
     add_producer,
+    backlog,
     make_entry,
     settle,
     subscribe,
+    throttled,
     topic_name,
 )
 
 pytestmark = pytest.mark.anyio
-
-BACKOFF = 1.001
-
-
-@contextlib.asynccontextmanager
-async def throttled(
-    clock: FakeClock,
-    *,
-    namespace: Policies | None = None,
-    trace: Any = None,
-    **config: Any,
-) -> AsyncIterator[tuple[TopicService, DispatchThrottling]]:
-    throttling = DispatchThrottling(
-        DispatchThrottlingConfig(**config),
-        clock=clock,
-        namespace_policies=lambda ns: namespace,
-        trace=trace,
-        backoff=BACKOFF,
-    )
-    service = TopicService(
-        config=TopicSettings(),
-        clock=clock,
-        ledgers=LedgerStore(),
-        namespaces=KNOWN_NAMESPACES.__contains__,
-        throttling=throttling,
-    )
-    async with service:
-        yield service, throttling
-
-
-async def backlog(
-    topic: Any, count: int, *, batch: int | None = None, payload: bytes = b"x"
-) -> None:
-    producer = await add_producer(topic)
-    for i in range(count):
-        entry, crc, info = make_entry(payload, sequence_id=i, batch=batch)
-        await topic.publish(producer, entry, crc, info)
 
 
 def messages(sink: FakeConsumerSink, per_entry: int = 1) -> int:
