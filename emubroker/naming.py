@@ -258,6 +258,10 @@ class TopicName:
 class BundleRange:
     """A hash range ``[lower, upper)``, or ``[lower, upper]`` when upper is ``0xffffffff``.
 
+    Pulsar's ``NamespaceBundle`` takes any non-empty Guava range of that shape, so the single
+    point ``[0xffffffff, 0xffffffff]`` is a valid bundle (closed at the top), while
+    ``[x, x)`` below the top is empty and refused.
+
     Attributes:
         lower: Inclusive lower bound.
         upper: Exclusive upper bound (inclusive if ``0xffffffff``).
@@ -267,10 +271,11 @@ class BundleRange:
     upper: int
 
     def __post_init__(self) -> None:
-        if not 0 <= self.lower < self.upper <= MAX_HASH:
+        in_space = 0 <= self.lower <= self.upper <= MAX_HASH
+        if not in_space or (self.lower == self.upper != MAX_HASH):
             raise InvalidBundleRangeError(
-                f"invalid bundle range [{self.lower:#x}, {self.upper:#x}]: "
-                "need 0 <= lower < upper <= 0xffffffff"
+                f"invalid bundle range [{self.lower:#x}, {self.upper:#x}]: need "
+                "0 <= lower < upper <= 0xffffffff, or lower = upper = 0xffffffff"
             )
 
     @classmethod

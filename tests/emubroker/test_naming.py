@@ -191,10 +191,23 @@ def test_bundle_range_parse_rejects_bad_names(bad: str) -> None:
         BundleRange.parse(bad)
 
 
-@pytest.mark.parametrize(("lower", "upper"), [(5, 5), (6, 5), (-1, 5), (0, 2**32)])
+@pytest.mark.parametrize(
+    ("lower", "upper"),
+    [(5, 5), (6, 5), (-1, 5), (0, 2**32), (MAX_HASH - 1, MAX_HASH - 1), (MAX_HASH, MAX_HASH - 1)],
+)
 def test_bundle_range_rejects_empty_or_out_of_space(lower: int, upper: int) -> None:
     with pytest.raises(InvalidBundleRangeError, match="invalid bundle range"):
         BundleRange(lower, upper)
+
+
+def test_single_point_at_the_top_of_the_hash_space_is_a_bundle() -> None:
+    # NamespaceBundle takes the closed range [0xffffffff, 0xffffffff]: non-empty, top closed.
+    top = BundleRange.parse("0xffffffff_0xffffffff")
+    assert top == BundleRange(MAX_HASH, MAX_HASH)
+    assert top.name == "0xffffffff_0xffffffff"
+    assert top.contains(MAX_HASH)
+    assert not top.contains(MAX_HASH - 1)
+    assert not top.contains(0)
 
 
 def test_contains_is_upper_exclusive_except_at_max_hash() -> None:
