@@ -300,3 +300,19 @@ def test_a_renamed_record_that_still_resolves_is_compatible(
     client.create_producer(enum_topic, schema=AvroSchema(with_colour))
     with pytest.raises(pulsar.IncompatibleSchema):
         client.create_producer(enum_topic, schema=AvroSchema(with_shade))
+
+
+def test_a_consumer_refused_for_its_schema_never_joins_the_subscription(
+    broker: RunningBroker, client: pulsar.Client
+) -> None:
+    # schema_test.py's test_json_schema, under Pulsar's default strategy (FULL).
+    topic = unique(namespace_with(broker, schema_compatibility_strategy="FULL"))
+    example = type("Example", (Record,), {"a": Integer(), "b": Integer()})
+    bad = type("BadExample", (Record,), {"a": String(), "b": Integer()})
+    producer = client.create_producer(topic, schema=JsonSchema(example))
+    for schema in (JsonSchema(bad), AvroSchema(bad), StringSchema()):
+        with pytest.raises(pulsar.IncompatibleSchema):
+            client.subscribe(topic, "sub-1", schema=schema)
+    consumer = client.subscribe(topic, "sub-1", schema=JsonSchema(example))
+    producer.send(example(a=1, b=2))
+    assert consumer.receive(RECEIVE_MS).value() == example(a=1, b=2)
