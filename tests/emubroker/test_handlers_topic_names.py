@@ -10,12 +10,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from emubroker.app import Broker, open_broker
-from emubroker.config import load_config
+from emubroker.app import Broker
 from protocol import commands as c
-from protocol.clock import FakeClock
 from protocol.errors import ServerError
 from tests.emubroker.test_handlers import Connections
+from tests.emubroker.test_handlers import broker as broker  # the in-memory broker fixture
 from tests.support.broker import WireClient
 
 pytestmark = pytest.mark.anyio
@@ -38,13 +37,6 @@ INVALID = [
     "bogus://public/default/t",
 ]
 STRING_SCHEMA = c.Schema(name="s", schema_data=b"", type=c.SchemaType.STRING)
-
-
-@pytest.fixture
-async def broker(fake_clock: FakeClock) -> AsyncIterator[Broker]:
-    config = load_config(overrides={"brokerServicePort": 6650, "webServicePort": 8080})
-    async with open_broker(config, clock=fake_clock, listen=False, admin=False) as running:
-        yield running
 
 
 @pytest.fixture
