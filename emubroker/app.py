@@ -32,6 +32,7 @@ from emubroker.admin import (
     build_admin_app,
     serve_admin,
 )
+from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
@@ -91,12 +92,55 @@ DEFAULT_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("public"
 """What ``pulsar standalone`` creates at first start."""
 
 
-async def bootstrap_metadata(store: MetadataStore, config: BrokerConfig, *, http_url: str) -> None:
-    """Create the cluster, the ``public`` tenant and its default namespaces if missing."""
+def may_bootstrap(config: BrokerConfig) -> bool:
+    """Whether ``pulsar standalone`` would create its defaults under this configuration.
+
+    Pulsar's standalone creates them through its own admin client, which has no credentials
+    (``brokerClientAuthenticationPlugin`` is not emulated): with authentication on, it acts as
+    ``anonymousUserRole``, and with authorization on it needs that role to be a super-user.
+    Otherwise Pulsar logs the refusal and starts without them (the operator creates them over
+    REST, as the official client's test set-up does).
+    """
+    if not config.authenticationEnabled:
+        return True
+    anonymous = config.anonymousUserRole
+    if not anonymous:
+        return False
+    return not config.authorizationEnabled or anonymous in config.csv(config.superUserRoles)
+
+
+async def bootstrap_metadata(
+    store: MetadataStore,
+    config: BrokerConfig,
+    *,
+    http_url: str,
+    tls_urls: tuple[str, str] = ("", ""),
+) -> None:
+    """Create the cluster, the ``public`` tenant and its default namespaces if missing.
+
+    Args:
+        store: The metadata store.
+        config: The broker configuration.
+        http_url: The admin API's ``http://`` URL (``serviceUrl``).
+        tls_urls: ``(https URL, pulsar+ssl URL)``, empty without TLS ports.
+    """
+    if not may_bootstrap(config):
+        log.warning(
+            "authentication is on and the anonymous role %r may not administer the cluster: "
+            "the cluster, tenant 'public' and its namespaces are not created (create them "
+            "over REST as a super-user)",
+            config.anonymousUserRole,
+        )
+        return
     cluster_path = f"/admin/clusters/{config.clusterName}"
     if not await store.exists(cluster_path):
         service_url = f"pulsar://{config.advertised_host()}:{config.brokerServicePort}"
-        cluster = ClusterData(service_url=http_url or None, broker_service_url=service_url)
+        cluster = ClusterData(
+            service_url=http_url or None,
+            service_url_tls=tls_urls[0] or None,
+            broker_service_url=service_url,
+            broker_service_url_tls=tls_urls[1] or None,
+        )
         await store.put(cluster_path, to_json(cluster))
     tenant_path = f"{POLICIES_ROOT}/{DEFAULT_TENANT}"
     if not await store.exists(tenant_path):
@@ -161,6 +205,8 @@ class Broker:
         dynamic: The live configuration (``/admin/v2/brokers/configuration``).
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
+        service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
+        admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
     """
 
     config: BrokerConfig
@@ -178,6 +224,8 @@ class Broker:
     compaction: CompactionService | None = None
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
+    service_url_tls: str = ""
+    admin_url_tls: str = ""
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -225,6 +273,7 @@ def _admin_context(
     *,
     schemas: SchemaService | None,
     compaction: CompactionService | None,
+    security: Security | None = None,
 ) -> AdminContext:
     config = dynamic.config
     broker_id = f"{config.advertised_host()}:{config.webServicePort}"
@@ -255,7 +304,14 @@ def _admin_context(
         ),
         schemas=schemas,
         compaction=compaction,
+        security=security,
+        clock=clock,
     )
+
+
+async def _bind_optional(host: str, port: int | None) -> list[socket.socket]:
+    # A TLS port is bound only when configured (Pulsar's Optional<Integer> ports).
+    return [] if port is None else await bind_tcp_sockets(host, port)
 
 
 def _close_sockets(sockets: list[socket.socket]) -> None:
@@ -350,16 +406,40 @@ async def open_broker(
             await bind_tcp_sockets(config.bindAddress, config.webServicePort) if admin else []
         )
         stack.callback(_close_sockets, admin_sockets)
+        pulsar_tls_sockets = await _bind_optional(
+            config.bindAddress, config.brokerServicePortTls if listen else None
+        )
+        stack.callback(_close_sockets, pulsar_tls_sockets)
+        admin_tls_sockets = await _bind_optional(
+            config.bindAddress, config.webServicePortTls if admin else None
+        )
+        stack.callback(_close_sockets, admin_tls_sockets)
         ports: dict[str, int] = {}
-        if pulsar_sockets:
-            ports["brokerServicePort"] = pulsar_sockets[0].getsockname()[1]
-        if admin_sockets:
-            ports["webServicePort"] = admin_sockets[0].getsockname()[1]
+        for key, bound in (
+            ("brokerServicePort", pulsar_sockets),
+            ("webServicePort", admin_sockets),
+            ("brokerServicePortTls", pulsar_tls_sockets),
+            ("webServicePortTls", admin_tls_sockets),
+        ):
+            if bound:
+                ports[key] = bound[0].getsockname()[1]
         config = msgspec.structs.replace(config, **ports)
         service_url = f"pulsar://{host}:{config.brokerServicePort}"
         admin_url = f"http://{host}:{config.webServicePort}" if admin else ""
+        service_url_tls = (
+            f"pulsar+ssl://{host}:{config.brokerServicePortTls}"
+            if config.brokerServicePortTls is not None
+            else ""
+        )
+        admin_url_tls = (
+            f"https://{host}:{config.webServicePortTls}"
+            if config.webServicePortTls is not None and admin
+            else ""
+        )
 
-        await bootstrap_metadata(store, config, http_url=admin_url)
+        await bootstrap_metadata(
+            store, config, http_url=admin_url, tls_urls=(admin_url_tls, service_url_tls)
+        )
         dynamic = DynamicConfig(config, store)
         await dynamic.load()  # overrides set through the admin API before this broker started
         # ownership is bound below, before the registry's watch first calls back.
@@ -411,8 +491,12 @@ async def open_broker(
         )
         ownership = OwnershipTable(
             store,
-            BrokerInfo(service_url, admin_url),
+            BrokerInfo(service_url, admin_url, service_url_tls, admin_url_tls),
             bundles_per_namespace=config.defaultNumberOfNamespaceBundles,
+        )
+        policy_store = PolicyStore(store)
+        security = Security.from_config(
+            config, namespace_policies=namespaces.policies, tenant_info=policy_store.get_tenant
         )
         services = BrokerServices(
             config=config,
@@ -421,6 +505,8 @@ async def open_broker(
             namespace_exists=namespaces,
             listeners=config.listeners(),
             schemas=SchemaService(schema_registry, features),
+            security=security,
+            clock=clock,
         )
         dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
         dynamic.subscribe(lambda live: throttling.reconfigure(throttling_config_from(live)))
@@ -440,6 +526,7 @@ async def open_broker(
             clock,
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
+            security=security,
         )
         broker = Broker(
             config,
@@ -457,6 +544,8 @@ async def open_broker(
             compaction=compaction,
             dynamic=dynamic,
             admin=admin_context,
+            service_url_tls=service_url_tls,
+            admin_url_tls=admin_url_tls,
         )
         if pulsar_sockets:
             listener = await listener_from_sockets(pulsar_sockets)
@@ -470,9 +559,33 @@ async def open_broker(
                     keepalive_interval=config.keepAliveIntervalSeconds,
                 )
             )
-        if admin_sockets:
-            await tg.start(serve_admin, build_admin_app(admin_context), admin_sockets)
-        log.info("broker serving %s (admin %s)", service_url, admin_url or "off")
+        if pulsar_tls_sockets:
+            await tg.start(
+                partial(
+                    serve_pulsar,
+                    await listener_from_sockets(pulsar_tls_sockets),
+                    broker.handler_factory,
+                    clock=clock,
+                    max_frame_size=config.maxMessageSize + FRAME_PADDING,
+                    keepalive_interval=config.keepAliveIntervalSeconds,
+                    ssl_context=security.ssl_context,
+                )
+            )
+        if admin_sockets or admin_tls_sockets:
+            await tg.start(
+                partial(
+                    serve_admin,
+                    build_admin_app(admin_context),
+                    admin_sockets,
+                    tls_sockets=admin_tls_sockets,
+                    ssl_context=security.ssl_context,
+                )
+            )
+        log.info(
+            "broker serving %s (admin %s)",
+            " ".join(filter(None, (service_url, service_url_tls))),
+            " ".join(filter(None, (admin_url, admin_url_tls))) or "off",
+        )
         yield broker
 
 
