@@ -30,6 +30,8 @@ from emubroker import admin_cli
 from emubroker.app import open_broker, open_storage
 from emubroker.auth.certs import write_local_certificates
 from emubroker.config import ConfigError, load_config
+from emubroker.metadata import MetadataStoreError
+from emubroker.metadata.etcd_url import is_etcd_url, parse_etcd_url
 from storage_stub.journal import FsyncPolicy
 
 if TYPE_CHECKING:
@@ -84,7 +86,10 @@ def _parser() -> argparse.ArgumentParser:
         if action.dest not in ("help", "data_dir", "fsync"):
             broker._add_action(action)
     broker.add_argument(
-        "--metadata-url", required=True, help="stub://host:port of the metadata service"
+        "--metadata-url",
+        required=True,
+        help="stub://host:port of the metadata service, or etcd://host:port[,host:port...]"
+        "[/chroot] of an etcd cluster",
     )
     broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
     admin_cli.add_parser(commands)
@@ -138,9 +143,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"emubroker: {exc}", file=sys.stderr)
             return 2
+        metadata_url = getattr(args, "metadata_url", None)
+        if metadata_url is not None and is_etcd_url(metadata_url):
+            try:
+                parse_etcd_url(metadata_url)
+            except ValueError as exc:
+                print(f"emubroker: {exc}", file=sys.stderr)
+                return 2
         try:
             anyio.run(_standalone, config, args, backend="asyncio")
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, MetadataStoreError) as exc:
             print(f"emubroker: cannot start: {exc}", file=sys.stderr)
             return 1
         except ConfigError as exc:

@@ -38,6 +38,8 @@ from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.metadata import MemoryMetadataStore
+from emubroker.metadata.etcd import open_etcd_metadata_store
+from emubroker.metadata.etcd_url import is_etcd_url
 from emubroker.metadata.remote import RemoteMetadataStore, open_remote_metadata_store
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
@@ -332,7 +334,8 @@ async def open_storage(
     Args:
         data_dir: Host the stub and the metadata service in this process, durable in this
             directory (``emubroker standalone --data-dir``).
-        metadata_url: ``stub://host:port`` of an external metadata service.
+        metadata_url: ``stub://host:port`` of an external metadata service, or
+            ``etcd://host:port[,host:port...][/chroot]`` of an etcd cluster.
         bookie_url: ``stub://host:port`` of an external bookie stub.
         fsync: The hosted stub's journal fsync policy.
 
@@ -353,7 +356,9 @@ async def open_storage(
             client = await stack.enter_async_context(server.open_local_client())
             metadata = await stack.enter_async_context(await RemoteMetadataStore.open(client))
             bookie = client
-        if metadata_url is not None:
+        if metadata_url is not None and is_etcd_url(metadata_url):
+            metadata = await stack.enter_async_context(open_etcd_metadata_store(metadata_url))
+        elif metadata_url is not None:
             metadata = await stack.enter_async_context(open_remote_metadata_store(metadata_url))
         if bookie_url is not None:
             bookie = await stack.enter_async_context(open_stub_client(bookie_url))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
 
 from protocol.clock import FakeClock
+from tests.support.etcd import EtcdServer, run_etcd
 
 # deadline=None in both: a slow shared machine must not turn timing into flaky failures.
 settings.register_profile("dev", max_examples=50, deadline=None)
@@ -25,3 +27,10 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def fake_clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def etcd_server() -> Iterator[EtcdServer]:
+    """One real etcd for the session (tests keep apart with a chroot each); see tests/support."""
+    with run_etcd() as server:
+        yield server

@@ -11,7 +11,10 @@ only adapts it: each operation is a checkpoint and then one synchronous call on 
 every write is atomic), its answers and errors are translated by ``stub_mapping`` as the remote
 backend's are, and after every write the model's pending notifications are handed to the
 watches at once, so all watchers see writes in the order they happened. In-process sessions
-have no heartbeat to miss: they end only when closed or expired with ``expire_session``.
+have no heartbeat to miss: they end only when closed, expired with ``expire_session``, or ended
+from the tree's side with :meth:`MemoryMetadataTree.end_session` (fault injection standing in
+for a timeout); a store whose session was ended that way opens a new one on its next
+operation, as the remote and etcd backends do.
 
 Watch buffering policy: writers never wait for watchers. Each watch has a bounded buffer
 (``watch_buffer_size``). When a notification does not fit, the watch is *broken*: nothing more
@@ -23,6 +26,7 @@ implements this for both backends.)
 
 from __future__ import annotations
 
+import logging
 import math
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final, Self
@@ -49,6 +53,8 @@ __all__ = [
     "MemoryMetadataTree",
     "MemoryMetadataTreeStatistics",
 ]
+
+logger = logging.getLogger(__name__)
 
 # Metadata writes are rare (policies, ownership, a load report per broker every few seconds), so
 # a watcher 1024 notifications behind is stuck rather than slow; a notification is ~100 bytes.
@@ -104,7 +110,18 @@ class MemoryMetadataTree:
             watchers=stats.watchers,
         )
 
+    def end_session(self, session_id: int) -> None:
+        """End a session as a timeout would: its ephemeral nodes go, its store is not told.
+
+        In-process sessions never time out by themselves; this stands in for a broker that
+        stopped heartbeating. Unknown or ended sessions are ignored.
+        """
+        self._end_session(session_id)
+
     # ---- used by MemoryMetadataStore; all synchronous, so every write is atomic -------------
+
+    def _is_live(self, session: int) -> bool:
+        return self._model.is_live(session)
 
     def _new_session(self) -> int:
         return self._model.create_session(0.0, _NO_TIMEOUT)
@@ -199,6 +216,9 @@ class MemoryMetadataStore:
         await anyio.lowlevel.checkpoint()
         if self._closed:
             raise StoreClosedError("the metadata store session is closed")
+        if not self._tree._is_live(self._session):
+            logger.warning("metadata session %s ended; opening a new one", self._session)
+            self._session = self._tree._new_session()
 
     async def get(self, path: str) -> VersionedValue | None:
         """See ``MetadataStore.get``."""

@@ -9,8 +9,10 @@ The model is ZooKeeper's as Pulsar's ``MetadataStoreExtended`` exposes it
 - Every node has a version: ``0`` when created, ``+1`` on every modification. Writes may be
   conditional on the version (``expected_version``); ``-1`` means "must not exist yet".
 - A store instance is one *session*. Ephemeral nodes belong to the session that created them
-  and are deleted, with notifications, when it ends (``aclose``) or expires (``expire_session``);
-  they are how brokers hold locks (bundle ownership, leadership).
+  and are deleted, with notifications, when it ends (``aclose``) or expires (``expire_session``,
+  or the service ending it because its heartbeats stopped); they are how brokers hold locks
+  (bundle ownership, leadership). A store whose session the service ended carries on with a
+  new session on its next operation; its own watchers saw its nodes deleted.
 - ``watch(prefix)`` streams notifications for the prefix and everything below it, in the order
   the writes happened.
 """

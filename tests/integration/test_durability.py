@@ -1,4 +1,5 @@
-"""Durability with the official client: restarts with --data-dir, kill -9, an external stub.
+"""Durability with the official client: restarts with --data-dir, kill -9, an external stub,
+metadata in etcd.
 
 DESIGN.md decision 8 ("Nothing acknowledged is lost"): every message whose send returned is
 delivered after a restart; acknowledgements persisted before a graceful stop stay; a crash may
@@ -12,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,9 +27,11 @@ import anyio
 import pulsar
 import pytest
 
+from emubroker.metadata.etcd import open_etcd_metadata_store
 from storage_stub.client import open_stub_client
 from storage_stub.faults import FaultConfig, Fixed, OpFaults
 from tests.integration.conftest import make_client
+from tests.support.etcd import EtcdServer, fresh_root
 
 pytestmark = pytest.mark.integration
 
@@ -123,18 +127,23 @@ def _drain(consumer: pulsar.Consumer, timeout_ms: int = 2000) -> list[bytes]:
         consumer.acknowledge(msg)
 
 
+def _produce_and_ack(broker: _Proc, topic: str, sent: int, acked: int) -> None:
+    """Send ``m0``.. ``m<sent-1>``, acknowledge the first ``acked`` on ``sub``, stop the broker."""
+    client = make_client(broker.url)
+    producer = client.create_producer(topic, batching_enabled=False)
+    consumer = client.subscribe(topic, "sub")
+    for i in range(sent):
+        producer.send(b"m%d" % i)
+    for _ in range(acked):
+        consumer.acknowledge(consumer.receive(5000))
+    client.close()
+    assert broker.stop(signal.SIGINT) == 0
+
+
 def test_restart_with_data_dir_keeps_topics_subscriptions_and_entries(tmp_path: Path) -> None:
     topic = _topic()
     with _process(_standalone(tmp_path)) as broker:
-        client = make_client(broker.url)
-        producer = client.create_producer(topic, batching_enabled=False)
-        consumer = client.subscribe(topic, "sub")
-        for i in range(30):
-            producer.send(b"m%d" % i)
-        for _ in range(12):
-            consumer.acknowledge(consumer.receive(5000))
-        client.close()
-        assert broker.stop(signal.SIGINT) == 0
+        _produce_and_ack(broker, topic, sent=30, acked=12)
     with _process(_standalone(tmp_path)) as broker:
         client = make_client(broker.url)
         consumer = client.subscribe(topic, "sub")
@@ -279,3 +288,58 @@ def test_stub_latency_raises_publish_latency(external: tuple[str, str]) -> None:
     _stub_call(stub_url, "clear_faults")
     assert slow >= 0.15 > fast
     client.close()
+
+
+def test_broker_with_its_metadata_in_etcd_keeps_subscriptions_across_restarts(
+    etcd_server: EtcdServer,
+) -> None:
+    # The multi-machine shape (DESIGN.md): entries in a storage-stub process, metadata in etcd.
+    metadata_url = etcd_server.url + fresh_root("broker")
+    topic = _topic()
+    with _process(["storage_stub", "serve", "--port", "0"], _STUB_READY) as stub:
+        args = ["emubroker", "broker", "--port", "0", "--admin-port", "0"]
+        args += ["--metadata-url", metadata_url, "--bookie-url", stub.url]
+        with _process(args) as broker:
+            _produce_and_ack(broker, topic, sent=10, acked=4)
+
+        async def topics_in_etcd() -> list[str]:
+            async with open_etcd_metadata_store(metadata_url) as store:
+                return await store.children("/managed-ledgers/public/default/persistent")
+
+        assert topic.rpartition("/")[2] in anyio.run(topics_in_etcd)
+        with _process(args) as broker:
+            client = make_client(broker.url)
+            consumer = client.subscribe(topic, "sub")
+            got = _drain(consumer)
+            # Acks may come back unpersisted (at-least-once); every unacked message must.
+            assert set(got) >= {b"m%d" % i for i in range(4, 10)}
+            client.close()
+
+
+def test_broker_refuses_to_start_when_etcd_is_unreachable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "emubroker",
+            "broker",
+            "--port",
+            "0",
+            "--admin-port",
+            "0",
+            "--metadata-url",
+            f"etcd://127.0.0.1:{dead}",
+            "--bookie-url",
+            "stub://127.0.0.1:1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert result.returncode == 1
+    assert "no etcd endpoint answered" in result.stderr
