@@ -27,6 +27,7 @@ per-producer and per-consumer rates of the REST ``stats`` (Pulsar's ``PublisherS
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
@@ -191,8 +192,18 @@ def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
 
 
-def _number(value: float) -> str:
-    return repr(float(value)) if isinstance(value, float) else str(value)
+def _number(value: int | float) -> str:
+    """A sample value as the text format spells it: Go's float syntax, ``+Inf``/``-Inf``/``NaN``.
+
+    Python's ``repr`` gives ``inf``/``-inf``/``nan``, which the exposition format does not name.
+    """
+    if not isinstance(value, float):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
 
 
 def render_metrics(stats: ServiceStats, *, cluster: str, rates: RateTracker | None = None) -> str:

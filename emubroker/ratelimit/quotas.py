@@ -153,6 +153,10 @@ def decode_dispatch_rate(data: bytes | str) -> DispatchRate:
         rate = _decoder.decode(data)
     except msgspec.DecodeError as exc:  # ValidationError is a subclass
         raise InvalidDispatchRateError(f"invalid DispatchRate: {exc}", HTTP_BAD_REQUEST) from exc
+    except RecursionError:  # msgspec stops at a fixed nesting depth; a DispatchRate is flat
+        raise InvalidDispatchRateError(
+            "invalid DispatchRate: nested too deeply", HTTP_BAD_REQUEST
+        ) from None
     return validate_dispatch_rate(rate)
 
 

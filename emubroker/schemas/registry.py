@@ -80,8 +80,12 @@ def version_from_wire(data: bytes) -> int:
 
 
 def schema_id(topic: TopicName) -> str:
-    """Pulsar's schema id: ``tenant/namespace/topic`` of the partitioned topic, no domain."""
-    return f"{topic.namespace}/{topic.partitioned_topic_name.local_name}"
+    """Pulsar's schema id: ``tenant/namespace/topic`` of the partitioned topic, no domain.
+
+    The local name is URL-encoded, as in Pulsar's ``TopicName.getSchemaName``: the id is also
+    the schema's metadata path.
+    """
+    return f"{topic.namespace}/{topic.partitioned_topic_name.encoded_local_name}"
 
 
 class StoredSchema(msgspec.Struct, frozen=True):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote
 
 import msgspec
 
@@ -136,7 +137,9 @@ _decode_topic_policies = msgspec.json.Decoder(TopicPolicies).decode
 
 def topic_policies_path(topic: TopicName) -> str:
     """The metadata node of a (partitioned or non-partitioned) topic's policies."""
-    return f"{TOPIC_POLICIES_ROOT}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
+    return (
+        f"{TOPIC_POLICIES_ROOT}/{topic.namespace}/{topic.domain.value}/{topic.encoded_local_name}"
+    )
 
 
 class TraceSink(Protocol):
@@ -502,7 +505,7 @@ class DispatchThrottling:
                             continue
                         try:
                             policies = _decode_topic_policies(node.value)
-                            name = TopicName.parse(f"{domain}://{tenant}/{ns}/{local}")
+                            name = TopicName.parse(f"{domain}://{tenant}/{ns}/{unquote(local)}")
                         except (msgspec.DecodeError, ValueError) as exc:
                             log.warning("unreadable topic policies at %s: %s", base, exc)
                             continue

@@ -286,6 +286,41 @@ async def test_consumer_schemas(broker: Broker, conns: Connections) -> None:
     assert (refused.request_id, refused.error) == (77, ServerError.IncompatibleSchema)
 
 
+@pytest.mark.parametrize("sub_type", [c.SubType.EXCLUSIVE, c.SubType.SHARED])
+async def test_a_subscribe_refused_for_its_schema_leaves_nothing_behind(
+    broker: Broker, conns: Connections, sub_type: c.SubType
+) -> None:
+    # ServerCnx checks the schema before the subscription is touched: the refused consumer never
+    # joins, so the same subscription name with a readable schema is free (schema_test.py).
+    await set_policies(broker, schema_compatibility_strategy="FULL")
+    client = await conns.open()
+    await create_producer(client, producer_id=1, schema=V1)
+    wrong_type = avro({"name": "name", "type": "int"})
+    not_avro = c.Schema(name="s", schema_data=b"", type=c.SchemaType.STRING)
+    for consumer_id, schema in enumerate((wrong_type, not_avro), start=1):
+        request_id = client.request_id()
+        await client.send(
+            c.Subscribe(
+                topic=TOPIC,
+                subscription="sub-1",
+                sub_type=sub_type,
+                consumer_id=consumer_id,
+                request_id=request_id,
+                schema=schema,
+            )
+        )
+        refused = await client.receive_command()
+        assert isinstance(refused, c.Error), refused
+        assert (refused.request_id, refused.error) == (request_id, ServerError.IncompatibleSchema)
+    topic = broker.topics.loaded_topic(TopicName.parse(TOPIC))
+    assert topic is not None
+    assert topic.subscriptions() == []
+    assert topic.consumer_count == 0
+    await subscribe(client, consumer_id=3, subscription="sub-1", sub_type=sub_type, schema=V1)
+    assert topic.subscriptions() == ["sub-1"]
+    assert topic.consumer_count == 1
+
+
 async def test_get_or_create_schema_is_refused_without_breaking_the_connection(
     conns: Connections,
 ) -> None:
