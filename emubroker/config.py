@@ -4,8 +4,7 @@ DESIGN.md decision 3: configuration uses Pulsar's names (camelCase, exactly as i
 ``broker.conf``/``standalone.conf``) and Pulsar's defaults, so an operator's existing file (or the
 subset of it we emulate) loads unchanged. Sources, lowest priority first:
 
-1. the defaults below (Pulsar's, except ``bindAddress`` and ``schemaCompatibilityStrategy``, see
-   their comments);
+1. the defaults below (Pulsar's, except ``bindAddress``, see its comment);
 2. a file: Java properties (``key=value``, ``#``/``!`` comments) or TOML, chosen by extension;
 3. environment variables ``PULSAR_PREFIX_<key>=<value>`` (the convention of Pulsar's container
    images, ``apply-config-from-env.py``), applied over the file;
@@ -143,9 +142,9 @@ class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
         subscriptionKeySharedConsistentHashingReplicaPoints: Key_Shared hash-ring points per
             consumer.
         schemaCompatibilityStrategy: The schema compatibility strategy of namespaces whose
-            policies leave it ``UNDEFINED``. Pulsar's default is ``FULL``; ours is
-            ``ALWAYS_COMPATIBLE`` (issue 3: an emulator accepts any schema evolution unless a
-            namespace or this key asks for checks). ``UNDEFINED`` here means the same.
+            policies leave it ``UNDEFINED``; ``FULL``, Pulsar's default, so that a client
+            sees the refusals Pulsar gives (the official client's schema tests rely on them).
+            ``UNDEFINED`` here means ``ALWAYS_COMPATIBLE``.
         isAllowAutoUpdateSchemaEnabled: Producers may register new schema versions; when false
             only schemas already registered are accepted.
         isSchemaValidationEnforced: Producers and consumers without a schema are refused on a
@@ -190,7 +189,7 @@ class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
     statsUpdateFrequencyInSecs: Annotated[int, msgspec.Meta(gt=0)] = 60
     delayedDeliveryEnabled: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: Positive = 100
-    schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "ALWAYS_COMPATIBLE"
+    schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "FULL"
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
     topicCompactionRetainNullKey: bool = False

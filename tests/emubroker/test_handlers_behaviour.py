@@ -244,7 +244,12 @@ async def test_incompatible_schema_is_refused_under_backward(
 ) -> None:
     client = await conns.open()
     await create_producer(client, producer_id=1, schema=V1)
-    # ALWAYS_COMPATIBLE by default: anything goes ...
+    # Pulsar's default, FULL, refuses a new field without a default ...
+    refused = await producer_error(client, producer_id=2, schema=NO_DEFAULT)
+    assert refused.error is ServerError.IncompatibleSchema
+    assert "FULL" in refused.message
+    # ... and ALWAYS_COMPATIBLE takes anything.
+    await set_policies(broker, schema_compatibility_strategy="ALWAYS_COMPATIBLE")
     assert (await create_producer(client, producer_id=2, schema=NO_DEFAULT)).schema_version == (
         (1).to_bytes(8, "big")
     )
@@ -267,6 +272,7 @@ async def test_consumer_schemas(broker: Broker, conns: Connections) -> None:
     assert isinstance(adopted, c.GetSchemaResponse)
     assert adopted.schema_version == bytes(8)
     # An active topic without a schema takes one under ALWAYS_COMPATIBLE only.
+    await set_policies(broker, schema_compatibility_strategy="ALWAYS_COMPATIBLE")
     busy = "persistent://public/default/bytes-topic"
     await create_producer(client, topic=busy, producer_id=1)
     await subscribe(client, topic=busy, consumer_id=3, subscription="any", schema=V1)

@@ -229,9 +229,10 @@ UserV3 = user_schema(name=String(), email=String())  # v2 data has no email and 
 
 @pytest.mark.parametrize("make_schema", [AvroSchema, JsonSchema], ids=["avro", "json"])
 def test_record_schemas_round_trip_with_versions(
-    client: pulsar.Client, make_schema: Callable[[type[Record]], Any]
+    broker: RunningBroker, client: pulsar.Client, make_schema: Callable[[type[Record]], Any]
 ) -> None:
-    topic = unique()
+    # BACKWARD: v2 readers can read v1 data (Pulsar's default, FULL, would refuse v2).
+    topic = unique(namespace_with(broker, schema_compatibility_strategy="BACKWARD"))
     consumer = client.subscribe(topic, "s", schema=make_schema(UserV1))
     producer = client.create_producer(topic, schema=make_schema(UserV1))
     producer.send(UserV1(name="ada", age=36))
@@ -267,10 +268,19 @@ def test_incompatible_schema_is_rejected_under_backward(
     assert [reader.read_next(RECEIVE_MS).value().name for _ in range(2)] == ["a", "b"]
 
 
-def test_default_strategy_accepts_any_evolution(client: pulsar.Client) -> None:
+def test_default_strategy_is_full_as_in_pulsar(client: pulsar.Client) -> None:
     topic = unique()
     client.create_producer(topic, schema=AvroSchema(UserV2))
-    client.create_producer(topic, schema=AvroSchema(UserV3))  # ALWAYS_COMPATIBLE by default
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(topic, schema=StringSchema())
+
+
+def test_always_compatible_accepts_any_evolution(
+    broker: RunningBroker, client: pulsar.Client
+) -> None:
+    topic = unique(namespace_with(broker, schema_compatibility_strategy="ALWAYS_COMPATIBLE"))
+    client.create_producer(topic, schema=AvroSchema(UserV2))
+    client.create_producer(topic, schema=AvroSchema(UserV3))
     client.create_producer(topic, schema=StringSchema())  # even another type
 
 
