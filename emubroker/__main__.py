@@ -87,6 +87,7 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
                 fsync=FsyncPolicy(getattr(args, "fsync", "batch")),
                 metadata_url=getattr(args, "metadata_url", None),
                 bookie_url=getattr(args, "bookie_url", None),
+                session_timeout=config.metadataStoreSessionTimeoutMillis / 1000.0,
             ) as (metadata, bookie),
             open_broker(config, metadata=metadata, bookie=bookie) as broker,
         ):

@@ -14,6 +14,7 @@ a :class:`NamespaceRegistry`, an in-memory view of those nodes kept current by a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -36,8 +37,13 @@ from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
-from emubroker.metadata import MemoryMetadataStore
-from emubroker.metadata.remote import RemoteMetadataStore, open_remote_metadata_store
+from emubroker.loadbalance.leader_election import LeaderElectionService
+from emubroker.metadata import BadVersionError, MemoryMetadataStore
+from emubroker.metadata.remote import (
+    DEFAULT_SESSION_TIMEOUT,
+    RemoteMetadataStore,
+    open_remote_metadata_store,
+)
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
@@ -92,23 +98,31 @@ DEFAULT_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("public"
 
 
 async def bootstrap_metadata(store: MetadataStore, config: BrokerConfig, *, http_url: str) -> None:
-    """Create the cluster, the ``public`` tenant and its default namespaces if missing."""
-    cluster_path = f"/admin/clusters/{config.clusterName}"
-    if not await store.exists(cluster_path):
-        service_url = f"pulsar://{config.advertised_host()}:{config.brokerServicePort}"
-        cluster = ClusterData(service_url=http_url or None, broker_service_url=service_url)
-        await store.put(cluster_path, to_json(cluster))
-    tenant_path = f"{POLICIES_ROOT}/{DEFAULT_TENANT}"
-    if not await store.exists(tenant_path):
-        await store.put(tenant_path, to_json(TenantInfo([], [config.clusterName])))
+    """Create the cluster, the ``public`` tenant and its default namespaces if missing.
+
+    Every node is created with ``expected_version=-1``: brokers of a cluster starting together
+    against one empty store race here, and the first creator's value must stand (a plain write
+    after an ``exists`` check would let a later broker overwrite what an earlier one, or an
+    operator in between, wrote).
+    """
+    service_url = f"pulsar://{config.advertised_host()}:{config.brokerServicePort}"
     policies = Policies(
         bundles=bundles_data(bundle_boundaries(config.defaultNumberOfNamespaceBundles)),
         replication_clusters=[config.clusterName],
     )
-    for namespace in DEFAULT_NAMESPACES:
-        path = f"{POLICIES_ROOT}/{namespace}"
-        if not await store.exists(path):
-            await store.put(path, to_json(policies))
+    nodes = [
+        (
+            f"/admin/clusters/{config.clusterName}",
+            ClusterData(service_url=http_url or None, broker_service_url=service_url),
+        ),
+        (f"{POLICIES_ROOT}/{DEFAULT_TENANT}", TenantInfo([], [config.clusterName])),
+        *((f"{POLICIES_ROOT}/{namespace}", policies) for namespace in DEFAULT_NAMESPACES),
+    ]
+    for path, value in nodes:
+        if await store.exists(path):
+            continue
+        with contextlib.suppress(BadVersionError):  # another broker created it first
+            await store.put(path, to_json(value), expected_version=-1)
 
 
 def topic_settings(config: BrokerConfig) -> TopicSettings:
@@ -161,6 +175,7 @@ class Broker:
         dynamic: The live configuration (``/admin/v2/brokers/configuration``).
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
+        leader_election: This broker's part in the cluster's leader election.
     """
 
     config: BrokerConfig
@@ -178,6 +193,7 @@ class Broker:
     compaction: CompactionService | None = None
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
+    leader_election: LeaderElectionService | None = None
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -225,9 +241,10 @@ def _admin_context(
     *,
     schemas: SchemaService | None,
     compaction: CompactionService | None,
+    leader_election: LeaderElectionService,
 ) -> AdminContext:
     config = dynamic.config
-    broker_id = f"{config.advertised_host()}:{config.webServicePort}"
+    broker_id = broker_id_of(config)
     tracker = RateTracker(clock=clock)
 
     def dedup_enabled(topic: AnyTopic) -> bool:
@@ -248,14 +265,24 @@ def _admin_context(
         topics=topics,
         ownership=ownership,
         metrics=MetricsCollector(
-            topics.statistics, clock=clock, cluster=config.clusterName, tracker=tracker
+            topics.statistics,
+            clock=clock,
+            cluster=config.clusterName,
+            tracker=tracker,
+            leader_election=leader_election.statistics,
         ),
         stats=TopicStatsView(
             topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
         ),
         schemas=schemas,
         compaction=compaction,
+        leader_election=leader_election,
     )
+
+
+def broker_id_of(config: BrokerConfig) -> str:
+    """The broker id as Pulsar spells it (``PulsarService.getBrokerId``): host:webServicePort."""
+    return f"{config.advertised_host()}:{config.webServicePort}"
 
 
 def _close_sockets(sockets: list[socket.socket]) -> None:
@@ -270,6 +297,7 @@ async def open_storage(
     metadata_url: str | None = None,
     bookie_url: str | None = None,
     fsync: FsyncPolicy = FsyncPolicy.BATCH,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
 ) -> AsyncIterator[tuple[MetadataStore | None, BookieClient | None]]:
     """The broker's storage: in memory, a durable stub in this process, or an external stub.
 
@@ -279,6 +307,8 @@ async def open_storage(
         metadata_url: ``stub://host:port`` of an external metadata service.
         bookie_url: ``stub://host:port`` of an external bookie stub.
         fsync: The hosted stub's journal fsync policy.
+        session_timeout: Seconds an external metadata session outlives its last heartbeat
+            (``metadataStoreSessionTimeoutMillis``).
 
     Yields:
         ``(metadata, bookie)`` for :func:`open_broker`; ``(None, None)`` for memory.
@@ -295,10 +325,14 @@ async def open_storage(
                 open_stub_server(data_dir=data_dir, fsync=fsync)
             )
             client = await stack.enter_async_context(server.open_local_client())
-            metadata = await stack.enter_async_context(await RemoteMetadataStore.open(client))
+            metadata = await stack.enter_async_context(
+                await RemoteMetadataStore.open(client, session_timeout=session_timeout)
+            )
             bookie = client
         if metadata_url is not None:
-            metadata = await stack.enter_async_context(open_remote_metadata_store(metadata_url))
+            metadata = await stack.enter_async_context(
+                open_remote_metadata_store(metadata_url, session_timeout=session_timeout)
+            )
         if bookie_url is not None:
             bookie = await stack.enter_async_context(open_stub_client(bookie_url))
         yield metadata, bookie
@@ -430,6 +464,14 @@ async def open_broker(
             await tg.start(trace_sink.run)
         await tg.start(namespaces.watch, store)
         await tg.start(dynamic.watch)
+        # Elected before the ports serve, so that leaderBroker answers once the broker is ready.
+        leader_election = LeaderElectionService(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            service_url=f"http://{broker_id_of(config)}",
+        )
+        await tg.start(leader_election.run)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -440,6 +482,7 @@ async def open_broker(
             clock,
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
+            leader_election=leader_election,
         )
         broker = Broker(
             config,
@@ -457,6 +500,7 @@ async def open_broker(
             compaction=compaction,
             dynamic=dynamic,
             admin=admin_context,
+            leader_election=leader_election,
         )
         if pulsar_sockets:
             listener = await listener_from_sockets(pulsar_sockets)

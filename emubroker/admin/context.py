@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from emubroker.admin.topic_stats import TopicStatsView
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance import OwnershipTable
+    from emubroker.loadbalance.leader_election import LeaderElectionService
     from emubroker.namespace_registry import NamespaceRegistry
     from emubroker.policies import PolicyStore
     from emubroker.schemas.service import SchemaService
@@ -39,6 +40,7 @@ class AdminContext:
         stats: Topic statistics in Pulsar's JSON shapes, with rates.
         schemas: The schema registry, when the broker has one.
         compaction: The compaction service, when the broker has one.
+        leader_election: This broker's view of the cluster's leader (``leaderBroker``).
     """
 
     cluster: str
@@ -54,6 +56,7 @@ class AdminContext:
     stats: TopicStatsView
     schemas: SchemaService | None = None
     compaction: CompactionService | None = None
+    leader_election: LeaderElectionService | None = None
 
 
 CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)
