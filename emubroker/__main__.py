@@ -3,6 +3,10 @@
 ``emubroker admin [--admin-url URL] RESOURCE COMMAND ...`` administers a running broker over its
 REST API, like ``pulsar-admin`` (see :mod:`emubroker.admin_cli`).
 
+``emubroker cluster [-n N] ...`` runs a local cluster of broker processes around one
+``storage-stub`` process, and ``emubroker cluster status|kill|start|stop`` controls it from
+another shell (see :mod:`emubroker.cluster.cli`).
+
 ``standalone`` runs one broker in this process on anyio's asyncio backend (aiohttp needs it,
 DESIGN.md decision 5), prints one line containing ``ready`` with the service and admin URLs once
 both listen (scripts and tests wait for it), and stops cleanly on SIGINT or SIGTERM (exit code 0).
@@ -22,9 +26,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from emubroker import admin_cli
-from emubroker.app import open_broker, open_storage
+from emubroker.cluster import cli as cluster_cli
 from emubroker.config import ConfigError, load_config
-from storage_stub.journal import FsyncPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -76,10 +79,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
     admin_cli.add_parser(commands)
+    cluster_cli.add_parser(commands)
     return parser
 
 
 async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
+    # Imported here, not at the top: the broker's modules take ~0.5 s of CPU to import, which
+    # ``emubroker cluster`` and its control commands, which only spawn or signal brokers, would
+    # otherwise pay before doing anything (bench/cluster_startup.py, docs/performance.md).
+    from emubroker.app import open_broker, open_storage
+    from storage_stub.journal import FsyncPolicy
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
             open_storage(
@@ -106,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "admin":
         return admin_cli.run(args)
+    if args.command == "cluster":
+        return cluster_cli.run(args)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
