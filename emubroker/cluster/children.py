@@ -117,7 +117,7 @@ async def spawn(
                     break
     except BaseException as exc:
         with anyio.CancelScope(shield=True):
-            await stop(process, sig=signal.SIGKILL)
+            await stop(process)
             await output.aclose()
         sink.close()
         if isinstance(exc, TimeoutError):

@@ -42,7 +42,7 @@ from emubroker.cluster.state import (
     read_state,
     run_dir_in_use,
 )
-from emubroker.cluster.supervisor import ClusterEvent, ClusterSpec, open_cluster
+from emubroker.cluster.supervisor import ClusterEvent, ClusterSpec, leaf_errors, open_cluster
 from emubroker.config import ConfigError, load_config
 from protocol.clock import AnyioClock
 
@@ -224,10 +224,17 @@ def _run_cluster(args: argparse.Namespace, run_dir: Path) -> int:
         _stop_leftovers(run_dir)
     try:
         anyio.run(_serve, spec, _Output(as_json=args.json), backend="asyncio")
-    except (ChildStartError, RunDirLockedError, OSError) as exc:
-        _echo(f"emubroker cluster: cannot start: {exc}", err=True)
+    except (*_START_ERRORS, BaseExceptionGroup) as exc:
+        errors = leaf_errors(exc)
+        if not all(isinstance(error, _START_ERRORS) for error in errors):
+            raise
+        for error in errors:
+            _echo(f"emubroker cluster: cannot start: {error}", err=True)
         return 1
     return 0
+
+
+_START_ERRORS: Final = (ChildStartError, RunDirLockedError, OSError)
 
 
 def _stop_leftovers(run_dir: Path) -> list[int]:

@@ -20,7 +20,7 @@ import os
 import re
 import signal
 import sys
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
     from protocol.clock import Clock
 
-__all__ = ["Cluster", "ClusterEvent", "ClusterSpec", "open_cluster"]
+__all__ = ["Cluster", "ClusterEvent", "ClusterSpec", "leaf_errors", "open_cluster"]
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class Cluster:
                     starting.start_soon(self._start_broker, broker)
         except BaseExceptionGroup as group:
             # One message naming every broker that failed, not a group of them.
-            failures = _leaves(group)
+            failures = leaf_errors(group)
             if all(isinstance(e, children.ChildStartError | OSError) for e in failures):
                 raise children.ChildStartError("\n".join(map(str, failures))) from None
             raise
@@ -204,6 +204,7 @@ class Cluster:
 
     async def _stop(self) -> None:
         self._stopping = True
+        failed = self.state.status is ClusterStatus.FAILED
         self.state.status = ClusterStatus.STOPPING
         self._save()
         self._emit("stopping", "stopping the brokers, then the stub")
@@ -212,7 +213,7 @@ class Cluster:
                 stopping.start_soon(self._stop_child, self.state.brokers[index], process)
         if self._stub is not None:
             await self._stop_child(self.state.stub, self._stub)
-        self.state.status = ClusterStatus.STOPPED
+        self.state.status = ClusterStatus.FAILED if failed else ClusterStatus.STOPPED
         self._save()
         self._emit("stopped", "cluster stopped")
 
@@ -418,9 +419,10 @@ def _signal(name: str) -> signal.Signals:
         raise ValueError(f"unknown signal {name!r}") from None
 
 
-def _leaves(error: BaseException) -> list[BaseException]:
+def leaf_errors(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, or ``[error]``."""
     if isinstance(error, BaseExceptionGroup):
-        return [leaf for sub in error.exceptions for leaf in _leaves(sub)]
+        return [leaf for sub in error.exceptions for leaf in leaf_errors(sub)]
     return [error]
 
 
@@ -457,20 +459,25 @@ async def open_cluster(
         ChildStartError: The stub or a broker did not start (everything started is stopped).
         OSError: A child cannot be spawned.
     """
+    failure: Exception | None = None
     with hold_run_dir(spec.run_dir):
-        async with anyio.create_task_group() as tg, AsyncExitStack() as stack:
+        async with anyio.create_task_group() as tg:
             cluster = Cluster(spec, tg, clock or AnyioClock(), on_event)
-
-            async def stop() -> None:
+            try:
+                try:
+                    await cluster._start()
+                except (children.ChildStartError, OSError) as exc:
+                    # Raised as itself below, not inside the task group's exception group.
+                    cluster.state.status = ClusterStatus.FAILED
+                    failure = exc
+                else:
+                    await tg.start(
+                        control.serve_control, spec.run_dir / CONTROL_SOCKET, cluster.handle
+                    )
+                    yield cluster
+            finally:
                 with anyio.CancelScope(shield=True):
                     await cluster._stop()
                 tg.cancel_scope.cancel()
-
-            stack.push_async_callback(stop)
-            try:
-                await cluster._start()
-            except BaseException:
-                cluster.state.status = ClusterStatus.FAILED
-                raise
-            await tg.start(control.serve_control, spec.run_dir / CONTROL_SOCKET, cluster.handle)
-            yield cluster
+    if failure is not None:
+        raise failure
