@@ -1,6 +1,6 @@
 """Time from ``emubroker cluster -n N`` to its ``ready`` line, and where the time goes.
 
-    python bench/cluster_startup.py [--brokers 1 3 5] [--runs 5]
+    python bench/cluster_startup.py [--brokers 1 3 5] [--runs 5] [--baseline TREE]
 
 For each N, starts ``python -m emubroker cluster -n N --port 0`` in a fresh run directory, times
 it from the spawn to the ready line, reads the supervisor's own log for the stub's and the
@@ -8,8 +8,14 @@ brokers' start-up (``storage-stub ready in``, ``N brokers ready in``), then stop
 and times the stop. The supervisor's own share (interpreter start, imports, argument parsing) is
 what remains. Runs of different N are interleaved so that a machine's drift hits them alike.
 
-Then, as a baseline for the per-process cost: the interpreter alone (``python -c pass``), and
-the imports each child pays (``import emubroker.__main__``, ``import storage_stub.__main__``).
+With ``--baseline TREE`` (another checkout of the repository, e.g. ``git worktree add``), every
+run is paired with the same run of that tree, one after the other, and the ratio
+current/baseline of each pair is reported as well: on a shared machine the ratios hold when the
+absolute times drift.
+
+Then, for the per-process cost: the interpreter alone (``python -c pass``), and the imports each
+child pays (``import emubroker.__main__``, ``import storage_stub.__main__``, and the broker's
+modules, ``import emubroker.app``).
 
 Prints medians (and min-max) in seconds.
 """
@@ -32,11 +38,11 @@ _STUB = re.compile(r"storage-stub ready in ([\d.]+) s")
 _BROKERS = re.compile(r"\d+ brokers ready in ([\d.]+) s")
 
 
-def _env() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+def _env(tree: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")
 
 
-def one_run(brokers: int) -> dict[str, float]:
+def one_run(brokers: int, tree: Path = ROOT) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="cluster-bench-") as run_dir:
         err_path = Path(run_dir) / "supervisor.err"
         with err_path.open("w") as err:
@@ -49,8 +55,8 @@ def one_run(brokers: int) -> dict[str, float]:
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
-                env=_env(),
-                cwd=ROOT,
+                env=_env(tree),
+                cwd=tree,
             )
             assert proc.stdout is not None
             try:
@@ -85,7 +91,7 @@ def one_run(brokers: int) -> dict[str, float]:
 
 def process_time(code: str) -> float:
     began = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, env=_env(), cwd=ROOT)
+    subprocess.run([sys.executable, "-c", code], check=True, env=_env(ROOT), cwd=ROOT)
     return time.perf_counter() - began
 
 
@@ -97,12 +103,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--brokers", type=int, nargs="+", default=[1, 3, 5])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--baseline", type=Path, help="another tree to pair every run with")
     args = parser.parse_args()
 
     one_run(1)  # warm the file cache
     results: dict[int, list[dict[str, float]]] = {n: [] for n in args.brokers}
+    paired: dict[int, list[dict[str, float]]] = {n: [] for n in args.brokers}
     for _ in range(args.runs):
         for n in args.brokers:
+            if args.baseline is not None:
+                paired[n].append(one_run(n, args.baseline))
             results[n].append(one_run(n))
     columns = ["ready", "supervisor", "stub", "brokers", "stop"]
     print(f"emubroker cluster -n N --port 0, {args.runs} runs each: median (min-max) seconds")
@@ -110,6 +120,19 @@ def main() -> None:
     for n, runs in results.items():
         cells = [_summary([r[c] for r in runs]) for c in columns]
         print(f"{n:>3}  " + "  ".join(f"{cell:>20}" for cell in cells))
+    if args.baseline is not None:
+        print(f"\nbaseline {args.baseline}, then current/baseline pair by pair")
+        for n, runs in paired.items():
+            cells = [_summary([r[c] for r in runs]) for c in columns]
+            print(f"{n:>3}  " + "  ".join(f"{cell:>20}" for cell in cells))
+        for n in args.brokers:
+            ratios = [
+                _summary(
+                    [cur[c] / base[c] for cur, base in zip(results[n], paired[n], strict=True)]
+                )
+                for c in columns
+            ]
+            print(f"{n:>3}  " + "  ".join(f"{cell:>20}" for cell in ratios))
 
     baselines = {
         "python -c pass": "pass",
