@@ -1,4 +1,6 @@
-"""``emubroker`` command line: ``emubroker standalone [--port] [--admin-port] [--bind] [--config]``.
+"""``emubroker`` command line: ``emubroker standalone [--port] [--admin-port] [--config] ...``.
+
+``--tls`` adds the TLS ports with a throwaway CA and certificates (printed with their paths).
 
 ``emubroker admin [--admin-url URL] RESOURCE COMMAND ...`` administers a running broker over its
 REST API, like ``pulsar-admin`` (see :mod:`emubroker.admin_cli`).
@@ -21,9 +23,12 @@ import argparse
 import logging
 import signal
 import sys
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 
 from emubroker import admin_cli
 from emubroker.cluster import cli as cluster_cli
@@ -51,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     standalone.add_argument("--bind", help="address to bind (bindAddress, default localhost)")
     standalone.add_argument("--config", help="broker.conf (properties) or .toml file")
+    standalone.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve pulsar+ssl:// and https:// too (brokerServicePortTls 6651, webServicePortTls "
+        "8443 unless configured), with a throwaway CA and certificates made for this run",
+    )
     standalone.add_argument(
         "--log-level",
         default="INFO",
@@ -101,9 +112,12 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
             ) as (metadata, bookie),
             open_broker(config, metadata=metadata, bookie=bookie) as broker,
         ):
+            tls = ""
+            if broker.service_url_tls or broker.admin_url_tls:
+                tls = f" tls {broker.service_url_tls} {broker.admin_url_tls}".rstrip()
             print(
                 f"emubroker {args.command} ready: service {broker.service_url} "
-                f"admin {broker.admin_url}",
+                f"admin {broker.admin_url}{tls}",
                 flush=True,
             )
             async for signum in signals:
@@ -121,24 +135,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    try:
-        config = load_config(
-            args.config,
-            overrides={
-                "brokerServicePort": args.port,
-                "webServicePort": args.admin_port,
-                "bindAddress": args.bind,
-            },
-        )
-    except ConfigError as exc:
-        print(f"emubroker: {exc}", file=sys.stderr)
-        return 2
-    try:
-        anyio.run(_standalone, config, args, backend="asyncio")
-    except (OSError, RuntimeError) as exc:
-        print(f"emubroker: cannot start: {exc}", file=sys.stderr)
-        return 1
+    with tempfile.TemporaryDirectory(prefix="emubroker-tls-") as scratch:
+        try:
+            config = load_config(
+                args.config,
+                overrides={
+                    "brokerServicePort": args.port,
+                    "webServicePort": args.admin_port,
+                    "bindAddress": args.bind,
+                },
+            )
+            if getattr(args, "tls", False):
+                config = _with_local_tls(config, Path(scratch))
+        except ConfigError as exc:
+            print(f"emubroker: {exc}", file=sys.stderr)
+            return 2
+        try:
+            anyio.run(_standalone, config, args, backend="asyncio")
+        except (OSError, RuntimeError) as exc:
+            print(f"emubroker: cannot start: {exc}", file=sys.stderr)
+            return 1
+        except ConfigError as exc:
+            print(f"emubroker: {exc}", file=sys.stderr)
+            return 2
     return 0
+
+
+def _with_local_tls(config: BrokerConfig, directory: Path) -> BrokerConfig:
+    """``--tls``: fresh certificates in ``directory``, TLS ports on, paths printed."""
+    from emubroker.auth.certs import write_local_certificates  # see _standalone's imports
+
+    certs = write_local_certificates(directory)
+    print(
+        f"emubroker: TLS certificates for this run in {directory} (removed on exit): "
+        f"CA {certs.ca_cert}, client certificate {certs.client_cert} and key "
+        f"{certs.client_key} (CN admin)",
+        flush=True,
+    )
+    return msgspec.structs.replace(
+        config,
+        brokerServicePortTls=(
+            6651 if config.brokerServicePortTls is None else config.brokerServicePortTls
+        ),
+        webServicePortTls=8443 if config.webServicePortTls is None else config.webServicePortTls,
+        tlsCertificateFilePath=str(certs.broker_cert),
+        tlsKeyFilePath=str(certs.broker_key),
+        tlsTrustCertsFilePath=str(certs.ca_cert),
+    )
 
 
 if __name__ == "__main__":

@@ -23,10 +23,19 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
+from emubroker.admin_cli_security import (
+    CliError,
+    add_auth_options,
+    client_credentials,
+    permission_commands,
+    tokens_commands,
+)
+from emubroker.auth import SecurityConfigError
 from emubroker.naming import InvalidNameError, NamespaceName, TopicName
 from protocol.clock import AnyioClock
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Sequence
 
 __all__ = ["AdminClient", "AdminError", "add_parser", "main", "run"]
@@ -56,11 +65,21 @@ class AdminClient:
     """Minimal synchronous client of the admin REST API.
 
     Args:
-        base_url: ``http://host:port`` of the broker's admin API.
+        base_url: ``http://host:port`` (or ``https://``) of the broker's admin API.
+        headers: Sent with every request (``Authorization``).
+        ssl_context: For ``https://`` URLs.
     """
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._headers = headers or {}
+        self._ssl_context = ssl_context
 
     def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None) -> Any:
         """One request; returns the decoded JSON answer, the text answer, or None (204).
@@ -90,10 +109,16 @@ class AdminClient:
             self.base_url + path,
             data=data,
             method=method,
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                **self._headers,
+            },
         )
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with urllib.request.urlopen(
+                request, timeout=TIMEOUT, context=self._ssl_context
+            ) as response:
                 return response.headers, response.read()
         except urllib.error.HTTPError as exc:
             raise AdminError(_describe(exc.code, exc.read())) from None
@@ -258,6 +283,7 @@ def _namespaces(sub: Any) -> None:
     _dispatch_rate_commands(sub)
     _count_limit_commands(sub)
     _message_ttl_commands(sub)
+    permission_commands(sub, _namespace_path, "namespace")
 
 
 def _get_and_remove_commands(sub: Any, kind: str, suffix: str) -> None:
@@ -379,6 +405,7 @@ def _topics(sub: Any) -> None:
         )
     )
     _subscription_commands(sub)
+    permission_commands(sub, _topic_path, "topic")
 
 
 def _message_commands(sub: Any) -> None:
@@ -577,6 +604,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         default=DEFAULT_ADMIN_URL,
         help=f"the broker's admin URL (default {DEFAULT_ADMIN_URL})",
     )
+    add_auth_options(parser)
     resources = parser.add_subparsers(dest="resource", required=True, metavar="RESOURCE")
     for name, build in (
         ("clusters", _clusters),
@@ -584,6 +612,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         ("namespaces", _namespaces),
         ("topics", _topics),
         ("brokers", _brokers),
+        ("tokens", lambda sub: tokens_commands(sub, _relative_seconds)),
     ):
         resource = resources.add_parser(name, help=f"manage {name}")
         build(resource.add_subparsers(dest="action", required=True, metavar="COMMAND"))
@@ -592,10 +621,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Execute a parsed ``admin`` command; returns the exit code."""
-    client = AdminClient(args.admin_url)
     try:
+        headers, context = client_credentials(args)
+        client = AdminClient(args.admin_url, headers=headers, ssl_context=context)
         result = args.run(client, args)
-    except AdminError as exc:
+    except (AdminError, CliError, SecurityConfigError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
     if isinstance(result, str):

@@ -33,6 +33,7 @@ from emubroker.admin import (
     build_admin_app,
     serve_admin,
 )
+from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
@@ -96,24 +97,63 @@ DEFAULT_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("public"
 """What ``pulsar standalone`` creates at first start."""
 
 
-async def bootstrap_metadata(store: MetadataStore, config: BrokerConfig, *, http_url: str) -> None:
+def may_bootstrap(config: BrokerConfig) -> bool:
+    """Whether ``pulsar standalone`` would create its defaults under this configuration.
+
+    Pulsar's standalone creates them through its own admin client, which has no credentials
+    (``brokerClientAuthenticationPlugin`` is not emulated): with authentication on, it acts as
+    ``anonymousUserRole``, and with authorization on it needs that role to be a super-user.
+    Otherwise Pulsar logs the refusal and starts without them (the operator creates them over
+    REST, as the official client's test set-up does).
+    """
+    if not config.authenticationEnabled:
+        return True
+    anonymous = config.anonymousUserRole
+    if not anonymous:
+        return False
+    return not config.authorizationEnabled or anonymous in config.csv(config.superUserRoles)
+
+
+async def bootstrap_metadata(
+    store: MetadataStore,
+    config: BrokerConfig,
+    *,
+    http_url: str,
+    tls_urls: tuple[str, str] = ("", ""),
+) -> None:
     """Create the cluster, the ``public`` tenant and its default namespaces if missing.
 
     Every node is created with ``expected_version=-1``: brokers of a cluster starting together
     against one empty store race here, and the first creator's value must stand (a plain write
     after an ``exists`` check would let a later broker overwrite what an earlier one, or an
     operator in between, wrote).
+
+    Args:
+        store: The metadata store.
+        config: The broker configuration.
+        http_url: The admin API's ``http://`` URL (``serviceUrl``).
+        tls_urls: ``(https URL, pulsar+ssl URL)``, empty without TLS ports.
     """
-    service_url = f"pulsar://{config.advertised_host()}:{config.brokerServicePort}"
+    if not may_bootstrap(config):
+        log.warning(
+            "authentication is on and the anonymous role %r may not administer the cluster: "
+            "the cluster, tenant 'public' and its namespaces are not created (create them "
+            "over REST as a super-user)",
+            config.anonymousUserRole,
+        )
+        return
+    cluster = ClusterData(
+        service_url=http_url or None,
+        service_url_tls=tls_urls[0] or None,
+        broker_service_url=f"pulsar://{config.advertised_host()}:{config.brokerServicePort}",
+        broker_service_url_tls=tls_urls[1] or None,
+    )
     policies = Policies(
         bundles=bundles_data(bundle_boundaries(config.defaultNumberOfNamespaceBundles)),
         replication_clusters=[config.clusterName],
     )
     nodes = [
-        (
-            f"/admin/clusters/{config.clusterName}",
-            ClusterData(service_url=http_url or None, broker_service_url=service_url),
-        ),
+        (f"/admin/clusters/{config.clusterName}", cluster),
         (f"{POLICIES_ROOT}/{DEFAULT_TENANT}", TenantInfo([], [config.clusterName])),
         *((f"{POLICIES_ROOT}/{namespace}", policies) for namespace in DEFAULT_NAMESPACES),
     ]
@@ -175,6 +215,8 @@ class Broker:
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
         leader_election: This broker's part in the cluster's leader election.
+        service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
+        admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
     """
 
     config: BrokerConfig
@@ -193,6 +235,8 @@ class Broker:
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
     leader_election: LeaderElectionService | None = None
+    service_url_tls: str = ""
+    admin_url_tls: str = ""
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -241,6 +285,7 @@ def _admin_context(
     schemas: SchemaService | None,
     compaction: CompactionService | None,
     leader_election: LeaderElectionService,
+    security: Security | None = None,
 ) -> AdminContext:
     config = dynamic.config
     broker_id = broker_id_of(config)
@@ -276,12 +321,19 @@ def _admin_context(
         schemas=schemas,
         compaction=compaction,
         leader_election=leader_election,
+        security=security,
+        clock=clock,
     )
 
 
 def broker_id_of(config: BrokerConfig) -> str:
     """The broker id as Pulsar spells it (``PulsarService.getBrokerId``): host:webServicePort."""
     return f"{config.advertised_host()}:{config.webServicePort}"
+
+
+async def _bind_optional(host: str, port: int | None) -> list[socket.socket]:
+    # A TLS port is bound only when configured (Pulsar's Optional<Integer> ports).
+    return [] if port is None else await bind_tcp_sockets(host, port)
 
 
 def _close_sockets(sockets: list[socket.socket]) -> None:
@@ -387,16 +439,40 @@ async def open_broker(
             await bind_tcp_sockets(config.bindAddress, config.webServicePort) if admin else []
         )
         stack.callback(_close_sockets, admin_sockets)
+        pulsar_tls_sockets = await _bind_optional(
+            config.bindAddress, config.brokerServicePortTls if listen else None
+        )
+        stack.callback(_close_sockets, pulsar_tls_sockets)
+        admin_tls_sockets = await _bind_optional(
+            config.bindAddress, config.webServicePortTls if admin else None
+        )
+        stack.callback(_close_sockets, admin_tls_sockets)
         ports: dict[str, int] = {}
-        if pulsar_sockets:
-            ports["brokerServicePort"] = pulsar_sockets[0].getsockname()[1]
-        if admin_sockets:
-            ports["webServicePort"] = admin_sockets[0].getsockname()[1]
+        for key, bound in (
+            ("brokerServicePort", pulsar_sockets),
+            ("webServicePort", admin_sockets),
+            ("brokerServicePortTls", pulsar_tls_sockets),
+            ("webServicePortTls", admin_tls_sockets),
+        ):
+            if bound:
+                ports[key] = bound[0].getsockname()[1]
         config = msgspec.structs.replace(config, **ports)
         service_url = f"pulsar://{host}:{config.brokerServicePort}"
         admin_url = f"http://{host}:{config.webServicePort}" if admin else ""
+        service_url_tls = (
+            f"pulsar+ssl://{host}:{config.brokerServicePortTls}"
+            if config.brokerServicePortTls is not None
+            else ""
+        )
+        admin_url_tls = (
+            f"https://{host}:{config.webServicePortTls}"
+            if config.webServicePortTls is not None and admin
+            else ""
+        )
 
-        await bootstrap_metadata(store, config, http_url=admin_url)
+        await bootstrap_metadata(
+            store, config, http_url=admin_url, tls_urls=(admin_url_tls, service_url_tls)
+        )
         dynamic = DynamicConfig(config, store)
         await dynamic.load()  # overrides set through the admin API before this broker started
         # ownership is bound below, before the registry's watch first calls back.
@@ -448,8 +524,12 @@ async def open_broker(
         )
         ownership = OwnershipTable(
             store,
-            BrokerInfo(service_url, admin_url),
+            BrokerInfo(service_url, admin_url, service_url_tls, admin_url_tls),
             bundles_per_namespace=config.defaultNumberOfNamespaceBundles,
+        )
+        policy_store = PolicyStore(store)
+        security = Security.from_config(
+            config, namespace_policies=namespaces.policies, tenant_info=policy_store.get_tenant
         )
         services = BrokerServices(
             config=config,
@@ -458,6 +538,8 @@ async def open_broker(
             namespace_exists=namespaces,
             listeners=config.listeners(),
             schemas=SchemaService(schema_registry, features),
+            security=security,
+            clock=clock,
         )
         dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
         dynamic.subscribe(lambda live: throttling.reconfigure(throttling_config_from(live)))
@@ -486,6 +568,7 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
             leader_election=leader_election,
+            security=security,
         )
         broker = Broker(
             config,
@@ -504,6 +587,8 @@ async def open_broker(
             dynamic=dynamic,
             admin=admin_context,
             leader_election=leader_election,
+            service_url_tls=service_url_tls,
+            admin_url_tls=admin_url_tls,
         )
         if pulsar_sockets:
             listener = await listener_from_sockets(pulsar_sockets)
@@ -517,9 +602,33 @@ async def open_broker(
                     keepalive_interval=config.keepAliveIntervalSeconds,
                 )
             )
-        if admin_sockets:
-            await tg.start(serve_admin, build_admin_app(admin_context), admin_sockets)
-        log.info("broker serving %s (admin %s)", service_url, admin_url or "off")
+        if pulsar_tls_sockets:
+            await tg.start(
+                partial(
+                    serve_pulsar,
+                    await listener_from_sockets(pulsar_tls_sockets),
+                    broker.handler_factory,
+                    clock=clock,
+                    max_frame_size=config.maxMessageSize + FRAME_PADDING,
+                    keepalive_interval=config.keepAliveIntervalSeconds,
+                    ssl_context=security.ssl_context,
+                )
+            )
+        if admin_sockets or admin_tls_sockets:
+            await tg.start(
+                partial(
+                    serve_admin,
+                    build_admin_app(admin_context),
+                    admin_sockets,
+                    tls_sockets=admin_tls_sockets,
+                    ssl_context=security.ssl_context,
+                )
+            )
+        log.info(
+            "broker serving %s (admin %s)",
+            " ".join(filter(None, (service_url, service_url_tls))),
+            " ".join(filter(None, (admin_url, admin_url_tls))) or "off",
+        )
         yield broker
 
 

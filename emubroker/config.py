@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import msgspec
 
 from emubroker.config_keys import PULSAR_BROKER_KEYS
+from emubroker.config_security import SecurityConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -80,8 +81,11 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the offending key or file."""
 
 
-class BrokerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class BrokerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True):
     """Broker settings under their ``broker.conf`` names (Pulsar's defaults unless noted).
+
+    The TLS, authentication and authorization keys are those of
+    :class:`~emubroker.config_security.SecurityConfig`, its base.
 
     The dispatch-throttling keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClass
     Name``, ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) are those

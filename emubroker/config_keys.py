@@ -265,5 +265,9 @@ _NAMES = """
     zookeeperServers zookeeperSessionExpiredPolicy
 """
 
-PULSAR_BROKER_KEYS: frozenset[str] = frozenset(_NAMES.split())
+# Not ServiceConfiguration fields: read from the properties by AuthenticationProviderToken
+# (``tokenPublicAlg``, ``tokenAllowedClockSkewSeconds``, ``tokenSettingPrefix``).
+_PROVIDER_PROPERTIES = "tokenAllowedClockSkewSeconds tokenPublicAlg tokenSettingPrefix"
+
+PULSAR_BROKER_KEYS: frozenset[str] = frozenset((_NAMES + _PROVIDER_PROPERTIES).split())
 """Pulsar's broker configuration keys (camelCase, exactly as in ``broker.conf``)."""

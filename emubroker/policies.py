@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLUSTERS_ROOT",
     "POLICIES_ROOT",
+    "AuthAction",
     "AuthPolicies",
     "BundlesData",
     "ClusterData",
@@ -100,12 +101,30 @@ class BundlesData(msgspec.Struct, rename="camel"):
     num_bundles: int = 0
 
 
-class AuthPolicies(msgspec.Struct):
-    """Pulsar's ``AuthPolicies`` (authorization is not emulated; kept for the JSON shape)."""
+class AuthAction(enum.StrEnum):
+    """Pulsar's ``AuthAction``: what a permission lets a role do."""
 
-    namespace_auth: dict[str, Any] = msgspec.field(default_factory=dict)
-    destination_auth: dict[str, Any] = msgspec.field(default_factory=dict)
-    subscription_auth_roles: dict[str, Any] = msgspec.field(default_factory=dict)
+    produce = "produce"
+    consume = "consume"
+    functions = "functions"
+    sources = "sources"
+    sinks = "sinks"
+    packages = "packages"
+
+
+class AuthPolicies(msgspec.Struct):
+    """Pulsar's ``AuthPolicies``: the permissions that authorization reads (``emubroker.auth``).
+
+    Attributes:
+        namespace_auth: ``{role: actions}`` on every topic of the namespace.
+        destination_auth: ``{complete topic name: {role: actions}}``.
+        subscription_auth_roles: ``{subscription: roles}``: only these roles may consume
+            through that subscription.
+    """
+
+    namespace_auth: dict[str, list[AuthAction]] = msgspec.field(default_factory=dict)
+    destination_auth: dict[str, dict[str, list[AuthAction]]] = msgspec.field(default_factory=dict)
+    subscription_auth_roles: dict[str, list[str]] = msgspec.field(default_factory=dict)
 
 
 class Policies(msgspec.Struct, kw_only=True):

@@ -45,12 +45,16 @@ class RunningBroker:
             :meth:`call`).
         service_url: ``pulsar://127.0.0.1:<port>``.
         admin_url: ``http://127.0.0.1:<port>``.
+        service_url_tls: ``pulsar+ssl://127.0.0.1:<port>`` with ``brokerServicePortTls``.
+        admin_url_tls: ``https://127.0.0.1:<port>`` with ``webServicePortTls``.
     """
 
     def __init__(self, broker: Broker, portal: BlockingPortal) -> None:
         self.broker = broker
         self.service_url = broker.service_url
         self.admin_url = broker.admin_url
+        self.service_url_tls = broker.service_url_tls
+        self.admin_url_tls = broker.admin_url_tls
         self._portal = portal
 
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:

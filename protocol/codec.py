@@ -39,6 +39,7 @@ _RECORD_PB: dict[type[c.Record], type[PbMessage]] = {
     c.Schema: pb.Schema,
     c.MessageIdData: pb.MessageIdData,
     c.FeatureFlags: pb.FeatureFlags,
+    c.AuthData: pb.AuthData,
     c.KeySharedMeta: pb.KeySharedMeta,
     c.EncryptionKeys: pb.EncryptionKeys,
     c.MessageMetadata: pb.MessageMetadata,

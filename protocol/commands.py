@@ -258,6 +258,27 @@ class Pong(Record, frozen=True, kw_only=True):
     pass
 
 
+class AuthData(Record, frozen=True, kw_only=True):
+    """A credential (``auth_method_name`` + bytes), or the broker's refresh request."""
+
+    auth_method_name: str | None = None
+    auth_data: bytes | None = None
+
+
+class AuthChallenge(Record, frozen=True, kw_only=True):
+    """The broker asks for (fresh) credentials; the client answers AUTH_RESPONSE."""
+
+    server_version: str | None = None
+    challenge: AuthData | None = None
+    protocol_version: int = 0
+
+
+class AuthResponse(Record, frozen=True, kw_only=True):
+    client_version: str | None = None
+    response: AuthData | None = None
+    protocol_version: int = 0
+
+
 class PartitionedTopicMetadata(Record, frozen=True, kw_only=True):
     topic: str
     request_id: int
@@ -519,6 +540,8 @@ Command = (
     | Connected
     | Ping
     | Pong
+    | AuthChallenge
+    | AuthResponse
     | PartitionedTopicMetadata
     | PartitionedTopicMetadataResponse
     | LookupTopic

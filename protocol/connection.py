@@ -3,7 +3,10 @@
 Rules (spec/wire-protocol.md §2.5, §3, §4):
 
 1. A connection starts in HANDSHAKE. The client's first frame is CONNECT; the broker answers
-   CONNECTED and nothing else, and only then is the connection OPEN on both sides.
+   CONNECTED and nothing else, and only then is the connection OPEN on both sides. The one
+   exception is a broker refusing the CONNECT (authentication failed): it sends ERROR and the
+   connection is CLOSED (Pulsar's ``ServerCnx.authenticationFailed``; the client treats any
+   frame but CONNECTED as the end of the connection).
 2. In OPEN, each side accepts only the commands its peer may send: a broker never receives
    CONNECTED or SEND_RECEIPT, a client never receives SUBSCRIBE. The client's acceptance list is
    exactly what the C++ client handles; anything else would make it drop the connection.
@@ -70,6 +73,7 @@ _BROKER_RECEIVES: frozenset[type[c.Record]] = frozenset(
     {
         c.Ping,
         c.Pong,
+        c.AuthResponse,
         c.PartitionedTopicMetadata,
         c.LookupTopic,
         c.GetTopicsOfNamespace,
@@ -104,6 +108,7 @@ _CLIENT_RECEIVES: frozenset[type[c.Record]] = frozenset(
         c.CloseConsumer,
         c.Ping,
         c.Pong,
+        c.AuthChallenge,
         c.ActiveConsumerChange,
         c.GetLastMessageIdResponse,
         c.GetTopicsOfNamespaceResponse,
@@ -120,6 +125,7 @@ _PAYLOAD_COMMANDS: frozenset[type[c.Record]] = frozenset({c.Send, c.Message})
 _HANDSHAKE: dict[tuple[Role, State, str, type[c.Record]], State] = {
     (Role.BROKER, State.HANDSHAKE, "receive", c.Connect): State.HANDSHAKE,
     (Role.BROKER, State.HANDSHAKE, "send", c.Connected): State.OPEN,
+    (Role.BROKER, State.HANDSHAKE, "send", c.Error): State.CLOSED,
     (Role.CLIENT, State.HANDSHAKE, "send", c.Connect): State.HANDSHAKE,
     (Role.CLIENT, State.HANDSHAKE, "receive", c.Connected): State.OPEN,
 }
@@ -226,7 +232,7 @@ class Connection:
             raise LocalProtocolError(f"cannot {direction} {kind.__name__}: connection closed")
         next_state = _HANDSHAKE.get((self.role, self.state, direction, kind))
         if (kind is c.Connect and self._connect_done) or (
-            kind is c.Connected and not self._connect_done
+            kind in (c.Connected, c.Error) and not self._connect_done
         ):
             # Fix (test_connection.py, rule 1): CONNECT comes once and first, CONNECTED only
             # after it; the table alone let a broker answer a CONNECT it never received.

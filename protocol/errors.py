@@ -195,13 +195,13 @@ class PersistenceError(BrokerError):
 
 
 class AuthenticationError(BrokerError):
-    """Code 3: authentication failed (out of scope for the emulator)."""
+    """Code 3: the CONNECT's credentials were refused (the broker then closes the connection)."""
 
     code = ServerError.AuthenticationError
 
 
 class AuthorizationError(BrokerError):
-    """Code 4: not authorized (out of scope for the emulator)."""
+    """Code 4: the role may not do this (lookup, produce, subscribe... on that topic)."""
 
     code = ServerError.AuthorizationError
 

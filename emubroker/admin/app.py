@@ -27,6 +27,7 @@ from emubroker.admin import (
     routes_lookup,
     routes_messages,
     routes_namespaces,
+    routes_permissions,
     routes_schemas,
     routes_subscriptions,
     routes_tenants,
@@ -36,9 +37,11 @@ from emubroker.admin.context import CONTEXT
 from emubroker.admin.errors import rest_errors
 from emubroker.admin.http import MAX_BODY
 from emubroker.admin.metrics import CONTENT_TYPE
+from emubroker.admin.security import rest_security
 
 if TYPE_CHECKING:
     import socket
+    import ssl
 
     from anyio.abc import TaskStatus
 
@@ -60,12 +63,14 @@ def build_admin_app(context: AdminContext) -> web.Application:
     Args:
         context: The broker services the handlers use.
     """
-    app = web.Application(middlewares=[rest_errors], client_max_size=MAX_BODY)
+    # rest_errors outermost: the security middleware's refusals become Pulsar's error bodies.
+    app = web.Application(middlewares=[rest_errors, rest_security], client_max_size=MAX_BODY)
     app[CONTEXT] = context
     routes_brokers.add_routes(app)
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
+    routes_permissions.add_routes(app)
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)
     routes_limits.add_routes(app)
@@ -82,20 +87,27 @@ async def serve_admin(
     app: web.Application,
     sockets: list[socket.socket],
     *,
+    tls_sockets: list[socket.socket] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``app`` on the given listening sockets until cancelled.
 
     Args:
         app: From :func:`build_admin_app`.
-        sockets: Bound, listening sockets; closed when the server stops.
+        sockets: Bound, listening sockets for HTTP; closed when the server stops.
+        tls_sockets: Bound, listening sockets for HTTPS (``webServicePortTls``).
+        ssl_context: The TLS context of ``tls_sockets``.
         task_status: Told once every socket accepts requests.
     """
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
+    tls_sockets = tls_sockets or []
+    sockets = [*sockets, *tls_sockets]
     try:
         for sock in sockets:
-            await web.SockSite(runner, sock).start()
+            context = ssl_context if sock in tls_sockets else None
+            await web.SockSite(runner, sock, ssl_context=context).start()
         task_status.started()
         await anyio.Event().wait()  # serve until cancelled
     finally:

@@ -10,6 +10,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     from emubroker.admin.metrics import MetricsCollector
     from emubroker.admin.topic_stats import TopicStatsView
+    from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance import OwnershipTable
     from emubroker.loadbalance.leader_election import LeaderElectionService
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from emubroker.schemas.service import SchemaService
     from emubroker.topics import TopicService
     from emubroker.topics.compaction import CompactionService
+    from protocol.clock import Clock
 
 __all__ = ["CONTEXT", "AdminContext"]
 
@@ -40,6 +42,8 @@ class AdminContext:
         stats: Topic statistics in Pulsar's JSON shapes, with rates.
         schemas: The schema registry, when the broker has one.
         compaction: The compaction service, when the broker has one.
+        security: Authentication and authorization of REST calls; None: neither.
+        clock: The broker's clock (token expiry is checked against its wall time).
         leader_election: This broker's view of the cluster's leader (``leaderBroker``).
     """
 
@@ -56,6 +60,8 @@ class AdminContext:
     stats: TopicStatsView
     schemas: SchemaService | None = None
     compaction: CompactionService | None = None
+    security: Security | None = None
+    clock: Clock | None = None
     leader_election: LeaderElectionService | None = None
 
 

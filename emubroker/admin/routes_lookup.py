@@ -2,8 +2,9 @@
 
 A client whose service URL is ``http://host:admin-port`` looks topics up here and then connects
 to the returned ``brokerUrl`` with the binary protocol. The answer is Pulsar's ``LookupData``;
-the C++ client requires both ``brokerUrl`` and ``brokerUrlTls`` (``""`` when there is no TLS),
-``httpUrl`` is optional. The owner comes from the same ownership table as binary LOOKUPs, so both
+the C++ client requires both ``brokerUrl`` and ``brokerUrlTls`` (``""`` when there is no TLS
+port; a client whose service URL is ``https://`` connects to ``brokerUrlTls``), ``httpUrl`` is
+optional. The owner comes from the same ownership table as binary LOOKUPs, so both
 paths agree on which broker serves a topic. As in Pulsar's ``TopicLookupBase``, a topic that
 neither exists nor may be auto-created is 404 "Topic not found <topic>".
 """
@@ -51,11 +52,11 @@ async def lookup(request: web.Request) -> web.Response:
     return json_response(
         LookupData(
             broker_url=url,
-            broker_url_tls="",
+            broker_url_tls=owner.service_url_tls,
             http_url=http_url,
-            http_url_tls="",
+            http_url_tls=owner.http_url_tls,
             native_url=url,
-            broker_url_ssl="",
+            broker_url_ssl=owner.service_url_tls,
         )
     )
 

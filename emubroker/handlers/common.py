@@ -14,12 +14,15 @@ from protocol.errors import BrokerError, InvalidTopicNameError, UnknownError
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
+    from emubroker.auth import Security
     from emubroker.config import BrokerConfig
+    from emubroker.handlers.access import ConnectionAccess
     from emubroker.loadbalance.ownership import OwnershipTable
     from emubroker.naming import NamespaceName
     from emubroker.schemas import SchemaService
     from emubroker.topics import TopicService
     from protocol import commands as c
+    from protocol.clock import Clock
 
 __all__ = [
     "SERVER_VERSION",
@@ -46,6 +49,11 @@ class SessionPort(ConsumerSink, ProducerSink, Protocol):
     @property
     def peer(self) -> str:
         """The client's address, for logs and CONSUMER_STATS."""
+        ...
+
+    @property
+    def peer_certificate(self) -> bytes | None:
+        """The TLS client certificate the handshake verified (DER); None without one."""
         ...
 
     def send_command(self, command: c.Command) -> None:
@@ -93,6 +101,8 @@ class BrokerServices:
         listeners: ``advertisedListeners`` by name, for LOOKUPs naming a listener.
         schemas: Schema decisions for PRODUCER, SUBSCRIBE and GET_SCHEMA (§11); None keeps no
             schemas (every schema accepted as version 0, GET_SCHEMA answers TopicNotFound).
+        security: Authentication and authorization (``emubroker.auth``); None: neither.
+        clock: Drives credential refresh checks (only used with authentication).
     """
 
     config: BrokerConfig
@@ -101,6 +111,8 @@ class BrokerServices:
     namespace_exists: Callable[[NamespaceName], bool]
     listeners: dict[str, str] = field(default_factory=dict)
     schemas: SchemaService | None = None
+    security: Security | None = None
+    clock: Clock | None = None
 
 
 class CommandGroup:
@@ -110,9 +122,17 @@ class CommandGroup:
         services: The broker's shared services.
         session: The connection.
         start: Starts request tasks in the connection's task group.
+        access: The connection's identity and permission checks; None without authentication.
     """
 
-    def __init__(self, services: BrokerServices, session: SessionPort, start: StartSoon) -> None:
+    def __init__(
+        self,
+        services: BrokerServices,
+        session: SessionPort,
+        start: StartSoon,
+        access: ConnectionAccess | None = None,
+    ) -> None:
+        self._access = access
         self._services = services
         self._topics = services.topics
         self._session = session

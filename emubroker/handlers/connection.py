@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVarTuple
 
 import anyio
 
+from emubroker.handlers.access import ConnectionAccess
 from emubroker.handlers.common import SERVER_VERSION
 from emubroker.handlers.consumers import ConsumerCommands
 from emubroker.handlers.discovery import DiscoveryCommands
@@ -48,9 +49,23 @@ class ConnectionHandler:
         self._session = session
         self._send = session.send_command
         self._tg: TaskGroup | None = None
-        self._producers = ProducerCommands(services, session, self._start)
-        self._consumers = ConsumerCommands(services, session, self._start)
-        self._discovery = DiscoveryCommands(services, session, self._start)
+        security = services.security
+        self._access: ConnectionAccess | None = None
+        if security is not None and security.authentication is not None:
+            assert services.clock is not None, "authentication needs the broker's clock"
+            self._access = ConnectionAccess(
+                security,
+                session,
+                services.clock,
+                self._start,
+                server_version=SERVER_VERSION,
+                max_message_size=services.config.maxMessageSize,
+                peer_certificate=session.peer_certificate,
+            )
+        access = self._access
+        self._producers = ProducerCommands(services, session, self._start, access)
+        self._consumers = ConsumerCommands(services, session, self._start, access)
+        self._discovery = DiscoveryCommands(services, session, self._start, access)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run the request tasks until cancelled, then release the connection's handles.
@@ -113,6 +128,9 @@ class ConnectionHandler:
             case c.GetOrCreateSchema():
                 discovery.on_get_or_create_schema(command)
             case c.Connect():
+                if self._access is not None:
+                    self._access.on_connect(command)
+                    return
                 self._send(
                     c.Connected(
                         server_version=SERVER_VERSION,
@@ -120,6 +138,11 @@ class ConnectionHandler:
                         max_message_size=self._services.config.maxMessageSize,
                     )
                 )
+            case c.AuthResponse():
+                if self._access is None:
+                    self._session.close("AUTH_RESPONSE without authentication")
+                    return
+                self._access.on_auth_response(command)
             case _:
                 # Reached only by commands the core admits but we do not serve.
                 self._session.close(f"unexpected {type(command).__name__}")

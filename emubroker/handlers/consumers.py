@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.topics import Topic
 from emubroker.topics.limits import check_topic_consumers
@@ -17,6 +18,7 @@ from protocol import commands as c
 from protocol.errors import BrokerError, ConsumerNotFoundError, MetadataError, ServerError
 
 if TYPE_CHECKING:
+    from emubroker.handlers.access import ConnectionAccess
     from emubroker.handlers.common import BrokerServices, SessionPort, StartSoon
     from emubroker.topics import ConsumerHandle
 
@@ -42,8 +44,14 @@ class _Consumer:
 class ConsumerCommands(CommandGroup):
     """The consumers of one connection."""
 
-    def __init__(self, services: BrokerServices, session: SessionPort, start: StartSoon) -> None:
-        super().__init__(services, session, start)
+    def __init__(
+        self,
+        services: BrokerServices,
+        session: SessionPort,
+        start: StartSoon,
+        access: ConnectionAccess | None = None,
+    ) -> None:
+        super().__init__(services, session, start, access)
         self._consumers: dict[int, _Consumer] = {}
         # Creations in flight: id -> "closed by the client meanwhile" (see ProducerCommands).
         self._pending_consumers: dict[int, bool] = {}
@@ -89,6 +97,10 @@ class ConsumerCommands(CommandGroup):
     async def _create_consumer(self, cmd: c.Subscribe) -> None:
         try:
             name = topic_name(cmd.topic)
+            if self._access is not None:
+                await self._access.require_topic(
+                    name, TopicOperation.CONSUME, "subscribe", subscription=cmd.subscription
+                )
             topic = await self._topics.get_topic(name, create=cmd.force_topic_creation)
             # Before the schema, as ServerCnx.handleSubscribe checks it (``limits``).
             check_topic_consumers(topic.limits(), topic.consumer_count)

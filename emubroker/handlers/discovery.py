@@ -7,10 +7,12 @@ timeout), GET_TOPICS_OF_NAMESPACE answers ERROR, GET_SCHEMA answers itself with 
 
 from __future__ import annotations
 
+from emubroker.auth import NamespaceOperation, TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.naming import InvalidNameError, NamespaceName
 from protocol import commands as c
 from protocol.errors import (
+    AuthorizationError,
     InvalidTopicNameError,
     ServerError,
     ServiceNotReadyError,
@@ -26,7 +28,17 @@ class DiscoveryCommands(CommandGroup):
     async def on_partitioned_metadata(self, cmd: c.PartitionedTopicMetadata) -> None:
         """PARTITIONED_METADATA: the partition count, or the Failed form (§5.1)."""
         try:
-            partitions = await self._topics.partitioned_metadata(topic_name(cmd.topic))
+            name = topic_name(cmd.topic)
+            if self._access is not None:
+                await self._access.require_topic(
+                    name,
+                    TopicOperation.LOOKUP,
+                    "Get Partition Metadata",
+                    missing_tenant=TopicNotFoundError(
+                        f"Tenant or namespace or topic does not exist: {name.namespace}"
+                    ),
+                )
+            partitions = await self._topics.partitioned_metadata(name)
         except Exception as exc:
             failure = as_broker_error(exc, "PARTITIONED_METADATA")
             # §4.2: the failure form is this response with response=Failed, never ERROR.
@@ -52,6 +64,15 @@ class DiscoveryCommands(CommandGroup):
         services = self._services
         try:
             name = topic_name(cmd.topic)
+            if self._access is not None:
+                await self._access.require_topic(
+                    name,
+                    TopicOperation.LOOKUP,
+                    "Lookup",
+                    missing_tenant=AuthorizationError(
+                        "Exception occurred while trying to authorize lookup"
+                    ),
+                )
             listener = cmd.advertised_listener_name or ""
             if listener and listener not in services.listeners:
                 # Pulsar's wording; the client turns "the broker do not have test listener"
@@ -78,6 +99,8 @@ class DiscoveryCommands(CommandGroup):
             c.LookupTopicResponse(
                 request_id=cmd.request_id,
                 broker_service_url=url,
+                # The client connects here when its own service URL is pulsar+ssl:// (§5.2).
+                broker_service_url_tls=owner.service_url_tls or None,
                 response=c.LookupType.CONNECT,
                 authoritative=True,
             )
@@ -85,11 +108,29 @@ class DiscoveryCommands(CommandGroup):
 
     def on_get_topics(self, cmd: c.GetTopicsOfNamespace) -> None:
         """GET_TOPICS_OF_NAMESPACE: the namespace's topics, or ERROR (§5.3)."""
+        if self._access is not None and self._access.enforced:
+            self._start(self._get_topics_authorized, cmd)
+            return
+        self._get_topics(cmd)
+
+    async def _get_topics_authorized(self, cmd: c.GetTopicsOfNamespace) -> None:
+        assert self._access is not None
         try:
-            try:
-                namespace = NamespaceName.parse(cmd.namespace)
-            except InvalidNameError as exc:
-                raise InvalidTopicNameError(str(exc)) from None
+            namespace = _namespace(cmd.namespace)
+            await self._access.require_namespace(
+                namespace, NamespaceOperation.GET_TOPICS, "GetTopicsOfNamespace"
+            )
+        except Exception as exc:
+            failure = as_broker_error(exc, "GET_TOPICS_OF_NAMESPACE")
+            self._send(
+                c.Error(request_id=cmd.request_id, error=failure.code, message=failure.message)
+            )
+            return
+        self._get_topics(cmd)
+
+    def _get_topics(self, cmd: c.GetTopicsOfNamespace) -> None:
+        try:
+            namespace = _namespace(cmd.namespace)
             if not self._services.namespace_exists(namespace):
                 raise TopicNotFoundError(f"Namespace {namespace} does not exist")
             topics = self._topics.topics_of_namespace(namespace, cmd.mode)
@@ -137,3 +178,10 @@ class DiscoveryCommands(CommandGroup):
                 message="GET_OR_CREATE_SCHEMA is not served; a PRODUCER registers its schema",
             )
         )
+
+
+def _namespace(text: str) -> NamespaceName:
+    try:
+        return NamespaceName.parse(text)
+    except InvalidNameError as exc:
+        raise InvalidTopicNameError(str(exc)) from None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, cast
 
 import anyio
 
+from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.topics.entry import entry_info_from_entry
 from emubroker.topics.limits import check_producers
@@ -27,6 +28,7 @@ from protocol.errors import BrokerError, RemoteProtocolError, ServerError
 from protocol.framing import checksum
 
 if TYPE_CHECKING:
+    from emubroker.handlers.access import ConnectionAccess
     from emubroker.handlers.common import BrokerServices, SessionPort, StartSoon
     from emubroker.topics import AnyTopic, ProducerHandle
     from emubroker.topics.entry import EntryInfo
@@ -122,8 +124,14 @@ class _NullSink:
 class ProducerCommands(CommandGroup):
     """The producers of one connection."""
 
-    def __init__(self, services: BrokerServices, session: SessionPort, start: StartSoon) -> None:
-        super().__init__(services, session, start)
+    def __init__(
+        self,
+        services: BrokerServices,
+        session: SessionPort,
+        start: StartSoon,
+        access: ConnectionAccess | None = None,
+    ) -> None:
+        super().__init__(services, session, start, access)
         self._producers: dict[int, _Producer] = {}
         # Creations in flight: id -> "closed by the client meanwhile" (the client gave up on a
         # slow request and sent CLOSE_PRODUCER: undo the creation when it completes).
@@ -363,6 +371,15 @@ class ProducerCommands(CommandGroup):
     async def _create_producer(self, cmd: c.Producer) -> None:
         try:
             name = topic_name(cmd.topic)
+            if self._access is not None:
+                await self._access.require_topic(name, TopicOperation.PRODUCE, "Produce")
+                if cmd.initial_subscription_name:
+                    await self._access.require_topic(
+                        name,
+                        TopicOperation.SUBSCRIBE,
+                        "Produce",
+                        subscription=cmd.initial_subscription_name,
+                    )
             topic = await self._topics.get_topic(name)
             # Before the schema, as ServerCnx.handleProducer checks it (``limits``).
             check_producers(topic.limits(), topic.name, topic.producer_count)

@@ -42,10 +42,14 @@ class BrokerInfo(msgspec.Struct, frozen=True):
     Attributes:
         service_url: ``pulsar://host:port`` of its binary protocol.
         http_url: ``http://host:port`` of its admin API.
+        service_url_tls: ``pulsar+ssl://host:port``; empty without a TLS port.
+        http_url_tls: ``https://host:port``; empty without an HTTPS port.
     """
 
     service_url: str
     http_url: str
+    service_url_tls: str = ""
+    http_url_tls: str = ""
 
 
 class NamespaceEphemeralData(msgspec.Struct, frozen=True, rename="camel"):
@@ -88,7 +92,12 @@ class OwnershipTable:
         # OwnershipCache does for locally owned bundles.
         self._owned: set[NamespaceBundle] = set()
         self._record = _ENCODER.encode(
-            NamespaceEphemeralData(native_url=me.service_url, http_url=me.http_url)
+            NamespaceEphemeralData(
+                native_url=me.service_url,
+                native_url_tls=me.service_url_tls,
+                http_url=me.http_url,
+                http_url_tls=me.http_url_tls,
+            )
         )
 
     def set_boundaries(self, namespace: NamespaceName, boundaries: tuple[int, ...]) -> None:
@@ -121,7 +130,9 @@ class OwnershipTable:
                 if owner.native_url == self.me.service_url:
                     self._owned.add(bundle)
                     return self.me
-                return BrokerInfo(owner.native_url, owner.http_url)
+                return BrokerInfo(
+                    owner.native_url, owner.http_url, owner.native_url_tls, owner.http_url_tls
+                )
             try:
                 await self._store.put(path, self._record, expected_version=-1, ephemeral=True)
             except BadVersionError:

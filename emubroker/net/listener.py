@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Final
 import anyio
 from anyio.abc import SocketAttribute, SocketListener
 from anyio.streams.stapled import MultiListener
+from anyio.streams.tls import TLSStream
 
 from emubroker.net.session import Session
 
 if TYPE_CHECKING:
+    import ssl
+
     from anyio.abc import ByteStream, Listener, SocketStream, TaskStatus
 
     from emubroker.net.session import HandlerFactory
@@ -42,6 +45,11 @@ log = logging.getLogger(__name__)
 
 BACKLOG: Final = 1024
 """Pending connections the kernel may queue; test suites open many clients at once."""
+
+TLS_HANDSHAKE_GUARD_SECONDS: Final = 10.0
+"""How long a TLS client may take to finish its handshake before it is dropped: a guard against
+a peer that connects and stays silent (real time, like the session's flush guard), far above
+what a loopback handshake needs."""
 
 _BIND_ATTEMPTS: Final = 10  # port 0 on two families: retry when the second family's port is taken
 _IPV6_UNAVAILABLE: Final = frozenset(
@@ -147,6 +155,7 @@ async def serve_pulsar(
     clock: Clock,
     max_frame_size: int,
     keepalive_interval: float,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections forever, one :class:`Session` each; closes the listener when cancelled.
@@ -157,10 +166,17 @@ async def serve_pulsar(
         clock: Drives every session's keep-alive.
         max_frame_size: Largest frame a client may send (``maxMessageSize`` + 10 KiB, §2.3).
         keepalive_interval: ``keepAliveIntervalSeconds``.
+        ssl_context: Serve TLS (``pulsar+ssl://``): each connection's handshake completes
+            before its session starts; a failed handshake is logged and the connection dropped.
         task_status: Told once the listener accepts connections.
     """
 
     async def serve_one(stream: ByteStream) -> None:
+        if ssl_context is not None:
+            tls = await _tls_handshake(stream, ssl_context)
+            if tls is None:
+                return
+            stream = tls
         try:
             session = Session(
                 stream,
@@ -185,3 +201,21 @@ async def serve_pulsar(
         # cancellation there would leave the rest (e.g. the ::1 socket) open.
         with anyio.CancelScope(shield=True):
             await listener.aclose()
+
+
+async def _tls_handshake(stream: ByteStream, context: ssl.SSLContext) -> TLSStream | None:
+    """The TLS stream over ``stream``, or None (logged, stream closed) when the handshake fails."""
+    peer = stream.extra(SocketAttribute.remote_address, "?")
+    reason = "timed out"
+    with anyio.move_on_after(TLS_HANDSHAKE_GUARD_SECONDS):
+        try:
+            # standard_compatible=False: Pulsar clients hang up without a TLS close_notify.
+            return await TLSStream.wrap(
+                stream, server_side=True, ssl_context=context, standard_compatible=False
+            )
+        except (OSError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            reason = repr(exc.__cause__ or exc)
+    log.warning("TLS handshake with %s failed: %s", peer, reason)
+    with anyio.CancelScope(shield=True):
+        await stream.aclose()
+    return None

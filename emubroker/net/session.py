@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
 from anyio.abc import SocketAttribute
+from anyio.streams.tls import TLSAttribute
 
 from protocol import commands as c
 from protocol.connection import CLOSED, Connection, Role, State
@@ -105,6 +106,10 @@ class Session:
         self._keepalive_interval = keepalive_interval
         self.connection = Connection(Role.BROKER, max_frame_size=max_frame_size)
         self.peer = _peer_name(stream)
+        self.peer_certificate: bytes | None = stream.extra(
+            TLSAttribute.peer_certificate_binary, None
+        )
+        """The TLS client certificate the handshake verified (DER); None without one."""
         self._outbox: list[bytes] = []
         self._wakeup = anyio.Event()
         self._woken = False  # _wakeup was set since the writer last emptied the outbox

@@ -343,7 +343,6 @@ def test_missing_required_nested_field_raises_remote_protocol_error() -> None:
     "type_number",
     [
         27,  # REACHED_END_OF_TOPIC: in the proto's enum, not a command we speak
-        36,  # AUTH_CHALLENGE
         50,  # NEW_TXN: not even in our proto's enum
         64,  # WATCH_TOPIC_LIST
     ],
@@ -480,6 +479,8 @@ SPEC_TYPE_NUMBERS: dict[type[c.Record], int] = {
     c.AckResponse: 38,
     c.GetOrCreateSchema: 39,
     c.GetOrCreateSchemaResponse: 40,
+    c.AuthChallenge: 36,
+    c.AuthResponse: 37,
 }
 
 

@@ -37,8 +37,8 @@ from tests.support.strategies import commands, conforms, frames, records, sample
 
 ENTRY = build_entry(b"\x0a\x01p\x10\x00\x18\x00", b"payload")
 
-# spec §2.5: after the handshake the C++ client handles exactly these (AUTH_CHALLENGE and
-# TOPIC_MIGRATED are not modelled); anything else makes it drop the connection.
+# spec §2.5: after the handshake the C++ client handles exactly these (TOPIC_MIGRATED is not
+# modelled); anything else makes it drop the connection.
 CLIENT_ACCEPTS: frozenset[type[c.Record]] = frozenset(
     {
         c.Message,
@@ -54,6 +54,7 @@ CLIENT_ACCEPTS: frozenset[type[c.Record]] = frozenset(
         c.CloseConsumer,
         c.Ping,
         c.Pong,
+        c.AuthChallenge,
         c.ActiveConsumerChange,
         c.GetLastMessageIdResponse,
         c.GetTopicsOfNamespaceResponse,
@@ -66,6 +67,7 @@ BROKER_ACCEPTS: frozenset[type[c.Record]] = frozenset(
     {
         c.Ping,
         c.Pong,
+        c.AuthResponse,
         c.PartitionedTopicMetadata,
         c.LookupTopic,
         c.GetTopicsOfNamespace,
@@ -151,8 +153,11 @@ def expected(role: Role, setup: Setup, direction: str, kind: type[c.Record]) -> 
         legal = kind is c.Connect and direction == ("send" if role is Role.CLIENT else "receive")
         return State.HANDSHAKE if legal else None
     if setup is Setup.CONNECT_DONE:
-        # Rule 1: ... the broker answers CONNECTED and nothing else; then both are OPEN.
+        # Rule 1: ... the broker answers CONNECTED and nothing else; then both are OPEN. Or it
+        # refuses the CONNECT with ERROR and the connection is CLOSED.
         legal = kind is c.Connected and direction == ("receive" if role is Role.CLIENT else "send")
+        if role is Role.BROKER and direction == "send" and kind is c.Error:
+            return State.CLOSED
         return State.OPEN if legal else None
     if setup is Setup.OPEN:
         # Rule 2: each side takes only what its peer may send, and sends only what its peer takes.
