@@ -17,6 +17,7 @@ import subprocess
 from typing import TYPE_CHECKING, BinaryIO, Final
 
 import anyio
+import psutil
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 if TYPE_CHECKING:
@@ -26,7 +27,16 @@ if TYPE_CHECKING:
 
     from anyio.abc import Process, TaskGroup
 
-__all__ = ["READY_TIMEOUT", "STOP_TIMEOUT", "ChildStartError", "spawn", "stop"]
+__all__ = [
+    "READY_TIMEOUT",
+    "STOP_TIMEOUT",
+    "ChildStartError",
+    "describe_exit",
+    "parse_signal",
+    "spawn",
+    "start_time",
+    "stop",
+]
 
 log = logging.getLogger(__name__)
 
@@ -162,3 +172,36 @@ async def stop(
         with contextlib.suppress(ProcessLookupError):
             process.kill()
     return await process.wait()
+
+
+def parse_signal(name: str) -> signal.Signals:
+    """``KILL``, ``SIGKILL`` or ``9`` as a signal.
+
+    Raises:
+        ValueError: No such signal.
+    """
+    text = name.strip().upper()
+    try:
+        if text.isdecimal():
+            return signal.Signals(int(text))
+        return signal.Signals[text if text.startswith("SIG") else "SIG" + text]
+    except (KeyError, ValueError):
+        raise ValueError(f"unknown signal {name!r}") from None
+
+
+def describe_exit(code: int) -> str:
+    """``exited with status 1``, ``killed by SIGKILL`` (a negative status is the signal)."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def start_time(pid: int) -> float | None:
+    """When the process started, as the OS records it (tells it from a later one with its pid)."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None

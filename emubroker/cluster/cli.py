@@ -34,6 +34,7 @@ import msgspec
 from emubroker.cluster import control
 from emubroker.cluster.children import ChildStartError
 from emubroker.cluster.leftovers import stop_leftovers
+from emubroker.cluster.spec import ClusterEvent, ClusterSpec
 from emubroker.cluster.state import (
     CONTROL_SOCKET,
     ClusterState,
@@ -42,7 +43,7 @@ from emubroker.cluster.state import (
     read_state,
     run_dir_in_use,
 )
-from emubroker.cluster.supervisor import ClusterEvent, ClusterSpec, leaf_errors, open_cluster
+from emubroker.cluster.supervisor import leaf_errors, open_cluster
 from emubroker.config import ConfigError, load_config
 from protocol.clock import AnyioClock
 

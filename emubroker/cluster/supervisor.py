@@ -18,18 +18,14 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
-import sys
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import anyio
-import msgspec
-import psutil
 
 from emubroker.cluster import children, control
+from emubroker.cluster.spec import ClusterEvent, ClusterSpec
 from emubroker.cluster.state import (
     CONTROL_SOCKET,
     BrokerState,
@@ -52,12 +48,9 @@ if TYPE_CHECKING:
 
     from protocol.clock import Clock
 
-__all__ = ["Cluster", "ClusterEvent", "ClusterSpec", "leaf_errors", "open_cluster"]
+__all__ = ["Cluster", "leaf_errors", "open_cluster"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PORT: Final = 6650
-DEFAULT_ADMIN_PORT: Final = 8080
 
 _STUB_READY: Final = re.compile(r"ready on (?P<url>stub://\S+)")
 _BROKER_READY: Final = re.compile(
@@ -68,66 +61,6 @@ _BROKER_READY: Final = re.compile(
 _YOUNG: Final = 10.0
 _FIRST_BACKOFF: Final = 1.0
 _MAX_BACKOFF: Final = 30.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClusterSpec:
-    """What to run.
-
-    Attributes:
-        brokers: How many brokers.
-        port: The first broker's binary port; broker ``i`` gets ``port + i``; 0: free ports.
-        admin_port: The first broker's admin port, likewise; ``None``: 8080, or 0 with port 0.
-        run_dir: Where the state file, control socket and logs go.
-        data_dir: Keep the stub's ledgers and metadata durable in ``<data_dir>/stub``.
-        config: A ``broker.conf`` / TOML file every broker loads.
-        metadata_url: An external metadata store for the brokers instead of the stub's.
-        restart: Start dead children again.
-        stub_port: The stub's port; 0: a free one.
-        log_level: The children's logging level.
-        python: The interpreter that runs the children.
-    """
-
-    brokers: int = 3
-    port: int = DEFAULT_PORT
-    admin_port: int | None = None
-    run_dir: Path
-    data_dir: str | None = None
-    config: str | None = None
-    metadata_url: str | None = None
-    restart: bool = False
-    stub_port: int = 0
-    log_level: str = "INFO"
-    python: str = sys.executable
-
-    def first_admin_port(self) -> int:
-        if self.admin_port is not None:
-            return self.admin_port
-        return 0 if self.port == 0 else DEFAULT_ADMIN_PORT
-
-
-class ClusterEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """Something the supervisor reports: a broker died, was restarted, was killed on request.
-
-    Attributes:
-        event: ``broker-died``, ``broker-restarted``, ``broker-started``, ``broker-signalled``,
-            ``restart-failed``, ``stub-died``, ``stub-restarted``, ``stopping``, ``stopped``.
-        message: The same in words.
-        broker: The broker's index, for broker events.
-    """
-
-    event: str
-    message: str
-    broker: int | None = None
-
-
-def _exit_text(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code}"
 
 
 class Cluster:
@@ -257,7 +190,10 @@ class Cluster:
             return
         stub = self.state.stub
         self._exited(stub, code)
-        self._emit("stub-died", f"storage-stub {_exit_text(code)}; the brokers lost their storage")
+        self._emit(
+            "stub-died",
+            f"storage-stub {children.describe_exit(code)}; the brokers lost their storage",
+        )
         if self.spec.restart:
             await self._restart(stub, None)
 
@@ -308,7 +244,7 @@ class Cluster:
         self._exited(broker, code)
         self._emit(
             "broker-died",
-            f"broker {broker.index} ({broker.broker_id}) {_exit_text(code)}",
+            f"broker {broker.index} ({broker.broker_id}) {children.describe_exit(code)}",
             broker.index,
         )
         if self.spec.restart:
@@ -326,6 +262,8 @@ class Cluster:
             if delay:
                 log.info("restarting %s in %g s", name, delay)
                 await self._clock.sleep(delay)
+            if index is not None and (index in self._processes or index in self._busy):
+                return  # ``cluster start`` was quicker
             child.restarts += 1
             try:
                 if isinstance(child, BrokerState):
@@ -352,7 +290,7 @@ class Cluster:
             case control.KillBroker(name, sig_name):
                 try:
                     broker = find_broker(self.state, name)
-                    sig = _signal(sig_name)
+                    sig = children.parse_signal(sig_name)
                 except (UnknownBrokerError, ValueError) as exc:
                     return control.Reply(ok=False, message=str(exc))
                 process = self._processes.get(broker.index)
@@ -385,7 +323,7 @@ class Cluster:
 
     def _running(self, child: ChildState, process: Process) -> None:
         child.pid = process.pid
-        child.started_at = _create_time(process.pid)
+        child.started_at = children.start_time(process.pid)
         child.status = ChildStatus.RUNNING
         self._save()
 
@@ -404,21 +342,6 @@ class Cluster:
         write_state(self.spec.run_dir, self.state)
 
 
-def _signal(name: str) -> signal.Signals:
-    """``KILL``, ``SIGKILL`` or ``9`` as a signal.
-
-    Raises:
-        ValueError: No such signal.
-    """
-    text = name.strip().upper()
-    try:
-        if text.isdecimal():
-            return signal.Signals(int(text))
-        return signal.Signals[text if text.startswith("SIG") else "SIG" + text]
-    except (KeyError, ValueError):
-        raise ValueError(f"unknown signal {name!r}") from None
-
-
 def leaf_errors(error: BaseException) -> list[BaseException]:
     """The exceptions inside (nested) exception groups, or ``[error]``."""
     if isinstance(error, BaseExceptionGroup):
@@ -428,13 +351,6 @@ def leaf_errors(error: BaseException) -> list[BaseException]:
 
 def _next_backoff(delay: float) -> float:
     return min(_MAX_BACKOFF, max(_FIRST_BACKOFF, 2 * delay))
-
-
-def _create_time(pid: int) -> float | None:
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
 
 
 @asynccontextmanager

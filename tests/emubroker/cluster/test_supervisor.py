@@ -302,3 +302,22 @@ async def test_stop_over_the_control_socket(
         assert reply.ok
         with anyio.fail_after(GUARD):
             await cluster.stop_requested.wait()
+
+
+async def test_a_broker_started_by_hand_during_back_off_is_not_started_twice(
+    tmp_path: Path, python: str, children_dir: Path
+) -> None:
+    clock = FakeClock()
+    async with running(spec(tmp_path, python, brokers=1, restart=True), clock) as (cluster, ev):
+        await cluster.handle(KillBroker("0", "KILL"))
+        await ev.next("broker-restarted")
+        await cluster.handle(KillBroker("0", "KILL"))
+        await ev.next("broker-died")
+        await anyio.wait_all_tasks_blocked()  # the restart waits a second
+        assert (await cluster.handle(StartBroker("0"))).ok
+        await clock.advance(1.0)
+        await anyio.wait_all_tasks_blocked()
+        assert len((children_dir / "7000.starts").read_text().splitlines()) == 3
+        assert cluster.state.brokers[0].status is ChildStatus.RUNNING
+        assert cluster.state.brokers[0].restarts == 1
+        assert [e.event for e in ev.seen].count("broker-restarted") == 1
