@@ -4,7 +4,7 @@
 
 For each N, starts ``python -m emubroker cluster -n N --port 0`` in a fresh run directory, times
 it from the spawn to the ready line, reads the supervisor's own log for the stub's and the
-brokers' start-up (``storage-stub ready in``, ``N brokers ready in``), then stops it with SIGTERM
+brokers' start-up (``storage-stub ready in``, ``brokers ready in``), then stops it with SIGTERM
 and times the stop. The supervisor's own share (interpreter start, imports, argument parsing) is
 what remains. Runs of different N are interleaved so that a machine's drift hits them alike.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _STUB = re.compile(r"storage-stub ready in ([\d.]+) s")
-_BROKERS = re.compile(r"\d+ brokers ready in ([\d.]+) s")
+_BROKERS = re.compile(r"brokers ready in ([\d.]+) s")
 
 
 def _env(tree: Path) -> dict[str, str]:

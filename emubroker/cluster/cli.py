@@ -104,7 +104,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         help="logging level of the supervisor and the children (default INFO)",
     )
     _location_options(parser, default=None)
-    actions = parser.add_subparsers(dest="cluster_command", metavar="ACTION")
+    actions = parser.add_subparsers(dest="cluster_command", metavar="[ACTION]")
     status = actions.add_parser("status", help="show a running cluster's processes and URLs")
     _location_options(status, default=argparse.SUPPRESS)
     kill = actions.add_parser("kill", help="send a signal to a broker (default TERM)")
@@ -171,6 +171,10 @@ def _spec(args: argparse.Namespace, run_dir: Path) -> ClusterSpec:
     )
 
 
+def _brokers(count: int) -> str:
+    return f"{count} broker" if count == 1 else f"{count} brokers"
+
+
 class _Output:
     """The supervisor's stdout: the ready line, then events; text or JSON lines."""
 
@@ -182,7 +186,7 @@ class _Output:
             self._line(msgspec.json.encode({"event": "ready", **state.summary()}).decode())
             return
         self._line(
-            f"emubroker cluster ready: {len(state.brokers)} brokers, stub {state.stub.url}, "
+            f"emubroker cluster ready: {_brokers(len(state.brokers))}, stub {state.stub.url}, "
             f"run dir {state.run_dir}"
         )
         self._line(f"service {state.service_url}")

@@ -130,7 +130,7 @@ class Cluster:
                 raise children.ChildStartError("\n".join(map(str, failures))) from None
             raise
         log.info(
-            "%d brokers ready in %.3f s", len(self.state.brokers), self._clock.now() - stub_ready
+            "brokers ready in %.3f s (%d)", self._clock.now() - stub_ready, len(self.state.brokers)
         )
         self.state.status = ClusterStatus.READY
         self._save()
