@@ -6,6 +6,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -20,6 +22,7 @@ from tests.support.rest import rest_call
 
 pytestmark = pytest.mark.integration
 
+ADMIN = (sys.executable, "-m", "emubroker", "admin")
 SESSION_TIMEOUT = 4.0  # metadataStoreSessionTimeoutMillis of these clusters
 # How much later than the session timeout a new leader may show: the session's expiry, the
 # followers' notification and election, and this test's polling, on a busy 2-core machine.
@@ -119,6 +122,14 @@ def test_three_brokers_serve_clients_and_a_killed_leader_is_replaced(
         assert len(new_leaders) == 1
         assert new_leaders != {leader_id}
         assert sorted(is_leader_metric(b) for b in survivors) == ["0", "1"]
+        admin_url = survivors[1]["admin_url"]
+        admin = subprocess.run(
+            [*ADMIN, "--admin-url", admin_url, "brokers", "leader-broker"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert json.loads(admin.stdout)["brokerId"] in new_leaders
 
         # Started again on its ports, it follows the new leader.
         started = cluster.cli("start", str(leader["index"]))
