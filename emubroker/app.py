@@ -14,6 +14,7 @@ a :class:`NamespaceRegistry`, an in-memory view of those nodes kept current by a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -37,10 +38,15 @@ from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
-from emubroker.metadata import MemoryMetadataStore
+from emubroker.loadbalance.leader_election import LeaderElectionService
+from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
-from emubroker.metadata.remote import RemoteMetadataStore, open_remote_metadata_store
+from emubroker.metadata.remote import (
+    DEFAULT_SESSION_TIMEOUT,
+    RemoteMetadataStore,
+    open_remote_metadata_store,
+)
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
@@ -66,7 +72,6 @@ from protocol.framing import FRAME_PADDING
 from storage_stub.client import open_stub_client
 from storage_stub.journal import FsyncPolicy
 from storage_stub.ledger import LedgerStore
-from storage_stub.server import open_stub_server
 
 if TYPE_CHECKING:
     import socket
@@ -120,6 +125,11 @@ async def bootstrap_metadata(
 ) -> None:
     """Create the cluster, the ``public`` tenant and its default namespaces if missing.
 
+    Every node is created with ``expected_version=-1``: brokers of a cluster starting together
+    against one empty store race here, and the first creator's value must stand (a plain write
+    after an ``exists`` check would let a later broker overwrite what an earlier one, or an
+    operator in between, wrote).
+
     Args:
         store: The metadata store.
         config: The broker configuration.
@@ -134,27 +144,26 @@ async def bootstrap_metadata(
             config.anonymousUserRole,
         )
         return
-    cluster_path = f"/admin/clusters/{config.clusterName}"
-    if not await store.exists(cluster_path):
-        service_url = f"pulsar://{config.advertised_host()}:{config.brokerServicePort}"
-        cluster = ClusterData(
-            service_url=http_url or None,
-            service_url_tls=tls_urls[0] or None,
-            broker_service_url=service_url,
-            broker_service_url_tls=tls_urls[1] or None,
-        )
-        await store.put(cluster_path, to_json(cluster))
-    tenant_path = f"{POLICIES_ROOT}/{DEFAULT_TENANT}"
-    if not await store.exists(tenant_path):
-        await store.put(tenant_path, to_json(TenantInfo([], [config.clusterName])))
+    cluster = ClusterData(
+        service_url=http_url or None,
+        service_url_tls=tls_urls[0] or None,
+        broker_service_url=f"pulsar://{config.advertised_host()}:{config.brokerServicePort}",
+        broker_service_url_tls=tls_urls[1] or None,
+    )
     policies = Policies(
         bundles=bundles_data(bundle_boundaries(config.defaultNumberOfNamespaceBundles)),
         replication_clusters=[config.clusterName],
     )
-    for namespace in DEFAULT_NAMESPACES:
-        path = f"{POLICIES_ROOT}/{namespace}"
-        if not await store.exists(path):
-            await store.put(path, to_json(policies))
+    nodes = [
+        (f"/admin/clusters/{config.clusterName}", cluster),
+        (f"{POLICIES_ROOT}/{DEFAULT_TENANT}", TenantInfo([], [config.clusterName])),
+        *((f"{POLICIES_ROOT}/{namespace}", policies) for namespace in DEFAULT_NAMESPACES),
+    ]
+    for path, value in nodes:
+        if await store.exists(path):
+            continue
+        with contextlib.suppress(BadVersionError):  # another broker created it first
+            await store.put(path, to_json(value), expected_version=-1)
 
 
 def topic_settings(config: BrokerConfig) -> TopicSettings:
@@ -207,6 +216,7 @@ class Broker:
         dynamic: The live configuration (``/admin/v2/brokers/configuration``).
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
+        leader_election: This broker's part in the cluster's leader election.
         service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
         admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
     """
@@ -226,6 +236,7 @@ class Broker:
     compaction: CompactionService | None = None
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
+    leader_election: LeaderElectionService | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
 
@@ -275,10 +286,11 @@ def _admin_context(
     *,
     schemas: SchemaService | None,
     compaction: CompactionService | None,
+    leader_election: LeaderElectionService,
     security: Security | None = None,
 ) -> AdminContext:
     config = dynamic.config
-    broker_id = f"{config.advertised_host()}:{config.webServicePort}"
+    broker_id = broker_id_of(config)
     tracker = RateTracker(clock=clock)
 
     def dedup_enabled(topic: AnyTopic) -> bool:
@@ -299,16 +311,26 @@ def _admin_context(
         topics=topics,
         ownership=ownership,
         metrics=MetricsCollector(
-            topics.statistics, clock=clock, cluster=config.clusterName, tracker=tracker
+            topics.statistics,
+            clock=clock,
+            cluster=config.clusterName,
+            tracker=tracker,
+            leader_election=leader_election.statistics,
         ),
         stats=TopicStatsView(
             topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
         ),
         schemas=schemas,
         compaction=compaction,
+        leader_election=leader_election,
         security=security,
         clock=clock,
     )
+
+
+def broker_id_of(config: BrokerConfig) -> str:
+    """The broker id as Pulsar spells it (``PulsarService.getBrokerId``): host:webServicePort."""
+    return f"{config.advertised_host()}:{config.webServicePort}"
 
 
 async def _bind_optional(host: str, port: int | None) -> list[socket.socket]:
@@ -328,6 +350,7 @@ async def open_storage(
     metadata_url: str | None = None,
     bookie_url: str | None = None,
     fsync: FsyncPolicy = FsyncPolicy.BATCH,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
 ) -> AsyncIterator[tuple[MetadataStore | None, BookieClient | None]]:
     """The broker's storage: in memory, a durable stub in this process, or an external stub.
 
@@ -338,6 +361,8 @@ async def open_storage(
             ``etcd://host:port[,host:port...][/chroot]`` of an etcd cluster.
         bookie_url: ``stub://host:port`` of an external bookie stub.
         fsync: The hosted stub's journal fsync policy.
+        session_timeout: Seconds an external metadata session outlives its last heartbeat
+            (``metadataStoreSessionTimeoutMillis``).
 
     Yields:
         ``(metadata, bookie)`` for :func:`open_broker`; ``(None, None)`` for memory.
@@ -350,16 +375,26 @@ async def open_storage(
         metadata: MetadataStore | None = None
         bookie: BookieClient | None = None
         if data_dir is not None:
+            # Only ``--data-dir`` hosts the stub in-process: brokers of a cluster skip importing
+            # the server, ~6 % of their start-up CPU (docs/performance.md, cluster start-up).
+            from storage_stub.server import open_stub_server
+
             server = await stack.enter_async_context(
                 open_stub_server(data_dir=data_dir, fsync=fsync)
             )
             client = await stack.enter_async_context(server.open_local_client())
-            metadata = await stack.enter_async_context(await RemoteMetadataStore.open(client))
+            metadata = await stack.enter_async_context(
+                await RemoteMetadataStore.open(client, session_timeout=session_timeout)
+            )
             bookie = client
         if metadata_url is not None and is_etcd_url(metadata_url):
-            metadata = await stack.enter_async_context(open_etcd_metadata_store(metadata_url))
+            metadata = await stack.enter_async_context(
+                open_etcd_metadata_store(metadata_url, session_timeout=session_timeout)
+            )
         elif metadata_url is not None:
-            metadata = await stack.enter_async_context(open_remote_metadata_store(metadata_url))
+            metadata = await stack.enter_async_context(
+                open_remote_metadata_store(metadata_url, session_timeout=session_timeout)
+            )
         if bookie_url is not None:
             bookie = await stack.enter_async_context(open_stub_client(bookie_url))
         yield metadata, bookie
@@ -521,6 +556,14 @@ async def open_broker(
             await tg.start(trace_sink.run)
         await tg.start(namespaces.watch, store)
         await tg.start(dynamic.watch)
+        # Elected before the ports serve, so that leaderBroker answers once the broker is ready.
+        leader_election = LeaderElectionService(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            service_url=f"http://{broker_id_of(config)}",
+        )
+        await tg.start(leader_election.run)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -531,6 +574,7 @@ async def open_broker(
             clock,
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
+            leader_election=leader_election,
             security=security,
         )
         broker = Broker(
@@ -549,6 +593,7 @@ async def open_broker(
             compaction=compaction,
             dynamic=dynamic,
             admin=admin_context,
+            leader_election=leader_election,
             service_url_tls=service_url_tls,
             admin_url_tls=admin_url_tls,
         )

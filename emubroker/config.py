@@ -151,6 +151,9 @@ class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
             topic that has one.
         topicCompactionRetainNullKey: Compaction keeps messages without a key (Pulsar's default
             drops them).
+        metadataStoreSessionTimeoutMillis: The broker's metadata session ends this long after
+            its last heartbeat; its ephemeral nodes (bundle ownership, the leader node) go with
+            it, so it bounds how long a dead broker keeps them.
         emubrokerDispatchTraceDir: Ours, not Pulsar's: a directory where the broker writes the
             dispatch trace (one Parquet row per dispatch, docs/dispatch-trace.md); empty = off.
         emubrokerDispatchTraceFlushRecords: Ours: trace rows buffered per Parquet row group
@@ -193,6 +196,7 @@ class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
     topicCompactionRetainNullKey: bool = False
+    metadataStoreSessionTimeoutMillis: Positive = 30_000
     # Dispatch throttling: exactly DispatchThrottlingConfig's keys (test_config checks).
     dispatchRateLimiterFactoryClassName: DispatchRateLimiterFactory = (
         "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket"

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance import OwnershipTable
+    from emubroker.loadbalance.leader_election import LeaderElectionService
     from emubroker.namespace_registry import NamespaceRegistry
     from emubroker.policies import PolicyStore
     from emubroker.schemas.service import SchemaService
@@ -43,6 +44,7 @@ class AdminContext:
         compaction: The compaction service, when the broker has one.
         security: Authentication and authorization of REST calls; None: neither.
         clock: The broker's clock (token expiry is checked against its wall time).
+        leader_election: This broker's view of the cluster's leader (``leaderBroker``).
     """
 
     cluster: str
@@ -60,6 +62,7 @@ class AdminContext:
     compaction: CompactionService | None = None
     security: Security | None = None
     clock: Clock | None = None
+    leader_election: LeaderElectionService | None = None
 
 
 CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)

@@ -1,7 +1,8 @@
 """``/admin/v2/brokers``: active brokers, health, the leader and dynamic configuration.
 
 Shapes follow Pulsar's ``BrokersBase``: brokers are listed by id (``host:webServicePort``), the
-leader is ``BrokerInfo`` ``{"serviceUrl", "brokerId"}``, ``health`` and ``ready`` answer ``ok``.
+leader is ``BrokerInfo`` ``{"serviceUrl", "brokerId"}`` as the leader election last read it
+(``emubroker.loadbalance.leader_election``), ``health`` and ``ready`` answer ``ok``.
 Dynamic configuration: ``configuration`` lists the keys that may change at runtime,
 ``configuration/values`` the values set so far, ``configuration/runtime`` every current value,
 ``POST configuration/{key}/{value}`` sets one for every broker and applies it live (412 "Can't
@@ -58,9 +59,15 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def leader(request: web.Request) -> web.Response:
-    """``GET /admin/v2/brokers/leaderBroker``: with one broker per metadata store, this one."""
-    ctx = context(request)
-    return json_response(BrokerInfo(service_url=ctx.web_service_url, broker_id=ctx.broker_id))
+    """``GET /admin/v2/brokers/leaderBroker``: the elected leader as this broker last read it.
+
+    404 "Couldn't find leader broker" while no leader is known (Pulsar's answer).
+    """
+    election = context(request).leader_election
+    current = election.current_leader() if election is not None else None
+    if current is None:
+        raise RestError(NOT_FOUND, "Couldn't find leader broker")
+    return json_response(BrokerInfo(service_url=current.service_url, broker_id=current.id))
 
 
 async def version(request: web.Request) -> web.Response:
