@@ -25,7 +25,6 @@ client drops the other indexes), exactly as for batch-index acknowledgement.
 
 from __future__ import annotations
 
-import struct
 import zlib
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from protocol.batch import parse_batch
 from protocol.codec import decode_record
 from protocol.commands import CompressionType, MessageMetadata
 from protocol.errors import RemoteProtocolError
+from protocol.framing import decode_payload_section
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -42,10 +42,7 @@ if TYPE_CHECKING:
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.managed_ledger import ManagedLedger
 
-__all__ = ["CompactedView", "Compactor", "parse_section"]
-
-_U32 = struct.Struct(">I")
-_CHECKSUM_MAGIC = b"\x0e\x01"
+__all__ = ["CompactedView", "Compactor"]
 
 # A message of the topic: (entry index, batch index or -1 for an unbatched entry).
 Slot = tuple[int, int]
@@ -104,24 +101,6 @@ class CompactedView:
         return ledger_id, entry_id, batch_index
 
 
-def parse_section(section: bytes) -> tuple[MessageMetadata, memoryview]:
-    """Split a stored payload section (``[0x0e01 crc] | size | metadata | payload``).
-
-    Raises:
-        RemoteProtocolError: The bytes are not a payload section.
-    """
-    view = memoryview(section)
-    pos = 6 if view[:2] == _CHECKSUM_MAGIC else 0
-    if len(view) - pos < 4:
-        raise RemoteProtocolError("payload section too short")
-    size = _U32.unpack_from(view, pos)[0]
-    start = pos + 4
-    if size > len(view) - start:
-        raise RemoteProtocolError("message metadata runs past the section")
-    meta = decode_record(MessageMetadata, view[start : start + size])
-    return meta, view[start + size :]
-
-
 def _batch_keys(meta: MessageMetadata, payload: memoryview) -> list[tuple[str | None, int]] | None:
     """``(key, payload size)`` per message of a readable batch, else None (rule 2)."""
     if meta.encryption_keys:
@@ -171,7 +150,9 @@ class Compactor:
         """
         for index, section in entries:
             self._horizon = index
-            meta, payload = parse_section(section)
+            stored = decode_payload_section(section)
+            meta = decode_record(MessageMetadata, stored.metadata)
+            payload = stored.body
             if meta.num_messages_in_batch is None or meta.encryption_keys:
                 size = meta.uncompressed_size if meta.uncompressed_size is not None else None
                 self._message(meta.partition_key, len(payload) if size is None else size, index, -1)

@@ -45,6 +45,7 @@ from emubroker.topics.ml_meta import (
     decode_ledger_info,
     encode_info,
 )
+from protocol.framing import decode_payload_section
 from storage_stub.errors import ReadTooLargeError
 from storage_stub.ledger import StorageError
 
@@ -73,7 +74,6 @@ producer's burst cannot flood the stub's connection."""
 READ_RANGE = 256
 """Entries per stub read on a cache miss (halved when the stub says the reply is too big)."""
 
-_MAGIC_CHECKSUM = b"\x0e\x01"
 _PLACEHOLDER = EntryInfo(1, False, 0, None, None, "", -1, 0)  # trimmed entries: never read
 
 
@@ -257,9 +257,7 @@ class ManagedLedger:
             self._sizes[-1] = record.size
             infos: list[EntryInfo] = []
             for section in await self._read_range(record.ledger_id, 0, entries - 1):
-                if section[:2] == _MAGIC_CHECKSUM:
-                    section = section[6:]
-                infos.append(entry_info_from_entry(section))
+                infos.append(entry_info_from_entry(decode_payload_section(section).entry))
             self.infos += infos
             self._sections += [None] * len(infos)
             self._evicted_below = len(self.infos)

@@ -21,7 +21,7 @@ from emubroker.topics import (
 )
 from emubroker.topics.throttling import DispatchThrottling
 from protocol.clock import FakeClock
-from protocol.codec import encode_record
+from protocol.codec import decode_record, encode_record
 from protocol.commands import (
     AccessMode,
     AckType,
@@ -31,7 +31,7 @@ from protocol.commands import (
     MessageMetadata,
     SubType,
 )
-from protocol.framing import build_entry, checksum
+from protocol.framing import build_entry, checksum, decode_payload_section
 from storage_stub.ledger import LedgerStore
 
 KNOWN_NAMESPACES = {NamespaceName("public", "default"), NamespaceName("public", "default-2")}
@@ -210,12 +210,8 @@ def topic_name(local: str = "t", domain: str = "persistent") -> TopicName:
 
 def split_section(section: bytes) -> tuple[MessageMetadata, bytes]:
     """The metadata and payload a MESSAGE would carry."""
-    from protocol.codec import decode_record
-
-    if section[:2] == b"\x0e\x01":
-        section = section[6:]
-    size = int.from_bytes(section[:4], "big")
-    return decode_record(MessageMetadata, section[4 : 4 + size]), section[4 + size :]
+    stored = decode_payload_section(section)
+    return decode_record(MessageMetadata, stored.metadata), bytes(stored.body)
 
 
 BACKOFF = 1.001
