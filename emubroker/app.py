@@ -61,6 +61,7 @@ from emubroker.policies import (
 )
 from emubroker.ratelimit.quotas import throttling_config_from
 from emubroker.schemas import SchemaRegistry, SchemaService
+from emubroker.storage import BookieBackend, MemoryBackend
 from emubroker.topics.compaction import CompactionService
 from emubroker.topics.features import TopicFeatures
 from emubroker.topics.service import TopicService
@@ -516,7 +517,7 @@ async def open_broker(
             TopicService(
                 config=topic_settings(dynamic.config),
                 clock=clock,
-                ledgers=ledgers if bookie is None else bookie,
+                ledgers=MemoryBackend(ledgers) if bookie is None else BookieBackend(bookie),
                 namespaces=namespaces,
                 metadata=store,
                 features=features,

@@ -21,6 +21,7 @@ import anyio
 
 from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
+from emubroker.topics import ProducerRequest, SubscribeRequest
 from emubroker.topics.entry import entry_info_from_entry
 from emubroker.topics.limits import check_producers
 from protocol import commands as c
@@ -386,16 +387,16 @@ class ProducerCommands(CommandGroup):
             # Before the schema, as ServerCnx.handleProducer checks it (``limits``).
             check_producers(topic.limits(), topic.name, topic.producer_count)
             schema_version = await self._schema_version(cmd)
-            handle = await topic.add_producer(
-                cmd.producer_id,
-                self._session,
+            request = ProducerRequest(
+                producer_id=cmd.producer_id,
                 producer_name=cmd.producer_name,
-                user_provided_name=cmd.user_provided_producer_name,
                 access_mode=cmd.producer_access_mode,
                 epoch=cmd.epoch,
                 topic_epoch=cmd.topic_epoch,
-                on_waiting=partial(self._producer_waiting, cmd),
                 metadata={kv.key: kv.value for kv in cmd.metadata},
+            )
+            handle = await topic.add_producer(
+                request, self._session, on_waiting=partial(self._producer_waiting, cmd)
             )
             handle.schema_version = schema_version
         except Exception as exc:
@@ -429,20 +430,13 @@ class ProducerCommands(CommandGroup):
         if subscription in topic.subscriptions():
             return
         try:
-            handle = await topic.subscribe(
+            request = SubscribeRequest(
                 subscription=subscription,
                 sub_type=c.SubType.SHARED,
                 consumer_id=INITIAL_SUBSCRIPTION_CONSUMER_ID,
-                sink=_NullSink(),
-                consumer_name="",
-                durable=True,
                 initial_position=c.InitialPosition.EARLIEST,
-                start_message_id=None,
-                priority_level=0,
-                key_shared_meta=None,
-                read_compacted=False,
-                partition=topic.name.partition_index,
             )
+            handle = await topic.subscribe(request, _NullSink())
             await handle.close()
         except BrokerError as exc:
             log.warning("cannot create initial subscription %r: %s", subscription, exc)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from emubroker.topics.consumer import Consumer
 from emubroker.topics.entry import EntryInfo, entry_info_from_metadata
-from emubroker.topics.handles import ConsumerHandle
+from emubroker.topics.handles import ConsumerHandle, ProducerRequest, SubscribeRequest
 from emubroker.topics.nonpersistent import NonPersistentConsumer, NonPersistentTopic
 from emubroker.topics.producer import ProducerHandle
 from emubroker.topics.service import AnyTopic, TopicService
@@ -28,8 +28,10 @@ __all__ = [
     "NonPersistentConsumer",
     "NonPersistentTopic",
     "ProducerHandle",
+    "ProducerRequest",
     "ProducerSink",
     "ServiceStats",
+    "SubscribeRequest",
     "SubscriptionStats",
     "Topic",
     "TopicService",

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from emubroker.topics.limits import (
     CountLimits,
     LimitResolver,
-    check_producers,
     check_subscription_consumers,
     check_topic_consumers,
 )
@@ -43,20 +42,15 @@ from protocol.errors import (
 from protocol.framing import payload_section
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from emubroker.naming import TopicName
     from emubroker.topics.entry import EntryInfo
+    from emubroker.topics.handles import ProducerRequest, SubscribeRequest
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink, ProducerSink
     from protocol.clock import Clock
-    from protocol.commands import (
-        AccessMode,
-        AckType,
-        InitialPosition,
-        KeySharedMeta,
-        MessageIdData,
-    )
+    from protocol.commands import AckType, KeySharedMeta, MessageIdData
 
 __all__ = ["NonPersistentConsumer", "NonPersistentSubscription", "NonPersistentTopic"]
 
@@ -258,8 +252,7 @@ class NonPersistentTopic:
         self._ledger_id = ledger_id
         self._next_entry = 0
         self._last_batch_index = -1
-        self._producer_names = producer_names
-        self._producers = ProducerRegistry(str(name))
+        self._producers = ProducerRegistry(name, counters=self.counters, names=producer_names)
         self._subs: dict[str, NonPersistentSubscription] = {}
         self._closed = False
 
@@ -278,18 +271,12 @@ class NonPersistentTopic:
 
     async def add_producer(
         self,
-        producer_id: int,
+        request: ProducerRequest,
         sink: ProducerSink,
         *,
-        producer_name: str | None,
-        user_provided_name: bool,
-        access_mode: AccessMode,
-        epoch: int,
-        topic_epoch: int | None,
         on_waiting: Callable[[], None] | None = None,
-        metadata: Mapping[str, str] | None = None,
     ) -> ProducerHandle:
-        """Attach a producer (same rules as persistent topics; ``metadata`` as there).
+        """Attach a producer (the same admission as persistent topics, ``producer``).
 
         Raises:
             ProducerBusyError: Name in use, an exclusive producer holds the topic, or the
@@ -297,22 +284,10 @@ class NonPersistentTopic:
             ProducerFencedError: Exclusive access conflict.
             ServiceNotReadyError: The topic is being unloaded.
         """
-        del user_provided_name
-        if self._closed:
-            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
-        check_producers(self.limits(), self.name, self.producer_count)
-        handle = await self._producers.add(
-            producer_id,
-            sink,
-            producer_name=producer_name or self._producer_names(),
-            access_mode=access_mode,
-            epoch=epoch,
-            topic_epoch=topic_epoch,
-            on_waiting=on_waiting,
+        self._check_open()
+        return await self._producers.admit(
+            request, sink, limits=self.limits(), on_waiting=on_waiting
         )
-        handle.metadata = dict(metadata or {})
-        handle.stats_key = self.counters.next_handle_key()
-        return handle
 
     async def remove_producer(self, producer: ProducerHandle) -> None:
         """Detach a producer."""
@@ -368,6 +343,10 @@ class NonPersistentTopic:
                 f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
             )
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
+
     def _deliver(
         self, entry: bytes, entry_checksum: int | None, info: EntryInfo
     ) -> tuple[int, int]:
@@ -401,46 +380,38 @@ class NonPersistentTopic:
         return self._ledger_id, entry_id
 
     async def subscribe(
-        self,
-        *,
-        subscription: str,
-        sub_type: SubType,
-        consumer_id: int,
-        sink: ConsumerSink,
-        consumer_name: str,
-        durable: bool,
-        initial_position: InitialPosition,
-        start_message_id: MessageIdData | None,
-        priority_level: int,
-        key_shared_meta: KeySharedMeta | None,
-        read_compacted: bool,
-        partition: int,
-        metadata: Mapping[str, str] | None = None,
+        self, request: SubscribeRequest, sink: ConsumerSink
     ) -> NonPersistentConsumer:
         """Attach a consumer; it receives only what is published from now on.
 
-        ``metadata`` is ``CommandSubscribe.metadata``, echoed by the admin stats.
+        Of the request, durability, positions and ``read_compacted`` mean nothing here.
 
         Raises:
             ConsumerBusyError: Exclusive taken, type mismatch, or a consumer limit reached.
             ConsumerAssignError: Key_Shared STICKY range conflict.
             ServiceNotReadyError: The topic is being unloaded.
         """
-        del durable, initial_position, start_message_id, read_compacted, partition
-        if self._closed:
-            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
+        self._check_open()
         limits = self.limits()
         check_topic_consumers(limits, self.consumer_count)
-        sub = self._subs.get(subscription)
+        name = request.subscription
+        sub = self._subs.get(name)
         created = sub is None
         if sub is None:
-            sub = NonPersistentSubscription(subscription, self)
-        consumer = NonPersistentConsumer(consumer_id, consumer_name, sink, priority_level, sub)
-        consumer.metadata = dict(metadata or {})
+            sub = NonPersistentSubscription(name, self)
+        consumer = NonPersistentConsumer(
+            request.consumer_id, request.consumer_name, sink, request.priority_level, sub
+        )
+        consumer.metadata = dict(request.metadata)
         consumer.stats_key = self.counters.next_handle_key()
-        sub.add(consumer, sub_type, key_shared_meta, limits.max_consumers_per_subscription)
+        sub.add(
+            consumer,
+            request.sub_type,
+            request.key_shared_meta,
+            limits.max_consumers_per_subscription,
+        )
         if created:
-            self._subs[subscription] = sub
+            self._subs[name] = sub
         return consumer
 
     def subscription_ended(self, sub: NonPersistentSubscription) -> None:

@@ -24,7 +24,6 @@ import anyio
 import msgspec
 
 from emubroker.naming import InvalidNameError, TopicDomain, TopicName
-from emubroker.storage import BookieClient, MemoryBookie, NowaitBookie
 from emubroker.topics.cursor_flush import CursorFlusher
 from emubroker.topics.expiry import MessageExpiry
 from emubroker.topics.limits import LimitResolver
@@ -36,7 +35,6 @@ from emubroker.topics.stats import ServiceStats
 from emubroker.topics.topic import Topic, TopicState
 from protocol.commands import TopicsMode
 from protocol.errors import NotAllowedError, ServiceNotReadyError, TopicNotFoundError
-from storage_stub.ledger import LedgerStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,6 +45,7 @@ if TYPE_CHECKING:
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import NamespaceName
     from emubroker.policies import Policies
+    from emubroker.storage import LedgerBackend
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.throttling import DispatchThrottling
@@ -73,9 +72,9 @@ class TopicService:
     Args:
         config: Topic settings built from the broker config.
         clock: Time for delayed delivery.
-        ledgers: Where persistent topics keep their entries: an in-memory ``LedgerStore``
-            (nothing persisted), or a bookie client (the stub); then, with ``metadata``, ledger
-            lists and durable cursors are persisted and stored topics are recovered on load.
+        ledgers: Where persistent topics keep their entries (``emubroker.storage``). When it is
+            durable and ``metadata`` is given, ledger lists and durable cursors are persisted
+            there and stored topics are recovered on load.
         namespaces: Whether a namespace exists; unknown namespaces make every topic call fail
             with ``TopicNotFoundError``.
         metadata: If given, partitioned-topic metadata is written there too.
@@ -92,7 +91,7 @@ class TopicService:
         *,
         config: TopicSettings,
         clock: Clock,
-        ledgers: LedgerStore | BookieClient,
+        ledgers: LedgerBackend,
         namespaces: Callable[[NamespaceName], bool],
         metadata: MetadataStore | None = None,
         features: TopicFeatures | None = None,
@@ -107,10 +106,8 @@ class TopicService:
             settings=lambda: self._settings,
             namespace_ttl=_namespace_ttl(namespace_policies),
         )
-        self._bookie: BookieClient = (
-            MemoryBookie(ledgers) if isinstance(ledgers, LedgerStore) else ledgers
-        )
-        durable = metadata is not None and not isinstance(self._bookie, NowaitBookie)
+        self._backend = ledgers
+        durable = metadata is not None and ledgers.durable
         self._ml_metadata = metadata if durable else None
         self._flusher = (
             CursorFlusher(
@@ -333,20 +330,11 @@ class TopicService:
             min_rollover=s.managed_ledger_min_ledger_rollover_time_minutes * 60.0,
             max_rollover=s.managed_ledger_max_ledger_rollover_time_minutes * 60.0,
         )
-        bookie = self._bookie
-        if isinstance(bookie, NowaitBookie):
-            if not create:
-                raise TopicNotFoundError(f"Topic {name} does not exist")
-            state = TopicState(
-                ManagedLedger.create(bookie, policy=policy, ledger_id=bookie.create_ledger_nowait())
-            )
-            self._states[name] = state
-            return state
         self._loading[name] = event = anyio.Event()
         try:
             path = managed_ledger_path(name)
             ledger = await ManagedLedger.open(
-                bookie,
+                self._backend,
                 policy=policy,
                 clock=self._clock,
                 metadata=self._ml_metadata,

@@ -31,18 +31,19 @@ from protocol.errors import ConsumerBusyError, MetadataError, NotAllowedError
 from protocol.ids import is_latest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from anyio.abc import TaskGroup
 
     from emubroker.topics.compacted import CompactedView
     from emubroker.topics.cursor import Cursor
+    from emubroker.topics.handles import SubscribeRequest
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.stats import TopicCounters
     from protocol.clock import Clock
-    from protocol.commands import KeySharedMeta, MessageIdData
+    from protocol.commands import MessageIdData
 
 __all__ = ["Subscription"]
 
@@ -145,19 +146,9 @@ class Subscription:
     # ---- membership ---------------------------------------------------------------------------
 
     def add_consumer(
-        self,
-        *,
-        consumer_id: int,
-        sink: ConsumerSink,
-        consumer_name: str,
-        priority_level: int,
-        sub_type: SubType,
-        durable: bool,
-        key_shared_meta: KeySharedMeta | None,
-        metadata: Mapping[str, str] | None = None,
-        max_consumers: int = 0,
+        self, request: SubscribeRequest, sink: ConsumerSink, *, max_consumers: int = 0
     ) -> Consumer:
-        """Attach a consumer (rules 1 and 2); ``metadata`` is ``CommandSubscribe.metadata``.
+        """Attach the consumer a SUBSCRIBE asks for (rules 1 and 2).
 
         ``max_consumers`` is the subscription's consumer limit (``limits``; 0: none).
 
@@ -167,14 +158,17 @@ class Subscription:
             NotAllowedError: Durability differs from the existing subscription.
             ConsumerAssignError: Key_Shared STICKY ranges overlap.
         """
-        if durable != self.durable:
+        if request.durable != self.durable:
             kind = "durable" if self.durable else "non-durable"
             raise NotAllowedError(f"A {kind} subscription named '{self.name}' already exists")
         dispatcher = self.dispatcher
+        sub_type, key_shared_meta = request.sub_type, request.key_shared_meta
         dispatcher.check_join(self.name, sub_type, key_shared_meta)
         check_subscription_consumers(max_consumers, sub_type, len(dispatcher.consumers))
-        consumer = Consumer(consumer_id, consumer_name, sink, priority_level, self)
-        consumer.metadata = dict(metadata or {})
+        consumer = Consumer(
+            request.consumer_id, request.consumer_name, sink, request.priority_level, self
+        )
+        consumer.metadata = dict(request.metadata)
         consumer.stats_key = self._counters.next_handle_key()
         dispatcher.add_consumer(consumer, key_shared_meta)
         return consumer

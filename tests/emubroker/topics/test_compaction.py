@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from emubroker.topics import TopicService, TopicSettings
+from emubroker.storage import MemoryBackend
+from emubroker.topics import SubscribeRequest, TopicService, TopicSettings
 from emubroker.topics.compacted import Compactor
 from emubroker.topics.compaction import (
     CompactionInProgressError,
@@ -152,7 +153,7 @@ async def services(**kw: Any) -> AsyncIterator[tuple[TopicService, CompactionSer
     service = TopicService(
         config=TopicSettings(**kw),
         clock=FakeClock(),
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
     )
     async with service, CompactionService(service) as compaction:
@@ -170,7 +171,6 @@ async def compacted_reader(topic: Any, sink: FakeConsumerSink, **kw: Any) -> Any
         "subscription": "r",
         "sub_type": SubType.EXCLUSIVE,
         "consumer_id": 1,
-        "sink": sink,
         "consumer_name": "c",
         "durable": False,
         "initial_position": InitialPosition.EARLIEST,
@@ -178,12 +178,11 @@ async def compacted_reader(topic: Any, sink: FakeConsumerSink, **kw: Any) -> Any
         "priority_level": 0,
         "key_shared_meta": None,
         "read_compacted": True,
-        "partition": -1,
     }
     args.update(kw)
     if args["durable"]:
         args["start_message_id"] = None
-    return await topic.subscribe(**args)
+    return await topic.subscribe(SubscribeRequest(**args), sink)
 
 
 async def test_read_compacted_consumers_see_the_compacted_view() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from emubroker.policies import Policies
+from emubroker.storage import MemoryBackend
 from emubroker.topics import TopicService, TopicSettings
 from emubroker.topics.expiry import expire_by_time, newest_matching
 from protocol.clock import FakeClock
@@ -57,7 +58,7 @@ def _service(clock: FakeClock, ttl: int | None, **settings: Any) -> TopicService
     return TopicService(
         config=TopicSettings(**settings),
         clock=clock,
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
         namespace_policies=lambda ns: Policies(message_ttl_in_seconds=ttl),
     )

@@ -9,6 +9,7 @@ import pytest
 
 from emubroker.metadata import MemoryMetadataStore
 from emubroker.naming import TopicName
+from emubroker.storage import BookieBackend
 from emubroker.topics.compacted import Compactor
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.cursor_flush import CursorFlusher
@@ -42,7 +43,7 @@ async def _open(
     budget: CacheBudget | None = None,
 ) -> ManagedLedger:
     ml = await ManagedLedger.open(
-        bookie,
+        BookieBackend(bookie),
         policy=policy or LedgerPolicy(max_entries=3),
         clock=clock,
         metadata=metadata,
