@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from emubroker.topics.selection import SINGLE_ACTIVE
 from emubroker.topics.stats import ConsumerActivity
 from protocol.commands import AckType
 
@@ -114,7 +113,7 @@ class Consumer(ConsumerActivity):
             return
         before = self.unacked
         self._subscription.redeliver(self, ids)
-        if self._subscription.dispatcher.sub_type not in SINGLE_ACTIVE:
+        if self._subscription.rules.counts_redeliveries:
             # Pulsar tracks pending acks, hence redeliveries, for Shared and Key_Shared only.
             self.msg_redeliver += before - self.unacked
 

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from emubroker.ratelimit.readsize import multiple_consumers_permits
 from emubroker.topics.cursor import words_from_mask
 from emubroker.topics.draining import DrainingHashes
 from emubroker.topics.managed_ledger import CacheMiss
-from emubroker.topics.selection import SINGLE_ACTIVE, ConsumerSet, key_hash
+from emubroker.topics.pickers import key_hash
+from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.throttling import CURSOR_BACKLOGGED_THRESHOLD
 from storage_stub.ledger import StorageError
 
@@ -59,9 +59,10 @@ if TYPE_CHECKING:
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.stats import TopicCounters
+    from emubroker.topics.subtypes import SubTypeRules
     from emubroker.topics.throttling import SubscriptionThrottle
     from protocol.clock import Clock
-    from protocol.commands import KeySharedMeta, KeySharedMode, SubType
+    from protocol.commands import KeySharedMeta, SubType
 
 __all__ = ["Dispatcher"]
 
@@ -163,9 +164,9 @@ class Dispatcher:
         return self._members.sub_type
 
     @property
-    def key_shared_mode(self) -> KeySharedMode | None:
-        """The Key_Shared mode, for Key_Shared subscriptions."""
-        return self._members.key_shared_mode
+    def rules(self) -> SubTypeRules:
+        """The rules of the subscription's type (``subtypes``)."""
+        return self._members.rules
 
     def check_join(
         self, subscription: str, sub_type: SubType, key_shared_meta: KeySharedMeta | None
@@ -176,8 +177,8 @@ class Dispatcher:
             ConsumerBusyError: A second Exclusive consumer, or another type or Key_Shared mode.
         """
         self._members.check_join(subscription, sub_type, key_shared_meta)
-        if self.sub_type in SINGLE_ACTIVE:
-            # Delayed delivery applies to Shared and Key_Shared only: hand them over now.
+        if not self._members.rules.delayed_delivery:
+            # This type delivers delayed messages at once: hand them over now.
             while self._delayed:
                 self._push_replay(heapq.heappop(self._delayed)[1])
 
@@ -192,10 +193,11 @@ class Dispatcher:
         # The subscription's type is fixed while it has consumers: so are these (``selection``).
         self._block_at = members.block_at
         self._unblock_at = members.unblock_at
-        if members.drains_hashes:
+        picker = members.picker
+        if picker.drains_hashes:
             infos = self._ledger.infos
             self._draining.reassign(
-                members.consumers, members.owner, lambda index: key_hash(infos[index])
+                members.consumers, picker.owner, lambda index: key_hash(infos[index])
             )
         self.wake()
 
@@ -263,7 +265,7 @@ class Dispatcher:
         dispatcher has its redelivery tracker disabled, so Exclusive and Failover consumers
         always see ``redelivery_count`` 0.
         """
-        count = self.sub_type not in SINGLE_ACTIVE
+        count = self._members.rules.counts_redeliveries
         consumer.blocked = False  # asking for redelivery unblocks, as in Pulsar
         if indexes is None:
             self._release(consumer, count=count)
@@ -476,27 +478,11 @@ class Dispatcher:
             return
         self._retry_at = None
         self._limited = False
-        if self._replay and (self._replay_dirty or self._members.selector is None):
+        if self._replay and (self._replay_dirty or not self._members.rules.routes_by_key):
             self._replay_dirty = False
             if not self._dispatch_replay():
                 return
         self._dispatch_new()
-
-    def _permits(self) -> int:
-        # Spec §1.2 step 1 (connections are always writable here). Shared and Key_Shared read
-        # only while some consumer not blocked on unacked messages has permits, as Pulsar's
-        # getFirstAvailableConsumerPermits; the total counts every consumer's.
-        members = self._members
-        if members.sub_type in SINGLE_ACTIVE:
-            active = members.active
-            return 0 if active is None else active.permits
-        total = first = 0
-        for consumer in members.consumers:
-            if consumer.permits > 0:
-                total += consumer.permits
-                if not first and not consumer.blocked:
-                    first = consumer.permits
-        return multiple_consumers_permits(total, first)
 
     def _dispatch_throttled(self, throttle: SubscriptionThrottle) -> None:
         """A round under dispatch throttling: plan -> read -> send -> charge, per read (§1.2/3).
@@ -516,7 +502,7 @@ class Dispatcher:
         self._limited = False
         for _ in range(MAX_READS_PER_ROUND):
             end = ledger.count
-            replay = bool(self._replay) and (self._replay_dirty or members.selector is None)
+            replay = bool(self._replay) and (self._replay_dirty or not members.rules.routes_by_key)
             if not replay and self.read_position >= end:
                 return
             # Entries to come back from the stub first: load them before asking the limiters,
@@ -527,7 +513,7 @@ class Dispatcher:
             active = end - self.read_position <= CURSOR_BACKLOGGED_THRESHOLD
             count = ledger.count
             plan = throttle.plan(
-                self._permits(),
+                members.picker.permits(),
                 now,
                 cursor_active=active,
                 avg_entry_size=self._counters.bytes_in / count if count else 0.0,
@@ -553,7 +539,7 @@ class Dispatcher:
                 if replay or self.read_position == position:
                     return
                 continue  # the read held only acked or delayed entries: read on
-            single = members.active if members.sub_type in SINGLE_ACTIVE else None
+            single = members.active if members.rules.single_active else None
             throttle.sent(
                 entries,
                 self.msg_out - messages,
@@ -576,7 +562,8 @@ class Dispatcher:
         replay = self._replay
         cursor = self._cursor
         infos = self._ledger.infos
-        key_shared = self._members.selector is not None
+        picker = self._members.picker
+        by_key = self._members.rules.routes_by_key
         draining = self._draining if self._draining else None
         parked: list[int] = []
         capacity: bool | None = None  # "some consumer has room"; only a send can change it
@@ -587,7 +574,7 @@ class Dispatcher:
                 self._replay_set.discard(index)
                 continue
             info = infos[index]
-            consumer = self._members.select(info)
+            consumer = picker.select(info)
             if (
                 consumer is not None
                 and draining is not None
@@ -596,7 +583,7 @@ class Dispatcher:
                 consumer = None  # its key still drains from another consumer: park it
             if consumer is None:
                 if capacity is None:
-                    capacity = key_shared and self._members.has_capacity()
+                    capacity = by_key and picker.has_capacity()
                 if capacity:
                     parked.append(heapq.heappop(replay))  # its consumer is blocked, others not
                     continue
@@ -615,7 +602,7 @@ class Dispatcher:
                     break
         for index in parked:
             heapq.heappush(replay, index)
-        return key_shared or not replay
+        return by_key or not replay
 
     def _dispatch_new(self, limit: int = 0) -> None:
         """Read and deliver new entries; with ``limit`` (throttled rounds), one read that big."""
@@ -625,17 +612,19 @@ class Dispatcher:
         end = ledger.count
         batch = limit or max(1, self._settings.dispatcher_max_read_batch_size)
         members = self._members
-        key_shared = members.selector is not None
+        picker = members.picker
+        rules = members.rules
+        by_key = rules.routes_by_key
         draining = self._draining if self._draining else None
-        single_active = members.sub_type in SINGLE_ACTIVE
-        delayed = self._settings.delayed_delivery_enabled and not single_active
+        single_active = rules.single_active
+        delayed = self._settings.delayed_delivery_enabled and rules.delayed_delivery
         now_ms = self._clock.wall_ns() // 1_000_000 if delayed else 0
         reads = 0
         capacity: bool | None = None  # as in _dispatch_replay
         while self.read_position < end:
-            if not members.has_capacity():
+            if not picker.has_capacity():
                 return
-            if key_shared and len(self._replay_set) >= MAX_REPLAY_ENTRIES:
+            if by_key and len(self._replay_set) >= MAX_REPLAY_ENTRIES:
                 return
             if reads == MAX_READS_PER_ROUND:
                 self._request()  # more to do: continue in the next round, after a yield
@@ -652,12 +641,12 @@ class Dispatcher:
                 if delayed and at is not None and at > now_ms:
                     heapq.heappush(self._delayed, (at, index))
                     continue
-                if single_active:  # members.select, without the call per entry
-                    consumer = members.active
+                if single_active:  # picker.select, without the call per entry
+                    consumer = picker.active
                     if consumer is not None and consumer.permits <= 0:
                         consumer = None
                 else:
-                    consumer = members.select(info)
+                    consumer = picker.select(info)
                     if (
                         consumer is not None
                         and draining is not None
@@ -666,7 +655,7 @@ class Dispatcher:
                         consumer = None  # as in _dispatch_replay
                 if consumer is None:
                     if capacity is None:
-                        capacity = key_shared and members.has_capacity()
+                        capacity = by_key and picker.has_capacity()
                     if capacity:
                         # Park it for its blocked consumer; that alone unblocks nobody, so the
                         # parked set is not marked for a rescan.

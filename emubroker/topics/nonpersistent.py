@@ -23,7 +23,7 @@ from emubroker.topics.limits import (
     check_topic_consumers,
 )
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
-from emubroker.topics.selection import SUB_TYPE_NAMES, ConsumerSet
+from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.stats import (
     ConsumerActivity,
     ConsumerStats,
@@ -197,7 +197,7 @@ class NonPersistentSubscription:
         """
         members = self.members
         members.check_join(self.name, sub_type, key_shared_meta)
-        check_subscription_consumers(max_consumers, sub_type, len(members.consumers))
+        check_subscription_consumers(max_consumers, members.rules, len(members.consumers))
         members.add(consumer, key_shared_meta)
 
     def remove(self, consumer: NonPersistentConsumer) -> None:
@@ -362,7 +362,7 @@ class NonPersistentTopic:
             members = sub.members
             consumer = members.select(info)
             if consumer is None:
-                if not members.routes_nowhere(info):
+                if not members.picker.routes_nowhere(info):
                     counters.msg_dropped += n
                     sub.msg_dropped += n
                 continue
@@ -471,7 +471,7 @@ class NonPersistentTopic:
         subs = tuple(
             SubscriptionStats(
                 name=name,
-                type=SUB_TYPE_NAMES[sub.sub_type],
+                type=sub.members.rules.name,
                 durable=False,
                 consumers=len(sub.consumers),
                 backlog=0,

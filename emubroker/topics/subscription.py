@@ -24,9 +24,8 @@ from emubroker.topics.cursor import mask_from_words
 from emubroker.topics.dispatcher import Dispatcher
 from emubroker.topics.expiry import ExpiryCounters
 from emubroker.topics.limits import check_subscription_consumers
-from emubroker.topics.selection import SUB_TYPE_NAMES
 from emubroker.topics.stats import SubscriptionStats
-from protocol.commands import AckType, SubType
+from protocol.commands import AckType
 from protocol.errors import ConsumerBusyError, MetadataError, NotAllowedError
 from protocol.ids import is_latest
 
@@ -42,13 +41,11 @@ if TYPE_CHECKING:
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.stats import TopicCounters
+    from emubroker.topics.subtypes import SubTypeRules
     from protocol.clock import Clock
     from protocol.commands import MessageIdData
 
 __all__ = ["Subscription"]
-
-# Where acks are individual, and so where Pulsar tracks each consumer's unacked messages.
-_INDIVIDUAL_ACK_TYPES = frozenset({SubType.SHARED, SubType.KEY_SHARED})
 
 
 class Subscription:
@@ -121,6 +118,11 @@ class Subscription:
         return self.cursor.durable
 
     @property
+    def rules(self) -> SubTypeRules:
+        """The rules of its current type (``subtypes``)."""
+        return self.dispatcher.rules
+
+    @property
     def consumers(self) -> list[Consumer]:
         """Attached consumers, in join order."""
         return self.dispatcher.consumers
@@ -164,7 +166,7 @@ class Subscription:
         dispatcher = self.dispatcher
         sub_type, key_shared_meta = request.sub_type, request.key_shared_meta
         dispatcher.check_join(self.name, sub_type, key_shared_meta)
-        check_subscription_consumers(max_consumers, sub_type, len(dispatcher.consumers))
+        check_subscription_consumers(max_consumers, dispatcher.rules, len(dispatcher.consumers))
         consumer = Consumer(
             request.consumer_id, request.consumer_name, sink, request.priority_level, self
         )
@@ -390,11 +392,13 @@ class Subscription:
         As in Pulsar, unacknowledged messages are tracked (and reported) only where acks are
         individual, Shared and Key_Shared; there the subscription's count is its consumers' sum.
         """
-        tracked = self.dispatcher.sub_type in _INDIVIDUAL_ACK_TYPES
-        consumer_stats = tuple(c.stats(unacked_tracked=tracked) for c in self.dispatcher.consumers)
+        rules = self.dispatcher.rules
+        consumer_stats = tuple(
+            c.stats(unacked_tracked=rules.tracks_unacked) for c in self.dispatcher.consumers
+        )
         return SubscriptionStats(
             name=self.name,
-            type=SUB_TYPE_NAMES[self.dispatcher.sub_type],
+            type=rules.name,
             durable=self.durable,
             consumers=len(self.dispatcher.consumers),
             backlog=self.cursor.backlog(self._ledger.count),

@@ -26,7 +26,8 @@ from emubroker.topics.limits import (
 from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.stats import TopicCounters, TopicStats
 from emubroker.topics.subscription import Subscription
-from protocol.commands import InitialPosition, SubType
+from emubroker.topics.subtypes import RULES
+from protocol.commands import InitialPosition
 from protocol.errors import (
     NotAllowedError,
     PersistenceError,
@@ -377,7 +378,7 @@ class Topic:
         limits = self.limits()
         check_topic_consumers(limits, self.consumer_count)
         name = request.subscription
-        if request.read_compacted and request.sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+        if request.read_compacted and not RULES[request.sub_type].read_compacted:
             # PersistentTopic.subscribe refuses compacted reads on shared subscriptions.
             raise NotAllowedError(
                 "readCompacted only allowed on failover or exclusive subscriptions"
