@@ -41,7 +41,6 @@ from emubroker.admin.http import (
 )
 from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic, targets
 from emubroker.topics import Topic
-from emubroker.topics.expiry import expirable_subscriptions, expire_by_time
 from protocol.commands import MessageIdData
 from protocol.errors import ConsumerBusyError, NotAllowedError
 from protocol.ids import EARLIEST, LATEST
@@ -275,7 +274,7 @@ def _expire(topic: Topic, subs: list[Subscription], seconds: int) -> RestError |
     # all of its futures, then reports a failure).
     refused: RestError | None = None
     for sub in subs:
-        if not expire_by_time(sub, topic.ledger, seconds, sub.wall_ms()) and refused is None:
+        if not sub.expire_by_time(seconds, sub.wall_ms()) and refused is None:
             refused = _not_issued(topic.name, sub.name)
     return refused
 
@@ -310,7 +309,7 @@ async def expire_all_subscriptions(request: web.Request) -> web.Response:
     what = "Expire messages for all subscriptions"
     refused = None
     for topic in await _persistent_targets(ctx, name, what):
-        outcome = _expire(topic, expirable_subscriptions(topic), seconds)
+        outcome = _expire(topic, topic.expirable_subscriptions(), seconds)
         refused = refused or outcome
     if refused is not None:
         raise refused

@@ -17,10 +17,11 @@ reads a topic up to its last entry, the *horizon*, and keeps only the latest mes
 
 Pulsar writes the survivors into a separate compacted ledger. Here the stored entries stay as they
 are and the view records which of them are compacted out: whole entries (``dropped``) and, for
-partly surviving batches, the bitmask of the messages that survive (``partial``). Applying the
-view to a subscription's cursor acknowledges what is compacted out, so the dispatcher skips it and
-sends a surviving batch with ``CommandMessage.ack_set`` = its survivors (spec §7.2, §8.2: the
-client drops the other indexes), exactly as for batch-index acknowledgement.
+partly surviving batches, the bitmask of the messages that survive (``partial``). That is the
+decision; a subscription applies it (``Subscription.read_compacted``): its acknowledgement state
+acknowledges what is compacted out (``Acknowledgements.apply_compaction``), so the dispatcher
+skips it and sends a surviving batch with ``CommandMessage.ack_set`` = its survivors (spec §7.2,
+§8.2: the client drops the other indexes), exactly as for batch-index acknowledgement.
 """
 
 from __future__ import annotations
@@ -35,11 +36,8 @@ from protocol.errors import RemoteProtocolError
 from protocol.framing import decode_payload_section
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable
 
-    from emubroker.topics.cursor import Cursor
-    from emubroker.topics.dispatcher import Dispatcher
-    from emubroker.topics.entry import EntryInfo
     from emubroker.topics.managed_ledger import ManagedLedger
 
 __all__ = ["CompactedView", "Compactor"]
@@ -67,22 +65,6 @@ class CompactedView:
         self.dropped = dropped
         self.partial = partial
         self.last = last
-
-    def apply(self, cursor: Cursor, dispatcher: Dispatcher, infos: Sequence[EntryInfo]) -> None:
-        """Acknowledge on a subscription what compaction removed (rule 3).
-
-        Args:
-            cursor: The subscription's cursor.
-            dispatcher: Its dispatcher, told about entries that became fully acknowledged.
-            infos: The topic's entry infos (batch sizes).
-        """
-        floor = cursor.mark_delete
-        for index in self.dropped:
-            if index > floor and cursor.ack(index):
-                dispatcher.acked(index)
-        for index, survivors in self.partial.items():
-            if index > floor and cursor.ack_batch(index, survivors, infos[index].num_messages):
-                dispatcher.acked(index)
 
     def last_message_id(self, ledger: ManagedLedger) -> tuple[int, int, int] | None:
         """GET_LAST_MESSAGE_ID for a compacted read, or None when entries follow the horizon.

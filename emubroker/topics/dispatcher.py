@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from emubroker.topics.cursor import words_from_mask
 from emubroker.topics.draining import DrainingHashes
 from emubroker.topics.managed_ledger import CacheMiss
 from emubroker.topics.pickers import key_hash
@@ -49,12 +48,10 @@ from emubroker.topics.throttling import CURSOR_BACKLOGGED_THRESHOLD
 from storage_stub.ledger import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from anyio.abc import TaskStatus
 
+    from emubroker.topics.acks import Acknowledgements
     from emubroker.topics.consumer import Consumer
-    from emubroker.topics.cursor import Cursor
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.settings import TopicSettings
@@ -82,7 +79,8 @@ class Dispatcher:
 
     Args:
         ledger: The topic's entries.
-        cursor: The subscription's acknowledgement state.
+        acks: The subscription's acknowledgement state (its owner: every delivery, ack and
+            redelivery is recorded there).
         topic: The full topic name (Failover picks its active consumer by it).
         partition: The topic's partition index, -1 when not a partition.
         clock: Time for delayed delivery.
@@ -95,7 +93,7 @@ class Dispatcher:
         self,
         *,
         ledger: ManagedLedger,
-        cursor: Cursor,
+        acks: Acknowledgements,
         topic: str,
         partition: int,
         clock: Clock,
@@ -104,7 +102,7 @@ class Dispatcher:
         read_position: int,
     ) -> None:
         self._ledger = ledger
-        self._cursor = cursor
+        self._acks = acks
         self._partition = partition
         self._clock = clock
         self._settings = settings
@@ -113,7 +111,6 @@ class Dispatcher:
         self.msg_out = 0
         self.bytes_out = 0
         self.entries_out = 0
-        self.acked_messages = 0  # messages acks settled (the acking consumer's messageAckRate)
         self._round_ms = 0  # epoch ms of the current round: its consumers' lastConsumedTimestamp
         self.read_position = read_position
         # Dispatch throttling (``throttling``; set by the topic): None or inactive = the plain
@@ -128,9 +125,6 @@ class Dispatcher:
             max_unacked=settings.max_unacked_messages_per_consumer,
             hash_points=settings.key_shared_hash_points,
         )
-        self._block_at = self._members.block_at  # unacked counts (set again as consumers join)
-        self._unblock_at = self._members.unblock_at
-        self._pending: dict[int, Consumer] = {}
         # Key_Shared AUTO_SPLIT: hashes that moved away from a consumer still holding some of
         # their entries; filled when a consumer joins, emptied as those entries go.
         self._draining: DrainingHashes[Consumer] = DrainingHashes()
@@ -191,8 +185,7 @@ class Dispatcher:
         members = self._members
         self._demoted(members.add(consumer, key_shared_meta))
         # The subscription's type is fixed while it has consumers: so are these (``selection``).
-        self._block_at = members.block_at
-        self._unblock_at = members.unblock_at
+        self._acks.limit_unacked(members.block_at, members.unblock_at)
         picker = members.picker
         if picker.drains_hashes:
             infos = self._ledger.infos
@@ -210,83 +203,38 @@ class Dispatcher:
         if consumer not in self._members.consumers:
             return
         if redeliver:
-            self._release(consumer, count=False)
+            self._replay_all(self._acks.release(consumer))
         else:
-            self._forget(consumer)
+            self._acks.forget(consumer)
         self._demoted(self._members.remove(consumer))
         if not self._members.consumers:
-            self._cursor.redelivery_counts.clear()
+            self._acks.forget_redeliveries()
         self.wake()
 
     def _demoted(self, old_active: Consumer | None) -> None:
         if old_active is not None:
             # Failover switch: what the old active holds unacked goes to the new one, as Pulsar
             # rewinds the cursor on an active-consumer change (not a redelivery).
-            self._release(old_active, count=False)
+            self._replay_all(self._acks.release(old_active))
 
     # ---- acknowledgements, redelivery, seek ---------------------------------------------------
-
-    def acked(self, index: int) -> None:
-        """An entry became fully acknowledged: it is no longer pending on any consumer."""
-        consumer = self._pending.pop(index, None)
-        if consumer is not None:
-            charged = consumer.pending.pop(index, 0)
-            consumer.unacked -= charged
-            self.acked_messages += charged
-            if consumer.blocked and consumer.unacked <= self._unblock_at:
-                consumer.blocked = False
-                self._unblocked = True
-
-    def acked_many(self, indexes: Iterable[int]) -> None:
-        """``acked`` for each index (the ACK hot path: one call per ACK, not per id)."""
-        pending = self._pending
-        unblock_at = self._unblock_at
-        settled = 0
-        for index in indexes:
-            consumer = pending.pop(index, None)
-            if consumer is not None:
-                charged = consumer.pending.pop(index, 0)
-                consumer.unacked -= charged
-                settled += charged
-                if consumer.blocked and consumer.unacked <= unblock_at:
-                    consumer.blocked = False
-                    self._unblocked = True
-        self.acked_messages += settled
-
-    def acked_up_to(self, index: int) -> None:
-        """Everything up to ``index`` was acknowledged (cumulative ack)."""
-        for i in [i for i in self._pending if i <= index]:
-            self.acked(i)
 
     def redeliver(self, consumer: Consumer, indexes: list[int] | None) -> None:
         """Move entries pending on ``consumer`` (all of them for None) back for redelivery.
 
-        Only Shared and Key_Shared count redeliveries: Pulsar's single-active-consumer
+        Only the types that count redeliveries do (``subtypes``): Pulsar's single-active-consumer
         dispatcher has its redelivery tracker disabled, so Exclusive and Failover consumers
         always see ``redelivery_count`` 0.
         """
         count = self._members.rules.counts_redeliveries
-        consumer.blocked = False  # asking for redelivery unblocks, as in Pulsar
-        if indexes is None:
-            self._release(consumer, count=count)
-        else:
-            counts = self._cursor.redelivery_counts
-            for index in indexes:
-                charged = consumer.pending.pop(index, None)
-                if charged is None:
-                    continue  # not (or no longer) delivered to this consumer
-                del self._pending[index]
-                consumer.unacked -= charged
-                if count:
-                    counts[index] = counts.get(index, 0) + 1
-                self._push_replay(index)
+        self._replay_all(self._acks.redeliver(consumer, indexes, count=count))
         self._request()
 
     def reset(self, read_position: int) -> None:
-        """Seek: forget every delivery and restart reading at ``read_position``."""
-        for consumer in self._members.consumers:
-            self._forget(consumer)
-        self._pending.clear()
+        """Seek: forget what waits for delivery and restart reading at ``read_position``.
+
+        The acknowledgement state was reset first (``Acknowledgements.reset``).
+        """
         self._draining.clear()
         self._replay.clear()
         self._replay_set.clear()
@@ -298,29 +246,15 @@ class Dispatcher:
         """Unload: every unacked delivery goes back to be delivered again by the next owner.
 
         Redelivery counts live in the dispatcher in Pulsar, so a reloaded topic starts them
-        from 0; the cursor that survives the unload forgets them here.
+        from 0.
         """
         for consumer in self.consumers:
-            self._release(consumer, count=False)
-        self._cursor.redelivery_counts.clear()
+            self._replay_all(self._acks.release(consumer))
+        self._acks.forget_redeliveries()
 
-    def _release(self, consumer: Consumer, *, count: bool) -> None:
-        counts = self._cursor.redelivery_counts
-        for index in consumer.pending:
-            del self._pending[index]
-            if count:
-                counts[index] = counts.get(index, 0) + 1
+    def _replay_all(self, indexes: list[int]) -> None:
+        for index in indexes:
             self._push_replay(index)
-        consumer.pending.clear()
-        consumer.unacked = 0
-        consumer.blocked = False
-
-    def _forget(self, consumer: Consumer) -> None:
-        for index in consumer.pending:
-            self._pending.pop(index, None)
-        consumer.pending.clear()
-        consumer.unacked = 0
-        consumer.blocked = False
 
     def _push_replay(self, index: int, *, dirty: bool = True) -> None:
         if dirty:
@@ -342,8 +276,10 @@ class Dispatcher:
         self._replay_dirty = True
         self._request()
 
-    def acks_applied(self) -> None:
-        """Acks were applied (the ACK path): a round only where it may start a read.
+    def acks_applied(self, unblocked: bool) -> None:
+        """An ACK was applied; ``unblocked``: it unblocked a consumer held by the unacked limit.
+
+        A round runs only where it may start a read.
 
         Pulsar's dispatchers start no read on an ACK, except through a consumer the ack
         unblocked from the unacked limit (``flowConsumerBlockedPermits``: a FLOW), and
@@ -352,11 +288,19 @@ class Dispatcher:
         throttled read waits for its retry only an unblocking ack runs a round; otherwise a
         round here finds nothing to read that it would not read on the next event anyway.
         """
-        unblocked, self._unblocked = self._unblocked, False
+        unblocked = unblocked or self._unblocked
+        self._unblocked = False
         if self._limited and not unblocked:
             self._replay_dirty = True  # the retry rescans the parked entries
             return
         self.wake()
+
+    def acks_changed(self, unblocked: bool) -> None:
+        """Acks came from elsewhere (skip, expiry, compaction); the caller decides about a round.
+
+        A consumer they unblocked counts for the next ACK's decision (:meth:`acks_applied`).
+        """
+        self._unblocked = self._unblocked or unblocked
 
     def _request(self) -> None:
         self._requested = True
@@ -399,11 +343,6 @@ class Dispatcher:
         self._closed = True
         self._scope.cancel()
         self._wake.set()
-
-    @property
-    def pending_count(self) -> int:
-        """Entries delivered and not yet acknowledged."""
-        return len(self._pending)
 
     @property
     def delayed_count(self) -> int:
@@ -560,7 +499,7 @@ class Dispatcher:
         With ``limit`` (throttled rounds), at most that many entries are sent.
         """
         replay = self._replay
-        cursor = self._cursor
+        needs_delivery = self._acks.needs_delivery
         infos = self._ledger.infos
         picker = self._members.picker
         by_key = self._members.rules.routes_by_key
@@ -569,7 +508,7 @@ class Dispatcher:
         capacity: bool | None = None  # "some consumer has room"; only a send can change it
         while replay:
             index = replay[0]
-            if cursor.is_acked(index) or index in self._pending:
+            if not needs_delivery(index):
                 heapq.heappop(replay)
                 self._replay_set.discard(index)
                 continue
@@ -607,7 +546,7 @@ class Dispatcher:
     def _dispatch_new(self, limit: int = 0) -> None:
         """Read and deliver new entries; with ``limit`` (throttled rounds), one read that big."""
         ledger = self._ledger
-        cursor = self._cursor
+        cursor = self._acks.cursor  # read in place: this loop runs once per entry
         infos = ledger.infos
         end = ledger.count
         batch = limit or max(1, self._settings.dispatcher_max_read_batch_size)
@@ -678,27 +617,14 @@ class Dispatcher:
         info: EntryInfo,
         section: bytes,
     ) -> None:
-        cursor = self._cursor
-        mask = cursor.partial.get(index) if cursor.partial else None
-        if mask is None:
-            charged = info.num_messages
-            ack_set: tuple[int, ...] = ()
-        else:
-            charged = mask.bit_count()
-            ack_set = words_from_mask(mask, info.num_messages)
+        charged, ack_set, redelivery_count = self._acks.deliver(consumer, index, info.num_messages)
         consumer.permits -= charged
-        consumer.unacked += charged
-        if consumer.unacked >= self._block_at:
-            consumer.blocked = True  # Pulsar blocks once a send reaches the limit
-        consumer.pending[index] = charged
-        self._pending[index] = consumer
-        counts = cursor.redelivery_counts
         consumer.sink.send_message(
             consumer.consumer_id,
             ledger_id,
             entry_id,
             self._partition,
-            counts.get(index, 0) if counts else 0,
+            redelivery_count,
             ack_set,
             section,
         )

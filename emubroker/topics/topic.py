@@ -17,6 +17,7 @@ from anyio import WouldBlock
 from emubroker.metadata.store import MetadataStoreError
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.dedup import Admission, DedupState, Pending
+from emubroker.topics.expiry import is_expirable
 from emubroker.topics.limits import (
     CountLimits,
     LimitResolver,
@@ -408,9 +409,7 @@ class Topic:
 
     def _read_compacted(self, sub: Subscription) -> None:
         # Before any FLOW reaches the new consumer: acknowledge what compaction removed.
-        view = sub.compacted = self._state.compacted
-        if view is not None:
-            view.apply(sub.cursor, sub.dispatcher, self._state.ledger.infos)
+        sub.read_compacted(self._state.compacted)
 
     @property
     def compacted(self) -> CompactedView | None:
@@ -504,6 +503,18 @@ class Topic:
         cursors = [*state.cursors.values(), *(sub.cursor for sub in self._subs.values())]
         floor = min((c.mark_delete for c in cursors), default=ledger.count - 1)
         return ledger.trim_nowait(floor)
+
+    # ---- message expiry -----------------------------------------------------------------------
+
+    def expirable_subscriptions(self) -> list[Subscription]:
+        """The subscriptions a topic-wide expiry applies to (``expiry`` rule 5)."""
+        return [sub for name, sub in sorted(self._subs.items()) if is_expirable(name)]
+
+    def expire_to(self, index: int, now_ms: int) -> None:
+        """Expire every expirable subscription up to ``index`` (``expiry`` rules 4 and 5)."""
+        for sub in self.expirable_subscriptions():
+            sub.expiry.last_expire = now_ms
+            sub.expire_to(index, now_ms)
 
     # ---- admin operations (REST API) ----------------------------------------------------------
 

@@ -9,7 +9,7 @@ import pytest
 from emubroker.policies import Policies
 from emubroker.storage import MemoryBackend
 from emubroker.topics import TopicService, TopicSettings
-from emubroker.topics.expiry import expire_by_time, newest_matching
+from emubroker.topics.expiry import newest_matching
 from protocol.clock import FakeClock
 from protocol.commands import AckType, SubType
 from storage_stub.ledger import LedgerStore
@@ -220,11 +220,11 @@ async def test_expire_by_time_is_refused_for_an_empty_backlog() -> None:
         topic = await service.get_topic(topic_name())
         await subscribe(topic, FakeConsumerSink())
         sub = topic.subscription("sub")
-        assert not expire_by_time(sub, topic.ledger, 10, EPOCH_MS)
+        assert not sub.expire_by_time(10, EPOCH_MS)
         await _publish_aged(topic, [500, 5])
         # A connected subscription with a small backlog: only when its oldest entry is older
         # than 1.5 times the given time.
-        assert not expire_by_time(sub, topic.ledger, 400, EPOCH_MS)
-        assert expire_by_time(sub, topic.ledger, 300, EPOCH_MS)
+        assert not sub.expire_by_time(400, EPOCH_MS)
+        assert sub.expire_by_time(300, EPOCH_MS)
         assert sub.stats().backlog == 1
         assert sub.stats().last_expire == EPOCH_MS

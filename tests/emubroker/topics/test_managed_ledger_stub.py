@@ -14,7 +14,7 @@ from emubroker.topics.compacted import Compactor
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.cursor_flush import CursorFlusher
 from emubroker.topics.managed_ledger import CacheBudget, CacheMiss, LedgerPolicy, ManagedLedger
-from emubroker.topics.ml_meta import decode_ledger_info, managed_ledger_path
+from emubroker.topics.ml_meta import decode_cursor_info, decode_ledger_info, managed_ledger_path
 from emubroker.topics.topic import TopicState
 from protocol.clock import FakeClock
 from storage_stub.client import StubClient
@@ -173,8 +173,10 @@ async def test_cursors_persist_coalesced_and_resume_after_reopen(fake_clock: Fak
         cursor.ack_batch(8, 0b101, 3)
         flusher = CursorFlusher(metadata, clock=fake_clock, interval=1.0)
         await flusher.flush(TOPIC, state)
-        assert not cursor.dirty
-        version = (await metadata.get(f"{PATH}/sub")).version  # type: ignore[union-attr]
+        node = await metadata.get(f"{PATH}/sub")
+        assert node is not None
+        assert decode_cursor_info(node.value).mark_delete == 2  # written as it is now
+        version = node.version
         await flusher.flush(TOPIC, state)  # nothing changed: nothing written
         assert (await metadata.get(f"{PATH}/sub")).version == version  # type: ignore[union-attr]
         loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
@@ -185,3 +187,20 @@ async def test_cursors_persist_coalesced_and_resume_after_reopen(fake_clock: Fak
         assert not restored.is_acked(3)
         # The first ledger (0..2) is fully consumed by every cursor: trimmed by the flush.
         assert ml.first_index == 3
+
+
+async def test_a_cursor_created_again_under_its_name_is_written(fake_clock: FakeClock) -> None:
+    # A subscription deleted and created again before the next flush is another cursor: its
+    # node must be rewritten even though the new cursor has not changed since it was created.
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock)
+        await _append(ml, 0, 4)
+        state = TopicState(ml)
+        old = state.cursors["sub"] = Cursor(-1)
+        old.ack_many([0, 1, 2])
+        flusher = CursorFlusher(metadata, clock=fake_clock)
+        await flusher.flush(TOPIC, state)
+        state.cursors["sub"] = Cursor(-1)  # deleted, then created again at the earliest entry
+        await flusher.flush(TOPIC, state)
+        loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
+        assert loaded["sub"].mark_delete == -1
