@@ -81,7 +81,7 @@ if TYPE_CHECKING:
 
     from emubroker.metadata import MetadataStore
     from emubroker.storage import BookieClient
-    from emubroker.topics.service import AnyTopic
+    from emubroker.topics.handles import TopicHandle
     from protocol.clock import Clock
 
 __all__ = [
@@ -294,7 +294,7 @@ def _admin_context(
     broker_id = broker_id_of(config)
     tracker = RateTracker(clock=clock)
 
-    def dedup_enabled(topic: AnyTopic) -> bool:
+    def dedup_enabled(topic: TopicHandle) -> bool:
         policies = namespaces.policies(topic.name.namespace)
         if policies is not None and policies.deduplicationEnabled is not None:
             return policies.deduplicationEnabled

@@ -41,13 +41,13 @@ from emubroker.admin.errors import (
 )
 from emubroker.admin.http import context, json_response, path_int, topic_of
 from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic
-from emubroker.topics import Topic
 from protocol.codec import decode_record, encode_record
 from protocol.commands import CompressionType, MessageIdData, MessageMetadata
 from protocol.framing import decode_payload_section
 from protocol.ids import EARLIEST
 
 if TYPE_CHECKING:
+    from emubroker.topics import Topic
     from emubroker.topics.cursor import Cursor
 
 __all__ = ["add_routes", "format_time", "message_headers"]
@@ -174,8 +174,8 @@ async def _stored_topic(request: web.Request, what: str, partitioned: str) -> To
     check_namespace(ctx, name.namespace)
     if ctx.topics.partitions_of(name):
         raise RestError(METHOD_NOT_ALLOWED, partitioned)
-    topic = await load_topic(ctx, name)
-    if not isinstance(topic, Topic):
+    topic = (await load_topic(ctx, name)).as_persistent()
+    if topic is None:
         raise RestError(METHOD_NOT_ALLOWED, f"{what} on a non-persistent topic is not allowed")
     return topic
 
@@ -202,7 +202,7 @@ async def last_message_id(request: web.Request) -> web.Response:
     ctx = context(request)
     name = topic_of(request)
     topic = await load_topic(ctx, name)
-    if not isinstance(topic, Topic):
+    if topic.as_persistent() is None:
         raise RestError(
             METHOD_NOT_ALLOWED, "GetLastMessageId on a non-persistent topic is not allowed"
         )

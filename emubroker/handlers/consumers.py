@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
-from emubroker.topics import SubscribeRequest, Topic
+from emubroker.topics import SubscribeRequest
 from emubroker.topics.limits import check_topic_consumers
 from protocol import commands as c
 from protocol.errors import BrokerError, ConsumerNotFoundError, MetadataError, ServerError
@@ -108,8 +108,9 @@ class ConsumerCommands(CommandGroup):
             if schemas is not None and cmd.schema is not None:
                 # §7.1/§11: an idle topic adopts the consumer's schema, else it must be readable.
                 active = topic.producer_count > 0 or topic.consumer_count > 0
-                if isinstance(topic, Topic):
-                    active = active or topic.ledger.count > 0
+                stored = topic.as_persistent()
+                if stored is not None:
+                    active = active or stored.ledger.count > 0
                 await schemas.consumer_schema(name, cmd.schema, topic_active=active)
             request = SubscribeRequest(
                 subscription=cmd.subscription,

@@ -31,7 +31,7 @@ from protocol.framing import checksum
 if TYPE_CHECKING:
     from emubroker.handlers.access import ConnectionAccess
     from emubroker.handlers.common import BrokerServices, SessionPort, StartSoon
-    from emubroker.topics import AnyTopic, ProducerHandle
+    from emubroker.topics import ProducerHandle, TopicHandle
     from emubroker.topics.entry import EntryInfo
     from protocol.framing import Frame
 
@@ -71,7 +71,7 @@ class _Producer:
         "woken",
     )
 
-    def __init__(self, producer_id: int, topic: AnyTopic, handle: ProducerHandle) -> None:
+    def __init__(self, producer_id: int, topic: TopicHandle, handle: ProducerHandle) -> None:
         self.producer_id = producer_id
         self.topic = topic
         self.handle = handle
@@ -424,7 +424,7 @@ class ProducerCommands(CommandGroup):
             await self._create_initial_subscription(topic, cmd.initial_subscription_name)
         self._send(self._producer_success(cmd, handle))
 
-    async def _create_initial_subscription(self, topic: AnyTopic, subscription: str) -> None:
+    async def _create_initial_subscription(self, topic: TopicHandle, subscription: str) -> None:
         # CommandProducer.initial_subscription_name (DLQ producers): create the durable
         # subscription at the earliest position if missing, as ServerCnx.handleProducer does.
         if subscription in topic.subscriptions():

@@ -119,8 +119,8 @@ class CompactionService:
         for target in targets:
             if self.status(target).status is CompactionStatus.RUNNING:
                 raise CompactionInProgressError(f"Compaction already in progress for {target}")
-            topic = await self._topics.get_topic(target, create=False)
-            if not isinstance(topic, Topic):
+            topic = (await self._topics.get_topic(target, create=False)).as_persistent()
+            if topic is None:
                 raise NotAllowedError(f"{target} is not persistent: nothing to compact")
             topics.append(topic)
         for topic in topics:

@@ -261,6 +261,10 @@ class NonPersistentTopic:
         """True once unloaded or closed with the service."""
         return self._closed
 
+    def as_persistent(self) -> None:
+        """None: nothing of a non-persistent topic is stored (``handles.TopicHandle``)."""
+        return None
+
     def wall_ms(self) -> int:
         """The clock's wall time in epoch milliseconds (stats timestamps)."""
         return self._clock.wall_ns() // 1_000_000

@@ -47,13 +47,12 @@ if TYPE_CHECKING:
     from emubroker.policies import Policies
     from emubroker.storage import LedgerBackend
     from emubroker.topics.features import TopicFeatures
+    from emubroker.topics.handles import TopicHandle
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
 
-__all__ = ["AnyTopic", "TopicService"]
-
-AnyTopic = Topic | NonPersistentTopic
+__all__ = ["TopicService"]
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +125,7 @@ class TopicService:
         self._clock = clock
         self._namespaces = namespaces
         self._metadata = metadata
-        self._topics: dict[TopicName, AnyTopic] = {}
+        self._topics: dict[TopicName, TopicHandle] = {}
         self._states: dict[TopicName, TopicState] = {}
         self._partitioned: dict[TopicName, int] = {}
         # Persistent topics found in the metadata store at start-up and not loaded yet: they
@@ -255,7 +254,7 @@ class TopicService:
 
     async def get_topic(
         self, name: TopicName, *, create: bool = True, explicit: bool = False
-    ) -> AnyTopic:
+    ) -> TopicHandle:
         """Return the loaded topic, loading or auto-creating it as needed.
 
         Args:
@@ -264,7 +263,7 @@ class TopicService:
             explicit: Create it whatever ``allowAutoTopicCreation`` says (the admin API).
 
         Returns:
-            A :class:`Topic` or a :class:`NonPersistentTopic`.
+            The topic: a :class:`Topic` or a :class:`NonPersistentTopic`.
 
         Raises:
             TopicNotFoundError: Unknown namespace, or missing topic and no creation allowed.
@@ -356,7 +355,7 @@ class TopicService:
             event.set()
 
     def _persistent_topics(self) -> list[Topic]:
-        return [t for t in self._topics.values() if isinstance(t, Topic)]
+        return [p for t in self._topics.values() if (p := t.as_persistent()) is not None]
 
     def check_message_expiry(
         self, namespace: NamespaceName | None = None, *, now_ms: int | None = None
@@ -372,7 +371,7 @@ class TopicService:
             topics = [t for t in topics if t.name.namespace == namespace]
         self.expiry.check_all(topics, now_ms=now_ms)
 
-    def loaded_topic(self, name: TopicName) -> AnyTopic | None:
+    def loaded_topic(self, name: TopicName) -> TopicHandle | None:
         """The topic if it is loaded, without loading it."""
         return self._topics.get(name)
 

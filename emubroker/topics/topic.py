@@ -184,6 +184,10 @@ class Topic:
         """True once unloaded or closed with the service."""
         return self._closed
 
+    def as_persistent(self) -> Topic:
+        """This topic: its ledger and cursors are stored (``handles.TopicHandle``)."""
+        return self
+
     def _check_open(self) -> None:
         if self._closed:
             raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
