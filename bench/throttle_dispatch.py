@@ -110,7 +110,7 @@ async def run_case(messages: int, batch: int, config: dict[str, Any] | None, tra
         async with anyio.create_task_group() as tg:
             if sink_trace is not None:
                 await tg.start(sink_trace.run)
-            async with service:
+            async with service.running():
                 topic: Any = await service.get_topic(
                     TopicName.parse("persistent://public/default/b")
                 )

@@ -523,12 +523,12 @@ async def open_broker(
                 features=features,
                 throttling=throttling,
                 namespace_policies=namespaces.policies,
-            )
+            ).running()
         )
         schema_registry = SchemaRegistry(store, clock)
         # Entered after the topics: it stops (cancelling running compactions) before they close.
         compaction = await stack.enter_async_context(
-            CompactionService(topics, retain_null_key=config.topicCompactionRetainNullKey)
+            CompactionService(topics, retain_null_key=config.topicCompactionRetainNullKey).running()
         )
         ownership = OwnershipTable(
             store,

@@ -11,15 +11,10 @@ from typing import TYPE_CHECKING
 
 from emubroker.topics.consumer import Consumer
 from emubroker.topics.entry import EntryInfo, entry_info_from_metadata
-from emubroker.topics.handles import (
-    ConsumerHandle,
-    ProducerRequest,
-    SubscribeRequest,
-    SubscriptionView,
-    TopicHandle,
-)
+from emubroker.topics.handles import ConsumerHandle, SubscriptionView, TopicHandle
 from emubroker.topics.nonpersistent import NonPersistentConsumer, NonPersistentTopic
 from emubroker.topics.producer import ProducerHandle
+from emubroker.topics.requests import ProducerRequest, SubscribeRequest
 from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
 from emubroker.topics.sinks import ConsumerSink, ProducerSink

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from emubroker.naming import TopicName
     from emubroker.topics.entry import EntryInfo
-    from emubroker.topics.handles import ProducerRequest, SubscribeRequest
+    from emubroker.topics.requests import ProducerRequest, SubscribeRequest
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink, ProducerSink
     from protocol.clock import Clock

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.naming import TopicName
-    from emubroker.topics.handles import ProducerRequest
     from emubroker.topics.limits import CountLimits
+    from emubroker.topics.requests import ProducerRequest
     from emubroker.topics.sinks import ProducerSink
     from emubroker.topics.stats import TopicCounters
 

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
     from emubroker.topics.compacted import CompactedView
     from emubroker.topics.cursor import Cursor
-    from emubroker.topics.handles import SubscribeRequest
     from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.stats import TopicCounters

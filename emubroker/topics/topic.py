@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from emubroker.topics.consumer import Consumer
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.features import TopicFeatures
-    from emubroker.topics.handles import ProducerRequest, SubscribeRequest
     from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.requests import ProducerRequest, SubscribeRequest
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink, ProducerSink
     from emubroker.topics.throttling import DispatchThrottling

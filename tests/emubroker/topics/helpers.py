@@ -195,7 +195,7 @@ async def open_service(
         namespaces=KNOWN_NAMESPACES.__contains__,
         namespace_policies=namespace_policies,
     )
-    async with service:
+    async with service.running():
         yield service
 
 
@@ -238,7 +238,7 @@ async def throttled(
         namespaces=KNOWN_NAMESPACES.__contains__,
         throttling=throttling,
     )
-    async with service:
+    async with service.running():
         yield service, throttling
 
 

@@ -156,7 +156,7 @@ async def services(**kw: Any) -> AsyncIterator[tuple[TopicService, CompactionSer
         ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
     )
-    async with service, CompactionService(service) as compaction:
+    async with service.running(), CompactionService(service).running() as compaction:
         yield service, compaction
 
 

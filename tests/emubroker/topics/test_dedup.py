@@ -154,7 +154,7 @@ async def dedup_service(
             namespaces=KNOWN_NAMESPACES.__contains__,
             features=features,
         )
-        async with service:
+        async with service.running():
             yield service, store
 
 

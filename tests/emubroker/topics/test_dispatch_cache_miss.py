@@ -56,7 +56,7 @@ async def bookie_service(
             namespaces=KNOWN_NAMESPACES.__contains__,
             metadata=metadata,
             throttling=throttling,
-        ) as service,
+        ).running() as service,
     ):
         yield service
 

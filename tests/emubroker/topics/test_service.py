@@ -65,7 +65,7 @@ async def test_partitioned_metadata() -> None:
         namespaces=KNOWN_NAMESPACES.__contains__,
         metadata=store,
     )
-    async with store, service:
+    async with store, service.running():
         parent = topic_name("p")
         assert await service.partitioned_metadata(topic_name("plain")) == 0
         await service.create_partitioned_topic(parent, 3)
@@ -95,10 +95,10 @@ async def test_partitioned_metadata_of_an_odd_name_is_stored_encoded_and_read_ba
         )
 
     async with store:
-        async with service() as first:
+        async with service().running() as first:
             await first.create_partitioned_topic(odd, 2)
         assert await store.exists("/admin/partitioned-topics/public/default/persistent/a%00b%20%25")
-        async with service() as second:
+        async with service().running() as second:
             assert await second.partitioned_metadata(odd) == 2
 
 
@@ -157,7 +157,7 @@ async def test_closed_service_refuses_work_and_must_be_started() -> None:
     )
     with pytest.raises(RuntimeError, match="not running"):
         await service.get_topic(topic_name())
-    async with service:
+    async with service.running():
         sink = FakeConsumerSink()
         await subscribe(await service.get_topic(topic_name()), sink)
     with pytest.raises(ServiceNotReadyError):
@@ -206,7 +206,7 @@ async def test_a_durable_backend_is_persisted_even_when_it_answers_at_once() -> 
         )
 
     async with store:
-        async with service() as first:
+        async with service().running() as first:
             topic = await first.get_topic(topic_name())
             consumer = await subscribe(topic, FakeConsumerSink())
             producer = await add_producer(topic)
@@ -215,7 +215,7 @@ async def test_a_durable_backend_is_persisted_even_when_it_answers_at_once() -> 
                 await publish(topic, producer)
             consumer.ack(AckType.CUMULATIVE, [mid(*topic.ledger.position(0))])
         assert await store.get("/managed-ledgers/public/default/persistent/t") is not None
-        async with service() as second:
+        async with service().running() as second:
             reopened = await second.get_topic(topic_name(), create=False)
             assert reopened.ledger.count == 3
             sub = reopened.subscription("sub")

@@ -285,7 +285,7 @@ async def test_relative_to_publish_rate_follows_the_stats_update(
         namespaces=KNOWN_NAMESPACES.__contains__,
         throttling=throttling,
     )
-    async with service:
+    async with service.running():
         name = topic_name()
         relative = DispatchRate(dispatchThrottlingRateInMsg=5, relativeToPublishRate=True)
         throttling.set_topic_policies(name, TopicPolicies(subscriptionDispatchRate=relative))
