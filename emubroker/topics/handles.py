@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from emubroker.naming import TopicName
     from emubroker.topics.dedup import Pending
     from emubroker.topics.limits import CountLimits
-    from emubroker.topics.producer import ProducerHandle
+    from emubroker.topics.producer import OnWaiting, ProducerHandle
     from emubroker.topics.requests import ProducerRequest, SubscribeRequest
     from emubroker.topics.sinks import ConsumerSink, ProducerSink
     from emubroker.topics.stats import TopicStats
@@ -135,11 +135,7 @@ class TopicHandle(Protocol):
         ...
 
     async def add_producer(
-        self,
-        request: ProducerRequest,
-        sink: ProducerSink,
-        *,
-        on_waiting: Callable[[], None] | None = None,
+        self, request: ProducerRequest, sink: ProducerSink, *, on_waiting: OnWaiting = None
     ) -> ProducerHandle:
         """Attach a producer (``producer``); ``on_waiting`` hears that it waits (§6.1).
 

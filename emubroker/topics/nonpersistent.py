@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from emubroker.topics.base import TopicBase
 from emubroker.topics.limits import (
-    CountLimits,
     LimitResolver,
     check_subscription_consumers,
     check_topic_consumers,
 )
-from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.stats import (
     ConsumerActivity,
@@ -35,7 +34,6 @@ from protocol.commands import SubType
 from protocol.errors import (
     ConsumerBusyError,
     MetadataError,
-    ServiceNotReadyError,
     SubscriptionNotFoundError,
     UnknownError,
 )
@@ -45,10 +43,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from emubroker.naming import TopicName
+    from emubroker.topics.dedup import Pending
     from emubroker.topics.entry import EntryInfo
-    from emubroker.topics.requests import ProducerRequest, SubscribeRequest
+    from emubroker.topics.producer import ProducerHandle
+    from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.sinks import ConsumerSink, ProducerSink
+    from emubroker.topics.sinks import ConsumerSink
     from protocol.clock import Clock
     from protocol.commands import AckType, KeySharedMeta, MessageIdData
 
@@ -219,7 +219,7 @@ class NonPersistentSubscription:
         self.remove(consumer)
 
 
-class NonPersistentTopic:
+class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
     """A loaded ``non-persistent://`` topic.
 
     Args:
@@ -242,24 +242,14 @@ class NonPersistentTopic:
         clock: Clock,
         limits: LimitResolver | None = None,
     ) -> None:
-        self.name = name
-        self._clock = clock
-        self._limits = limits or LimitResolver()
-        self._now_ms = 0  # of the SENDs being delivered: their consumers' lastConsumedTimestamp
-        self.settings = settings
-        self.partition = name.partition_index
         self.counters = TopicCounters()
+        super().__init__(name, settings, self.counters, producer_names, limits)
+        self._clock = clock
+        self._now_ms = 0  # of the SENDs being delivered: their consumers' lastConsumedTimestamp
+        self.partition = name.partition_index
         self._ledger_id = ledger_id
         self._next_entry = 0
         self._last_batch_index = -1
-        self._producers = ProducerRegistry(name, counters=self.counters, names=producer_names)
-        self._subs: dict[str, NonPersistentSubscription] = {}
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        """True once unloaded or closed with the service."""
-        return self._closed
 
     def as_persistent(self) -> None:
         """None: nothing of a non-persistent topic is stored (``handles.TopicHandle``)."""
@@ -268,34 +258,6 @@ class NonPersistentTopic:
     def wall_ms(self) -> int:
         """The clock's wall time in epoch milliseconds (stats timestamps)."""
         return self._clock.wall_ns() // 1_000_000
-
-    def limits(self) -> CountLimits:
-        """The count limits in force now (topic > namespace > broker, ``limits``)."""
-        return self._limits.limits(self.name, self.settings)
-
-    async def add_producer(
-        self,
-        request: ProducerRequest,
-        sink: ProducerSink,
-        *,
-        on_waiting: Callable[[], None] | None = None,
-    ) -> ProducerHandle:
-        """Attach a producer (the same admission as persistent topics, ``producer``).
-
-        Raises:
-            ProducerBusyError: Name in use, an exclusive producer holds the topic, or the
-                producer limit is reached (``limits``).
-            ProducerFencedError: Exclusive access conflict.
-            ServiceNotReadyError: The topic is being unloaded.
-        """
-        self._check_open()
-        return await self._producers.admit(
-            request, sink, limits=self.limits(), on_waiting=on_waiting
-        )
-
-    async def remove_producer(self, producer: ProducerHandle) -> None:
-        """Detach a producer."""
-        self._producers.remove(producer)
 
     async def publish(
         self, producer: ProducerHandle, entry: bytes, entry_checksum: int | None, info: EntryInfo
@@ -311,7 +273,7 @@ class NonPersistentTopic:
         return self.publish_many_nowait(producer, ((entry, entry_checksum, info),))[0]
 
     async def publish_many(
-        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+        self, producer: ProducerHandle, entries: Sequence[Pending]
     ) -> list[tuple[int, int]]:
         """``publish`` for a run of SENDs, in order (see ``Topic.publish_many``).
 
@@ -324,7 +286,7 @@ class NonPersistentTopic:
         return self.publish_many_nowait(producer, entries)
 
     def publish_many_nowait(
-        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+        self, producer: ProducerHandle, entries: Sequence[Pending]
     ) -> list[tuple[int, int]]:
         """``publish_many`` without waiting (see ``Topic.publish_many_nowait``); the only path.
 
@@ -340,16 +302,6 @@ class NonPersistentTopic:
             producer.msg_in += info.num_messages
             producer.bytes_in += len(entry)
         return positions
-
-    def _check_producer(self, producer: ProducerHandle) -> None:
-        if producer.closed or self._closed:
-            raise ServiceNotReadyError(
-                f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
-            )
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
 
     def _deliver(
         self, entry: bytes, entry_checksum: int | None, info: EntryInfo
@@ -429,18 +381,6 @@ class NonPersistentTopic:
             return self._ledger_id, -1, -1
         return self._ledger_id, self._next_entry - 1, self._last_batch_index
 
-    def subscriptions(self) -> list[str]:
-        """Names of the subscriptions, sorted."""
-        return sorted(self._subs)
-
-    def subscription(self, name: str) -> NonPersistentSubscription | None:
-        """A subscription by name."""
-        return self._subs.get(name)
-
-    def producers(self) -> list[ProducerHandle]:
-        """The attached producers, oldest first."""
-        return self._producers.producers
-
     def delete_subscription(self, name: str, *, force: bool = False) -> None:
         """Delete a subscription (admin API); with ``force`` its consumers get CLOSE_CONSUMER.
 
@@ -457,16 +397,6 @@ class NonPersistentTopic:
             sub.remove(consumer)
             consumer.sink.close_consumer(consumer.consumer_id)
         self._subs.pop(name, None)
-
-    @property
-    def producer_count(self) -> int:
-        """Attached producers."""
-        return len(self._producers.producers)
-
-    @property
-    def consumer_count(self) -> int:
-        """Attached consumers."""
-        return sum(len(sub.consumers) for sub in self._subs.values())
 
     def stats(self) -> TopicStats:
         """A snapshot for metrics and admin."""

@@ -21,7 +21,8 @@ then the handle's metadata and stats key.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 import anyio
 
@@ -31,15 +32,17 @@ from protocol.commands import AccessMode
 from protocol.errors import ProducerBusyError, ProducerFencedError, ServiceNotReadyError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from emubroker.naming import TopicName
     from emubroker.topics.limits import CountLimits
     from emubroker.topics.requests import ProducerRequest
     from emubroker.topics.sinks import ProducerSink
     from emubroker.topics.stats import TopicCounters
 
-__all__ = ["ProducerHandle", "ProducerRegistry"]
+__all__ = ["OnWaiting", "ProducerHandle", "ProducerRegistry"]
+
+OnWaiting: TypeAlias = Callable[[], None] | None
+"""Called once if a ``WaitForExclusive`` producer has to wait (the handler then answers
+``producer_ready=false``, §6.1)."""
 
 _EXCLUSIVE = (
     AccessMode.EXCLUSIVE,

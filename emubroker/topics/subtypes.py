@@ -52,50 +52,20 @@ class SubTypeRules(NamedTuple):
     routes_by_key: bool
 
 
+_, Y, N = SubTypeRules, True, False  # only to keep the table's rows on one line each
+
+# fmt: off
 RULES: Final[dict[SubType, SubTypeRules]] = {
-    SubType.EXCLUSIVE: SubTypeRules(
-        name="Exclusive",
-        picker=ExclusivePicker,
-        single_active=True,
-        tracks_unacked=False,
-        counts_redeliveries=False,
-        delayed_delivery=False,
-        read_compacted=True,
-        limits_consumers=False,
-        routes_by_key=False,
-    ),
-    SubType.FAILOVER: SubTypeRules(
-        name="Failover",
-        picker=FailoverPicker,
-        single_active=True,
-        tracks_unacked=False,
-        counts_redeliveries=False,
-        delayed_delivery=False,
-        read_compacted=True,
-        limits_consumers=True,
-        routes_by_key=False,
-    ),
-    SubType.SHARED: SubTypeRules(
-        name="Shared",
-        picker=SharedPicker,
-        single_active=False,
-        tracks_unacked=True,
-        counts_redeliveries=True,
-        delayed_delivery=True,
-        read_compacted=False,
-        limits_consumers=True,
-        routes_by_key=False,
-    ),
-    SubType.KEY_SHARED: SubTypeRules(
-        name="Key_Shared",
-        picker=KeySharedPicker,
-        single_active=False,
-        tracks_unacked=True,
-        counts_redeliveries=True,
-        delayed_delivery=True,
-        read_compacted=False,
-        limits_consumers=True,
-        routes_by_key=True,
-    ),
+    # After the name and the picker, one column per rule, in SubTypeRules' order:
+    # sa single_active, tu tracks_unacked, cr counts_redeliveries, dd delayed_delivery,
+    # rc read_compacted, lc limits_consumers, rk routes_by_key.
+    #                                                     sa tu cr dd rc lc rk
+    SubType.EXCLUSIVE:  _("Exclusive",  ExclusivePicker, Y, N, N, N, Y, N, N),
+    SubType.FAILOVER:   _("Failover",   FailoverPicker,  Y, N, N, N, Y, Y, N),
+    SubType.SHARED:     _("Shared",     SharedPicker,    N, Y, Y, Y, N, Y, N),
+    SubType.KEY_SHARED: _("Key_Shared", KeySharedPicker, N, Y, Y, Y, N, Y, Y),
 }
+# fmt: on
 """The rules of every subscription type."""
+
+del _, Y, N

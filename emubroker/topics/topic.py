@@ -15,16 +15,15 @@ from typing import TYPE_CHECKING, NamedTuple
 from anyio import WouldBlock
 
 from emubroker.metadata.store import MetadataStoreError
+from emubroker.topics.base import TopicBase
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.dedup import Admission, DedupState, Pending
 from emubroker.topics.expiry import is_expirable
 from emubroker.topics.limits import (
-    CountLimits,
     LimitResolver,
     check_subscriptions,
     check_topic_consumers,
 )
-from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.stats import TopicCounters, TopicStats
 from emubroker.topics.subscription import Subscription
 from emubroker.topics.subtypes import RULES
@@ -32,7 +31,6 @@ from protocol.commands import InitialPosition
 from protocol.errors import (
     NotAllowedError,
     PersistenceError,
-    ServiceNotReadyError,
     SubscriptionNotFoundError,
 )
 from protocol.framing import payload_section
@@ -50,9 +48,10 @@ if TYPE_CHECKING:
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.managed_ledger import ManagedLedger
-    from emubroker.topics.requests import ProducerRequest, SubscribeRequest
+    from emubroker.topics.producer import ProducerHandle
+    from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.sinks import ConsumerSink, ProducerSink
+    from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
     from protocol.commands import MessageIdData
@@ -124,7 +123,7 @@ def may_trim(
     return state.compacted is None and (retains is None or not retains(name))
 
 
-class Topic:
+class Topic(TopicBase[Subscription]):
     """A loaded persistent topic.
 
     Args:
@@ -155,22 +154,17 @@ class Topic:
         limits: LimitResolver | None = None,
         retains: Callable[[TopicName], bool] | None = None,
     ) -> None:
-        self.name = name
+        super().__init__(
+            name, settings, state.counters, producer_names, limits, topic_epoch=state.topic_epoch
+        )
         self._retains = retains
         self._throttling = throttling
-        self._limits = limits or LimitResolver()
         self._state = state
-        self._settings = settings
         self._clock = clock
         self._tg = task_group
         self._partition = name.partition_index
-        self._producers = ProducerRegistry(
-            name, counters=state.counters, names=producer_names, topic_epoch=state.topic_epoch
-        )
-        self._subs: dict[str, Subscription] = {}
         self._features = features
         self._compacted_subs: set[str] = set()  # subscriptions with read_compacted consumers
-        self._closed = False
         for sub_name, cursor in state.cursors.items():
             self._open_subscription(sub_name, cursor, cursor.mark_delete + 1)
 
@@ -179,60 +173,24 @@ class Topic:
         """The topic's entries."""
         return self._state.ledger
 
-    @property
-    def closed(self) -> bool:
-        """True once unloaded or closed with the service."""
-        return self._closed
-
     def as_persistent(self) -> Topic:
         """This topic: its ledger and cursors are stored (``handles.TopicHandle``)."""
         return self
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
-
-    def limits(self) -> CountLimits:
-        """The count limits in force now (topic > namespace > broker, ``limits``)."""
-        return self._limits.limits(self.name, self._settings)
-
     # ---- producers ----------------------------------------------------------------------------
 
-    async def add_producer(
-        self,
-        request: ProducerRequest,
-        sink: ProducerSink,
-        *,
-        on_waiting: Callable[[], None] | None = None,
-    ) -> ProducerHandle:
-        """Attach a producer (rules in ``producer``; the admission is the registry's).
-
-        With deduplication on, the handle carries its name's last sequence id (§6.1).
-
-        Raises:
-            ProducerBusyError: Name in use, an exclusive producer holds the topic, or the
-                producer limit is reached (``limits``).
-            ProducerFencedError: Exclusive access conflict or stale topic epoch.
-            ServiceNotReadyError: The topic is being unloaded.
-        """
-        self._check_open()
-        state = self._state
+    async def _admitting(self) -> None:
+        # The namespace's deduplication switch is read as producers attach (``dedup``).
         if self._features is not None:
-            # The namespace's deduplication switch is read as producers attach (``dedup``).
             enabled = await self._features.dedup_enabled(self.name)
             self._check_open()
+            state = self._state
             state.dedup = DedupState.switch(state.dedup, enabled, state.ledger.infos)
-        # After the last await: producers attaching at the same moment count too.
-        handle = await self._producers.admit(
-            request, sink, limits=self.limits(), on_waiting=on_waiting
-        )
-        if state.dedup is not None:
-            handle.last_sequence_id = state.dedup.last_sequence_id(handle.producer_name)  # §6.1
-        return handle
 
-    async def remove_producer(self, producer: ProducerHandle) -> None:
-        """Detach a producer (CLOSE_PRODUCER or connection drop)."""
-        self._producers.remove(producer)
+    def _admitted(self, handle: ProducerHandle) -> None:
+        dedup = self._state.dedup
+        if dedup is not None:
+            handle.last_sequence_id = dedup.last_sequence_id(handle.producer_name)  # §6.1
 
     async def publish(
         self, producer: ProducerHandle, entry: bytes, entry_checksum: int | None, info: EntryInfo
@@ -315,10 +273,7 @@ class Topic:
 
     def _admit(self, producer: ProducerHandle, entries: Sequence[Pending]) -> _Run:
         """What of a run of SENDs gets stored: nothing from a closed producer, no duplicate."""
-        if producer.closed or self._closed:
-            raise ServiceNotReadyError(
-                f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
-            )
+        self._check_producer(producer)
         dedup = self._state.dedup
         verdicts = None
         if dedup is not None:
@@ -463,7 +418,7 @@ class Topic:
             topic=str(self.name),
             partition=self._partition,
             clock=self._clock,
-            settings=self._settings,
+            settings=self.settings,
             counters=self._state.counters,
             read_position=read_position,
             on_remove=self._subscription_ended,
@@ -556,33 +511,11 @@ class Topic:
             raise SubscriptionNotFoundError(f"Subscription {name} not found for topic {self.name}")
         sub.delete(force=force)
 
-    def producers(self) -> list[ProducerHandle]:
-        """The attached producers, oldest first."""
-        return self._producers.producers
-
     # ---- queries ------------------------------------------------------------------------------
 
     def last_message_id(self) -> tuple[int, int, int]:
         """``(ledger, entry, batch_index)`` of the last entry; ``(ledger, -1, -1)`` when empty."""
         return self._state.ledger.last_message_id()
-
-    def subscriptions(self) -> list[str]:
-        """Names of the subscriptions, sorted."""
-        return sorted(self._subs)
-
-    def subscription(self, name: str) -> Subscription | None:
-        """A subscription by name."""
-        return self._subs.get(name)
-
-    @property
-    def producer_count(self) -> int:
-        """Attached producers."""
-        return len(self._producers.producers)
-
-    @property
-    def consumer_count(self) -> int:
-        """Attached consumers over all subscriptions."""
-        return sum(len(sub.consumers) for sub in self._subs.values())
 
     def stats(self) -> TopicStats:
         """A snapshot for metrics and admin."""

@@ -193,14 +193,12 @@ async def test_a_cursor_created_again_under_its_name_is_written(fake_clock: Fake
     # A subscription deleted and created again before the next flush is another cursor: its
     # node must be rewritten even though the new cursor has not changed since it was created.
     async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
-        ml = await _open(bookie, metadata, fake_clock)
-        await _append(ml, 0, 4)
-        state = TopicState(ml)
-        old = state.cursors["sub"] = Cursor(-1)
-        old.ack_many([0, 1, 2])
+        state = TopicState(await _open(bookie, metadata, fake_clock))
+        await _append(state.ledger, 0, 4)
         flusher = CursorFlusher(metadata, clock=fake_clock)
-        await flusher.flush(TOPIC, state)
-        state.cursors["sub"] = Cursor(-1)  # deleted, then created again at the earliest entry
-        await flusher.flush(TOPIC, state)
-        loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
-        assert loaded["sub"].mark_delete == -1
+        for acked, expected in (([0, 1, 2], 2), ([], -1)):
+            state.cursors["sub"] = Cursor(-1)  # the second time: the subscription created again
+            state.cursors["sub"].ack_many(acked)
+            await flusher.flush(TOPIC, state)
+            loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
+            assert loaded["sub"].mark_delete == expected
