@@ -6,7 +6,8 @@
     loadgen analyze RUN_DIR... --out REPORT_DIR [--master URL] [--conf KEY=VALUE]
 
 `produce` and `consume` take `pulsar-perf`'s flags; `run` runs a scenario file (phases, timed
-events); `analyze` turns runs' traces into a report with Spark (the `spark` extra). Every command takes --trace-dir (default runs/<run-id>/), --trace-sample, --workers,
+events); `analyze` turns runs' traces into a report with Spark (the `spark` extra). `produce`,
+`consume` and `run` take --trace-dir (default runs/<run-id>/), --trace-sample, --workers,
 --client native|official, --histogram-file and --allow-loss.
 
 Exit codes: 0 success; 1 messages were lost (acknowledged by the broker, never received);

@@ -41,9 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="loadgen run directories")
     parser.add_argument("--out", required=True, metavar="REPORT_DIR", help="where the report goes")
-    parser.add_argument(
-        "--master", default="local[*]", help="Spark master URL (default local[*])"
-    )
+    parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     parser.add_argument(
         "--conf",
         type=_conf,
@@ -94,7 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for note in run.notes:
                 progress(f"{label}: {note}")
             results.append(
-                (label, run_jobs(spark, run, skew_threshold=args.skew_threshold / 100, progress=progress))
+                (
+                    label,
+                    run_jobs(
+                        spark, run, skew_threshold=args.skew_threshold / 100, progress=progress
+                    ),
+                )
             )
         report = write_report(Path(args.out), results)
     except AnalysisInputError as exc:

@@ -30,7 +30,7 @@ EXAMPLES_PER_KIND: Final = 200
 _ORDERED: Final = ("Exclusive", "Failover", "Key_Shared")
 
 
-def _subscriptions(ctx: Context):  # type: ignore[no-untyped-def]  # a DataFrame
+def _subscriptions(ctx: Context) -> Any:  # a DataFrame
     """(base, subscription, type): the scenario's, else those seen in `receives`."""
     from pyspark.sql import functions as F
 
@@ -46,8 +46,11 @@ def _subscriptions(ctx: Context):  # type: ignore[no-untyped-def]  # a DataFrame
 
 
 def correctness(ctx: Context) -> dict[str, Table]:
-    """Tables `correctness` (per subscription), `anomalies` (per kind, subscription and event)
-    and `anomaly_examples` (the first messages of each kind)."""
+    """Tables `correctness`, `anomalies` and `anomaly_examples`.
+
+    `correctness` has a row per subscription, `anomalies` one per kind, subscription and event
+    tied to, `anomaly_examples` the first messages of each kind.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -139,9 +142,11 @@ def correctness(ctx: Context) -> dict[str, Table]:
     everything = anomalies[0]
     for frame in anomalies[1:]:
         everything = everything.unionByName(frame)
-    counts = everything.groupBy("base", "subscription").pivot(
-        "kind", ["lost", "duplicate", "out_of_order"]
-    ).count()
+    counts = (
+        everything.groupBy("base", "subscription")
+        .pivot("kind", ["lost", "duplicate", "out_of_order"])
+        .count()
+    )
     summary = per_sub.join(counts, ["base", "subscription"], "left").select(
         F.col("base").alias("topic"),
         "subscription",
@@ -311,4 +316,3 @@ def _fairness_summary(consumers: Table, keys_split: dict[tuple[str, str], int]) 
         "keys_on_several_consumers",
     )
     return Table("fairness", columns, sorted(rows))
-

@@ -7,7 +7,7 @@ HdrHistogram logs: the same numbers for the same rows, whatever the histogram's 
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from loadgen.analysis.common import Context, Table, base_topic, collect, phase_of, seconds_since
 
@@ -16,7 +16,7 @@ __all__ = ["PERCENTILES", "latency", "throughput"]
 PERCENTILES: Final = (0.5, 0.95, 0.99, 0.999)
 
 
-def _acked_sends(ctx: Context):  # type: ignore[no-untyped-def]  # a pyspark DataFrame
+def _acked_sends(ctx: Context) -> Any:  # a DataFrame
     from pyspark.sql import functions as F
 
     return ctx.table("sends").where(F.col("receipt_ns").isNotNull())
@@ -167,7 +167,7 @@ def latency(ctx: Context) -> dict[str, Table]:
     }
 
 
-def _summarise(grouped):  # type: ignore[no-untyped-def]  # pyspark GroupedData -> DataFrame
+def _summarise(grouped: Any) -> Any:  # pyspark GroupedData -> DataFrame
     from pyspark.sql import functions as F
 
     exact = F.percentile(F.col("us"), F.array(*(F.lit(p) for p in PERCENTILES)))

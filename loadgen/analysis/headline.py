@@ -49,9 +49,7 @@ def _sum(table: Table | None, column: str, **where: str) -> int | None:
     if table is None:
         return None
     return sum(
-        int(row[column] or 0)
-        for row in table.dicts()
-        if all(row[k] == v for k, v in where.items())
+        int(row[column] or 0) for row in table.dicts() if all(row[k] == v for k, v in where.items())
     )
 
 
@@ -109,7 +107,9 @@ def headline(result: JobResult) -> dict[str, Any]:
         numbers["max_time_to_converge_s"] = _max(convergence.column("time_to_converge_s"))
     gaps = tables.get("delivery_gaps")
     if gaps is not None:
-        numbers["disruptions"] = len(set(zip(gaps.column("event_t_s"), gaps.column("event"))))
+        numbers["disruptions"] = len(
+            set(zip(gaps.column("event_t_s"), gaps.column("event"), strict=True))
+        )
         numbers["max_delivery_gap_s"] = _max(gaps.column("gap_s"))
     if "fairness" in tables and tables["fairness"].rows:
         numbers["min_jain_index"] = min(tables["fairness"].column("jain_index"))

@@ -241,16 +241,18 @@ def load_run(spark: Any, path: str) -> Run:
         frame = _open(spark, fs, run, f"{uri}/{name}", name, field_names(TABLES[name]))
         if frame is not None:
             run.tables[name] = frame
+        elif name == "events":
+            run.notes.pop()  # a scenario without events has no events table: nothing missing
     if not run.has("sends") and not run.has("receives"):
         raise AnalysisInputError(
             f"{path}: tables sends/ and receives/ are both missing or empty: nothing to analyse"
             + (f" ({'; '.join(run.notes)})" if run.notes else "")
         )
-    for name, columns, known in (
-        ("dispatch", DISPATCH_COLUMNS, DISPATCH_SCHEMA_VERSION),
-        ("loadbalance", LOADBALANCE_COLUMNS, LOADBALANCE_SCHEMA_VERSION),
+    for name, columns, known, what in (
+        ("dispatch", DISPATCH_COLUMNS, DISPATCH_SCHEMA_VERSION, "dispatch trace"),
+        ("loadbalance", LOADBALANCE_COLUMNS, LOADBALANCE_SCHEMA_VERSION, "load-balancer trace"),
     ):
-        frame = _open(spark, fs, run, f"{uri}/{name}", name, columns)
+        frame = _open(spark, fs, run, f"{uri}/{name}", name, columns, what)
         if frame is not None:
             _check_row_versions(frame, path, name, known)
             run.tables[name] = frame
@@ -267,14 +269,25 @@ def _read_text(spark: Any, uri: str) -> str:
 
 
 def _open(
-    spark: Any, fs: _FileSystem, run: Run, uri: str, name: str, columns: tuple[str, ...]
+    spark: Any,
+    fs: _FileSystem,
+    run: Run,
+    uri: str,
+    name: str,
+    columns: tuple[str, ...],
+    what: str = "",
 ) -> Any | None:
     """The table's DataFrame (its `columns` only), or None with a note if missing or empty."""
+    what = what or f"table {name}"
     if not fs.exists(uri):
-        run.notes.append(f"table {name} is missing ({name}/ does not exist)")
+        run.notes.append(
+            f"no {what} ({name}/ does not exist)"
+            if what != f"table {name}"
+            else f"table {name} is missing ({name}/ does not exist)"
+        )
         return None
     if not fs.data_files(uri):
-        run.notes.append(f"table {name} is empty (no Parquet files in {name}/)")
+        run.notes.append(f"{what} is empty (no Parquet files in {name}/)")
         return None
     frame = spark.read.parquet(uri)
     absent = [c for c in columns if c not in frame.columns]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from loadgen.analysis.balancing import delivery_gaps, load_balancing
 from loadgen.analysis.common import (
@@ -68,7 +68,7 @@ class JobResult:
 
 
 def run_jobs(
-    spark: object,
+    spark: Any,
     run: Run,
     *,
     skew_threshold: float = 0.10,
@@ -76,11 +76,9 @@ def run_jobs(
     progress: Callable[[str], None] = lambda _line: None,
 ) -> JobResult:
     """Run every job (or those named in `only`) that `run` has the tables for."""
-    sc = spark.sparkContext  # type: ignore[attr-defined]  # a SparkSession
+    sc = spark.sparkContext
     sc.setJobGroup("events", f"{run.run_id}: events")
-    events = sorted(
-        scenario_events(run) + load_manager_events(run), key=lambda event: event.at_ns
-    )
+    events = sorted(scenario_events(run) + load_manager_events(run), key=lambda event: event.at_ns)
     ctx = Context(spark, run, events, skew_threshold)
     tables: dict[str, Table] = {}
     skipped: dict[str, str] = {}

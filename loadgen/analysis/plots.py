@@ -94,8 +94,10 @@ def _throughput(ax: Any, result: JobResult) -> bool:
     series: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for row in table.dicts():
         topic = short_topic(row["topic"]).split("-partition-")[0]
-        name = f"produced {topic}" if row["role"] == "produce" else (
-            f"consumed {topic} / {row['subscription']}"
+        name = (
+            f"produced {topic}"
+            if row["role"] == "produce"
+            else (f"consumed {topic} / {row['subscription']}")
         )
         series[name][row["second"]] += row["messages"]
     _lines(ax, series)
@@ -297,12 +299,15 @@ FIGURES: Final = {
     ],
     "latency": [
         Figure("publish_latency", "Publish latency (receipt - intended send)", _latency("publish")),
-        Figure("e2e_latency", "End-to-end latency (receive - intended send)", _latency("end_to_end")),
+        Figure(
+            "e2e_latency", "End-to-end latency (receive - intended send)", _latency("end_to_end")
+        ),
     ],
     "throttling": [Figure("throttling", "Delivered per limiter period vs the limit", _throttling)],
     "load_balancing": [Figure("lb_usage", "Broker usage (load reports)", _lb_usage)],
     "delivery_gaps": [Figure("gaps", "Delivery gap per consumer after each disruption", _gaps)],
-    "fairness": [Figure("fairness", "Deliveries a second per consumer (shared subscriptions)", _fairness)],
+    "fairness": [
+        Figure("fairness", "Deliveries a second per consumer (shared subscriptions)", _fairness)
+    ],
 }
 """The figures of each job's section."""
-

@@ -1,9 +1,9 @@
 """The report: one self-contained HTML file, `summary.json` and a CSV per table.
 
-    REPORT_DIR/report.html     headline numbers, scenario, event timeline, a section per
-                               analysis (figures inline as PNG, tables); runs side by side
-    REPORT_DIR/summary.json    every headline number of every run, and where the tables are
-    REPORT_DIR/tables/*.csv    every output table, all runs (first column `run`)
+REPORT_DIR/report.html     headline numbers, scenario, event timeline, a section per
+                           analysis (figures inline as PNG, tables); runs side by side
+REPORT_DIR/summary.json    every headline number of every run, and where the tables are
+REPORT_DIR/tables/*.csv    every output table, all runs (first column `run`)
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ _TABLES: Final = {
 """The tables shown in each section (all tables are written as CSV)."""
 
 _STYLE: Final = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; color: #222; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; }
+h1 { font-size: 1.6em; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: 12.5px; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; white-space: nowrap; }
 th { background: #f4f6f8; } td.text, th.text { text-align: left; }
@@ -93,7 +94,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], bad: str | None = None) -> str:
+def _html_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], bad: str | None = None
+) -> str:
     head = "".join(
         f'<th class="text">{html.escape(c)}</th>' if i == 0 else f"<th>{html.escape(c)}</th>"
         for i, c in enumerate(columns)
@@ -159,13 +162,17 @@ def _scenario_html(label: str, result: JobResult) -> str:
         for g in scenario.get("producers") or []
     ]
     if producers:
-        lines.append(_html_table(("producers", "topic", "count", "rate (msg/s)", "size (B)"), producers))
+        lines.append(
+            _html_table(("producers", "topic", "count", "rate (msg/s)", "size (B)"), producers)
+        )
     consumers = [
         (g.get("name"), g.get("topic"), g.get("subscription"), g.get("type"), g.get("count"))
         for g in scenario.get("consumers") or []
     ]
     if consumers:
-        lines.append(_html_table(("consumers", "topic", "subscription", "type", "count"), consumers))
+        lines.append(
+            _html_table(("consumers", "topic", "subscription", "type", "count"), consumers)
+        )
     notes = run.notes + [f"{job}: {why}" for job, why in result.skipped.items()]
     if notes:
         lines.append(f'<p class="note">Not analysed: {html.escape("; ".join(notes))}.</p>')
@@ -227,7 +234,9 @@ def write_report(report_dir: Path, runs: Sequence[tuple[str, JobResult]]) -> Pat
         "headline_meaning": HEADLINE_LABELS,
         "tables": {name: f"tables/{name}.csv" for name in names},
     }
-    (report_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False, default=str))
+    (report_dir / "summary.json").write_text(
+        json.dumps(summary, indent=2, allow_nan=False, default=str)
+    )
     path = report_dir / "report.html"
     path.write_text(_html(runs, headlines), encoding="utf-8")
     return path
@@ -240,7 +249,8 @@ def _html(runs: Sequence[tuple[str, JobResult]], headlines: dict[str, dict[str, 
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p class='note'>{len(runs)} run(s): {html.escape(', '.join(l for l, _r in runs))}. "
+        f"<p class='note'>{len(runs)} run(s): "
+        f"{html.escape(', '.join(label for label, _r in runs))}. "
         "Times are seconds since the start of each run. On every time plot the shaded bands "
         "are the scenario's phases and the dashed lines its events "
         "(<span class='key'>red</span>: the scenario's, <span class='lb'>purple</span>: the "
@@ -265,7 +275,9 @@ def _html(runs: Sequence[tuple[str, JobResult]], headlines: dict[str, dict[str, 
             png = figure.render(runs)
             if png is not None:
                 data = base64.b64encode(png).decode()
-                parts.append(f'<img alt="{html.escape(figure.title)}" src="data:image/png;base64,{data}">')
+                parts.append(
+                    f'<img alt="{html.escape(figure.title)}" src="data:image/png;base64,{data}">'
+                )
         for name in _TABLES.get(job.name, []):
             table = _merged(name, runs)
             if table is None:
@@ -276,13 +288,9 @@ def _html(runs: Sequence[tuple[str, JobResult]], headlines: dict[str, dict[str, 
                 if len(table.rows) > HTML_ROWS
                 else ""
             )
+            parts.append(f"<h3>{html.escape(name)}</h3><p class='note'>tables/{name}.csv{more}</p>")
             parts.append(
-                f"<h3>{html.escape(name)}</h3><p class='note'>tables/{name}.csv{more}</p>"
-            )
-            parts.append(
-                _html_table(table.columns, shown, _BAD_COLUMN.get(name))
-                if shown
-                else "<p>none</p>"
+                _html_table(table.columns, shown, _BAD_COLUMN.get(name)) if shown else "<p>none</p>"
             )
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -9,7 +9,11 @@ from typing import Any, Final
 
 __all__ = [
     "LOCAL_CONF",
-    "SMALL_MACHINE_CONF", "AnalysisEnvironmentError", "find_java", "open_session"]
+    "SMALL_MACHINE_CONF",
+    "AnalysisEnvironmentError",
+    "find_java",
+    "open_session",
+]
 
 SMALL_MACHINE_CONF: Final[Mapping[str, str]] = {
     # The analyses' tables are small after the first aggregation: a few shuffle partitions

@@ -32,7 +32,7 @@ THROTTLE_BACKOFF_S: Final = 1.0
 """How long a dispatcher waits after a throttled read (Pulsar's fixed 1000 ms)."""
 
 
-def _level_rows(ctx: Context, level: str):  # type: ignore[no-untyped-def]  # a DataFrame
+def _level_rows(ctx: Context, level: str) -> Any:  # a DataFrame
     from pyspark.sql import functions as F
 
     d = ctx.table("dispatch")
@@ -124,13 +124,15 @@ def _time_throttled(ctx: Context) -> dict[tuple[str, str, str, str], float]:
         .select(
             F.col("throttled_by").alias("level"),
             "broker",
-            F.when(F.col("throttled_by") == "broker", F.lit("")).otherwise(F.col("topic"))
+            F.when(F.col("throttled_by") == "broker", F.lit(""))
+            .otherwise(F.col("topic"))
             .alias("topic"),
             F.when(F.col("throttled_by") == "subscription", F.col("subscription"))
             .otherwise(F.lit(""))
             .alias("subscription"),
-            F.least(F.coalesce(F.col("gap"), F.lit(THROTTLE_BACKOFF_S)), F.lit(THROTTLE_BACKOFF_S))
-            .alias("wait"),
+            F.least(
+                F.coalesce(F.col("gap"), F.lit(THROTTLE_BACKOFF_S)), F.lit(THROTTLE_BACKOFF_S)
+            ).alias("wait"),
         )
         .groupBy("level", "broker", "topic", "subscription")
         .agg(F.sum("wait").alias("seconds"))
@@ -215,8 +217,8 @@ def _account(
             else:
                 debt_msgs = debt_bytes = 0
                 span += 1
-            carry_over = (debt_msgs > 0 and 0 < limit and delivered < limit) or (
-                debt_bytes > 0 and 0 < limit_b and delivered_b < limit_b
+            carry_over = (debt_msgs > 0 and limit > 0 and delivered < limit) or (
+                debt_bytes > 0 and limit_b > 0 and delivered_b < limit_b
             )
             debt_msgs = max(0, debt_msgs + delivered - limit) if limit > 0 else 0
             debt_bytes = max(0, debt_bytes + delivered_b - limit_b) if limit_b > 0 else 0
