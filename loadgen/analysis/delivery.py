@@ -152,28 +152,41 @@ def latency(ctx: Context) -> dict[str, Table]:
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)
-    rows = rows.select(
-        "kind", F.floor("t").alias("second"), phase_of(F.col("t"), ctx.phases).alias("phase"), "us"
+    # Rows with the same latency (to the microsecond) are counted first: the exact
+    # percentiles then weigh each distinct value by its count (`percentile`'s frequency),
+    # which gives the same answer as over every row at a fraction of the memory and time.
+    counted = (
+        rows.select(
+            "kind",
+            F.floor("t").alias("second"),
+            phase_of(F.col("t"), ctx.phases).alias("phase"),
+            "us",
+        )
+        .groupBy("kind", "second", "phase", "us")
+        .agg(F.count("*").alias("n"))
+        .persist()
     )
-    over_time = _summarise(rows.groupBy("kind", "second"))
-    by_phase = _summarise(rows.rollup("kind", "phase")).where(F.col("kind").isNotNull())
+    over_time = _summarise(counted.groupBy("kind", "second"))
+    by_phase = _summarise(counted.rollup("kind", "phase")).where(F.col("kind").isNotNull())
     by_phase = by_phase.withColumn("phase", F.coalesce(F.col("phase"), F.lit("all")))
     order = ["before", *(phase.name for phase in ctx.phases), "after", "all"]
     phases = collect(by_phase, "latency_by_phase")
     rows_in_order = sorted(phases.rows, key=lambda row: (row[0], order.index(row[1])))
-    return {
+    tables = {
         "latency_over_time": collect(over_time, "latency_over_time", ["kind", "second"]),
         "latency_by_phase": Table(phases.name, phases.columns, rows_in_order),
     }
+    counted.unpersist()
+    return tables
 
 
 def _summarise(grouped: Any) -> Any:  # pyspark GroupedData -> DataFrame
     from pyspark.sql import functions as F
 
-    exact = F.percentile(F.col("us"), F.array(*(F.lit(p) for p in PERCENTILES)))
+    exact = F.percentile(F.col("us"), F.array(*(F.lit(p) for p in PERCENTILES)), F.col("n"))
     frame = grouped.agg(
-        F.count("*").alias("count"),
-        (F.avg("us") / 1000).alias("mean_ms"),
+        F.sum("n").alias("count"),
+        (F.sum(F.col("us") * F.col("n")) / F.sum("n") / 1000).alias("mean_ms"),
         exact.alias("pcts"),
         (F.max("us") / 1000).alias("max_ms"),
     )

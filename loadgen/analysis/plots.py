@@ -38,14 +38,15 @@ def overlay(ax: Any, ctx: Context, *, numbers: bool = True) -> None:
         ax.axvspan(phase.start_s, end, color=_PHASE_COLOURS[i % 2], zorder=0, lw=0)
         ax.text(
             (phase.start_s + end) / 2,
-            1.0,
+            0.985,
             phase.name,
             transform=ax.get_xaxis_transform(),
             ha="center",
-            va="bottom",
-            fontsize=7,
-            color="#555555",
-            clip_on=True,
+            va="top",
+            fontsize=8,
+            color="#444444",
+            style="italic",
+            zorder=2,
         )
     for number, event in enumerate(ctx.events, start=1):
         at = (event.at_ns - ctx.start_ns) / 1e9
@@ -54,14 +55,15 @@ def overlay(ax: Any, ctx: Context, *, numbers: bool = True) -> None:
         if numbers and len(ctx.events) <= 30:
             ax.text(
                 at,
-                0.97,
+                1.01,
                 str(number),
                 transform=ax.get_xaxis_transform(),
-                ha="left",
-                va="top",
-                fontsize=7,
+                ha="center",
+                va="bottom",
+                fontsize=8,
                 color=colour,
                 fontweight="bold",
+                clip_on=False,
             )
 
 
@@ -81,10 +83,17 @@ def _top_series(
     return kept
 
 
+def _steps(ax: Any, xs: list[float], ys: list[float], **style: Any) -> None:
+    """Per-second values as steps, each held for its whole second (the last one included)."""
+    if xs:
+        xs, ys = [*xs, xs[-1] + 1], [*ys, ys[-1]]
+    ax.plot(xs, ys, drawstyle="steps-post", **style)
+
+
 def _lines(ax: Any, series: dict[str, dict[float, float]], **style: Any) -> None:
     for name, values in _top_series(series).items():
         xs = sorted(values)
-        ax.plot(xs, [values[x] for x in xs], label=name, drawstyle="steps-post", **style)
+        _steps(ax, xs, [values[x] for x in xs], label=name, **style)
 
 
 def _throughput(ax: Any, result: JobResult) -> bool:
@@ -144,7 +153,7 @@ def _latency(kind: str) -> Panel:
             return False
         xs = [r["second"] for r in rows]
         for column, style in (("p50_ms", "-"), ("p99_ms", "-"), ("max_ms", ":")):
-            ax.plot(xs, [r[column] for r in rows], style, label=column[:-3], drawstyle="steps-post")
+            _steps(ax, xs, [r[column] for r in rows], ls=style, label=column[:-3])
         ax.set_yscale("log")
         ax.set_ylabel("ms (log scale)")
         return True
@@ -218,7 +227,10 @@ def _lb_usage(ax: Any, result: JobResult) -> bool:
     series: dict[str, dict[float, float]] = defaultdict(dict)
     for row in table.dicts():
         series[row["broker"]][row["t_s"]] = 100 * row["weighted_max_usage"]
-    _lines(ax, series, marker=".")
+    for name, values in _top_series(series).items():
+        xs = sorted(values)
+        ax.plot(xs, [values[x] for x in xs], marker=".", label=name)
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("weighted max usage (%)")
     return True
 
@@ -238,6 +250,7 @@ def _gaps(ax: Any, result: JobResult) -> bool:
             label=consumer,
             alpha=0.8,
         )
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("delivery gap (s)")
     return True
 

@@ -49,8 +49,15 @@ def _level_rows(ctx: Context, level: str) -> Any:  # a DataFrame
         F.col(f"{level}_period").alias("period"),
         F.col(f"{level}_msg_rate").alias("msg_rate"),
         F.col(f"{level}_byte_rate").alias("byte_rate"),
-        F.greatest(F.col(f"{level}_msg_charged"), F.lit(0)).alias("msg_charged"),
-        F.greatest(F.col(f"{level}_byte_charged"), F.lit(0)).alias("byte_charged"),
+        # What the level was charged; what was sent where it does not count that dimension.
+        F.when(F.col(f"{level}_msg_charged") >= 0, F.col(f"{level}_msg_charged"))
+        .otherwise(
+            F.when(F.col("charge_unit") == "entries", F.col("entries")).otherwise(F.col("messages"))
+        )
+        .alias("msg_charged"),
+        F.when(F.col(f"{level}_byte_charged") >= 0, F.col(f"{level}_byte_charged"))
+        .otherwise(F.col("bytes"))
+        .alias("byte_charged"),
     )
 
 

@@ -52,7 +52,8 @@ def test_a_report_row_carries_the_usages_and_the_weighted_usage_strategies_see()
         3,
         7,
     )
-    assert row.bundle == "" and row.broker_load == -1.0  # not a decision
+    assert row.bundle == ""  # not a decision
+    assert row.broker_load == -1.0
 
 
 def test_shed_rows_of_modular_and_extensible_decisions() -> None:
@@ -100,7 +101,8 @@ def test_a_split_row_lists_the_children() -> None:
         row.split_children
         == "public/default/0x00000000_0x1fffffff,public/default/0x1fffffff_0x40000000"
     )
-    assert row.split_unload and row.source_broker == "b1"
+    assert row.split_unload
+    assert row.source_broker == "b1"
 
 
 def test_the_writer_writes_one_file_with_the_versioned_schema(tmp_path) -> None:
@@ -113,7 +115,8 @@ def test_the_writer_writes_one_file_with_the_versioned_schema(tmp_path) -> None:
     ]
     for row in rows:
         writer.append(row)
-    assert writer.records_written == 4 and writer.buffered == 1  # two row groups written
+    assert writer.records_written == 4  # two row groups written
+    assert writer.buffered == 1
     assert [p.name for p in tmp_path.iterdir()] == [".loadbalance-b1-00001.parquet.inprogress"]
     path = writer.close()
     assert path == tmp_path / "loadbalance-b1-00001.parquet"
