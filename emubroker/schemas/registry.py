@@ -230,7 +230,7 @@ class SchemaRegistry:
                     data=schema.data,
                     properties=dict(schema.properties),
                     name=name,
-                    timestamp=self._clock.wall_ns() // 1_000_000,
+                    timestamp=self._clock.wall_ms(),
                 )
             )
             if await self._write(topic, history, node_version):
@@ -276,7 +276,7 @@ class SchemaRegistry:
                     version=version,
                     type=SchemaType.NONE,
                     data=b"",
-                    timestamp=self._clock.wall_ns() // 1_000_000,
+                    timestamp=self._clock.wall_ms(),
                     deleted=True,
                 )
             )

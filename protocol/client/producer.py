@@ -257,7 +257,7 @@ class Producer(Handler):
                 # the clocks are read once per batch, not once per message.
                 if self._batch_armed is not None:
                     self._batch_armed.set()
-                batch.start(sequence_id, self._clock.wall_ns() // 1_000_000, key, self._clock.now())
+                batch.start(sequence_id, self._clock.wall_ms(), key, self._clock.now())
             if plain:
                 future = batch.add_plain(payload, sequence_id)
             else:
@@ -267,7 +267,7 @@ class Producer(Handler):
                 self._flush_batch()
         else:
             future = Future()
-            publish_time = self._clock.wall_ns() // 1_000_000
+            publish_time = self._clock.wall_ms()
             plain = plain and deliver_at is None
             frame = self._plain.frame(sequence_id, publish_time, payload) if plain else None
             if frame is not None:
