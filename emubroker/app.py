@@ -42,6 +42,7 @@ from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
+from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
 from emubroker.metadata.remote import (
     DEFAULT_SESSION_TIMEOUT,
     RemoteMetadataStore,
@@ -51,7 +52,6 @@ from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
 from emubroker.policies import (
-    POLICIES_ROOT,
     ClusterData,
     Policies,
     PolicyStore,
@@ -155,9 +155,9 @@ async def bootstrap_metadata(
         replication_clusters=[config.clusterName],
     )
     nodes = [
-        (f"/admin/clusters/{config.clusterName}", cluster),
-        (f"{POLICIES_ROOT}/{DEFAULT_TENANT}", TenantInfo([], [config.clusterName])),
-        *((f"{POLICIES_ROOT}/{namespace}", policies) for namespace in DEFAULT_NAMESPACES),
+        (cluster_path(config.clusterName), cluster),
+        (tenant_path(DEFAULT_TENANT), TenantInfo([], [config.clusterName])),
+        *((namespace_path(namespace), policies) for namespace in DEFAULT_NAMESPACES),
     ]
     for path, value in nodes:
         if await store.exists(path):

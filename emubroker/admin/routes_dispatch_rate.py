@@ -40,13 +40,13 @@ from emubroker.admin.http import (
     topic_of,
 )
 from emubroker.admin.routes_topics import TOPIC
+from emubroker.policies import SubscriptionPolicies, TopicPolicies
 from emubroker.ratelimit.quotas import (
     InvalidDispatchRateError,
     decode_dispatch_rate,
     resolve_subscription_rate,
     resolve_topic_rate,
 )
-from emubroker.topics.throttling import SubscriptionPolicies, TopicPolicies
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from emubroker.metadata import BadVersionError, NotFoundError
+from emubroker.metadata.paths import schema_path
 from emubroker.schemas.compat import (
     CompatibilityStrategy,
     SchemaData,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
 
 __all__ = [
-    "SCHEMAS_ROOT",
     "SchemaRegistry",
     "StoredSchema",
     "schema_id",
@@ -52,8 +52,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-SCHEMAS_ROOT: Final = "/schemas"
 
 MAX_WRITE_ATTEMPTS: Final = 16
 """Compare-and-set retries before a registration gives up; each retry means another writer
@@ -144,7 +142,7 @@ class SchemaRegistry:
     @staticmethod
     def path(topic: TopicName) -> str:
         """The metadata path of a topic's schema history."""
-        return f"{SCHEMAS_ROOT}/{schema_id(topic)}"
+        return schema_path(topic)
 
     async def _load(self, topic: TopicName) -> tuple[_History, int]:
         found = await self._store.get(self.path(topic))
