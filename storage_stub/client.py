@@ -43,6 +43,10 @@ from storage_stub.ledger import (
     StorageError,
 )
 from storage_stub.metadata import (
+    CREATED,
+    DELETED,
+    MODIFIED,
+    SEQUENTIAL_DIGITS,
     BadVersionError,
     InvalidArgumentError,
     InvalidPathError,
@@ -52,6 +56,7 @@ from storage_stub.metadata import (
     Notification,
     SessionExpiredError,
     WatchOverflowError,
+    validate_path,
 )
 
 if TYPE_CHECKING:
@@ -64,8 +69,12 @@ if TYPE_CHECKING:
 # Everything a user of the client catches or receives is importable from here, so the broker
 # depends on ``storage_stub.client`` only (STYLE.md §2).
 __all__ = [
+    "CREATED",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_REQUEST_TIMEOUT",
+    "DELETED",
+    "MODIFIED",
+    "SEQUENTIAL_DIGITS",
     "Backoff",
     "BadVersionError",
     "EntryOutOfRangeError",
@@ -93,6 +102,7 @@ __all__ = [
     "WatchOverflowError",
     "open_stub_client",
     "parse_stub_url",
+    "validate_path",
 ]
 
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
