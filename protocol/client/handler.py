@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 
 class HandlerState(enum.Enum):
+    """Where a producer or consumer is in its life (the module docstring's rules)."""
+
     CONNECTING = "connecting"
     READY = "ready"
     CLOSING = "closing"
