@@ -19,7 +19,7 @@ import msgspec
 
 from emubroker.ratelimit.readsize import ThrottleStats
 from protocol.commands import AccessMode
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -31,7 +31,6 @@ from emubroker.loadbalance.ownership import (
     BrokerInfo,
     NamespaceEphemeralData,
     OwnershipTable,
-    ownership_path,
 )
 from emubroker.loadbalance.placement import (
     LeastLongTermMessageRate,
@@ -69,5 +68,4 @@ __all__ = [
     "UniformLoadShedder",
     "Unload",
     "UnloadDecision",
-    "ownership_path",
 ]

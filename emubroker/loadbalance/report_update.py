@@ -65,13 +65,7 @@ def need_broker_data_update(
     if now - current.last_update > conf.loadBalancerReportUpdateMaxIntervalMinutes * _MINUTE_MS:
         return True
     changes = (
-        percent_change(
-            last.msg_rate_in + last.msg_rate_out, current.msg_rate_in + current.msg_rate_out
-        ),
-        percent_change(
-            last.msg_throughput_in + last.msg_throughput_out,
-            current.msg_throughput_in + current.msg_throughput_out,
-        ),
+        *_traffic_changes(last, current),
         percent_change(last.num_bundles, current.num_bundles),
         100.0 * abs(weighted_max_usage(last, conf) - weighted_max_usage(current, conf)),
     )
@@ -92,13 +86,7 @@ def need_broker_load_data_update(
         return True
     changes = (
         100.0 * abs(last.max_resource_usage - current.max_resource_usage),
-        percent_change(
-            last.msg_rate_in + last.msg_rate_out, current.msg_rate_in + current.msg_rate_out
-        ),
-        percent_change(
-            last.msg_throughput_in + last.msg_throughput_out,
-            current.msg_throughput_in + current.msg_throughput_out,
-        ),
+        *_traffic_changes(last, current),
         percent_change(last.bundle_count, current.bundle_count),
     )
     # Math.max propagates NaN, and NaN > threshold is false.
