@@ -18,12 +18,11 @@ loader (``loading``), the partitioned-topic metadata (``partitioned``) and the t
 from __future__ import annotations
 
 import itertools
-import logging
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
-from emubroker.naming import InvalidNameError, TopicDomain, TopicName
-from emubroker.topics.ml_meta import ROOT as ML_ROOT
+from emubroker.metadata.paths import MANAGED_LEDGERS_ROOT
+from emubroker.metadata.walk import walk_topics
+from emubroker.naming import TopicDomain
 from emubroker.topics.stats import ServiceStats
 from protocol.commands import TopicsMode
 from protocol.errors import TopicNotFoundError
@@ -32,13 +31,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.metadata.store import MetadataStore
-    from emubroker.naming import NamespaceName
+    from emubroker.naming import NamespaceName, TopicName
     from emubroker.topics.handles import TopicHandle
     from emubroker.topics.topic import Topic, TopicState
 
-__all__ = ["TopicCatalog", "walk_topics"]
-
-log = logging.getLogger(__name__)
+__all__ = ["TopicCatalog"]
 
 
 class TopicCatalog:
@@ -67,7 +64,7 @@ class TopicCatalog:
         Raises:
             MetadataStoreError: The store failed.
         """
-        self.stored.update(name for name, _ in await walk_topics(store, ML_ROOT))
+        self.stored.update(name for name, _ in await walk_topics(store, MANAGED_LEDGERS_ROOT))
 
     def check_namespace(self, name: TopicName) -> None:
         """Raise ``TopicNotFoundError`` for a topic of an unknown namespace."""
@@ -123,28 +120,3 @@ class TopicCatalog:
             subscriptions=sum(len(t.subscriptions) for t in topics),
             topics=topics,
         )
-
-
-async def walk_topics(store: MetadataStore, root: str) -> list[tuple[TopicName, bytes]]:
-    """Every ``<root>/<tenant>/<ns>/<domain>/<encoded topic>`` node with a value, as topic names.
-
-    Raises:
-        MetadataStoreError: The store failed.
-    """
-    found: list[tuple[TopicName, bytes]] = []
-    for tenant in await store.children(root):
-        for ns in await store.children(f"{root}/{tenant}"):
-            for domain in await store.children(f"{root}/{tenant}/{ns}"):
-                base = f"{root}/{tenant}/{ns}/{domain}"
-                for local in await store.children(base):
-                    node = await store.get(f"{base}/{local}")
-                    if node is None:
-                        continue
-                    topic = unquote(local)
-                    try:
-                        name = TopicName.parse(f"{domain}://{tenant}/{ns}/{topic}")
-                    except InvalidNameError:
-                        log.warning("ignoring unparsable topic node %s/%s", base, local)
-                        continue
-                    found.append((name, node.value))
-    return found

@@ -16,11 +16,12 @@ import logging
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from emubroker.metadata.paths import cursor_path
 from emubroker.metadata.store import MetadataStoreError
 from emubroker.topics.cursor import Cursor
-from emubroker.topics.ml_meta import CursorInfo, cursor_path, decode_cursor_info, encode_info
+from emubroker.topics.ml_meta import CursorInfo, decode_cursor_info, encode_info
 from emubroker.topics.topic import may_trim
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

@@ -45,7 +45,7 @@ from emubroker.topics.managed_ledger import CacheMiss
 from emubroker.topics.pickers import key_hash
 from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.throttling import CURSOR_BACKLOGGED_THRESHOLD
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
@@ -381,7 +381,7 @@ class Dispatcher:
         """Wait for a wake-up or the next deadline; True if the deadline was reached."""
         deadline = self._retry_at
         if self._delayed and self.consumers:
-            wait_ms = self._delayed[0][0] - self._clock.wall_ns() // 1_000_000
+            wait_ms = self._delayed[0][0] - self._clock.wall_ms()
             due = self._clock.now() + max(wait_ms, 0) / 1000
             deadline = due if deadline is None else min(deadline, due)
         if deadline is None:
@@ -407,7 +407,7 @@ class Dispatcher:
         """Run one dispatch round (see the module docstring)."""
         if not self.consumers or self._closed:
             return
-        self._round_ms = now_ms = self._clock.wall_ns() // 1_000_000  # one read per round
+        self._round_ms = now_ms = self._clock.wall_ms()  # one read per round
         if self._delayed:
             while self._delayed and self._delayed[0][0] <= now_ms:
                 self._push_replay(heapq.heappop(self._delayed)[1])
@@ -557,7 +557,7 @@ class Dispatcher:
         draining = self._draining if self._draining else None
         single_active = rules.single_active
         delayed = self._settings.delayed_delivery_enabled and rules.delayed_delivery
-        now_ms = self._clock.wall_ns() // 1_000_000 if delayed else 0
+        now_ms = self._clock.wall_ms() if delayed else 0
         reads = 0
         capacity: bool | None = None  # as in _dispatch_replay
         while self.read_position < end:

@@ -80,11 +80,6 @@ class ExpiryCounters:
         self.last_expire = 0
 
 
-def wall_ms(clock: Clock) -> int:
-    """The clock's wall time in epoch milliseconds."""
-    return clock.wall_ns() // 1_000_000
-
-
 def newest_matching(first: int, last: int, matches: Callable[[int], bool]) -> int | None:
     """The newest index in ``[first, last]`` that ``matches``, searched as ``OpFindNewest`` does.
 
@@ -202,7 +197,7 @@ class MessageExpiry:
         ttl = self.ttl_of(topic.name)
         if ttl <= 0:
             return
-        now = wall_ms(self._clock) if now_ms is None else now_ms
+        now = self._clock.wall_ms() if now_ms is None else now_ms
         index = find_expired(topic.ledger, ttl, now)
         if index is not None:
             topic.expire_to(index, now)

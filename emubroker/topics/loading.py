@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from emubroker.metadata.paths import managed_ledger_path
 from emubroker.naming import TopicDomain
 from emubroker.topics.cursor_flush import CursorFlusher
 from emubroker.topics.managed_ledger import CacheBudget, LedgerPolicy, ManagedLedger
-from emubroker.topics.ml_meta import managed_ledger_path
 from emubroker.topics.nonpersistent import NonPersistentTopic
 from emubroker.topics.topic import Topic, TopicState
 from protocol.errors import NotAllowedError, ServiceNotReadyError, TopicNotFoundError

@@ -47,8 +47,7 @@ from emubroker.topics.ml_meta import (
     encode_info,
 )
 from protocol.framing import decode_payload_section
-from storage_stub.errors import ReadTooLargeError
-from storage_stub.ledger import StorageError
+from storage_stub.client import ReadTooLargeError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -257,7 +257,7 @@ class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
 
     def wall_ms(self) -> int:
         """The clock's wall time in epoch milliseconds (stats timestamps)."""
-        return self._clock.wall_ns() // 1_000_000
+        return self._clock.wall_ms()
 
     async def publish(
         self, producer: ProducerHandle, entry: bytes, entry_checksum: int | None, info: EntryInfo

@@ -2,8 +2,7 @@
 
 The counts live in the catalog (``catalog.TopicCatalog.partitioned``) and are written through to
 the metadata store when one is given, as Pulsar's admin API stores them: JSON
-``PartitionedTopicMetadata`` under ``/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>``
-(the local name URL-encoded). Rules:
+``PartitionedTopicMetadata`` at ``metadata.paths.partitioned_topic_path``. Rules:
 
 1. A partitioned topic has at least one partition; its name is not a partition's name, nor a
    non-partitioned topic's that exists.
@@ -15,11 +14,12 @@ the metadata store when one is given, as Pulsar's admin API stores them: JSON
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from emubroker.topics.catalog import walk_topics
+from emubroker.metadata.paths import PARTITIONED_TOPICS_ROOT, partitioned_topic_path
+from emubroker.metadata.walk import walk_topics
 from protocol.errors import NotAllowedError, TopicNotFoundError
 
 if TYPE_CHECKING:
@@ -30,9 +30,7 @@ if TYPE_CHECKING:
     from emubroker.topics.catalog import TopicCatalog
     from emubroker.topics.settings import TopicSettings
 
-__all__ = ["PARTITIONED_ROOT", "PartitionedTopics"]
-
-PARTITIONED_ROOT: Final = "/admin/partitioned-topics"
+__all__ = ["PartitionedTopics"]
 
 
 class _PartitionedTopicMetadata(msgspec.Struct):
@@ -70,7 +68,7 @@ class PartitionedTopics:
         """
         if self._metadata is None:
             return
-        for name, value in await walk_topics(self._metadata, PARTITIONED_ROOT):
+        for name, value in await walk_topics(self._metadata, PARTITIONED_TOPICS_ROOT):
             meta = msgspec.json.decode(value, type=_PartitionedTopicMetadata)
             if not meta.deleted:
                 self._counts[name] = meta.partitions
@@ -148,7 +146,7 @@ class PartitionedTopics:
     async def _write(self, name: TopicName, partitions: int | None) -> None:
         if self._metadata is None:
             return
-        path = f"{PARTITIONED_ROOT}/{name.namespace}/{name.domain.value}/{name.encoded_local_name}"
+        path = partitioned_topic_path(name)
         if partitions is not None:
             await self._metadata.put(
                 path, msgspec.json.encode(_PartitionedTopicMetadata(partitions))

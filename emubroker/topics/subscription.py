@@ -146,7 +146,7 @@ class Subscription:
 
     def wall_ms(self) -> int:
         """The clock's wall time in epoch milliseconds (stats timestamps)."""
-        return self._clock.wall_ns() // 1_000_000
+        return self._clock.wall_ms()
 
     # ---- membership ---------------------------------------------------------------------------
 

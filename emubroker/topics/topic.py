@@ -35,7 +35,7 @@ from protocol.errors import (
 )
 from protocol.framing import payload_section
 from protocol.ids import is_latest
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence

@@ -8,13 +8,14 @@ from contextlib import asynccontextmanager
 import pytest
 
 from emubroker.metadata import MemoryMetadataStore
+from emubroker.metadata.paths import managed_ledger_path
 from emubroker.naming import TopicName
 from emubroker.storage import BookieBackend
 from emubroker.topics.compacted import Compactor
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.cursor_flush import CursorFlusher
 from emubroker.topics.managed_ledger import CacheBudget, CacheMiss, LedgerPolicy, ManagedLedger
-from emubroker.topics.ml_meta import decode_cursor_info, decode_ledger_info, managed_ledger_path
+from emubroker.topics.ml_meta import decode_cursor_info, decode_ledger_info
 from emubroker.topics.topic import TopicState
 from protocol.clock import FakeClock
 from storage_stub.client import StubClient
