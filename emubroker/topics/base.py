@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from emubroker.topics.limits import LimitResolver
 from emubroker.topics.producer import OnWaiting, ProducerHandle, ProducerRegistry
-from protocol.errors import ServiceNotReadyError
+from protocol.errors import ServiceNotReadyError, SubscriptionNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -133,6 +133,17 @@ class TopicBase(Generic[S]):
     def subscription(self, name: str) -> S | None:
         """A subscription by name."""
         return self._subs.get(name)
+
+    def _existing(self, name: str) -> S:
+        """A subscription by name, for an operation on it.
+
+        Raises:
+            SubscriptionNotFoundError: No such subscription.
+        """
+        sub = self._subs.get(name)
+        if sub is None:
+            raise SubscriptionNotFoundError(f"Subscription {name} not found for topic {self.name}")
+        return sub
 
     @property
     def consumer_count(self) -> int:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from emubroker.topics.stats import ConsumerStats
     from protocol.commands import AckType, MessageIdData
 
-__all__ = ["Consumer", "ConsumerOwner"]
+__all__ = ["Consumer", "ConsumerOwner", "ConsumerRecord"]
 
 
 class ConsumerOwner(Protocol):
@@ -46,8 +46,8 @@ class ConsumerOwner(Protocol):
     def unsubscribe(self, consumer: Consumer) -> None: ...
 
 
-class Consumer(ConsumerActivity):
-    """One consumer of a persistent subscription (implements ``ConsumerHandle``).
+class ConsumerRecord(ConsumerActivity):
+    """What every consumer is, of either topic kind: what the pickers read (``pickers.Member``).
 
     Attributes:
         consumer_id: The client-chosen id.
@@ -56,8 +56,6 @@ class Consumer(ConsumerActivity):
         priority_level: Failover priority (lower wins).
         permits: Messages it may still receive; may go negative by a batch's overshoot (§7.1).
         unacked: Messages delivered to it and not yet acknowledged (kept by ``acks``).
-        pending: Index -> messages charged, for every entry delivered to it and not acked
-            (kept by ``acks``).
         blocked: Held by the unacked limit (kept by ``acks``; ``selection`` rule 3).
         closed: Set once it is detached.
 
@@ -65,12 +63,10 @@ class Consumer(ConsumerActivity):
     """
 
     __slots__ = (
-        "_owner",
         "blocked",
         "closed",
         "consumer_id",
         "name",
-        "pending",
         "permits",
         "priority_level",
         "sink",
@@ -78,12 +74,7 @@ class Consumer(ConsumerActivity):
     )
 
     def __init__(
-        self,
-        consumer_id: int,
-        name: str,
-        sink: ConsumerSink,
-        priority_level: int,
-        owner: ConsumerOwner,
+        self, consumer_id: int, name: str, sink: ConsumerSink, priority_level: int
     ) -> None:
         super().__init__()
         self.consumer_id = consumer_id
@@ -93,8 +84,29 @@ class Consumer(ConsumerActivity):
         self.permits = 0  # a new subscribe starts from zero (§7.1, checklist item 10)
         self.unacked = 0
         self.blocked = False
-        self.pending: dict[int, int] = {}
         self.closed = False
+
+
+class Consumer(ConsumerRecord):
+    """One consumer of a persistent subscription (implements ``ConsumerHandle``).
+
+    Attributes:
+        pending: Index -> messages charged, for every entry delivered to it and not acked
+            (kept by ``acks``).
+    """
+
+    __slots__ = ("_owner", "pending")
+
+    def __init__(
+        self,
+        consumer_id: int,
+        name: str,
+        sink: ConsumerSink,
+        priority_level: int,
+        owner: ConsumerOwner,
+    ) -> None:
+        super().__init__(consumer_id, name, sink, priority_level)
+        self.pending: dict[int, int] = {}
         self._owner = owner
 
     def __repr__(self) -> str:

@@ -43,7 +43,6 @@ import anyio
 from emubroker.topics.draining import DrainingHashes
 from emubroker.topics.managed_ledger import CacheMiss
 from emubroker.topics.pickers import key_hash
-from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.throttling import CURSOR_BACKLOGGED_THRESHOLD
 from storage_stub.client import StorageError
 
@@ -54,9 +53,9 @@ if TYPE_CHECKING:
     from emubroker.topics.consumer import Consumer
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.selection import ConsumerSet
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.stats import TopicCounters
-    from emubroker.topics.subtypes import SubTypeRules
     from emubroker.topics.throttling import SubscriptionThrottle
     from protocol.clock import Clock
     from protocol.commands import KeySharedMeta, SubType
@@ -79,9 +78,9 @@ class Dispatcher:
 
     Args:
         ledger: The topic's entries.
+        members: The subscription's consumers and the rules of its type (``selection``).
         acks: The subscription's acknowledgement state (its owner: every delivery, ack and
             redelivery is recorded there).
-        topic: The full topic name (Failover picks its active consumer by it).
         partition: The topic's partition index, -1 when not a partition.
         clock: Time for delayed delivery.
         settings: Read batch size, unacked limit, delayed delivery switch, Key_Shared points.
@@ -93,8 +92,8 @@ class Dispatcher:
         self,
         *,
         ledger: ManagedLedger,
+        members: ConsumerSet[Consumer],
         acks: Acknowledgements,
-        topic: str,
         partition: int,
         clock: Clock,
         settings: TopicSettings,
@@ -119,12 +118,7 @@ class Dispatcher:
         self._retry_at: float | None = None  # the scheduled retry of a refused read
         self._limited = False  # the last round stopped at a limiter: no read is outstanding
         self._unblocked = False  # an ack unblocked a consumer held by the unacked limit
-        self._members: ConsumerSet[Consumer] = ConsumerSet(
-            topic=topic,
-            partition=partition,
-            max_unacked=settings.max_unacked_messages_per_consumer,
-            hash_points=settings.key_shared_hash_points,
-        )
+        self._members = members
         # Key_Shared AUTO_SPLIT: hashes that moved away from a consumer still holding some of
         # their entries; filled when a consumer joins, emptied as those entries go.
         self._draining: DrainingHashes[Consumer] = DrainingHashes()
@@ -141,26 +135,6 @@ class Dispatcher:
         self._closed = False
 
     # ---- membership ---------------------------------------------------------------------------
-
-    @property
-    def consumers(self) -> list[Consumer]:
-        """Attached consumers, in join order."""
-        return self._members.consumers
-
-    @property
-    def active_consumer(self) -> Consumer | None:
-        """The one consumer an Exclusive or Failover subscription delivers to, else None."""
-        return self._members.active
-
-    @property
-    def sub_type(self) -> SubType:
-        """The subscription type."""
-        return self._members.sub_type
-
-    @property
-    def rules(self) -> SubTypeRules:
-        """The rules of the subscription's type (``subtypes``)."""
-        return self._members.rules
 
     def check_join(
         self, subscription: str, sub_type: SubType, key_shared_meta: KeySharedMeta | None
@@ -248,7 +222,7 @@ class Dispatcher:
         Redelivery counts live in the dispatcher in Pulsar, so a reloaded topic starts them
         from 0.
         """
-        for consumer in self.consumers:
+        for consumer in self._members.consumers:
             self._replay_all(self._acks.release(consumer))
         self._acks.forget_redeliveries()
 
@@ -328,7 +302,7 @@ class Dispatcher:
             self._request()  # the task's round meets the same miss and loads the entries
         except Exception:
             # As in run(): a bug in one subscription must not fail the publish.
-            logger.exception("dispatch round failed; consumers: %s", self.consumers)
+            logger.exception("dispatch round failed; consumers: %s", self._members.consumers)
         if self._retry_at is not None and self._retry_at != retry_at:
             # The round was throttled: the task must sleep until the retry, not until the next
             # event (it may be waiting for none at all).
@@ -366,7 +340,9 @@ class Dispatcher:
                     await self._load(miss)
                 except Exception:
                     # A bug in one subscription must not take the broker's task group down.
-                    logger.exception("dispatch round failed; consumers: %s", self.consumers)
+                    logger.exception(
+                        "dispatch round failed; consumers: %s", self._members.consumers
+                    )
 
     async def _load(self, miss: CacheMiss) -> None:
         try:
@@ -380,7 +356,7 @@ class Dispatcher:
     async def _wait(self) -> bool:
         """Wait for a wake-up or the next deadline; True if the deadline was reached."""
         deadline = self._retry_at
-        if self._delayed and self.consumers:
+        if self._delayed and self._members.consumers:
             wait_ms = self._delayed[0][0] - self._clock.wall_ms()
             due = self._clock.now() + max(wait_ms, 0) / 1000
             deadline = due if deadline is None else min(deadline, due)
@@ -405,7 +381,7 @@ class Dispatcher:
 
     def dispatch(self) -> None:
         """Run one dispatch round (see the module docstring)."""
-        if not self.consumers or self._closed:
+        if not self._members.consumers or self._closed:
             return
         self._round_ms = now_ms = self._clock.wall_ms()  # one read per round
         if self._delayed:

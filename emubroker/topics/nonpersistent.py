@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from emubroker.topics.base import TopicBase
+from emubroker.topics.consumer import ConsumerRecord
 from emubroker.topics.limits import (
     LimitResolver,
     check_subscription_consumers,
@@ -24,7 +25,6 @@ from emubroker.topics.limits import (
 )
 from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.stats import (
-    ConsumerActivity,
     ConsumerStats,
     SubscriptionStats,
     TopicCounters,
@@ -34,7 +34,6 @@ from protocol.commands import SubType
 from protocol.errors import (
     ConsumerBusyError,
     MetadataError,
-    SubscriptionNotFoundError,
     UnknownError,
 )
 from protocol.framing import payload_section
@@ -55,24 +54,14 @@ if TYPE_CHECKING:
 __all__ = ["NonPersistentConsumer", "NonPersistentSubscription", "NonPersistentTopic"]
 
 
-class NonPersistentConsumer(ConsumerActivity):
+class NonPersistentConsumer(ConsumerRecord):
     """A consumer of a non-persistent subscription (implements ``ConsumerHandle``).
 
     Nothing is acknowledged or redelivered here, so of its ``ConsumerActivity`` only
-    ``last_acked`` moves on the ACK side.
+    ``last_acked`` moves on the ACK side, ``unacked`` stays 0 and it never blocks.
     """
 
-    __slots__ = (
-        "_subscription",
-        "blocked",
-        "closed",
-        "consumer_id",
-        "name",
-        "permits",
-        "priority_level",
-        "sink",
-        "unacked",
-    )
+    __slots__ = ("_subscription",)
 
     def __init__(
         self,
@@ -82,15 +71,7 @@ class NonPersistentConsumer(ConsumerActivity):
         priority_level: int,
         subscription: NonPersistentSubscription,
     ) -> None:
-        super().__init__()
-        self.consumer_id = consumer_id
-        self.name = name
-        self.sink = sink
-        self.priority_level = priority_level
-        self.permits = 0
-        self.unacked = 0  # always: nothing is tracked after delivery
-        self.blocked = False  # so never blocked on unacked messages
-        self.closed = False
+        super().__init__(consumer_id, name, sink, priority_level)
         self._subscription = subscription
 
     def flow(self, permits: int) -> None:
@@ -388,9 +369,7 @@ class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
             SubscriptionNotFoundError: No such subscription.
             ConsumerBusyError: Consumers are attached and ``force`` is false.
         """
-        sub = self._subs.get(name)
-        if sub is None:
-            raise SubscriptionNotFoundError(f"Subscription {name} not found for topic {self.name}")
+        sub = self._existing(name)
         if sub.consumers and not force:
             raise ConsumerBusyError("Subscription has active connected consumers")
         for consumer in list(sub.consumers):

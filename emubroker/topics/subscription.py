@@ -26,6 +26,7 @@ from emubroker.topics.consumer import Consumer
 from emubroker.topics.dispatcher import Dispatcher
 from emubroker.topics.expiry import ExpiryCounters, expiry_issued, find_expired
 from emubroker.topics.limits import check_subscription_consumers
+from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.stats import SubscriptionStats
 from protocol.commands import AckType
 from protocol.errors import ConsumerBusyError, MetadataError, NotAllowedError
@@ -86,6 +87,12 @@ class Subscription:
     ) -> None:
         self.name = name
         self.acks = Acknowledgements(cursor, ledger)
+        self.members: ConsumerSet[Consumer] = ConsumerSet(
+            topic=topic,
+            partition=partition,
+            max_unacked=settings.max_unacked_messages_per_consumer,
+            hash_points=settings.key_shared_hash_points,
+        )
         self._ledger = ledger
         self._on_remove = on_remove
         self._on_consumed = on_consumed
@@ -101,8 +108,8 @@ class Subscription:
         self.compacted: CompactedView | None = None
         self.dispatcher = Dispatcher(
             ledger=ledger,
+            members=self.members,
             acks=self.acks,
-            topic=topic,
             partition=partition,
             clock=clock,
             settings=settings,
@@ -127,17 +134,17 @@ class Subscription:
     @property
     def rules(self) -> SubTypeRules:
         """The rules of its current type (``subtypes``)."""
-        return self.dispatcher.rules
+        return self.members.rules
 
     @property
     def consumers(self) -> list[Consumer]:
         """Attached consumers, in join order."""
-        return self.dispatcher.consumers
+        return self.members.consumers
 
     @property
     def active_consumer(self) -> Consumer | None:
         """The one consumer an Exclusive or Failover subscription delivers to, else None."""
-        return self.dispatcher.active_consumer
+        return self.members.active
 
     @property
     def closed(self) -> bool:
@@ -168,7 +175,7 @@ class Subscription:
             raise NotAllowedError(f"A {kind} subscription named '{self.name}' already exists")
         dispatcher = self.dispatcher
         dispatcher.check_join(self.name, request.sub_type, request.key_shared_meta)
-        check_subscription_consumers(max_consumers, dispatcher.rules, len(dispatcher.consumers))
+        check_subscription_consumers(max_consumers, self.rules, len(self.consumers))
         consumer = Consumer(
             request.consumer_id, request.consumer_name, sink, request.priority_level, self
         )
@@ -181,7 +188,7 @@ class Subscription:
         """Detach a consumer; its unacked entries become redeliverable (§7.7)."""
         consumer.closed = True
         self.dispatcher.remove_consumer(consumer, redeliver=True)
-        if not self.durable and not self.dispatcher.consumers:
+        if not self.durable and not self.consumers:
             self._end(deleted=False)
 
     def unsubscribe(self, consumer: Consumer) -> None:
@@ -191,7 +198,7 @@ class Subscription:
             MetadataError: Other consumers are attached (Pulsar's ``PersistentSubscription.
                 doUnsubscribe`` fails with ``ServerMetadataException``, code MetadataError).
         """
-        if any(c is not consumer for c in self.dispatcher.consumers):
+        if any(c is not consumer for c in self.consumers):
             raise MetadataError("Unconnected or shared consumer attempting to unsubscribe")
         consumer.closed = True
         self.dispatcher.remove_consumer(consumer, redeliver=False)
@@ -216,7 +223,7 @@ class Subscription:
 
     def _disconnect_all(self, *, notify: bool = True) -> None:
         dispatcher = self.dispatcher
-        for consumer in list(dispatcher.consumers):
+        for consumer in list(self.consumers):
             consumer.closed = True
             dispatcher.remove_consumer(consumer, redeliver=False)
             if notify:
@@ -318,7 +325,7 @@ class Subscription:
         ledger = self._ledger
         oldest = max(self.acks.cursor.mark_delete + 1, ledger.first_index)
         oldest_time = ledger.infos[oldest].publish_time if oldest < ledger.count else None
-        consumers = bool(self.dispatcher.consumers)
+        consumers = bool(self.consumers)
         if not expiry_issued(self.acks.backlog(), consumers, oldest_time, seconds, now_ms):
             return False
         self.expiry.last_expire = now_ms
@@ -342,7 +349,7 @@ class Subscription:
         Raises:
             ConsumerBusyError: Consumers are attached and ``force`` is false.
         """
-        if self.dispatcher.consumers and not force:
+        if self.consumers and not force:
             raise ConsumerBusyError("Subscription has active connected consumers")
         self._disconnect_all()
         self._end(deleted=True)
@@ -394,15 +401,15 @@ class Subscription:
         individual (``tracks_unacked``); there the subscription's count is its consumers' sum.
         """
         dispatcher = self.dispatcher
-        rules = dispatcher.rules
+        rules = self.rules
         consumer_stats = tuple(
-            c.stats(unacked_tracked=rules.tracks_unacked) for c in dispatcher.consumers
+            c.stats(unacked_tracked=rules.tracks_unacked) for c in self.consumers
         )
         return SubscriptionStats(
             name=self.name,
             type=rules.name,
             durable=self.durable,
-            consumers=len(dispatcher.consumers),
+            consumers=len(self.consumers),
             backlog=self.acks.backlog(),
             unacked=sum(c.unacked for c in consumer_stats),
             mark_delete=self._ledger.position(self.acks.cursor.mark_delete),

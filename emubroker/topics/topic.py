@@ -31,7 +31,6 @@ from protocol.commands import InitialPosition
 from protocol.errors import (
     NotAllowedError,
     PersistenceError,
-    SubscriptionNotFoundError,
 )
 from protocol.framing import payload_section
 from protocol.ids import is_latest
@@ -506,10 +505,7 @@ class Topic(TopicBase[Subscription]):
             SubscriptionNotFoundError: No such subscription.
             ConsumerBusyError: Consumers are attached and ``force`` is false.
         """
-        sub = self._subs.get(name)
-        if sub is None:
-            raise SubscriptionNotFoundError(f"Subscription {name} not found for topic {self.name}")
-        sub.delete(force=force)
+        self._existing(name).delete(force=force)
 
     # ---- queries ------------------------------------------------------------------------------
 
