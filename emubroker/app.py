@@ -61,7 +61,7 @@ from emubroker.policies import (
 )
 from emubroker.ratelimit.quotas import throttling_config_from
 from emubroker.schemas import SchemaRegistry, SchemaService
-from emubroker.storage import BookieBackend, MemoryBackend
+from emubroker.storage import BookieBackend, LedgerBackend, MemoryBackend
 from emubroker.topics.compaction import CompactionService
 from emubroker.topics.features import TopicFeatures
 from emubroker.topics.service import TopicService
@@ -80,7 +80,6 @@ if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
     from emubroker.metadata import MetadataStore
-    from emubroker.storage import BookieClient
     from emubroker.topics.handles import TopicHandle
     from protocol.clock import Clock
 
@@ -326,7 +325,7 @@ async def open_storage(
     bookie_url: str | None = None,
     fsync: FsyncPolicy = FsyncPolicy.BATCH,
     session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-) -> AsyncIterator[tuple[MetadataStore | None, BookieClient | None]]:
+) -> AsyncIterator[tuple[MetadataStore | None, LedgerBackend | None]]:
     """The broker's storage: in memory, a durable stub in this process, or an external stub.
 
     Args:
@@ -340,7 +339,8 @@ async def open_storage(
             (``metadataStoreSessionTimeoutMillis``).
 
     Yields:
-        ``(metadata, bookie)`` for :func:`open_broker`; ``(None, None)`` for memory.
+        ``(metadata, ledgers)`` for :func:`open_broker`: where entries live (a
+        ``storage.LedgerBackend``); ``(None, None)`` for memory.
 
     Raises:
         RuntimeError: ``data_dir`` is used by another process.
@@ -348,7 +348,7 @@ async def open_storage(
     """
     async with AsyncExitStack() as stack:
         metadata: MetadataStore | None = None
-        bookie: BookieClient | None = None
+        ledgers: LedgerBackend | None = None
         if data_dir is not None:
             # Only ``--data-dir`` hosts the stub in-process: brokers of a cluster skip importing
             # the server, ~6 % of their start-up CPU (docs/performance.md, cluster start-up).
@@ -361,7 +361,7 @@ async def open_storage(
             metadata = await stack.enter_async_context(
                 await RemoteMetadataStore.open(client, session_timeout=session_timeout)
             )
-            bookie = client
+            ledgers = BookieBackend(client)
         if metadata_url is not None and is_etcd_url(metadata_url):
             metadata = await stack.enter_async_context(
                 open_etcd_metadata_store(metadata_url, session_timeout=session_timeout)
@@ -371,8 +371,8 @@ async def open_storage(
                 open_remote_metadata_store(metadata_url, session_timeout=session_timeout)
             )
         if bookie_url is not None:
-            bookie = await stack.enter_async_context(open_stub_client(bookie_url))
-        yield metadata, bookie
+            ledgers = BookieBackend(await stack.enter_async_context(open_stub_client(bookie_url)))
+        yield metadata, ledgers
 
 
 @asynccontextmanager
@@ -383,7 +383,7 @@ async def open_broker(
     metadata: MetadataStore | None = None,
     listen: bool = True,
     admin: bool = True,
-    bookie: BookieClient | None = None,
+    ledgers: LedgerBackend | None = None,
 ) -> AsyncIterator[Broker]:
     """Start a broker; stop it (closing every connection) when the block exits.
 
@@ -395,9 +395,9 @@ async def open_broker(
         listen: Bind the binary protocol port; without it, only :meth:`Broker.start_session`
             serves connections (component tests over in-memory streams).
         admin: Serve the admin HTTP API (needs the asyncio backend: aiohttp).
-        bookie: Where entries live (the stub, see :func:`open_storage`); by default an
-            in-memory ledger store. With a bookie, ledger lists and cursors are persisted in
-            ``metadata`` and topics are recovered from them.
+        ledgers: Where entries live (see :func:`open_storage`); by default an in-memory
+            ledger store. With a durable backend (the stub), ledger lists and cursors are
+            persisted in ``metadata`` and topics are recovered from them.
 
     Yields:
         The running broker.
@@ -485,13 +485,13 @@ async def open_broker(
             topics.check_message_expiry(ns)
 
         namespaces = NamespaceRegistry(on_change=namespace_changed)
-        ledgers = LedgerStore()
+        ledger_store = LedgerStore()
         features = TopicFeatures(config, store)
         topics = await stack.enter_async_context(
             TopicService(
                 config=topic_settings(dynamic.config),
                 clock=clock,
-                ledgers=MemoryBackend(ledgers) if bookie is None else BookieBackend(bookie),
+                ledgers=MemoryBackend(ledger_store) if ledgers is None else ledgers,
                 namespaces=namespaces,
                 metadata=store,
                 features=features,
@@ -545,7 +545,7 @@ async def open_broker(
             namespaces,
             topics,
             ownership,
-            ledgers,
+            ledger_store,
             clock,
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
@@ -559,7 +559,7 @@ async def open_broker(
             topics,
             ownership,
             store,
-            ledgers,
+            ledger_store,
             namespaces,
             clock,
             services,

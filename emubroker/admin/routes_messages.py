@@ -219,7 +219,7 @@ def _nth_unacked(cursor: Cursor, end: int, n: int) -> int | None:
         index += 1
         if index >= end:
             return None
-        if index not in cursor.acked:
+        if not cursor.is_acked(index):
             n -= 1
     return index
 

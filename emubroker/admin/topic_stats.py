@@ -295,14 +295,8 @@ class TopicStatsView:
             return 0  # deleted under us (topic deletion racing this call)
 
 
-def _acked_ranges(topic: Topic, acked: list[int]) -> list[str]:
+def _acked_ranges(topic: Topic, runs: list[tuple[int, int]]) -> list[str]:
     # Pulsar prints individually deleted entries as open-closed ranges: (L:before..L:last].
-    runs: list[list[int]] = []
-    for index in acked:
-        if runs and runs[-1][1] == index - 1:
-            runs[-1][1] = index
-        else:
-            runs.append([index, index])
     position = topic.ledger.position
     return [f"({_pos(position(a - 1))}..{_pos(position(b))}]" for a, b in runs]
 
@@ -311,8 +305,8 @@ def _cursor(topic: Topic, name: str) -> dict[str, Any]:
     sub = topic.subscription(name)
     assert sub is not None  # listed by the topic a moment ago, with no await in between
     ledger, cursor = topic.ledger, sub.cursor
-    acked = sorted(cursor.acked)
-    ranges = _acked_ranges(topic, acked)
+    runs = cursor.ranges()
+    ranges = _acked_ranges(topic, runs)
     read = sub.dispatcher.read_position
     caught_up = read >= ledger.count
     return {
@@ -320,7 +314,7 @@ def _cursor(topic: Topic, name: str) -> dict[str, Any]:
         "readPosition": _pos(_next(topic) if caught_up else ledger.position(read)),
         "waitingReadOp": caught_up and bool(sub.consumers),
         "pendingReadOps": 0,
-        "messagesConsumedCounter": cursor.mark_delete + 1 + len(acked),
+        "messagesConsumedCounter": cursor.mark_delete + 1 + sum(b - a + 1 for a, b in runs),
         "cursorLedger": -1,
         "cursorLedgerLastEntry": -1,
         "individuallyDeletedMessages": "[" + ", ".join(ranges) + "]",

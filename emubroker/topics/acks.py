@@ -124,8 +124,7 @@ class Acknowledgements:
         Returns:
             ``(messages charged, ack_set words, redelivery count)`` for the MESSAGE.
         """
-        cursor = self.cursor
-        mask = cursor.partial.get(index) if cursor.partial else None
+        mask = self.cursor.unacked_mask(index)
         if mask is None:
             charged = num_messages
             ack_set: tuple[int, ...] = ()

@@ -2,8 +2,9 @@
 
 Positions are managed-ledger indexes (see ``managed_ledger``). The cursor is the part of a
 subscription's acknowledgement state that is persisted and outlives the topic object; its owner
-is ``acks.Acknowledgements``, the only caller of the methods that change it (everyone may read
-it). Invariants:
+is ``acks.Acknowledgements``, the only caller of the methods that change it. Everyone else reads
+it through its queries (:meth:`Cursor.is_acked`, :meth:`Cursor.ranges`, :meth:`Cursor.backlog`
+...), never its sets, so that how acknowledgements are kept can change here alone. Invariants:
 
 1. ``mark_delete`` is the last index such that it and everything before it is acknowledged
    (-1: nothing). It only moves forward, except on :meth:`Cursor.reset` (seek).
@@ -161,7 +162,11 @@ class Cursor:
 
     def unacked_mask(self, index: int) -> int | None:
         """The still-unacknowledged bitmask of a partly acknowledged batch, else None."""
-        return self.partial.get(index)
+        return self.partial.get(index) if self.partial else None
+
+    def partial_acks(self) -> list[tuple[int, int]]:
+        """Every partly acknowledged batch as ``(index, still-unacked mask)``, sorted."""
+        return sorted(self.partial.items())
 
     def reset(self, index: int) -> None:
         """Seek: the next entry to deliver becomes ``index``; every other ack is forgotten."""

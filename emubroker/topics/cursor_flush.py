@@ -101,7 +101,7 @@ class CursorFlusher:
             info = CursorInfo(
                 mark_delete=cursor.mark_delete,
                 ranges=cursor.ranges(),
-                batch_acks=sorted(cursor.partial.items()),
+                batch_acks=cursor.partial_acks(),
                 mark_delete_position=ledger.position(cursor.mark_delete),
             )
             await self._metadata.put(cursor_path(topic, name), encode_info(info))

@@ -522,7 +522,7 @@ class Dispatcher:
     def _dispatch_new(self, limit: int = 0) -> None:
         """Read and deliver new entries; with ``limit`` (throttled rounds), one read that big."""
         ledger = self._ledger
-        cursor = self._acks.cursor  # read in place: this loop runs once per entry
+        is_acked = self._acks.cursor.is_acked
         infos = ledger.infos
         end = ledger.count
         batch = limit or max(1, self._settings.dispatcher_max_read_batch_size)
@@ -549,7 +549,7 @@ class Dispatcher:
             ledger_id, first_entry, sections = ledger.read(first, min(end, first + batch) - 1)
             for offset, section in enumerate(sections):
                 index = first + offset
-                if index <= cursor.mark_delete or index in cursor.acked:  # cursor.is_acked
+                if is_acked(index):  # after a reload or a redelivery
                     continue
                 info = infos[index]
                 at = info.deliver_at_time

@@ -137,7 +137,7 @@ async def test_batch_entry_is_judged_by_its_publish_time_as_a_whole() -> None:
         service.check_message_expiry()
         sub = topic.subscription("sub")
         assert sub.cursor.mark_delete == 0
-        assert not sub.cursor.partial
+        assert not sub.cursor.partial_acks()
 
 
 @pytest.mark.anyio

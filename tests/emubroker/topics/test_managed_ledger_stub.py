@@ -183,8 +183,8 @@ async def test_cursors_persist_coalesced_and_resume_after_reopen(fake_clock: Fak
         loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
         restored = loaded["sub"]
         assert restored.mark_delete == 2
-        assert restored.acked == {5, 6}
-        assert restored.partial == {8: 0b101}
+        assert restored.ranges() == [(5, 6)]
+        assert restored.partial_acks() == [(8, 0b101)]
         assert not restored.is_acked(3)
         # The first ledger (0..2) is fully consumed by every cursor: trimmed by the flush.
         assert ml.first_index == 3
