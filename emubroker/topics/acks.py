@@ -124,7 +124,8 @@ class Acknowledgements:
         Returns:
             ``(messages charged, ack_set words, redelivery count)`` for the MESSAGE.
         """
-        mask = self.cursor.unacked_mask(index)
+        partial = self.cursor.partial  # the owner reads it in place: once per delivery
+        mask = partial.get(index) if partial else None
         if mask is None:
             charged = num_messages
             ack_set: tuple[int, ...] = ()

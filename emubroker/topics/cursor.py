@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Container, Iterable
 
 __all__ = ["Cursor", "mask_from_words", "words_from_mask"]
 
@@ -159,6 +159,16 @@ class Cursor:
             self.partial = {i: m for i, m in self.partial.items() if i > index}
         self._advance()
         return True
+
+    def acked_among(self, first: int, end: int) -> Container[int]:
+        """The acknowledged indexes of ``[first, end)``, to test entries of a read against.
+
+        The dispatch hot path asks once per read instead of once per entry; the answer is
+        only for ``in`` tests, and only until the cursor changes.
+        """
+        if self.mark_delete < first:
+            return self.acked  # the usual case: nothing of the read is behind the mark-delete
+        return {*range(first, min(end, self.mark_delete + 1)), *self.acked}
 
     def unacked_mask(self, index: int) -> int | None:
         """The still-unacknowledged bitmask of a partly acknowledged batch, else None."""

@@ -522,7 +522,7 @@ class Dispatcher:
     def _dispatch_new(self, limit: int = 0) -> None:
         """Read and deliver new entries; with ``limit`` (throttled rounds), one read that big."""
         ledger = self._ledger
-        is_acked = self._acks.cursor.is_acked
+        cursor = self._acks.cursor
         infos = ledger.infos
         end = ledger.count
         batch = limit or max(1, self._settings.dispatcher_max_read_batch_size)
@@ -547,9 +547,10 @@ class Dispatcher:
             reads += 1
             first = self.read_position
             ledger_id, first_entry, sections = ledger.read(first, min(end, first + batch) - 1)
+            acked = cursor.acked_among(first, first + len(sections))
             for offset, section in enumerate(sections):
                 index = first + offset
-                if is_acked(index):  # after a reload or a redelivery
+                if index in acked:  # after a reload, a redelivery, a skip
                     continue
                 info = infos[index]
                 at = info.deliver_at_time

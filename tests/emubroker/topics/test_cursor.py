@@ -118,3 +118,21 @@ def test_ack_many_is_ack_for_each_index(before: list[int], acks: list[int]) -> N
         single.partial,
     )
     assert (bulk.version > version) == bool(newly)  # a change, and only a change, is persisted
+
+
+@given(
+    st.integers(-1, 20),
+    st.sets(st.integers(0, 40), max_size=15),
+    st.integers(0, 30),
+    st.integers(0, 15),
+)
+def test_acked_among_answers_as_is_acked(
+    mark_delete: int, acked: set[int], first: int, n: int
+) -> None:
+    """The dispatcher's per-read answer is ``is_acked`` for every index of the read."""
+    c = Cursor(mark_delete)
+    c.ack_many(sorted(acked))
+    among = c.acked_among(first, first + n)
+    assert [i in among for i in range(first, first + n)] == [
+        c.is_acked(i) for i in range(first, first + n)
+    ]
