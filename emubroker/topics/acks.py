@@ -132,8 +132,8 @@ class Acknowledgements:
         else:
             charged = mask.bit_count()
             ack_set = words_from_mask(mask, num_messages)
-        consumer.unacked += charged
-        if consumer.unacked >= self._block_at:
+        unacked = consumer.unacked = consumer.unacked + charged
+        if unacked >= self._block_at:
             consumer.blocked = True
         consumer.pending[index] = charged
         self._pending[index] = consumer

@@ -605,12 +605,13 @@ class Dispatcher:
             ack_set,
             section,
         )
+        size = len(section)
         counters = self._counters
         counters.msg_out += charged
-        counters.bytes_out += len(section)
+        counters.bytes_out += size
         self.msg_out += charged
-        self.bytes_out += len(section)
+        self.bytes_out += size
         self.entries_out += 1
         consumer.msg_out += charged  # per consumer, for admin stats
-        consumer.bytes_out += len(section)
+        consumer.bytes_out += size
         consumer.last_consumed = self._round_ms
