@@ -54,6 +54,13 @@ def heartbeat_namespaces(cluster: str, broker_id: str) -> tuple[NamespaceName, N
     return NamespaceName("pulsar", broker_id, cluster), NamespaceName("pulsar", broker_id)
 
 
+def _cause(exc: BaseException) -> str:
+    """The first leaf of nested exception groups, as ``Type: message``."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
 class HealthChecker:
     """Runs Pulsar's health check against one broker.
 
@@ -111,7 +118,7 @@ class HealthChecker:
                 await self._produce_and_read(topic, content)
                 tg.cancel_scope.cancel()
         except Exception as exc:
-            raise HealthCheckError(f"health check on {topic} failed: {exc}") from exc
+            raise HealthCheckError(f"health check on {topic} failed: {_cause(exc)}") from exc
         if timed_out:
             raise HealthCheckError(f"health check on {topic} timed out after {self._timeout} s")
 

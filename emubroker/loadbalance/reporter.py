@@ -301,34 +301,30 @@ class LoadReporter:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Register, then keep the report current until cancelled; unregisters on the way out.
 
-        ``task_status.started()`` is called once the broker is registered.
+        ``task_status.started()`` is called once the broker is registered. A store closed under
+        the service ends it.
 
         Raises:
             BrokerRegistrationError: Another broker with this id is registered.
             MetadataStoreError: The registration failed (the broker cannot start).
         """
         try:
+            await self.register()
+            task_status.started()
             async with anyio.create_task_group() as tg:
-                await self._keep_registered(tg, task_status)
+                self._start_loops(tg)
+                await self._keep_registered()
                 tg.cancel_scope.cancel()  # the store was closed: nothing more to report to
         finally:
             await self._release()
 
-    async def _keep_registered(
-        self, tg: anyio.abc.TaskGroup, task_status: TaskStatus[None]
-    ) -> None:
-        started = False
+    async def _keep_registered(self) -> None:
+        """Watch the node and write it again whenever it goes; returns when the store closes."""
         while True:
             try:
-                # The watch is open before the node is written, so its loss cannot be missed.
                 async with self._store.watch(self.path) as notifications:
-                    if not started:
-                        await self.register()
-                        task_status.started()
-                        started = True
-                        self._start_loops(tg)
-                    else:
-                        await self._restore()
+                    # Anything that happened before the watch opened is seen here.
+                    await self._restore()
                     async for notification in notifications:
                         if notification.kind is NotificationKind.DELETED:
                             await self._restore()
@@ -336,12 +332,8 @@ class LoadReporter:
             except WatchOverflowError:
                 log.warning("registration %s: notifications were lost; checking it", self.path)
             except StoreClosedError:
-                if not started:
-                    raise
                 return
             except MetadataStoreError as exc:
-                if not started:
-                    raise
                 log.warning(
                     "registration %s failed (%s); retrying in %s s", self.path, exc, RETRY_DELAY
                 )
@@ -353,14 +345,19 @@ class LoadReporter:
             self._every,
             lambda: config().loadBalancerHostUsageCheckIntervalMinutes * 60,
             self._usage_round,
+            "sampling the resource usage",
         )
         tg.start_soon(
-            self._every, lambda: float(config().statsUpdateFrequencyInSecs), self._stats_round
+            self._every,
+            lambda: float(config().statsUpdateFrequencyInSecs),
+            self._stats_round,
+            "sampling the bundle stats",
         )
         tg.start_soon(
             self._every,
             lambda: config().loadBalancerReportUpdateMinIntervalMillis / 1000,
             self.write_if_needed,
+            "writing the report",
         )
 
     async def _usage_round(self) -> None:
@@ -370,7 +367,7 @@ class LoadReporter:
         self.sample_bundles()
 
     async def _every(
-        self, interval: Callable[[], float], action: Callable[[], Awaitable[object]]
+        self, interval: Callable[[], float], action: Callable[[], Awaitable[object]], what: str
     ) -> None:
         """Run ``action`` at a fixed rate (Pulsar's ``scheduleAtFixedRate``), logging failures."""
         deadline = self._clock.now()
@@ -383,4 +380,4 @@ class LoadReporter:
                 return
             except Exception:
                 # Task boundary (STYLE.md §1.17): a failed round is logged, the next one runs.
-                log.exception("load report of %s: %s failed", self.broker_id, action.__name__)
+                log.exception("load report of %s: %s failed", self.broker_id, what)
