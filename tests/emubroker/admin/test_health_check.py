@@ -73,7 +73,7 @@ async def test_a_failure_names_its_cause(fake_clock: FakeClock) -> None:
     async with anyio.create_task_group() as tg:
 
         async def run() -> None:
-            with pytest.raises(HealthCheckError, match="healthcheck failed: .*Error: .*refused"):
+            with pytest.raises(HealthCheckError, match=r"healthcheck failed: .*Error: .*refused"):
                 await checker.check()
 
         tg.start_soon(run)

@@ -73,7 +73,10 @@ def test_rendering_follows_pulsars_generator() -> None:
         "# TYPE pulsar_lb_memory_usage gauge",
         f"pulsar_lb_memory_usage{lb} 30.000002",
     ]
-    first = '{cluster="c1", broker="10.0.0.1", bundle="public/default/0x00000000_0x80000000", metric="bundle"}'
+    first = (
+        '{cluster="c1", broker="10.0.0.1", bundle="public/default/0x00000000_0x80000000", '
+        'metric="bundle"}'
+    )
     second = first.replace("0x00000000_0x80000000", "0x80000000_0xffffffff")
     assert f"pulsar_bundle_msg_rate_in{first} 12.5" in lines
     assert f"pulsar_bundle_msg_rate_out{second} 1.0E-4" in lines
