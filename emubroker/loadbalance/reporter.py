@@ -11,10 +11,11 @@ Three loops on the injected clock, as Pulsar schedules them:
 
 - every ``loadBalancerHostUsageCheckIntervalMinutes``: sample the ``ResourceUsageSource``;
 - every ``statsUpdateFrequencyInSecs``: sample the bundles' stats from the loaded topics;
-- every ``loadBalancerReportUpdateMinIntervalMillis`` (fixed rate): update the report from the
-  latest samples and write it if ``needBrokerDataUpdate`` says so (a change beyond
-  ``loadBalancerReportUpdateThresholdPercentage``, or ``loadBalancerReportUpdateMaxInterval
-  Minutes`` since the last write); the log line names the term that decided.
+- every ``loadBalancerReportUpdateMinIntervalMillis`` (fixed rate), while ``loadBalancerEnabled``:
+  update the report from the latest samples and write it if ``needBrokerDataUpdate`` says so
+  (a change beyond ``loadBalancerReportUpdateThresholdPercentage``, or
+  ``loadBalancerReportUpdateMaxIntervalMinutes`` since the last write); the log line names the
+  term that decided.
 
 Registration refuses to take over a node that another broker with the same id holds (Pulsar's
 ``LockBusyException`` stops that broker's start); a node left by this broker's earlier session
@@ -356,7 +357,7 @@ class LoadReporter:
         tg.start_soon(
             self._every,
             lambda: config().loadBalancerReportUpdateMinIntervalMillis / 1000,
-            self.write_if_needed,
+            self._report_round,
             "writing the report",
         )
 
@@ -365,6 +366,11 @@ class LoadReporter:
 
     async def _stats_round(self) -> None:
         self.sample_bundles()
+
+    async def _report_round(self) -> None:
+        # Pulsar schedules the report task only while the load balancer is enabled.
+        if self._config().loadBalancerEnabled:
+            await self.write_if_needed()
 
     async def _every(
         self, interval: Callable[[], float], action: Callable[[], Awaitable[object]], what: str

@@ -353,3 +353,28 @@ async def test_model_source_reports_the_brokers_own_rates(
         # 500 kB/s = 4000 kbit/s.
         assert data["bandwidthIn"] == {"usage": 4000.0, "limit": 1_000_000.0}
         assert data["msgRateIn"] == 500.0
+
+
+async def test_no_report_is_written_while_the_load_balancer_is_disabled(
+    tree: MemoryMetadataTree, observer: MemoryMetadataStore, fake_clock: FakeClock
+) -> None:
+    usage = SteppedUsage()
+    live = {"config": conf(loadBalancerEnabled=False)}
+    service = LoadReporter(
+        tree.open_session(),
+        fake_clock,
+        broker_id=BROKER,
+        initial=initial(),
+        config=lambda: live["config"],
+        usage=usage,
+        topics=lambda: [],
+        traffic=lambda: (0, 0, 0),
+    )
+    async with running(service):
+        first = (await observer.get(PATH)).version  # type: ignore[union-attr]
+        usage.cpu_percent = 80.0
+        await fake_clock.advance(10.0)
+        assert (await observer.get(PATH)).version == first  # type: ignore[union-attr]
+        live["config"] = conf(loadBalancerEnabled=True)  # dynamic
+        await fake_clock.advance(5.0)
+        assert (await node_json(observer))["cpu"]["usage"] == 160.0
