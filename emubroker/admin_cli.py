@@ -482,7 +482,7 @@ def _reset(client: AdminClient, args: argparse.Namespace) -> Any:
         return client.call(
             "POST", _subscription_path(args) + "/resetcursor", _position(args.message_id)
         )
-    now_ms = AnyioClock().wall_ns() // 1_000_000
+    now_ms = AnyioClock().wall_ms()
     return client.call(
         "POST", _subscription_path(args) + f"/resetcursor/{now_ms - _relative_ms(args.time)}"
     )

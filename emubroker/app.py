@@ -45,6 +45,7 @@ from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
+from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
 from emubroker.metadata.remote import (
     DEFAULT_SESSION_TIMEOUT,
     RemoteMetadataStore,
@@ -60,7 +61,6 @@ from emubroker.net import (
     serve_pulsar,
 )
 from emubroker.policies import (
-    POLICIES_ROOT,
     ClusterData,
     Policies,
     PolicyStore,
@@ -166,9 +166,9 @@ async def bootstrap_metadata(
         replication_clusters=[config.clusterName],
     )
     nodes = [
-        (f"/admin/clusters/{config.clusterName}", cluster),
-        (f"{POLICIES_ROOT}/{DEFAULT_TENANT}", TenantInfo([], [config.clusterName])),
-        *((f"{POLICIES_ROOT}/{namespace}", policies) for namespace in DEFAULT_NAMESPACES),
+        (cluster_path(config.clusterName), cluster),
+        (tenant_path(DEFAULT_TENANT), TenantInfo([], [config.clusterName])),
+        *((namespace_path(namespace), policies) for namespace in DEFAULT_NAMESPACES),
     ]
     for path, value in nodes:
         if await store.exists(path):
@@ -179,33 +179,7 @@ async def bootstrap_metadata(
 
 def topic_settings(config: BrokerConfig) -> TopicSettings:
     """The topic layer's settings from the broker configuration."""
-    return TopicSettings(
-        cluster_name=config.clusterName,
-        allow_auto_topic_creation=config.allowAutoTopicCreation,
-        allow_auto_topic_creation_type=config.allowAutoTopicCreationType,
-        default_num_partitions=config.defaultNumPartitions,
-        dispatcher_max_read_batch_size=config.dispatcherMaxReadBatchSize,
-        max_unacked_messages_per_consumer=config.maxUnackedMessagesPerConsumer,
-        managed_ledger_max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
-        managed_ledger_max_size_per_ledger_mbytes=config.managedLedgerMaxSizePerLedgerMbytes,
-        managed_ledger_min_ledger_rollover_time_minutes=(
-            config.managedLedgerMinLedgerRolloverTimeMinutes
-        ),
-        managed_ledger_max_ledger_rollover_time_minutes=(
-            config.managedLedgerMaxLedgerRolloverTimeMinutes
-        ),
-        managed_ledger_cache_size_mb=config.managedLedgerCacheSizeMB,
-        cursor_flush_interval=1.0 / config.managedLedgerDefaultMarkDeleteRateLimit,
-        delayed_delivery_enabled=config.delayedDeliveryEnabled,
-        key_shared_hash_points=config.subscriptionKeySharedConsistentHashingReplicaPoints,
-        stats_update_frequency=float(config.statsUpdateFrequencyInSecs),
-        max_producers_per_topic=config.maxProducersPerTopic,
-        max_consumers_per_topic=config.maxConsumersPerTopic,
-        max_consumers_per_subscription=config.maxConsumersPerSubscription,
-        max_subscriptions_per_topic=config.maxSubscriptionsPerTopic,
-        ttl_duration_default_in_seconds=config.ttlDurationDefaultInSeconds,
-        message_expiry_check_interval_in_minutes=config.messageExpiryCheckIntervalInMinutes,
-    )
+    return TopicSettings(config)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,6 @@ from emubroker.loadbalance.ownership import (
     BrokerInfo,
     NamespaceEphemeralData,
     OwnershipTable,
-    ownership_path,
 )
 from emubroker.loadbalance.placement import (
     LeastLongTermMessageRate,
@@ -71,5 +70,4 @@ __all__ = [
     "UniformLoadShedder",
     "Unload",
     "UnloadDecision",
-    "ownership_path",
 ]

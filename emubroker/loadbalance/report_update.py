@@ -109,20 +109,10 @@ def report_update_reason(
     max_minutes = conf.loadBalancerReportUpdateMaxIntervalMinutes
     if since > max_minutes * _MINUTE_MS:
         return ReportUpdateReason(MAX_INTERVAL, since / 1000, max_minutes)
+    msg_rate, throughput = _traffic_changes(last, current)
     changes = (
-        (
-            "msgRate",
-            percent_change(
-                last.msg_rate_in + last.msg_rate_out, current.msg_rate_in + current.msg_rate_out
-            ),
-        ),
-        (
-            "msgThroughput",
-            percent_change(
-                last.msg_throughput_in + last.msg_throughput_out,
-                current.msg_throughput_in + current.msg_throughput_out,
-            ),
-        ),
+        ("msgRate", msg_rate),
+        ("msgThroughput", throughput),
         ("numBundles", percent_change(last.num_bundles, current.num_bundles)),
         (
             RESOURCE_USAGE,
@@ -164,13 +154,7 @@ def need_broker_load_data_update(
         return True
     changes = (
         100.0 * abs(last.max_resource_usage - current.max_resource_usage),
-        percent_change(
-            last.msg_rate_in + last.msg_rate_out, current.msg_rate_in + current.msg_rate_out
-        ),
-        percent_change(
-            last.msg_throughput_in + last.msg_throughput_out,
-            current.msg_throughput_in + current.msg_throughput_out,
-        ),
+        *_traffic_changes(last, current),
         percent_change(last.bundle_count, current.bundle_count),
     )
     # Math.max propagates NaN, and NaN > threshold is false.
