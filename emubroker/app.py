@@ -39,9 +39,10 @@ from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
-from emubroker.load_reporting import build_load_reporter
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.leader_election import LeaderElectionService
+from emubroker.loadbalance.report_wiring import build_load_reporter
+from emubroker.loadbalance.trace_sink import LoadBalancerTraceSink
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -589,6 +590,15 @@ async def open_broker(
         # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
         # ModularLoadManagerImpl.start).
         traffic = TrafficCounter()
+        load_trace = (
+            LoadBalancerTraceSink(
+                config.emubrokerLoadBalancerTraceDir, broker_id=broker_id_of(config)
+            )
+            if config.emubrokerLoadBalancerTraceDir
+            else None
+        )
+        if load_trace is not None:
+            await tg.start(load_trace.run)
         load_reporter = build_load_reporter(
             store,
             clock,
@@ -597,7 +607,8 @@ async def open_broker(
             urls=(f"http://{broker_id_of(config)}", admin_url_tls, service_url, service_url_tls),
             topics=topics,
             ownership=ownership,
-            traffic=traffic,
+            traffic=traffic.snapshot,
+            trace=load_trace,
         )
         await tg.start(load_reporter.run)
         admin_context = _admin_context(

@@ -107,6 +107,8 @@ class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True
     emubrokerAvailableProcessors: _Count = 0
     emubrokerMaxMemoryMB: _Count = 0
     emubrokerModelMsgRatePerCore: Annotated[float, msgspec.Meta(gt=0)] = 100_000.0
+    # Ours: where the broker writes its load-balancer trace (docs/load-balancer-trace.md).
+    emubrokerLoadBalancerTraceDir: str = ""
     # Resource weights (spec §0.2); the misspelt Bandwith keys are Pulsar's deprecated aliases.
     loadBalancerCPUResourceWeight: _Weight = 1.0
     loadBalancerMemoryResourceWeight: _Weight = 0.0

@@ -10,32 +10,23 @@ else wrote: a node that does not parse is logged and treated as absent, never ra
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from emubroker.loadbalance.codec import LoadDataDecodeError, decode
 from emubroker.loadbalance.data import LocalBrokerData
+from emubroker.metadata.paths import LOAD_REPORTS_ROOT, load_report_path
 
 if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
 
 __all__ = [
-    "LOADBALANCE_BROKERS_ROOT",
     "available_brokers",
-    "broker_path",
     "decode_report",
     "read_report",
     "read_reports",
 ]
 
 log = logging.getLogger(__name__)
-
-LOADBALANCE_BROKERS_ROOT: Final = "/loadbalance/brokers"
-"""Pulsar's ``LoadManager.LOADBALANCE_BROKERS_ROOT``."""
-
-
-def broker_path(broker_id: str) -> str:
-    """The registration node of a broker (``host:webServicePort``)."""
-    return f"{LOADBALANCE_BROKERS_ROOT}/{broker_id}"
 
 
 def decode_report(broker_id: str, value: bytes) -> LocalBrokerData | None:
@@ -53,7 +44,7 @@ async def available_brokers(store: MetadataStore) -> list[str]:
     Raises:
         MetadataStoreError: The store failed.
     """
-    return await store.children(LOADBALANCE_BROKERS_ROOT)
+    return await store.children(LOAD_REPORTS_ROOT)
 
 
 async def read_report(store: MetadataStore, broker_id: str) -> LocalBrokerData | None:
@@ -62,7 +53,7 @@ async def read_report(store: MetadataStore, broker_id: str) -> LocalBrokerData |
     Raises:
         MetadataStoreError: The store failed (an invalid id included).
     """
-    node = await store.get(broker_path(broker_id))
+    node = await store.get(load_report_path(broker_id))
     return None if node is None else decode_report(broker_id, node.value)
 
 

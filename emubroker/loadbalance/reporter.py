@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Final
 import anyio
 import msgspec
 
-from emubroker.loadbalance.broker_registry import broker_path, decode_report
+from emubroker.loadbalance.broker_registry import decode_report
 from emubroker.loadbalance.bundle_sampler import BundleStatsSampler
 from emubroker.loadbalance.codec import encode
 from emubroker.loadbalance.data import LocalBrokerData, TimeAverageBrokerData
-from emubroker.loadbalance.report_update import report_update_reason
+from emubroker.loadbalance.report_update import MAX_INTERVAL, report_update_reason
 from emubroker.loadbalance.usage import SystemResourceUsage
 from emubroker.loadbalance.usage_sources import BrokerActivity
 from emubroker.metadata import (
@@ -46,6 +46,7 @@ from emubroker.metadata import (
     StoreClosedError,
     WatchOverflowError,
 )
+from emubroker.metadata.paths import broker_time_average_path, load_report_path
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
 
 __all__ = [
-    "TIME_AVERAGE_ROOT",
     "BrokerRegistrationError",
     "LoadReportStatistics",
     "LoadReporter",
@@ -69,8 +69,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TIME_AVERAGE_ROOT: Final = "/loadbalance/broker-time-average"
-"""Pulsar's ``BROKER_TIME_AVERAGE_BASE_PATH``."""
+FIRST_REASON: Final = "first"
+CHANGE_REASON: Final = "change"
+MAX_INTERVAL_REASON: Final = "max_interval"
+"""Why a report was written, as the load-balancer trace spells it."""
 
 RETRY_DELAY: Final = 5.0
 """Seconds before a failed re-registration is tried again."""
@@ -116,6 +118,9 @@ class LoadReporter:
         usage: Where resource usages come from.
         topics: The loaded topics' counters, each with its bundle.
         traffic: The broker's session byte totals ``(in, out, buffered)``.
+        on_written: Called with each report written and why: ``first`` (registration, and
+            registering again after the session was lost), ``change`` or ``max_interval`` (the
+            load-balancer trace's ``reason``).
     """
 
     def __init__(
@@ -129,11 +134,13 @@ class LoadReporter:
         usage: ResourceUsageSource,
         topics: Callable[[], Iterable[TopicTraffic]],
         traffic: Callable[[], tuple[int, int, int]],
+        on_written: Callable[[LocalBrokerData, str], None] | None = None,
     ) -> None:
         self._store = store
+        self._on_written = on_written
         self._clock = clock
         self.broker_id = broker_id
-        self.path = broker_path(broker_id)
+        self.path = load_report_path(broker_id)
         self._config = config
         self._source = usage
         self._topics = topics
@@ -202,6 +209,7 @@ class LoadReporter:
         if reason is not None:
             await self._write(now_ms)
             self._reason = reason
+            self._written(MAX_INTERVAL_REASON if reason.term == MAX_INTERVAL else CHANGE_REASON)
             log.info(
                 "load report written to %s: %s (%s)",
                 self.path,
@@ -217,8 +225,15 @@ class LoadReporter:
         self._last.update_from(self._local)
         self._writes += 1
 
+    def _written(self, why: str) -> None:
+        if self._on_written is not None:
+            try:
+                self._on_written(self._local, why)
+            except Exception:
+                log.exception("load report of %s: recording the write failed", self.broker_id)
+
     def _now_ms(self) -> int:
-        return self._clock.wall_ns() // 1_000_000
+        return self._clock.wall_ms()
 
     # ---- registration -----------------------------------------------------------------------
 
@@ -239,8 +254,9 @@ class LoadReporter:
         self._last.update_from(self._local)
         self._writes += 1
         self._registered = True
+        self._written(FIRST_REASON)
         await self._store.put(
-            f"{TIME_AVERAGE_ROOT}/{self.broker_id}", encode(TimeAverageBrokerData())
+            broker_time_average_path(self.broker_id), encode(TimeAverageBrokerData())
         )
         log.info("registered broker %s at %s", self.broker_id, self.path)
 
@@ -281,6 +297,7 @@ class LoadReporter:
         self.load_report()
         await self._acquire()
         self._writes += 1
+        self._written(FIRST_REASON)
 
     async def _release(self) -> None:
         if not self._registered:

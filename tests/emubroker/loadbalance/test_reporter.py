@@ -95,8 +95,10 @@ def reporter(
     topics: Any = None,
     traffic: Any = None,
     data: LocalBrokerData | None = None,
+    written: list[tuple[str, float]] | None = None,
 ) -> LoadReporter:
     live = config or conf()
+    log = written if written is not None else []
     return LoadReporter(
         store,
         clock,
@@ -106,6 +108,7 @@ def reporter(
         usage=usage or SteppedUsage(),
         topics=topics or (lambda: []),
         traffic=traffic or (lambda: (0, 0, 0)),
+        on_written=lambda report, why: log.append((why, report.cpu.usage)),
     )
 
 
@@ -177,10 +180,11 @@ async def test_a_report_is_written_only_when_usage_moves_past_the_threshold(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     usage = SteppedUsage()
+    reasons: list[tuple[str, float]] = []
     caplog.set_level(logging.INFO, logger="emubroker.loadbalance.reporter")
     async with (
         tree.open_session() as store,
-        running(reporter(store, fake_clock, usage=usage)),
+        running(reporter(store, fake_clock, usage=usage, written=reasons)),
     ):
         first = (await observer.get(PATH)).version  # type: ignore[union-attr]
         usage.cpu_percent = 9.0  # 9 points: below the 10 % threshold
@@ -203,6 +207,8 @@ async def test_a_report_is_written_only_when_usage_moves_past_the_threshold(
         assert (await observer.get(PATH)).version == first + 1  # type: ignore[union-attr]
         await fake_clock.advance(0.1)
         assert (await observer.get(PATH)).version == first + 2  # type: ignore[union-attr]
+    # Every write was handed on with its reason (the load-balancer trace's report rows).
+    assert reasons == [("first", 0.0), ("change", 50.0), ("change", 120.0)]
 
 
 async def test_traffic_moves_the_report_through_the_message_rate(
@@ -236,7 +242,11 @@ async def test_max_interval_forces_a_write_and_accepts_fractions(
 ) -> None:
     caplog.set_level(logging.INFO, logger="emubroker.loadbalance.reporter")
     config = conf(loadBalancerReportUpdateMaxIntervalMinutes=0.25)  # 15 s
-    async with tree.open_session() as store, running(reporter(store, fake_clock, config=config)):
+    written: list[tuple[str, float]] = []
+    async with (
+        tree.open_session() as store,
+        running(reporter(store, fake_clock, config=config, written=written)),
+    ):
         first = (await observer.get(PATH)).version  # type: ignore[union-attr]
         await fake_clock.advance(15.0)  # exactly 15 s: not more than the interval yet
         assert (await observer.get(PATH)).version == first  # type: ignore[union-attr]
@@ -245,12 +255,14 @@ async def test_max_interval_forces_a_write_and_accepts_fractions(
         [line] = [r.getMessage() for r in caplog.records if "load report written" in r.getMessage()]
         assert "20.0 s since the last write" in line
         assert "loadBalancerReportUpdateMaxIntervalMinutes=0.25" in line
+    assert [why for why, _ in written] == ["first", "max_interval"]
 
 
 async def test_the_node_comes_back_when_the_session_expires(
     tree: MemoryMetadataTree, observer: MemoryMetadataStore, fake_clock: FakeClock
 ) -> None:
-    async with tree.open_session() as store, running(reporter(store, fake_clock)):
+    written: list[tuple[str, float]] = []
+    async with tree.open_session() as store, running(reporter(store, fake_clock, written=written)):
         await anyio.wait_all_tasks_blocked()  # the reporter watches its node
         await store.expire_session()
         await anyio.wait_all_tasks_blocked()
@@ -258,6 +270,7 @@ async def test_the_node_comes_back_when_the_session_expires(
         assert node is not None
         assert node.ephemeral
         assert (await store.get(PATH)).created_by_self  # type: ignore[union-attr]
+        assert [why for why, _ in written] == ["first", "first"]
     assert await observer.get(PATH) is None
 
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from emubroker.config import ConfigError, load_config
-from emubroker.load_reporting import resource_limits, usage_source
 from emubroker.loadbalance.psutil_source import MIB, PsutilUsageSource
+from emubroker.loadbalance.report_wiring import resource_limits, usage_source
 from emubroker.loadbalance.usage import ResourceUsage
 from emubroker.loadbalance.usage_sources import (
     BrokerActivity,

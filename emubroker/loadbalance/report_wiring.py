@@ -1,18 +1,21 @@
 """Wiring of a broker's load report: its usage source, its topics' traffic and its fixed fields.
 
-Part of the composition root (``app.py`` calls :func:`build_load_reporter`): the load reporter
-(``loadbalance.reporter``) knows neither the topic service nor the network layer, so this module
-hands it plain callables over them, and picks the ``ResourceUsageSource`` the configuration names
-(docs/load-balancing.md, "Load reports").
+The composition root (``app.py``) calls :func:`build_load_reporter` with the topic service and
+the sessions' byte counter. The load layer does not import either (``topics`` and
+``loadbalance`` are independent layers): it reads the topic service's statistics through the
+structural :class:`TopicStatsSource` and the counter through a plain callable. This module also
+picks the ``ResourceUsageSource`` the configuration names (docs/load-balancing.md, "Load
+reports").
 """
 
 from __future__ import annotations
 
 import logging
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from emubroker.config import ConfigError
+from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.bundle_sampler import TopicTraffic
 from emubroker.loadbalance.data import AdvertisedListener, LocalBrokerData
 from emubroker.loadbalance.psutil_source import (
@@ -22,6 +25,7 @@ from emubroker.loadbalance.psutil_source import (
     nic_speed_kbps,
 )
 from emubroker.loadbalance.reporter import LoadReporter
+from emubroker.loadbalance.trace import report_record
 from emubroker.loadbalance.usage_sources import (
     DEFAULT_MODEL_NIC_SPEED_GBPS,
     KBIT_PER_GBIT,
@@ -34,17 +38,53 @@ from emubroker.loadbalance.usage_sources import (
 from emubroker.naming import TopicName
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.ownership import OwnershipTable
+    from emubroker.loadbalance.trace_sink import LoadBalancerTraceSink
     from emubroker.loadbalance.usage_sources import ResourceUsageSource
     from emubroker.metadata import MetadataStore
-    from emubroker.net import TrafficCounter
-    from emubroker.topics.service import TopicService
     from protocol.clock import Clock
 
-__all__ = ["BROKER_VERSION", "build_load_reporter", "resource_limits", "usage_source"]
+__all__ = [
+    "BROKER_VERSION",
+    "TopicStatsSource",
+    "build_load_reporter",
+    "resource_limits",
+    "usage_source",
+]
+
+
+class _TopicCounters(Protocol):
+    """What a topic's statistics snapshot (``topics.stats.TopicStats``) carries for the report."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def msg_in(self) -> int: ...
+    @property
+    def bytes_in(self) -> int: ...
+    @property
+    def msg_out(self) -> int: ...
+    @property
+    def bytes_out(self) -> int: ...
+    @property
+    def producers(self) -> int: ...
+    @property
+    def consumers(self) -> int: ...
+
+
+class _ServiceCounters(Protocol):
+    @property
+    def topics(self) -> Sequence[_TopicCounters]: ...
+
+
+class TopicStatsSource(Protocol):
+    """The topic service as the report reads it: ``TopicService.statistics()``."""
+
+    def statistics(self) -> _ServiceCounters: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +156,7 @@ def initial_report(
 
 
 def topic_traffic(
-    topics: TopicService, ownership: OwnershipTable
+    topics: TopicStatsSource, ownership: OwnershipTable
 ) -> Callable[[], list[TopicTraffic]]:
     """The loaded topics' counters with their bundles, read through the topic service's stats.
 
@@ -149,9 +189,10 @@ def build_load_reporter(
     broker_id: str,
     config: Callable[[], BrokerConfig],
     urls: tuple[str, str, str, str],
-    topics: TopicService,
+    topics: TopicStatsSource,
     ownership: OwnershipTable,
-    traffic: TrafficCounter,
+    traffic: Callable[[], tuple[int, int, int]],
+    trace: LoadBalancerTraceSink | None = None,
 ) -> LoadReporter:
     """The broker's load reporter; run it before the broker serves lookups.
 
@@ -163,13 +204,35 @@ def build_load_reporter(
         urls: ``(http, https, pulsar, pulsar+ssl)`` URLs, empty when not served.
         topics: The topic service (its statistics give the bundles' traffic).
         ownership: Maps topics to bundles.
-        traffic: The sessions' byte counter.
+        traffic: The sessions' byte totals ``(in, out, buffered)`` (``TrafficCounter.snapshot``).
+        trace: Where a ``report`` row goes for each report written (the load-balancer trace).
 
     Raises:
         ConfigError: The usage source cannot be built (see :func:`usage_source`).
     """
     start = config()
     web_url, web_url_tls, service_url, service_url_tls = urls
+    on_written = None
+    if trace is not None:
+        sink = trace
+
+        def on_written(report: LocalBrokerData, why: str) -> None:
+            live = config()
+            manager = (
+                "extensible" if live.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER else "modular"
+            )
+            sink.append(
+                report_record(
+                    broker_id,
+                    report,
+                    live,
+                    wall_ns=clock.wall_ns(),
+                    monotonic=clock.now(),
+                    reason=why,
+                    load_manager=manager,
+                )
+            )
+
     return LoadReporter(
         store,
         clock,
@@ -184,5 +247,6 @@ def build_load_reporter(
         config=config,
         usage=usage_source(start, broker_id),
         topics=topic_traffic(topics, ownership),
-        traffic=traffic.snapshot,
+        traffic=traffic,
+        on_written=on_written,
     )
