@@ -41,8 +41,7 @@ from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.leader_election import LeaderElectionService
-from emubroker.loadbalance.report_wiring import build_load_reporter
-from emubroker.loadbalance.trace_sink import LoadBalancerTraceSink
+from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -590,13 +589,7 @@ async def open_broker(
         # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
         # ModularLoadManagerImpl.start).
         traffic = TrafficCounter()
-        load_trace = (
-            LoadBalancerTraceSink(
-                config.emubrokerLoadBalancerTraceDir, broker_id=broker_id_of(config)
-            )
-            if config.emubrokerLoadBalancerTraceDir
-            else None
-        )
+        load_trace = load_balancer_trace(config, broker_id_of(config))
         if load_trace is not None:
             await tg.start(load_trace.run)
         load_reporter = build_load_reporter(

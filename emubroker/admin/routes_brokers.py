@@ -37,6 +37,7 @@ from emubroker.admin.http import context, json_response, no_content
 from emubroker.dynamic_config import DynamicConfigError
 from emubroker.handlers.common import SERVER_VERSION
 from emubroker.loadbalance.broker_registry import available_brokers, read_report
+from emubroker.metadata import InvalidPathError
 
 # Pulsar's validateClusterOwnership accepts these without a cluster lookup (isValidCluster).
 _ANY_CLUSTER = frozenset({"global"})
@@ -89,14 +90,16 @@ async def _maybe_redirect_to_broker(request: web.Request, broker_id: str) -> Non
     cleaned = broker_id.removeprefix("http://").removeprefix("https://")
     if cleaned == ctx.broker_id or f"http://{cleaned}" == ctx.web_service_url:
         return
-    report = await read_report(ctx.metadata, cleaned)
-    if report is None:
-        raise RestError(NOT_FOUND, f"Broker id '{broker_id}' not found in available brokers.")
-    url = report.web_service_url
-    if (request.secure or not url) and report.web_service_url_tls:
+    not_found = RestError(NOT_FOUND, f"Broker id '{broker_id}' not found in available brokers.")
+    try:
+        report = await read_report(ctx.metadata, cleaned)
+    except InvalidPathError:  # not a host:port: no broker has that id
+        raise not_found from None
+    url = None if report is None else report.web_service_url
+    if report is not None and (request.secure or not url) and report.web_service_url_tls:
         url = report.web_service_url_tls
     if not url:
-        raise RestError(NOT_FOUND, f"Broker id '{broker_id}' not found in available brokers.")
+        raise not_found
     raise _redirect(request, url)
 
 

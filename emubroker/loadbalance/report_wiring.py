@@ -26,6 +26,7 @@ from emubroker.loadbalance.psutil_source import (
 )
 from emubroker.loadbalance.reporter import LoadReporter
 from emubroker.loadbalance.trace import report_record
+from emubroker.loadbalance.trace_sink import LoadBalancerTraceSink
 from emubroker.loadbalance.usage_sources import (
     DEFAULT_MODEL_NIC_SPEED_GBPS,
     KBIT_PER_GBIT,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.ownership import OwnershipTable
-    from emubroker.loadbalance.trace_sink import LoadBalancerTraceSink
     from emubroker.loadbalance.usage_sources import ResourceUsageSource
     from emubroker.metadata import MetadataStore
     from protocol.clock import Clock
@@ -51,6 +51,7 @@ __all__ = [
     "BROKER_VERSION",
     "TopicStatsSource",
     "build_load_reporter",
+    "load_balancer_trace",
     "resource_limits",
     "usage_source",
 ]
@@ -135,6 +136,12 @@ def usage_source(config: BrokerConfig, broker_id: str) -> ResourceUsageSource:
     except UsageScriptError as exc:
         raise ConfigError(f"emubrokerResourceUsageScript: {exc}") from exc
     return ScriptedUsageSource(limits, steps)
+
+
+def load_balancer_trace(config: BrokerConfig, broker_id: str) -> LoadBalancerTraceSink | None:
+    """The broker's load-balancer trace sink, if ``emubrokerLoadBalancerTraceDir`` is set."""
+    directory = config.emubrokerLoadBalancerTraceDir
+    return LoadBalancerTraceSink(directory, broker_id=broker_id) if directory else None
 
 
 def initial_report(

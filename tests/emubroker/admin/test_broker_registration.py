@@ -123,6 +123,13 @@ async def test_health_produces_and_reads_on_the_heartbeat_topic(fake_clock: Fake
             404,
             "Broker id '10.9.9.9:1' not found in available brokers.",
         )
+        # Not a broker id at all (it would not even be a metadata path): still a 404.
+        await admin.fails(
+            "GET",
+            "/admin/v2/brokers/health?brokerId=a//b",
+            404,
+            "Broker id 'a//b' not found in available brokers.",
+        )
 
 
 async def test_health_of_another_broker_redirects(fake_clock: FakeClock) -> None:
