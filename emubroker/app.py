@@ -33,12 +33,15 @@ from emubroker.admin import (
     build_admin_app,
     serve_admin,
 )
+from emubroker.admin.health_check import HealthChecker, heartbeat_namespaces
+from emubroker.admin.metrics_loadbalance import render_load_balancing_metrics
 from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.leader_election import LeaderElectionService
+from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -50,7 +53,13 @@ from emubroker.metadata.remote import (
 )
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
-from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
+from emubroker.net import (
+    Session,
+    TrafficCounter,
+    bind_tcp_sockets,
+    listener_from_sockets,
+    serve_pulsar,
+)
 from emubroker.policies import (
     ClusterData,
     Policies,
@@ -68,6 +77,7 @@ from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
 from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
+from protocol.client.transport import StreamTransport, memory_byte_stream_pair
 from protocol.clock import AnyioClock
 from protocol.framing import FRAME_PADDING
 from storage_stub.client import open_stub_client
@@ -79,6 +89,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
+    from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
     from emubroker.topics.handles import TopicHandle
     from protocol.clock import Clock
@@ -191,6 +202,9 @@ class Broker:
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
         leader_election: This broker's part in the cluster's leader election.
+        load_reporter: This broker's load report (its registration under
+            ``/loadbalance/brokers``).
+        traffic: Bytes its client connections carried (its own bandwidth).
         service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
         admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
     """
@@ -211,6 +225,8 @@ class Broker:
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
     leader_election: LeaderElectionService | None = None
+    load_reporter: LoadReporter | None = None
+    traffic: TrafficCounter | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
 
@@ -232,7 +248,18 @@ class Broker:
             clock=self.clock,
             max_frame_size=config.maxMessageSize + FRAME_PADDING,
             keepalive_interval=config.keepAliveIntervalSeconds,
+            traffic=self.traffic,
         )
+
+    async def connect_in_memory(self, host: str, port: int) -> StreamTransport:
+        """A client transport to this broker over an in-memory stream.
+
+        A ``protocol.client`` ``Connector`` (host and port are ignored): the broker's own
+        health check connects with it.
+        """
+        client_end, server_end = memory_byte_stream_pair()
+        self.start_session(server_end)
+        return StreamTransport(client_end)
 
 
 def _record_bundles(
@@ -261,11 +288,21 @@ def _admin_context(
     schemas: SchemaService | None,
     compaction: CompactionService | None,
     leader_election: LeaderElectionService,
+    load_reporter: LoadReporter,
+    health: HealthChecker,
     security: Security | None = None,
 ) -> AdminContext:
     config = dynamic.config
     broker_id = broker_id_of(config)
     tracker = RateTracker(clock=clock)
+
+    def load_balancing_metrics() -> str:
+        return render_load_balancing_metrics(
+            load_reporter.statistics(),
+            cluster=config.clusterName,
+            broker=config.advertised_host(),
+            bundles=dynamic.config.exposeBundlesMetricsInPrometheus,
+        )
 
     def dedup_enabled(topic: TopicHandle) -> bool:
         policies = namespaces.policies(topic.name.namespace)
@@ -280,16 +317,20 @@ def _admin_context(
         # The configured address even when the API is not served (component tests).
         web_service_url=f"http://{broker_id}",
         dynamic=dynamic,
+        metadata=store,
         policies=PolicyStore(store),
         namespaces=namespaces,
         topics=topics,
         ownership=ownership,
+        load_reporter=load_reporter,
+        health=health,
         metrics=MetricsCollector(
             topics.statistics,
             clock=clock,
             cluster=config.clusterName,
             tracker=tracker,
             leader_election=leader_election.statistics,
+            load_balancing=load_balancing_metrics,
         ),
         stats=TopicStatsView(
             topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
@@ -485,6 +526,13 @@ async def open_broker(
             topics.check_message_expiry(ns)
 
         namespaces = NamespaceRegistry(on_change=namespace_changed)
+        # A broker's heartbeat namespaces exist without policies (Pulsar's NamespaceService
+        # registers them at start): its health check produces and reads there.
+        heartbeat = frozenset(heartbeat_namespaces(config.clusterName, broker_id_of(config)))
+
+        def namespace_exists(namespace: NamespaceName) -> bool:
+            return namespace in heartbeat or namespaces(namespace)
+
         ledger_store = LedgerStore()
         features = TopicFeatures(config, store)
         topics = await stack.enter_async_context(
@@ -492,7 +540,7 @@ async def open_broker(
                 config=topic_settings(dynamic.config),
                 clock=clock,
                 ledgers=MemoryBackend(ledger_store) if ledgers is None else ledgers,
-                namespaces=namespaces,
+                namespaces=namespace_exists,
                 metadata=store,
                 features=features,
                 throttling=throttling,
@@ -517,7 +565,7 @@ async def open_broker(
             config=config,
             topics=topics,
             ownership=ownership,
-            namespace_exists=namespaces,
+            namespace_exists=namespace_exists,
             listeners=config.listeners(),
             schemas=SchemaService(schema_registry, features),
             security=security,
@@ -539,6 +587,24 @@ async def open_broker(
             service_url=f"http://{broker_id_of(config)}",
         )
         await tg.start(leader_election.run)
+        # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
+        # ModularLoadManagerImpl.start).
+        traffic = TrafficCounter()
+        load_trace = load_balancer_trace(config, broker_id_of(config))
+        if load_trace is not None:
+            await tg.start(load_trace.run)
+        load_reporter = build_load_reporter(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            config=lambda: dynamic.config,
+            urls=(f"http://{broker_id_of(config)}", admin_url_tls, service_url, service_url_tls),
+            topics=topics,
+            ownership=ownership,
+            traffic=traffic.snapshot,
+            trace=load_trace,
+        )
+        await tg.start(load_reporter.run)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -550,6 +616,13 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
             leader_election=leader_election,
+            load_reporter=load_reporter,
+            health=HealthChecker(
+                cluster=config.clusterName,
+                broker_id=broker_id_of(config),
+                connector=lambda host, port: broker.connect_in_memory(host, port),
+                clock=clock,
+            ),
             security=security,
         )
         broker = Broker(
@@ -569,6 +642,8 @@ async def open_broker(
             dynamic=dynamic,
             admin=admin_context,
             leader_election=leader_election,
+            load_reporter=load_reporter,
+            traffic=traffic,
             service_url_tls=service_url_tls,
             admin_url_tls=admin_url_tls,
         )
@@ -582,6 +657,7 @@ async def open_broker(
                     clock=clock,
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
+                    traffic=traffic,
                 )
             )
         if pulsar_tls_sockets:
@@ -594,6 +670,7 @@ async def open_broker(
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
                     ssl_context=security.ssl_context,
+                    traffic=traffic,
                 )
             )
         if admin_sockets or admin_tls_sockets:
