@@ -15,6 +15,7 @@ from emubroker.topics.stats import ConsumerActivity
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.stats import ConsumerStats
     from protocol.commands import AckType, MessageIdData
@@ -49,6 +50,9 @@ class ConsumerOwner(Protocol):
 class ConsumerRecord(ConsumerActivity):
     """What every consumer is, of either topic kind: what the pickers read (``pickers.Member``).
 
+    Made from the SUBSCRIBE that asked for it and the session it goes to; its stats key comes
+    from the topic's counters.
+
     Attributes:
         consumer_id: The client-chosen id.
         name: The consumer name (Failover ordering, Key_Shared ring points).
@@ -73,14 +77,14 @@ class ConsumerRecord(ConsumerActivity):
         "unacked",
     )
 
-    def __init__(
-        self, consumer_id: int, name: str, sink: ConsumerSink, priority_level: int
-    ) -> None:
+    def __init__(self, request: SubscribeRequest, sink: ConsumerSink, stats_key: int) -> None:
         super().__init__()
-        self.consumer_id = consumer_id
-        self.name = name
+        self.consumer_id = request.consumer_id
+        self.name = request.consumer_name
         self.sink = sink
-        self.priority_level = priority_level
+        self.priority_level = request.priority_level
+        self.metadata = dict(request.metadata)
+        self.stats_key = stats_key
         self.permits = 0  # a new subscribe starts from zero (§7.1, checklist item 10)
         self.unacked = 0
         self.blocked = False
@@ -98,14 +102,9 @@ class Consumer(ConsumerRecord):
     __slots__ = ("_owner", "pending")
 
     def __init__(
-        self,
-        consumer_id: int,
-        name: str,
-        sink: ConsumerSink,
-        priority_level: int,
-        owner: ConsumerOwner,
+        self, request: SubscribeRequest, sink: ConsumerSink, stats_key: int, owner: ConsumerOwner
     ) -> None:
-        super().__init__(consumer_id, name, sink, priority_level)
+        super().__init__(request, sink, stats_key)
         self.pending: dict[int, int] = {}
         self._owner = owner
 

@@ -65,13 +65,12 @@ class NonPersistentConsumer(ConsumerRecord):
 
     def __init__(
         self,
-        consumer_id: int,
-        name: str,
+        request: SubscribeRequest,
         sink: ConsumerSink,
-        priority_level: int,
+        stats_key: int,
         subscription: NonPersistentSubscription,
     ) -> None:
-        super().__init__(consumer_id, name, sink, priority_level)
+        super().__init__(request, sink, stats_key)
         self._subscription = subscription
 
     def flow(self, permits: int) -> None:
@@ -336,11 +335,7 @@ class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
         created = sub is None
         if sub is None:
             sub = NonPersistentSubscription(name, self)
-        consumer = NonPersistentConsumer(
-            request.consumer_id, request.consumer_name, sink, request.priority_level, sub
-        )
-        consumer.metadata = dict(request.metadata)
-        consumer.stats_key = self.counters.next_handle_key()
+        consumer = NonPersistentConsumer(request, sink, self.counters.next_handle_key(), sub)
         sub.add(
             consumer,
             request.sub_type,

@@ -176,11 +176,7 @@ class Subscription:
         dispatcher = self.dispatcher
         dispatcher.check_join(self.name, request.sub_type, request.key_shared_meta)
         check_subscription_consumers(max_consumers, self.rules, len(self.consumers))
-        consumer = Consumer(
-            request.consumer_id, request.consumer_name, sink, request.priority_level, self
-        )
-        consumer.metadata = dict(request.metadata)
-        consumer.stats_key = self._counters.next_handle_key()
+        consumer = Consumer(request, sink, self._counters.next_handle_key(), self)
         dispatcher.add_consumer(consumer, request.key_shared_meta)
         return consumer
 

@@ -9,7 +9,8 @@ from emubroker.topics.acks import AckChange, Acknowledgements
 from emubroker.topics.consumer import Consumer
 from emubroker.topics.cursor import Cursor, words_from_mask
 from emubroker.topics.managed_ledger import LedgerPolicy, ManagedLedger
-from protocol.commands import MessageIdData
+from emubroker.topics.requests import SubscribeRequest
+from protocol.commands import MessageIdData, SubType
 from storage_stub.ledger import LedgerStore
 from tests.emubroker.topics.helpers import FakeConsumerSink, make_entry
 
@@ -26,7 +27,10 @@ def _ledger(entries: int, *, batch: int | None = None) -> ManagedLedger:
 
 def _consumer(name: str = "c") -> Consumer:
     owner: Any = None  # the owner never calls back into the consumer's subscription
-    return Consumer(1, name, FakeConsumerSink(), 0, owner)
+    request = SubscribeRequest(
+        subscription="s", sub_type=SubType.SHARED, consumer_id=1, consumer_name=name
+    )
+    return Consumer(request, FakeConsumerSink(), 1, owner)
 
 
 def _ids(ml: ManagedLedger, *indexes: int, ack_set: tuple[int, ...] = ()) -> list[MessageIdData]:
