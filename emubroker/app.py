@@ -40,8 +40,11 @@ from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
+from emubroker.loadbalance.assignment import FewestBundlesSelector
 from emubroker.loadbalance.leader_election import LeaderElectionService
+from emubroker.loadbalance.lookup import BundleLookup
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
+from emubroker.loadbalance.unloading import BundleUnloader
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -91,6 +94,7 @@ if TYPE_CHECKING:
 
     from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
+    from emubroker.naming import NamespaceBundle
     from emubroker.topics.handles import TopicHandle
     from protocol.clock import Clock
 
@@ -202,6 +206,9 @@ class Broker:
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
         leader_election: This broker's part in the cluster's leader election.
+        lookup: Answers lookups across the cluster's brokers (``loadbalance.lookup``).
+        unloader: Unloads this broker's bundles (``loadbalance.unloading``); a bundle's unload
+            is ``await broker.unloader.unload(bundle)``.
         load_reporter: This broker's load report (its registration under
             ``/loadbalance/brokers``).
         traffic: Bytes its client connections carried (its own bandwidth).
@@ -225,10 +232,23 @@ class Broker:
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
     leader_election: LeaderElectionService | None = None
+    lookup: BundleLookup | None = None
+    unloader: BundleUnloader | None = None
     load_reporter: LoadReporter | None = None
     traffic: TrafficCounter | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
+
+    async def shutdown(self) -> None:
+        """Hand the bundles over before stopping (SIGTERM).
+
+        Unregister first, so the leader places nothing more here, then unload every bundle
+        within ``brokerShutdownTimeoutMs``.
+        """
+        if self.load_reporter is not None:
+            await self.load_reporter.disable()
+        if self.unloader is not None:
+            await self.unloader.unload_all(self.config.brokerShutdownTimeoutMs / 1000)
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -288,6 +308,8 @@ def _admin_context(
     schemas: SchemaService | None,
     compaction: CompactionService | None,
     leader_election: LeaderElectionService,
+    lookup: BundleLookup,
+    unloader: BundleUnloader,
     load_reporter: LoadReporter,
     health: HealthChecker,
     security: Security | None = None,
@@ -338,6 +360,8 @@ def _admin_context(
         schemas=schemas,
         compaction=compaction,
         leader_election=leader_election,
+        lookup=lookup,
+        unloader=unloader,
         security=security,
         clock=clock,
     )
@@ -556,6 +580,33 @@ async def open_broker(
             store,
             BrokerInfo(service_url, admin_url, service_url_tls, admin_url_tls),
             bundles_per_namespace=config.defaultNumberOfNamespaceBundles,
+            clock=clock,
+        )
+
+        async def close_bundle_topics(bundle: NamespaceBundle, graceful: bool) -> int:
+            return await topics.close_topics(
+                lambda name: ownership.bundle_of(name) == bundle, graceful=graceful
+            )
+
+        unloader = BundleUnloader(
+            ownership,
+            close_bundle_topics,
+            clock=clock,
+            unload_timeout=config.namespaceBundleUnloadingTimeoutMs / 1000,
+        )
+        ownership.on_lost = unloader.lost
+        leader_election = LeaderElectionService(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            service_url=f"http://{broker_id_of(config)}",
+        )
+        lookup = BundleLookup(
+            store,
+            ownership,
+            leader_election,
+            FewestBundlesSelector(store, clock),
+            broker_id=broker_id_of(config),
         )
         policy_store = PolicyStore(store)
         security = Security.from_config(
@@ -570,6 +621,7 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             security=security,
             clock=clock,
+            lookup=lookup,
         )
         dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
         dynamic.subscribe(lambda live: throttling.reconfigure(throttling_config_from(live)))
@@ -580,13 +632,8 @@ async def open_broker(
         await tg.start(namespaces.watch, store)
         await tg.start(dynamic.watch)
         # Elected before the ports serve, so that leaderBroker answers once the broker is ready.
-        leader_election = LeaderElectionService(
-            store,
-            clock,
-            broker_id=broker_id_of(config),
-            service_url=f"http://{broker_id_of(config)}",
-        )
         await tg.start(leader_election.run)
+        await tg.start(ownership.watch)
         # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
         # ModularLoadManagerImpl.start).
         traffic = TrafficCounter()
@@ -616,6 +663,8 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
             leader_election=leader_election,
+            lookup=lookup,
+            unloader=unloader,
             load_reporter=load_reporter,
             health=HealthChecker(
                 cluster=config.clusterName,
@@ -642,6 +691,8 @@ async def open_broker(
             dynamic=dynamic,
             admin=admin_context,
             leader_election=leader_election,
+            lookup=lookup,
+            unloader=unloader,
             load_reporter=load_reporter,
             traffic=traffic,
             service_url_tls=service_url_tls,

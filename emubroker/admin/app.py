@@ -33,12 +33,14 @@ from emubroker.admin import (
     routes_subscriptions,
     routes_tenants,
     routes_topics,
+    routes_unload,
 )
 from emubroker.admin.context import CONTEXT
 from emubroker.admin.errors import rest_errors
 from emubroker.admin.http import MAX_BODY
 from emubroker.admin.metrics import CONTENT_TYPE
 from emubroker.admin.security import rest_security
+from emubroker.admin.topic_owner import topic_ownership
 
 if TYPE_CHECKING:
     import socket
@@ -65,13 +67,17 @@ def build_admin_app(context: AdminContext) -> web.Application:
         context: The broker services the handlers use.
     """
     # rest_errors outermost: the security middleware's refusals become Pulsar's error bodies.
-    app = web.Application(middlewares=[rest_errors, rest_security], client_max_size=MAX_BODY)
+    # topic_ownership innermost: only authorized calls are looked up and redirected.
+    app = web.Application(
+        middlewares=[rest_errors, rest_security, topic_ownership], client_max_size=MAX_BODY
+    )
     app[CONTEXT] = context
     routes_brokers.add_routes(app)
     routes_broker_stats.add_routes(app)
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
+    routes_unload.add_routes(app)
     routes_permissions.add_routes(app)
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)

@@ -143,6 +143,8 @@ class TopicService:
             self._cancel = tg.cancel_scope
             self._loader.attach(tg)
             try:
+                # Watched before it is read, so that no change in between is missed.
+                await tg.start(self._partitioned.watch)
                 await self._partitioned.load()
                 if self._loader.stored_metadata is not None:
                     await self._catalog.load_stored(self._loader.stored_metadata)
@@ -270,6 +272,17 @@ class TopicService:
     async def unload(self, name: TopicName) -> None:
         """Close a topic's producers and consumers with CLOSE_* and drop the topic object."""
         await self._operations.unload(name)
+
+    async def close_topics(self, selected: Callable[[TopicName], bool], *, graceful: bool) -> int:
+        """Close and forget every topic ``selected`` picks (``operations`` rule 3).
+
+        Its bundle leaves this broker. Returns how many were loaded.
+
+        Args:
+            selected: Which topics (those of one bundle).
+            graceful: Flush their cursors first (an unload); False when the bundle was lost.
+        """
+        return await self._operations.close_topics(selected, graceful=graceful)
 
     async def delete_topic(self, name: TopicName, *, force: bool = False) -> None:
         """Delete a non-partitioned topic or a partition: entries, subscriptions, counters.
