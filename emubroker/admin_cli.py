@@ -61,6 +61,16 @@ class AdminError(Exception):
     """A failed admin call, printed as ``error: <message>``."""
 
 
+class _Redirect(Exception):
+    def __init__(self, location: str) -> None:
+        super().__init__(location)
+        self.location = location
+
+
+MAX_REDIRECTS = 8
+"""Redirects an admin call follows (the leader, then the owner)."""
+
+
 class AdminClient:
     """Minimal synchronous client of the admin REST API.
 
@@ -105,8 +115,19 @@ class AdminClient:
         return {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}, payload
 
     def _send(self, method: str, path: str, data: bytes | None) -> tuple[Any, bytes]:
+        url = self.base_url + path
+        # urllib follows a 307 for GET only; Pulsar's brokers answer one for any call that
+        # belongs to another broker (a topic's owner, the leader), and pulsar-admin follows it.
+        for _ in range(MAX_REDIRECTS):
+            try:
+                return self._send_once(method, url, data)
+            except _Redirect as redirect:
+                url = urllib.parse.urljoin(url, redirect.location)
+        raise AdminError(f"too many redirects for {method} {path}")
+
+    def _send_once(self, method: str, url: str, data: bytes | None) -> tuple[Any, bytes]:
         request = urllib.request.Request(
-            self.base_url + path,
+            url,
             data=data,
             method=method,
             headers={
@@ -121,6 +142,9 @@ class AdminClient:
             ) as response:
                 return response.headers, response.read()
         except urllib.error.HTTPError as exc:
+            location = exc.headers.get("Location") if exc.headers else None
+            if exc.code in (307, 308) and location:
+                raise _Redirect(location) from None
             raise AdminError(_describe(exc.code, exc.read())) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -272,6 +296,13 @@ def _namespaces(sub: Any) -> None:
         cmd.set_defaults(
             run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
         )
+    unload = sub.add_parser("unload", help="unload a namespace, or one of its bundles")
+    unload.add_argument("namespace", help="tenant/namespace")
+    unload.add_argument("-b", "--bundle", help="the bundle's range, e.g. 0x00000000_0x40000000")
+    unload.add_argument(
+        "-d", "--destinationBroker", help="broker id (host:port) to place the bundle on"
+    )
+    unload.set_defaults(run=_unload_namespace)
     dedup = sub.add_parser("set-deduplication", help="enable or disable deduplication")
     dedup.add_argument("namespace", help="tenant/namespace")
     switch = dedup.add_mutually_exclusive_group(required=True)
@@ -284,6 +315,18 @@ def _namespaces(sub: Any) -> None:
     _count_limit_commands(sub)
     _message_ttl_commands(sub)
     permission_commands(sub, _namespace_path, "namespace")
+
+
+def _unload_namespace(client: AdminClient, args: Any) -> Any:
+    path = _namespace_path(args.namespace)
+    if args.bundle is None:
+        if args.destinationBroker:
+            raise AdminError("--destinationBroker needs --bundle")
+        return client.call("PUT", f"{path}/unload")
+    query = ""
+    if args.destinationBroker:
+        query = "?destinationBroker=" + urllib.parse.quote(args.destinationBroker, safe="")
+    return client.call("PUT", f"{path}/{_quote(args.bundle)}/unload{query}")
 
 
 def _get_and_remove_commands(sub: Any, kind: str, suffix: str) -> None:

@@ -578,7 +578,13 @@ async def open_broker(
         )
         ownership = OwnershipTable(
             store,
-            BrokerInfo(service_url, admin_url, service_url_tls, admin_url_tls),
+            # The configured admin address even when it is not served (component tests).
+            BrokerInfo(
+                service_url,
+                admin_url or f"http://{broker_id_of(config)}",
+                service_url_tls,
+                admin_url_tls,
+            ),
             bundles_per_namespace=config.defaultNumberOfNamespaceBundles,
             clock=clock,
         )
