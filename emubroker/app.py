@@ -640,6 +640,7 @@ async def open_broker(
         # Elected before the ports serve, so that leaderBroker answers once the broker is ready.
         await tg.start(leader_election.run)
         await tg.start(ownership.watch)
+        await tg.start(ownership.prove, config.metadataStoreSessionTimeoutMillis / 1000)
         # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
         # ModularLoadManagerImpl.start).
         traffic = TrafficCounter()

@@ -17,6 +17,10 @@ ZooKeeper lock Pulsar's ``OwnershipCache`` takes. Rules:
    forgets it and tells ``on_lost``, which closes its topics without writing anything more
    (another broker may already own them), as Pulsar does when a ``ResourceLock`` expires.
    A watch that lost notifications re-reads the node of every bundle held.
+4. This broker proves its ownership every third of the session timeout by reading its nodes
+   (:meth:`OwnershipTable.prove`). A broker that cannot reach the metadata store for a whole
+   session timeout can no longer prove it owns anything (its session has ended on the store, or
+   soon will, and another broker may take its bundles): it drops every bundle as lost.
 """
 
 from __future__ import annotations
@@ -271,6 +275,37 @@ class OwnershipTable:
                 log.warning("ownership watch failed (%s); watching again", exc)
                 await self._clock.sleep(_WATCH_RETRY_DELAY)
 
+    async def prove(
+        self, session_timeout: float, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Prove ownership every third of ``session_timeout`` until cancelled (rule 4).
+
+        The nodes of the bundles held are read; once none could be read for
+        ``session_timeout`` seconds, every bundle is dropped as lost.
+        """
+        task_status.started()
+        proven = self._clock.now()
+        while True:
+            await self._clock.sleep(session_timeout / 3)
+            if not self._owned:
+                proven = self._clock.now()
+                continue
+            try:
+                await self._verify(list(self._owned))
+            except StoreClosedError:
+                return
+            except MetadataStoreError as exc:
+                if self._clock.now() - proven < session_timeout:
+                    log.warning("cannot prove ownership of bundles (%s); retrying", exc)
+                    continue
+                log.warning(
+                    "metadata store unreachable for %s s: dropping every bundle held",
+                    session_timeout,
+                )
+                for bundle in list(self._owned):
+                    await self._lose(bundle)
+            proven = self._clock.now()
+
     async def _deleted(self, path: str) -> None:
         for bundle in list(self._owned):
             if ownership_path(bundle) == path and bundle not in self._releasing:
@@ -285,7 +320,11 @@ class OwnershipTable:
                 continue  # the deletion was old news: the node is ours again
             if bundle not in self._owned:
                 continue  # released while we read
-            del self._owned[bundle]
-            log.warning("lost ownership of bundle %s (metadata session ended)", bundle)
-            if self.on_lost is not None:
-                await self.on_lost(bundle)
+            await self._lose(bundle)
+
+    async def _lose(self, bundle: NamespaceBundle) -> None:
+        if self._owned.pop(bundle, None) is None:
+            return
+        log.warning("lost ownership of bundle %s (metadata session ended)", bundle)
+        if self.on_lost is not None:
+            await self.on_lost(bundle)

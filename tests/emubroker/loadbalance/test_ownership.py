@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import anyio
 import pytest
 
 from emubroker.loadbalance.ownership import BrokerInfo, BundleOwner, OwnershipTable
-from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
+from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree, MetadataStoreError
 from emubroker.metadata.paths import ownership_path
 from emubroker.naming import BundleRange, NamespaceBundle, TopicName, topic_hash
 from protocol.clock import FakeClock
+
+if TYPE_CHECKING:
+    from emubroker.metadata import MetadataStore
 
 pytestmark = pytest.mark.anyio
 
@@ -100,4 +105,55 @@ async def test_a_lock_lost_with_the_session_drops_the_bundle(fake_clock: FakeClo
             # Another broker takes it; this one answers with that owner from now on.
             assert await rival.try_acquire(kept) == BundleOwner(OTHER)
             assert await table.get_owner(kept) == BundleOwner(OTHER)
+            tg.cancel_scope.cancel()
+
+
+class Unreachable:
+    """A metadata session whose store stops answering when told to (a network partition)."""
+
+    def __init__(self, store: MemoryMetadataStore) -> None:
+        self._store = store
+        self.cut = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        if not self.cut or not callable(attribute):
+            return attribute
+
+        async def refused(*args: Any, **kwargs: Any) -> Any:
+            raise MetadataStoreError("cannot reach the metadata store")
+
+        return refused
+
+
+async def test_a_broker_that_cannot_reach_the_store_drops_its_bundles(
+    fake_clock: FakeClock,
+) -> None:
+    lost: list[NamespaceBundle] = []
+
+    async def on_lost(bundle: NamespaceBundle) -> None:
+        lost.append(bundle)
+
+    async with MemoryMetadataStore() as store:
+        reach = Unreachable(store)
+        table = OwnershipTable(
+            cast("MetadataStore", reach),
+            ME,
+            bundles_per_namespace=4,
+            on_lost=on_lost,
+            clock=fake_clock,
+        )
+        bundle = table.bundle_of(TOPIC)
+        await table.try_acquire(bundle)
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.prove, 30.0)
+            await fake_clock.advance(60.0)  # proven twice a timeout: nothing happens
+            assert lost == []
+            reach.cut = True
+            await fake_clock.advance(29.0)  # not yet a whole session timeout without proof
+            assert lost == []
+            assert table.is_serving(bundle)
+            await fake_clock.advance(11.0)
+            assert lost == [bundle]
+            assert not table.is_owned(bundle)
             tg.cancel_scope.cancel()
