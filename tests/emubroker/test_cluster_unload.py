@@ -133,3 +133,35 @@ async def test_a_broker_shutting_down_hands_its_bundles_over(fake_clock: FakeClo
         assert owner is not leaving
         reader = await subscribe(owner, permits=10)
         assert await received(reader, 1) == [b"m0"]
+
+
+async def test_an_unload_under_heavy_produce_loses_nothing_acknowledged(
+    fake_clock: FakeClock,
+) -> None:
+    async with inprocess_cluster(fake_clock) as cluster:
+        owner = await take(cluster, 1)
+        client = await owner.client()
+        await client.send(c.Producer(topic=TOPIC, producer_id=1, request_id=1))
+        ready = await client.receive_command()
+        assert isinstance(ready, c.ProducerSuccess)
+        for seq in range(300):
+            meta = c.MessageMetadata(
+                producer_name=ready.producer_name, sequence_id=seq, publish_time=1_700_000_000_000
+            )
+            await client.send_message(1, seq, b"m%d" % seq, metadata=meta)
+        assert owner.broker.unloader is not None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(owner.broker.unloader.unload, bundle_of(owner))
+            acknowledged = []
+            while True:
+                with anyio.fail_after(10):
+                    reply = await client.receive_command()
+                if isinstance(reply, c.CloseProducer):
+                    break
+                assert isinstance(reply, c.SendReceipt), reply
+                acknowledged.append(reply.sequence_id)
+        assert acknowledged == list(range(len(acknowledged)))
+        heir = await take(cluster, 2)
+        reader = await subscribe(heir, permits=1000)
+        stored = await received(reader, len(acknowledged))
+        assert stored == [b"m%d" % seq for seq in acknowledged]

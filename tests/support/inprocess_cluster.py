@@ -20,7 +20,8 @@ from emubroker.storage import BookieBackend
 from protocol import commands as c
 from protocol.clock import FakeClock
 from storage_stub.server import StubServer, open_stub_server
-from tests.support.broker import WireClient, memory_stream_pair
+from tests.emubroker.admin.conftest import Wire
+from tests.support.broker import WireClient
 
 
 @dataclass
@@ -30,7 +31,10 @@ class Node:
     broker: Broker
     stack: AsyncExitStack
     store: MemoryMetadataStore
-    clients: list[WireClient] = field(default_factory=list)
+    wire: Wire = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.wire = Wire(self.broker)
 
     @property
     def broker_id(self) -> str:
@@ -38,16 +42,10 @@ class Node:
 
     async def client(self) -> WireClient:
         """A connected client of this broker."""
-        client_end, server_end = memory_stream_pair()
-        self.broker.start_session(server_end)
-        client = WireClient(client_end)
-        self.clients.append(client)
-        await client.handshake()
-        return client
+        return await self.wire.client()
 
     async def stop(self) -> None:
-        for client in self.clients:
-            await client.stream.aclose()
+        await self.wire.aclose()
         await self.stack.aclose()
 
 
