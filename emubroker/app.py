@@ -569,6 +569,7 @@ async def open_broker(
                 features=features,
                 throttling=throttling,
                 namespace_policies=namespaces.policies,
+                hand_overs=lambda name: ownership.hand_overs(ownership.bundle_of(name)),
             ).running()
         )
         schema_registry = SchemaRegistry(store, clock)

@@ -25,6 +25,7 @@ ZooKeeper lock Pulsar's ``OwnershipCache`` takes. Rules:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -143,6 +144,9 @@ class OwnershipTable:
         # Bundles this broker holds -> whether they are active (rules 1 and 2).
         self._owned: dict[NamespaceBundle, bool] = {}
         self._releasing: set[NamespaceBundle] = set()
+        # Bumped whenever a bundle starts leaving (disable, release, loss): a topic load that
+        # began before a bump must not register what it opened (``hand_overs``).
+        self._hand_overs: dict[NamespaceBundle, int] = {}
         self._record = _ENCODER.encode(
             NamespaceEphemeralData(
                 native_url=me.service_url,
@@ -184,10 +188,18 @@ class OwnershipTable:
         """
         return self._owned.get(bundle, False)
 
+    def hand_overs(self, bundle: NamespaceBundle) -> int:
+        """How many times the bundle started leaving this broker (unload or loss)."""
+        return self._hand_overs.get(bundle, 0)
+
+    def _handing_over(self, bundle: NamespaceBundle) -> None:
+        self._hand_overs[bundle] = self._hand_overs.get(bundle, 0) + 1
+
     def disable(self, bundle: NamespaceBundle) -> None:
         """Mark an owned bundle as being unloaded (rule 2); a no-op for others."""
         if bundle in self._owned:
             self._owned[bundle] = False
+            self._handing_over(bundle)
 
     # ---- the lock nodes -----------------------------------------------------------------------
 
@@ -220,6 +232,12 @@ class OwnershipTable:
                 node = await self._store.get(path)
                 if node is None:
                     continue  # released between our put and get: try again
+                if node.value == self._record and not node.created_by_self:
+                    # Left by an earlier session of this broker (restarted on the same ports
+                    # before it expired): take it over, as Pulsar's lock revalidation does.
+                    with contextlib.suppress(NotFoundError, BadVersionError):
+                        await self._store.delete(path, node.version)
+                    continue
                 owner = _owner_from_record(node.value)
                 if owner.broker.service_url != self.me.service_url or not node.created_by_self:
                     return owner
@@ -239,6 +257,7 @@ class OwnershipTable:
         if bundle not in self._owned:
             return
         del self._owned[bundle]
+        self._handing_over(bundle)
         self._releasing.add(bundle)
         try:
             node = await self._store.get(ownership_path(bundle))
@@ -325,6 +344,7 @@ class OwnershipTable:
     async def _lose(self, bundle: NamespaceBundle) -> None:
         if self._owned.pop(bundle, None) is None:
             return
+        self._handing_over(bundle)
         log.warning("lost ownership of bundle %s (metadata session ended)", bundle)
         if self.on_lost is not None:
             await self.on_lost(bundle)

@@ -77,8 +77,10 @@ class BundleUnloader:
             return False
         ownership.disable(bundle)
         log.info("unloading bundle %s", bundle)
-        closed = await self._within(self._timeout, bundle, graceful=True)
-        await ownership.release(bundle)
+        try:
+            closed = await self._within(self._timeout, bundle, graceful=True)
+        finally:
+            await ownership.release(bundle)  # whatever closing the topics did
         log.info("unloaded bundle %s (%s topics closed)", bundle, closed)
         return True
 

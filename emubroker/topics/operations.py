@@ -126,13 +126,11 @@ class TopicOperations:
             closed += 1
         flusher = self._loader.flusher
         for name in [name for name in catalog.states if selected(name)]:
-            state = catalog.states.pop(name)
-            catalog.stored.add(name)
+            state = catalog.states[name]
             await state.ledger.close()
-            if flusher is not None:
-                if graceful:
-                    await flusher.flush_all(((name, state),))  # failures are logged
-                flusher.forget(name)
+            if graceful and flusher is not None:
+                await flusher.flush_all(((name, state),))  # failures are logged
+            self._loader.forget(name)
         return closed
 
     def check_message_expiry(

@@ -72,6 +72,8 @@ class TopicService:
         namespace_policies: A namespace's policies, for the count limits (``limits``); None:
             only the broker's limits apply. Its ``message_ttl_in_seconds`` is the message TTL
             (``expiry``).
+        hand_overs: How many times a topic's bundle started leaving this broker
+            (``loading`` rule 5); None: bundles never leave.
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class TopicService:
         features: TopicFeatures | None = None,
         throttling: DispatchThrottling | None = None,
         namespace_policies: Callable[[NamespaceName], Policies | None] | None = None,
+        hand_overs: Callable[[TopicName], int] | None = None,
     ) -> None:
         self._settings = config
         self.throttling = throttling
@@ -104,6 +107,7 @@ class TopicService:
             throttling=throttling,
             limits=LimitResolver(namespace_policies, throttling),
             retains=_retains(namespace_policies),
+            hand_overs=hand_overs,
         )
         self._partitioned = PartitionedTopics(
             self._catalog, settings=self._current_settings, metadata=metadata

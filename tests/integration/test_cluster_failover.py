@@ -197,3 +197,51 @@ def test_every_acknowledged_message_survives_unloads_and_kills(tmp_path: Path) -
             assert sent == TOPICS * 3 * (len(ranges) + 5)  # every send was acknowledged
         finally:
             client.close()
+
+
+def test_a_frozen_owner_whose_session_expired_cannot_write(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"metadataStoreSessionTimeoutMillis={int(SESSION_TIMEOUT * 1000)}\n")
+    with cluster_process(tmp_path / "run", "--config", str(conf)) as cluster:
+        brokers = cluster.ready["brokers"]
+        leader_id = wait_for_leader(brokers[0])
+        admin = AdminClient(str(brokers[0]["admin_url"]))
+        admin.call("PUT", f"/admin/v2/namespaces/{NAMESPACE}", {"bundles": {"numBundles": BUNDLES}})
+        topics = [f"persistent://{NAMESPACE}/z{uuid.uuid4().hex[:6]}-{i}" for i in range(12)]
+        client = make_client(cluster.ready["service_url"])
+        try:
+            traffic = Traffic(client, topics)
+            traffic.send_round(5)
+            traffic.flush()
+            placed = owners(brokers)
+            frozen = next(
+                b
+                for b in brokers
+                if b["broker_id"] != leader_id and b["broker_id"] in placed.values()
+            )
+            # Frozen past its session timeout: its locks expire while its process lives on.
+            assert cluster.cli("kill", str(frozen["broker_id"]), "--signal", "STOP").returncode == 0
+            traffic.send_round(5)  # these reach the frozen broker's sockets and wait there
+            time.sleep(SESSION_TIMEOUT + FAILOVER_SLACK)
+            # A new client's lookups (through the leader: the frozen broker accepts connections
+            # it never answers) place the frozen broker's bundles elsewhere, and their new owner
+            # fences the topics' ledgers.
+            leader = next(b for b in brokers if b["broker_id"] == leader_id)
+            reader = make_client(str(leader["service_url"]))
+            try:
+                for topic in topics:
+                    reader.create_reader(topic, pulsar.MessageId.earliest).close()
+            finally:
+                reader.close()
+            assert cluster.cli("kill", str(frozen["broker_id"]), "--signal", "CONT").returncode == 0
+            traffic.send_round(5)
+            traffic.flush()
+            traffic.wait_delivered(within=60)
+            traffic.check_order()
+            # The woken broker serves none of the bundles it lost.
+            after = owners(brokers)
+            lost = [b for b, owner in placed.items() if owner == frozen["broker_id"]]
+            assert lost
+            assert all(after.get(b) != frozen["broker_id"] for b in lost if b in after), after
+        finally:
+            client.close()
