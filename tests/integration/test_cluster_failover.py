@@ -9,11 +9,13 @@ stuck, and a new leader took over within the session timeout.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from tests.integration.test_cluster import (
     SESSION_TIMEOUT,
     wait_for_leader,
 )
-from tests.support.cluster import cluster_process
+from tests.support.cluster import ClusterProcess, cluster_process
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +137,12 @@ def leader_admin_url(brokers: list[dict[str, Any]], leader_id: str) -> str:
     return str(next(b for b in brokers if b["broker_id"] == leader_id)["admin_url"])
 
 
-def test_every_acknowledged_message_survives_unloads_and_kills(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def failover_cluster(tmp_path: Path) -> Iterator[tuple[ClusterProcess, str, AdminClient]]:
+    """Three brokers with a short session timeout and NAMESPACE.
+
+    Yields the cluster, the leader's id and an admin client of the first broker.
+    """
     conf = tmp_path / "broker.conf"
     conf.write_text(f"metadataStoreSessionTimeoutMillis={int(SESSION_TIMEOUT * 1000)}\n")
     with cluster_process(tmp_path / "run", "--config", str(conf)) as cluster:
@@ -143,6 +150,12 @@ def test_every_acknowledged_message_survives_unloads_and_kills(tmp_path: Path) -
         leader_id = wait_for_leader(brokers[0])
         admin = AdminClient(str(brokers[0]["admin_url"]))
         admin.call("PUT", f"/admin/v2/namespaces/{NAMESPACE}", {"bundles": {"numBundles": BUNDLES}})
+        yield cluster, leader_id, admin
+
+
+def test_every_acknowledged_message_survives_unloads_and_kills(tmp_path: Path) -> None:
+    with failover_cluster(tmp_path) as (cluster, leader_id, admin):
+        brokers = cluster.ready["brokers"]
         run = uuid.uuid4().hex[:6]
         topics = [f"persistent://{NAMESPACE}/t{run}-{i}" for i in range(TOPICS)]
         client = make_client(cluster.ready["service_url"])
@@ -200,13 +213,8 @@ def test_every_acknowledged_message_survives_unloads_and_kills(tmp_path: Path) -
 
 
 def test_a_frozen_owner_whose_session_expired_cannot_write(tmp_path: Path) -> None:
-    conf = tmp_path / "broker.conf"
-    conf.write_text(f"metadataStoreSessionTimeoutMillis={int(SESSION_TIMEOUT * 1000)}\n")
-    with cluster_process(tmp_path / "run", "--config", str(conf)) as cluster:
+    with failover_cluster(tmp_path) as (cluster, leader_id, _):
         brokers = cluster.ready["brokers"]
-        leader_id = wait_for_leader(brokers[0])
-        admin = AdminClient(str(brokers[0]["admin_url"]))
-        admin.call("PUT", f"/admin/v2/namespaces/{NAMESPACE}", {"bundles": {"numBundles": BUNDLES}})
         topics = [f"persistent://{NAMESPACE}/z{uuid.uuid4().hex[:6]}-{i}" for i in range(12)]
         client = make_client(cluster.ready["service_url"])
         try:
