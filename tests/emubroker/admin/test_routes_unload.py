@@ -147,3 +147,14 @@ async def test_a_destination_broker_is_the_leaders_one_shot_choice(fake_clock: F
         assert not owner.broker.ownership.is_owned(bundle)
         placed, _ = await cluster.lookup(TOPIC, start=2)
         assert placed is target
+
+
+async def test_owned_namespaces_say_which_bundle_is_being_unloaded(fake_clock: FakeClock) -> None:
+    async with cluster_with_admins(fake_clock) as (cluster, admins):
+        owner, _ = await cluster.lookup(TOPIC, start=0)
+        index = cluster.nodes.index(owner)
+        bundle = owner.broker.ownership.bundle_of(TopicName.parse(TOPIC))
+        path = f"/admin/v2/brokers/standalone/{owner.broker_id}/ownedNamespaces"
+        assert (await admins[index].ok("GET", path))[str(bundle)]["is_active"] is True
+        owner.broker.ownership.disable(bundle)
+        assert (await admins[index].ok("GET", path))[str(bundle)]["is_active"] is False
