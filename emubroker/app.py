@@ -43,7 +43,13 @@ from emubroker.metadata.etcd_url import is_etcd_url
 from emubroker.metadata.remote import RemoteMetadataStore, open_remote_metadata_store
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
-from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
+from emubroker.net import (
+    NetGuards,
+    Session,
+    bind_tcp_sockets,
+    listener_from_sockets,
+    serve_pulsar,
+)
 from emubroker.policies import (
     POLICIES_ROOT,
     ClusterData,
@@ -207,6 +213,7 @@ class Broker:
         dynamic: The live configuration (``/admin/v2/brokers/configuration``).
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
+        guards: The limits every connection counts against (``emubroker.net.guards``).
         service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
         admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
     """
@@ -228,6 +235,7 @@ class Broker:
     admin: AdminContext | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
+    guards: NetGuards | None = None
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -247,6 +255,7 @@ class Broker:
             clock=self.clock,
             max_frame_size=config.maxMessageSize + FRAME_PADDING,
             keepalive_interval=config.keepAliveIntervalSeconds,
+            guards=self.guards,
         )
 
 
@@ -513,6 +522,8 @@ async def open_broker(
             security=security,
             clock=clock,
         )
+        guards = NetGuards.from_config(dynamic.config)
+        dynamic.subscribe(lambda live: guards.publish_buffer.resize(live.publish_buffer_bytes()))
         dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
         dynamic.subscribe(lambda live: throttling.reconfigure(throttling_config_from(live)))
         tg = await stack.enter_async_context(anyio.create_task_group())
@@ -551,6 +562,7 @@ async def open_broker(
             admin=admin_context,
             service_url_tls=service_url_tls,
             admin_url_tls=admin_url_tls,
+            guards=guards,
         )
         if pulsar_sockets:
             listener = await listener_from_sockets(pulsar_sockets)
@@ -562,6 +574,7 @@ async def open_broker(
                     clock=clock,
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
+                    guards=guards,
                 )
             )
         if pulsar_tls_sockets:
@@ -574,6 +587,7 @@ async def open_broker(
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
                     ssl_context=security.ssl_context,
+                    guards=guards,
                 )
             )
         if admin_sockets or admin_tls_sockets:

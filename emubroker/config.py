@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import msgspec
 
 from emubroker.config_keys import PULSAR_BROKER_KEYS
-from emubroker.config_loadbalancer import LoadBalancerConfig
+from emubroker.config_protection import ProtectionConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -82,14 +82,17 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the offending key or file."""
 
 
-class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
+class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     """Broker settings under their ``broker.conf`` names (Pulsar's defaults unless noted).
 
-    Two families of keys live in base classes: the load manager's (``loadBalancer*``,
-    ``loadManagerClassName``, the split algorithms, ``maxUnload*``/``minUnload*``, ...) in
+    Three families of keys live in base classes: the limits on what clients may cost the broker
+    (connections, pending publishes, topics per namespace, HTTP bodies) in
+    :class:`~emubroker.config_protection.ProtectionConfig` (docs/reliability.md), the load
+    manager's (``loadBalancer*``, ``loadManagerClassName``, the split algorithms,
+    ``maxUnload*``/``minUnload*``, ...) in
     :class:`~emubroker.config_loadbalancer.LoadBalancerConfig` (docs/load-balancing.md), and the
     TLS, authentication and authorization keys in
-    :class:`~emubroker.config_security.SecurityConfig`, its base.
+    :class:`~emubroker.config_security.SecurityConfig`, the last base.
 
     The dispatch-throttling keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClass
     Name``, ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) are those

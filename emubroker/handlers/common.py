@@ -70,6 +70,14 @@ class SessionPort(ConsumerSink, ProducerSink, Protocol):
         """Hang up after flushing what is queued."""
         ...
 
+    def pending_publishes(self, count: int, size: int) -> None:
+        """This connection now has ``count`` SENDs (``size`` entry bytes) awaiting storage.
+
+        The session stops reading past ``maxPendingPublishRequestsPerConnection`` and counts the
+        bytes against ``maxMessagePublishBufferSizeInMB`` (docs/reliability.md).
+        """
+        ...
+
 
 class StartSoon(Protocol):
     """Starts a request task in the connection's task group."""

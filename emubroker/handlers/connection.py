@@ -151,6 +151,10 @@ class ConnectionHandler:
         """After the frames of one read: publish the SENDs they queued (one write of receipts)."""
         self._producers.flush()
 
+    def writable_again(self) -> None:
+        """The connection's outbox drained below its low water mark: resume deliveries."""
+        self._consumers.writable_again()
+
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         """The topics closed this consumer (unload, seek): forget it."""
         self._consumers.closed_by_broker(consumer_id)

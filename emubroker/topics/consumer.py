@@ -91,6 +91,11 @@ class Consumer(ConsumerActivity):
         self.permits += permits
         subscription.wake()
 
+    def resume_delivery(self) -> None:
+        """Its connection is writable again: run a dispatch round (it skipped this consumer)."""
+        if not self.closed:
+            self._subscription.wake()
+
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         """Apply an ACK to the subscription."""
         if self.closed:

@@ -126,6 +126,9 @@ class Dispatcher:
             partition=partition,
             max_unacked=settings.max_unacked_messages_per_consumer,
             hash_points=settings.key_shared_hash_points,
+            # Entries wait (in the ledger) while a consumer's connection is unwritable: its
+            # session then queues no more than its high water mark (``emubroker.net.writer``).
+            writable_only=True,
         )
         self._block_at = self._members.block_at  # unacked counts (set again as consumers join)
         self._unblock_at = self._members.unblock_at
@@ -483,16 +486,17 @@ class Dispatcher:
         self._dispatch_new()
 
     def _permits(self) -> int:
-        # Spec §1.2 step 1 (connections are always writable here). Shared and Key_Shared read
-        # only while some consumer not blocked on unacked messages has permits, as Pulsar's
-        # getFirstAvailableConsumerPermits; the total counts every consumer's.
+        # Spec §1.2 step 1. Shared and Key_Shared read only while some consumer not blocked on
+        # unacked messages has permits, as Pulsar's getFirstAvailableConsumerPermits; the total
+        # counts every consumer's. A consumer whose connection is unwritable counts none (Pulsar
+        # reads one entry then; here its entries wait until it drains, ``resume_delivery``).
         members = self._members
         if members.sub_type in SINGLE_ACTIVE:
             active = members.active
-            return 0 if active is None else active.permits
+            return 0 if active is None or not active.sink.writable else active.permits
         total = first = 0
         for consumer in members.consumers:
-            if consumer.permits > 0:
+            if consumer.permits > 0 and consumer.sink.writable:
                 total += consumer.permits
                 if not first and not consumer.blocked:
                     first = consumer.permits
@@ -654,7 +658,9 @@ class Dispatcher:
                     continue
                 if single_active:  # members.select, without the call per entry
                     consumer = members.active
-                    if consumer is not None and consumer.permits <= 0:
+                    if consumer is not None and (
+                        consumer.permits <= 0 or not consumer.sink.writable
+                    ):
                         consumer = None
                 else:
                     consumer = members.select(info)

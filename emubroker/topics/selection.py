@@ -17,8 +17,9 @@ Shared and Key_Shared, while it is not *blocked* on unacked messages, Pulsar's
 ``blockedConsumerOnUnackedMsgs``: it blocks once it holds ``maxUnackedMessagesPerConsumer``
 (0: no limit) or more, and unblocks only when it is down to half of that, or asks for
 redelivery. The dispatcher keeps the flag (``block_at`` / ``unblock_at``), as it keeps the count.
-On non-persistent topics (``writable_only``) a consumer also needs a *writable* connection
-(``ConsumerSink.writable``), as Pulsar's non-persistent dispatchers check ``isWritable()``.
+With ``writable_only`` a consumer also needs a *writable* connection (``ConsumerSink.writable``):
+Pulsar's non-persistent dispatchers check ``isWritable()`` and drop; the persistent dispatcher
+holds the entries until the connection drains (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class ConsumerSet(Generic[M]):
         partition: The topic's partition index, -1 when not a partition.
         max_unacked: ``maxUnackedMessagesPerConsumer`` for Shared and Key_Shared; 0 disables.
         hash_points: Ring points per consumer for Key_Shared AUTO_SPLIT.
-        writable_only: Pick only consumers whose connection is writable (non-persistent).
+        writable_only: Pick only consumers whose connection is writable.
     """
 
     def __init__(
@@ -276,9 +277,18 @@ class ConsumerSet(Generic[M]):
 
     def has_capacity(self) -> bool:
         """Whether any consumer could take an entry now."""
+        writable = self._writable_only
         if self.sub_type in SINGLE_ACTIVE:
-            return self.active is not None and self.active.permits > 0
-        return any(c.permits > 0 and not c.blocked for c in self.consumers)
+            active = self.active
+            return (
+                active is not None
+                and active.permits > 0
+                and (not writable or active.sink.writable)
+            )
+        return any(
+            c.permits > 0 and not c.blocked and (not writable or c.sink.writable)
+            for c in self.consumers
+        )
 
     def select(self, info: EntryInfo) -> M | None:
         """The consumer that takes this entry now, or None if the one it must go to cannot."""

@@ -34,6 +34,7 @@ class RecordingHandler:
         self.closed_producers: list[int] = []
         self.fail_on: type[c.Record] | None = None
         self.flushed_after: list[int] = []  # len(frames) at each flush: one per read
+        self.writable_again_calls = 0
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -51,6 +52,9 @@ class RecordingHandler:
 
     def flush(self) -> None:
         self.flushed_after.append(len(self.frames))
+
+    def writable_again(self) -> None:
+        self.writable_again_calls += 1
 
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         self.closed_consumers.append(consumer_id)
