@@ -159,8 +159,10 @@ def subscription_stats(broker: Broker, topic: str) -> dict[str, Any]:
 def case_consumer(start: BrokerFactory, seconds: float) -> None:
     import pulsar
 
-    print(f"{'run':<10} {'RSS before':>10} {'peak':>8} {'at end':>8} {'published':>11} {'msg/s':>9}"
-          f" {'to stuck':>10}  stuck consumer")
+    print(
+        f"{'run':<10} {'RSS before':>10} {'peak':>8} {'at end':>8} {'published':>11} {'msg/s':>9}"
+        f" {'to stuck':>10}  stuck consumer"
+    )
     for stuck in (False, True):
         with start() as broker:
             topic = topic_name("stuck")
@@ -199,14 +201,16 @@ def case_consumer(start: BrokerFactory, seconds: float) -> None:
                 to_stuck = f"{sum(c['msgOutCounter'] for c in doc['consumers']):,}"
                 state = peer_state(peer)
                 peer.close()
-            print(f"{'stuck' if stuck else 'baseline':<10} {before:>10.1f} {rss.peak:>8.1f}"
-                  f" {rss.last:>8.1f} {published:>11,} {published / elapsed:>9,.0f}"
-                  f" {to_stuck:>10}  {state}")
+            print(
+                f"{'stuck' if stuck else 'baseline':<10} {before:>10.1f} {rss.peak:>8.1f}"
+                f" {rss.last:>8.1f} {published:>11,} {published / elapsed:>9,.0f}"
+                f" {to_stuck:>10}  {state}"
+            )
             client.close()
 
 
 def peer_state(peer: RawPeer) -> str:
-    """"open", or "closed by broker" when its socket reads EOF (what is buffered is skipped)."""
+    """ "open", or "closed by broker" when its socket reads EOF (what is buffered is skipped)."""
     peer.sock.setblocking(False)
     try:
         while True:
@@ -309,8 +313,10 @@ def case_flood(start: BrokerFactory, seconds: float) -> None:
 
 
 def _flood(broker: Broker, seconds: float, connections: int = 200, processes: int = 4) -> None:
-    print(f"{'run':<8} {'round trips':>11} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
-          f" {'flood MiB/s':>12} {'RSS peak':>9}  flooders closed")
+    print(
+        f"{'run':<8} {'round trips':>11} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+        f" {'flood MiB/s':>12} {'RSS peak':>9}  flooders closed"
+    )
     for flooding in (False, True):
         procs = []
         queue: multiprocessing.Queue[tuple[int, int]] = multiprocessing.Queue()
@@ -332,9 +338,11 @@ def _flood(broker: Broker, seconds: float, connections: int = 200, processes: in
             closed += lost
             proc.join()
         rate = f"{flooded / MIB / (seconds + 5):>12.1f}" if flooding else f"{'-':>12}"
-        print(f"{'flood' if flooding else 'quiet':<8} {len(trips):>11,} "
-              f"{statistics.median(trips):>8.2f} {percentile(trips, 0.99):>8.2f}"
-              f" {max(trips):>8.2f} {rate} {rss.peak:>9.1f}  {closed if flooding else '-'}")
+        print(
+            f"{'flood' if flooding else 'quiet':<8} {len(trips):>11,} "
+            f"{statistics.median(trips):>8.2f} {percentile(trips, 0.99):>8.2f}"
+            f" {max(trips):>8.2f} {rate} {rss.peak:>9.1f}  {closed if flooding else '-'}"
+        )
 
 
 # ---- partial frames ----------------------------------------------------------------------------

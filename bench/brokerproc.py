@@ -46,9 +46,7 @@ def start_broker(
     # glibc keeps large freed blocks in its heap once it has freed one (its mmap threshold
     # rises); a fixed threshold hands them back, so RSS follows what the broker really holds.
     environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
-    environ["PYTHONPATH"] = os.pathsep.join(
-        [root, *filter(None, [environ.get("PYTHONPATH", "")])]
-    )
+    environ["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [environ.get("PYTHONPATH", "")])])
     popen = subprocess.Popen(
         [
             sys.executable,

@@ -189,6 +189,7 @@ def topic_settings(config: BrokerConfig) -> TopicSettings:
         max_consumers_per_topic=config.maxConsumersPerTopic,
         max_consumers_per_subscription=config.maxConsumersPerSubscription,
         max_subscriptions_per_topic=config.maxSubscriptionsPerTopic,
+        max_topics_per_namespace=config.maxTopicsPerNamespace,
         ttl_duration_default_in_seconds=config.ttlDurationDefaultInSeconds,
         message_expiry_check_interval_in_minutes=config.messageExpiryCheckIntervalInMinutes,
     )

@@ -35,7 +35,7 @@ from emubroker.admin import (
 )
 from emubroker.admin.context import CONTEXT
 from emubroker.admin.errors import rest_errors
-from emubroker.admin.http import MAX_BODY
+from emubroker.admin.http import MAX_BODY, max_request_size
 from emubroker.admin.metrics import CONTENT_TYPE
 from emubroker.admin.security import rest_security
 
@@ -64,7 +64,9 @@ def build_admin_app(context: AdminContext) -> web.Application:
         context: The broker services the handlers use.
     """
     # rest_errors outermost: the security middleware's refusals become Pulsar's error bodies.
-    app = web.Application(middlewares=[rest_errors, rest_security], client_max_size=MAX_BODY)
+    app = web.Application(
+        middlewares=[rest_errors, max_request_size, rest_security], client_max_size=MAX_BODY
+    )
     app[CONTEXT] = context
     routes_brokers.add_routes(app)
     routes_clusters.add_routes(app)

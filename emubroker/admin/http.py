@@ -10,7 +10,7 @@ number (``.../skip/abc``) is a 400 here; Jersey answers 404 for those.
 from __future__ import annotations
 
 import re
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -26,14 +26,19 @@ from emubroker.naming import (
 )
 from emubroker.policies import to_json
 
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Handler
+
 __all__ = [
     "MAX_BODY",
     "context",
     "json_response",
+    "max_request_size",
     "namespace_of",
     "no_content",
     "path_int",
     "query_bool",
+    "read_body",
     "read_json",
     "topic_of",
     "valid_name",
@@ -46,6 +51,41 @@ MAX_BODY: Final = 1024 * 1024
 is a few hundred bytes, so a megabyte is generous and bounds what a client can make us parse."""
 
 _MISSING: Any = object()
+
+
+async def read_body(request: web.Request, *, what: str = "request body") -> bytes:
+    """The whole request body, at most ``MAX_BODY`` bytes.
+
+    Raises:
+        RestError: 400 when it is larger.
+    """
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise RestError(BAD_REQUEST, f"{what} is larger than {MAX_BODY} bytes")
+    # StreamReader.read(n) returns what has arrived, not n bytes: read until the end.
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.read(MAX_BODY + 1 - size):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise RestError(BAD_REQUEST, f"{what} is larger than {MAX_BODY} bytes")
+    return b"".join(chunks)
+
+
+@web.middleware
+async def max_request_size(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Pulsar's ``httpMaxRequestSize`` filter: 400 for a larger or chunked body, before routing.
+
+    With the key above 0, Pulsar's ``MaxRequestSizeFilter`` answers ``Bad Request`` to a
+    ``Content-Length`` above it and to any chunked body (its size is unknown up front).
+    """
+    limit = request.app[CONTEXT].dynamic.config.httpMaxRequestSize
+    if limit > 0 and (
+        "chunked" in request.headers.get("Transfer-Encoding", "")
+        or (request.content_length or 0) > limit
+    ):
+        raise RestError(BAD_REQUEST, "Bad Request")
+    return await handler(request)
 
 
 async def read_json(
@@ -62,11 +102,7 @@ async def read_json(
     Raises:
         RestError: 400 for an empty (without ``default``), oversized, malformed or mistyped body.
     """
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise RestError(BAD_REQUEST, f"{what} is larger than {MAX_BODY} bytes")
-    body = await request.content.read(MAX_BODY + 1)
-    if len(body) > MAX_BODY:
-        raise RestError(BAD_REQUEST, f"{what} is larger than {MAX_BODY} bytes")
+    body = await read_body(request, what=what)
     if not body.strip() or body.strip() == b"null":  # JAX-RS hands a JSON null over as null
         if default is _MISSING:
             raise RestError(BAD_REQUEST, f"{what} is required")

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiohttp import web
 
-from emubroker.admin.errors import BAD_REQUEST, NOT_FOUND, RestError
+from emubroker.admin.errors import NOT_FOUND, RestError
 from emubroker.admin.http import (
-    MAX_BODY,
     context,
     json_response,
     namespace_of,
     no_content,
     query_bool,
+    read_body,
     topic_of,
 )
 from emubroker.admin.routes_topics import TOPIC
@@ -60,9 +60,7 @@ _NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
 
 
 async def _rate_body(request: web.Request) -> DispatchRate:
-    body = await request.content.read(MAX_BODY + 1)
-    if len(body) > MAX_BODY:
-        raise RestError(BAD_REQUEST, "DispatchRate body is too large")
+    body = await read_body(request, what="DispatchRate body")
     try:
         return decode_dispatch_rate(body)
     except InvalidDispatchRateError as exc:

@@ -63,7 +63,6 @@ size), which a busy broker meets, while 50 peers that each hold back the last by
 frame (250 MiB until keep-alive ends them, bench/abuse.py ``partial``) do not fit."""
 
 
-
 class PartialHolder(Protocol):
     """A connection as the partial-frame budget sees it."""
 

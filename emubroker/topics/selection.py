@@ -281,9 +281,7 @@ class ConsumerSet(Generic[M]):
         if self.sub_type in SINGLE_ACTIVE:
             active = self.active
             return (
-                active is not None
-                and active.permits > 0
-                and (not writable or active.sink.writable)
+                active is not None and active.permits > 0 and (not writable or active.sink.writable)
             )
         return any(
             c.permits > 0 and not c.blocked and (not writable or c.sink.writable)

@@ -31,6 +31,7 @@ from emubroker.topics.limits import LimitResolver
 from emubroker.topics.managed_ledger import CacheBudget, LedgerPolicy, ManagedLedger
 from emubroker.topics.ml_meta import ROOT as ML_ROOT
 from emubroker.topics.ml_meta import managed_ledger_path
+from emubroker.topics.namespace_limits import check_topics_per_namespace, max_topics
 from emubroker.topics.nonpersistent import NonPersistentTopic
 from emubroker.topics.stats import ServiceStats
 from emubroker.topics.topic import Topic, TopicState
@@ -100,6 +101,7 @@ class TopicService:
         namespace_policies: Callable[[NamespaceName], Policies | None] | None = None,
     ) -> None:
         self.throttling = throttling
+        self._namespace_policies = namespace_policies
         self._limits = LimitResolver(namespace_policies, throttling)
         self._retains = _retains(namespace_policies)
         self.expiry = MessageExpiry(
@@ -334,6 +336,8 @@ class TopicService:
             max_rollover=s.managed_ledger_max_ledger_rollover_time_minutes * 60.0,
         )
         bookie = self._bookie
+        if create and name not in self._stored:
+            self._check_room(name, 1)  # a new topic (it may still turn out to exist: bookie)
         if isinstance(bookie, NowaitBookie):
             if not create:
                 raise TopicNotFoundError(f"Topic {name} does not exist")
@@ -366,6 +370,20 @@ class TopicService:
         finally:
             del self._loading[name]
             event.set()
+
+    def _check_room(self, name: TopicName, adding: int) -> None:
+        """``maxTopicsPerNamespace`` (``namespace_limits``).
+
+        Raises:
+            TooManyTopicsError: The namespace has no room for ``adding`` more topics.
+        """
+        policies = self._namespace_policies
+        limit = max_topics(
+            self._settings.max_topics_per_namespace,
+            policies(name.namespace) if policies is not None else None,
+        )
+        if limit > 0:
+            check_topics_per_namespace(limit, name, adding, set(self._states) | self._stored)
 
     def _persistent_topics(self) -> list[Topic]:
         return [t for t in self._topics.values() if isinstance(t, Topic)]
@@ -451,6 +469,7 @@ class TopicService:
             raise NotAllowedError(f"{name} is a partition name, not a topic name")
         if name in self._partitioned or name in self._states or name in self._topics:
             raise NotAllowedError(f"Topic {name} already exists")
+        self._check_room(name, partitions)
         self._partitioned[name] = partitions
         if self._metadata is not None:
             path = f"{_PARTITIONED_PATH}/{name.namespace}/{name.domain.value}/{name.local_name}"

@@ -48,6 +48,7 @@ class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
         max_consumers_per_topic: ``maxConsumersPerTopic`` (0: no limit).
         max_consumers_per_subscription: ``maxConsumersPerSubscription`` (0: no limit).
         max_subscriptions_per_topic: ``maxSubscriptionsPerTopic`` (0: no limit).
+        max_topics_per_namespace: ``maxTopicsPerNamespace`` (0: no limit; ``namespace_limits``).
         ttl_duration_default_in_seconds: ``ttlDurationDefaultInSeconds``: the message TTL of
             namespaces whose policies set none (0: no TTL; ``expiry``).
         message_expiry_check_interval_in_minutes: ``messageExpiryCheckIntervalInMinutes``: the
@@ -74,5 +75,6 @@ class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_consumers_per_topic: int = 0
     max_consumers_per_subscription: int = 0
     max_subscriptions_per_topic: int = 0
+    max_topics_per_namespace: int = 0
     ttl_duration_default_in_seconds: int = 0
     message_expiry_check_interval_in_minutes: int = 5

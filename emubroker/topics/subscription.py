@@ -345,6 +345,14 @@ class Subscription:
             How many entries were skipped.
         """
         cursor, dispatcher, end = self.cursor, self.dispatcher, self._ledger.count
+        if count is not None and not cursor.acked and not cursor.partial:
+            # Nothing acknowledged out of order: skipping is one cumulative ack, however far
+            # (the admin API passes any count; a walk would hold the event loop).
+            count = min(count, end - 1 - cursor.mark_delete)
+            if count > 0 and cursor.ack_cumulative(cursor.mark_delete + count):
+                dispatcher.acked_up_to(cursor.mark_delete)
+            dispatcher.wake()
+            return max(count, 0)
         if count is None:
             skipped = cursor.backlog(end)
             if end and cursor.ack_cumulative(end - 1):
