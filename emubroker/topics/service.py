@@ -336,7 +336,7 @@ class TopicService:
             max_rollover=s.managed_ledger_max_ledger_rollover_time_minutes * 60.0,
         )
         bookie = self._bookie
-        if create and name not in self._stored:
+        if create and name not in self._stored and not self._declared_partition(name):
             self._check_room(name, 1)  # a new topic (it may still turn out to exist: bookie)
         if isinstance(bookie, NowaitBookie):
             if not create:
@@ -383,7 +383,17 @@ class TopicService:
             policies(name.namespace) if policies is not None else None,
         )
         if limit > 0:
-            check_topics_per_namespace(limit, name, adding, set(self._states) | self._stored)
+            # Pulsar creates a partitioned topic's partitions with it; ours come on first use,
+            # so a declared partition counts (and has its room) from the topic's creation on.
+            existing = set(self._states) | self._stored
+            for parent, partitions in self._partitioned.items():
+                if parent.namespace == name.namespace:
+                    existing.update(parent.partition(i) for i in range(partitions))
+            check_topics_per_namespace(limit, name, adding, existing)
+
+    def _declared_partition(self, name: TopicName) -> bool:
+        parent = name.partitioned_topic_name
+        return parent is not name and name.partition_index < self._partitioned.get(parent, 0)
 
     def _persistent_topics(self) -> list[Topic]:
         return [t for t in self._topics.values() if isinstance(t, Topic)]
@@ -461,6 +471,7 @@ class TopicService:
         Raises:
             TopicNotFoundError: Unknown namespace.
             NotAllowedError: Bad partition count, a partition name, or the topic exists.
+            TooManyTopicsError: The namespace has no room for its partitions.
         """
         self._check_namespace(name)
         if partitions < 1:
@@ -533,6 +544,7 @@ class TopicService:
         Raises:
             TopicNotFoundError: Not a partitioned topic.
             NotAllowedError: Fewer partitions than it has.
+            TooManyTopicsError: The namespace has no room for the new partitions.
         """
         current = self._partitioned.get(name)
         if current is None:
@@ -542,6 +554,7 @@ class TopicService:
                 f"Desired partitions {partitions} can't be less than the current partitions "
                 f"{current}."
             )
+        self._check_room(name, partitions - current)
         self._partitioned[name] = partitions
         await self._write_partitions(name, partitions)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import anyio
 import pytest
 from anyio.abc import TaskStatus
 
+from emubroker.net.guards import NetGuards
 from emubroker.net.session import (
     WRITE_BUFFER_HIGH_WATER_MARK,
     WRITE_BUFFER_LOW_WATER_MARK,
@@ -35,6 +37,7 @@ class RecordingHandler:
         self.fail_on: type[c.Record] | None = None
         self.flushed_after: list[int] = []  # len(frames) at each flush: one per read
         self.writable_again_calls = 0
+        self.on_frame: Callable[[Frame], None] | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -49,6 +52,8 @@ class RecordingHandler:
         if isinstance(frame.command, c.Connect):
             self.session.send_command(c.Connected(server_version="t", protocol_version=20))
         self.frames.append(frame)
+        if self.on_frame is not None:
+            self.on_frame(frame)
 
     def flush(self) -> None:
         self.flushed_after.append(len(self.frames))
@@ -104,6 +109,7 @@ class Harness:
         *,
         max_frame_size: int = 1 << 20,
         stream: type[CountingStream] = CountingStream,
+        guards: NetGuards | None = None,
     ) -> None:
         client_end, server_end = memory_stream_pair()
         self.server_stream = stream(server_end)
@@ -121,6 +127,7 @@ class Harness:
             clock=clock,
             max_frame_size=max_frame_size,
             keepalive_interval=KEEPALIVE,
+            guards=guards,
         )
         self.done = anyio.Event()
 
