@@ -24,11 +24,9 @@ Numbers only; asserts nothing. docs/reliability.md records a run and its command
 from __future__ import annotations
 
 import argparse
-import json
-import urllib.request
-from typing import Any
 import contextlib
 import functools
+import json
 import multiprocessing
 import os
 import random
@@ -40,8 +38,10 @@ import struct
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -364,10 +364,8 @@ def _partial(broker: Broker, seconds: float, connections: int = 50) -> None:
         peer = RawPeer(broker.url)
         peer.handshake()
         peer.sock.settimeout(None)
-        try:
+        with contextlib.suppress(OSError):
             peer.send(head + body)
-        except OSError:
-            pass
         peers.append(peer)
     time.sleep(1.0)
     held = broker.rss_mib()

@@ -39,9 +39,16 @@ class Broker:
 
 
 def start_broker(
-    *args: str, root: str = ROOT, env: dict[str, str] | None = None, timeout: float = 60.0
+    *args: str,
+    root: str = ROOT,
+    env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+    drain: bool = True,
 ) -> Broker:
-    """Start ``emubroker standalone --port 0 --admin-port 0 ARGS`` and wait for its ready line."""
+    """Start ``emubroker standalone --port 0 --admin-port 0 ARGS`` and wait for its ready line.
+
+    With ``drain`` False the caller must read ``broker.popen.stdout`` (or the broker blocks).
+    """
     environ = dict(os.environ if env is None else env)
     # glibc keeps large freed blocks in its heap once it has freed one (its mmap threshold
     # rises); a fixed threshold hands them back, so RSS follows what the broker really holds.
@@ -84,7 +91,8 @@ def start_broker(
         popen.kill()
         popen.wait()
         raise RuntimeError("broker did not print a ready line:\n" + "".join(lines[-20:]))
-    threading.Thread(target=popen.stdout.read, daemon=True).start()  # keep the pipe drained
+    if drain:
+        threading.Thread(target=popen.stdout.read, daemon=True).start()  # keep the pipe drained
     return Broker(url, admin, psutil.Process(popen.pid), popen)
 
 

@@ -21,7 +21,8 @@ PROTOCOL_VERSION = 20
 def address(url: str) -> tuple[str, int]:
     """``(host, port)`` of a ``pulsar://host:port`` URL."""
     parsed = urlparse(url)
-    assert parsed.hostname is not None and parsed.port is not None
+    assert parsed.hostname is not None
+    assert parsed.port is not None
     return parsed.hostname, parsed.port
 
 
