@@ -21,8 +21,8 @@ What a client may cost (docs/reliability.md), with the broker-wide state in
 * **Reading pauses** (Pulsar's ``ServerCnxThrottleTracker``: auto-read off) while the connection
   has ``maxPendingPublishRequestsPerConnection`` SENDs waiting for storage (until half of them
   completed), while the broker's pending publish bytes are over
-  ``maxMessagePublishBufferSizeInMB`` (until half), and while the connection is unwritable (its
-  peer does not read what we send).
+  ``maxMessagePublishBufferSizeInMB`` (until half), and while its peer leaves twice the high
+  water mark of replies unread (``emubroker.net.writer`` rule 2).
 * **Busy connections take turns** (``ReadGate``): after a read of ``BUSY_READ_BYTES`` or more the
   next read waits for a turn, so a flood from many connections cannot starve a quiet one.
 * **Partial frames** count against a broker-wide budget (``PartialFrames``); over it the
@@ -30,8 +30,8 @@ What a client may cost (docs/reliability.md), with the broker-wide state in
 * **Keep-alive** counts complete frames, not bytes, as Pulsar's ``PulsarHandler`` does, so a
   peer trickling a frame byte by byte is dropped like a silent one. While reading is paused by
   the broker's own back-pressure it does not judge the peer (Pulsar skips the check while
-  auto-read is off); while it is paused because the peer does not read, a write that completed
-  counts as a sign of life and a peer that takes nothing is dropped.
+  auto-read is off); while it is paused because the peer leaves its replies unread, a write that
+  completed counts as a sign of life and a peer that takes nothing is dropped.
 
 Bad input (spec §2.5): a frame the core rejects (malformed, oversized, not allowed in this state)
 ends this connection with a logged reason; the handler's cleanup still runs, so the session's
@@ -50,6 +50,7 @@ from anyio.abc import SocketAttribute
 from anyio.streams.tls import TLSAttribute
 
 from emubroker.net.guards import BUSY_READ_BYTES, NetGuards, ReadGate
+from emubroker.net.pauses import PENDING_PUBLISHES, REPLIES_UNREAD, ReadPauses
 from emubroker.net.writer import (
     FLUSH_GUARD_SECONDS,
     WRITE_BUFFER_HIGH_WATER_MARK,
@@ -58,12 +59,9 @@ from emubroker.net.writer import (
 )
 from protocol import commands as c
 from protocol.connection import CLOSED, Connection, Role, State
-from protocol.errors import LocalProtocolError, RemoteProtocolError
-from protocol.framing import encode_message_head
+from protocol.errors import RemoteProtocolError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from anyio.abc import ByteStream, TaskStatus
 
     from protocol.clock import Clock
@@ -89,9 +87,6 @@ BUSY_TURN_GUARD_SECONDS: Final = 0.05
 """How long a busy connection may hold its read turn waiting for bytes. A busy connection
 normally has its next bytes waiting; one that went quiet gives the turn back rather than make
 the busy connections behind it wait. A guard, not behaviour (STYLE.md §3): real time."""
-
-PENDING_PUBLISHES: Final = "pending publishes"
-UNWRITABLE: Final = "unwritable"
 
 
 class FrameHandler(Protocol):
@@ -144,19 +139,19 @@ class Session(SessionWriter):
         keepalive_interval: float,
         guards: NetGuards | None = None,
     ) -> None:
-        super().__init__(stream, _peer_name(stream))
+        super().__init__(
+            stream, _peer_name(stream), Connection(Role.BROKER, max_frame_size=max_frame_size)
+        )
         self._clock = clock
         self._keepalive_interval = keepalive_interval
         self._guards = guards if guards is not None else NetGuards()
-        self.connection = Connection(Role.BROKER, max_frame_size=max_frame_size)
         self.peer_certificate: bytes | None = stream.extra(
             TLSAttribute.peer_certificate_binary, None
         )
         """The TLS client certificate the handshake verified (DER); None without one."""
         self._read_scope = anyio.CancelScope()
         self._heard = False  # a frame arrived since the keep-alive last looked
-        self._pauses: set[str] = set()  # why reading is paused (empty: it is not)
-        self._resumed = anyio.Event()
+        self._pauses = ReadPauses(self._guards.publish_buffer)
         self._partial = 0  # bytes of an incomplete frame counted in guards.partial_frames
         self._publishing = 0  # bytes of SENDs awaiting storage counted in guards.publish_buffer
         self.stalled = False  # waiting for bytes from the peer, without a read turn
@@ -232,27 +227,10 @@ class Session(SessionWriter):
 
     # ---- reading pauses ----------------------------------------------------------------------
 
-    def pause_reading(self, reason: str, paused: bool = True) -> None:
-        """Stop reading for ``reason`` (or, with ``paused`` False, no longer for it).
-
-        Reading resumes once no reason is left (Pulsar's ``ServerCnxThrottleTracker``).
-        """
-        pauses = self._pauses
-        if paused:
-            pauses.add(reason)
-        elif reason in pauses:
-            pauses.discard(reason)
-            if not pauses:
-                self._resumed.set()
-                self._resumed = anyio.Event()
-
     @property
     def reading_paused(self) -> frozenset[str]:
-        """Why reading is paused now (empty when it is not); the broker-wide buffer included."""
-        pauses = set(self._pauses)
-        if self._guards.publish_buffer.limited:
-            pauses.add("publish buffer")
-        return frozenset(pauses)
+        """Why reading is paused now (empty when it is not; ``pauses``)."""
+        return self._pauses.reasons()
 
     def pending_publishes(self, count: int, size: int) -> None:
         """``count`` SENDs of this connection (``size`` bytes) await storage: back-pressure.
@@ -268,26 +246,16 @@ class Session(SessionWriter):
         limit = self._guards.max_pending_publishes
         if limit:
             if count >= limit:
-                self.pause_reading(PENDING_PUBLISHES)
+                self._pauses.set(PENDING_PUBLISHES)
             elif count <= limit // 2:
-                self.pause_reading(PENDING_PUBLISHES, False)
+                self._pauses.set(PENDING_PUBLISHES, False)
 
-    def _unwritable(self) -> None:
-        self.pause_reading(UNWRITABLE)
+    def _not_reading_replies(self) -> None:
+        self._pauses.set(REPLIES_UNREAD)
 
     def _writable_again(self) -> None:
-        self.pause_reading(UNWRITABLE, False)
+        self._pauses.set(REPLIES_UNREAD, False)
         self._handler.writable_again()
-
-    async def _wait_unpaused(self) -> None:
-        buffer = self._guards.publish_buffer
-        while True:
-            if self._pauses:
-                await self._resumed.wait()
-            elif buffer.limited:
-                await buffer.wait_resumed()
-            else:
-                return
 
     # ---- reading -----------------------------------------------------------------------------
 
@@ -295,10 +263,11 @@ class Session(SessionWriter):
         guards = self._guards
         buffer = guards.publish_buffer
         gate = guards.read_gate
+        pauses = self._pauses
         busy: bool | None = False
         while True:
-            if self._pauses or buffer.limited:
-                await self._wait_unpaused()
+            if pauses.own or buffer.limited:
+                await pauses.wait()
             if busy:
                 busy = await self._read_in_turn(gate)
                 if busy is None:
@@ -388,22 +357,6 @@ class Session(SessionWriter):
         self._partial = held
         self._guards.partial_frames.update(self, held)
 
-    # ---- writing -----------------------------------------------------------------------------
-
-    def send_command(self, command: c.Command) -> None:
-        """Queue a command (no payload) for the client; dropped once the session is closing."""
-        if self._closing:
-            return
-        try:
-            data = self.connection.send(command)
-        except LocalProtocolError as exc:
-            # Only reachable once the core closed the connection (bad input just now).
-            log.debug("not sending %s to %s: %s", type(command).__name__, self.peer, exc)
-            return
-        self._outbox.append(data)
-        self._count(len(data))
-        self._wake()
-
     # ---- keep-alive (spec §3.2) --------------------------------------------------------------
 
     async def _keepalive_loop(self) -> None:
@@ -420,9 +373,9 @@ class Session(SessionWriter):
                 self.close("no CONNECT within the keep-alive interval")
                 return
             pauses = self.reading_paused
-            if pauses and UNWRITABLE not in pauses:
+            if pauses and REPLIES_UNREAD not in pauses:
                 continue  # we stopped reading it ourselves: its PONG may be waiting unread
-            if UNWRITABLE in pauses and wrote:
+            if REPLIES_UNREAD in pauses and wrote:
                 pinged = False  # it reads what we send, we do not read it: alive
                 continue
             if pinged:
@@ -432,44 +385,6 @@ class Session(SessionWriter):
             pinged = True
 
     # ---- ConsumerSink / ProducerSink ---------------------------------------------------------
-
-    def send_message(
-        self,
-        consumer_id: int,
-        ledger_id: int,
-        entry_id: int,
-        partition: int,
-        redelivery_count: int,
-        ack_set: tuple[int, ...],
-        section: bytes,
-    ) -> None:
-        """Queue one MESSAGE (spec §7.2): the command plus the stored payload section."""
-        if self._closing:
-            return
-        # Head and section go to the outbox apart: the writer's join is their only copy.
-        head = encode_message_head(
-            consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, len(section)
-        )
-        self._outbox += (head, section)
-        self._count(len(head) + len(section))
-        if not self._woken:
-            self._wake()
-
-    def send_receipts(
-        self, producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]
-    ) -> None:
-        """Queue SEND_RECEIPTs: each sequence id with its ``(ledger, entry)`` (spec §6.2)."""
-        if self._closing:
-            return
-        try:
-            data = self.connection.send_receipts(producer_id, sequence_ids, positions)
-        except LocalProtocolError as exc:
-            log.debug("not sending receipts to %s: %s", self.peer, exc)
-            return
-        self._outbox.append(data)
-        self._count(len(data))
-        if not self._woken:
-            self._wake()
 
     def close_consumer(self, consumer_id: int) -> None:
         """Tell the client the broker closed a consumer (§9); it reconnects and resubscribes."""

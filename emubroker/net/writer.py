@@ -1,23 +1,26 @@
-"""The write side of a session: the outbox, its writability, its cap, and the writer task.
+"""The write side of a session: the outbox, its writability, its caps, and the writer task.
 
 Everything the broker sends a client is queued in the outbox without blocking (topics and
-handlers never wait for a socket); the writer task drains it. Three rules bound what a peer that
+handlers never wait for a socket); the writer task drains it. Four rules bound what a peer that
 reads slowly, or not at all, can make the broker hold:
 
 1. **Writability** (Netty's): more than ``WRITE_BUFFER_HIGH_WATER_MARK`` queued makes the
    connection *unwritable* until the queue is below ``WRITE_BUFFER_LOW_WATER_MARK``. Dispatchers
-   send nothing to an unwritable consumer (non-persistent ones drop, persistent ones wait), and
-   the session stops reading an unwritable connection, so a peer that does not read its replies
-   (receipts, lookups) stops being served rather than piling them up.
-2. **Cap**: a connection with more than ``OUTBOUND_CAP`` queued is closed at once, its queue
-   dropped. With rule 1 only a burst within one read (e.g. many large replies to small
+   send nothing to an unwritable consumer: non-persistent ones drop, persistent ones wait (the
+   entries stay in the ledger) until ``writable_again``.
+2. **Reading stops** past ``READ_PAUSE_MARK``, twice the high water mark, until the queue is
+   below the low one. Dispatch alone stops at the high water mark (plus one entry), so only
+   replies the peer does not read get there: receipts of a producer that never reads them, the
+   answers to a flood of lookups. Not reading its requests stops the replies.
+3. **Cap**: a connection with more than ``OUTBOUND_CAP`` queued is closed at once and its queue
+   dropped. With rules 1 and 2 only a burst within one read (many large replies to small
    requests) can get there; it bounds what one connection costs whatever the peer does.
-3. **Slices**: the writer joins at most ``WRITE_SLICE`` bytes into one write, so a large queue
+4. **Slices**: the writer joins at most ``WRITE_SLICE`` bytes into one write, so a large queue
    is never copied whole into one buffer (queued MESSAGE sections are the stored bytes, shared
-   with the ledger; a join is the only copy).
+   with the ledger; a join is their only copy).
 
-:class:`SessionWriter` is a base of ``Session`` (not a member) so that the hot sink methods add
-to the outbox without another attribute hop.
+:class:`SessionWriter` is a base of ``Session`` (not a member) so that the sink methods that
+topics call per message add to the outbox without another attribute hop.
 """
 
 from __future__ import annotations
@@ -27,11 +30,20 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
+from protocol.errors import LocalProtocolError
+from protocol.framing import encode_message_head
+
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from anyio.abc import ByteStream
+
+    from protocol import commands as c
+    from protocol.connection import Connection
 
 __all__ = [
     "OUTBOUND_CAP",
+    "READ_PAUSE_MARK",
     "WRITE_BUFFER_HIGH_WATER_MARK",
     "WRITE_BUFFER_LOW_WATER_MARK",
     "WRITE_SLICE",
@@ -53,14 +65,20 @@ WRITE_BUFFER_LOW_WATER_MARK: Final = WRITE_BUFFER_HIGH_WATER_MARK // 2
 """An unwritable connection is writable again once its queued bytes fall below this (Netty's
 low water mark is half its high one too), so writability does not flip with every write."""
 
+READ_PAUSE_MARK: Final = 2 * WRITE_BUFFER_HIGH_WATER_MARK
+"""Queued bytes past which the session stops reading the connection (rule 2). Not at the high
+water mark itself: a client whose consumer has MESSAGEs queued up to it (a fast subscriber of a
+busy topic, with its producer on the same connection, as the official client shares one per
+broker) must not have its SENDs left unread meanwhile."""
+
 OUTBOUND_CAP: Final = 64 * 1024 * 1024
 """Queued outbound bytes past which the connection is closed. Pulsar has no such cap (Netty's
-buffer grows until the JVM runs out of direct memory). Writability (rule 1) keeps a connection
-near the high water mark: dispatch stops for it and reading stops, so what can still arrive is
-one message (``maxMessageSize``, 5 MiB) or the replies to one read's requests. bench/abuse.py
-measures a consumer with a 1,000-message receiver queue of 1 MiB messages at 4-9 MiB queued;
-16 high water marks leave room for that and for a large topic listing, and still bound a
-connection to a fixed share of memory."""
+buffer grows until the JVM runs out of direct memory). Rules 1 and 2 keep a connection near the
+marks: dispatch stops at the high water mark, reading at twice it, so what can still arrive is
+one message (``maxMessageSize``, 5 MiB) or the replies to one read's requests (a 256 KiB read of
+requests whose answers are large, a topic listing). 16 high water marks leave room for those and
+still bound a connection to a fixed share of memory; bench/abuse.py shows the official client's
+consumers of 1 MiB messages stay under 10 MiB."""
 
 WRITE_SLICE: Final = 1024 * 1024
 """Most bytes joined into one write. Below it (nearly always) the whole outbox goes in one
@@ -73,14 +91,22 @@ against a peer that stopped reading, not behaviour (STYLE.md §3), so it is real
 
 
 class SessionWriter:
-    """The outbox of one connection and the task that writes it (see the module docstring)."""
+    """The outbox of one connection, its sinks and the task that writes it (module docstring).
 
-    def __init__(self, stream: ByteStream, peer: str) -> None:
+    Args:
+        stream: The connection's byte stream.
+        peer: The client's address, for logs.
+        connection: The sans-IO connection whose commands are queued.
+    """
+
+    def __init__(self, stream: ByteStream, peer: str, connection: Connection) -> None:
         self._stream = stream
         self.peer = peer
+        self.connection = connection
         self._outbox: list[bytes] = []
         self._queued = 0  # bytes in the outbox and in the write under way
         self.writable = True  # rule 1
+        self._reading_stopped = False  # rule 2
         self._wakeup = anyio.Event()
         self._woken = False  # _wakeup was set since the writer last emptied the outbox
         self._writer_done = anyio.Event()
@@ -89,27 +115,31 @@ class SessionWriter:
         self._wrote = False  # a write completed since the keep-alive last looked
         self.close_reason = ""
 
-    # ---- hooks for the session ----------------------------------------------------------------
+    # ---- what the session does about it -------------------------------------------------------
 
-    def _unwritable(self) -> None:
-        """The queue went over the high water mark (the session stops reading)."""
+    def _not_reading_replies(self) -> None:
+        """Rule 2: the queue went past the read pause mark (the session stops reading)."""
 
     def _writable_again(self) -> None:
-        """The queue went under the low water mark (the session reads again)."""
+        """The queue went under the low water mark (reading and deliveries resume)."""
+
+    def _write_failed(self, exc: Exception) -> None:
+        """A write failed: the connection is broken."""
 
     def abort(self, reason: str) -> None:
-        """Hang up at once, dropping what is queued (the session's ``close`` without the flush)."""
+        """Hang up at once, dropping what is queued."""
         raise NotImplementedError
 
     # ---- queueing -----------------------------------------------------------------------------
 
     def _count(self, size: int) -> None:
-        """``size`` more bytes are queued: rules 1 and 2."""
+        """``size`` more bytes are queued: rules 1 to 3."""
         self._queued += size
         if self._queued > WRITE_BUFFER_HIGH_WATER_MARK:
-            if self.writable:
-                self.writable = False
-                self._unwritable()
+            self.writable = False
+            if self._queued > READ_PAUSE_MARK and not self._reading_stopped:
+                self._reading_stopped = True
+                self._not_reading_replies()
             if self._queued > OUTBOUND_CAP:
                 self.abort(
                     f"the client does not read: {self._queued} bytes queued for it,"
@@ -127,10 +157,62 @@ class SessionWriter:
             self._woken = True
             self._wakeup.set()
 
+    def send_command(self, command: c.Command) -> None:
+        """Queue a command (no payload) for the client; dropped once the session is closing."""
+        if self._closing:
+            return
+        try:
+            data = self.connection.send(command)
+        except LocalProtocolError as exc:
+            # Only reachable once the core closed the connection (bad input just now).
+            log.debug("not sending %s to %s: %s", type(command).__name__, self.peer, exc)
+            return
+        self._outbox.append(data)
+        self._count(len(data))
+        self._wake()
+
+    def send_message(
+        self,
+        consumer_id: int,
+        ledger_id: int,
+        entry_id: int,
+        partition: int,
+        redelivery_count: int,
+        ack_set: tuple[int, ...],
+        section: bytes,
+    ) -> None:
+        """Queue one MESSAGE (spec §7.2): the command plus the stored payload section."""
+        if self._closing:
+            return
+        # Head and section go to the outbox apart: the writer's join is their only copy.
+        head = encode_message_head(
+            consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, len(section)
+        )
+        self._outbox += (head, section)
+        self._count(len(head) + len(section))
+        if not self._woken:
+            self._wake()
+
+    def send_receipts(
+        self, producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]
+    ) -> None:
+        """Queue SEND_RECEIPTs: each sequence id with its ``(ledger, entry)`` (spec §6.2)."""
+        if self._closing:
+            return
+        try:
+            data = self.connection.send_receipts(producer_id, sequence_ids, positions)
+        except LocalProtocolError as exc:
+            log.debug("not sending receipts to %s: %s", self.peer, exc)
+            return
+        self._outbox.append(data)
+        self._count(len(data))
+        if not self._woken:
+            self._wake()
+
     # ---- the writer task ----------------------------------------------------------------------
 
     def _next_write(self) -> bytes:
-        """Take the next write from the outbox (rule 3)."""
+        """Take the next write from the outbox (rule 4)."""
         out = self._outbox
         if self._queued <= WRITE_SLICE:  # nothing is being written: _queued is the outbox
             self._outbox = []
@@ -170,10 +252,7 @@ class SessionWriter:
                 self._queued -= len(data)
                 if not self.writable and self._queued < WRITE_BUFFER_LOW_WATER_MARK:
                     self.writable = True
+                    self._reading_stopped = False
                     self._writable_again()
         finally:
             self._writer_done.set()
-
-    def _write_failed(self, exc: Exception) -> None:
-        """A write failed: the connection is broken."""
-        raise NotImplementedError

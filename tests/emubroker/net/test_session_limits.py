@@ -62,7 +62,26 @@ class SizedStream(CountingStream):
 # ---- the write side ---------------------------------------------------------------------------
 
 
-async def test_reading_stops_while_the_peer_does_not_read_and_resumes_when_it_does(
+async def test_reading_goes_on_while_only_deliveries_are_queued(fake_clock: FakeClock) -> None:
+    # Up to twice the high water mark: a subscriber's MESSAGEs (dispatch stops at the mark) must
+    # not keep its connection's producer from being read.
+    h = Harness(fake_clock, stream=StallingStream)
+    stream = h.server_stream
+    assert isinstance(stream, StallingStream)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.handshake()
+        stream.stalled = True
+        queue_message(h, 6 * MIB)
+        assert not h.session.writable
+        assert h.session.reading_paused == frozenset()
+        await h.client.send(flow(1))
+        await settle()
+        assert flows(h) == [1]
+        tg.cancel_scope.cancel()
+
+
+async def test_reading_stops_while_the_peer_leaves_its_replies_unread(
     fake_clock: FakeClock,
 ) -> None:
     h = Harness(fake_clock, stream=StallingStream)
@@ -74,13 +93,17 @@ async def test_reading_stops_while_the_peer_does_not_read_and_resumes_when_it_do
         stream.stalled = True
         queue_message(h, 3 * MIB)
         await settle()  # the writer is stuck writing it
-        queue_message(h, 3 * MIB // 2)  # 4.5 MiB queued: unwritable
-        assert h.session.reading_paused == {"unwritable"}
+        queue_message(h, 6 * MIB)  # 9 MiB queued: past twice the high water mark
+        assert h.session.reading_paused == {"replies unread"}
         await h.client.send(flow(1))  # the read already under way
         await h.client.send(flow(2))
         await settle()
         assert flows(h) == [1]
-        stream.let_one_through()  # 1.5 MiB left: under the low water mark
+        stream.let_one_through()  # 6 MiB left: still above the low water mark
+        await settle()
+        assert flows(h) == [1]
+        assert h.handler.writable_again_calls == 0
+        stream.let_one_through()
         await settle()
         assert flows(h) == [1, 2]
         assert h.handler.writable_again_calls == 1
