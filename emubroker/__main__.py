@@ -5,6 +5,10 @@
 ``emubroker admin [--admin-url URL] RESOURCE COMMAND ...`` administers a running broker over its
 REST API, like ``pulsar-admin`` (see :mod:`emubroker.admin_cli`).
 
+``emubroker cluster [-n N] ...`` runs a local cluster of broker processes around one
+``storage-stub`` process, and ``emubroker cluster status|kill|start|stop`` controls it from
+another shell (see :mod:`emubroker.cluster.cli`).
+
 ``standalone`` runs one broker in this process on anyio's asyncio backend (aiohttp needs it,
 DESIGN.md decision 5), prints one line containing ``ready`` with the service and admin URLs once
 both listen (scripts and tests wait for it), and stops cleanly on SIGINT or SIGTERM (exit code 0).
@@ -27,12 +31,8 @@ import anyio
 import msgspec
 
 from emubroker import admin_cli
-from emubroker.app import open_broker, open_storage
-from emubroker.auth.certs import write_local_certificates
+from emubroker.cluster import cli as cluster_cli
 from emubroker.config import ConfigError, load_config
-from emubroker.metadata import MetadataStoreError
-from emubroker.metadata.etcd_url import is_etcd_url, parse_etcd_url
-from storage_stub.journal import FsyncPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,10 +93,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
     admin_cli.add_parser(commands)
+    cluster_cli.add_parser(commands)
     return parser
 
 
 async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
+    # Imported here, not at the top: the broker's modules take ~0.5 s of CPU to import, which
+    # ``emubroker cluster`` and its control commands, which only spawn or signal brokers, would
+    # otherwise pay before doing anything (bench/cluster_startup.py, docs/performance.md).
+    from emubroker.app import open_broker, open_storage
+    from storage_stub.journal import FsyncPolicy
+
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
             open_storage(
@@ -104,6 +111,7 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
                 fsync=FsyncPolicy(getattr(args, "fsync", "batch")),
                 metadata_url=getattr(args, "metadata_url", None),
                 bookie_url=getattr(args, "bookie_url", None),
+                session_timeout=config.metadataStoreSessionTimeoutMillis / 1000.0,
             ) as (metadata, bookie),
             open_broker(config, metadata=metadata, bookie=bookie) as broker,
         ):
@@ -125,9 +133,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "admin":
         return admin_cli.run(args)
+    if args.command == "cluster":
+        return cluster_cli.run(args)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # Imported here for the reason given in _standalone.
+    from emubroker.metadata import MetadataStoreError
+    from emubroker.metadata.etcd_url import is_etcd_url, parse_etcd_url
+
     with tempfile.TemporaryDirectory(prefix="emubroker-tls-") as scratch:
         try:
             config = load_config(
@@ -163,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _with_local_tls(config: BrokerConfig, directory: Path) -> BrokerConfig:
     """``--tls``: fresh certificates in ``directory``, TLS ports on, paths printed."""
+    from emubroker.auth.certs import write_local_certificates  # see _standalone's imports
+
     certs = write_local_certificates(directory)
     print(
         f"emubroker: TLS certificates for this run in {directory} (removed on exit): "

@@ -14,6 +14,7 @@ a :class:`NamespaceRegistry`, an in-memory view of those nodes kept current by a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -32,26 +33,35 @@ from emubroker.admin import (
     build_admin_app,
     serve_admin,
 )
+from emubroker.admin.health_check import HealthChecker, heartbeat_namespaces
+from emubroker.admin.metrics_loadbalance import render_load_balancing_metrics
 from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
-from emubroker.metadata import MemoryMetadataStore
+from emubroker.loadbalance.leader_election import LeaderElectionService
+from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
+from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
-from emubroker.metadata.remote import RemoteMetadataStore, open_remote_metadata_store
+from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
+from emubroker.metadata.remote import (
+    DEFAULT_SESSION_TIMEOUT,
+    RemoteMetadataStore,
+    open_remote_metadata_store,
+)
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import (
     NetGuards,
     Session,
+    TrafficCounter,
     bind_tcp_sockets,
     listener_from_sockets,
     serve_pulsar,
 )
 from emubroker.policies import (
-    POLICIES_ROOT,
     ClusterData,
     Policies,
     PolicyStore,
@@ -67,18 +77,19 @@ from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
 from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
+from protocol.client.transport import StreamTransport, memory_byte_stream_pair
 from protocol.clock import AnyioClock
 from protocol.framing import FRAME_PADDING
 from storage_stub.client import open_stub_client
 from storage_stub.journal import FsyncPolicy
 from storage_stub.ledger import LedgerStore
-from storage_stub.server import open_stub_server
 
 if TYPE_CHECKING:
     import socket
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
+    from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
     from emubroker.storage import BookieClient
     from emubroker.topics.service import AnyTopic
@@ -126,6 +137,11 @@ async def bootstrap_metadata(
 ) -> None:
     """Create the cluster, the ``public`` tenant and its default namespaces if missing.
 
+    Every node is created with ``expected_version=-1``: brokers of a cluster starting together
+    against one empty store race here, and the first creator's value must stand (a plain write
+    after an ``exists`` check would let a later broker overwrite what an earlier one, or an
+    operator in between, wrote).
+
     Args:
         store: The metadata store.
         config: The broker configuration.
@@ -140,59 +156,31 @@ async def bootstrap_metadata(
             config.anonymousUserRole,
         )
         return
-    cluster_path = f"/admin/clusters/{config.clusterName}"
-    if not await store.exists(cluster_path):
-        service_url = f"pulsar://{config.advertised_host()}:{config.brokerServicePort}"
-        cluster = ClusterData(
-            service_url=http_url or None,
-            service_url_tls=tls_urls[0] or None,
-            broker_service_url=service_url,
-            broker_service_url_tls=tls_urls[1] or None,
-        )
-        await store.put(cluster_path, to_json(cluster))
-    tenant_path = f"{POLICIES_ROOT}/{DEFAULT_TENANT}"
-    if not await store.exists(tenant_path):
-        await store.put(tenant_path, to_json(TenantInfo([], [config.clusterName])))
+    cluster = ClusterData(
+        service_url=http_url or None,
+        service_url_tls=tls_urls[0] or None,
+        broker_service_url=f"pulsar://{config.advertised_host()}:{config.brokerServicePort}",
+        broker_service_url_tls=tls_urls[1] or None,
+    )
     policies = Policies(
         bundles=bundles_data(bundle_boundaries(config.defaultNumberOfNamespaceBundles)),
         replication_clusters=[config.clusterName],
     )
-    for namespace in DEFAULT_NAMESPACES:
-        path = f"{POLICIES_ROOT}/{namespace}"
-        if not await store.exists(path):
-            await store.put(path, to_json(policies))
+    nodes = [
+        (cluster_path(config.clusterName), cluster),
+        (tenant_path(DEFAULT_TENANT), TenantInfo([], [config.clusterName])),
+        *((namespace_path(namespace), policies) for namespace in DEFAULT_NAMESPACES),
+    ]
+    for path, value in nodes:
+        if await store.exists(path):
+            continue
+        with contextlib.suppress(BadVersionError):  # another broker created it first
+            await store.put(path, to_json(value), expected_version=-1)
 
 
 def topic_settings(config: BrokerConfig) -> TopicSettings:
     """The topic layer's settings from the broker configuration."""
-    return TopicSettings(
-        cluster_name=config.clusterName,
-        allow_auto_topic_creation=config.allowAutoTopicCreation,
-        allow_auto_topic_creation_type=config.allowAutoTopicCreationType,
-        default_num_partitions=config.defaultNumPartitions,
-        dispatcher_max_read_batch_size=config.dispatcherMaxReadBatchSize,
-        max_unacked_messages_per_consumer=config.maxUnackedMessagesPerConsumer,
-        managed_ledger_max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
-        managed_ledger_max_size_per_ledger_mbytes=config.managedLedgerMaxSizePerLedgerMbytes,
-        managed_ledger_min_ledger_rollover_time_minutes=(
-            config.managedLedgerMinLedgerRolloverTimeMinutes
-        ),
-        managed_ledger_max_ledger_rollover_time_minutes=(
-            config.managedLedgerMaxLedgerRolloverTimeMinutes
-        ),
-        managed_ledger_cache_size_mb=config.managedLedgerCacheSizeMB,
-        cursor_flush_interval=1.0 / config.managedLedgerDefaultMarkDeleteRateLimit,
-        delayed_delivery_enabled=config.delayedDeliveryEnabled,
-        key_shared_hash_points=config.subscriptionKeySharedConsistentHashingReplicaPoints,
-        stats_update_frequency=float(config.statsUpdateFrequencyInSecs),
-        max_producers_per_topic=config.maxProducersPerTopic,
-        max_consumers_per_topic=config.maxConsumersPerTopic,
-        max_consumers_per_subscription=config.maxConsumersPerSubscription,
-        max_subscriptions_per_topic=config.maxSubscriptionsPerTopic,
-        max_topics_per_namespace=config.maxTopicsPerNamespace,
-        ttl_duration_default_in_seconds=config.ttlDurationDefaultInSeconds,
-        message_expiry_check_interval_in_minutes=config.messageExpiryCheckIntervalInMinutes,
-    )
+    return TopicSettings(config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +203,10 @@ class Broker:
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
         guards: The limits every connection counts against (``emubroker.net.guards``).
+        leader_election: This broker's part in the cluster's leader election.
+        load_reporter: This broker's load report (its registration under
+            ``/loadbalance/brokers``).
+        traffic: Bytes its client connections carried (its own bandwidth).
         service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
         admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
     """
@@ -234,6 +226,9 @@ class Broker:
     compaction: CompactionService | None = None
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
+    leader_election: LeaderElectionService | None = None
+    load_reporter: LoadReporter | None = None
+    traffic: TrafficCounter | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
     guards: NetGuards | None = None
@@ -256,8 +251,19 @@ class Broker:
             clock=self.clock,
             max_frame_size=config.maxMessageSize + FRAME_PADDING,
             keepalive_interval=config.keepAliveIntervalSeconds,
+            traffic=self.traffic,
             guards=self.guards,
         )
+
+    async def connect_in_memory(self, host: str, port: int) -> StreamTransport:
+        """A client transport to this broker over an in-memory stream.
+
+        A ``protocol.client`` ``Connector`` (host and port are ignored): the broker's own
+        health check connects with it.
+        """
+        client_end, server_end = memory_byte_stream_pair()
+        self.start_session(server_end)
+        return StreamTransport(client_end)
 
 
 def _record_bundles(
@@ -285,11 +291,22 @@ def _admin_context(
     *,
     schemas: SchemaService | None,
     compaction: CompactionService | None,
+    leader_election: LeaderElectionService,
+    load_reporter: LoadReporter,
+    health: HealthChecker,
     security: Security | None = None,
 ) -> AdminContext:
     config = dynamic.config
-    broker_id = f"{config.advertised_host()}:{config.webServicePort}"
+    broker_id = broker_id_of(config)
     tracker = RateTracker(clock=clock)
+
+    def load_balancing_metrics() -> str:
+        return render_load_balancing_metrics(
+            load_reporter.statistics(),
+            cluster=config.clusterName,
+            broker=config.advertised_host(),
+            bundles=dynamic.config.exposeBundlesMetricsInPrometheus,
+        )
 
     def dedup_enabled(topic: AnyTopic) -> bool:
         policies = namespaces.policies(topic.name.namespace)
@@ -304,21 +321,35 @@ def _admin_context(
         # The configured address even when the API is not served (component tests).
         web_service_url=f"http://{broker_id}",
         dynamic=dynamic,
+        metadata=store,
         policies=PolicyStore(store),
         namespaces=namespaces,
         topics=topics,
         ownership=ownership,
+        load_reporter=load_reporter,
+        health=health,
         metrics=MetricsCollector(
-            topics.statistics, clock=clock, cluster=config.clusterName, tracker=tracker
+            topics.statistics,
+            clock=clock,
+            cluster=config.clusterName,
+            tracker=tracker,
+            leader_election=leader_election.statistics,
+            load_balancing=load_balancing_metrics,
         ),
         stats=TopicStatsView(
             topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
         ),
         schemas=schemas,
         compaction=compaction,
+        leader_election=leader_election,
         security=security,
         clock=clock,
     )
+
+
+def broker_id_of(config: BrokerConfig) -> str:
+    """The broker id as Pulsar spells it (``PulsarService.getBrokerId``): host:webServicePort."""
+    return f"{config.advertised_host()}:{config.webServicePort}"
 
 
 async def _bind_optional(host: str, port: int | None) -> list[socket.socket]:
@@ -338,6 +369,7 @@ async def open_storage(
     metadata_url: str | None = None,
     bookie_url: str | None = None,
     fsync: FsyncPolicy = FsyncPolicy.BATCH,
+    session_timeout: float = DEFAULT_SESSION_TIMEOUT,
 ) -> AsyncIterator[tuple[MetadataStore | None, BookieClient | None]]:
     """The broker's storage: in memory, a durable stub in this process, or an external stub.
 
@@ -348,6 +380,8 @@ async def open_storage(
             ``etcd://host:port[,host:port...][/chroot]`` of an etcd cluster.
         bookie_url: ``stub://host:port`` of an external bookie stub.
         fsync: The hosted stub's journal fsync policy.
+        session_timeout: Seconds an external metadata session outlives its last heartbeat
+            (``metadataStoreSessionTimeoutMillis``).
 
     Yields:
         ``(metadata, bookie)`` for :func:`open_broker`; ``(None, None)`` for memory.
@@ -360,16 +394,26 @@ async def open_storage(
         metadata: MetadataStore | None = None
         bookie: BookieClient | None = None
         if data_dir is not None:
+            # Only ``--data-dir`` hosts the stub in-process: brokers of a cluster skip importing
+            # the server, ~6 % of their start-up CPU (docs/performance.md, cluster start-up).
+            from storage_stub.server import open_stub_server
+
             server = await stack.enter_async_context(
                 open_stub_server(data_dir=data_dir, fsync=fsync)
             )
             client = await stack.enter_async_context(server.open_local_client())
-            metadata = await stack.enter_async_context(await RemoteMetadataStore.open(client))
+            metadata = await stack.enter_async_context(
+                await RemoteMetadataStore.open(client, session_timeout=session_timeout)
+            )
             bookie = client
         if metadata_url is not None and is_etcd_url(metadata_url):
-            metadata = await stack.enter_async_context(open_etcd_metadata_store(metadata_url))
+            metadata = await stack.enter_async_context(
+                open_etcd_metadata_store(metadata_url, session_timeout=session_timeout)
+            )
         elif metadata_url is not None:
-            metadata = await stack.enter_async_context(open_remote_metadata_store(metadata_url))
+            metadata = await stack.enter_async_context(
+                open_remote_metadata_store(metadata_url, session_timeout=session_timeout)
+            )
         if bookie_url is not None:
             bookie = await stack.enter_async_context(open_stub_client(bookie_url))
         yield metadata, bookie
@@ -485,6 +529,13 @@ async def open_broker(
             topics.check_message_expiry(ns)
 
         namespaces = NamespaceRegistry(on_change=namespace_changed)
+        # A broker's heartbeat namespaces exist without policies (Pulsar's NamespaceService
+        # registers them at start): its health check produces and reads there.
+        heartbeat = frozenset(heartbeat_namespaces(config.clusterName, broker_id_of(config)))
+
+        def namespace_exists(namespace: NamespaceName) -> bool:
+            return namespace in heartbeat or namespaces(namespace)
+
         ledgers = LedgerStore()
         features = TopicFeatures(config, store)
         topics = await stack.enter_async_context(
@@ -492,7 +543,7 @@ async def open_broker(
                 config=topic_settings(dynamic.config),
                 clock=clock,
                 ledgers=ledgers if bookie is None else bookie,
-                namespaces=namespaces,
+                namespaces=namespace_exists,
                 metadata=store,
                 features=features,
                 throttling=throttling,
@@ -517,7 +568,7 @@ async def open_broker(
             config=config,
             topics=topics,
             ownership=ownership,
-            namespace_exists=namespaces,
+            namespace_exists=namespace_exists,
             listeners=config.listeners(),
             schemas=SchemaService(schema_registry, features),
             security=security,
@@ -533,6 +584,32 @@ async def open_broker(
             await tg.start(trace_sink.run)
         await tg.start(namespaces.watch, store)
         await tg.start(dynamic.watch)
+        # Elected before the ports serve, so that leaderBroker answers once the broker is ready.
+        leader_election = LeaderElectionService(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            service_url=f"http://{broker_id_of(config)}",
+        )
+        await tg.start(leader_election.run)
+        # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
+        # ModularLoadManagerImpl.start).
+        traffic = TrafficCounter()
+        load_trace = load_balancer_trace(config, broker_id_of(config))
+        if load_trace is not None:
+            await tg.start(load_trace.run)
+        load_reporter = build_load_reporter(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            config=lambda: dynamic.config,
+            urls=(f"http://{broker_id_of(config)}", admin_url_tls, service_url, service_url_tls),
+            topics=topics,
+            ownership=ownership,
+            traffic=traffic.snapshot,
+            trace=load_trace,
+        )
+        await tg.start(load_reporter.run)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -543,6 +620,14 @@ async def open_broker(
             clock,
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
+            leader_election=leader_election,
+            load_reporter=load_reporter,
+            health=HealthChecker(
+                cluster=config.clusterName,
+                broker_id=broker_id_of(config),
+                connector=lambda host, port: broker.connect_in_memory(host, port),
+                clock=clock,
+            ),
             security=security,
         )
         broker = Broker(
@@ -561,6 +646,9 @@ async def open_broker(
             compaction=compaction,
             dynamic=dynamic,
             admin=admin_context,
+            leader_election=leader_election,
+            load_reporter=load_reporter,
+            traffic=traffic,
             service_url_tls=service_url_tls,
             admin_url_tls=admin_url_tls,
             guards=guards,
@@ -575,6 +663,7 @@ async def open_broker(
                     clock=clock,
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
+                    traffic=traffic,
                     guards=guards,
                 )
             )
@@ -588,6 +677,7 @@ async def open_broker(
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
                     ssl_context=security.ssl_context,
+                    traffic=traffic,
                     guards=guards,
                 )
             )

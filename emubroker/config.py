@@ -4,8 +4,7 @@ DESIGN.md decision 3: configuration uses Pulsar's names (camelCase, exactly as i
 ``broker.conf``/``standalone.conf``) and Pulsar's defaults, so an operator's existing file (or the
 subset of it we emulate) loads unchanged. Sources, lowest priority first:
 
-1. the defaults below (Pulsar's, except ``bindAddress`` and ``schemaCompatibilityStrategy``, see
-   their comments);
+1. the defaults below (Pulsar's, except ``bindAddress``, see its comment);
 2. a file: Java properties (``key=value``, ``#``/``!`` comments) or TOML, chosen by extension;
 3. environment variables ``PULSAR_PREFIX_<key>=<value>`` (the convention of Pulsar's container
    images, ``apply-config-from-env.py``), applied over the file;
@@ -69,13 +68,6 @@ SchemaCompatibilityStrategy = Literal[
 
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 Positive = Annotated[int, msgspec.Meta(gt=0)]
-_Rate = Annotated[int, msgspec.Meta(ge=-1)]
-
-DispatchRateLimiterFactory = Literal[
-    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryClassic",
-    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket",
-]
-"""``dispatchRateLimiterFactoryClassName`` values (spec/pulsar-behaviour.md §1.5)."""
 
 
 class ConfigError(ValueError):
@@ -85,21 +77,19 @@ class ConfigError(ValueError):
 class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     """Broker settings under their ``broker.conf`` names (Pulsar's defaults unless noted).
 
-    Three families of keys live in base classes: the limits on what clients may cost the broker
-    (connections, pending publishes, topics per namespace, HTTP bodies) in
-    :class:`~emubroker.config_protection.ProtectionConfig` (docs/reliability.md), the load
-    manager's (``loadBalancer*``, ``loadManagerClassName``, the split algorithms,
-    ``maxUnload*``/``minUnload*``, ...) in
-    :class:`~emubroker.config_loadbalancer.LoadBalancerConfig` (docs/load-balancing.md), and the
-    TLS, authentication and authorization keys in
-    :class:`~emubroker.config_security.SecurityConfig`, the last base.
-
-    The dispatch-throttling keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClass
-    Name``, ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) are those
-    of :class:`~emubroker.ratelimit.quotas.DispatchThrottlingConfig`, which documents them with
-    Pulsar's defaults (spec/pulsar-behaviour.md §7); the layer contract forbids ``config`` to
-    import ``ratelimit``, so they are declared again below and a test keeps both identical
-    (names, types, defaults). ``throttling_config_from(config)`` builds the throttling settings.
+    Four families of keys live in base classes, each declared once: the limits on what clients
+    may cost the broker (connections, pending publishes, topics per namespace, HTTP bodies) in
+    :class:`~emubroker.config_protection.ProtectionConfig` (docs/reliability.md); the load
+    manager's (``loadBalancer*``, ``loadManagerClassName``, the split algorithms, ``maxUnload*``/
+    ``minUnload*``, ...) in :class:`~emubroker.config_loadbalancer.LoadBalancerConfig`
+    (docs/load-balancing.md), the base of that; the TLS, authentication and authorization keys
+    in :class:`~emubroker.config_security.SecurityConfig`, its base; and the dispatch-throttling
+    keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClassName``,
+    ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) in
+    :class:`~emubroker.config_throttling.DispatchThrottlingConfig`, the base of that, with
+    Pulsar's defaults (spec/pulsar-behaviour.md §7). ``throttling_config_from(config)`` takes
+    that part for the throttling code; ``topics.settings.TopicSettings`` is likewise read from
+    this struct.
 
     Attributes:
         clusterName: The cluster this broker belongs to (``standalone.conf``'s value).
@@ -146,15 +136,18 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
         subscriptionKeySharedConsistentHashingReplicaPoints: Key_Shared hash-ring points per
             consumer.
         schemaCompatibilityStrategy: The schema compatibility strategy of namespaces whose
-            policies leave it ``UNDEFINED``. Pulsar's default is ``FULL``; ours is
-            ``ALWAYS_COMPATIBLE`` (issue 3: an emulator accepts any schema evolution unless a
-            namespace or this key asks for checks). ``UNDEFINED`` here means the same.
+            policies leave it ``UNDEFINED``; ``FULL``, Pulsar's default, so that a client
+            sees the refusals Pulsar gives (the official client's schema tests rely on them).
+            ``UNDEFINED`` here means ``ALWAYS_COMPATIBLE``.
         isAllowAutoUpdateSchemaEnabled: Producers may register new schema versions; when false
             only schemas already registered are accepted.
         isSchemaValidationEnforced: Producers and consumers without a schema are refused on a
             topic that has one.
         topicCompactionRetainNullKey: Compaction keeps messages without a key (Pulsar's default
             drops them).
+        metadataStoreSessionTimeoutMillis: The broker's metadata session ends this long after
+            its last heartbeat; its ephemeral nodes (bundle ownership, the leader node) go with
+            it, so it bounds how long a dead broker keeps them.
         emubrokerDispatchTraceDir: Ours, not Pulsar's: a directory where the broker writes the
             dispatch trace (one Parquet row per dispatch, docs/dispatch-trace.md); empty = off.
         emubrokerDispatchTraceFlushRecords: Ours: trace rows buffered per Parquet row group
@@ -193,28 +186,11 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     statsUpdateFrequencyInSecs: Annotated[int, msgspec.Meta(gt=0)] = 60
     delayedDeliveryEnabled: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: Positive = 100
-    schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "ALWAYS_COMPATIBLE"
+    schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "FULL"
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
     topicCompactionRetainNullKey: bool = False
-    # Dispatch throttling: exactly DispatchThrottlingConfig's keys (test_config checks).
-    dispatchRateLimiterFactoryClassName: DispatchRateLimiterFactory = (
-        "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket"
-    )
-    dispatchThrottlingRateInMsg: _Rate = 0
-    dispatchThrottlingRateInByte: _Rate = 0
-    dispatchThrottlingRatePerTopicInMsg: _Rate = 0
-    dispatchThrottlingRatePerTopicInByte: _Rate = 0
-    dispatchThrottlingRatePerSubscriptionInMsg: _Rate = 0
-    dispatchThrottlingRatePerSubscriptionInByte: _Rate = 0
-    dispatchThrottlingRateRelativeToPublishRate: bool = False
-    dispatchThrottlingOnBatchMessageEnabled: bool = False
-    dispatchThrottlingOnNonBacklogConsumerEnabled: bool = True
-    dispatchThrottlingForFilteredEntriesEnabled: bool = False
-    preciseDispatcherFlowControl: bool = False
-    dispatcherMaxReadBatchSize: Positive = 100
-    dispatcherMinReadBatchSize: Positive = 1
-    dispatcherMaxReadSizeBytes: Positive = 5 * 1024 * 1024
+    metadataStoreSessionTimeoutMillis: Positive = 30_000
     emubrokerDispatchTraceDir: str = ""
     emubrokerDispatchTraceFlushRecords: Positive = 65_536
 

@@ -4,7 +4,14 @@ Parsing follows Pulsar's ``common.naming.TopicName`` / ``NamespaceName``: a comp
 ``<domain>://<tenant>/<namespace>/<local>``; a short name ``<local>`` lives in ``public/default``
 and ``<tenant>/<namespace>/<local>`` is persistent. Legacy V1 names with a cluster segment
 (``persistent://pulsar/global/ns1/topic-1``, spec/pulsar-behaviour.md §5.2 and §6.1) parse too,
-so that ``str(TopicName.parse(s)) == s`` for every complete name a client may send.
+so that ``str(TopicName.parse(s)) == s`` for every complete name a client may send (with the
+domain in lower case).
+
+Which names are valid (docs/broker-behaviour.md, "Topic names"): tenant, namespace and cluster
+follow ``NamedEntity`` (ASCII letters, digits and ``-=:._``, non-empty); the local name may hold
+any character but ``/`` and must not be blank (Java's ``isBlank``), as in Pulsar, and must not be
+``.`` or ``..``, which Pulsar accepts but cannot store. Where a topic names a metadata node its
+local name is URL-encoded (:attr:`TopicName.encoded_local_name`).
 
 Bundles follow spec/pulsar-behaviour.md §0.3 and §5: a namespace's hash space
 ``[0, 0xffffffff]`` is cut at sorted boundaries, each bundle is ``[lower, upper)`` except that
@@ -17,9 +24,11 @@ from __future__ import annotations
 import bisect
 import enum
 import re
+import unicodedata
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
+from urllib.parse import quote
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -54,6 +63,20 @@ _NAME_RE: Final = re.compile(r"[-=:.A-Za-z0-9_]+")
 _PARTITION_RE: Final = re.compile(r"0|[1-9][0-9]*")
 _MAX_PARTITION: Final = 2**31 - 1
 _BUNDLE_RE: Final = re.compile(r"0x([0-9a-f]{8})_0x([0-9a-f]{8})")
+
+
+# Java's Character.isWhitespace, which StringUtils.isBlank applies to a topic's local name:
+# Unicode space separators except the no-break ones, and these control characters.
+_JAVA_SPACE_CONTROLS: Final = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f")
+_NO_BREAK_SPACES: Final = frozenset("\u00a0\u2007\u202f")
+
+
+def _java_blank(text: str) -> bool:
+    return all(
+        ch in _JAVA_SPACE_CONTROLS
+        or (unicodedata.category(ch) in ("Zs", "Zl", "Zp") and ch not in _NO_BREAK_SPACES)
+        for ch in text
+    )
 
 
 class InvalidNameError(ValueError):
@@ -151,20 +174,29 @@ class TopicName:
 
     def __post_init__(self) -> None:
         full = f"{self.domain.value}://{self.namespace}/{self.local_name}"
-        if not self.local_name.strip() or "/" in self.local_name:
+        if _java_blank(self.local_name) or "/" in self.local_name:
             raise InvalidTopicNameError(
                 f"invalid topic name {full!r}: the local name must be non-blank and have no '/'"
+            )
+        if self.local_name in (".", ".."):
+            # TopicName takes them, but no metadata store can hold them as a path segment
+            # (ZooKeeper refuses them too), so Pulsar fails to create such a topic.
+            raise InvalidTopicNameError(
+                f"invalid topic name {full!r}: the local name cannot be {self.local_name!r}"
             )
         # The complete name is hashed and compared constantly, so build it once.
         object.__setattr__(self, "_full", full)
 
     @classmethod
     def parse(cls, name: str) -> TopicName:
-        """Parse a complete or short topic name.
+        """Parse a complete or short topic name, as Pulsar's ``TopicName.get`` does.
 
         Args:
-            name: ``persistent://tenant/ns/topic``, ``non-persistent://…``,
-                ``tenant/ns/topic`` (persistent) or ``topic`` (``persistent://public/default/``).
+            name: ``persistent://tenant/ns/topic``, ``non-persistent://…`` (the domain in any
+                case), ``tenant/ns/topic`` (persistent) or ``topic``
+                (``persistent://public/default/``). A short name's empty segments are dropped
+                when counting them (``/topic`` is ``topic``), as Pulsar's ``StringUtils.split``
+                drops them.
 
         Returns:
             The parsed name.
@@ -174,17 +206,17 @@ class TopicName:
         """
         domain_text, sep, rest = name.partition("://")
         if not sep:
-            parts = name.split("/")
+            parts = [part for part in name.split("/") if part]
             if len(parts) == 1:
-                return cls._build(name, TopicDomain.PERSISTENT, "public", None, "default", name)
+                return cls._build(name, TopicDomain.PERSISTENT, "public", None, "default", parts[0])
             if len(parts) == 3:
-                return cls._build(name, TopicDomain.PERSISTENT, parts[0], None, parts[1], parts[2])
+                return cls.parse(f"{TopicDomain.PERSISTENT.value}://{name}")
             raise InvalidTopicNameError(
                 f"invalid short topic name {name!r}: expected <topic> or "
                 "<tenant>/<namespace>/<topic>"
             )
         try:
-            domain = TopicDomain(domain_text)
+            domain = TopicDomain(domain_text.lower())
         except ValueError:
             raise InvalidTopicNameError(
                 f"invalid topic name {name!r}: domain must be 'persistent' or 'non-persistent'"
@@ -216,6 +248,16 @@ class TopicName:
 
     def __str__(self) -> str:
         return self._full
+
+    @property
+    def encoded_local_name(self) -> str:
+        """The local name URL-encoded, for metadata paths and the schema id.
+
+        Pulsar encodes it (``getEncodedLocalName``) wherever a topic names a metadata node, so
+        any local name ``parse`` accepts (a NUL byte, ``%``, non-ASCII letters) is one safe path
+        segment; ordinary names (letters, digits, ``-_.``) are unchanged.
+        """
+        return quote(self.local_name, safe="")
 
     @property
     def tenant(self) -> str:
@@ -259,6 +301,10 @@ class TopicName:
 class BundleRange:
     """A hash range ``[lower, upper)``, or ``[lower, upper]`` when upper is ``0xffffffff``.
 
+    Pulsar's ``NamespaceBundle`` takes any non-empty Guava range of that shape, so the single
+    point ``[0xffffffff, 0xffffffff]`` is a valid bundle (closed at the top), while
+    ``[x, x)`` below the top is empty and refused.
+
     Attributes:
         lower: Inclusive lower bound.
         upper: Exclusive upper bound (inclusive if ``0xffffffff``).
@@ -268,10 +314,11 @@ class BundleRange:
     upper: int
 
     def __post_init__(self) -> None:
-        if not 0 <= self.lower < self.upper <= MAX_HASH:
+        in_space = 0 <= self.lower <= self.upper <= MAX_HASH
+        if not in_space or (self.lower == self.upper != MAX_HASH):
             raise InvalidBundleRangeError(
-                f"invalid bundle range [{self.lower:#x}, {self.upper:#x}]: "
-                "need 0 <= lower < upper <= 0xffffffff"
+                f"invalid bundle range [{self.lower:#x}, {self.upper:#x}]: need "
+                "0 <= lower < upper <= 0xffffffff, or lower = upper = 0xffffffff"
             )
 
     @classmethod

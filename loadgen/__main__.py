@@ -3,9 +3,11 @@
     loadgen produce TOPIC... [-r RATE] [-s SIZE] [-n PRODUCERS] [-np PARTITIONS] [-time SECONDS]
     loadgen consume TOPIC... [-ss SUBSCRIPTION] [-st TYPE] [-n CONSUMERS] [-q QUEUE] [-r RATE]
     loadgen run SCENARIO.toml
+    loadgen analyze RUN_DIR... --out REPORT_DIR [--master URL] [--conf KEY=VALUE]
 
 `produce` and `consume` take `pulsar-perf`'s flags; `run` runs a scenario file (phases, timed
-events). Every command takes --trace-dir (default runs/<run-id>/), --trace-sample, --workers,
+events); `analyze` turns runs' traces into a report with Spark (the `spark` extra). `produce`,
+`consume` and `run` take --trace-dir (default runs/<run-id>/), --trace-sample, --workers,
 --client native|official, --histogram-file and --allow-loss.
 
 Exit codes: 0 success; 1 messages were lost (acknowledged by the broker, never received);
@@ -219,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-u", "--service-url", help="use this cluster instead of the scenario's")
     run.add_argument("--admin-url", help="with --service-url: the cluster's admin URL")
     _common(run)
+    commands.add_parser(
+        "analyze",
+        help="Spark analysis of runs into a report (loadgen analyze --help)",
+        add_help=False,
+    )
     return parser
 
 
@@ -291,7 +298,10 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["analyze"]:
+        return _analyze(arguments[1:])
+    args = build_parser().parse_args(arguments)
     try:
         if args.command == "run":
             scenario = load_scenario(args.scenario)
@@ -325,6 +335,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("loadgen: interrupted", file=sys.stderr)
         return 130
     return result.exit_code
+
+
+def _analyze(argv: list[str]) -> int:
+    # By name, not by an import statement: the analysis needs the optional `spark` extra, and
+    # nothing in loadgen imports it (pyproject.toml's import contracts).
+    import importlib
+
+    module = importlib.import_module("loadgen.analysis.__main__")
+    exit_code: int = module.main(argv)
+    return exit_code
 
 
 def msgspec_replace(scenario: Scenario, cluster: Cluster) -> Scenario:

@@ -112,6 +112,22 @@ def _write_config(path: Path, config: dict[str, Any]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+_RUN_DIR_KEYS: Final = ("emubrokerDispatchTraceDir", "emubrokerLoadBalancerTraceDir")
+"""Broker settings naming a directory: a relative one lives in the run directory, so a
+scenario's `config = { emubrokerDispatchTraceDir = "dispatch" }` puts the broker's dispatch
+trace beside loadgen's tables, where `loadgen analyze` reads it (and
+`emubrokerLoadBalancerTraceDir = "loadbalance"` its load-balancer trace)."""
+
+
+def _in_run_dir(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    resolved = dict(config)
+    for key in _RUN_DIR_KEYS:
+        value = resolved.get(key)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            resolved[key] = str((run_dir / value).absolute())
+    return resolved
+
+
 class LocalCluster:
     """A broker (and maybe a stub) loadgen runs; implements `control.BrokerProcesses`."""
 
@@ -135,7 +151,7 @@ class LocalCluster:
         args = ["--port", "0", "--admin-port", "0", "--bind", "127.0.0.1", "--log-level", "WARNING"]
         if self.start.config:
             config = self.run_dir / "broker.conf"
-            _write_config(config, self.start.config)
+            _write_config(config, _in_run_dir(self.start.config, self.run_dir))
             args += ["--config", str(config)]
         stub_url = None
         if self.start.storage == "stub":

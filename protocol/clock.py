@@ -40,6 +40,14 @@ class Clock(Protocol):
         """Return wall-clock nanoseconds since the Unix epoch, for trace timestamps only."""
         ...
 
+    def wall_ms(self) -> int:
+        """Return wall-clock milliseconds since the Unix epoch (`wall_ns() // 1_000_000`).
+
+        Pulsar's message timestamps (`publish_time`, `deliver_at_time`, schema timestamps) are
+        epoch milliseconds.
+        """
+        ...
+
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until `now() >= deadline`; a deadline in the past only checkpoints."""
         ...
@@ -65,6 +73,9 @@ class AnyioClock:
 
     def wall_ns(self) -> int:
         return time.time_ns()
+
+    def wall_ms(self) -> int:
+        return time.time_ns() // 1_000_000
 
     async def sleep_until(self, deadline: float) -> None:
         # A zero delay is still a checkpoint, as the Protocol asks; trio refuses negative ones.
@@ -117,6 +128,9 @@ class FakeClock:
 
     def wall_ns(self) -> int:
         return self._epoch_ns + round(self._now * 1_000_000_000)
+
+    def wall_ms(self) -> int:
+        return self.wall_ns() // 1_000_000
 
     async def sleep_until(self, deadline: float) -> None:
         """Block until the clock is moved to `deadline` or beyond.

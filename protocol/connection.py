@@ -45,11 +45,15 @@ PROTOCOL_VERSION: Final = 20
 
 
 class Role(enum.Enum):
+    """Which end of the connection this object plays."""
+
     CLIENT = "client"
     BROKER = "broker"
 
 
 class State(enum.Enum):
+    """The connection's state (see the transition table)."""
+
     HANDSHAKE = "handshake"
     OPEN = "open"
     CLOSED = "closed"

@@ -20,6 +20,7 @@ import anyio
 from aiohttp import web
 
 from emubroker.admin import (
+    routes_broker_stats,
     routes_brokers,
     routes_clusters,
     routes_dispatch_rate,
@@ -69,6 +70,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     )
     app[CONTEXT] = context
     routes_brokers.add_routes(app)
+    routes_broker_stats.add_routes(app)
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)

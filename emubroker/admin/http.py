@@ -54,22 +54,24 @@ _MISSING: Any = object()
 
 
 async def read_body(request: web.Request, *, what: str = "request body") -> bytes:
-    """The whole request body, at most ``MAX_BODY`` bytes.
+    """The whole request body.
+
+    ``StreamReader.read(n)`` answers with what is buffered so far, so the body is read until the
+    end of the stream (or one byte past :data:`MAX_BODY`), whatever its transfer encoding.
 
     Raises:
-        RestError: 400 when it is larger.
+        RestError: 400 for a body larger than :data:`MAX_BODY`.
     """
+    too_large = RestError(BAD_REQUEST, f"{what} is larger than {MAX_BODY} bytes")
     if request.content_length is not None and request.content_length > MAX_BODY:
-        raise RestError(BAD_REQUEST, f"{what} is larger than {MAX_BODY} bytes")
-    # StreamReader.read(n) returns what has arrived, not n bytes: read until the end.
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await request.content.read(MAX_BODY + 1 - size):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise RestError(BAD_REQUEST, f"{what} is larger than {MAX_BODY} bytes")
-    return b"".join(chunks)
+        raise too_large
+    body = bytearray()
+    while len(body) <= MAX_BODY:
+        chunk = await request.content.read(MAX_BODY + 1 - len(body))
+        if not chunk:
+            return bytes(body)
+        body += chunk
+    raise too_large
 
 
 @web.middleware
@@ -100,7 +102,8 @@ async def read_json(
         default: Returned for an empty body; without it an empty body is a 400.
 
     Raises:
-        RestError: 400 for an empty (without ``default``), oversized, malformed or mistyped body.
+        RestError: 400 for an empty (without ``default``), oversized, malformed, too deeply
+            nested or mistyped body.
     """
     body = await read_body(request, what=what)
     if not body.strip() or body.strip() == b"null":  # JAX-RS hands a JSON null over as null
@@ -114,6 +117,9 @@ async def read_json(
         raise RestError(BAD_REQUEST, f"Invalid {what}: {exc}") from None
     except msgspec.DecodeError as exc:
         raise RestError(BAD_REQUEST, f"Malformed JSON in {what}: {exc}") from None
+    except RecursionError:
+        # msgspec's decoder stops at a fixed nesting depth; no admin body nests more than a few.
+        raise RestError(BAD_REQUEST, f"Malformed JSON in {what}: nested too deeply") from None
 
 
 def json_response(value: Any, *, status: int = 200) -> web.Response:

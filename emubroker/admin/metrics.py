@@ -17,6 +17,15 @@ a Pulsar broker exports with ``exposeTopicLevelMetricsInPrometheus=true`` (its d
   ``pulsar_subscription_dispatch_throttled_msg_events`` and ``..._bytes_events`` (counters with a
   ``reason`` label, ``broker``/``topic``/``subscription``: reads the level's limiter cut).
 
+Pulsar's broker exports nothing about the leader election (only its functions worker has
+``pulsar_function_worker_is_leader``, about workers), so the election's two figures carry our own
+prefix: ``emubroker_leader_election_is_leader`` (gauge, 1 on the leader) and
+``emubroker_leader_election_changes_total`` (counter: times this broker saw the leader become a
+different broker, the first leader included).
+
+The load manager's ``pulsar_lb_*`` usages (and ``pulsar_bundle_*``) come from
+``metrics_loadbalance``.
+
 Pulsar computes rates from counter deltas over its stats interval. :class:`RateTracker` takes the
 delta between two samples at least ``min_interval`` apart, reusing the last rates for samples that
 come sooner, so rates do not jitter when several scrapers poll; the REST ``stats`` endpoints read
@@ -27,15 +36,26 @@ per-producer and per-consumer rates of the REST ``stats`` (Pulsar's ``PublisherS
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Final, NamedTuple
+
+from emubroker.loadbalance.leader_election import LeaderElectionState
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from emubroker.loadbalance.leader_election import LeaderElectionStatistics
     from emubroker.topics.stats import ServiceStats, SubscriptionStats, TopicStats
     from protocol.clock import Clock
 
-__all__ = ["CONTENT_TYPE", "MetricsCollector", "RateTracker", "Rates", "render_metrics"]
+__all__ = [
+    "CONTENT_TYPE",
+    "MetricsCollector",
+    "RateTracker",
+    "Rates",
+    "render_leader_metrics",
+    "render_metrics",
+]
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 """Prometheus' text exposition format, version 0.0.4."""
@@ -191,8 +211,18 @@ def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
 
 
-def _number(value: float) -> str:
-    return repr(float(value)) if isinstance(value, float) else str(value)
+def _number(value: int | float) -> str:
+    """A sample value as the text format spells it: Go's float syntax, ``+Inf``/``-Inf``/``NaN``.
+
+    Python's ``repr`` gives ``inf``/``-inf``/``nan``, which the exposition format does not name.
+    """
+    if not isinstance(value, float):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
 
 
 def render_metrics(stats: ServiceStats, *, cluster: str, rates: RateTracker | None = None) -> str:
@@ -299,6 +329,18 @@ _THROTTLE_EVENTS: Final = (
 )
 
 
+def render_leader_metrics(stats: LeaderElectionStatistics, *, cluster: str) -> str:
+    """The leader election's figures as Prometheus text (see the module docstring)."""
+    labels = _labels(cluster=cluster)
+    leading = int(stats.state is LeaderElectionState.LEADING)
+    return (
+        "# TYPE emubroker_leader_election_is_leader gauge\n"
+        f"emubroker_leader_election_is_leader{labels} {leading}\n"
+        "# TYPE emubroker_leader_election_changes_total counter\n"
+        f"emubroker_leader_election_changes_total{labels} {stats.leader_changes}\n"
+    )
+
+
 class MetricsCollector:
     """Turns statistics snapshots into Prometheus text with rates between samples.
 
@@ -308,6 +350,8 @@ class MetricsCollector:
         cluster: The ``cluster`` label.
         min_interval: Seconds between rate samples (for a tracker of its own).
         tracker: A rate tracker shared with the REST stats; by default one of its own.
+        leader_election: Returns the leader election's statistics, when the broker runs one.
+        load_balancing: Renders the load manager's figures (``metrics_loadbalance``).
     """
 
     def __init__(
@@ -318,13 +362,22 @@ class MetricsCollector:
         cluster: str,
         min_interval: float = 1.0,
         tracker: RateTracker | None = None,
+        leader_election: Callable[[], LeaderElectionStatistics] | None = None,
+        load_balancing: Callable[[], str] | None = None,
     ) -> None:
         self._statistics = statistics
         self._cluster = cluster
+        self._leader_election = leader_election
+        self._load_balancing = load_balancing
         self.tracker = tracker or RateTracker(clock=clock, min_interval=min_interval)
 
     def render(self) -> str:
         """Take a snapshot and render it (see :func:`render_metrics`)."""
         stats = self._statistics()
         self.tracker.sample(stats)
-        return render_metrics(stats, cluster=self._cluster, rates=self.tracker)
+        text = render_metrics(stats, cluster=self._cluster, rates=self.tracker)
+        if self._leader_election is not None:
+            text += render_leader_metrics(self._leader_election(), cluster=self._cluster)
+        if self._load_balancing is not None:
+            text += self._load_balancing()
+        return text

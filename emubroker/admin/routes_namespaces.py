@@ -37,6 +37,7 @@ from emubroker.admin.http import (
     namespace_of,
     no_content,
     query_bool,
+    read_body,
     read_json,
     valid_name,
 )
@@ -239,7 +240,7 @@ async def get_schema_compatibility(request: web.Request) -> web.Response:
 async def set_schema_compatibility(request: web.Request) -> web.Response:
     """``PUT .../{namespace}/schemaCompatibilityStrategy`` with the name (JSON string or text)."""
     namespace_of(request)
-    raw = (await request.content.read(256)).strip()
+    raw = (await read_body(request, what="schema compatibility strategy")).strip()
     text = raw.decode("utf-8", "replace")
     if text.startswith('"'):
         try:
@@ -250,8 +251,9 @@ async def set_schema_compatibility(request: web.Request) -> web.Response:
         strategy = SchemaCompatibilityStrategy(text)
     except ValueError:
         names = ", ".join(s.value for s in SchemaCompatibilityStrategy)
+        shown = text if len(text) <= 64 else f"{text[:61]}..."  # the body may be a megabyte
         raise RestError(
-            BAD_REQUEST, f"Invalid schema compatibility strategy '{text}': use one of {names}"
+            BAD_REQUEST, f"Invalid schema compatibility strategy '{shown}': use one of {names}"
         ) from None
     return await _update(request, schema_compatibility_strategy=strategy)
 

@@ -20,7 +20,7 @@ import msgspec
 from emubroker.ratelimit.readsize import ThrottleStats
 from emubroker.topics import NonPersistentTopic, Topic
 from protocol.commands import AccessMode
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -11,6 +11,7 @@ from emubroker.net.listener import (
     serve_pulsar,
 )
 from emubroker.net.session import RECEIVE_SIZE, FrameHandler, HandlerFactory, Session
+from emubroker.net.traffic import TrafficCounter, TrafficSnapshot
 
 __all__ = [
     "RECEIVE_SIZE",
@@ -18,6 +19,8 @@ __all__ = [
     "HandlerFactory",
     "NetGuards",
     "Session",
+    "TrafficCounter",
+    "TrafficSnapshot",
     "bind_tcp_sockets",
     "create_pulsar_listener",
     "listener_from_sockets",

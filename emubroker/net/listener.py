@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from anyio.abc import ByteStream, Listener, SocketStream, TaskStatus
 
     from emubroker.net.session import HandlerFactory
+    from emubroker.net.traffic import TrafficCounter
     from protocol.clock import Clock
 
 __all__ = [
@@ -168,6 +169,7 @@ async def serve_pulsar(
     keepalive_interval: float,
     ssl_context: ssl.SSLContext | None = None,
     guards: NetGuards | None = None,
+    traffic: TrafficCounter | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections forever, one :class:`Session` each; closes the listener when cancelled.
@@ -183,6 +185,7 @@ async def serve_pulsar(
         guards: The broker-wide limits (shared with the broker's other listeners); a connection
             over ``brokerMaxConnections`` or ``brokerMaxConnectionsPerIp`` is answered ERROR
             ``NotAllowedError`` and closed, as Pulsar's ``ServerCnx.channelActive`` does.
+        traffic: Counts every session's bytes (the broker's own bandwidth).
         task_status: Told once the listener accepts connections.
     """
     if guards is None:
@@ -209,6 +212,7 @@ async def serve_pulsar(
                 max_frame_size=max_frame_size,
                 keepalive_interval=keepalive_interval,
                 guards=guards,
+                traffic=traffic,
             )
             await session.run()
         except Exception:

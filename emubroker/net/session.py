@@ -64,6 +64,7 @@ from protocol.errors import RemoteProtocolError
 if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskStatus
 
+    from emubroker.net.traffic import TrafficCounter
     from protocol.clock import Clock
     from protocol.framing import Frame
 
@@ -127,6 +128,8 @@ class Session(SessionWriter):
         max_frame_size: Largest frame accepted (``maxMessageSize`` + ``FRAME_PADDING``, §2.3).
         keepalive_interval: Seconds of silence before a PING, and again before giving up.
         guards: The broker-wide limits this session counts against (a private set if None).
+        traffic: Where the bytes this session reads and writes are counted (the broker's own
+            bandwidth, for its load report); None: not counted.
     """
 
     def __init__(
@@ -138,9 +141,13 @@ class Session(SessionWriter):
         max_frame_size: int,
         keepalive_interval: float,
         guards: NetGuards | None = None,
+        traffic: TrafficCounter | None = None,
     ) -> None:
         super().__init__(
-            stream, _peer_name(stream), Connection(Role.BROKER, max_frame_size=max_frame_size)
+            stream,
+            _peer_name(stream),
+            Connection(Role.BROKER, max_frame_size=max_frame_size),
+            traffic,
         )
         self._clock = clock
         self._keepalive_interval = keepalive_interval
@@ -165,12 +172,17 @@ class Session(SessionWriter):
 
         Never raises (but for cancellation): a failure is logged and ends this connection only.
         """
+        if self._traffic is not None:
+            self._traffic.opened(self)
         try:
             await self._serve()
         except Exception:
             # Task boundary (STYLE.md §1.17): nothing about one connection may stop the broker.
             log.exception("connection %s failed", self.peer)
             self.close_reason = self.close_reason or "internal error"
+        finally:
+            if self._traffic is not None:
+                self._traffic.closed(self)
 
     async def _serve(self) -> None:
         try:
@@ -302,12 +314,15 @@ class Session(SessionWriter):
     async def _receive(self) -> bytes | None:
         """The next bytes (``b""`` at the end of the stream), or None when reading failed."""
         try:
-            return await self._stream.receive(RECEIVE_SIZE)
+            data = await self._stream.receive(RECEIVE_SIZE)
         except anyio.EndOfStream:
             return b""
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self.close(f"read failed: {exc!r}")
             return None
+        if self._traffic is not None:
+            self._traffic.bytes_in += len(data)
+        return data
 
     def _handle_read(self, data: bytes) -> bool:
         """Handle every complete frame of a read; False when the session must stop reading."""

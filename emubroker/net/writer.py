@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream
 
+    from emubroker.net.traffic import TrafficCounter
     from protocol import commands as c
     from protocol.connection import Connection
 
@@ -97,10 +98,18 @@ class SessionWriter:
         stream: The connection's byte stream.
         peer: The client's address, for logs.
         connection: The sans-IO connection whose commands are queued.
+        traffic: Counts the bytes written (the broker's own bandwidth); None: not counted.
     """
 
-    def __init__(self, stream: ByteStream, peer: str, connection: Connection) -> None:
+    def __init__(
+        self,
+        stream: ByteStream,
+        peer: str,
+        connection: Connection,
+        traffic: TrafficCounter | None = None,
+    ) -> None:
         self._stream = stream
+        self._traffic = traffic
         self.peer = peer
         self.connection = connection
         self._outbox: list[bytes] = []
@@ -211,6 +220,11 @@ class SessionWriter:
 
     # ---- the writer task ----------------------------------------------------------------------
 
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued for the client and not yet taken by the socket."""
+        return self._queued
+
     def _next_write(self) -> bytes:
         """Take the next write from the outbox (rule 4)."""
         out = self._outbox
@@ -250,6 +264,8 @@ class SessionWriter:
                 if self._aborted:
                     return
                 self._queued -= len(data)
+                if self._traffic is not None:
+                    self._traffic.bytes_out += len(data)
                 if not self.writable and self._queued < WRITE_BUFFER_LOW_WATER_MARK:
                     self.writable = True
                     self._reading_stopped = False

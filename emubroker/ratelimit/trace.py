@@ -20,28 +20,30 @@ worker thread.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any, Required, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
 import msgspec
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from emubroker.ratelimit.limiter import LimiterLevel
 from emubroker.ratelimit.quotas import CLASSIC_FACTORY
 from emubroker.ratelimit.readsize import ThrottleChain
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 __all__ = [
     "FIELD_NAMES",
     "SCHEMA_VERSION",
-    "TRACE_SCHEMA",
     "DispatchFields",
     "DispatchTraceRecord",
     "DispatchTraceWriter",
     "dispatch_record",
     "dispatch_row",
+    "trace_schema",
 ]
 
 SCHEMA_VERSION = 1
@@ -95,21 +97,32 @@ class DispatchTraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     subscription_period: int = -1
 
 
-_ARROW_TYPES: dict[Any, Any] = {
-    int: pa.int64(),
-    float: pa.float64(),
-    str: pa.string(),
-    bool: pa.bool_(),
-}
 _FIELDS = msgspec.structs.fields(DispatchTraceRecord)
 FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in _FIELDS)
-TRACE_SCHEMA = pa.schema(
-    [pa.field(field.name, _ARROW_TYPES[field.type], nullable=False) for field in _FIELDS],
-    metadata={
-        b"emubroker.trace": b"dispatch",
-        b"emubroker.schema_version": str(SCHEMA_VERSION).encode(),
-    },
-)
+
+
+@functools.cache
+def trace_schema() -> pa.Schema:
+    """The Arrow schema of a trace file: :class:`DispatchTraceRecord`'s fields, in order.
+
+    pyarrow is imported on first use: only a broker that writes a trace needs it, and importing
+    it costs every broker ~5 % of its start-up (docs/performance.md, cluster start-up).
+    """
+    import pyarrow as pa
+
+    arrow_types: dict[Any, Any] = {
+        int: pa.int64(),
+        float: pa.float64(),
+        str: pa.string(),
+        bool: pa.bool_(),
+    }
+    return pa.schema(
+        [pa.field(field.name, arrow_types[field.type], nullable=False) for field in _FIELDS],
+        metadata={
+            b"emubroker.trace": b"dispatch",
+            b"emubroker.schema_version": str(SCHEMA_VERSION).encode(),
+        },
+    )
 
 
 def dispatch_row(
@@ -297,12 +310,15 @@ class DispatchTraceWriter:
         Safe to run in a worker thread while ``append`` goes on, but not concurrently with
         another ``write``/``flush``/``close``.
         """
+        import pyarrow as pa  # loaded by trace_schema() already; see there
+
+        schema = trace_schema()
         batch = pa.RecordBatch.from_arrays(
             [
                 pa.array(column, type=field.type)
-                for column, field in zip(columns, TRACE_SCHEMA, strict=True)
+                for column, field in zip(columns, schema, strict=True)
             ],
-            schema=TRACE_SCHEMA,
+            schema=schema,
         )
         if self._writer is None:
             self._open()
@@ -336,8 +352,10 @@ class DispatchTraceWriter:
         self._sequence += 1
         name = f"{self._prefix}-{self._sequence:05d}.parquet"
         self._in_progress = self._directory / f".{name}.inprogress"
+        import pyarrow.parquet as pq
+
         self._writer = pq.ParquetWriter(
-            self._in_progress, TRACE_SCHEMA, compression=self._compression
+            self._in_progress, trace_schema(), compression=self._compression
         )
         self._rows_in_file = 0
 

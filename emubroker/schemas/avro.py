@@ -1,24 +1,13 @@
-"""Avro schemas, parsed just enough to decide whether one can read data written with another.
+"""Avro schemas parsed into a small type model, refusing what Avro's Java parser refuses.
 
-This is the *schema resolution* part of the Avro specification ("Schema Resolution"), the same
-rules as Avro's ``SchemaCompatibility.checkReaderWriterCompatibility`` that Pulsar's
-``AvroSchemaBasedCompatibilityCheck`` runs through ``SchemaValidatorBuilder``. A reader schema R
-can read data written with a writer schema W when:
-
-1. both have the same type and are primitives; or W's type is *promoted* to R's: int to long,
-   float or double; long to float or double; float to double; string to bytes; bytes to string;
-2. both are records with matching names (R's unqualified name equals W's, or W's full name is one
-   of R's aliases), every field of R is either found in W (by name, or one of R's field aliases)
-   with a readable type, or has a default; W's extra fields are skipped;
-3. both are enums with matching names and every W symbol is an R symbol, unless R has a default;
-4. both are fixed with matching names and sizes; both arrays (items readable) or maps (values
-   readable);
-5. W is a union: every branch of W is readable by R; R is a union (W is not): some branch of R
-   reads W.
-
-Recursive named types are handled as Avro does: a pair already under examination counts as
-readable. Logical types are ignored (their underlying type decides). Defaults are not validated
-(Pulsar parses with ``setValidateDefaults(false)``).
+Pulsar parses every schema it checks with Avro's ``Schema.Parser`` (``setValidateDefaults
+(false)``), and a schema that does not parse is incompatible. Besides JSON shape, that parser
+refuses: a type defined twice, an unknown type name, a record without a fields array or with two
+fields of one name, an enum with a repeated symbol or a default outside its symbols, a fixed
+without a non-negative size, a union inside a union and a union with two branches of one type
+(two named branches of one full name, or two of an unnamed type such as two arrays).
+Defaults are not validated. Whether one parsed schema can read data written with another is
+:mod:`emubroker.schemas.resolution`.
 """
 
 from __future__ import annotations
@@ -37,20 +26,11 @@ __all__ = [
     "AvroSchemaError",
     "AvroType",
     "AvroUnion",
-    "can_read",
+    "kind_of",
     "parse_avro",
 ]
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
-
-_PROMOTIONS: dict[str, frozenset[str]] = {
-    # reader type -> writer types it can read (Avro spec, "Schema Resolution").
-    "long": frozenset({"int"}),
-    "float": frozenset({"int", "long"}),
-    "double": frozenset({"int", "long", "float"}),
-    "bytes": frozenset({"string"}),
-    "string": frozenset({"bytes"}),
-}
 
 
 class AvroSchemaError(ValueError):
@@ -97,7 +77,7 @@ class AvroEnum(_Named):
     __slots__ = ("default", "symbols")
 
     def __init__(
-        self, fullname: str, aliases: frozenset[str], symbols: tuple[str, ...], default: str | None
+        self, fullname: str, aliases: frozenset[str], symbols: tuple[str, ...], default: Any
     ) -> None:
         super().__init__(fullname, aliases)
         self.symbols = symbols
@@ -160,7 +140,7 @@ class _Parser:
         if isinstance(doc, str):
             return self._reference(doc, namespace)
         if isinstance(doc, list):
-            return AvroUnion(tuple(self.parse(branch, namespace) for branch in doc))
+            return self._union(doc, namespace)
         if not isinstance(doc, dict):
             raise AvroSchemaError(f"a schema is a string, an array or an object, not {doc!r}")
         kind = doc.get("type")
@@ -172,17 +152,22 @@ class _Parser:
             if not isinstance(fields, list):
                 raise AvroSchemaError(f"record {record.fullname} has no fields array")
             for field in fields:
-                record.fields.append(self._field(field, inner))
+                parsed = self._field(field, inner)
+                if any(f.name == parsed.name for f in record.fields):
+                    raise AvroSchemaError(f"duplicate field {parsed.name} in {record.fullname}")
+                record.fields.append(parsed)
             return record
         if kind == "enum":
             fullname, aliases = self._naming(doc, namespace)
             symbols = doc.get("symbols")
             if not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols):
                 raise AvroSchemaError(f"enum {fullname} needs a symbols array of strings")
+            if len(set(symbols)) != len(symbols):
+                raise AvroSchemaError(f"enum {fullname} repeats a symbol")
             default = doc.get("default")
-            enum = AvroEnum(
-                fullname, aliases, tuple(symbols), default if isinstance(default, str) else None
-            )
+            if default is not None and default not in symbols:
+                raise AvroSchemaError(f"enum {fullname}'s default {default!r} is not a symbol")
+            enum = AvroEnum(fullname, aliases, tuple(symbols), default)
             self._register(enum)
             return enum
         if kind == "fixed":
@@ -205,6 +190,19 @@ class _Parser:
             # {"type": "string", "logicalType": ...}, {"type": {...}} or a named reference.
             return self.parse(kind, namespace)
         raise AvroSchemaError(f"schema object without a valid type: {doc!r}")
+
+    def _union(self, doc: list[Any], namespace: str) -> AvroUnion:
+        branches = tuple(self.parse(branch, namespace) for branch in doc)
+        seen: set[str] = set()
+        for branch in branches:
+            if isinstance(branch, AvroUnion):
+                raise AvroSchemaError("a union cannot contain a union")
+            # Java's UnionSchema indexes branches by full name: a named type's, else the type's.
+            key = branch.fullname if isinstance(branch, _Named) else kind_of(branch)
+            if key in seen:
+                raise AvroSchemaError(f"a union has two {key} branches")
+            seen.add(key)
+        return AvroUnion(branches)
 
     def _naming(self, doc: dict[str, Any], namespace: str) -> tuple[str, frozenset[str]]:
         name = doc.get("name")
@@ -242,19 +240,8 @@ class _Parser:
         return AvroField(doc["name"], self.parse(doc["type"], namespace), aliases, "default" in doc)
 
 
-# ---- resolution ---------------------------------------------------------------------------------
-
-
-def can_read(reader: AvroType, writer: AvroType) -> str | None:
-    """Whether data written with ``writer`` can be read with ``reader``.
-
-    Returns:
-        None when it can, else the first reason it cannot (for error messages).
-    """
-    return _Resolver().check(reader, writer, "")
-
-
-def _kind(t: AvroType) -> str:
+def kind_of(t: AvroType) -> str:
+    """The Avro type name: a primitive's, or ``record``, ``enum``, ``fixed``, ``array``..."""
     match t:
         case AvroPrimitive():
             return t.kind
@@ -271,77 +258,3 @@ def _kind(t: AvroType) -> str:
         case AvroUnion():
             return "union"
     raise AssertionError(f"not an Avro type: {t!r}")  # pragma: no cover
-
-
-class _Resolver:
-    def __init__(self) -> None:
-        self._in_progress: set[tuple[int, int]] = set()
-
-    def check(self, reader: AvroType, writer: AvroType, where: str) -> str | None:
-        key = (id(reader), id(writer))
-        if key in self._in_progress:
-            return None  # a recursive type: assume readable, as Avro's checker does
-        self._in_progress.add(key)
-        try:
-            return self._check(reader, writer, where or "/")
-        finally:
-            self._in_progress.discard(key)
-
-    def _check(self, reader: AvroType, writer: AvroType, where: str) -> str | None:
-        if isinstance(writer, AvroUnion):
-            # Rule 5: every writer branch must be readable (also when the reader is a union).
-            for i, branch in enumerate(writer.branches):
-                problem = self.check(reader, branch, f"{where}union[{i}]/")
-                if problem:
-                    return problem
-            return None
-        if isinstance(reader, AvroUnion):
-            if any(self.check(branch, writer, where) is None for branch in reader.branches):
-                return None
-            return f"{where}: reader union lacks a branch for writer type {_kind(writer)}"
-        rk, wk = _kind(reader), _kind(writer)
-        if rk != wk:
-            if wk in _PROMOTIONS.get(rk, ()):
-                return None
-            return f"{where}: reader type {rk} cannot read writer type {wk}"
-        match reader, writer:
-            case AvroRecord(), AvroRecord():
-                return self._names(reader, writer, where) or self._fields(reader, writer, where)
-            case AvroEnum(), AvroEnum():
-                missing = [s for s in writer.symbols if s not in reader.symbols]
-                if missing and reader.default is None:
-                    return f"{where}: reader enum {reader.fullname} lacks symbols {missing}"
-                return self._names(reader, writer, where)
-            case AvroFixed(), AvroFixed():
-                if reader.size != writer.size:
-                    return f"{where}: fixed size {reader.size} != {writer.size}"
-                return self._names(reader, writer, where)
-            case AvroArray(), AvroArray():
-                return self.check(reader.items, writer.items, f"{where}items/")
-            case AvroMap(), AvroMap():
-                return self.check(reader.values, writer.values, f"{where}values/")
-        return None  # same primitive
-
-    @staticmethod
-    def _names(reader: _Named, writer: _Named, where: str) -> str | None:
-        if reader.name == writer.name or writer.fullname in reader.aliases:
-            return None
-        return f"{where}: reader name {reader.fullname} does not match writer {writer.fullname}"
-
-    def _fields(self, reader: AvroRecord, writer: AvroRecord, where: str) -> str | None:
-        by_name = {field.name: field for field in writer.fields}
-        for field in reader.fields:
-            found = by_name.get(field.name)
-            if found is None:
-                found = next((by_name[a] for a in field.aliases if a in by_name), None)
-            if found is None:
-                if not field.has_default:
-                    return (
-                        f"{where}{field.name}: reader field is missing in the writer and has no "
-                        "default"
-                    )
-                continue
-            problem = self.check(field.type, found.type, f"{where}{field.name}/")
-            if problem:
-                return problem
-        return None

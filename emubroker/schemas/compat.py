@@ -16,10 +16,11 @@ Strategies (``SchemaCompatibilityStrategy``, names exactly as Pulsar's):
 
 Other rules, in Pulsar's order: a new schema whose type differs from the checked version(s) is
 incompatible; byte-identical data is compatible with the latest version without any check.
-AVRO and PROTOBUF data are Avro schemas checked by Avro's resolution rules
-(:mod:`emubroker.schemas.avro`); JSON data is an Avro schema too (what every current client
-sends), with Pulsar's leniency for the legacy Jackson JSON-schema format; KEY_VALUE checks its key
-and value parts separately; every other type is refused only under ``ALWAYS_INCOMPATIBLE``.
+AVRO and PROTOBUF data are Avro schemas checked by Avro's resolution rules as Pulsar's validator
+applies them (:mod:`emubroker.schemas.resolution`); JSON data is an Avro schema too (what every
+current client sends), with Pulsar's leniency for the legacy Jackson JSON-schema format; KEY_VALUE
+checks its key and value parts separately; every other type is refused only under
+``ALWAYS_INCOMPATIBLE``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from emubroker.schemas.avro import AvroSchemaError, AvroType, can_read, parse_avro
+from emubroker.schemas.avro import AvroSchemaError, AvroType, parse_avro
+from emubroker.schemas.resolution import can_read
 from protocol.commands import SchemaType
 from protocol.errors import IncompatibleSchemaError
 

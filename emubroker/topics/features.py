@@ -11,7 +11,8 @@ cache to invalidate. Only the fields below are decoded; the rest of the document
 * ``schema_compatibility_strategy`` (``UNDEFINED`` = unset; the legacy
   ``schema_auto_update_compatibility_strategy`` fills in, as in Pulsar's
   ``AbstractTopic.updateSchemaCompatibilityStrategyNamespaceValue``) over
-  ``schemaCompatibilityStrategy``; ``UNDEFINED`` everywhere means ``ALWAYS_COMPATIBLE``.
+  ``schemaCompatibilityStrategy`` (``FULL`` by default); ``UNDEFINED`` everywhere means
+  ``ALWAYS_COMPATIBLE``.
 * ``is_allow_auto_update_schema`` (Boolean, null = unset) over ``isAllowAutoUpdateSchemaEnabled``.
 * ``schema_validation_enforced`` or ``isSchemaValidationEnforced``.
 """

@@ -107,7 +107,7 @@ def decode_cursor_info(data: bytes) -> CursorInfo:
 
 def managed_ledger_path(topic: TopicName) -> str:
     """Pulsar's node of a topic's managed ledger (the local name URL-encoded)."""
-    return f"{ROOT}/{topic.namespace}/{topic.domain.value}/{quote(topic.local_name, safe='')}"
+    return f"{ROOT}/{topic.namespace}/{topic.domain.value}/{topic.encoded_local_name}"
 
 
 def cursor_path(topic: TopicName, subscription: str) -> str:

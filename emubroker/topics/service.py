@@ -203,7 +203,7 @@ class TopicService:
         store = self._metadata
         if store is None:
             return
-        for name, value in await _walk_topics(store, _PARTITIONED_PATH, quoted=False):
+        for name, value in await _walk_topics(store, _PARTITIONED_PATH):
             meta = msgspec.json.decode(value, type=_PartitionedTopicMetadata)
             if not meta.deleted:
                 self._partitioned[name] = meta.partitions
@@ -483,7 +483,7 @@ class TopicService:
         self._check_room(name, partitions)
         self._partitioned[name] = partitions
         if self._metadata is not None:
-            path = f"{_PARTITIONED_PATH}/{name.namespace}/{name.domain.value}/{name.local_name}"
+            path = _partitioned_path(name)
             await self._metadata.put(
                 path, msgspec.json.encode(_PartitionedTopicMetadata(partitions))
             )
@@ -611,7 +611,7 @@ class TopicService:
     async def _write_partitions(self, name: TopicName, partitions: int | None) -> None:
         if self._metadata is None:
             return
-        path = f"{_PARTITIONED_PATH}/{name.namespace}/{name.domain.value}/{name.local_name}"
+        path = _partitioned_path(name)
         if partitions is not None:
             await self._metadata.put(
                 path, msgspec.json.encode(_PartitionedTopicMetadata(partitions))
@@ -661,10 +661,13 @@ def _retains(
     return retains
 
 
-async def _walk_topics(
-    store: MetadataStore, root: str, *, quoted: bool = True
-) -> list[tuple[TopicName, bytes]]:
-    """Every ``<root>/<tenant>/<ns>/<domain>/<topic>`` node with a value, as topic names."""
+def _partitioned_path(name: TopicName) -> str:
+    """Pulsar's node of a partitioned topic's metadata (the local name URL-encoded)."""
+    return f"{_PARTITIONED_PATH}/{name.namespace}/{name.domain.value}/{name.encoded_local_name}"
+
+
+async def _walk_topics(store: MetadataStore, root: str) -> list[tuple[TopicName, bytes]]:
+    """Every ``<root>/<tenant>/<ns>/<domain>/<encoded topic>`` node with a value, as topic names."""
     found: list[tuple[TopicName, bytes]] = []
     for tenant in await store.children(root):
         for ns in await store.children(f"{root}/{tenant}"):
@@ -674,7 +677,7 @@ async def _walk_topics(
                     node = await store.get(f"{base}/{local}")
                     if node is None:
                         continue
-                    topic = unquote(local) if quoted else local
+                    topic = unquote(local)
                     try:
                         name = TopicName.parse(f"{domain}://{tenant}/{ns}/{topic}")
                     except InvalidNameError:

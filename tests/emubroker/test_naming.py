@@ -78,8 +78,13 @@ def test_names_compare_and_hash_by_value() -> None:
 @pytest.mark.parametrize(
     ("bad", "why"),
     [
-        ("", "non-blank"),
+        ("", "short topic name"),
+        ("/", "short topic name"),
         ("   ", "non-blank"),
+        ("\t\u2003", "non-blank"),  # Java's isBlank: a tab and an em space
+        ("persistent://public/default/.", "cannot be '.'"),
+        ("persistent://public/default/..", "cannot be '..'"),
+        ("a//b/c", "invalid cluster"),  # Pulsar reads it as a V1 name with an empty cluster
         ("a/b", "short topic name"),
         ("a/b/c/d", "short topic name"),
         ("http://a/b/c", "domain must be"),
@@ -95,6 +100,29 @@ def test_names_compare_and_hash_by_value() -> None:
 def test_invalid_topic_names_raise_readable_errors(bad: str, why: str) -> None:
     with pytest.raises(InvalidTopicNameError, match=why):
         TopicName.parse(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "complete"),
+    [
+        ("/t", "persistent://public/default/t"),  # StringUtils.split drops empty segments
+        ("t/", "persistent://public/default/t"),
+        ("PERSISTENT://public/default/t", "persistent://public/default/t"),
+        ("Non-Persistent://public/default/t", "non-persistent://public/default/t"),
+        ("a\x00b", "persistent://public/default/a\x00b"),  # any character but '/' in the local name
+        ("persistent://public/default/ sp ace", "persistent://public/default/ sp ace"),
+        ("persistent://public/default/\u00a0", "persistent://public/default/\u00a0"),
+        ("persistent://public/default/h\u00e9llo%41", "persistent://public/default/h\u00e9llo%41"),
+    ],
+)
+def test_odd_names_pulsar_accepts(name: str, complete: str) -> None:
+    assert str(TopicName.parse(name)) == complete
+
+
+def test_the_encoded_local_name_is_one_safe_path_segment() -> None:
+    assert TopicName.parse("my-topic_1.x").encoded_local_name == "my-topic_1.x"
+    assert TopicName.parse("a\x00b%").encoded_local_name == "a%00b%25"
+    assert TopicName.parse("a:b=c").encoded_local_name == "a%3Ab%3Dc"
 
 
 def test_invalid_names_are_value_errors() -> None:
@@ -191,10 +219,23 @@ def test_bundle_range_parse_rejects_bad_names(bad: str) -> None:
         BundleRange.parse(bad)
 
 
-@pytest.mark.parametrize(("lower", "upper"), [(5, 5), (6, 5), (-1, 5), (0, 2**32)])
+@pytest.mark.parametrize(
+    ("lower", "upper"),
+    [(5, 5), (6, 5), (-1, 5), (0, 2**32), (MAX_HASH - 1, MAX_HASH - 1), (MAX_HASH, MAX_HASH - 1)],
+)
 def test_bundle_range_rejects_empty_or_out_of_space(lower: int, upper: int) -> None:
     with pytest.raises(InvalidBundleRangeError, match="invalid bundle range"):
         BundleRange(lower, upper)
+
+
+def test_single_point_at_the_top_of_the_hash_space_is_a_bundle() -> None:
+    # NamespaceBundle takes the closed range [0xffffffff, 0xffffffff]: non-empty, top closed.
+    top = BundleRange.parse("0xffffffff_0xffffffff")
+    assert top == BundleRange(MAX_HASH, MAX_HASH)
+    assert top.name == "0xffffffff_0xffffffff"
+    assert top.contains(MAX_HASH)
+    assert not top.contains(MAX_HASH - 1)
+    assert not top.contains(0)
 
 
 def test_contains_is_upper_exclusive_except_at_max_hash() -> None:

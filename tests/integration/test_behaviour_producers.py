@@ -9,6 +9,7 @@ on through a ``PULSAR_PREFIX_brokerDeduplicationEnabled`` environment override.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import threading
 import time
@@ -19,7 +20,15 @@ from typing import Any
 import msgspec
 import pulsar
 import pytest
-from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
+from pulsar.schema import (
+    AvroSchema,
+    CustomEnum,
+    Integer,
+    JsonSchema,
+    Record,
+    String,
+    StringSchema,
+)
 
 from emubroker.naming import TopicName
 from emubroker.testing import RunningBroker, run_broker_in_thread
@@ -220,9 +229,10 @@ UserV3 = user_schema(name=String(), email=String())  # v2 data has no email and 
 
 @pytest.mark.parametrize("make_schema", [AvroSchema, JsonSchema], ids=["avro", "json"])
 def test_record_schemas_round_trip_with_versions(
-    client: pulsar.Client, make_schema: Callable[[type[Record]], Any]
+    broker: RunningBroker, client: pulsar.Client, make_schema: Callable[[type[Record]], Any]
 ) -> None:
-    topic = unique()
+    # BACKWARD: v2 readers can read v1 data (Pulsar's default, FULL, would refuse v2).
+    topic = unique(namespace_with(broker, schema_compatibility_strategy="BACKWARD"))
     consumer = client.subscribe(topic, "s", schema=make_schema(UserV1))
     producer = client.create_producer(topic, schema=make_schema(UserV1))
     producer.send(UserV1(name="ada", age=36))
@@ -258,8 +268,61 @@ def test_incompatible_schema_is_rejected_under_backward(
     assert [reader.read_next(RECEIVE_MS).value().name for _ in range(2)] == ["a", "b"]
 
 
-def test_default_strategy_accepts_any_evolution(client: pulsar.Client) -> None:
+def test_default_strategy_is_full_as_in_pulsar(client: pulsar.Client) -> None:
     topic = unique()
     client.create_producer(topic, schema=AvroSchema(UserV2))
-    client.create_producer(topic, schema=AvroSchema(UserV3))  # ALWAYS_COMPATIBLE by default
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(topic, schema=StringSchema())
+
+
+def test_always_compatible_accepts_any_evolution(
+    broker: RunningBroker, client: pulsar.Client
+) -> None:
+    topic = unique(namespace_with(broker, schema_compatibility_strategy="ALWAYS_COMPATIBLE"))
+    client.create_producer(topic, schema=AvroSchema(UserV2))
+    client.create_producer(topic, schema=AvroSchema(UserV3))
     client.create_producer(topic, schema=StringSchema())  # even another type
+
+
+def test_a_renamed_record_that_still_resolves_is_compatible(
+    broker: RunningBroker, client: pulsar.Client
+) -> None:
+    # Pulsar's validator resolves schemas without comparing record names (the official
+    # client's schema_test.py evolves User1 into User2 under FORWARD).
+    topic = unique(namespace_with(broker, schema_compatibility_strategy="FORWARD"))
+    first = type("User1", (Record,), {"name": String(), "age": Integer()})
+    second = type(
+        "User2",
+        (Record,),
+        {"_sorted_fields": True, "name": String(), "age": Integer(required=True)},
+    )
+    consumer = client.subscribe(topic, "s", schema=AvroSchema(first))
+    client.create_producer(topic, schema=AvroSchema(first)).send(first(name="a", age=1))
+    client.create_producer(topic, schema=AvroSchema(second)).send(second(name="b", age=2))
+    values = [consumer.receive(RECEIVE_MS).value() for _ in range(2)]
+    assert [(v.name, v.age) for v in values] == [("a", 1), ("b", 2)]
+    # Enum names are still compared.
+    colour = enum.Enum("Colour", {"RED": 0})
+    shade = enum.Enum("Shade", {"RED": 0})
+    enum_topic = unique(namespace_with(broker, schema_compatibility_strategy="FORWARD"))
+    with_colour = type("Paint", (Record,), {"c": CustomEnum(colour)})
+    with_shade = type("Paint", (Record,), {"c": CustomEnum(shade)})
+    client.create_producer(enum_topic, schema=AvroSchema(with_colour))
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(enum_topic, schema=AvroSchema(with_shade))
+
+
+def test_a_consumer_refused_for_its_schema_never_joins_the_subscription(
+    broker: RunningBroker, client: pulsar.Client
+) -> None:
+    # schema_test.py's test_json_schema, under Pulsar's default strategy (FULL).
+    topic = unique(namespace_with(broker, schema_compatibility_strategy="FULL"))
+    example = type("Example", (Record,), {"a": Integer(), "b": Integer()})
+    bad = type("BadExample", (Record,), {"a": String(), "b": Integer()})
+    producer = client.create_producer(topic, schema=JsonSchema(example))
+    for schema in (JsonSchema(bad), AvroSchema(bad), StringSchema()):
+        with pytest.raises(pulsar.IncompatibleSchema):
+            client.subscribe(topic, "sub-1", schema=schema)
+    consumer = client.subscribe(topic, "sub-1", schema=JsonSchema(example))
+    producer.send(example(a=1, b=2))
+    assert consumer.receive(RECEIVE_MS).value() == example(a=1, b=2)

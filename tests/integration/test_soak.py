@@ -19,7 +19,7 @@ import pulsar
 import pytest
 
 from tests.integration.conftest import make_client
-from tests.integration.test_durability import _process, _Proc, _standalone
+from tests.integration.test_durability import _Proc, _process, _standalone
 
 pytestmark = pytest.mark.integration
 

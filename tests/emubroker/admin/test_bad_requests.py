@@ -8,6 +8,7 @@ namespace, each topic's subscriptions, and the ledger store's counters.
 from __future__ import annotations
 
 import io
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -66,6 +67,22 @@ BATTERY: list[tuple[str, str, Any, int, str]] = [
         "Invalid",
     ),
     ("POST", "/admin/v2/tenants/public", "x" * (1024 * 1024 + 10), 400, "larger than"),
+    # msgspec's decoder refuses deep nesting with RecursionError: still a malformed body
+    ("PUT", "/admin/v2/tenants/x", '{"a":' * 100_000, 400, "nested too deeply"),
+    (
+        "POST",
+        "/admin/v2/namespaces/public/default/dispatchRate",
+        '{"a":' * 100_000,
+        400,
+        "nested too deeply",
+    ),
+    (
+        "PUT",
+        "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy",
+        "[" * 100_000,
+        400,
+        "Invalid schema compatibility strategy",
+    ),
     # unknown tenant, namespace, topic, subscription
     ("PUT", "/admin/v2/namespaces/nope/x", None, 404, "Tenant does not exist"),
     ("GET", "/admin/v2/namespaces/nope", None, 404, "Tenant not found"),
@@ -218,13 +235,54 @@ async def test_bad_requests_get_pulsars_answers_and_change_nothing(
     assert await _snapshot(broker) == before
 
 
-async def test_a_body_that_arrives_in_pieces_is_read_whole(admin: Admin) -> None:
-    # 300 KB of JSON whitespace: the body reaches the server in several reads, and a read of
-    # "up to MAX_BODY" bytes returns only the first of them.
-    body = b'{"allowedClusters": ' + b" " * 300_000 + b'["standalone"]}'
-    status, answer = await admin.call("PUT", "/admin/v2/tenants/pieces", data=io.BytesIO(body))
-    assert (status, answer) == (204, None)
-    assert await admin.ok("GET", "/admin/v2/tenants/pieces") == {
-        "adminRoles": [],
-        "allowedClusters": ["standalone"],
-    }
+MIB = 1024 * 1024
+
+
+def _padded(document: str, size: int) -> bytes:
+    """``document`` after leading JSON whitespace, ``size`` bytes in all (still valid JSON)."""
+    return b" " * (size - len(document)) + document.encode()
+
+
+async def _chunks(body: bytes) -> AsyncIterator[bytes]:
+    """The body in 64 KiB chunks: aiohttp sends it chunked, without a Content-Length."""
+    for start in range(0, len(body), 64 * 1024):
+        yield body[start : start + 64 * 1024]
+
+
+async def test_valid_bodies_up_to_the_limit_are_read_whole(admin: Admin) -> None:
+    roles = [f"role-{i:06d}" for i in range(60_000)]  # about 0.8 MiB of JSON
+    await admin.ok(
+        "PUT",
+        "/admin/v2/tenants/big",
+        json={"adminRoles": roles, "allowedClusters": ["standalone"]},
+    )
+    assert (await admin.ok("GET", "/admin/v2/tenants/big"))["adminRoles"] == roles
+    rate = '{"dispatchThrottlingRateInMsg": 7}'
+    for size in (400 * 1024, MIB):
+        await admin.ok(
+            "POST",
+            "/admin/v2/namespaces/public/default/dispatchRate",
+            data=io.BytesIO(_padded(rate, size)),
+        )
+    got = await admin.ok("GET", "/admin/v2/namespaces/public/default/dispatchRate")
+    assert got["dispatchThrottlingRateInMsg"] == 7
+    await admin.ok(
+        "PUT",
+        "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy",
+        data=io.BytesIO(_padded('"BACKWARD"', 300)),
+    )
+    path = "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy"
+    assert await admin.ok("GET", path) == "BACKWARD"
+    await admin.ok(
+        "POST",
+        "/admin/v2/namespaces/public/default/deduplication",
+        data=_chunks(_padded("true", MIB)),
+    )
+
+
+async def test_a_body_past_the_limit_is_refused_however_it_is_sent(admin: Admin) -> None:
+    path = "/admin/v2/namespaces/public/default/deduplication"
+    before = await admin.get(path)
+    for body in (io.BytesIO(_padded("true", MIB + 1)), _chunks(_padded("true", MIB + 1))):
+        await admin.fails("POST", path, 400, f"larger than {MIB} bytes", data=body)
+    assert await admin.get(path) == before

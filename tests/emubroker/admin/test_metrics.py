@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 import pytest
 
-from emubroker.admin.metrics import MetricsCollector, RateTracker, render_metrics
+from emubroker.admin.metrics import MetricsCollector, Rates, RateTracker, render_metrics
 from emubroker.topics.stats import ServiceStats, SubscriptionStats, TopicStats
 from protocol.clock import FakeClock
+from tests.support.prometheus import parse_exposition
 
 LABELS = 'cluster="c1",namespace="public/default",topic="persistent://public/default/t"'
 
@@ -104,3 +107,34 @@ async def test_subscription_families_and_shared_tracker() -> None:
         assert line in lines, line
     assert tracker.topic("persistent://public/default/t").msg_out == 0.0
     assert tracker.subscription("persistent://public/default/t", "other").msg_out == 0.0
+
+
+class _ExtremeRates(RateTracker):
+    """A tracker whose topic rates are the values Python spells differently from Prometheus."""
+
+    def topic(self, name: str) -> Rates:
+        return Rates(msg_in=math.inf, msg_out=-math.inf, bytes_in=math.nan, bytes_out=1.5e300)
+
+
+def test_infinities_and_nan_are_spelled_as_prometheus_text_requires() -> None:
+    text = render_metrics(stats(), cluster="c1", rates=_ExtremeRates(clock=FakeClock()))
+    lines = text.splitlines()
+    assert f"pulsar_rate_in{{{LABELS}}} +Inf" in lines
+    assert f"pulsar_rate_out{{{LABELS}}} -Inf" in lines
+    assert f"pulsar_throughput_in{{{LABELS}}} NaN" in lines
+    families = parse_exposition(text)
+    [rate_in] = families["pulsar_rate_in"].samples
+    [rate_out] = families["pulsar_rate_out"].samples
+    [throughput_in] = families["pulsar_throughput_in"].samples
+    [throughput_out] = families["pulsar_throughput_out"].samples
+    assert (rate_in.value, rate_out.value) == (math.inf, -math.inf)
+    assert math.isnan(throughput_in.value)
+    assert throughput_out.value == 1.5e300
+    assert throughput_out.labels["namespace"] == "public/default"
+
+
+def test_whole_output_parses_with_the_subscription_label_escaped() -> None:
+    families = parse_exposition(render_metrics(stats(), cluster="c1"))
+    [backlog] = families["pulsar_subscription_back_log"].samples
+    assert (backlog.labels["subscription"], backlog.value) == ('s"1', 7)
+    assert families["pulsar_in_messages"].type == "counter"

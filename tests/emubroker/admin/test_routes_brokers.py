@@ -8,6 +8,7 @@ from emubroker.app import Broker
 from emubroker.naming import TopicName
 from protocol.clock import FakeClock
 from tests.emubroker.admin.conftest import Admin, Wire
+from tests.support.prometheus import parse_exposition
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -141,3 +142,7 @@ async def test_metrics_use_pulsars_names(admin: Admin, wire: Wire, fake_clock: F
         assert expected in lines, expected
     assert any(line.startswith("pulsar_throughput_in{") for line in lines)
     assert any(line.startswith("pulsar_throughput_out{") for line in lines)
+    # A scraper reads the whole page: every family and sample parses, values spelled strictly.
+    families = parse_exposition(text)
+    assert {s.value for s in families["pulsar_rate_in"].samples} == {2.0}
+    assert families["pulsar_in_messages"].type == "counter"

@@ -8,6 +8,7 @@ from emubroker.app import Broker
 from emubroker.naming import TopicName
 from emubroker.ratelimit.limiter import LimiterLevel
 from tests.emubroker.admin.conftest import Admin, Wire
+from tests.support.prometheus import parse_exposition
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -96,6 +97,8 @@ async def test_topic_policies_apply_live_and_show_in_metrics(
     metrics = (await admin.call("GET", "/metrics"))[1]
     assert "pulsar_subscription_dispatch_throttled_msg_events{" in metrics
     assert 'reason="subscription"' in metrics
+    events = parse_exposition(metrics)["pulsar_subscription_dispatch_throttled_msg_events"]
+    assert {s.labels["reason"] for s in events.samples} == {"broker", "topic", "subscription"}
     stats = await admin.ok("GET", f"{TOPIC_PATH}/stats")
     assert stats["subscriptions"]["sub"]["dispatchThrottledMsgEventsBySubscriptionLimit"] == 0
 

@@ -14,11 +14,11 @@ from emubroker.ratelimit.quotas import CLASSIC_FACTORY, DispatchRate, throttling
 from emubroker.ratelimit.readsize import NOT_CONSULTED, ThrottleChain
 from emubroker.ratelimit.trace import (
     SCHEMA_VERSION,
-    TRACE_SCHEMA,
     DispatchTraceRecord,
     DispatchTraceWriter,
     dispatch_record,
     dispatch_row,
+    trace_schema,
 )
 
 B, T, S = LimiterLevel.BROKER, LimiterLevel.TOPIC, LimiterLevel.SUBSCRIPTION
@@ -134,11 +134,11 @@ class TestDispatchRecord:
 
 class TestDispatchTraceWriter:
     def test_schema_follows_the_record_fields(self) -> None:
-        assert TRACE_SCHEMA.names == list(DispatchTraceRecord.__struct_fields__)
-        assert TRACE_SCHEMA.field("wall_ns").type == pa.int64()
-        assert TRACE_SCHEMA.field("monotonic").type == pa.float64()
-        assert TRACE_SCHEMA.field("topic").type == pa.string()
-        assert TRACE_SCHEMA.field("replay").type == pa.bool_()
+        assert trace_schema().names == list(DispatchTraceRecord.__struct_fields__)
+        assert trace_schema().field("wall_ns").type == pa.int64()
+        assert trace_schema().field("monotonic").type == pa.float64()
+        assert trace_schema().field("topic").type == pa.string()
+        assert trace_schema().field("replay").type == pa.bool_()
 
     def test_writes_rolling_files_that_read_back_identically(self, tmp_path: Path) -> None:
         records = [record(i) for i in range(11)]
@@ -165,7 +165,7 @@ class TestDispatchTraceWriter:
         assert table.num_rows == 11
         for file in writer.files:
             schema = pq.read_schema(file)
-            assert schema.equals(TRACE_SCHEMA, check_metadata=False)
+            assert schema.equals(trace_schema(), check_metadata=False)
             assert schema.metadata[b"emubroker.schema_version"] == b"1"
             assert schema.metadata[b"emubroker.trace"] == b"dispatch"
         rows = (

@@ -96,6 +96,8 @@ async def test_switches_and_their_fallbacks(store: MemoryMetadataStore) -> None:
 async def test_register_and_compatibility_follow_the_policy(store: MemoryMetadataStore) -> None:
     schemas = service(store)
     assert await schemas.register(TOPIC, V1, name="R") == 0
+    assert await schemas.compatibility(TOPIC, V2) == (False, S.FULL)  # Pulsar's default
+    await policies(store, schema_compatibility_strategy="ALWAYS_COMPATIBLE")
     assert await schemas.compatibility(TOPIC, V2) == (True, S.ALWAYS_COMPATIBLE)
     await policies(store, schema_compatibility_strategy="BACKWARD")
     assert await schemas.compatibility(TOPIC, V2) == (False, S.BACKWARD)
@@ -133,7 +135,7 @@ async def test_get_schema_answers(store: MemoryMetadataStore) -> None:
 
 
 async def test_get_or_create_takes_wire_schemas(store: MemoryMetadataStore) -> None:
-    schemas = service(store)
+    schemas = service(store, schemaCompatibilityStrategy="ALWAYS_COMPATIBLE")
     assert await schemas.get_or_create(TOPIC, wire(V1)) == bytes(8)
     assert await schemas.get_or_create(TOPIC, wire(V2)) == (1).to_bytes(8, "big")
     stored = await schemas.registry.get(TOPIC, 1)

@@ -78,6 +78,28 @@ async def test_partitioned_metadata() -> None:
         assert msgspec.json.decode(stored.value)["partitions"] == 3
 
 
+async def test_partitioned_metadata_of_an_odd_name_is_stored_encoded_and_read_back() -> None:
+    # Any local name Pulsar accepts (a NUL byte here) is one URL-encoded path segment.
+    store = MemoryMetadataStore()
+    odd = TopicName.parse("persistent://public/default/a\x00b %")
+
+    def service() -> TopicService:
+        return TopicService(
+            config=TopicSettings(),
+            clock=FakeClock(),
+            ledgers=LedgerStore(),
+            namespaces=KNOWN_NAMESPACES.__contains__,
+            metadata=store,
+        )
+
+    async with store:
+        async with service() as first:
+            await first.create_partitioned_topic(odd, 2)
+        assert await store.exists("/admin/partitioned-topics/public/default/persistent/a%00b%20%25")
+        async with service() as second:
+            assert await second.partitioned_metadata(odd) == 2
+
+
 async def test_partitioned_auto_creation_type() -> None:
     async with open_service(
         allow_auto_topic_creation_type="partitioned", default_num_partitions=2

@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from emubroker.naming import TopicName
-from emubroker.policies import Policies
+from emubroker.policies import Policies, TopicPolicies
 from emubroker.ratelimit.quotas import CLASSIC_FACTORY, DispatchRate, DispatchThrottlingConfig
 from emubroker.topics import TopicService, TopicSettings
-from emubroker.topics.throttling import DispatchThrottling, TopicPolicies
+from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
 from protocol.clock import FakeClock
 from protocol.commands import SubType

@@ -1,0 +1,399 @@
+"""The local cluster's supervisor: one ``storage-stub`` process and N broker processes.
+
+``open_cluster(spec)`` starts the stub (bookie stub + metadata service), then every broker at
+once (they share nothing but the stub, DESIGN.md decision 11, so nothing orders them), and
+yields a :class:`Cluster` once every broker printed its ready line. Inside, a task per child waits
+for it to exit: a child that dies while the cluster runs is reported and, with ``restart``,
+started again on the same ports (at once the first time, then backing off while it keeps dying
+young). Leaving the block stops the brokers first, each with SIGTERM so that it releases its
+locks and leadership, waits for them, then stops the stub.
+
+The run directory (``emubroker.cluster.state``) is locked for the supervisor's life and holds
+the state file, rewritten after every change, and the control socket through which
+``emubroker cluster kill|start|stop`` reach :meth:`Cluster.handle`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import anyio
+
+from emubroker.cluster import children, control
+from emubroker.cluster.spec import ClusterEvent, ClusterSpec
+from emubroker.cluster.state import (
+    CONTROL_SOCKET,
+    BrokerState,
+    ChildState,
+    ChildStatus,
+    ClusterState,
+    ClusterStatus,
+    StubState,
+    UnknownBrokerError,
+    find_broker,
+    hold_run_dir,
+    write_state,
+)
+from protocol.clock import AnyioClock
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from anyio.abc import Process, TaskGroup
+
+    from protocol.clock import Clock
+
+__all__ = ["Cluster", "leaf_errors", "open_cluster"]
+
+log = logging.getLogger(__name__)
+
+_STUB_READY: Final = re.compile(r"ready on (?P<url>stub://\S+)")
+_BROKER_READY: Final = re.compile(
+    r"ready: service pulsar://(?P<host>[^\s/]+):(?P<port>\d+) admin http://[^\s/]+:(?P<admin>\d+)"
+)
+# A child that dies this soon after it started is failing to run, not crashing now and then:
+# its next restart waits, doubling from the first delay up to the last.
+_YOUNG: Final = 10.0
+_FIRST_BACKOFF: Final = 1.0
+_MAX_BACKOFF: Final = 30.0
+
+
+class Cluster:
+    """A running cluster; made by :func:`open_cluster`.
+
+    Attributes:
+        state: What the state file says, kept current.
+    """
+
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        task_group: TaskGroup,
+        clock: Clock,
+        on_event: Callable[[ClusterEvent], None],
+    ) -> None:
+        self.spec = spec
+        self._tg = task_group
+        self._clock = clock
+        self._on_event = on_event
+        first_admin = spec.first_admin_port()
+        self.state = ClusterState(
+            supervisor_pid=os.getpid(),
+            run_dir=str(spec.run_dir),
+            restart=spec.restart,
+            stub=StubState(
+                log=str(spec.run_dir / "stub.log"),
+                data_dir=str(Path(spec.data_dir) / "stub") if spec.data_dir else "",
+            ),
+            brokers=[
+                BrokerState(
+                    index=i,
+                    port=spec.port + i if spec.port else 0,
+                    admin_port=first_admin + i if first_admin else 0,
+                    log=str(spec.run_dir / f"broker-{i}.log"),
+                )
+                for i in range(spec.brokers)
+            ],
+        )
+        self._processes: dict[int, Process] = {}
+        self._stub: Process | None = None
+        self._busy: set[int] = set()  # brokers being started or restarted
+        # Per child (broker index, None for the stub): when it last started, by the clock, and
+        # the delay before its last restart.
+        self._started_at: dict[int | None, float] = {}
+        self._backoff: dict[int | None, float] = {}
+        self._stopping = False
+        self.stop_requested = anyio.Event()
+
+    # ---- start and stop ------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        self._save()
+        began = self._clock.now()
+        await self._start_stub()
+        stub_ready = self._clock.now()
+        log.info("storage-stub ready in %.3f s at %s", stub_ready - began, self.state.stub.url)
+        self.state.metadata_url = self.spec.metadata_url or self.state.stub.url
+        try:
+            async with anyio.create_task_group() as starting:
+                for broker in self.state.brokers:
+                    starting.start_soon(self._start_broker, broker)
+        except BaseExceptionGroup as group:
+            # One message naming every broker that failed, not a group of them.
+            failures = leaf_errors(group)
+            if all(isinstance(e, children.ChildStartError | OSError) for e in failures):
+                raise children.ChildStartError("\n".join(map(str, failures))) from None
+            raise
+        log.info(
+            "brokers ready in %.3f s (%d)", self._clock.now() - stub_ready, len(self.state.brokers)
+        )
+        self.state.status = ClusterStatus.READY
+        self._save()
+
+    async def _stop(self) -> None:
+        self._stopping = True
+        failed = self.state.status is ClusterStatus.FAILED
+        self.state.status = ClusterStatus.STOPPING
+        self._save()
+        self._emit("stopping", "stopping the brokers, then the stub")
+        async with anyio.create_task_group() as stopping:
+            for index, process in list(self._processes.items()):
+                stopping.start_soon(self._stop_child, self.state.brokers[index], process)
+        if self._stub is not None:
+            await self._stop_child(self.state.stub, self._stub)
+        self.state.status = ClusterStatus.FAILED if failed else ClusterStatus.STOPPED
+        self._save()
+        self._emit("stopped", "cluster stopped")
+
+    async def _stop_child(self, child: ChildState, process: Process) -> None:
+        child.exit_code = await children.stop(process)
+        child.status = ChildStatus.STOPPED
+        child.pid = None
+
+    # ---- the stub ------------------------------------------------------------------------
+
+    def _stub_argv(self, port: int) -> list[str]:
+        argv = [self.spec.python, "-m", "storage_stub", "serve", "--bind", "127.0.0.1"]
+        argv += ["--port", str(port), "--log-level", self.spec.log_level]
+        if self.state.stub.data_dir:
+            argv += ["--data-dir", self.state.stub.data_dir]
+        return argv
+
+    async def _start_stub(self) -> None:
+        stub = self.state.stub
+        port = int(stub.url.rpartition(":")[2]) if stub.url else self.spec.stub_port
+        stub.status = ChildStatus.STARTING
+        process, ready = await children.spawn(
+            "storage-stub",
+            self._stub_argv(port),
+            ready=_STUB_READY,
+            log_path=Path(stub.log),
+            task_group=self._tg,
+        )
+        if self._stopping:
+            await children.stop(process)
+            return
+        self._stub = process
+        stub.url = ready["url"]
+        self._started_at[None] = self._clock.now()
+        self._running(stub, process)
+        self._tg.start_soon(self._watch_stub, process)
+
+    async def _watch_stub(self, process: Process) -> None:
+        code = await process.wait()
+        if self._stopping:
+            return
+        stub = self.state.stub
+        self._exited(stub, code)
+        self._emit(
+            "stub-died",
+            f"storage-stub {children.describe_exit(code)}; the brokers lost their storage",
+        )
+        if self.spec.restart:
+            await self._restart(stub, None)
+
+    # ---- brokers -------------------------------------------------------------------------
+
+    def _broker_argv(self, broker: BrokerState) -> list[str]:
+        argv = [self.spec.python, "-m", "emubroker", "broker"]
+        argv += ["--port", str(broker.port), "--admin-port", str(broker.admin_port)]
+        argv += ["--metadata-url", self.state.metadata_url, "--bookie-url", self.state.stub.url]
+        argv += ["--log-level", self.spec.log_level]
+        if self.spec.config:
+            argv += ["--config", self.spec.config]
+        return argv
+
+    async def _start_broker(self, broker: BrokerState) -> None:
+        self._busy.add(broker.index)
+        began = self._clock.now()
+        try:
+            broker.status = ChildStatus.STARTING
+            self._save()
+            process, ready = await children.spawn(
+                f"broker {broker.index}",
+                self._broker_argv(broker),
+                ready=_BROKER_READY,
+                log_path=Path(broker.log),
+                task_group=self._tg,
+            )
+        finally:
+            self._busy.discard(broker.index)
+        if self._stopping:  # the cluster began to stop while this broker started
+            await children.stop(process)
+            return
+        # Asked for port 0, it chose: keep those ports for its restarts.
+        broker.host = ready["host"]
+        broker.port = int(ready["port"])
+        broker.admin_port = int(ready["admin"])
+        self._processes[broker.index] = process
+        self._started_at[broker.index] = now = self._clock.now()
+        self._running(broker, process)
+        log.info("broker %d ready in %.3f s (pid %d)", broker.index, now - began, process.pid)
+        self._tg.start_soon(self._watch_broker, broker, process)
+
+    async def _watch_broker(self, broker: BrokerState, process: Process) -> None:
+        code = await process.wait()
+        if self._stopping or self._processes.get(broker.index) is not process:
+            return
+        del self._processes[broker.index]
+        self._exited(broker, code)
+        self._emit(
+            "broker-died",
+            f"broker {broker.index} ({broker.broker_id}) {children.describe_exit(code)}",
+            broker.index,
+        )
+        if self.spec.restart:
+            await self._restart(broker, broker.index)
+
+    async def _restart(self, child: ChildState, index: int | None) -> None:
+        name = "storage-stub" if index is None else f"broker {index}"
+        # The first restart is at once; a restarted child that dies young backs off.
+        died_young = child.restarts > 0 and (
+            self._clock.now() - self._started_at.get(index, -_YOUNG) < _YOUNG
+        )
+        delay = _next_backoff(self._backoff.get(index, 0.0)) if died_young else 0.0
+        while not self._stopping:
+            self._backoff[index] = delay
+            if delay:
+                log.info("restarting %s in %g s", name, delay)
+                await self._clock.sleep(delay)
+            if index is not None and (index in self._processes or index in self._busy):
+                return  # ``cluster start`` was quicker
+            child.restarts += 1
+            try:
+                if isinstance(child, BrokerState):
+                    await self._start_broker(child)
+                else:
+                    await self._start_stub()
+            except (children.ChildStartError, OSError) as exc:
+                self._exited(child, child.exit_code)
+                self._emit("restart-failed", f"{name} did not start again: {exc}", index)
+                delay = _next_backoff(delay)
+                continue
+            kind = "stub-restarted" if index is None else "broker-restarted"
+            self._emit(kind, f"{name} restarted (pid {child.pid})", index)
+            return
+
+    # ---- requests from another shell -----------------------------------------------------
+
+    async def handle(self, request: control.Request) -> control.Reply:
+        """Carry out a control request (``kill``, ``start``, ``stop``)."""
+        match request:
+            case control.StopCluster():
+                self.stop_requested.set()
+                return control.Reply(ok=True, message="stopping the cluster")
+            case control.KillBroker(name, sig_name):
+                try:
+                    broker = find_broker(self.state, name)
+                    sig = children.parse_signal(sig_name)
+                except (UnknownBrokerError, ValueError) as exc:
+                    return control.Reply(ok=False, message=str(exc))
+                process = self._processes.get(broker.index)
+                if process is None or process.returncode is not None:
+                    return control.Reply(ok=False, message=f"broker {broker.index} is not running")
+                process.send_signal(sig)
+                message = f"sent {sig.name} to broker {broker.index} (pid {process.pid})"
+                self._emit("broker-signalled", message, broker.index)
+                return control.Reply(ok=True, message=message)
+            case control.StartBroker(name):
+                try:
+                    broker = find_broker(self.state, name)
+                except UnknownBrokerError as exc:
+                    return control.Reply(ok=False, message=str(exc))
+                if broker.index in self._processes or broker.index in self._busy:
+                    return control.Reply(
+                        ok=False, message=f"broker {broker.index} is running or starting"
+                    )
+                try:
+                    await self._start_broker(broker)
+                except (children.ChildStartError, OSError) as exc:
+                    self._exited(broker, broker.exit_code)
+                    return control.Reply(ok=False, message=str(exc))
+                message = f"broker {broker.index} started (pid {broker.pid})"
+                self._emit("broker-started", message, broker.index)
+                return control.Reply(ok=True, message=message)
+        raise AssertionError(f"unhandled request {request!r}")  # pragma: no cover
+
+    # ---- bookkeeping ---------------------------------------------------------------------
+
+    def _running(self, child: ChildState, process: Process) -> None:
+        child.pid = process.pid
+        child.started_at = children.start_time(process.pid)
+        child.status = ChildStatus.RUNNING
+        self._save()
+
+    def _exited(self, child: ChildState, code: int | None) -> None:
+        child.pid = None
+        child.started_at = None
+        child.exit_code = code
+        child.status = ChildStatus.DEAD
+        self._save()
+
+    def _emit(self, event: str, message: str, broker: int | None = None) -> None:
+        log.info("%s", message)
+        self._on_event(ClusterEvent(event=event, message=message, broker=broker))
+
+    def _save(self) -> None:
+        write_state(self.spec.run_dir, self.state)
+
+
+def leaf_errors(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, or ``[error]``."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for sub in error.exceptions for leaf in leaf_errors(sub)]
+    return [error]
+
+
+def _next_backoff(delay: float) -> float:
+    return min(_MAX_BACKOFF, max(_FIRST_BACKOFF, 2 * delay))
+
+
+@asynccontextmanager
+async def open_cluster(
+    spec: ClusterSpec,
+    *,
+    on_event: Callable[[ClusterEvent], None] = lambda event: None,
+    clock: Clock | None = None,
+) -> AsyncIterator[Cluster]:
+    """Start a cluster; stop it (brokers first, then the stub) when the block exits.
+
+    Args:
+        spec: What to run.
+        on_event: Told about deaths, restarts and requests while the cluster runs.
+        clock: Times restart back-off; the event loop's by default.
+
+    Yields:
+        The cluster, once every broker serves.
+
+    Raises:
+        RunDirLockedError: Another supervisor runs in ``spec.run_dir``.
+        ChildStartError: The stub or a broker did not start (everything started is stopped).
+        OSError: A child cannot be spawned.
+    """
+    failure: Exception | None = None
+    with hold_run_dir(spec.run_dir):
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(spec, tg, clock or AnyioClock(), on_event)
+            try:
+                try:
+                    await cluster._start()
+                except (children.ChildStartError, OSError) as exc:
+                    # Raised as itself below, not inside the task group's exception group.
+                    cluster.state.status = ClusterStatus.FAILED
+                    failure = exc
+                else:
+                    await tg.start(
+                        control.serve_control, spec.run_dir / CONTROL_SOCKET, cluster.handle
+                    )
+                    yield cluster
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await cluster._stop()
+                tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

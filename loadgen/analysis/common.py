@@ -1,0 +1,161 @@
+"""What every analysis shares: the run's context, collected tables, events, time and topics."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from loadgen.analysis.inputs import Phase, Run
+
+__all__ = [
+    "DISRUPTIONS",
+    "Context",
+    "Event",
+    "Table",
+    "base_topic",
+    "collect",
+    "phase_of",
+    "seconds_since",
+]
+
+DISRUPTIONS: Final = frozenset(
+    {"UnloadTopic", "UnloadNamespace", "UnloadBundle", "SplitBundle", "KillBroker", "unload"}
+)
+"""Events that move or stop topics: their delivery gaps and anomalies are looked for."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """An output table, collected: column names and rows (plain Python values)."""
+
+    name: str
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+    def column(self, name: str) -> list[Any]:
+        index = self.columns.index(name)
+        return [row[index] for row in self.rows]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened to the cluster: a scenario event or a load-manager decision.
+
+    Attributes:
+        at_ns: When it started (wall clock, ns since the epoch).
+        source: `loadgen` (the scenario's events table) or `load-manager` (its trace).
+        action: e.g. `UnloadTopic`, `KillBroker`, `unload`, `split`.
+        target: What it acted on: a topic, `tenant/ns`, `tenant/ns/0x.._0x..`, `broker-0`.
+        detail: One line for a person (the outcome, or from -> to and the reason).
+    """
+
+    at_ns: int
+    source: str
+    action: str
+    target: str
+    detail: str = ""
+    params: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def label(self) -> str:
+        return f"{self.action} {self.target}".strip()
+
+
+@dataclass
+class Context:
+    """One run being analysed: its inputs, Spark, its events and its time zero."""
+
+    spark: Any
+    run: Run
+    events: list[Event]
+    skew_threshold: float = 0.10
+
+    @property
+    def start_ns(self) -> int:
+        return self.run.start_ns
+
+    @property
+    def phases(self) -> list[Phase]:
+        return self.run.phases()
+
+    def table(self, name: str) -> Any:
+        return self.run.tables[name]
+
+
+def collect(frame: Any, name: str, order: list[str] | None = None) -> Table:
+    """Run `frame` (ordered by `order`) and keep its rows as a `Table` called `name`."""
+    if order:
+        frame = frame.orderBy(*order)
+    rows = [tuple(row) for row in frame.collect()]
+    return Table(name, tuple(frame.columns), rows)
+
+
+def seconds_since(column: Any, start_ns: int) -> Any:
+    """Seconds since the run's start, as a double, of a column of epoch nanoseconds."""
+    from pyspark.sql import functions as F
+
+    return (column - F.lit(start_ns)).cast("double") / 1e9
+
+
+def phase_of(seconds: Any, phases: list[Phase]) -> Any:
+    """The phase name at `seconds` after the start (`before` and `after` outside them)."""
+    from pyspark.sql import functions as F
+
+    if not phases:
+        return F.lit("run")
+    expr = F.when(seconds < F.lit(phases[0].start_s), F.lit("before"))
+    for phase in phases:
+        expr = expr.when(seconds < F.lit(phase.end_s), F.lit(phase.name))
+    return expr.otherwise(F.lit("after"))
+
+
+def base_topic(column: Any) -> Any:
+    """The topic without its `-partition-N` suffix."""
+    from pyspark.sql import functions as F
+
+    return F.regexp_replace(column, r"-partition-[0-9]+$", "")
+
+
+def scenario_events(run: Run) -> list[Event]:
+    """The scenario's events table as `Event`s (empty without one)."""
+    if not run.has("events"):
+        return []
+    events = []
+    for row in run.tables["events"].orderBy("fired_ns").collect():
+        try:
+            params = json.loads(row["params"]) if row["params"] else {}
+        except ValueError:
+            params = {}
+        detail = f"{row['outcome']}: {row['detail']}" if row["detail"] else row["outcome"]
+        events.append(
+            Event(int(row["fired_ns"]), "loadgen", row["action"], row["target"], detail, params)
+        )
+    return events
+
+
+def load_manager_events(run: Run) -> list[Event]:
+    """Unloads and splits from the load-balancer trace (shed decisions become unloads)."""
+    if not run.has("loadbalance"):
+        return []
+    from pyspark.sql import functions as F
+
+    rows = (
+        run.tables["loadbalance"]
+        .where(F.col("event").isin("unload", "split"))
+        .orderBy("wall_ns")
+        .collect()
+    )
+    events = []
+    for row in rows:
+        moved = f"{row['source_broker']} -> {row['dest_broker'] or '?'}"
+        why = f" ({row['strategy']}: {row['reason']})" if row["reason"] else ""
+        detail = (
+            f"{moved}{why}" if row["event"] == "unload" else f"into {row['split_children']}{why}"
+        )
+        events.append(
+            Event(int(row["wall_ns"]), "load-manager", row["event"], row["bundle"], detail)
+        )
+    return events

@@ -1,0 +1,312 @@
+"""A run directory's tables, found through Hadoop's file system (local paths or any URI).
+
+A run directory is what `loadgen run` writes (docs/loadgen-trace.md): `manifest.json` and the
+tables `sends/`, `receives/`, `seconds/`, `events/`; the brokers' traces join it as
+`dispatch/` (docs/dispatch-trace.md) and `loadbalance/` (docs/load-balancer-trace.md) when they
+were written there. Every table is checked before any analysis runs: a missing or empty
+required table, or a schema version this analysis does not know, stops with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from loadgen.trace.schema import SCHEMA_VERSION, TABLES, field_names
+
+__all__ = [
+    "DISPATCH_COLUMNS",
+    "DISPATCH_SCHEMA_VERSION",
+    "LOADBALANCE_COLUMNS",
+    "LOADBALANCE_SCHEMA_VERSION",
+    "AnalysisInputError",
+    "Phase",
+    "Run",
+    "load_run",
+]
+
+DISPATCH_SCHEMA_VERSION: Final = 1
+"""The dispatch trace version this analysis reads (docs/dispatch-trace.md)."""
+
+LOADBALANCE_SCHEMA_VERSION: Final = 1
+"""The load-balancer trace version this analysis reads (docs/load-balancer-trace.md)."""
+
+_LEVEL_FIELDS: Final = ("msg_rate", "byte_rate", "msg_charged", "byte_charged", "period")
+DISPATCH_COLUMNS: Final = (
+    "schema_version",
+    "wall_ns",
+    "monotonic",
+    "broker",
+    "topic",
+    "subscription",
+    "event",
+    "charge_unit",
+    "throttled_by",
+    "entries",
+    "messages",
+    "bytes",
+    *(f"{level}_{name}" for level in ("broker", "topic", "subscription") for name in _LEVEL_FIELDS),
+)
+"""The dispatch trace's columns the throttling analysis reads."""
+
+LOADBALANCE_COLUMNS: Final = (
+    "schema_version",
+    "wall_ns",
+    "broker",
+    "event",
+    "strategy",
+    "bundle",
+    "source_broker",
+    "dest_broker",
+    "reason",
+    "label",
+    "weighted_max_usage",
+    "cpu_percent",
+    "bandwidth_in_percent",
+    "bandwidth_out_percent",
+    "msg_rate_in",
+    "msg_rate_out",
+    "msg_throughput_in",
+    "msg_throughput_out",
+    "num_bundles",
+    "broker_load",
+    "cluster_load",
+    "threshold",
+    "to_offload",
+    "offload_unit",
+    "bundle_msg_rate",
+    "bundle_throughput",
+    "split_children",
+)
+"""The load-balancer trace's columns the load-balancing analysis reads."""
+
+_LOADGEN_TABLES: Final = ("sends", "receives", "seconds", "events")
+
+
+class AnalysisInputError(Exception):
+    """A run cannot be analysed as it is; the message names the run, the table and why."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A scenario phase, in seconds after the run's start."""
+
+    name: str
+    start_s: float
+    end_s: float  # math.inf for a phase without an end
+
+
+@dataclass
+class Run:
+    """One run's inputs: its manifest, its phases, and a DataFrame per table present."""
+
+    path: str
+    manifest: dict[str, Any]
+    tables: dict[str, Any] = field(default_factory=dict)  # name -> DataFrame
+    notes: list[str] = field(default_factory=list)  # what is missing and was left out
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id") or self.path.rstrip("/").rsplit("/", 1)[-1])
+
+    @property
+    def start_ns(self) -> int:
+        """Time zero of every plot: the first second of the schedule."""
+        start = self.manifest.get("start_ns") or self.manifest.get("prepared_ns") or 0
+        return int(start)
+
+    @property
+    def scenario(self) -> dict[str, Any]:
+        scenario = self.manifest.get("scenario")
+        return scenario if isinstance(scenario, dict) else {}
+
+    @property
+    def sample(self) -> float:
+        """The fraction of messages with trace rows (`--trace-sample`)."""
+        value = self.manifest.get("trace_sample")
+        return float(value) if isinstance(value, int | float) and value > 0 else 1.0
+
+    def phases(self) -> list[Phase]:
+        """The scenario's phases, then `drain` until the end of the run."""
+        phases, at = [], 0.0
+        for phase in self.scenario.get("phases") or []:
+            duration = _seconds(phase.get("duration"))
+            phases.append(Phase(str(phase.get("name", "")), at, at + duration))
+            at += duration
+        end_ns = self.manifest.get("end_ns")
+        if math.isfinite(at) and end_ns:
+            phases.append(Phase("drain", at, max(at, (int(end_ns) - self.start_ns) / 1e9)))
+        return phases
+
+    def subscriptions(self) -> list[tuple[str, str, str]]:
+        """(topic, subscription, type) of the scenario's consumer groups, topics normalised."""
+        seen: dict[tuple[str, str], str] = {}
+        for group in self.scenario.get("consumers") or []:
+            key = (normalize_topic(str(group.get("topic", ""))), str(group.get("subscription")))
+            seen.setdefault(key, str(group.get("type", "Exclusive")))
+        return [(topic, sub, kind) for (topic, sub), kind in seen.items()]
+
+    def has(self, *names: str) -> bool:
+        return all(name in self.tables for name in names)
+
+
+def normalize_topic(name: str) -> str:
+    """`persistent://tenant/ns/topic` for a short name, as Pulsar clients complete it."""
+    if "://" in name:
+        return name
+    parts = name.split("/")
+    if len(parts) == 1:
+        return f"persistent://public/default/{name}"
+    return f"persistent://{name}"
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9.]+|inf)\s*(ms|s|m|h)?\s*", value)
+        if match:
+            scale = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
+            return float(match.group(1)) * scale
+    return math.inf
+
+
+def _uri(path: str) -> str:
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
+        return path.rstrip("/")
+    return Path(path).absolute().as_uri()
+
+
+class _FileSystem:
+    """Hadoop's FileSystem through Spark's JVM: local paths, hdfs://, s3a://, ... alike."""
+
+    def __init__(self, spark: Any) -> None:
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _path(self, uri: str) -> tuple[Any, Any]:
+        path = self._jvm.org.apache.hadoop.fs.Path(uri)
+        return path, path.getFileSystem(self._conf)
+
+    def exists(self, uri: str) -> bool:
+        path, fs = self._path(uri)
+        return bool(fs.exists(path))
+
+    def data_files(self, uri: str) -> list[str]:
+        """Visible files under `uri` (Spark skips names starting with `.` or `_`)."""
+        path, fs = self._path(uri)
+        if not fs.exists(path):
+            return []
+        names = []
+        for status in fs.listStatus(path):
+            name = status.getPath().getName()
+            if not name.startswith((".", "_")):
+                names.append(name)
+        return names
+
+
+def load_run(spark: Any, path: str) -> Run:
+    """Read `path`'s manifest and open every table present.
+
+    Raises:
+        AnalysisInputError: no manifest, an unknown schema version, a table without the
+            columns of its schema, or neither `sends` nor `receives` with rows.
+    """
+    uri = _uri(path)
+    fs = _FileSystem(spark)
+    if not fs.exists(uri):
+        raise AnalysisInputError(f"{path}: no such run directory")
+    manifest_uri = f"{uri}/manifest.json"
+    if not fs.exists(manifest_uri):
+        raise AnalysisInputError(
+            f"{path}: no manifest.json: not a loadgen run directory (loadgen run --trace-dir)"
+        )
+    text = _read_text(spark, manifest_uri)
+    try:
+        manifest = json.loads(text)
+    except ValueError as exc:
+        raise AnalysisInputError(f"{path}: manifest.json is not JSON ({exc})") from None
+    version = manifest.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise AnalysisInputError(
+            f"{path}: trace schema version {version!r} is not one this analysis reads "
+            f"({SCHEMA_VERSION}); analyse it with the emubroker that wrote it"
+        )
+    run = Run(path=path, manifest=manifest)
+    for name in _LOADGEN_TABLES:
+        frame = _open(spark, fs, run, f"{uri}/{name}", name, field_names(TABLES[name]))
+        if frame is not None:
+            run.tables[name] = frame
+        elif name == "events":
+            run.notes.pop()  # a scenario without events has no events table: nothing missing
+    if not run.has("sends") and not run.has("receives"):
+        raise AnalysisInputError(
+            f"{path}: tables sends/ and receives/ are both missing or empty: nothing to analyse"
+            + (f" ({'; '.join(run.notes)})" if run.notes else "")
+        )
+    for name, columns, known, what in (
+        ("dispatch", DISPATCH_COLUMNS, DISPATCH_SCHEMA_VERSION, "dispatch trace"),
+        ("loadbalance", LOADBALANCE_COLUMNS, LOADBALANCE_SCHEMA_VERSION, "load-balancer trace"),
+    ):
+        frame = _open(spark, fs, run, f"{uri}/{name}", name, columns, what)
+        if frame is not None:
+            _check_row_versions(frame, path, name, known)
+            run.tables[name] = frame
+    return run
+
+
+def _read_text(spark: Any, uri: str) -> str:
+    if uri.startswith("file:"):
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        return Path(url2pathname(urlparse(uri).path)).read_text(encoding="utf-8")
+    return str(spark.read.text(uri, wholetext=True).first()[0])
+
+
+def _open(
+    spark: Any,
+    fs: _FileSystem,
+    run: Run,
+    uri: str,
+    name: str,
+    columns: tuple[str, ...],
+    what: str = "",
+) -> Any | None:
+    """The table's DataFrame (its `columns` only), or None with a note if missing or empty."""
+    what = what or f"table {name}"
+    if not fs.exists(uri):
+        run.notes.append(
+            f"no {what} ({name}/ does not exist)"
+            if what != f"table {name}"
+            else f"table {name} is missing ({name}/ does not exist)"
+        )
+        return None
+    if not fs.data_files(uri):
+        run.notes.append(f"{what} is empty (no Parquet files in {name}/)")
+        return None
+    frame = spark.read.parquet(uri)
+    absent = [c for c in columns if c not in frame.columns]
+    if absent:
+        raise AnalysisInputError(
+            f"{run.path}: table {name} lacks column(s) {', '.join(absent)} of its schema"
+        )
+    # Writers create a file with its first rows (docs/loadgen-trace.md, dispatch-trace.md),
+    # so a table with files has rows: no Spark job is spent on asking.
+    return frame.select(*columns)
+
+
+def _check_row_versions(frame: Any, path: str, name: str, known: int) -> None:
+    from pyspark.sql import functions as F
+
+    low, high = frame.agg(F.min("schema_version"), F.max("schema_version")).first()
+    if low != known or high != known:
+        found = str(low) if low == high else f"{low} to {high}"
+        raise AnalysisInputError(
+            f"{path}: table {name} has schema version {found}; this analysis reads version "
+            f"{known} only"
+        )

@@ -1,0 +1,62 @@
+"""Stands in for ``python -m storage_stub serve`` and ``python -m emubroker broker``.
+
+The supervisor tests point ``ClusterSpec.python`` at a wrapper running this file, so the
+supervisor spawns, watches, signals and restarts real (tiny) processes without starting brokers.
+Under ``$FAKE_CHILD_DIR`` each child, named ``stub`` or by its binary port:
+
+- appends ``{"pid": ..., "argv": [...]}`` as one JSON line to ``<name>.starts`` when it starts;
+- reads ``<name>.mode`` if it exists: ``exit N`` exits with N before the ready line, ``silent``
+  never prints one; otherwise it prints the ready line the real command prints and waits;
+- on SIGTERM appends ``time.monotonic_ns()`` to ``<name>.stops`` and exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def _option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    directory = Path(os.environ["FAKE_CHILD_DIR"])
+    is_stub = argv[:2] == ["-m", "storage_stub"]
+    name = "stub" if is_stub else _option(argv, "--port")
+    with (directory / f"{name}.starts").open("a") as starts:
+        starts.write(json.dumps({"pid": os.getpid(), "argv": argv}) + "\n")
+
+    def stopped(signum: int, frame: object) -> None:
+        with (directory / f"{name}.stops").open("a") as stops:
+            stops.write(f"{time.monotonic_ns()}\n")
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stopped)
+    print("starting up", flush=True)
+    mode_file = directory / f"{name}.mode"
+    mode = mode_file.read_text().split() if mode_file.exists() else []
+    if mode[:1] == ["exit"]:
+        print("cannot start: it was told to fail", flush=True)
+        sys.exit(int(mode[1]))
+    if mode[:1] != ["silent"]:
+        if is_stub:
+            print(f"storage-stub ready on stub://127.0.0.1:{_option(argv, '--port')} (in memory)")
+        else:
+            port, admin = _option(argv, "--port"), _option(argv, "--admin-port")
+            print(
+                f"emubroker broker ready: service pulsar://127.0.0.1:{port} "
+                f"admin http://127.0.0.1:{admin}"
+            )
+        sys.stdout.flush()
+    while True:
+        signal.pause()
+
+
+if __name__ == "__main__":
+    main()
