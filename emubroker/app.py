@@ -39,6 +39,7 @@ from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
+from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
@@ -573,9 +574,11 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             security=security,
             clock=clock,
+            lookups=LookupLimit(dynamic.config.maxConcurrentLookupRequest),
         )
         guards = NetGuards.from_config(dynamic.config)
         dynamic.subscribe(lambda live: guards.publish_buffer.resize(live.publish_buffer_bytes()))
+        dynamic.subscribe(lambda live: services.lookups.resize(live.maxConcurrentLookupRequest))
         dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
         dynamic.subscribe(lambda live: throttling.reconfigure(throttling_config_from(live)))
         tg = await stack.enter_async_context(anyio.create_task_group())

@@ -43,6 +43,8 @@ class ProtectionConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=Tr
             limit of Pulsar's; ours still caps it, see ``emubroker.topics.limits``).
         httpMaxRequestSize: Largest HTTP request body the admin API reads, in bytes (-1: no
             limit of Pulsar's; ours still caps it, see ``emubroker.admin.app``).
+        maxConcurrentLookupRequest: LOOKUPs and PARTITIONED_METADATAs in flight over the broker;
+            past it they are answered ``TooManyRequests`` (``emubroker.handlers.lookups``).
     """
 
     maxPendingPublishRequestsPerConnection: _Count = 1000
@@ -52,6 +54,7 @@ class ProtectionConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=Tr
     maxTopicsPerNamespace: _Count = 0
     maxNumPartitionsPerPartitionedTopic: _Count = 0
     httpMaxRequestSize: Annotated[int, msgspec.Meta(ge=-1)] = -1
+    maxConcurrentLookupRequest: _Count = 50_000
 
     def publish_buffer_bytes(self) -> int:
         """``maxMessagePublishBufferSizeInMB`` in bytes; 0 when the limit is off (0 or -1)."""

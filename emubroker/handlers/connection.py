@@ -102,9 +102,9 @@ class ConnectionHandler:
             case c.RedeliverUnacknowledgedMessages():
                 consumers.on_redeliver(command)
             case c.LookupTopic():
-                self._start(discovery.on_lookup, command)
+                discovery.start_lookup(command)
             case c.PartitionedTopicMetadata():
-                self._start(discovery.on_partitioned_metadata, command)
+                discovery.start_partitioned_metadata(command)
             case c.Producer():
                 producers.on_producer(command)
             case c.Subscribe():
