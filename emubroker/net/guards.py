@@ -12,7 +12,8 @@ One :class:`NetGuards` is built per broker and handed to every session (docs/rel
   buffer is *busy* and takes one of a few turns before it reads again; busy connections queue
   for the turns in order, quiet ones never wait. The event loop runs every ready reader once per
   pass, so without it 200 busy connections put 200 reads (50 MiB) between two turns of a quiet
-  client; with it, a pass holds at most ``BUSY_READ_SLOTS`` busy reads;
+  client; with it, a pass holds at most ``BUSY_READ_SLOTS`` busy reads (unless their holders
+  went quiet, ``TURNS_STUCK_SECONDS``);
 * :class:`PartialFrames`: bytes held in incomplete frames over all connections. A frame may be
   up to ``maxMessageSize`` + 10 KiB, and a peer that sends all but its last byte holds that much
   until keep-alive ends it; past the budget connections are closed, first those whose partial
@@ -37,6 +38,7 @@ __all__ = [
     "BUSY_READ_BYTES",
     "BUSY_READ_SLOTS",
     "PARTIAL_FRAMES_BUDGET",
+    "TURNS_STUCK_SECONDS",
     "ConnectionCounter",
     "NetGuards",
     "PartialFrames",
@@ -55,6 +57,12 @@ BUSY_READ_SLOTS: Final = 2
 """Busy connections that may read at once. One pass of the event loop then holds at most two
 256 KiB reads of busy connections (about a millisecond of work, bench/abuse.py ``flood``), and
 two keep the loop busy while the next connection in line waits for its socket."""
+
+TURNS_STUCK_SECONDS: Final = 0.05
+"""How long no read turn may change hands before a connection waiting for one reads without
+it: the holders are then waiting for bytes (their peers went quiet after a large read), not
+working. A guard, not behaviour (STYLE.md §3): real time. Busy reads take well under a
+millisecond, so turns that work change hands hundreds of times in that span."""
 
 PARTIAL_FRAMES_BUDGET: Final = 128 * 1024 * 1024
 """Bytes all connections together may hold in frames that have not fully arrived: about 25
@@ -170,24 +178,50 @@ class PublishBuffer:
 class ReadGate:
     """Turns for busy connections' reads, handed out in the order they were asked for.
 
+    A turn is held from before a read until its frames are handled. A holder whose peer went
+    quiet holds its turn while it waits for bytes; rather than put a timer on every read (the
+    busy producer's hot path), a connection waiting in line watches the turns: if none changed
+    hands for ``stuck_after`` seconds, their holders are waiting for bytes, not working, and it
+    reads without a turn.
+
     Args:
         slots: Busy reads that may be under way at once.
+        stuck_after: Seconds without a turn changing hands after which a waiter goes ahead.
     """
 
-    def __init__(self, slots: int = BUSY_READ_SLOTS) -> None:
+    def __init__(
+        self, slots: int = BUSY_READ_SLOTS, *, stuck_after: float = TURNS_STUCK_SECONDS
+    ) -> None:
         self._semaphore = anyio.Semaphore(slots)
+        self._stuck_after = stuck_after
+        self.handovers = 0  # turns given back
         self.waits = 0  # turns that had to be waited for (statistics)
+        self.overdrawn = 0  # reads that went ahead without a turn (statistics)
 
-    async def take(self) -> None:
-        """Take a turn: at once when one is free and nobody waits, else in line."""
+    async def take(self) -> bool:
+        """Take a turn: at once when one is free and nobody waits, else in line.
+
+        Returns:
+            True with a turn (give it back); False when the turns were stuck and the caller
+            should read without one.
+        """
         try:
             self._semaphore.acquire_nowait()  # no checkpoint: the busy producer's hot path
+            return True
         except anyio.WouldBlock:
             self.waits += 1
-            await self._semaphore.acquire()
+        while True:
+            handovers = self.handovers
+            with anyio.move_on_after(self._stuck_after):
+                await self._semaphore.acquire()
+                return True
+            if self.handovers == handovers:
+                self.overdrawn += 1
+                return False
 
     def give_back(self) -> None:
         """Hand the turn to the next connection in line (or free it)."""
+        self.handovers += 1
         self._semaphore.release()
 
 

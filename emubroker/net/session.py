@@ -84,11 +84,6 @@ RECEIVE_SIZE: Final = 256 * 1024
 (``max_size``), so that anyio never splits (and copies) a chunk the transport already holds, and
 a busy producer's SENDs are handled a few thousand frames per wake-up."""
 
-BUSY_TURN_GUARD_SECONDS: Final = 0.05
-"""How long a busy connection may hold its read turn waiting for bytes. A busy connection
-normally has its next bytes waiting; one that went quiet gives the turn back rather than make
-the busy connections behind it wait. A guard, not behaviour (STYLE.md §3): real time."""
-
 
 class FrameHandler(Protocol):
     """What a session drives: the per-connection command handler (``emubroker.handlers``)."""
@@ -298,18 +293,15 @@ class Session(SessionWriter):
         Returns:
             Whether the connection is still busy; None when the session must stop reading.
         """
-        await gate.take()
+        turn = await gate.take()
         try:
-            data: bytes | None = None
-            with anyio.move_on_after(BUSY_TURN_GUARD_SECONDS) as guard:
-                data = await self._receive()
-            if guard.cancelled_caught:
-                return False  # it went quiet: its next read takes no turn
+            data = await self._receive()
             if data is None or not self._handle_read(data):
                 return None
             return len(data) >= BUSY_READ_BYTES
         finally:
-            gate.give_back()
+            if turn:
+                gate.give_back()
 
     async def _receive(self) -> bytes | None:
         """The next bytes (``b""`` at the end of the stream), or None when reading failed."""

@@ -92,12 +92,12 @@ class TestPublishBuffer:
 
 @pytest.mark.anyio
 async def test_read_turns_go_in_the_order_they_were_asked_for() -> None:
-    gate = ReadGate(slots=1)
+    gate = ReadGate(slots=1, stuck_after=3600)
     order: list[int] = []
-    await gate.take()  # held, as by a busy connection reading
+    assert await gate.take()  # held, as by a busy connection reading
 
     async def reader(i: int) -> None:
-        await gate.take()
+        assert await gate.take()
         order.append(i)
         gate.give_back()
 
@@ -109,6 +109,17 @@ async def test_read_turns_go_in_the_order_they_were_asked_for() -> None:
         assert gate.waits == 3
         gate.give_back()
     assert order == [0, 1, 2]
+
+
+@pytest.mark.anyio
+async def test_a_waiter_goes_ahead_without_a_turn_when_the_turns_are_stuck() -> None:
+    # The holders wait for bytes from peers that went quiet: no turn changes hands.
+    gate = ReadGate(slots=1, stuck_after=0)
+    assert await gate.take()
+    assert not await gate.take()
+    assert gate.overdrawn == 1
+    gate.give_back()
+    assert await gate.take()  # free again: taken as usual
 
 
 class Holder:

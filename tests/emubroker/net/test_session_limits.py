@@ -316,7 +316,7 @@ async def test_partial_frames_over_the_budget_close_the_stalled_holder(
 async def test_a_busy_connection_reads_in_its_turn_and_a_quiet_one_never_waits(
     fake_clock: FakeClock,
 ) -> None:
-    gate = ReadGate(slots=1)
+    gate = ReadGate(slots=1, stuck_after=3600)
     guards = NetGuards(read_gate=gate)
     busy, quiet = Harness(fake_clock, guards=guards), Harness(fake_clock, guards=guards)
     async with anyio.create_task_group() as tg:
