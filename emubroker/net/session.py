@@ -156,7 +156,7 @@ class Session(SessionWriter):
         self._pauses = ReadPauses(self._guards.publish_buffer)
         self._partial = 0  # bytes of an incomplete frame counted in guards.partial_frames
         self._publishing = 0  # bytes of SENDs awaiting storage counted in guards.publish_buffer
-        self.stalled = False  # waiting for bytes from the peer, without a read turn
+        self.stalled = False  # waiting for bytes from the peer (not for a read turn)
         self._ended = False
         self._handler = handler_factory(self)
 
@@ -280,9 +280,7 @@ class Session(SessionWriter):
                 if busy is None:
                     return
                 continue
-            self.stalled = True  # waiting for the peer's bytes (``PartialFrames``)
             data = await self._receive()
-            self.stalled = False
             if data is None or not self._handle_read(data):
                 return
             busy = len(data) >= BUSY_READ_BYTES
@@ -305,6 +303,7 @@ class Session(SessionWriter):
 
     async def _receive(self) -> bytes | None:
         """The next bytes (``b""`` at the end of the stream), or None when reading failed."""
+        self.stalled = True  # waiting for the peer's bytes (``PartialFrames``)
         try:
             data = await self._stream.receive(RECEIVE_SIZE)
         except anyio.EndOfStream:
@@ -312,6 +311,8 @@ class Session(SessionWriter):
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self.close(f"read failed: {exc!r}")
             return None
+        finally:
+            self.stalled = False
         if self._traffic is not None:
             self._traffic.bytes_in += len(data)
         return data
