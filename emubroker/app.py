@@ -72,6 +72,7 @@ from emubroker.policies import (
 )
 from emubroker.ratelimit.quotas import throttling_config_from
 from emubroker.schemas import SchemaRegistry, SchemaService
+from emubroker.storage import BookieBackend, LedgerBackend, MemoryBackend
 from emubroker.topics.compaction import CompactionService
 from emubroker.topics.features import TopicFeatures
 from emubroker.topics.service import TopicService
@@ -92,8 +93,7 @@ if TYPE_CHECKING:
 
     from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
-    from emubroker.storage import BookieClient
-    from emubroker.topics.service import AnyTopic
+    from emubroker.topics.handles import TopicHandle
     from protocol.clock import Clock
 
 __all__ = [
@@ -309,7 +309,7 @@ def _admin_context(
             bundles=dynamic.config.exposeBundlesMetricsInPrometheus,
         )
 
-    def dedup_enabled(topic: AnyTopic) -> bool:
+    def dedup_enabled(topic: TopicHandle) -> bool:
         policies = namespaces.policies(topic.name.namespace)
         if policies is not None and policies.deduplicationEnabled is not None:
             return policies.deduplicationEnabled
@@ -371,7 +371,7 @@ async def open_storage(
     bookie_url: str | None = None,
     fsync: FsyncPolicy = FsyncPolicy.BATCH,
     session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-) -> AsyncIterator[tuple[MetadataStore | None, BookieClient | None]]:
+) -> AsyncIterator[tuple[MetadataStore | None, LedgerBackend | None]]:
     """The broker's storage: in memory, a durable stub in this process, or an external stub.
 
     Args:
@@ -385,7 +385,8 @@ async def open_storage(
             (``metadataStoreSessionTimeoutMillis``).
 
     Yields:
-        ``(metadata, bookie)`` for :func:`open_broker`; ``(None, None)`` for memory.
+        ``(metadata, ledgers)`` for :func:`open_broker`: where entries live (a
+        ``storage.LedgerBackend``); ``(None, None)`` for memory.
 
     Raises:
         RuntimeError: ``data_dir`` is used by another process.
@@ -393,7 +394,7 @@ async def open_storage(
     """
     async with AsyncExitStack() as stack:
         metadata: MetadataStore | None = None
-        bookie: BookieClient | None = None
+        ledgers: LedgerBackend | None = None
         if data_dir is not None:
             # Only ``--data-dir`` hosts the stub in-process: brokers of a cluster skip importing
             # the server, ~6 % of their start-up CPU (docs/performance.md, cluster start-up).
@@ -406,7 +407,7 @@ async def open_storage(
             metadata = await stack.enter_async_context(
                 await RemoteMetadataStore.open(client, session_timeout=session_timeout)
             )
-            bookie = client
+            ledgers = BookieBackend(client)
         if metadata_url is not None and is_etcd_url(metadata_url):
             metadata = await stack.enter_async_context(
                 open_etcd_metadata_store(metadata_url, session_timeout=session_timeout)
@@ -416,8 +417,8 @@ async def open_storage(
                 open_remote_metadata_store(metadata_url, session_timeout=session_timeout)
             )
         if bookie_url is not None:
-            bookie = await stack.enter_async_context(open_stub_client(bookie_url))
-        yield metadata, bookie
+            ledgers = BookieBackend(await stack.enter_async_context(open_stub_client(bookie_url)))
+        yield metadata, ledgers
 
 
 @asynccontextmanager
@@ -428,7 +429,7 @@ async def open_broker(
     metadata: MetadataStore | None = None,
     listen: bool = True,
     admin: bool = True,
-    bookie: BookieClient | None = None,
+    ledgers: LedgerBackend | None = None,
 ) -> AsyncIterator[Broker]:
     """Start a broker; stop it (closing every connection) when the block exits.
 
@@ -440,9 +441,9 @@ async def open_broker(
         listen: Bind the binary protocol port; without it, only :meth:`Broker.start_session`
             serves connections (component tests over in-memory streams).
         admin: Serve the admin HTTP API (needs the asyncio backend: aiohttp).
-        bookie: Where entries live (the stub, see :func:`open_storage`); by default an
-            in-memory ledger store. With a bookie, ledger lists and cursors are persisted in
-            ``metadata`` and topics are recovered from them.
+        ledgers: Where entries live (see :func:`open_storage`); by default an in-memory
+            ledger store. With a durable backend (the stub), ledger lists and cursors are
+            persisted in ``metadata`` and topics are recovered from them.
 
     Yields:
         The running broker.
@@ -537,24 +538,24 @@ async def open_broker(
         def namespace_exists(namespace: NamespaceName) -> bool:
             return namespace in heartbeat or namespaces(namespace)
 
-        ledgers = LedgerStore()
+        ledger_store = LedgerStore()
         features = TopicFeatures(config, store)
         topics = await stack.enter_async_context(
             TopicService(
                 config=topic_settings(dynamic.config),
                 clock=clock,
-                ledgers=ledgers if bookie is None else bookie,
+                ledgers=MemoryBackend(ledger_store) if ledgers is None else ledgers,
                 namespaces=namespace_exists,
                 metadata=store,
                 features=features,
                 throttling=throttling,
                 namespace_policies=namespaces.policies,
-            )
+            ).running()
         )
         schema_registry = SchemaRegistry(store, clock)
         # Entered after the topics: it stops (cancelling running compactions) before they close.
         compaction = await stack.enter_async_context(
-            CompactionService(topics, retain_null_key=config.topicCompactionRetainNullKey)
+            CompactionService(topics, retain_null_key=config.topicCompactionRetainNullKey).running()
         )
         ownership = OwnershipTable(
             store,
@@ -619,7 +620,7 @@ async def open_broker(
             namespaces,
             topics,
             ownership,
-            ledgers,
+            ledger_store,
             clock,
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
@@ -640,7 +641,7 @@ async def open_broker(
             topics,
             ownership,
             store,
-            ledgers,
+            ledger_store,
             namespaces,
             clock,
             services,

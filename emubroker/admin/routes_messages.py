@@ -41,16 +41,13 @@ from emubroker.admin.errors import (
 )
 from emubroker.admin.http import context, json_response, path_int, topic_of
 from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic
-from emubroker.topics import Topic
-from emubroker.topics.compacted import parse_section
-from protocol.codec import encode_record
-from protocol.commands import CompressionType, MessageIdData
-from protocol.framing import MAGIC_CHECKSUM
+from protocol.codec import decode_record, encode_record
+from protocol.commands import CompressionType, MessageIdData, MessageMetadata
+from protocol.framing import decode_payload_section
 from protocol.ids import EARLIEST
 
 if TYPE_CHECKING:
-    from emubroker.topics.cursor import Cursor
-    from protocol.commands import MessageMetadata
+    from emubroker.topics import Topic
 
 __all__ = ["add_routes", "format_time", "message_headers"]
 
@@ -157,13 +154,13 @@ async def _entry_response(topic: Topic, index: int) -> web.Response:
     ledger = topic.ledger
     _, _, sections = await ledger.read_entries(index, index)
     section = sections[0]
-    meta, payload = parse_section(section)
+    stored = decode_payload_section(section)
+    meta = decode_record(MessageMetadata, stored.metadata)
     # Pulsar's batch size: the stored entry (checksum and metadata length included) less the
     # serialized metadata.
-    prefix = 10 if section[:2] == MAGIC_CHECKSUM else 4
-    headers = message_headers(meta, ledger.position(index), len(payload) + prefix)
+    headers = message_headers(meta, ledger.position(index), len(section) - len(stored.metadata))
     headers["Content-Type"] = "application/octet-stream"
-    return web.Response(body=_body(meta, payload), headers=headers)
+    return web.Response(body=_body(meta, stored.body), headers=headers)
 
 
 # ---- topic lookup ---------------------------------------------------------------------------
@@ -176,8 +173,8 @@ async def _stored_topic(request: web.Request, what: str, partitioned: str) -> To
     check_namespace(ctx, name.namespace)
     if ctx.topics.partitions_of(name):
         raise RestError(METHOD_NOT_ALLOWED, partitioned)
-    topic = await load_topic(ctx, name)
-    if not isinstance(topic, Topic):
+    topic = (await load_topic(ctx, name)).as_persistent()
+    if topic is None:
         raise RestError(METHOD_NOT_ALLOWED, f"{what} on a non-persistent topic is not allowed")
     return topic
 
@@ -204,29 +201,12 @@ async def last_message_id(request: web.Request) -> web.Response:
     ctx = context(request)
     name = topic_of(request)
     topic = await load_topic(ctx, name)
-    if not isinstance(topic, Topic):
+    if topic.as_persistent() is None:
         raise RestError(
             METHOD_NOT_ALLOWED, "GetLastMessageId on a non-persistent topic is not allowed"
         )
     ledger_id, entry_id, batch_index = topic.last_message_id()
     return json_response(_message_id(ledger_id, entry_id, name.partition_index, batch_index))
-
-
-def _nth_unacked(cursor: Cursor, end: int, n: int) -> int | None:
-    """The index of the n-th entry after the mark-delete position not acknowledged, if any.
-
-    Steps over the individually acknowledged entries only, so a far position costs no walk
-    through the backlog (a peek at position 10^7 must not hold the event loop for seconds).
-    """
-    mark_delete = cursor.mark_delete
-    if n > end - mark_delete - 1:
-        return None
-    index = mark_delete + n
-    for acked in sorted(i for i in cursor.acked if i > mark_delete):
-        if acked > index:
-            break
-        index += 1  # an acknowledged entry at or before it: the n-th unacked is one further
-    return index if index < end else None
 
 
 async def peek_nth(request: web.Request) -> web.Response:
@@ -237,7 +217,7 @@ async def peek_nth(request: web.Request) -> web.Response:
     )
     name = request.match_info["subscription"]
     sub = topic.subscription(name) or topic.create_subscription(name, _EARLIEST)
-    index = _nth_unacked(sub.cursor, topic.ledger.count, n)
+    index = sub.cursor.nth_unacked(n, topic.ledger.count)
     if index is None:
         raise RestError(NOT_FOUND, "Message not found")
     return await _entry_response(topic, index)

@@ -18,12 +18,15 @@ from emubroker.naming import TopicDomain
 from protocol.errors import NotAllowedError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from emubroker.naming import NamespaceName, TopicName
     from emubroker.policies import Policies
+    from emubroker.topics.catalog import TopicCatalog
+    from emubroker.topics.settings import TopicSettings
 
 __all__ = [
+    "NamespaceRoom",
     "TooManyTopicsError",
     "check_topics_per_namespace",
     "is_system_topic",
@@ -76,3 +79,61 @@ def check_topics_per_namespace(
     )
     if count + adding > limit:
         raise TooManyTopicsError(TOO_MANY_TOPICS)
+
+
+class NamespaceRoom:
+    """Whether a namespace has room for new persistent topics, from the broker's catalog.
+
+    Args:
+        catalog: The topics the broker knows (opened, stored, partitioned).
+        settings: The current topic settings (``maxTopicsPerNamespace``, dynamic).
+        namespace_policies: A namespace's policies (``max_topics_per_namespace``); None: only
+            the broker key applies.
+    """
+
+    def __init__(
+        self,
+        catalog: TopicCatalog,
+        *,
+        settings: Callable[[], TopicSettings],
+        namespace_policies: Callable[[NamespaceName], Policies | None] | None,
+    ) -> None:
+        self._catalog = catalog
+        self._settings = settings
+        self._policies = namespace_policies
+
+    def check(self, name: TopicName, adding: int) -> None:
+        """Refuse ``adding`` more topics in ``name``'s namespace past the limit in force.
+
+        Raises:
+            TooManyTopicsError: No room.
+        """
+        policies = self._policies
+        limit = max_topics(
+            self._settings().max_topics_per_namespace,
+            policies(name.namespace) if policies is not None else None,
+        )
+        if limit <= 0:
+            return
+        catalog = self._catalog
+        # Pulsar creates a partitioned topic's partitions with it; ours come on first use, so
+        # a declared partition counts (and has its room) from the topic's creation on.
+        existing = set(catalog.states) | catalog.stored
+        for parent, partitions in catalog.partitioned.items():
+            if parent.namespace == name.namespace:
+                existing.update(parent.partition(i) for i in range(partitions))
+        check_topics_per_namespace(limit, name, adding, existing)
+
+    def check_new(self, name: TopicName) -> None:
+        """Refuse to create ``name`` unless it exists already or has its room (a partition).
+
+        Raises:
+            TooManyTopicsError: No room.
+        """
+        catalog = self._catalog
+        if name in catalog.stored or name in catalog.states:
+            return
+        parent = name.partitioned_topic_name
+        if parent is not name and name.partition_index < catalog.partitioned.get(parent, 0):
+            return
+        self.check(name, 1)

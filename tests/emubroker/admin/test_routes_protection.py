@@ -13,10 +13,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from emubroker.admin import build_admin_app
-from emubroker.admin.routes_messages import _nth_unacked
 from emubroker.app import Broker, open_broker
 from emubroker.config import load_config
-from emubroker.topics.cursor import Cursor
 from protocol import commands as c
 from protocol.clock import FakeClock
 from protocol.errors import ServerError
@@ -95,34 +93,6 @@ async def test_topics_per_namespace_over_rest_and_on_the_wire(admin: Admin, wire
         error=ServerError.NotAllowedError,
         message="Exceed maximum number of topics in namespace.",
     )
-
-
-def brute_nth_unacked(cursor: Cursor, end: int, n: int) -> int | None:
-    seen = 0
-    for index in range(cursor.mark_delete + 1, end):
-        if index not in cursor.acked:
-            seen += 1
-            if seen == n:
-                return index
-    return None
-
-
-@pytest.mark.parametrize("acked", [set(), {3, 4, 9}, {2, 3, 5, 6, 7}])
-def test_peek_position_steps_over_acknowledged_entries(acked: set[int]) -> None:
-    cursor = Cursor(mark_delete=1)
-    cursor.acked = set(acked)
-    for n in range(1, 12):
-        assert _nth_unacked(cursor, 12, n) == brute_nth_unacked(cursor, 12, n), n
-
-
-def test_peek_far_into_a_backlog_walks_nothing() -> None:
-    # A backlog of a trillion entries (an index space, nothing stored): the old walk would
-    # never have returned.
-    cursor = Cursor(mark_delete=-1)
-    cursor.acked = {5, 10**12 - 3}
-    assert _nth_unacked(cursor, 10**12, 10**12 - 10) == 10**12 - 10  # one acked before it
-    assert _nth_unacked(cursor, 10**12, 10**12 - 2) == 10**12 - 1
-    assert _nth_unacked(cursor, 10**12, 10**12 - 1) is None  # only 10^12 - 2 are unacked
 
 
 async def test_skip_any_count_is_one_cumulative_ack(admin: Admin, wire: Wire) -> None:
