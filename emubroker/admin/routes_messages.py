@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import json
-import zlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,6 +44,7 @@ from protocol.codec import decode_record, encode_record
 from protocol.commands import CompressionType, MessageIdData, MessageMetadata
 from protocol.framing import decode_payload_section
 from protocol.ids import EARLIEST
+from protocol.inflate import inflate_zlib
 
 if TYPE_CHECKING:
     from emubroker.topics import Topic
@@ -143,10 +143,9 @@ def message_headers(
 def _body(meta: MessageMetadata, payload: memoryview) -> bytes:
     # Pulsar decodes the payload unless it is encrypted; we can only undo ZLIB.
     if meta.compression == CompressionType.ZLIB and not meta.encryption_keys:
-        try:
-            return zlib.decompress(payload)
-        except zlib.error:
-            return bytes(payload)
+        inflated = inflate_zlib(payload, meta.uncompressed_size)
+        if inflated is not None:
+            return inflated
     return bytes(payload)
 
 
