@@ -130,6 +130,24 @@ def test_skip_acknowledges_the_next_unacknowledged_entries_whatever_the_count() 
     assert acks.backlog() == 0
 
 
+def test_a_batch_claiming_two_billion_messages_costs_what_its_acks_carry() -> None:
+    # The message count is the producer's word; a mask of that many bits would be 256 MiB, and
+    # its ack set 33 million words.
+    huge = 2**31 - 1
+    ml = _ledger(1, batch=huge)
+    acks = Acknowledgements(Cursor(), ml)
+    consumer = _consumer()
+    assert acks.deliver(consumer, 0, huge)[:2] == (huge, ())
+    acks.ack_individual(_ids(ml, 0, ack_set=(0b101,)))  # all but messages 0 and 2
+    assert acks.cursor.partial == {0: 0b101}
+    acks.release(consumer, count=True)
+    assert acks.deliver(consumer, 0, huge)[:2] == (2, (0b101,))
+    acks.ack_individual(_ids(ml, 0, ack_set=(0b100,)))
+    assert acks.deliver(consumer, 0, huge)[:2] == (1, (0b100,))
+    acks.ack_individual(_ids(ml, 0, ack_set=(0,)))
+    assert acks.backlog() == 0
+
+
 class _FarLedger:
     count = 10**12  # an index space only: skip asks nothing else of the ledger
 

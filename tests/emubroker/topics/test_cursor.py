@@ -175,3 +175,16 @@ def test_nth_unacked_far_into_a_backlog_walks_nothing() -> None:
     assert cursor.nth_unacked(10**12 - 10, 10**12) == 10**12 - 10  # one acked before it
     assert cursor.nth_unacked(10**12 - 2, 10**12) == 10**12 - 1
     assert cursor.nth_unacked(10**12 - 1, 10**12) is None  # only 10^12 - 2 are unacked
+
+
+def test_ack_set_words_of_an_ordinary_batch_cover_every_message() -> None:
+    assert words_from_mask(0b1, 130) == (1, 0, 0)
+    assert mask_from_words((-1, -1, -1), 130) == (1 << 130) - 1
+    assert mask_from_words((0b111,), 2) == 0b11
+
+
+def test_ack_set_words_of_a_claimed_huge_batch_end_at_the_last_set_bit() -> None:
+    huge = 2**31 - 1
+    assert words_from_mask(0b101, huge) == (0b101,)
+    assert words_from_mask(1 << 64, huge) == (0, 1)
+    assert mask_from_words((0b101,), huge) == 0b101
