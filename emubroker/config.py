@@ -27,7 +27,7 @@ import logging
 import os
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -278,6 +278,12 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+_ALIASES: Final = {"maxConnectionsPerIp": "brokerMaxConnectionsPerIp"}
+"""Names Pulsar does not have but users reach for -> Pulsar's key (which wins when both are
+given). Pulsar's connection limit per address is ``brokerMaxConnectionsPerIp``; a plain
+``maxConnectionsPerIp`` would otherwise stop start-up as a typo."""
+
+
 def resolve_keys(raw: Mapping[str, Any], *, source: str = "configuration") -> dict[str, Any]:
     """Check raw keys and drop empty values: the single seam for key policy.
 
@@ -294,6 +300,12 @@ def resolve_keys(raw: Mapping[str, Any], *, source: str = "configuration") -> di
     """
     resolved: dict[str, Any] = {}
     for key, value in raw.items():
+        alias_of = _ALIASES.get(key)
+        if alias_of is not None:
+            log.warning("%s: %r is read as Pulsar's key %r", source, key, alias_of)
+            if alias_of not in raw and value != "":
+                resolved[alias_of] = value
+            continue
         if key not in _KNOWN_KEYS:
             if key in PULSAR_BROKER_KEYS:
                 log.warning(
