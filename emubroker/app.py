@@ -658,7 +658,7 @@ async def open_broker(
             guards=guards,
         )
         if pulsar_sockets:
-            listener = await listener_from_sockets(pulsar_sockets)
+            listener = await listener_from_sockets(pulsar_sockets, clock=clock)
             await tg.start(
                 partial(
                     serve_pulsar,
@@ -675,7 +675,7 @@ async def open_broker(
             await tg.start(
                 partial(
                     serve_pulsar,
-                    await listener_from_sockets(pulsar_tls_sockets),
+                    await listener_from_sockets(pulsar_tls_sockets, clock=clock),
                     broker.handler_factory,
                     clock=clock,
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,

@@ -24,9 +24,11 @@ from anyio.abc import SocketAttribute, SocketListener
 from anyio.streams.stapled import MultiListener
 from anyio.streams.tls import TLSStream
 
+from emubroker.net.accepting import PatientListener
 from emubroker.net.guards import NetGuards
 from emubroker.net.session import Session
 from protocol import commands as c
+from protocol.clock import AnyioClock
 from protocol.errors import ServerError
 from protocol.framing import encode_frame
 
@@ -140,18 +142,32 @@ async def bind_tcp_sockets(host: str, port: int) -> list[socket.socket]:
     raise OSError(errno.EADDRINUSE, f"no free port available on every address of {host!r}")
 
 
-async def create_pulsar_listener(host: str, port: int) -> MultiListener[SocketStream]:
+async def create_pulsar_listener(
+    host: str, port: int, *, clock: Clock | None = None
+) -> MultiListener[SocketStream]:
     """An anyio listener on ``host:port`` (see :func:`bind_tcp_sockets`).
 
     Raises:
         OSError: Binding failed.
     """
-    return await listener_from_sockets(await bind_tcp_sockets(host, port))
+    return await listener_from_sockets(await bind_tcp_sockets(host, port), clock=clock)
 
 
-async def listener_from_sockets(sockets: list[socket.socket]) -> MultiListener[SocketStream]:
-    """One anyio listener over bound, listening sockets (it takes ownership of them)."""
-    return MultiListener([await SocketListener.from_socket(sock) for sock in sockets])
+async def listener_from_sockets(
+    sockets: list[socket.socket], *, clock: Clock | None = None
+) -> MultiListener[SocketStream]:
+    """One anyio listener over bound, listening sockets (it takes ownership of them).
+
+    Each accepts patiently: running out of file descriptors pauses accepting, never the broker
+    (``accepting``); ``clock`` times the pause.
+    """
+    patience = AnyioClock() if clock is None else clock
+    return MultiListener(
+        [
+            PatientListener(await SocketListener.from_socket(sock), clock=patience)
+            for sock in sockets
+        ]
+    )
 
 
 def listener_port(listener: Listener[ByteStream]) -> int:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pulsar
 import pytest
@@ -116,3 +119,30 @@ def test_http_max_request_size_refuses_larger_bodies() -> None:
         assert rest_call(broker.admin_url, "PUT", path, small)[0] == 204
         large = {"allowedClusters": ["standalone"], "adminRoles": ["r" * 100]}
         assert rest_call(broker.admin_url, "PUT", "/admin/v2/tenants/t2", large)[0] == 400
+
+
+def test_connections_past_the_open_files_limit_do_not_take_the_broker_down() -> None:
+    # A hostile client opens connections until the broker has no file descriptor left: its
+    # accepts fail, and it must neither exit nor stop serving the connections it has; once they
+    # go, it accepts again.
+    with standalone_process(open_files=128) as broker:
+        address = urlparse(broker.service_url)
+        held: list[socket.socket] = []
+        try:
+            for _ in range(300):  # more than the broker has descriptors
+                held.append(socket.create_connection((address.hostname, address.port), 5))
+            time.sleep(1.0)  # the broker's accept loop meets the limit meanwhile
+            assert broker.proc.poll() is None, "".join(broker.output)
+            assert any("cannot accept connections" in line for line in broker.output)
+        finally:
+            for sock in held:
+                sock.close()
+        client = make_client(broker.service_url)
+        try:
+            topic = new_topic("fds")
+            consumer = client.subscribe(topic, "s")
+            client.create_producer(topic).send(b"served again")
+            assert consumer.receive(10_000).data() == b"served again"
+        finally:
+            client.close()
+        assert broker.stop() == 0
