@@ -146,3 +146,20 @@ def test_connections_past_the_open_files_limit_do_not_take_the_broker_down() -> 
         finally:
             client.close()
         assert broker.stop() == 0
+
+
+def test_an_admin_connection_that_never_finishes_its_headers_is_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Jetty's idle timeout (30 s, shortened here): a slow-headers client cannot hold the
+    # admin server's descriptors, while a request right after it is served.
+    monkeypatch.setattr("emubroker.admin.app.HTTP_IDLE_TIMEOUT_SECONDS", 0.5)
+    with run_broker_in_thread() as broker:
+        address = urlparse(broker.admin_url)
+        with socket.create_connection((address.hostname, address.port), 5) as slow:
+            slow.sendall(b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            slow.settimeout(10)
+            started = time.monotonic()
+            assert slow.recv(1024) == b""  # closed by the broker, without an answer
+            assert time.monotonic() - started < 5
+        assert rest_call(broker.admin_url, "GET", "/admin/v2/clusters") == (200, ["standalone"])
