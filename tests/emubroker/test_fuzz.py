@@ -9,15 +9,12 @@ well-behaved client must get every message it was acknowledged, in order.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 
-from emubroker.app import Broker, open_broker
-from emubroker.config import load_config
+from emubroker.app import Broker
 from protocol import commands as c
-from protocol.clock import FakeClock
 from tests.support.broker import WireClient, memory_stream_pair
 from tests.support.fuzz import KINDS, FuzzTraffic
 
@@ -27,10 +24,8 @@ GOOD_TOPIC = "persistent://public/default/well-behaved"
 
 
 @pytest.fixture
-async def broker(fake_clock: FakeClock) -> AsyncIterator[Broker]:
-    config = load_config(overrides={"brokerServicePort": 6650, "webServicePort": 8080})
-    async with open_broker(config, clock=fake_clock, listen=False, admin=False) as running:
-        yield running
+def broker(memory_broker: Broker) -> Broker:
+    return memory_broker
 
 
 async def hostile_session(broker: Broker, data: bytes) -> None:

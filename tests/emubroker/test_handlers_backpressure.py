@@ -7,20 +7,17 @@ until half of the pending SENDs are done.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
 
-from emubroker.app import Broker, open_broker
-from emubroker.config import load_config
+from emubroker.app import Broker
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.naming import TopicName
 from emubroker.net.guards import NetGuards
 from emubroker.net.session import Session
 from protocol import commands as c
-from protocol.clock import FakeClock
 from protocol.codec import encode_record
 from protocol.framing import build_entry, checksum
 from tests.emubroker.test_handlers import create_producer
@@ -60,10 +57,8 @@ class GatedTopics:
 
 
 @pytest.fixture
-async def broker(fake_clock: FakeClock) -> AsyncIterator[Broker]:
-    config = load_config(overrides={"brokerServicePort": 6650, "webServicePort": 8080})
-    async with open_broker(config, clock=fake_clock, listen=False, admin=False) as running:
-        yield running
+def broker(memory_broker: Broker) -> Broker:
+    return memory_broker
 
 
 def send(client: WireClient, sequence_id: int) -> tuple[bytes, int]:

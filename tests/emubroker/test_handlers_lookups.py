@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
 
-from emubroker.app import Broker, open_broker
+from emubroker.app import Broker
 from emubroker.config import load_config
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import TOO_MANY_LOOKUPS, LookupLimit
 from emubroker.naming import TopicName
 from emubroker.net.session import Session
 from protocol import commands as c
-from protocol.clock import FakeClock
 from protocol.errors import ServerError
 from tests.support.broker import WireClient, memory_stream_pair
 
@@ -41,10 +39,8 @@ class SlowMetadata:
 
 
 @pytest.fixture
-async def broker(fake_clock: FakeClock) -> AsyncIterator[Broker]:
-    config = load_config(overrides={"brokerServicePort": 6650, "webServicePort": 8080})
-    async with open_broker(config, clock=fake_clock, listen=False, admin=False) as running:
-        yield running
+def broker(memory_broker: Broker) -> Broker:
+    return memory_broker
 
 
 def test_the_limit_counts_lookups_in_flight() -> None:
