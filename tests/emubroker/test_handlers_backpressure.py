@@ -13,15 +13,14 @@ import anyio
 import pytest
 
 from emubroker.app import Broker
-from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.naming import TopicName
 from emubroker.net.guards import NetGuards
-from emubroker.net.session import Session
 from protocol import commands as c
 from protocol.codec import encode_record
 from protocol.framing import build_entry, checksum
+from tests.emubroker.sessions import session_over
 from tests.emubroker.test_handlers import create_producer
-from tests.support.broker import WireClient, memory_stream_pair
+from tests.support.broker import WireClient
 
 pytestmark = pytest.mark.anyio
 
@@ -77,23 +76,8 @@ def receipts(replies: list[c.Command]) -> list[int]:
 
 async def test_sends_waiting_for_storage_pause_reading_at_the_limit(broker: Broker) -> None:
     topics = GatedTopics(broker.topics)
-    services = BrokerServices(
-        config=broker.config,
-        topics=topics,  # type: ignore[arg-type]
-        ownership=broker.ownership,
-        namespace_exists=broker.namespaces,
-    )
     guards = NetGuards(max_pending_publishes=3)
-    client_end, server_end = memory_stream_pair()
-    session = Session(
-        server_end,
-        lambda s: ConnectionHandler(services, s),
-        clock=broker.clock,
-        max_frame_size=1 << 20,
-        keepalive_interval=30,
-        guards=guards,
-    )
-    client = WireClient(client_end)
+    session, client, client_end = session_over(broker, topics, guards=guards)
     async with anyio.create_task_group() as tg:
         tg.start_soon(session.run)
         await client.handshake()
@@ -117,23 +101,8 @@ async def test_sends_waiting_for_storage_pause_reading_at_the_limit(broker: Brok
 
 async def test_a_dropped_connection_gives_back_its_pending_bytes(broker: Broker) -> None:
     topics = GatedTopics(broker.topics)
-    services = BrokerServices(
-        config=broker.config,
-        topics=topics,  # type: ignore[arg-type]
-        ownership=broker.ownership,
-        namespace_exists=broker.namespaces,
-    )
     guards = NetGuards()
-    client_end, server_end = memory_stream_pair()
-    session = Session(
-        server_end,
-        lambda s: ConnectionHandler(services, s),
-        clock=broker.clock,
-        max_frame_size=1 << 20,
-        keepalive_interval=30,
-        guards=guards,
-    )
-    client = WireClient(client_end)
+    session, client, client_end = session_over(broker, topics, guards=guards)
     async with anyio.create_task_group() as tg:
         tg.start_soon(session.run)
         await client.handshake()

@@ -9,13 +9,11 @@ import pytest
 
 from emubroker.app import Broker
 from emubroker.config import load_config
-from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import TOO_MANY_LOOKUPS, LookupLimit
 from emubroker.naming import TopicName
-from emubroker.net.session import Session
 from protocol import commands as c
 from protocol.errors import ServerError
-from tests.support.broker import WireClient, memory_stream_pair
+from tests.emubroker.sessions import session_over
 
 pytestmark = pytest.mark.anyio
 
@@ -55,22 +53,8 @@ def test_the_limit_counts_lookups_in_flight() -> None:
 
 async def test_lookups_past_the_limit_are_answered_too_many_requests(broker: Broker) -> None:
     topics = SlowMetadata(broker.topics)
-    services = BrokerServices(
-        config=broker.config,
-        topics=topics,  # type: ignore[arg-type]
-        ownership=broker.ownership,
-        namespace_exists=broker.namespaces,
-        lookups=LookupLimit(2),
-    )
-    client_end, server_end = memory_stream_pair()
-    session = Session(
-        server_end,
-        lambda s: ConnectionHandler(services, s),
-        clock=broker.clock,
-        max_frame_size=1 << 20,
-        keepalive_interval=30,
-    )
-    client = WireClient(client_end)
+    lookups = LookupLimit(2)
+    session, client, client_end = session_over(broker, topics, lookups=lookups)
     async with anyio.create_task_group() as tg:
         tg.start_soon(session.run)
         await client.handshake()
@@ -95,7 +79,7 @@ async def test_lookups_past_the_limit_are_answered_too_many_requests(broker: Bro
         topics.gate.set()
         answered = [await client.receive_command() for _ in range(2)]
         assert sorted(r.request_id for r in answered) == [1, 2]  # type: ignore[union-attr]
-        assert services.lookups.in_flight == 0
+        assert lookups.in_flight == 0
         await client.send(c.LookupTopic(topic=TOPIC, request_id=5))
         reply = await client.receive_command()
         assert isinstance(reply, c.LookupTopicResponse)
