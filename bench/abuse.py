@@ -138,7 +138,8 @@ def _receipts(broker: Broker, seconds: float) -> None:
         thread.start()
         thread.join(seconds)
         stop.set()
-    peer.sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):  # already closed by the broker's keep-alive
+        peer.sock.shutdown(socket.SHUT_RDWR)
     peer.close()
     thread.join()
     closed = f"closed at {closed_at:.1f} s" if closed_at is not None else "still open"
