@@ -541,12 +541,3 @@ class FrameDecoder:
                 return _decode_at(buf, pos + 4, end, self._first)
         span = self._next_span()
         return None if span is None else _decode_at(*span, self._first)
-
-    def next_raw_frame(self) -> memoryview | None:
-        """The next complete frame's bytes (after ``total_size``), undecoded.
-
-        Raises:
-            RemoteProtocolError: ``total_size`` is out of bounds.
-        """
-        span = self._next_span()
-        return None if span is None else memoryview(span[0])[span[1] : span[2]]

@@ -23,6 +23,9 @@ from protocol.murmur import murmur3_32
         (b"Hello, world!", 0x9747B28C, 0x24884CBA),
         (b"The quick brown fox jumps over the lazy dog", 0x9747B28C, 0x2FA826CD),
         (b"hello", 0, 0x248BFA47),
+        (b"abc", 0, 0xB3DD93FA),
+        (b"abcd", 0, 0x43ED676A),
+        (b"The quick brown fox jumps over the lazy dog", 0, 0x2E4FF723),
     ],
 )
 def test_murmur3_matches_reference_vectors(data: bytes, seed: int, expected: int) -> None:
