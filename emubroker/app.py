@@ -39,6 +39,7 @@ from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
+from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
@@ -54,6 +55,7 @@ from emubroker.metadata.remote import (
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import (
+    NetGuards,
     Session,
     TrafficCounter,
     bind_tcp_sockets,
@@ -201,6 +203,7 @@ class Broker:
         dynamic: The live configuration (``/admin/v2/brokers/configuration``).
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
+        guards: The limits every connection counts against (``emubroker.net.guards``).
         leader_election: This broker's part in the cluster's leader election.
         load_reporter: This broker's load report (its registration under
             ``/loadbalance/brokers``).
@@ -229,6 +232,7 @@ class Broker:
     traffic: TrafficCounter | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
+    guards: NetGuards | None = None
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -249,6 +253,7 @@ class Broker:
             max_frame_size=config.maxMessageSize + FRAME_PADDING,
             keepalive_interval=config.keepAliveIntervalSeconds,
             traffic=self.traffic,
+            guards=self.guards,
         )
 
     async def connect_in_memory(self, host: str, port: int) -> StreamTransport:
@@ -570,7 +575,11 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             security=security,
             clock=clock,
+            lookups=LookupLimit(dynamic.config.maxConcurrentLookupRequest),
         )
+        guards = NetGuards.from_config(dynamic.config)
+        dynamic.subscribe(lambda live: guards.publish_buffer.resize(live.publish_buffer_bytes()))
+        dynamic.subscribe(lambda live: services.lookups.resize(live.maxConcurrentLookupRequest))
         dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
         dynamic.subscribe(lambda live: throttling.reconfigure(throttling_config_from(live)))
         tg = await stack.enter_async_context(anyio.create_task_group())
@@ -646,9 +655,10 @@ async def open_broker(
             traffic=traffic,
             service_url_tls=service_url_tls,
             admin_url_tls=admin_url_tls,
+            guards=guards,
         )
         if pulsar_sockets:
-            listener = await listener_from_sockets(pulsar_sockets)
+            listener = await listener_from_sockets(pulsar_sockets, clock=clock)
             await tg.start(
                 partial(
                     serve_pulsar,
@@ -658,19 +668,21 @@ async def open_broker(
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
                     traffic=traffic,
+                    guards=guards,
                 )
             )
         if pulsar_tls_sockets:
             await tg.start(
                 partial(
                     serve_pulsar,
-                    await listener_from_sockets(pulsar_tls_sockets),
+                    await listener_from_sockets(pulsar_tls_sockets, clock=clock),
                     broker.handler_factory,
                     clock=clock,
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
                     ssl_context=security.ssl_context,
                     traffic=traffic,
+                    guards=guards,
                 )
             )
         if admin_sockets or admin_tls_sockets:
