@@ -434,3 +434,34 @@ async def test_without_an_unload_mechanism_decisions_are_logged_and_retried(
         rows = [r.bundle for r in leader.trace if r.event == "shed"]
         assert rows.count(SKEWED[0][0]) == 2  # decided again at the second cycle
         assert leader.leader.statistics().unload_bundle_count == 0
+
+
+async def test_excluded_namespaces_are_never_shed(fake_clock: FakeClock) -> None:
+    config = conf(loadBalancerSheddingExcludedNamespaces=["public/skewed"])
+    async with cluster_of(fake_clock, config) as cluster:
+        skew(cluster)
+        await fake_clock.advance(120.0)
+        assert cluster.unloads == []
+        assert cluster.brokers[A].leader.statistics().shedding_cycles == 4
+
+
+async def test_nodes_that_do_not_parse_never_stop_the_leader(
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = Cluster(fake_clock)
+    vandal = cluster.tree.open_session()
+    await vandal.put("/loadbalance/brokers/vandal:1", b"not a report")
+    await vandal.put(f"/loadbalance/bundle-data/{SKEWED[0][0]}", b'{"topics": "many"}')
+    async with anyio.create_task_group() as tg:
+        for broker_id in (A, B, C):
+            await cluster.start(tg, broker_id, conf())
+        skew(cluster)
+        with caplog.at_level(logging.WARNING):
+            await fake_clock.advance(30.0)
+        assert "ignoring the load report of vandal:1" in caplog.text
+        assert f"ignoring the stored bundle data /loadbalance/bundle-data/{SKEWED[0][0]}" in (
+            caplog.text
+        )
+        # The skewed broker is shed as if the bad nodes were not there.
+        assert [bundle for _, bundle, _, _ in cluster.unloads] == [SKEWED[0][0], SKEWED[1][0]]
+        tg.cancel_scope.cancel()
