@@ -248,7 +248,7 @@ class LeaderAggregation:
                 log.warning("bundle %r cannot be stored: not a bundle name", bundle)
         for broker, data in manager.load_data.broker_data.items():
             await self._store.put(broker_time_average_path(broker), encode(data.time_average_data))
-        log.info(
+        log.debug(
             "wrote the data of %d bundles and the time averages of %d brokers",
             written,
             len(manager.load_data.broker_data),
