@@ -255,16 +255,16 @@ class SheddingRunner:
         load_manager: str,
         numbers: dict[str, Any],
     ) -> None:
-        unload = decision.unload if isinstance(decision, UnloadDecision) else decision
+        # A modular decision's reason comes with its numbers; TransferShedder's with the decision
+        # (and unload_record copies it from there).
+        fields = dict(numbers)
+        if isinstance(decision, UnloadDecision):
+            unload, reason = decision.unload, str(decision.reason)
+        else:
+            unload, reason = decision, str(fields.pop("reason", ""))
         shown = ", ".join(
             f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-            for key, value in numbers.items()
-            if key != "reason"
-        )
-        reason = (
-            str(decision.reason)
-            if isinstance(decision, UnloadDecision)
-            else numbers.get("reason", "")
+            for key, value in fields.items()
         )
         log.info(
             "[%s] cycle %d: unloading %s from %s to %s: %s (%s)",
@@ -278,10 +278,8 @@ class SheddingRunner:
         )
         if self._trace is None:
             return
-        fields = dict(numbers)
-        fields.setdefault("reason", reason)
-        if isinstance(decision, UnloadDecision):
-            fields.pop("reason")  # unload_record takes the decision's own
+        if not isinstance(decision, UnloadDecision):
+            fields["reason"] = reason
         self._trace.append(
             unload_record(
                 decision,
