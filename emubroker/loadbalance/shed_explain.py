@@ -120,7 +120,9 @@ def _threshold(
             "threshold": cluster + threshold,
             "to_offload": _throughput(local) * share,
         }
-    # The lower-boundary path: some broker is below the average by the threshold.
+    # The lower-boundary path: some broker is below the average by the threshold. (A broker
+    # above the upper threshold but short of the minimum throughput is not chosen there
+    # either: its lower-boundary amount, threshold * 0.5 of its throughput, is never larger.)
     return numbers | {
         "reason": "Underloaded",
         "threshold": cluster - threshold,
