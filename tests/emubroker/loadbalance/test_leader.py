@@ -137,12 +137,15 @@ class Cluster:
         self.brokers: dict[str, Broker] = {}
         self.unloads: list[tuple[float, str, str, str | None]] = []  # when, bundle, from, to
         self.fail_unloads = False
+        self.move_unloaded = True
 
     async def unload(self, bundle: str, destination_broker: str | None = None) -> None:
         if self.fail_unloads:
             raise RuntimeError("the owner did not answer")
         owner = next(b for b in self.brokers.values() if bundle in b.topics.bundles())
         self.unloads.append((self.clock.now(), bundle, owner.id, destination_broker))
+        if not self.move_unloaded:
+            return  # the owner took the bundle back at once
         target = self.brokers[destination_broker] if destination_broker else owner
         for name, rate in owner.topics.take_bundle(bundle):
             target.topics.load(name, bundle, rate)
@@ -465,3 +468,15 @@ async def test_nodes_that_do_not_parse_never_stop_the_leader(
         # The skewed broker is shed as if the bad nodes were not there.
         assert [bundle for _, bundle, _, _ in cluster.unloads] == [SKEWED[0][0], SKEWED[1][0]]
         tg.cancel_scope.cancel()
+
+
+async def test_a_bundle_is_shed_again_only_after_the_grace_period(fake_clock: FakeClock) -> None:
+    config = conf(loadBalancerSheddingGracePeriodMinutes=1.0)
+    async with cluster_of(fake_clock, config) as cluster:
+        skew(cluster)
+        cluster.move_unloaded = False  # the load stays where it was
+        await fake_clock.advance(150.0)  # cycles at 30, 60, 90, 120 and 150 s
+        times = [when for when, bundle, _, _ in cluster.unloads if bundle == SKEWED[0][0]]
+        # Unloaded at 30 s; at 60 and 90 s it is within the minute's grace (Pulsar drops an
+        # entry strictly older than the period), at 120 s it is a candidate again.
+        assert times == [30.0, 120.0]
