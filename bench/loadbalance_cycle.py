@@ -269,23 +269,20 @@ def main() -> None:
         for bundles in args.bundles.split(",")
         for brokers in args.brokers.split(",")
     ]
-    if args.path in ("pure", "both"):
+    paths = {
+        "pure": ("decode ms | update ms | shed ms", run_case),
+        "runtime": ("refresh ms | shed ms | write ms", run_runtime_case),
+    }
+    for path, (steps, case) in paths.items():
+        if args.path not in (path, "both"):
+            continue
         print(
-            "| bundles | brokers | decode ms | update ms | shed ms | place ms | cycle ms "
-            "| unloads/cycle | baseline ms | ratio |"
+            f"| bundles | brokers | {steps} | place ms | cycle ms | unloads/cycle | baseline ms "
+            "| ratio |"
         )
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for bundles, brokers in sizes:
-            print(run_case(bundles, brokers, args.cycles, args.strategy, args.seed), flush=True)
-    if args.path in ("runtime", "both"):
-        print(
-            "| bundles | brokers | refresh ms | shed ms | write ms | place ms | cycle ms "
-            "| unloads/cycle | baseline ms | ratio |"
-        )
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for bundles, brokers in sizes:
-            row = run_runtime_case(bundles, brokers, args.cycles, args.strategy, args.seed)
-            print(row, flush=True)
+            print(case(bundles, brokers, args.cycles, args.strategy, args.seed), flush=True)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,15 @@ async def put_report(store: MemoryMetadataStore, broker: str, data: LocalBrokerD
     await store.put(f"/loadbalance/brokers/{broker}", encode(data))
 
 
+async def two_brokers(store: MemoryMetadataStore) -> LeaderAggregation:
+    """A reports bundle X at 100 msg/s, B bundle Y at 10 msg/s; the leader read them once."""
+    aggregation = LeaderAggregation(store, conf())
+    await put_report(store, A, local(1, {X: stats(100, 1000)}))
+    await put_report(store, B, local(1, {Y: stats(10, 100)}))
+    await aggregation.refresh()
+    return aggregation
+
+
 async def node(store: MemoryMetadataStore, path: str) -> dict[str, Any] | None:
     found = await store.get(path)
     return None if found is None else json.loads(found.value)
@@ -67,10 +76,7 @@ async def node(store: MemoryMetadataStore, path: str) -> dict[str, Any] | None:
 async def test_each_refresh_adds_one_sample_per_reported_bundle(
     store: MemoryMetadataStore,
 ) -> None:
-    aggregation = LeaderAggregation(store, conf())
-    await put_report(store, A, local(1, {X: stats(100, 1000)}))
-    await put_report(store, B, local(1, {Y: stats(10, 100)}))
-    await aggregation.refresh()
+    aggregation = await two_brokers(store)
     first = aggregation.manager.load_data.bundle_data[X].short_term_data
     # The first sample overwrites the defaults (50 msg/s, 50 000 B/s).
     assert (first.num_samples, first.msg_rate_in, first.msg_throughput_in) == (1, 100, 1000)
@@ -131,10 +137,7 @@ async def test_a_new_leader_starts_from_the_stored_bundle_data(
 async def test_vanished_brokers_and_bundles_lose_their_nodes(
     store: MemoryMetadataStore,
 ) -> None:
-    aggregation = LeaderAggregation(store, conf())
-    await put_report(store, A, local(1, {X: stats(100, 1000)}))
-    await put_report(store, B, local(1, {Y: stats(10, 100)}))
-    await aggregation.refresh()
+    aggregation = await two_brokers(store)
     await aggregation.write_bundle_data()
     assert await node(store, bundle_data_node(Y)) is not None
     assert await node(store, f"/loadbalance/broker-time-average/{B}") is not None
@@ -189,10 +192,7 @@ async def test_only_the_top_k_times_brokers_bundles_are_written(
 async def test_a_report_that_does_not_parse_keeps_the_brokers_last_report(
     store: MemoryMetadataStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    aggregation = LeaderAggregation(store, conf())
-    await put_report(store, A, local(1, {X: stats(100, 1000)}))
-    await put_report(store, B, local(1, {Y: stats(10, 100)}))
-    await aggregation.refresh()
+    aggregation = await two_brokers(store)
     await store.put(f"/loadbalance/brokers/{B}", b"{not json")
     await store.put("/loadbalance/brokers/stranger:1", b"[1, 2]")
     with caplog.at_level(logging.WARNING):
