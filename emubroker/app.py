@@ -34,15 +34,20 @@ from emubroker.admin import (
     serve_admin,
 )
 from emubroker.admin.health_check import HealthChecker, heartbeat_namespaces
-from emubroker.admin.metrics_loadbalance import render_load_balancing_metrics
+from emubroker.admin.metrics_loadbalance import (
+    render_leader_unload_metrics,
+    render_load_balancing_metrics,
+)
 from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
+from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
+from emubroker.loadbalance.shedding_runtime import unload_not_available
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -207,6 +212,7 @@ class Broker:
         leader_election: This broker's part in the cluster's leader election.
         load_reporter: This broker's load report (its registration under
             ``/loadbalance/brokers``).
+        load_leader: The load manager's leader tasks (running while this broker leads).
         traffic: Bytes its client connections carried (its own bandwidth).
         service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
         admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
@@ -229,6 +235,7 @@ class Broker:
     admin: AdminContext | None = None
     leader_election: LeaderElectionService | None = None
     load_reporter: LoadReporter | None = None
+    load_leader: LoadBalancerLeader | None = None
     traffic: TrafficCounter | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
@@ -294,6 +301,7 @@ def _admin_context(
     compaction: CompactionService | None,
     leader_election: LeaderElectionService,
     load_reporter: LoadReporter,
+    load_leader: LoadBalancerLeader,
     health: HealthChecker,
     security: Security | None = None,
 ) -> AdminContext:
@@ -307,7 +315,7 @@ def _admin_context(
             cluster=config.clusterName,
             broker=config.advertised_host(),
             bundles=dynamic.config.exposeBundlesMetricsInPrometheus,
-        )
+        ) + render_leader_unload_metrics(load_leader, dynamic.config)
 
     def dedup_enabled(topic: TopicHandle) -> bool:
         policies = namespaces.policies(topic.name.namespace)
@@ -614,6 +622,20 @@ async def open_broker(
             trace=load_trace,
         )
         await tg.start(load_reporter.run)
+        # The leader's aggregation and shedding, while this broker leads. The bundle unload
+        # itself is not part of this broker yet: decisions are made, logged and traced, and
+        # each unload attempt fails with "unload not available".
+        load_leader = LoadBalancerLeader(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            config=lambda: dynamic.config,
+            leadership=leader_election,
+            unload=unload_not_available,
+            owned_bundles=ownership.owned_bundles,
+            trace=load_trace,
+        )
+        await tg.start(load_leader.run)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -626,6 +648,7 @@ async def open_broker(
             compaction=compaction,
             leader_election=leader_election,
             load_reporter=load_reporter,
+            load_leader=load_leader,
             health=HealthChecker(
                 cluster=config.clusterName,
                 broker_id=broker_id_of(config),
@@ -652,6 +675,7 @@ async def open_broker(
             admin=admin_context,
             leader_election=leader_election,
             load_reporter=load_reporter,
+            load_leader=load_leader,
             traffic=traffic,
             service_url_tls=service_url_tls,
             admin_url_tls=admin_url_tls,
