@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVarTuple
 
+from emubroker.handlers.lookups import LookupLimit
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.topics.sinks import ConsumerSink, ProducerSink
 from protocol.errors import BrokerError, InvalidTopicNameError, UnknownError
@@ -71,6 +72,14 @@ class SessionPort(ConsumerSink, ProducerSink, Protocol):
         """Hang up after flushing what is queued."""
         ...
 
+    def pending_publishes(self, count: int, size: int) -> None:
+        """This connection now has ``count`` SENDs (``size`` entry bytes) awaiting storage.
+
+        The session stops reading past ``maxPendingPublishRequestsPerConnection`` and counts the
+        bytes against ``maxMessagePublishBufferSizeInMB`` (docs/reliability.md).
+        """
+        ...
+
 
 class StartSoon(Protocol):
     """Starts a request task in the connection's task group."""
@@ -106,6 +115,7 @@ class BrokerServices:
         clock: Drives credential refresh checks (only used with authentication).
         lookup: Answers LOOKUPs across brokers and refuses producers and consumers of topics
             this broker does not serve; None: every topic is served here (component tests).
+        lookups: Lookups in flight over the broker (``maxConcurrentLookupRequest``).
     """
 
     config: BrokerConfig
@@ -117,6 +127,7 @@ class BrokerServices:
     security: Security | None = None
     clock: Clock | None = None
     lookup: BundleLookup | None = None
+    lookups: LookupLimit = field(default_factory=LookupLimit)
 
 
 class CommandGroup:

@@ -27,6 +27,7 @@ from emubroker.topics.catalog import TopicCatalog
 from emubroker.topics.expiry import MessageExpiry
 from emubroker.topics.limits import LimitResolver
 from emubroker.topics.loading import TopicLoader
+from emubroker.topics.namespace_limits import NamespaceRoom
 from emubroker.topics.operations import TopicOperations
 from emubroker.topics.partitioned import PartitionedTopics
 from emubroker.topics.publish_rates import PublishRates
@@ -97,6 +98,9 @@ class TopicService:
             namespace_ttl=_namespace_ttl(namespace_policies),
         )
         self._catalog = TopicCatalog(namespaces)
+        room = NamespaceRoom(
+            self._catalog, settings=self._current_settings, namespace_policies=namespace_policies
+        )
         self._loader = TopicLoader(
             self._catalog,
             settings=self._current_settings,
@@ -107,10 +111,11 @@ class TopicService:
             throttling=throttling,
             limits=LimitResolver(namespace_policies, throttling),
             retains=_retains(namespace_policies),
+            room=room,
             hand_overs=hand_overs,
         )
         self._partitioned = PartitionedTopics(
-            self._catalog, settings=self._current_settings, metadata=metadata
+            self._catalog, settings=self._current_settings, room=room, metadata=metadata
         )
         self._operations = TopicOperations(
             self._catalog, self._loader, self._partitioned, self.expiry
@@ -259,6 +264,7 @@ class TopicService:
         Raises:
             TopicNotFoundError: Unknown namespace.
             NotAllowedError: Bad partition count, a partition name, or the topic exists.
+            TooManyTopicsError: The namespace has no room for its partitions.
         """
         await self._partitioned.create(name, partitions)
 
@@ -268,6 +274,7 @@ class TopicService:
         Raises:
             TopicNotFoundError: Not a partitioned topic.
             NotAllowedError: Fewer partitions than it has.
+            TooManyTopicsError: The namespace has no room for the new partitions.
         """
         await self._partitioned.update(name, partitions)
 
