@@ -163,6 +163,7 @@ class Connection:
 
     @property
     def max_frame_size(self) -> int:
+        """The largest frame the peer may send; a larger one is a protocol error."""
         return self._decoder.max_frame_size
 
     @max_frame_size.setter

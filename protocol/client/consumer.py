@@ -197,11 +197,13 @@ class Consumer(Handler):
         tg.start_soon(self._acker.run_nack_timer)
 
     def handle_active_change(self, is_active: bool) -> None:
+        """ACTIVE_CONSUMER_CHANGE: whether this consumer is now the active one (Failover)."""
         self.is_active = is_active
 
     # ---- receiving (called by the connection's reader task) ------------------------------------
 
     def handle_message(self, message: c.Message, payload: Payload, cnx: ClientConnection) -> None:
+        """A MESSAGE frame for this consumer from `cnx` (ignored from a connection it left)."""
         if cnx is not self._cnx:
             return  # a late frame from a connection we left
         self._zero_queue_permit_out = False

@@ -112,6 +112,7 @@ class Handler:
 
     @property
     def state(self) -> HandlerState:
+        """Where the handler is in its life (connecting, ready, closing ...)."""
         return self._state
 
     def is_connected(self) -> bool:

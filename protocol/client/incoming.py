@@ -93,6 +93,7 @@ class Incoming:
         self.inclusive = False
 
     def decode(self, message: c.Message, payload: Payload) -> Decoded:
+        """Split one MESSAGE into the messages to deliver, checking its checksum and batch."""
         data = message.message_id
         ledger_id, entry_id = data.ledger_id, data.entry_id
         entry = payload.entry

@@ -87,9 +87,11 @@ class PartitionedProducer:
 
     @property
     def producer_name(self) -> str:
+        """The name the broker gave the first partition's producer (every partition's share it)."""
         return self.producers[0].producer_name
 
     def is_connected(self) -> bool:
+        """True while every partition's producer is attached to a broker."""
         return all(p.is_connected() for p in self.producers)
 
     async def send(
@@ -219,6 +221,7 @@ class MultiConsumer:
         return self.consumers[message.partition]
 
     def is_connected(self) -> bool:
+        """True while every partition's consumer is attached to a broker."""
         return all(child.is_connected() for child in self.consumers)
 
     async def receive(self) -> Message:
@@ -258,6 +261,7 @@ class MultiConsumer:
             child.redeliver_unacknowledged()
 
     def flush_acks(self) -> None:
+        """Send every partition's pending acks now."""
         for child in self.consumers:
             child.flush_acks()
 

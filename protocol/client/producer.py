@@ -390,6 +390,7 @@ class Producer(Handler):
     # ---- receipts ------------------------------------------------------------------------------
 
     def handle_receipt(self, receipt: c.SendReceipt) -> bool:
+        """SEND_RECEIPT for this producer; False when the connection must be closed (spec §6.3)."""
         if not self._pending:
             return True  # its op expired
         op = self._pending[0]
@@ -424,6 +425,7 @@ class Producer(Handler):
         return True
 
     def handle_send_error(self, error: c.SendError) -> bool:
+        """SEND_ERROR for this producer; False when the connection must be closed (spec §6.3)."""
         if error.error != ServerError.ChecksumError:
             return False  # spec §6.3: the connection is closed
         if self._pending and self._pending[0].first_seq == error.sequence_id:

@@ -22,4 +22,5 @@ class RoundRobinRouter:
         self._next = itertools.cycle(range(partitions)).__next__
 
     def next(self) -> int:
+        """The partition for the next message without a key."""
         return self._next()
