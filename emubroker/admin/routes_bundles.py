@@ -39,6 +39,7 @@ from emubroker.admin.http import (
     redirect_to,
 )
 from emubroker.loadbalance.bundle_split import (
+    BundleSplitter,
     InvalidSplitError,
     SplitFailedError,
     parse_boundaries,
@@ -124,37 +125,33 @@ def _bundles_of(boundaries: Sequence[int]) -> list[BundleRange]:
     return [BundleRange(a, b) for a, b in itertools.pairwise(boundaries)]
 
 
-def _largest_or_hot(
-    ctx: AdminContext, namespace: NamespaceName, kind: str, boundaries: Sequence[int]
-) -> str:
-    """``LARGEST``: most persistent topics; ``HOT``: highest current throughput (topics only)."""
-    splitter = ctx.bundle_splitter
-    assert splitter is not None
+def _largest(ctx: AdminContext, namespace: NamespaceName, boundaries: Sequence[int]) -> str | None:
+    """The bundle with most persistent topics (``getBundleWithHighestTopicsAsync``)."""
     ranges = _bundles_of(boundaries)
-    best: BundleRange | None = None
-    if kind == "LARGEST":
-        counts: dict[BundleRange, int] = {}
-        most = 0
-        for topic in namespace_topics(ctx.topics, namespace):
-            if not topic.startswith("persistent://"):
-                continue
+    counts: dict[BundleRange, int] = {}
+    best, most = None, 0
+    for topic in namespace_topics(ctx.topics, namespace):
+        if topic.startswith("persistent://"):
             found = next(r for r in ranges if r.contains(name_hash(topic)))
             counts[found] = counts.get(found, 0) + 1
-            if counts[found] > most:
-                most, best = counts[found], found
-    else:
-        highest = -1.0
-        for bundle_range in ranges:
-            topics = splitter.topics_in(NamespaceBundle(namespace, bundle_range))
-            if not topics:
-                continue
+            if counts[found] > most:  # ties: the first bundle to reach the count
+                best, most = found, counts[found]
+    return None if best is None else best.name
+
+
+def _hottest(
+    ctx: AdminContext, splitter: BundleSplitter, namespace: NamespaceName, boundaries: Sequence[int]
+) -> str | None:
+    """The bundle with topics and the highest throughput in + out, by the topics' current rates."""
+    best, highest = None, -1.0
+    for bundle_range in _bundles_of(boundaries):
+        topics = splitter.topics_in(NamespaceBundle(namespace, bundle_range))
+        if topics:
             loads = topic_loads(ctx.stats, topics).values()
             throughput = sum(load.msg_throughput_in + load.msg_throughput_out for load in loads)
             if throughput > highest:
-                highest, best = throughput, bundle_range
-    if best is None:
-        raise RestError(NOT_FOUND, f"Bundle range {kind} not found")
-    return best.name
+                best, highest = bundle_range, throughput
+    return None if best is None else best.name
 
 
 async def split_bundle(request: web.Request) -> web.Response:
@@ -194,7 +191,14 @@ async def split_bundle(request: web.Request) -> web.Response:
         ) from None
     name = request.match_info["bundle"]
     if name in ("LARGEST", "HOT"):
-        name = _largest_or_hot(ctx, namespace, name, boundaries)
+        found = (
+            _largest(ctx, namespace, boundaries)
+            if name == "LARGEST"
+            else _hottest(ctx, splitter, namespace, boundaries)
+        )
+        if found is None:
+            raise RestError(NOT_FOUND, f"Bundle range {name} not found")
+        name = found
     bundle = checked_bundle(namespace, boundaries, name)
     owner = await ctx.ownership.owner_of_bundle(bundle)
     if owner != ctx.ownership.me:

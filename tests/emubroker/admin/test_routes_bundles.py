@@ -12,6 +12,7 @@ from emubroker.loadbalance.ownership import NamespaceEphemeralData
 from emubroker.metadata.paths import local_policies_path, ownership_path
 from emubroker.naming import BundleRange, NamespaceBundle, NamespaceName, TopicName, name_hash
 from protocol import commands as c
+from protocol.clock import FakeClock
 from tests.emubroker.admin.conftest import Admin, Wire
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -245,3 +246,33 @@ async def test_largest_names_the_bundle_with_most_topics(admin: Admin, wire: Wir
 async def test_largest_of_a_namespace_without_topics_is_not_found(admin: Admin) -> None:
     await _namespace(admin)
     await admin.fails("PUT", f"{NS}/LARGEST/split", 404, "Bundle range LARGEST not found")
+
+
+async def test_hot_names_the_bundle_with_the_highest_throughput(
+    admin: Admin, wire: Wire, broker: Broker, fake_clock: FakeClock
+) -> None:
+    await _namespace(admin, bundles=2)
+    low = next(
+        f"persistent://acme/orders/l{i}"
+        for i in range(99)
+        if name_hash(f"persistent://acme/orders/l{i}") < 0x80000000
+    )
+    high = next(
+        f"persistent://acme/orders/h{i}"
+        for i in range(99)
+        if name_hash(f"persistent://acme/orders/h{i}") >= 0x80000000
+    )
+    await wire.produce(low, 5)
+    await wire.produce(high, 1)
+    assert broker.admin is not None
+    broker.admin.stats.refresh()  # the first sample: rates count from here
+    await fake_clock.advance(2.0)
+    await wire.produce(high, 10)  # the upper bundle is now the hot one
+    await admin.ok("PUT", f"{NS}/HOT/split")
+    boundaries = (await admin.ok("GET", f"{NS}/bundles"))["boundaries"]
+    assert boundaries == ["0x00000000", "0x80000000", "0xbfffffff", "0xffffffff"]
+
+
+async def test_hot_without_topics_is_not_found(admin: Admin) -> None:
+    await _namespace(admin)
+    await admin.fails("PUT", f"{NS}/HOT/split", 404, "Bundle range HOT not found")
