@@ -10,11 +10,12 @@ split writes the new layout to both, local policies first and compare-and-set on
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
-from emubroker.metadata import BadVersionError
+from emubroker.metadata import BadVersionError, NotFoundError
 from emubroker.metadata.paths import local_policies_path
 from emubroker.policies.namespaces import BundlesData, to_json
 
@@ -22,7 +23,13 @@ if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceName
 
-__all__ = ["LocalPolicies", "VersionedLocalPolicies", "read_local_policies", "write_local_policies"]
+__all__ = [
+    "LocalPolicies",
+    "VersionedLocalPolicies",
+    "delete_local_policies",
+    "read_local_policies",
+    "write_local_policies",
+]
 
 
 class LocalPolicies(msgspec.Struct, rename="camel"):
@@ -76,3 +83,9 @@ async def write_local_policies(
     except BadVersionError:
         raise BadVersionError(f"local policies of {namespace} changed concurrently") from None
     return result.version
+
+
+async def delete_local_policies(store: MetadataStore, namespace: NamespaceName) -> None:
+    """Delete the namespace's local policies, if any (Pulsar's ``deleteLocalPoliciesAsync``)."""
+    with contextlib.suppress(NotFoundError):  # no broker ever wrote them
+        await store.delete(local_policies_path(namespace))

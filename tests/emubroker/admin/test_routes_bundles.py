@@ -276,3 +276,17 @@ async def test_hot_names_the_bundle_with_the_highest_throughput(
 async def test_hot_without_topics_is_not_found(admin: Admin) -> None:
     await _namespace(admin)
     await admin.fails("PUT", f"{NS}/HOT/split", 404, "Bundle range HOT not found")
+
+
+async def test_a_deleted_namespace_takes_its_local_policies_along(
+    admin: Admin, broker: Broker
+) -> None:
+    await _namespace(admin, bundles=1)
+    await admin.ok("PUT", f"{NS}/0x00000000_0xffffffff/split")
+    await admin.ok("DELETE", NS)
+    assert not await broker.metadata.exists(local_policies_path(NAMESPACE))
+    # Created again, it starts from its new layout, not from the old split's.
+    await admin.ok("PUT", NS, json={"bundles": {"numBundles": 2}})
+    await admin.ok("PUT", f"{NS}/0x80000000_0xffffffff/split")
+    bundles = await admin.ok("GET", f"{NS}/bundles")
+    assert bundles["boundaries"] == ["0x00000000", "0x80000000", "0xbfffffff", "0xffffffff"]
