@@ -10,14 +10,15 @@ stays down until the scenario restarts it.
 
 Storage: `memory` and `stub` both keep the stub in memory (its fault injection is reachable
 either way); `durable` gives the cluster `--data-dir RUN/data`. The supervisor's run directory
-(state file, control socket, the children's logs) is `RUN/logs/cluster`, or a short directory
-under the temp directory when that path is too long for a Unix socket.
+(state file, control socket, the children's logs) is `RUN/logs/cluster`, or, when that path is
+too long for a Unix socket, a short directory under the temp directory moved there at the end.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -60,8 +61,10 @@ class ClusterProcess:
         self.config = config
         self.logs = run_dir / "logs"
         self.cluster_dir = self.logs / "cluster"
+        self._short_dir = False
         if len(str((self.cluster_dir / "control.sock").absolute())) > _MAX_SOCKET_PATH:
             self.cluster_dir = Path(tempfile.mkdtemp(prefix="loadgen-cluster-"))
+            self._short_dir = True
         self.supervisor: ChildProcess | None = None
         self.layout: ClusterLayout | None = None
 
@@ -164,7 +167,14 @@ class ClusterProcess:
         raise ControlError(f"broker {broker}: no {event} event within {DIED_TIMEOUT:g} s")
 
     async def aclose(self) -> None:
-        """Stop the supervisor, which stops the brokers, then the stub."""
+        """Stop the supervisor, which stops the brokers, then the stub.
+
+        A run directory made under the temp directory (a long run path) is moved to
+        `RUN/logs/cluster` once the cluster stopped, so that every log ends up in the run.
+        """
         with anyio.CancelScope(shield=True):
             if self.supervisor is not None:
                 await self.supervisor.stop()
+            if self._short_dir:
+                shutil.move(self.cluster_dir, self.logs / "cluster")
+                self.cluster_dir, self._short_dir = self.logs / "cluster", False
