@@ -43,10 +43,10 @@ __all__ = ["AdminClient", "AdminError", "add_parser", "main", "run"]
 
 DEFAULT_ADMIN_URL: Final = "http://localhost:8080"
 TIMEOUT: Final = 30.0
+"""Seconds an admin call may take before the CLI gives up (they take milliseconds)."""
 MAX_REDIRECTS: Final = 5
 """Redirects (307/308 to the owning broker) a call follows before giving up."""
 _REDIRECTS: Final = frozenset({307, 308})
-"""Seconds an admin call may take before the CLI gives up (they take milliseconds)."""
 
 # pulsar-admin's RelativeTimeUtil: a signed count, then an optional unit (seconds by default).
 _DURATION: Final = re.compile(r"([+-]?\d+)([smhdwy]?)", re.IGNORECASE)

@@ -36,14 +36,24 @@ def _bundle(name: str) -> NamespaceBundle:
     return NamespaceBundle(NAMESPACE, BundleRange.parse(name))
 
 
+async def _lookup(wire: Wire, topic: str) -> c.LookupTopicResponse:
+    """A client's LOOKUP of ``topic``: the broker asked takes an unowned bundle."""
+    client = await wire.client()
+    await client.send(c.LookupTopic(topic=topic, request_id=0, advertised_listener_name=""))
+    reply = await client.receive_command()
+    assert isinstance(reply, c.LookupTopicResponse), reply
+    return reply
+
+
 async def test_range_split_writes_pulsars_layout_and_the_owner_takes_the_children(
-    admin: Admin, broker: Broker
+    admin: Admin, broker: Broker, wire: Wire
 ) -> None:
     await _namespace(admin)  # defaultNumberOfNamespaceBundles = 4
     assert (await admin.ok("GET", f"{NS}/bundles"))["numBundles"] == 4
     topic = TopicName.parse("persistent://acme/orders/t")
     parent = broker.ownership.bundle_of(topic)
-    await broker.ownership.owner_of(topic)  # a lookup made this broker the owner
+    await _lookup(wire, str(topic))  # the lookup made this broker the owner
+    assert broker.ownership.owned_bundles() == [parent]
     status, _ = await admin.call("PUT", f"{NS}/{parent.bundle_range.name}/split")
     assert status == 204
     lower, upper = parent.bundle_range.lower, parent.bundle_range.upper
@@ -223,8 +233,9 @@ async def test_split_with_unload_closes_the_producers_of_the_children(
     assert broker.ownership.owned_bundles() == []  # children unloaded: the leader places them
     assert broker.topics.loaded_topic(TopicName.parse(topic)) is None
     # A fresh lookup acquires the topic's child bundle again, and nothing was lost.
-    owner = await broker.ownership.owner_of(TopicName.parse(topic))
-    assert owner == broker.ownership.me
+    reply = await _lookup(wire, topic)
+    assert (reply.response, reply.broker_service_url) == (c.LookupType.CONNECT, broker.service_url)
+    assert broker.ownership.owned_bundles() == [broker.ownership.bundle_of(TopicName.parse(topic))]
     stats = await admin.ok("GET", "/admin/v2/persistent/acme/orders/moving/internalStats")
     assert stats["numberOfEntries"] == 3
 
