@@ -12,6 +12,8 @@ from loadgen.__main__ import main
 
 pytestmark = pytest.mark.integration
 
+# Events run one after the other, and `kill` and `start` are `emubroker cluster` processes
+# (a second or more each on a busy machine): the run lasts long enough for both.
 SCENARIO = """
 name = "cluster-kill-restart"
 [cluster]
@@ -27,7 +29,7 @@ topic = "cluster-kill-restart"
 subscription = "s"
 [[phases]]
 name = "steady"
-duration = "6s"
+duration = "15s"
 [[events]]
 at = "1.5s"
 action = "kill_broker"
