@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loadgen.trace.schema import arrow_schema  # noqa: E402
+from loadgen.trace.writer import DEFAULT_ROW_GROUP_ROWS  # noqa: E402
 
 T0_NS = 1_800_000_000 * 1_000_000_000
 RATE = 20_000
@@ -94,7 +95,8 @@ def write_run(path: Path, rows: int, seed: int = 1) -> None:
                 pa.table(
                     {**common, "receipt_ns": pa.array(receipt), "error": pa.nulls(n, pa.string())},
                     schema=sends_schema,
-                )
+                ),
+                row_group_size=DEFAULT_ROW_GROUP_ROWS,
             )
             delivered = rng.random(n) >= 0.0001  # a few lost ...
             twice = rng.random(n) < 0.0001  # ... and a few duplicated
@@ -111,7 +113,8 @@ def write_run(path: Path, rows: int, seed: int = 1) -> None:
                         "redelivery_count": pa.array(np.zeros(len(take), dtype=np.int64)),
                     },
                     schema=receives_schema,
-                )
+                ),
+                row_group_size=DEFAULT_ROW_GROUP_ROWS,
             )
     seconds = rows / RATE
     events = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from loadgen.analysis.common import Context, Table, base_topic, collect, phase_of, seconds_since
+from loadgen.analysis.shared import consumed, messages, produced
 
 __all__ = ["PERCENTILES", "latency", "throughput"]
 
@@ -31,39 +32,50 @@ def throughput(ctx: Context) -> dict[str, Table]:
     """
     from pyspark.sql import functions as F
 
-    run, start = ctx.run, ctx.start_ns
+    run = ctx.run
     scale = 1.0 / run.sample
     parts = []
     if run.has("sends"):
         parts.append(
-            _acked_sends(ctx).select(
-                F.floor(seconds_since(F.col("receipt_ns"), start)).alias("second"),
+            produced(ctx).select(
+                "second",
                 F.lit("produce").alias("role"),
                 "topic",
                 F.lit("").alias("subscription"),
                 "broker",
-                "size",
+                "messages",
+                "bytes",
             )
         )
     if run.has("receives"):
         parts.append(
-            ctx.table("receives").select(
-                F.floor(seconds_since(F.col("receive_ns"), start)).alias("second"),
+            consumed(ctx)
+            .groupBy("second", "topic", "subscription", "broker")
+            .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+            .select(
+                "second",
                 F.lit("consume").alias("role"),
                 "topic",
                 "subscription",
                 "broker",
-                "size",
+                "messages",
+                "bytes",
             )
         )
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)
-    per_second = rows.groupBy("second", "role", "topic", "subscription", "broker").agg(
-        F.round(F.count("*") * scale).cast("long").alias("messages"),
-        F.round(F.sum("size") * scale).cast("long").alias("bytes"),
+    per_second = rows.select(
+        "second",
+        "role",
+        "topic",
+        "subscription",
+        "broker",
+        F.round(F.col("messages") * scale).cast("long").alias("messages"),
+        F.round(F.col("bytes") * scale).cast("long").alias("bytes"),
     )
-    tables = {"throughput": collect(per_second, "throughput", ["second", "role", "topic"])}
+    order = ["second", "role", "topic", "subscription", "broker"]
+    tables = {"throughput": collect(per_second, "throughput", order)}
     if run.has("sends", "receives"):
         tables["backlog"] = _backlog(ctx, scale)
     return tables
@@ -73,32 +85,23 @@ def _backlog(ctx: Context, scale: float) -> Table:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    start = ctx.start_ns
-    produced = (
-        _acked_sends(ctx)
-        .select(
-            base_topic(F.col("topic")).alias("base"),
-            F.floor(seconds_since(F.col("receipt_ns"), start)).alias("second"),
-        )
-        .groupBy("base", "second")
-        .agg(F.count("*").alias("produced"))
+    produced_per_second = (
+        produced(ctx)
+        .groupBy(base_topic(F.col("topic")).alias("base"), "second")
+        .agg(F.sum("messages").alias("produced"))
     )
     first = (
-        ctx.table("receives")
-        .groupBy("subscription", "topic", "producer_index", "sequence_id")
-        .agg(F.min("receive_ns").alias("first_ns"))
-        .select(
-            base_topic(F.col("topic")).alias("base"),
-            "subscription",
-            F.floor(seconds_since(F.col("first_ns"), start)).alias("second"),
-        )
-        .groupBy("base", "subscription", "second")
-        .agg(F.count("*").alias("consumed"))
+        messages(ctx)
+        .where(F.col("second").isNotNull())
+        .groupBy(base_topic(F.col("topic")).alias("base"), "subscription", "second")
+        .agg(F.sum("received").alias("consumed"))
     )
     subscriptions = first.select("base", "subscription").distinct()
-    seconds = produced.select("base", "second").unionByName(first.select("base", "second"))
+    seconds = produced_per_second.select("base", "second").unionByName(
+        first.select("base", "second")
+    )
     grid = subscriptions.join(seconds.distinct(), "base")
-    joined = grid.join(produced, ["base", "second"], "left").join(
+    joined = grid.join(produced_per_second, ["base", "second"], "left").join(
         first, ["base", "subscription", "second"], "left"
     )
     window = (
@@ -166,8 +169,12 @@ def latency(ctx: Context) -> dict[str, Table]:
         .agg(F.count("*").alias("n"))
         .persist()
     )
-    over_time = _summarise(counted.groupBy("kind", "second"))
-    by_phase = _summarise(counted.rollup("kind", "phase")).where(F.col("kind").isNotNull())
+    # Each summary reads the counts merged to its own grain first: fewer, larger counts, the
+    # same percentiles (equal values' counts add up in `percentile` anyway).
+    per_second = counted.groupBy("kind", "second", "us").agg(F.sum("n").alias("n"))
+    per_phase = counted.groupBy("kind", "phase", "us").agg(F.sum("n").alias("n"))
+    over_time = _summarise(per_second.groupBy("kind", "second"))
+    by_phase = _summarise(per_phase.rollup("kind", "phase")).where(F.col("kind").isNotNull())
     by_phase = by_phase.withColumn("phase", F.coalesce(F.col("phase"), F.lit("all")))
     order = ["before", *(phase.name for phase in ctx.phases), "after", "all"]
     phases = collect(by_phase, "latency_by_phase")
