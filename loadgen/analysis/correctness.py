@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from loadgen.analysis.common import Context, Event, Table, base_topic, collect, seconds_since
-from loadgen.analysis.shared import messages, produced, subscription_frame
+from loadgen.analysis.shared import messages, produced, producers, subscription_frame
 
 __all__ = ["EXAMPLES_PER_KIND", "correctness"]
 
@@ -65,8 +65,19 @@ def correctness(ctx: Context) -> dict[str, Table]:
             "received_not_acked", F.lit(None).cast("long")
         )
     anomalous = checked.where(F.col("producer_index").isNotNull())
+    lost = F.col("lost")
+    found = anomalous.agg(F.count(F.when(lost, True)), F.count(F.when(~lost, True))).first()
+
+    def named(frame: Any, table: str, present: int) -> Any:
+        """`frame` with the producer's name, as `table` (sends: lost, receives: others) has it."""
+        if not present:
+            return frame.withColumn("producer", F.lit(None).cast("string"))
+        return frame.join(producers(ctx, table), ["topic", "producer_index"], "left")
+
+    lost_rows = named(anomalous.where(lost), "sends", found[0])
+    delivered_rows = named(anomalous.where(~lost), "receives", found[1])
     kinds = [
-        anomalous.where(F.col(kind)).select(
+        frame.where(F.col(kind)).select(
             F.lit(kind).alias("kind"),
             "base",
             "subscription",
@@ -75,10 +86,10 @@ def correctness(ctx: Context) -> dict[str, Table]:
             "sequence_id",
             F.col(at).alias("at_ns"),
         )
-        for kind, at in (
-            ("lost", "receipt_ns"),
-            ("duplicate", "last_ns"),
-            ("out_of_order", "first_ns"),
+        for kind, at, frame in (
+            ("lost", "receipt_ns", lost_rows),
+            ("duplicate", "last_ns", delivered_rows),
+            ("out_of_order", "first_ns", delivered_rows),
         )
     ]
     everything = kinds[0].unionByName(kinds[1]).unionByName(kinds[2])

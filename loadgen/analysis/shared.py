@@ -28,6 +28,7 @@ __all__ = [
     "consumed",
     "messages",
     "produced",
+    "producers",
     "subscription_frame",
     "subscriptions",
 ]
@@ -106,8 +107,8 @@ def messages(ctx: Context) -> Any:  # a DataFrame
 
     Columns: `subscription`, `topic` (the partition), `second` of the first delivery (null:
     never delivered), then, for anomalous messages only (null otherwise), `producer_index`,
-    `sequence_id`, `producer`, `receipt_ns`, `first_ns`, `last_ns` and the flags `lost`,
-    `duplicate`, `out_of_order`; and the counts `received` (messages delivered at least once),
+    `sequence_id`, `receipt_ns`, `first_ns`, `last_ns` and the flags `lost`, `duplicate`,
+    `out_of_order`; and the counts `received` (messages delivered at least once),
     `deliveries`, `received_not_acked` (delivered, with no receipted send).
 
     A receipted send is expected on every subscription of its topic (`subscriptions`); it is
@@ -117,6 +118,11 @@ def messages(ctx: Context) -> Any:  # a DataFrame
     return ctx.shared("messages", _messages)
 
 
+MESSAGES_PER_TASK: Final = 1_000_000
+"""Messages one task groups in memory: a few hundred bytes each stay well inside a task's share
+of a 2 GB driver, where four partitions of 10 million messages spilled gigabytes to disk."""
+
+
 def _messages(ctx: Context) -> Any:
     from pyspark.sql import functions as F
 
@@ -124,65 +130,70 @@ def _messages(ctx: Context) -> Any:
     ordered = [row for row in subs if row[2] in ORDERED]
     keyed = any(row[2] == "Key_Shared" for row in ordered)
     none = F.lit(None)
+    # Rows of one message agree on topic and key: they are grouping keys, and the aggregates
+    # are numbers only (a string aggregate, such as `first`, would make Spark sort every row).
+    key = (F.col("key") if keyed else none.cast("string")).alias("key")
     receives = ctx.table("receives").select(
         "subscription",
+        "topic",
         "producer_index",
         "sequence_id",
-        "topic",
-        "producer",
-        (F.col("key") if keyed else none.cast("string")).alias("key"),
+        key,
         F.col("receive_ns").alias("delivered_ns"),
         none.cast("long").alias("receipt_ns"),
     )
-    rows = receives
+    rows, count = receives, _total(consumed(ctx))
     if ctx.run.has("sends"):
         # Each receipted send once per subscription of its topic: topics come from `produced`
         # (a few rows), so no per-row work but a lookup in a broadcast table.
         expected = (
             produced(ctx)
-            .select("topic")
-            .distinct()
+            .groupBy("topic")
+            .agg(F.sum("messages").alias("messages"))
             .withColumn("base", base_topic(F.col("topic")))
-            .join(F.broadcast(local_frame(ctx.spark, subs, SUBSCRIPTION_SCHEMA)), "base")
-            .select("topic", "subscription")
+            .join(F.broadcast(subscription_frame(ctx)), "base")
         )
+        count += _total(expected)
         sends = (
             ctx.table("sends")
             .where(F.col("receipt_ns").isNotNull())
-            .join(F.broadcast(expected), "topic")
+            .join(F.broadcast(expected.select("topic", "subscription")), "topic")
             .select(
                 "subscription",
+                "topic",
                 "producer_index",
                 "sequence_id",
-                "topic",
-                "producer",
-                (F.col("key") if keyed else none.cast("string")).alias("key"),
+                key,
                 none.cast("long").alias("delivered_ns"),
                 "receipt_ns",
             )
         )
         rows = rows.unionByName(sends)
-    delivered = F.col("delivered_ns").isNotNull()
-    per_message = rows.groupBy("subscription", "producer_index", "sequence_id").agg(
-        F.count("delivered_ns").alias("deliveries"),
-        F.min("delivered_ns").alias("first_ns"),
-        F.max("delivered_ns").alias("last_ns"),
-        F.max("receipt_ns").alias("receipt_ns"),
-        # A message's rows agree on these; a delivery's are preferred (they name what the
-        # consumer saw), a send's stand in for a message never delivered.
-        F.coalesce(
-            F.first(F.when(delivered, F.col("topic")), ignorenulls=True), F.first("topic")
-        ).alias("topic"),
-        F.coalesce(
-            F.first(F.when(delivered, F.col("producer")), ignorenulls=True), F.first("producer")
-        ).alias("producer"),
-        F.first(F.when(delivered, F.col("key")), ignorenulls=True).alias("key"),
+    # Grouped right after the shuffle (a map-side partial aggregation would not shrink rows
+    # that are mostly one per message), in partitions sized to stay in memory.
+    default = int(ctx.spark.conf.get("spark.sql.shuffle.partitions"))
+    partitions = max(default, -(-count // MESSAGES_PER_TASK))
+    per_message = (
+        rows.repartition(partitions, "subscription", "producer_index", "sequence_id")
+        .groupBy("subscription", "topic", "producer_index", "sequence_id", "key")
+        .agg(
+            F.count("delivered_ns").alias("deliveries"),
+            F.min("delivered_ns").alias("first_ns"),
+            F.max("delivered_ns").alias("last_ns"),
+            F.max("receipt_ns").alias("receipt_ns"),
+        )
     )
     if ordered:
         per_message = _with_order(ctx, per_message, ordered)
     else:
         per_message = per_message.withColumn("out_of_order", F.lit(False))
     return _reduce(ctx, per_message)
+
+
+def _total(frame: Any) -> int:
+    from pyspark.sql import functions as F
+
+    return int(frame.agg(F.sum("messages")).first()[0] or 0)
 
 
 def _with_order(ctx: Context, per_message: Any, ordered: list[tuple[str, str, str]]) -> Any:
@@ -240,14 +251,7 @@ def _reduce(ctx: Context, per_message: Any) -> Any:
         F.floor(seconds_since(F.col("first_ns"), ctx.start_ns)).alias("second"),
         *(
             only_anomalous(c)
-            for c in (
-                "producer_index",
-                "sequence_id",
-                "producer",
-                "receipt_ns",
-                "first_ns",
-                "last_ns",
-            )
+            for c in ("producer_index", "sequence_id", "receipt_ns", "first_ns", "last_ns")
         ),
         F.when(anomalous, lost).alias("lost"),
         F.when(anomalous, duplicate).alias("duplicate"),
@@ -258,4 +262,22 @@ def _reduce(ctx: Context, per_message: Any) -> Any:
         F.count(F.when((F.col("deliveries") > 0) & F.col("receipt_ns").isNull(), True)).alias(
             "received_not_acked"
         ),
+    )
+
+
+def producers(ctx: Context, table: str) -> Any:  # a DataFrame
+    """Producer names by `topic` and `producer_index`, as `table` (sends or receives) has them.
+
+    A producer index is one producer on one partition (docs/loadgen-trace.md); the name of an
+    anomalous message is looked up here rather than carried through the shuffle of every
+    message.
+    """
+    from pyspark.sql import functions as F
+
+    return (
+        ctx.table(table)
+        .select("topic", "producer_index", "producer")
+        .distinct()
+        .groupBy("topic", "producer_index")
+        .agg(F.min("producer").alias("producer"))
     )
