@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from loadgen.analysis.common import Context, Event, Table, base_topic, collect, seconds_since
-from loadgen.analysis.shared import messages, produced, producers, subscription_frame
+from loadgen.analysis.shared import messages, produced, subscription_frame
 
 __all__ = ["EXAMPLES_PER_KIND", "correctness"]
 
@@ -67,15 +67,16 @@ def correctness(ctx: Context) -> dict[str, Table]:
     anomalous = checked.where(F.col("producer_index").isNotNull())
     lost = F.col("lost")
     found = anomalous.agg(F.count(F.when(lost, True)), F.count(F.when(~lost, True))).first()
-
-    def named(frame: Any, table: str, present: int) -> Any:
-        """`frame` with the producer's name, as `table` (sends: lost, receives: others) has it."""
-        if not present:
-            return frame.withColumn("producer", F.lit(None).cast("string"))
-        return frame.join(producers(ctx, table), ["topic", "producer_index"], "left")
-
-    lost_rows = named(anomalous.where(lost), "sends", found[0])
-    delivered_rows = named(anomalous.where(~lost), "receives", found[1])
+    lost_rows = _named(
+        ctx, anomalous.where(lost), "sends", ["producer_index", "sequence_id"], found[0]
+    )
+    delivered_rows = _named(
+        ctx,
+        anomalous.where(~lost),
+        "receives",
+        ["subscription", "producer_index", "sequence_id"],
+        found[1],
+    )
     kinds = [
         frame.where(F.col(kind)).select(
             F.lit(kind).alias("kind"),
@@ -122,6 +123,26 @@ def correctness(ctx: Context) -> dict[str, Table]:
         }
     finally:
         everything.unpersist()
+
+
+def _named(ctx: Context, anomalies: Any, table: str, message: list[str], count: int) -> Any:
+    """`anomalies` (`count` rows) with the producer's name, as `table`'s rows have it.
+
+    The names are looked up for the anomalous messages only (a join that keeps few rows of the
+    big table), rather than carried through the shuffle of every message.
+    """
+    from pyspark.sql import functions as F
+
+    if not count:
+        return anomalies.withColumn("producer", F.lit(None).cast("string"))
+    names = (
+        ctx.table(table)
+        .select(*message, "producer")
+        .join(anomalies.select(*message).distinct(), message, "left_semi")
+        .groupBy(*message)
+        .agg(F.min("producer").alias("producer"))
+    )
+    return anomalies.join(names, message, "left")
 
 
 def _tie_to_events(ctx: Context, everything: Any, examples: Any) -> dict[str, Table]:

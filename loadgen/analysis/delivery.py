@@ -169,11 +169,10 @@ def latency(ctx: Context) -> dict[str, Table]:
         .agg(F.count("*").alias("n"))
         .persist()
     )
-    # Each summary reads the counts merged to its own grain first: fewer, larger counts, the
-    # same percentiles (equal values' counts add up in `percentile` anyway).
-    per_second = counted.groupBy("kind", "second", "us").agg(F.sum("n").alias("n"))
+    over_time = _summarise(counted.groupBy("kind", "second"))
+    # The phases' counts merged first: a few per microsecond value rather than one a second
+    # (equal values' counts add up in `percentile` anyway), before the rollup triples them.
     per_phase = counted.groupBy("kind", "phase", "us").agg(F.sum("n").alias("n"))
-    over_time = _summarise(per_second.groupBy("kind", "second"))
     by_phase = _summarise(per_phase.rollup("kind", "phase")).where(F.col("kind").isNotNull())
     by_phase = by_phase.withColumn("phase", F.coalesce(F.col("phase"), F.lit("all")))
     order = ["before", *(phase.name for phase in ctx.phases), "after", "all"]

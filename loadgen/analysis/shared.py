@@ -28,7 +28,6 @@ __all__ = [
     "consumed",
     "messages",
     "produced",
-    "producers",
     "subscription_frame",
     "subscriptions",
 ]
@@ -262,22 +261,4 @@ def _reduce(ctx: Context, per_message: Any) -> Any:
         F.count(F.when((F.col("deliveries") > 0) & F.col("receipt_ns").isNull(), True)).alias(
             "received_not_acked"
         ),
-    )
-
-
-def producers(ctx: Context, table: str) -> Any:  # a DataFrame
-    """Producer names by `topic` and `producer_index`, as `table` (sends or receives) has them.
-
-    A producer index is one producer on one partition (docs/loadgen-trace.md); the name of an
-    anomalous message is looked up here rather than carried through the shuffle of every
-    message.
-    """
-    from pyspark.sql import functions as F
-
-    return (
-        ctx.table(table)
-        .select("topic", "producer_index", "producer")
-        .distinct()
-        .groupBy("topic", "producer_index")
-        .agg(F.min("producer").alias("producer"))
     )
