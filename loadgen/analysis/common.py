@@ -17,6 +17,8 @@ __all__ = [
     "base_topic",
     "collect",
     "local_frame",
+    "name_of",
+    "phase_names",
     "phase_of",
     "seconds_since",
 ]
@@ -163,16 +165,37 @@ def seconds_since(column: Any, start_ns: int) -> Any:
     return (column - F.lit(start_ns)).cast("double") / 1e9
 
 
-def phase_of(seconds: Any, phases: list[Phase]) -> Any:
-    """The phase name at `seconds` after the start (`before` and `after` outside them)."""
+def phase_of(seconds: Any, phases: list[Phase], names: list[str] | None = None) -> Any:
+    """The phase name at `seconds` after the start (`before` and `after` outside them).
+
+    Given `names` (`phase_names(phases)`), the name's index in it instead: a number groups
+    faster than a string.
+    """
     from pyspark.sql import functions as F
 
+    def value(name: str) -> Any:
+        return F.lit(name if names is None else names.index(name))
+
     if not phases:
-        return F.lit("run")
-    expr = F.when(seconds < F.lit(phases[0].start_s), F.lit("before"))
+        return value("run")
+    expr = F.when(seconds < F.lit(phases[0].start_s), value("before"))
     for phase in phases:
-        expr = expr.when(seconds < F.lit(phase.end_s), F.lit(phase.name))
-    return expr.otherwise(F.lit("after"))
+        expr = expr.when(seconds < F.lit(phase.end_s), value(phase.name))
+    return expr.otherwise(value("after"))
+
+
+def phase_names(phases: list[Phase]) -> list[str]:
+    """Every name `phase_of` can give for `phases`, once each."""
+    if not phases:
+        return ["run"]
+    return list(dict.fromkeys(["before", *(phase.name for phase in phases), "after"]))
+
+
+def name_of(index: Any, names: list[str]) -> Any:
+    """The name at `index` (a column of indexes into `names`; null stays null)."""
+    from pyspark.sql import functions as F
+
+    return F.element_at(F.array(*(F.lit(name) for name in names)), index + 1)
 
 
 def base_topic(column: Any) -> Any:

@@ -24,6 +24,10 @@ __all__ = ["EXAMPLES_PER_KIND", "correctness"]
 EXAMPLES_PER_KIND: Final = 200
 """Anomalous messages listed one by one per kind (all of them are counted)."""
 
+BROADCAST_ANOMALIES: Final = 1_000_000
+"""Up to this many anomalous messages are sent to every task (a few tens of MB) to find their
+producers' names in one pass over the big table, instead of shuffling it."""
+
 
 def correctness(ctx: Context) -> dict[str, Table]:
     """Tables `correctness`, `anomalies` and `anomaly_examples`.
@@ -135,10 +139,13 @@ def _named(ctx: Context, anomalies: Any, table: str, message: list[str], count: 
 
     if not count:
         return anomalies.withColumn("producer", F.lit(None).cast("string"))
+    wanted = anomalies.select(*message).distinct()
+    if count <= BROADCAST_ANOMALIES:  # Spark cannot tell: its estimate of a join is a product
+        wanted = F.broadcast(wanted)
     names = (
         ctx.table(table)
         .select(*message, "producer")
-        .join(anomalies.select(*message).distinct(), message, "left_semi")
+        .join(wanted, message, "left_semi")
         .groupBy(*message)
         .agg(F.min("producer").alias("producer"))
     )

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from loadgen.analysis.common import Context, Table, base_topic, collect, phase_of, seconds_since
+from loadgen.analysis.common import (
+    Context,
+    Table,
+    base_topic,
+    collect,
+    name_of,
+    phase_names,
+    phase_of,
+    seconds_since,
+)
 from loadgen.analysis.shared import consumed, messages, produced
 
-__all__ = ["PERCENTILES", "latency", "throughput"]
+__all__ = ["KINDS", "PERCENTILES", "latency", "throughput"]
 
 PERCENTILES: Final = (0.5, 0.95, 0.99, 0.999)
+KINDS: Final = ("publish", "end_to_end")
+"""The latencies measured: to the broker's receipt, to the delivery."""
 
 
 def _acked_sends(ctx: Context) -> Any:  # a DataFrame
@@ -135,11 +146,13 @@ def latency(ctx: Context) -> dict[str, Table]:
     from pyspark.sql import functions as F
 
     run, start = ctx.run, ctx.start_ns
+    # Kinds and phases are grouped as numbers (faster than strings), named once summarised.
+    phases = phase_names(ctx.phases)
     parts = []
     if run.has("sends"):
         parts.append(
             _acked_sends(ctx).select(
-                F.lit("publish").alias("kind"),
+                F.lit(KINDS.index("publish")).alias("kind"),
                 seconds_since(F.col("receipt_ns"), start).alias("t"),
                 F.floor((F.col("receipt_ns") - F.col("intended_ns")) / 1000).alias("us"),
             )
@@ -147,7 +160,7 @@ def latency(ctx: Context) -> dict[str, Table]:
     if run.has("receives"):
         parts.append(
             ctx.table("receives").select(
-                F.lit("end_to_end").alias("kind"),
+                F.lit(KINDS.index("end_to_end")).alias("kind"),
                 seconds_since(F.col("receive_ns"), start).alias("t"),
                 F.floor((F.col("receive_ns") - F.col("intended_ns")) / 1000).alias("us"),
             )
@@ -162,25 +175,30 @@ def latency(ctx: Context) -> dict[str, Table]:
         rows.select(
             "kind",
             F.floor("t").alias("second"),
-            phase_of(F.col("t"), ctx.phases).alias("phase"),
+            phase_of(F.col("t"), ctx.phases, phases).alias("phase"),
             "us",
         )
         .groupBy("kind", "second", "phase", "us")
         .agg(F.count("*").alias("n"))
         .persist()
     )
+    kind = name_of(F.col("kind"), list(KINDS)).alias("kind")
     over_time = _summarise(counted.groupBy("kind", "second"))
+    over_time = over_time.select(kind, *over_time.columns[1:])
     # The phases' counts merged first: a few per microsecond value rather than one a second
     # (equal values' counts add up in `percentile` anyway), before the rollup triples them.
+    # Named before the rollup: Spark 4.0 computes a projection of a rollup's output below it,
+    # where the keys it sets to null are not null yet.
     per_phase = counted.groupBy("kind", "phase", "us").agg(F.sum("n").alias("n"))
+    per_phase = per_phase.select(kind, name_of(F.col("phase"), phases).alias("phase"), "us", "n")
     by_phase = _summarise(per_phase.rollup("kind", "phase")).where(F.col("kind").isNotNull())
     by_phase = by_phase.withColumn("phase", F.coalesce(F.col("phase"), F.lit("all")))
     order = ["before", *(phase.name for phase in ctx.phases), "after", "all"]
-    phases = collect(by_phase, "latency_by_phase")
-    rows_in_order = sorted(phases.rows, key=lambda row: (row[0], order.index(row[1])))
+    collected = collect(by_phase, "latency_by_phase")
+    rows_in_order = sorted(collected.rows, key=lambda row: (row[0], order.index(row[1])))
     tables = {
         "latency_over_time": collect(over_time, "latency_over_time", ["kind", "second"]),
-        "latency_by_phase": Table(phases.name, phases.columns, rows_in_order),
+        "latency_by_phase": Table(collected.name, collected.columns, rows_in_order),
     }
     counted.unpersist()
     return tables
