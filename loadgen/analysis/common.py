@@ -17,7 +17,6 @@ __all__ = [
     "base_topic",
     "collect",
     "local_frame",
-    "name_of",
     "phase_names",
     "phase_of",
     "seconds_since",
@@ -189,13 +188,6 @@ def phase_names(phases: list[Phase]) -> list[str]:
     if not phases:
         return ["run"]
     return list(dict.fromkeys(["before", *(phase.name for phase in phases), "after"]))
-
-
-def name_of(index: Any, names: list[str]) -> Any:
-    """The name at `index` (a column of indexes into `names`; null stays null)."""
-    from pyspark.sql import functions as F
-
-    return F.element_at(F.array(*(F.lit(name) for name in names)), index + 1)
 
 
 def base_topic(column: Any) -> Any:

@@ -21,9 +21,10 @@ from loadgen.analysis.common import (
     scenario_events,
 )
 from loadgen.analysis.correctness import correctness
-from loadgen.analysis.delivery import latency, throughput
+from loadgen.analysis.delivery import throughput
 from loadgen.analysis.fairness import fairness
 from loadgen.analysis.inputs import Run
+from loadgen.analysis.latency import latency
 from loadgen.analysis.throttling import throttling
 
 __all__ = ["JOBS", "Job", "JobResult", "run_jobs"]
