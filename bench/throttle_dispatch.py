@@ -36,12 +36,19 @@ from emubroker.ratelimit.quotas import (
     CLASSIC_FACTORY,
     DispatchThrottlingConfig,
 )
-from emubroker.topics import TopicService, TopicSettings, entry_info_from_metadata
+from emubroker.storage import MemoryBackend
+from emubroker.topics import (
+    ProducerRequest,
+    SubscribeRequest,
+    TopicService,
+    TopicSettings,
+    entry_info_from_metadata,
+)
 from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
 from protocol.clock import AnyioClock
 from protocol.codec import encode_record
-from protocol.commands import AccessMode, InitialPosition, MessageMetadata, SubType
+from protocol.commands import MessageMetadata, SubType
 from protocol.framing import build_entry, checksum
 from storage_stub.ledger import LedgerStore
 
@@ -95,7 +102,7 @@ async def run_case(messages: int, batch: int, config: dict[str, Any] | None, tra
         service = TopicService(
             config=TopicSettings(max_unacked_messages_per_consumer=0),
             clock=clock,
-            ledgers=LedgerStore(),
+            ledgers=MemoryBackend(LedgerStore()),
             namespaces=NAMESPACES.__contains__,
             throttling=throttling,
         )
@@ -103,33 +110,22 @@ async def run_case(messages: int, batch: int, config: dict[str, Any] | None, tra
         async with anyio.create_task_group() as tg:
             if sink_trace is not None:
                 await tg.start(sink_trace.run)
-            async with service:
+            async with service.running():
                 topic: Any = await service.get_topic(
                     TopicName.parse("persistent://public/default/b")
                 )
                 producer = await topic.add_producer(
-                    1,
-                    NullProducerSink(),
-                    producer_name="p",
-                    user_provided_name=True,
-                    access_mode=AccessMode.SHARED,
-                    epoch=0,
-                    topic_epoch=None,
+                    ProducerRequest(producer_id=1, producer_name="p"), NullProducerSink()
                 )
                 sink = CountingSink()
                 consumer = await topic.subscribe(
-                    subscription="s",
-                    sub_type=SubType.EXCLUSIVE,
-                    consumer_id=1,
-                    sink=sink,
-                    consumer_name="c",
-                    durable=True,
-                    initial_position=InitialPosition.LATEST,
-                    start_message_id=None,
-                    priority_level=0,
-                    key_shared_meta=None,
-                    read_compacted=False,
-                    partition=-1,
+                    SubscribeRequest(
+                        subscription="s",
+                        sub_type=SubType.EXCLUSIVE,
+                        consumer_id=1,
+                        consumer_name="c",
+                    ),
+                    sink,
                 )
                 consumer.flow(messages * 2)
                 start = time.perf_counter()

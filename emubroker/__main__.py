@@ -112,8 +112,8 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
                 metadata_url=getattr(args, "metadata_url", None),
                 bookie_url=getattr(args, "bookie_url", None),
                 session_timeout=config.metadataStoreSessionTimeoutMillis / 1000.0,
-            ) as (metadata, bookie),
-            open_broker(config, metadata=metadata, bookie=bookie) as broker,
+            ) as (metadata, ledgers),
+            open_broker(config, metadata=metadata, ledgers=ledgers) as broker,
         ):
             tls = ""
             if broker.service_url_tls or broker.admin_url_tls:

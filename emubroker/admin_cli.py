@@ -1,10 +1,10 @@
 """``emubroker admin ...``: a command line shaped like ``pulsar-admin`` over the admin REST API.
 
 Resources and commands follow ``pulsar-admin`` (``clusters``, ``tenants``, ``namespaces``,
-``topics``, ``brokers``) with its flag names (``-p`` partitions, ``-s`` subscription, ``-m``
-message id, ``-f`` force ...). Topic arguments take complete or short names (``my-topic``,
-``tenant/ns/my-topic``, ``non-persistent://tenant/ns/my-topic``). JSON answers are printed
-pretty; successful writes print nothing. A failed call prints
+``topics``, ``brokers``, ``broker-stats``) with its flag names (``-p`` partitions, ``-s``
+subscription, ``-m`` message id, ``-f`` force ...). Topic arguments take complete or short
+names (``my-topic``, ``tenant/ns/my-topic``, ``non-persistent://tenant/ns/my-topic``). JSON
+answers are printed pretty; successful writes print nothing. A failed call prints
 ``error: <status> <phrase>: <reason>`` to stderr and exits 1; usage errors exit 2.
 
 It talks HTTP with the standard library (``urllib``): the CLI is a short synchronous process, so
@@ -482,7 +482,7 @@ def _reset(client: AdminClient, args: argparse.Namespace) -> Any:
         return client.call(
             "POST", _subscription_path(args) + "/resetcursor", _position(args.message_id)
         )
-    now_ms = AnyioClock().wall_ns() // 1_000_000
+    now_ms = AnyioClock().wall_ms()
     return client.call(
         "POST", _subscription_path(args) + f"/resetcursor/{now_ms - _relative_ms(args.time)}"
     )
@@ -568,8 +568,30 @@ def _brokers(sub: Any) -> None:
             "GET", "/admin/v2/brokers" + (f"/{_quote(a.cluster)}" if a.cluster else "")
         )
     )
+    namespaces = sub.add_parser("namespaces", help="list the bundles a broker owns")
+    namespaces.add_argument("cluster")
+    namespaces.add_argument(
+        "-u", "--url", required=True, help="the broker (its id host:port, or its web service URL)"
+    )
+    namespaces.set_defaults(
+        run=lambda c, a: c.call(
+            "GET",
+            f"/admin/v2/brokers/{_quote(a.cluster)}/"
+            f"{_quote(a.url.removeprefix('http://').removeprefix('https://'))}/ownedNamespaces",
+        )
+    )
+    health = sub.add_parser("healthcheck", help="check the broker's health")
+    health.add_argument(
+        "-tv", "--topic-version", choices=("V1", "V2"), help="heartbeat topic version (V1)"
+    )
+    health.set_defaults(
+        run=lambda c, a: c.call(
+            "GET",
+            "/admin/v2/brokers/health"
+            + (f"?topicVersion={a.topic_version}" if a.topic_version else ""),
+        )
+    )
     for verb, path, help_text in (
-        ("healthcheck", "/health", "check the broker's health"),
         ("leader-broker", "/leaderBroker", "show the leader broker"),
         ("list-dynamic-config", "/configuration", "list dynamic configuration names"),
         ("get-all-dynamic-config", "/configuration/values", "show dynamic configuration values"),
@@ -594,6 +616,12 @@ def _brokers(sub: Any) -> None:
     )
 
 
+def _broker_stats(sub: Any) -> None:
+    sub.add_parser("load-report", help="show this broker's load report").set_defaults(
+        run=lambda c, a: c.call("GET", "/admin/v2/broker-stats/load-report")
+    )
+
+
 def add_parser(commands: Any) -> argparse.ArgumentParser:
     """Add the ``admin`` command to a CLI's subparsers (``emubroker admin ...``)."""
     parser: argparse.ArgumentParser = commands.add_parser(
@@ -612,6 +640,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         ("namespaces", _namespaces),
         ("topics", _topics),
         ("brokers", _brokers),
+        ("broker-stats", _broker_stats),
         ("tokens", lambda sub: tokens_commands(sub, _relative_seconds)),
     ):
         resource = resources.add_parser(name, help=f"manage {name}")

@@ -33,15 +33,19 @@ from emubroker.admin import (
     build_admin_app,
     serve_admin,
 )
+from emubroker.admin.health_check import HealthChecker, heartbeat_namespaces
+from emubroker.admin.metrics_loadbalance import render_load_balancing_metrics
 from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.leader_election import LeaderElectionService
+from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
+from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
 from emubroker.metadata.remote import (
     DEFAULT_SESSION_TIMEOUT,
     RemoteMetadataStore,
@@ -49,9 +53,14 @@ from emubroker.metadata.remote import (
 )
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
-from emubroker.net import Session, bind_tcp_sockets, listener_from_sockets, serve_pulsar
+from emubroker.net import (
+    Session,
+    TrafficCounter,
+    bind_tcp_sockets,
+    listener_from_sockets,
+    serve_pulsar,
+)
 from emubroker.policies import (
-    POLICIES_ROOT,
     ClusterData,
     Policies,
     PolicyStore,
@@ -61,12 +70,14 @@ from emubroker.policies import (
 )
 from emubroker.ratelimit.quotas import throttling_config_from
 from emubroker.schemas import SchemaRegistry, SchemaService
+from emubroker.storage import BookieBackend, LedgerBackend, MemoryBackend
 from emubroker.topics.compaction import CompactionService
 from emubroker.topics.features import TopicFeatures
 from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
 from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
+from protocol.client.transport import StreamTransport, memory_byte_stream_pair
 from protocol.clock import AnyioClock
 from protocol.framing import FRAME_PADDING
 from storage_stub.client import open_stub_client
@@ -78,9 +89,9 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
+    from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
-    from emubroker.storage import BookieClient
-    from emubroker.topics.service import AnyTopic
+    from emubroker.topics.handles import TopicHandle
     from protocol.clock import Clock
 
 __all__ = [
@@ -155,9 +166,9 @@ async def bootstrap_metadata(
         replication_clusters=[config.clusterName],
     )
     nodes = [
-        (f"/admin/clusters/{config.clusterName}", cluster),
-        (f"{POLICIES_ROOT}/{DEFAULT_TENANT}", TenantInfo([], [config.clusterName])),
-        *((f"{POLICIES_ROOT}/{namespace}", policies) for namespace in DEFAULT_NAMESPACES),
+        (cluster_path(config.clusterName), cluster),
+        (tenant_path(DEFAULT_TENANT), TenantInfo([], [config.clusterName])),
+        *((namespace_path(namespace), policies) for namespace in DEFAULT_NAMESPACES),
     ]
     for path, value in nodes:
         if await store.exists(path):
@@ -168,33 +179,7 @@ async def bootstrap_metadata(
 
 def topic_settings(config: BrokerConfig) -> TopicSettings:
     """The topic layer's settings from the broker configuration."""
-    return TopicSettings(
-        cluster_name=config.clusterName,
-        allow_auto_topic_creation=config.allowAutoTopicCreation,
-        allow_auto_topic_creation_type=config.allowAutoTopicCreationType,
-        default_num_partitions=config.defaultNumPartitions,
-        dispatcher_max_read_batch_size=config.dispatcherMaxReadBatchSize,
-        max_unacked_messages_per_consumer=config.maxUnackedMessagesPerConsumer,
-        managed_ledger_max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
-        managed_ledger_max_size_per_ledger_mbytes=config.managedLedgerMaxSizePerLedgerMbytes,
-        managed_ledger_min_ledger_rollover_time_minutes=(
-            config.managedLedgerMinLedgerRolloverTimeMinutes
-        ),
-        managed_ledger_max_ledger_rollover_time_minutes=(
-            config.managedLedgerMaxLedgerRolloverTimeMinutes
-        ),
-        managed_ledger_cache_size_mb=config.managedLedgerCacheSizeMB,
-        cursor_flush_interval=1.0 / config.managedLedgerDefaultMarkDeleteRateLimit,
-        delayed_delivery_enabled=config.delayedDeliveryEnabled,
-        key_shared_hash_points=config.subscriptionKeySharedConsistentHashingReplicaPoints,
-        stats_update_frequency=float(config.statsUpdateFrequencyInSecs),
-        max_producers_per_topic=config.maxProducersPerTopic,
-        max_consumers_per_topic=config.maxConsumersPerTopic,
-        max_consumers_per_subscription=config.maxConsumersPerSubscription,
-        max_subscriptions_per_topic=config.maxSubscriptionsPerTopic,
-        ttl_duration_default_in_seconds=config.ttlDurationDefaultInSeconds,
-        message_expiry_check_interval_in_minutes=config.messageExpiryCheckIntervalInMinutes,
-    )
+    return TopicSettings(config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +202,9 @@ class Broker:
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
         leader_election: This broker's part in the cluster's leader election.
+        load_reporter: This broker's load report (its registration under
+            ``/loadbalance/brokers``).
+        traffic: Bytes its client connections carried (its own bandwidth).
         service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
         admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
     """
@@ -237,6 +225,8 @@ class Broker:
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
     leader_election: LeaderElectionService | None = None
+    load_reporter: LoadReporter | None = None
+    traffic: TrafficCounter | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
 
@@ -258,7 +248,18 @@ class Broker:
             clock=self.clock,
             max_frame_size=config.maxMessageSize + FRAME_PADDING,
             keepalive_interval=config.keepAliveIntervalSeconds,
+            traffic=self.traffic,
         )
+
+    async def connect_in_memory(self, host: str, port: int) -> StreamTransport:
+        """A client transport to this broker over an in-memory stream.
+
+        A ``protocol.client`` ``Connector`` (host and port are ignored): the broker's own
+        health check connects with it.
+        """
+        client_end, server_end = memory_byte_stream_pair()
+        self.start_session(server_end)
+        return StreamTransport(client_end)
 
 
 def _record_bundles(
@@ -287,13 +288,23 @@ def _admin_context(
     schemas: SchemaService | None,
     compaction: CompactionService | None,
     leader_election: LeaderElectionService,
+    load_reporter: LoadReporter,
+    health: HealthChecker,
     security: Security | None = None,
 ) -> AdminContext:
     config = dynamic.config
     broker_id = broker_id_of(config)
     tracker = RateTracker(clock=clock)
 
-    def dedup_enabled(topic: AnyTopic) -> bool:
+    def load_balancing_metrics() -> str:
+        return render_load_balancing_metrics(
+            load_reporter.statistics(),
+            cluster=config.clusterName,
+            broker=config.advertised_host(),
+            bundles=dynamic.config.exposeBundlesMetricsInPrometheus,
+        )
+
+    def dedup_enabled(topic: TopicHandle) -> bool:
         policies = namespaces.policies(topic.name.namespace)
         if policies is not None and policies.deduplicationEnabled is not None:
             return policies.deduplicationEnabled
@@ -306,16 +317,20 @@ def _admin_context(
         # The configured address even when the API is not served (component tests).
         web_service_url=f"http://{broker_id}",
         dynamic=dynamic,
+        metadata=store,
         policies=PolicyStore(store),
         namespaces=namespaces,
         topics=topics,
         ownership=ownership,
+        load_reporter=load_reporter,
+        health=health,
         metrics=MetricsCollector(
             topics.statistics,
             clock=clock,
             cluster=config.clusterName,
             tracker=tracker,
             leader_election=leader_election.statistics,
+            load_balancing=load_balancing_metrics,
         ),
         stats=TopicStatsView(
             topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
@@ -351,7 +366,7 @@ async def open_storage(
     bookie_url: str | None = None,
     fsync: FsyncPolicy = FsyncPolicy.BATCH,
     session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-) -> AsyncIterator[tuple[MetadataStore | None, BookieClient | None]]:
+) -> AsyncIterator[tuple[MetadataStore | None, LedgerBackend | None]]:
     """The broker's storage: in memory, a durable stub in this process, or an external stub.
 
     Args:
@@ -365,7 +380,8 @@ async def open_storage(
             (``metadataStoreSessionTimeoutMillis``).
 
     Yields:
-        ``(metadata, bookie)`` for :func:`open_broker`; ``(None, None)`` for memory.
+        ``(metadata, ledgers)`` for :func:`open_broker`: where entries live (a
+        ``storage.LedgerBackend``); ``(None, None)`` for memory.
 
     Raises:
         RuntimeError: ``data_dir`` is used by another process.
@@ -373,7 +389,7 @@ async def open_storage(
     """
     async with AsyncExitStack() as stack:
         metadata: MetadataStore | None = None
-        bookie: BookieClient | None = None
+        ledgers: LedgerBackend | None = None
         if data_dir is not None:
             # Only ``--data-dir`` hosts the stub in-process: brokers of a cluster skip importing
             # the server, ~6 % of their start-up CPU (docs/performance.md, cluster start-up).
@@ -386,7 +402,7 @@ async def open_storage(
             metadata = await stack.enter_async_context(
                 await RemoteMetadataStore.open(client, session_timeout=session_timeout)
             )
-            bookie = client
+            ledgers = BookieBackend(client)
         if metadata_url is not None and is_etcd_url(metadata_url):
             metadata = await stack.enter_async_context(
                 open_etcd_metadata_store(metadata_url, session_timeout=session_timeout)
@@ -396,8 +412,8 @@ async def open_storage(
                 open_remote_metadata_store(metadata_url, session_timeout=session_timeout)
             )
         if bookie_url is not None:
-            bookie = await stack.enter_async_context(open_stub_client(bookie_url))
-        yield metadata, bookie
+            ledgers = BookieBackend(await stack.enter_async_context(open_stub_client(bookie_url)))
+        yield metadata, ledgers
 
 
 @asynccontextmanager
@@ -408,7 +424,7 @@ async def open_broker(
     metadata: MetadataStore | None = None,
     listen: bool = True,
     admin: bool = True,
-    bookie: BookieClient | None = None,
+    ledgers: LedgerBackend | None = None,
 ) -> AsyncIterator[Broker]:
     """Start a broker; stop it (closing every connection) when the block exits.
 
@@ -420,9 +436,9 @@ async def open_broker(
         listen: Bind the binary protocol port; without it, only :meth:`Broker.start_session`
             serves connections (component tests over in-memory streams).
         admin: Serve the admin HTTP API (needs the asyncio backend: aiohttp).
-        bookie: Where entries live (the stub, see :func:`open_storage`); by default an
-            in-memory ledger store. With a bookie, ledger lists and cursors are persisted in
-            ``metadata`` and topics are recovered from them.
+        ledgers: Where entries live (see :func:`open_storage`); by default an in-memory
+            ledger store. With a durable backend (the stub), ledger lists and cursors are
+            persisted in ``metadata`` and topics are recovered from them.
 
     Yields:
         The running broker.
@@ -510,24 +526,31 @@ async def open_broker(
             topics.check_message_expiry(ns)
 
         namespaces = NamespaceRegistry(on_change=namespace_changed)
-        ledgers = LedgerStore()
+        # A broker's heartbeat namespaces exist without policies (Pulsar's NamespaceService
+        # registers them at start): its health check produces and reads there.
+        heartbeat = frozenset(heartbeat_namespaces(config.clusterName, broker_id_of(config)))
+
+        def namespace_exists(namespace: NamespaceName) -> bool:
+            return namespace in heartbeat or namespaces(namespace)
+
+        ledger_store = LedgerStore()
         features = TopicFeatures(config, store)
         topics = await stack.enter_async_context(
             TopicService(
                 config=topic_settings(dynamic.config),
                 clock=clock,
-                ledgers=ledgers if bookie is None else bookie,
-                namespaces=namespaces,
+                ledgers=MemoryBackend(ledger_store) if ledgers is None else ledgers,
+                namespaces=namespace_exists,
                 metadata=store,
                 features=features,
                 throttling=throttling,
                 namespace_policies=namespaces.policies,
-            )
+            ).running()
         )
         schema_registry = SchemaRegistry(store, clock)
         # Entered after the topics: it stops (cancelling running compactions) before they close.
         compaction = await stack.enter_async_context(
-            CompactionService(topics, retain_null_key=config.topicCompactionRetainNullKey)
+            CompactionService(topics, retain_null_key=config.topicCompactionRetainNullKey).running()
         )
         ownership = OwnershipTable(
             store,
@@ -542,7 +565,7 @@ async def open_broker(
             config=config,
             topics=topics,
             ownership=ownership,
-            namespace_exists=namespaces,
+            namespace_exists=namespace_exists,
             listeners=config.listeners(),
             schemas=SchemaService(schema_registry, features),
             security=security,
@@ -564,17 +587,42 @@ async def open_broker(
             service_url=f"http://{broker_id_of(config)}",
         )
         await tg.start(leader_election.run)
+        # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
+        # ModularLoadManagerImpl.start).
+        traffic = TrafficCounter()
+        load_trace = load_balancer_trace(config, broker_id_of(config))
+        if load_trace is not None:
+            await tg.start(load_trace.run)
+        load_reporter = build_load_reporter(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            config=lambda: dynamic.config,
+            urls=(f"http://{broker_id_of(config)}", admin_url_tls, service_url, service_url_tls),
+            topics=topics,
+            ownership=ownership,
+            traffic=traffic.snapshot,
+            trace=load_trace,
+        )
+        await tg.start(load_reporter.run)
         admin_context = _admin_context(
             dynamic,
             store,
             namespaces,
             topics,
             ownership,
-            ledgers,
+            ledger_store,
             clock,
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
             leader_election=leader_election,
+            load_reporter=load_reporter,
+            health=HealthChecker(
+                cluster=config.clusterName,
+                broker_id=broker_id_of(config),
+                connector=lambda host, port: broker.connect_in_memory(host, port),
+                clock=clock,
+            ),
             security=security,
         )
         broker = Broker(
@@ -584,7 +632,7 @@ async def open_broker(
             topics,
             ownership,
             store,
-            ledgers,
+            ledger_store,
             namespaces,
             clock,
             services,
@@ -594,6 +642,8 @@ async def open_broker(
             dynamic=dynamic,
             admin=admin_context,
             leader_election=leader_election,
+            load_reporter=load_reporter,
+            traffic=traffic,
             service_url_tls=service_url_tls,
             admin_url_tls=admin_url_tls,
         )
@@ -607,6 +657,7 @@ async def open_broker(
                     clock=clock,
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
+                    traffic=traffic,
                 )
             )
         if pulsar_tls_sockets:
@@ -619,6 +670,7 @@ async def open_broker(
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
                     ssl_context=security.ssl_context,
+                    traffic=traffic,
                 )
             )
         if admin_sockets or admin_tls_sockets:

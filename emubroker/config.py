@@ -68,13 +68,6 @@ SchemaCompatibilityStrategy = Literal[
 
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 Positive = Annotated[int, msgspec.Meta(gt=0)]
-_Rate = Annotated[int, msgspec.Meta(ge=-1)]
-
-DispatchRateLimiterFactory = Literal[
-    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryClassic",
-    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket",
-]
-"""``dispatchRateLimiterFactoryClassName`` values (spec/pulsar-behaviour.md §1.5)."""
 
 
 class ConfigError(ValueError):
@@ -84,18 +77,17 @@ class ConfigError(ValueError):
 class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
     """Broker settings under their ``broker.conf`` names (Pulsar's defaults unless noted).
 
-    Two families of keys live in base classes: the load manager's (``loadBalancer*``,
-    ``loadManagerClassName``, the split algorithms, ``maxUnload*``/``minUnload*``, ...) in
-    :class:`~emubroker.config_loadbalancer.LoadBalancerConfig` (docs/load-balancing.md), and the
-    TLS, authentication and authorization keys in
-    :class:`~emubroker.config_security.SecurityConfig`, its base.
-
-    The dispatch-throttling keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClass
-    Name``, ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) are those
-    of :class:`~emubroker.ratelimit.quotas.DispatchThrottlingConfig`, which documents them with
-    Pulsar's defaults (spec/pulsar-behaviour.md §7); the layer contract forbids ``config`` to
-    import ``ratelimit``, so they are declared again below and a test keeps both identical
-    (names, types, defaults). ``throttling_config_from(config)`` builds the throttling settings.
+    Three families of keys live in base classes, each declared once: the load manager's
+    (``loadBalancer*``, ``loadManagerClassName``, the split algorithms, ``maxUnload*``/
+    ``minUnload*``, ...) in :class:`~emubroker.config_loadbalancer.LoadBalancerConfig`
+    (docs/load-balancing.md); the TLS, authentication and authorization keys in
+    :class:`~emubroker.config_security.SecurityConfig`, its base; and the dispatch-throttling
+    keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClassName``,
+    ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) in
+    :class:`~emubroker.config_throttling.DispatchThrottlingConfig`, the base of that, with
+    Pulsar's defaults (spec/pulsar-behaviour.md §7). ``throttling_config_from(config)`` takes
+    that part for the throttling code; ``topics.settings.TopicSettings`` is likewise read from
+    this struct.
 
     Attributes:
         clusterName: The cluster this broker belongs to (``standalone.conf``'s value).
@@ -197,24 +189,6 @@ class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
     isSchemaValidationEnforced: bool = False
     topicCompactionRetainNullKey: bool = False
     metadataStoreSessionTimeoutMillis: Positive = 30_000
-    # Dispatch throttling: exactly DispatchThrottlingConfig's keys (test_config checks).
-    dispatchRateLimiterFactoryClassName: DispatchRateLimiterFactory = (
-        "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket"
-    )
-    dispatchThrottlingRateInMsg: _Rate = 0
-    dispatchThrottlingRateInByte: _Rate = 0
-    dispatchThrottlingRatePerTopicInMsg: _Rate = 0
-    dispatchThrottlingRatePerTopicInByte: _Rate = 0
-    dispatchThrottlingRatePerSubscriptionInMsg: _Rate = 0
-    dispatchThrottlingRatePerSubscriptionInByte: _Rate = 0
-    dispatchThrottlingRateRelativeToPublishRate: bool = False
-    dispatchThrottlingOnBatchMessageEnabled: bool = False
-    dispatchThrottlingOnNonBacklogConsumerEnabled: bool = True
-    dispatchThrottlingForFilteredEntriesEnabled: bool = False
-    preciseDispatcherFlowControl: bool = False
-    dispatcherMaxReadBatchSize: Positive = 100
-    dispatcherMinReadBatchSize: Positive = 1
-    dispatcherMaxReadSizeBytes: Positive = 5 * 1024 * 1024
     emubrokerDispatchTraceDir: str = ""
     emubrokerDispatchTraceFlushRecords: Positive = 65_536
 

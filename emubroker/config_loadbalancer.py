@@ -91,11 +91,24 @@ class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True
     )
     # Reports (each broker).
     loadBalancerReportUpdateThresholdPercentage: _Percent = 10
-    loadBalancerReportUpdateMinIntervalMillis: _Count = 5000
+    # Pulsar schedules the report task at this fixed rate, which must be positive.
+    loadBalancerReportUpdateMinIntervalMillis: Annotated[int, msgspec.Meta(gt=0)] = 5000
     loadBalancerReportUpdateMaxIntervalMinutes: _Minutes = 15.0
     loadBalancerHostUsageCheckIntervalMinutes: _Minutes = 1.0
     loadBalancerResourceQuotaUpdateIntervalMinutes: _Minutes = 15.0
     loadBalancerMaxNumberOfBundlesInBundleLoadReport: int = 10
+    # None: the host's physical NICs (psutil source) or 1 Gbit/s (model source).
+    loadBalancerOverrideBrokerNicSpeedGbps: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    exposeBundlesMetricsInPrometheus: bool = False
+    # Ours (emubroker*): where a broker's resource usage comes from and its limits
+    # (docs/load-balancing.md, "Load reports").
+    emubrokerResourceUsageSource: Literal["psutil", "model"] = "psutil"
+    emubrokerResourceUsageScript: str = ""
+    emubrokerAvailableProcessors: _Count = 0
+    emubrokerMaxMemoryMB: _Count = 0
+    emubrokerModelMsgRatePerCore: Annotated[float, msgspec.Meta(gt=0)] = 100_000.0
+    # Ours: where the broker writes its load-balancer trace (docs/load-balancer-trace.md).
+    emubrokerLoadBalancerTraceDir: str = ""
     # Resource weights (spec §0.2); the misspelt Bandwith keys are Pulsar's deprecated aliases.
     loadBalancerCPUResourceWeight: _Weight = 1.0
     loadBalancerMemoryResourceWeight: _Weight = 0.0

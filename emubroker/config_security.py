@@ -12,6 +12,8 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from emubroker.config_throttling import DispatchThrottlingConfig
+
 __all__ = ["PULSAR_AUTHORIZATION_PROVIDER", "SecurityConfig"]
 
 _Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
@@ -22,8 +24,11 @@ PULSAR_AUTHORIZATION_PROVIDER: Final = (
 """The only ``authorizationProvider`` emulated (Pulsar's default)."""
 
 
-class SecurityConfig(msgspec.Struct, frozen=True):
+class SecurityConfig(DispatchThrottlingConfig, frozen=True):
     """TLS, authentication and authorization settings (docs/security.md tells the behaviour).
+
+    It derives from :class:`~emubroker.config_throttling.DispatchThrottlingConfig` only because
+    msgspec structs take fields from one base: ``BrokerConfig`` stacks the key families in a line.
 
     Attributes:
         brokerServicePortTls: Port of the binary protocol over TLS (``pulsar+ssl://``); unset:

@@ -24,6 +24,7 @@ import msgspec
 
 from emubroker.config import BrokerConfig, split_list_values
 from emubroker.metadata import BadVersionError, WatchOverflowError
+from emubroker.metadata.paths import DYNAMIC_CONFIGURATION_PATH
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
 
 __all__ = [
-    "DYNAMIC_CONFIGURATION_PATH",
     "PULSAR_DYNAMIC_KEYS",
     "DynamicConfig",
     "DynamicConfigError",
@@ -43,7 +43,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DYNAMIC_CONFIGURATION_PATH: Final = "/admin/configuration"
 """Pulsar's ``DynamicConfigurationResources`` node: a JSON object of key -> string value."""
 
 _CAS_ATTEMPTS: Final = 16

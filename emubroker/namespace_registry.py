@@ -17,8 +17,10 @@ import anyio
 import msgspec
 
 from emubroker.metadata import NotificationKind, WatchOverflowError
+from emubroker.metadata.paths import POLICIES_ROOT
+from emubroker.metadata.walk import walk
 from emubroker.naming import InvalidNameError, NamespaceName
-from emubroker.policies import POLICIES_ROOT, Policies, decode_policies
+from emubroker.policies import Policies, decode_policies
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -82,12 +84,10 @@ class NamespaceRegistry:
     async def load(self, store: MetadataStore) -> None:
         """Read every namespace from the store (replacing the current view)."""
         found: dict[NamespaceName, Policies] = {}
-        for tenant in await store.children(POLICIES_ROOT):
-            for local in await store.children(f"{POLICIES_ROOT}/{tenant}"):
-                node = await store.get(f"{POLICIES_ROOT}/{tenant}/{local}")
-                namespace = _namespace(tenant, local)
-                if node is not None and namespace is not None:
-                    found[namespace] = _decode_or_default(namespace, node.value)
+        for (tenant, local), raw in await walk(store, POLICIES_ROOT, 2):
+            namespace = _namespace(tenant, local)
+            if namespace is not None:
+                found[namespace] = _decode_or_default(namespace, raw)
         gone = set(self._policies) - set(found)
         self._policies = found
         if self._on_change is not None:

@@ -1,23 +1,36 @@
-"""The broker's seam to the bookie stub: what a managed ledger needs from ledger storage.
+"""Where persistent topics keep their entries: one :class:`LedgerBackend` interface, two backends.
 
-:class:`BookieClient` is satisfied by ``storage_stub.client.StubClient`` (over TCP, or the
-in-process local client of ``StubServer.open_local_client``) and by :class:`MemoryBookie`, the
-synchronous in-memory ``LedgerStore`` of the default embedded broker behind the same async
-interface. Stores that can answer at once also implement :class:`NowaitBookie`; the managed
-ledger then stores a read's SENDs without a task switch (the publish hot path, DESIGN.md
-decision 8: a receipt still goes out only after the store holds the entry).
+A managed ledger (``topics.managed_ledger``) stores a topic's entries through a backend, and
+every backend states the two things the broker must know about it, rather than have the broker
+guess them from its type:
+
+* ``durable``: entries outlive this broker process. With a metadata store the topic service
+  then keeps ledger lists and durable cursors there (``topics.cursor_flush``) and recovers a
+  stored topic when it is loaded again (spec §9); a backend that is not durable keeps nothing
+  across restarts, so nothing about it is written.
+* ``sync``: the ``*_nowait`` operations answer at once. A managed ledger that persists nothing
+  then stores a read's SENDs without a task switch (the publish hot path; a receipt still goes
+  out only after the store holds the entry, DESIGN.md decision 8). A backend that is not sync
+  raises ``anyio.WouldBlock`` from them, and everything goes through its ``client``.
+
+:class:`MemoryBackend` (the default embedded broker: an in-memory ``LedgerStore``) is sync and
+not durable; :class:`BookieBackend` (the bookie stub, in-process or over TCP:
+``storage_stub.client.StubClient``) is durable and not sync. A new backend is one more class
+here that states both, and the composition root (``app``) that picks it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
+
+from anyio import WouldBlock
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from storage_stub.ledger import LedgerStore
 
-__all__ = ["BookieClient", "MemoryBookie", "NowaitBookie"]
+__all__ = ["BookieBackend", "BookieClient", "LedgerBackend", "MemoryBackend"]
 
 
 class BookieClient(Protocol):
@@ -52,40 +65,69 @@ class BookieClient(Protocol):
     ) -> None: ...
 
 
-@runtime_checkable
-class NowaitBookie(Protocol):
-    """A store that answers at once (in memory): synchronous twins of the hot operations."""
+class LedgerBackend(Protocol):
+    """Ledger storage as a managed ledger uses it (see the module docstring).
+
+    Attributes:
+        durable: Entries outlive the broker: persist ledger lists and cursors, recover topics.
+        sync: The ``*_nowait`` operations answer at once (else they raise ``WouldBlock``).
+        client: Every operation, awaited (the only way in when not ``sync``).
+    """
+
+    @property
+    def durable(self) -> bool: ...
+
+    @property
+    def sync(self) -> bool: ...
+
+    @property
+    def client(self) -> BookieClient: ...
 
     def add_entries_nowait(self, ledger_id: int, data: Sequence[bytes]) -> int:
-        """Append entries in order; returns the first one's entry id."""
+        """Append entries in order; returns the first one's entry id.
+
+        Raises:
+            WouldBlock: Not a sync backend.
+            StorageError: The store refused (nothing was stored).
+        """
         ...
 
     def read_nowait(self, ledger_id: int, first: int, last: int) -> list[bytes]:
-        """Read entries ``first..last`` inclusive."""
+        """Read entries ``first..last`` inclusive (``WouldBlock`` unless sync)."""
         ...
 
     def create_ledger_nowait(self) -> int:
-        """Create a ledger; returns its id."""
+        """Create a ledger; returns its id (``WouldBlock`` unless sync)."""
         ...
 
     def close_ledger_nowait(self, ledger_id: int) -> None:
-        """Close a ledger (no more adds)."""
+        """Close a ledger: no more adds (``WouldBlock`` unless sync)."""
         ...
 
     def delete_ledger_nowait(self, ledger_id: int) -> None:
-        """Delete a ledger and its entries."""
+        """Delete a ledger and its entries (``WouldBlock`` unless sync)."""
         ...
 
 
-class MemoryBookie:
-    """A :class:`BookieClient` (and :class:`NowaitBookie`) over an in-memory ``LedgerStore``.
+class MemoryBackend:
+    """The in-memory ``LedgerStore`` of the default embedded broker: sync, not durable.
+
+    It is its own :class:`BookieClient` (the same store behind the async interface), so code
+    that awaits works on it unchanged.
 
     Args:
-        store: The ledgers; the broker's default when no stub is configured.
+        store: The ledgers.
     """
+
+    durable = False
+    sync = True
 
     def __init__(self, store: LedgerStore) -> None:
         self.store = store
+
+    @property
+    def client(self) -> BookieClient:
+        return self
 
     async def create_ledger(self, *, request_timeout: float | None = None) -> int:
         return self.store.create_ledger()
@@ -128,3 +170,32 @@ class MemoryBookie:
 
     def delete_ledger_nowait(self, ledger_id: int) -> None:
         self.store.delete(ledger_id)
+
+
+class BookieBackend:
+    """The bookie stub (``storage_stub.client.StubClient``): durable, not sync.
+
+    Args:
+        client: The stub's client, over TCP or in-process.
+    """
+
+    durable = True
+    sync = False
+
+    def __init__(self, client: BookieClient) -> None:
+        self.client = client
+
+    def add_entries_nowait(self, ledger_id: int, data: Sequence[bytes]) -> int:
+        raise WouldBlock
+
+    def read_nowait(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+        raise WouldBlock
+
+    def create_ledger_nowait(self) -> int:
+        raise WouldBlock
+
+    def close_ledger_nowait(self, ledger_id: int) -> None:
+        raise WouldBlock
+
+    def delete_ledger_nowait(self, ledger_id: int) -> None:
+        raise WouldBlock

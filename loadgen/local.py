@@ -112,10 +112,11 @@ def _write_config(path: Path, config: dict[str, Any]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-_RUN_DIR_KEYS: Final = ("emubrokerDispatchTraceDir",)
+_RUN_DIR_KEYS: Final = ("emubrokerDispatchTraceDir", "emubrokerLoadBalancerTraceDir")
 """Broker settings naming a directory: a relative one lives in the run directory, so a
 scenario's `config = { emubrokerDispatchTraceDir = "dispatch" }` puts the broker's dispatch
-trace beside loadgen's tables, where `loadgen analyze` reads it."""
+trace beside loadgen's tables, where `loadgen analyze` reads it (and
+`emubrokerLoadBalancerTraceDir = "loadbalance"` its load-balancer trace)."""
 
 
 def _in_run_dir(config: dict[str, Any], run_dir: Path) -> dict[str, Any]:

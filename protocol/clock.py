@@ -40,6 +40,14 @@ class Clock(Protocol):
         """Return wall-clock nanoseconds since the Unix epoch, for trace timestamps only."""
         ...
 
+    def wall_ms(self) -> int:
+        """Return wall-clock milliseconds since the Unix epoch (`wall_ns() // 1_000_000`).
+
+        Pulsar's message timestamps (`publish_time`, `deliver_at_time`, schema timestamps) are
+        epoch milliseconds.
+        """
+        ...
+
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until `now() >= deadline`; a deadline in the past only checkpoints."""
         ...
@@ -61,16 +69,24 @@ class AnyioClock:
     """
 
     def now(self) -> float:
+        """Monotonic seconds (`time.monotonic`)."""
         return time.monotonic()
 
     def wall_ns(self) -> int:
+        """Nanoseconds since the Unix epoch (`time.time_ns`)."""
         return time.time_ns()
 
+    def wall_ms(self) -> int:
+        """Milliseconds since the Unix epoch."""
+        return time.time_ns() // 1_000_000
+
     async def sleep_until(self, deadline: float) -> None:
+        """Sleep until `now() >= deadline` (a deadline in the past still checkpoints)."""
         # A zero delay is still a checkpoint, as the Protocol asks; trio refuses negative ones.
         await anyio.sleep(max(deadline - time.monotonic(), 0.0))
 
     async def sleep(self, delay: float) -> None:
+        """Sleep `delay` seconds (a negative delay counts as 0)."""
         await anyio.sleep(max(delay, 0.0))
 
 
@@ -113,10 +129,16 @@ class FakeClock:
         self._seq = itertools.count()
 
     def now(self) -> float:
+        """The virtual time, moved only by `advance` and `run_until_idle`."""
         return self._now
 
     def wall_ns(self) -> int:
+        """The epoch given at construction plus `now()`, in nanoseconds."""
         return self._epoch_ns + round(self._now * 1_000_000_000)
+
+    def wall_ms(self) -> int:
+        """`wall_ns()` in milliseconds."""
+        return self.wall_ns() // 1_000_000
 
     async def sleep_until(self, deadline: float) -> None:
         """Block until the clock is moved to `deadline` or beyond.
@@ -143,6 +165,7 @@ class FakeClock:
                 heapq.heapify(self._heap)
 
     async def sleep(self, delay: float) -> None:
+        """Sleep until the virtual time has moved `delay` seconds on."""
         await self.sleep_until(self._now + delay)
 
     async def advance(self, dt: float) -> None:
@@ -188,6 +211,7 @@ class FakeClock:
         )
 
     def statistics(self) -> FakeClockStatistics:
+        """What the clock is doing now: its time, how many tasks sleep, the next deadline."""
         return FakeClockStatistics(
             now=self._now, sleepers=len(self._waiting), next_deadline=self._next_deadline()
         )

@@ -126,21 +126,29 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class KeyValue(Record, frozen=True, kw_only=True):
+    """``KeyValue`` of pulsar.proto."""
+
     key: str
     value: str
 
 
 class KeyLongValue(Record, frozen=True, kw_only=True):
+    """``KeyLongValue`` of pulsar.proto."""
+
     key: str
     value: int
 
 
 class IntRange(Record, frozen=True, kw_only=True):
+    """``IntRange`` of pulsar.proto."""
+
     start: int
     end: int
 
 
 class Schema(Record, frozen=True, kw_only=True):
+    """``Schema`` of pulsar.proto."""
+
     name: str
     schema_data: bytes
     type: SchemaType
@@ -148,6 +156,8 @@ class Schema(Record, frozen=True, kw_only=True):
 
 
 class MessageIdData(Record, frozen=True, kw_only=True):
+    """``MessageIdData`` of pulsar.proto."""
+
     ledger_id: int
     entry_id: int
     partition: int = -1
@@ -158,6 +168,8 @@ class MessageIdData(Record, frozen=True, kw_only=True):
 
 
 class FeatureFlags(Record, frozen=True, kw_only=True):
+    """``FeatureFlags`` of pulsar.proto."""
+
     supports_auth_refresh: bool = False
     supports_broker_entry_metadata: bool = False
     supports_partial_producer: bool = False
@@ -165,12 +177,16 @@ class FeatureFlags(Record, frozen=True, kw_only=True):
 
 
 class KeySharedMeta(Record, frozen=True, kw_only=True):
+    """``KeySharedMeta`` of pulsar.proto."""
+
     key_shared_mode: KeySharedMode
     hash_ranges: tuple[IntRange, ...] = ()
     allow_out_of_order_delivery: bool = False
 
 
 class EncryptionKeys(Record, frozen=True, kw_only=True):
+    """``EncryptionKeys`` of pulsar.proto."""
+
     key: str
     value: bytes
     metadata: tuple[KeyValue, ...] = ()
@@ -223,6 +239,8 @@ class SingleMessageMetadata(Record, frozen=True, kw_only=True):
 
 
 class BrokerEntryMetadata(Record, frozen=True, kw_only=True):
+    """``BrokerEntryMetadata`` of pulsar.proto."""
+
     broker_timestamp: int | None = None
     index: int | None = None
 
@@ -231,6 +249,8 @@ class BrokerEntryMetadata(Record, frozen=True, kw_only=True):
 
 
 class Connect(Record, frozen=True, kw_only=True):
+    """``CommandConnect`` of pulsar.proto."""
+
     client_version: str
     auth_method: int | None = None
     auth_data: bytes | None = None
@@ -244,6 +264,8 @@ class Connect(Record, frozen=True, kw_only=True):
 
 
 class Connected(Record, frozen=True, kw_only=True):
+    """``CommandConnected`` of pulsar.proto."""
+
     server_version: str
     protocol_version: int = 0
     max_message_size: int | None = None
@@ -251,10 +273,14 @@ class Connected(Record, frozen=True, kw_only=True):
 
 
 class Ping(Record, frozen=True, kw_only=True):
+    """``CommandPing`` of pulsar.proto."""
+
     pass
 
 
 class Pong(Record, frozen=True, kw_only=True):
+    """``CommandPong`` of pulsar.proto."""
+
     pass
 
 
@@ -274,17 +300,23 @@ class AuthChallenge(Record, frozen=True, kw_only=True):
 
 
 class AuthResponse(Record, frozen=True, kw_only=True):
+    """``CommandAuthResponse`` of pulsar.proto."""
+
     client_version: str | None = None
     response: AuthData | None = None
     protocol_version: int = 0
 
 
 class PartitionedTopicMetadata(Record, frozen=True, kw_only=True):
+    """``CommandPartitionedTopicMetadata`` of pulsar.proto."""
+
     topic: str
     request_id: int
 
 
 class PartitionedTopicMetadataResponse(Record, frozen=True, kw_only=True):
+    """``CommandPartitionedTopicMetadataResponse`` of pulsar.proto."""
+
     request_id: int
     partitions: int | None = None
     response: MetadataResult | None = None
@@ -293,6 +325,8 @@ class PartitionedTopicMetadataResponse(Record, frozen=True, kw_only=True):
 
 
 class LookupTopic(Record, frozen=True, kw_only=True):
+    """``CommandLookupTopic`` of pulsar.proto."""
+
     topic: str
     request_id: int
     authoritative: bool = False
@@ -300,6 +334,8 @@ class LookupTopic(Record, frozen=True, kw_only=True):
 
 
 class LookupTopicResponse(Record, frozen=True, kw_only=True):
+    """``CommandLookupTopicResponse`` of pulsar.proto."""
+
     request_id: int
     broker_service_url: str | None = None
     broker_service_url_tls: str | None = None
@@ -311,6 +347,8 @@ class LookupTopicResponse(Record, frozen=True, kw_only=True):
 
 
 class GetTopicsOfNamespace(Record, frozen=True, kw_only=True):
+    """``CommandGetTopicsOfNamespace`` of pulsar.proto."""
+
     request_id: int
     namespace: str
     mode: TopicsMode = TopicsMode.PERSISTENT
@@ -319,6 +357,8 @@ class GetTopicsOfNamespace(Record, frozen=True, kw_only=True):
 
 
 class GetTopicsOfNamespaceResponse(Record, frozen=True, kw_only=True):
+    """``CommandGetTopicsOfNamespaceResponse`` of pulsar.proto."""
+
     request_id: int
     topics: tuple[str, ...] = ()
     filtered: bool = False
@@ -327,6 +367,8 @@ class GetTopicsOfNamespaceResponse(Record, frozen=True, kw_only=True):
 
 
 class Producer(Record, frozen=True, kw_only=True):
+    """``CommandProducer`` of pulsar.proto."""
+
     topic: str
     producer_id: int
     request_id: int
@@ -343,6 +385,8 @@ class Producer(Record, frozen=True, kw_only=True):
 
 
 class ProducerSuccess(Record, frozen=True, kw_only=True):
+    """``CommandProducerSuccess`` of pulsar.proto."""
+
     request_id: int
     producer_name: str
     last_sequence_id: int = -1
@@ -352,6 +396,8 @@ class ProducerSuccess(Record, frozen=True, kw_only=True):
 
 
 class Send(Record, frozen=True, kw_only=True):
+    """``CommandSend`` of pulsar.proto."""
+
     producer_id: int
     sequence_id: int
     num_messages: int = 1
@@ -361,6 +407,8 @@ class Send(Record, frozen=True, kw_only=True):
 
 
 class SendReceipt(Record, frozen=True, kw_only=True):
+    """``CommandSendReceipt`` of pulsar.proto."""
+
     producer_id: int
     sequence_id: int
     message_id: MessageIdData | None = None
@@ -368,6 +416,8 @@ class SendReceipt(Record, frozen=True, kw_only=True):
 
 
 class SendError(Record, frozen=True, kw_only=True):
+    """``CommandSendError`` of pulsar.proto."""
+
     producer_id: int
     sequence_id: int
     error: ServerError
@@ -375,6 +425,8 @@ class SendError(Record, frozen=True, kw_only=True):
 
 
 class CloseProducer(Record, frozen=True, kw_only=True):
+    """``CommandCloseProducer`` of pulsar.proto."""
+
     producer_id: int
     request_id: int
     assigned_broker_service_url: str | None = None
@@ -382,6 +434,8 @@ class CloseProducer(Record, frozen=True, kw_only=True):
 
 
 class Subscribe(Record, frozen=True, kw_only=True):
+    """``CommandSubscribe`` of pulsar.proto."""
+
     topic: str
     subscription: str
     sub_type: SubType
@@ -404,11 +458,15 @@ class Subscribe(Record, frozen=True, kw_only=True):
 
 
 class Flow(Record, frozen=True, kw_only=True):
+    """``CommandFlow`` of pulsar.proto."""
+
     consumer_id: int
     message_permits: int
 
 
 class Message(Record, frozen=True, kw_only=True):
+    """``CommandMessage`` of pulsar.proto."""
+
     consumer_id: int
     message_id: MessageIdData
     redelivery_count: int = 0
@@ -417,6 +475,8 @@ class Message(Record, frozen=True, kw_only=True):
 
 
 class Ack(Record, frozen=True, kw_only=True):
+    """``CommandAck`` of pulsar.proto."""
+
     consumer_id: int
     ack_type: AckType
     message_id: tuple[MessageIdData, ...] = ()
@@ -426,6 +486,8 @@ class Ack(Record, frozen=True, kw_only=True):
 
 
 class AckResponse(Record, frozen=True, kw_only=True):
+    """``CommandAckResponse`` of pulsar.proto."""
+
     consumer_id: int
     error: ServerError | None = None
     message: str | None = None
@@ -433,16 +495,22 @@ class AckResponse(Record, frozen=True, kw_only=True):
 
 
 class ActiveConsumerChange(Record, frozen=True, kw_only=True):
+    """``CommandActiveConsumerChange`` of pulsar.proto."""
+
     consumer_id: int
     is_active: bool = False
 
 
 class Unsubscribe(Record, frozen=True, kw_only=True):
+    """``CommandUnsubscribe`` of pulsar.proto."""
+
     consumer_id: int
     request_id: int
 
 
 class Seek(Record, frozen=True, kw_only=True):
+    """``CommandSeek`` of pulsar.proto."""
+
     consumer_id: int
     request_id: int
     message_id: MessageIdData | None = None
@@ -450,6 +518,8 @@ class Seek(Record, frozen=True, kw_only=True):
 
 
 class CloseConsumer(Record, frozen=True, kw_only=True):
+    """``CommandCloseConsumer`` of pulsar.proto."""
+
     consumer_id: int
     request_id: int
     assigned_broker_service_url: str | None = None
@@ -457,28 +527,38 @@ class CloseConsumer(Record, frozen=True, kw_only=True):
 
 
 class RedeliverUnacknowledgedMessages(Record, frozen=True, kw_only=True):
+    """``CommandRedeliverUnacknowledgedMessages`` of pulsar.proto."""
+
     consumer_id: int
     message_ids: tuple[MessageIdData, ...] = ()
     consumer_epoch: int | None = None
 
 
 class GetLastMessageId(Record, frozen=True, kw_only=True):
+    """``CommandGetLastMessageId`` of pulsar.proto."""
+
     consumer_id: int
     request_id: int
 
 
 class GetLastMessageIdResponse(Record, frozen=True, kw_only=True):
+    """``CommandGetLastMessageIdResponse`` of pulsar.proto."""
+
     last_message_id: MessageIdData
     request_id: int
     consumer_mark_delete_position: MessageIdData | None = None
 
 
 class ConsumerStats(Record, frozen=True, kw_only=True):
+    """``CommandConsumerStats`` of pulsar.proto."""
+
     request_id: int
     consumer_id: int
 
 
 class ConsumerStatsResponse(Record, frozen=True, kw_only=True):
+    """``CommandConsumerStatsResponse`` of pulsar.proto."""
+
     request_id: int
     error_code: ServerError | None = None
     error_message: str | None = None
@@ -498,12 +578,16 @@ class ConsumerStatsResponse(Record, frozen=True, kw_only=True):
 
 
 class GetSchema(Record, frozen=True, kw_only=True):
+    """``CommandGetSchema`` of pulsar.proto."""
+
     request_id: int
     topic: str
     schema_version: bytes | None = None
 
 
 class GetSchemaResponse(Record, frozen=True, kw_only=True):
+    """``CommandGetSchemaResponse`` of pulsar.proto."""
+
     request_id: int
     error_code: ServerError | None = None
     error_message: str | None = None
@@ -512,12 +596,16 @@ class GetSchemaResponse(Record, frozen=True, kw_only=True):
 
 
 class GetOrCreateSchema(Record, frozen=True, kw_only=True):
+    """``CommandGetOrCreateSchema`` of pulsar.proto."""
+
     request_id: int
     topic: str
     schema: Schema
 
 
 class GetOrCreateSchemaResponse(Record, frozen=True, kw_only=True):
+    """``CommandGetOrCreateSchemaResponse`` of pulsar.proto."""
+
     request_id: int
     error_code: ServerError | None = None
     error_message: str | None = None
@@ -525,11 +613,15 @@ class GetOrCreateSchemaResponse(Record, frozen=True, kw_only=True):
 
 
 class Success(Record, frozen=True, kw_only=True):
+    """``CommandSuccess`` of pulsar.proto."""
+
     request_id: int
     schema: Schema | None = None
 
 
 class Error(Record, frozen=True, kw_only=True):
+    """``CommandError`` of pulsar.proto."""
+
     request_id: int
     error: ServerError
     message: str

@@ -45,11 +45,15 @@ PROTOCOL_VERSION: Final = 20
 
 
 class Role(enum.Enum):
+    """Which end of the connection this object plays."""
+
     CLIENT = "client"
     BROKER = "broker"
 
 
 class State(enum.Enum):
+    """The connection's state (see the transition table)."""
+
     HANDSHAKE = "handshake"
     OPEN = "open"
     CLOSED = "closed"
@@ -159,6 +163,7 @@ class Connection:
 
     @property
     def max_frame_size(self) -> int:
+        """The largest frame the peer may send; a larger one is a protocol error."""
         return self._decoder.max_frame_size
 
     @max_frame_size.setter

@@ -125,6 +125,18 @@ def payload_section(entry: bytes, entry_checksum: int | None) -> bytes:
     return MAGIC_CHECKSUM + _U32.pack(entry_checksum) + entry
 
 
+def decode_payload_section(section: bytes | memoryview) -> Payload:
+    """Split a payload section (a stored entry, see ``payload_section``) into its parts.
+
+    The one reader of stored sections: the managed ledger's recovery, compaction and the admin
+    API's message reads all come through here, as received frames do.
+
+    Raises:
+        RemoteProtocolError: The bytes are not a payload section (sizes run past the end).
+    """
+    return _parse_payload(memoryview(section))
+
+
 def encode_section_frame(command: c.Send | c.Message, section: bytes) -> bytes:
     """Frame a SEND or MESSAGE whose payload section (see ``payload_section``) is ready-made.
 
@@ -522,12 +534,3 @@ class FrameDecoder:
                 return _decode_at(buf, pos + 4, end, self._first)
         span = self._next_span()
         return None if span is None else _decode_at(*span, self._first)
-
-    def next_raw_frame(self) -> memoryview | None:
-        """The next complete frame's bytes (after ``total_size``), undecoded.
-
-        Raises:
-            RemoteProtocolError: ``total_size`` is out of bounds.
-        """
-        span = self._next_span()
-        return None if span is None else memoryview(span[0])[span[1] : span[2]]

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 import anyio
-import msgspec
 
+from protocol.backoff import Backoff
 from protocol.errors import RemoteProtocolError
 from protocol.rpc import RpcDecoder, encode_into
 from storage_stub import messages as m
@@ -50,22 +50,15 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
     from storage_stub.client_watch import StubWatch
 
-__all__ = ["Backoff", "StubChannel", "parse_stub_url"]
+__all__ = ["STUB_BACKOFF", "Backoff", "StubChannel", "parse_stub_url"]
 
 logger = logging.getLogger(__name__)
 
 RECEIVE_SIZE: Final = 256 * 1024
 
 
-class Backoff(msgspec.Struct, frozen=True):
-    """Delays between reconnection attempts, in seconds.
-
-    ``initial`` first, then multiplied by ``multiplier`` after every failure, up to ``maximum``.
-    """
-
-    initial: float = 0.05
-    maximum: float = 2.0
-    multiplier: float = 2.0
+STUB_BACKOFF: Final = Backoff(initial=0.05, maximum=2.0)
+"""Reconnection delays to the stub unless the caller gives others: a local process, retried fast."""
 
 
 def parse_stub_url(url: str) -> tuple[str, int]:
@@ -294,19 +287,19 @@ class StubChannel:
 
     async def _maintain(self, first: ByteStream) -> None:
         stream: ByteStream | None = first
-        delay = self._backoff.initial
+        delays = self._backoff.delays()
         while True:
             if stream is None:
                 try:
                     stream = await self.open_stream()
                 except StubConnectionError as exc:
+                    delay = next(delays)
                     logger.info("stub unreachable, retrying in %.3fs: %s", delay, exc)
                     await self.clock.sleep(delay)
-                    delay = min(delay * self._backoff.multiplier, self._backoff.maximum)
                     continue
                 self.reconnects += 1
             if await self._serve_link(stream):
-                delay = self._backoff.initial
+                delays = self._backoff.delays()
             stream = None
 
     async def open_stream(self) -> ByteStream:

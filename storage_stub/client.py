@@ -23,7 +23,7 @@ import anyio
 
 from protocol.clock import AnyioClock, Clock
 from storage_stub import messages as m
-from storage_stub.channel import Backoff, StubChannel, parse_stub_url
+from storage_stub.channel import STUB_BACKOFF, Backoff, StubChannel, parse_stub_url
 from storage_stub.client_watch import StubWatch
 from storage_stub.errors import (
     PersistenceFailedError,
@@ -43,6 +43,10 @@ from storage_stub.ledger import (
     StorageError,
 )
 from storage_stub.metadata import (
+    CREATED,
+    DELETED,
+    MODIFIED,
+    SEQUENTIAL_DIGITS,
     BadVersionError,
     InvalidArgumentError,
     InvalidPathError,
@@ -52,6 +56,7 @@ from storage_stub.metadata import (
     Notification,
     SessionExpiredError,
     WatchOverflowError,
+    validate_path,
 )
 
 if TYPE_CHECKING:
@@ -64,8 +69,12 @@ if TYPE_CHECKING:
 # Everything a user of the client catches or receives is importable from here, so the broker
 # depends on ``storage_stub.client`` only (STYLE.md §2).
 __all__ = [
+    "CREATED",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_REQUEST_TIMEOUT",
+    "DELETED",
+    "MODIFIED",
+    "SEQUENTIAL_DIGITS",
     "Backoff",
     "BadVersionError",
     "EntryOutOfRangeError",
@@ -93,6 +102,7 @@ __all__ = [
     "WatchOverflowError",
     "open_stub_client",
     "parse_stub_url",
+    "validate_path",
 ]
 
 DEFAULT_REQUEST_TIMEOUT: Final = 30.0
@@ -380,7 +390,7 @@ async def open_stub_client(
         clock: Time for timeouts, backoff and heartbeats; defaults to the event loop's.
         request_timeout: Default per-request timeout in seconds.
         connect_timeout: Seconds allowed for one connection attempt and its handshake.
-        backoff: Reconnection delays.
+        backoff: Reconnection delays (default ``STUB_BACKOFF``: 50 ms doubling up to 2 s).
 
     Raises:
         StubConnectionError: The first connection attempt failed.
@@ -396,7 +406,7 @@ async def open_stub_client(
         clock=clock if clock is not None else AnyioClock(),
         request_timeout=request_timeout,
         connect_timeout=connect_timeout,
-        backoff=backoff if backoff is not None else Backoff(),
+        backoff=backoff if backoff is not None else STUB_BACKOFF,
     )
     first = await channel.open_stream()
     failure: Exception | None = None

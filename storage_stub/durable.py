@@ -165,11 +165,6 @@ class DurableLedgerStore(JournaledStore):
 
     # ---- mutators: validate + apply (rule 1), then journal ------------------------------------
 
-    def _check_writable(self) -> None:
-        journal = self._journal
-        if journal is not None and (journal.failed or journal.closed):
-            raise PersistenceFailedError(f"journal {journal.path} is not writable", ledger_id=-1)
-
     def _log(self, record: _LedgerRecord, ledger_id: int) -> None:
         if self._journal is None:
             return
@@ -266,21 +261,9 @@ class DurableLedgerStore(JournaledStore):
         live = sum(self._journal_bytes.values())
         return self._journal is not None and self._dead_bytes >= max(self._compact_min, live)
 
-    async def compact(self) -> None:
-        """Rewrite the journal from the live model (rule 4).
-
-        Raises:
-            PersistenceFailedError: The rewrite failed; the old journal is still in place.
-        """
-        if self._journal is None:
-            return
-        try:
-            await self._journal.rewrite(self._live_records)
-        except JournalFailedError as exc:
-            raise PersistenceFailedError(str(exc), ledger_id=-1) from exc
-
-    def _live_records(self) -> Iterator[bytes]:
-        # Called by Journal.rewrite with appends quiesced: a consistent image of the model.
+    def _snapshot_records(self) -> Iterator[bytes]:
+        # Compaction (rule 4), called by Journal.rewrite with appends quiesced: a consistent
+        # image of the model.
         self._dead_bytes = 0
         for ledger_id in self._journal_bytes:
             self._journal_bytes[ledger_id] = 0

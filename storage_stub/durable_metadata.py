@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from storage_stub.errors import PersistenceFailedError
-from storage_stub.journal import Journal, JournalCorruptedError, JournalFailedError
+from storage_stub.journal import Journal, JournalCorruptedError
 from storage_stub.journaled import JournaledStore
 from storage_stub.metadata import MetadataError, MetadataTree, NodeStat
 
@@ -153,11 +152,6 @@ class DurableMetadataTree(JournaledStore):
 
     # ---- mutators: apply, then journal (rule 1) -----------------------------------------------
 
-    def _check_writable(self) -> None:
-        journal = self._journal
-        if journal is not None and (journal.failed or journal.closed):
-            raise PersistenceFailedError(f"journal {journal.path} is not writable", ledger_id=-1)
-
     def _log(self, record: _MetaRecord) -> None:
         if self._journal is not None:
             self._journal.append(_ENCODE(record))
@@ -217,20 +211,8 @@ class DurableMetadataTree(JournaledStore):
         nodes = self.tree.statistics().nodes
         return self._journal is not None and self._records >= max(self._compact_min, 4 * nodes)
 
-    async def compact(self) -> None:
-        """Rewrite the journal as a dump of the tree.
-
-        Raises:
-            PersistenceFailedError: The rewrite failed; the old journal is still in place.
-        """
-        if self._journal is None:
-            return
-        try:
-            await self._journal.rewrite(self._dump_records)
-        except JournalFailedError as exc:
-            raise PersistenceFailedError(str(exc), ledger_id=-1) from exc
-
-    def _dump_records(self) -> Iterator[bytes]:
+    def _snapshot_records(self) -> Iterator[bytes]:
+        # Compaction: the journal rewritten as a dump of the tree.
         next_session, sessions, sequence, nodes = self.tree.dump()
         self._records = 1 + len(nodes)
         yield _ENCODE(_DumpHeader(next_session, sessions, sequence))

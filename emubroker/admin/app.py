@@ -20,6 +20,7 @@ import anyio
 from aiohttp import web
 
 from emubroker.admin import (
+    routes_broker_stats,
     routes_brokers,
     routes_clusters,
     routes_dispatch_rate,
@@ -67,6 +68,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     app = web.Application(middlewares=[rest_errors, rest_security], client_max_size=MAX_BODY)
     app[CONTEXT] = context
     routes_brokers.add_routes(app)
+    routes_broker_stats.add_routes(app)
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)

@@ -8,12 +8,15 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
+    from emubroker.admin.health_check import HealthChecker
     from emubroker.admin.metrics import MetricsCollector
     from emubroker.admin.topic_stats import TopicStatsView
     from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance import OwnershipTable
     from emubroker.loadbalance.leader_election import LeaderElectionService
+    from emubroker.loadbalance.reporter import LoadReporter
+    from emubroker.metadata import MetadataStore
     from emubroker.namespace_registry import NamespaceRegistry
     from emubroker.policies import PolicyStore
     from emubroker.schemas.service import SchemaService
@@ -34,10 +37,13 @@ class AdminContext:
         service_url: ``pulsar://host:port`` of the binary protocol.
         web_service_url: ``http://host:port`` of this admin API.
         dynamic: The live configuration.
+        metadata: The broker's metadata session (registered brokers, their reports).
         policies: Clusters, tenants and namespace policies in the metadata store.
         namespaces: The in-memory namespace view (updated by its metadata watch).
         topics: The topic service.
         ownership: Bundle ownership, for lookups.
+        load_reporter: This broker's load report.
+        health: Runs the health check against this broker.
         metrics: ``/metrics``.
         stats: Topic statistics in Pulsar's JSON shapes, with rates.
         schemas: The schema registry, when the broker has one.
@@ -52,10 +58,13 @@ class AdminContext:
     service_url: str
     web_service_url: str
     dynamic: DynamicConfig
+    metadata: MetadataStore
     policies: PolicyStore
     namespaces: NamespaceRegistry
     topics: TopicService
     ownership: OwnershipTable
+    load_reporter: LoadReporter
+    health: HealthChecker
     metrics: MetricsCollector
     stats: TopicStatsView
     schemas: SchemaService | None = None

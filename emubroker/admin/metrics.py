@@ -23,6 +23,9 @@ prefix: ``emubroker_leader_election_is_leader`` (gauge, 1 on the leader) and
 ``emubroker_leader_election_changes_total`` (counter: times this broker saw the leader become a
 different broker, the first leader included).
 
+The load manager's ``pulsar_lb_*`` usages (and ``pulsar_bundle_*``) come from
+``metrics_loadbalance``.
+
 Pulsar computes rates from counter deltas over its stats interval. :class:`RateTracker` takes the
 delta between two samples at least ``min_interval`` apart, reusing the last rates for samples that
 come sooner, so rates do not jitter when several scrapers poll; the REST ``stats`` endpoints read
@@ -348,6 +351,7 @@ class MetricsCollector:
         min_interval: Seconds between rate samples (for a tracker of its own).
         tracker: A rate tracker shared with the REST stats; by default one of its own.
         leader_election: Returns the leader election's statistics, when the broker runs one.
+        load_balancing: Renders the load manager's figures (``metrics_loadbalance``).
     """
 
     def __init__(
@@ -359,10 +363,12 @@ class MetricsCollector:
         min_interval: float = 1.0,
         tracker: RateTracker | None = None,
         leader_election: Callable[[], LeaderElectionStatistics] | None = None,
+        load_balancing: Callable[[], str] | None = None,
     ) -> None:
         self._statistics = statistics
         self._cluster = cluster
         self._leader_election = leader_election
+        self._load_balancing = load_balancing
         self.tracker = tracker or RateTracker(clock=clock, min_interval=min_interval)
 
     def render(self) -> str:
@@ -372,4 +378,6 @@ class MetricsCollector:
         text = render_metrics(stats, cluster=self._cluster, rates=self.tracker)
         if self._leader_election is not None:
             text += render_leader_metrics(self._leader_election(), cluster=self._cluster)
+        if self._load_balancing is not None:
+            text += self._load_balancing()
         return text

@@ -1,8 +1,21 @@
 """``/admin/v2/brokers``: active brokers, health, the leader and dynamic configuration.
 
-Shapes follow Pulsar's ``BrokersBase``: brokers are listed by id (``host:webServicePort``), the
-leader is ``BrokerInfo`` ``{"serviceUrl", "brokerId"}`` as the leader election last read it
-(``emubroker.loadbalance.leader_election``), ``health`` and ``ready`` answer ``ok``.
+Shapes follow Pulsar's ``BrokersBase``:
+
+- ``GET /brokers[/{cluster}]``: the ids (``host:webServicePort``) of the registered brokers, the
+  children of ``/loadbalance/brokers`` (``emubroker.loadbalance.broker_registry``);
+- ``GET /brokers/{cluster}/{broker}/ownedNamespaces``: this broker's bundles with Pulsar's
+  ``NamespaceOwnershipStatus``; asked of another broker, the request is redirected (307) to the
+  ``webServiceUrl`` of that broker's report, and an unknown broker is 404 "Broker id '...' not
+  found in available brokers." (``maybeRedirectToBroker``);
+- ``GET /brokers/health[?topicVersion=V1|V2][&brokerId=...]``: produces and reads back a message
+  on the broker's heartbeat topic (``emubroker.admin.health_check``), ``ok`` on success, 500 with
+  the reason otherwise; ``brokerId`` naming another broker redirects as above;
+- the leader is ``BrokerInfo`` ``{"serviceUrl", "brokerId"}`` as the leader election last read it
+  (``emubroker.loadbalance.leader_election``); ``ready`` answers ``ok``.
+
+A cluster other than this broker's is redirected to that cluster's ``serviceUrl``
+(``validateClusterOwnership``); an unknown one is 404 "Cluster does not exist: cluster=...".
 Dynamic configuration: ``configuration`` lists the keys that may change at runtime,
 ``configuration/values`` the values set so far, ``configuration/runtime`` every current value,
 ``POST configuration/{key}/{value}`` sets one for every broker and applies it live (412 "Can't
@@ -13,13 +26,21 @@ successful write here they answer 204.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import msgspec
 from aiohttp import web
 
-from emubroker.admin.errors import NOT_FOUND, PRECONDITION_FAILED, RestError
+from emubroker.admin.errors import INTERNAL, NOT_FOUND, PRECONDITION_FAILED, RestError
+from emubroker.admin.health_check import HealthCheckError
 from emubroker.admin.http import context, json_response, no_content
 from emubroker.dynamic_config import DynamicConfigError
 from emubroker.handlers.common import SERVER_VERSION
+from emubroker.loadbalance.broker_registry import available_brokers, read_report
+from emubroker.metadata import InvalidPathError
+
+# Pulsar's validateClusterOwnership accepts these without a cluster lookup (isValidCluster).
+_ANY_CLUSTER = frozenset({"global"})
 
 __all__ = ["BrokerInfo", "add_routes"]
 
@@ -39,22 +60,75 @@ class NamespaceOwnershipStatus(msgspec.Struct):
     is_active: bool = True
 
 
-async def _check_cluster(request: web.Request, cluster: str) -> None:
+def _redirect(request: web.Request, base_url: str) -> web.HTTPTemporaryRedirect:
+    """307 to the same path and query on ``base_url``'s scheme, host and port."""
+    target = urlsplit(base_url)
+    return web.HTTPTemporaryRedirect(
+        request.url.with_scheme(target.scheme or "http")
+        .with_host(target.hostname or "")
+        .with_port(target.port)
+    )
+
+
+async def _validate_cluster_ownership(request: web.Request, cluster: str) -> None:
+    """Pulsar's ``validateClusterOwnership``: another cluster is a redirect, none a 404."""
     ctx = context(request)
-    if cluster != ctx.cluster and await ctx.policies.get_cluster(cluster) is None:
+    if cluster == ctx.cluster or cluster in _ANY_CLUSTER:
+        return
+    data = await ctx.policies.get_cluster(cluster)
+    if data is None:
         raise RestError(NOT_FOUND, f"Cluster does not exist: cluster={cluster}")
+    url = data.service_url_tls if request.secure and data.service_url_tls else data.service_url
+    if not url:
+        raise RestError(INTERNAL, f"Cluster {cluster} has no serviceUrl to redirect to")
+    raise _redirect(request, url)
+
+
+async def _maybe_redirect_to_broker(request: web.Request, broker_id: str) -> None:
+    """Pulsar's ``maybeRedirectToBroker``: another registered broker answers instead."""
+    ctx = context(request)
+    cleaned = broker_id.removeprefix("http://").removeprefix("https://")
+    if cleaned == ctx.broker_id or f"http://{cleaned}" == ctx.web_service_url:
+        return
+    not_found = RestError(NOT_FOUND, f"Broker id '{broker_id}' not found in available brokers.")
+    try:
+        report = await read_report(ctx.metadata, cleaned)
+    except InvalidPathError:  # not a host:port: no broker has that id
+        raise not_found from None
+    url = None if report is None else report.web_service_url
+    if report is not None and (request.secure or not url) and report.web_service_url_tls:
+        url = report.web_service_url_tls
+    if not url:
+        raise not_found
+    raise _redirect(request, url)
 
 
 async def active_brokers(request: web.Request) -> web.Response:
-    """``GET /admin/v2/brokers[/{cluster}]``: ids of the cluster's active brokers."""
+    """``GET /admin/v2/brokers[/{cluster}]``: ids of the cluster's registered brokers."""
     ctx = context(request)
     cluster = request.match_info.get("cluster", ctx.cluster)
-    await _check_cluster(request, cluster)
-    return json_response([ctx.broker_id] if cluster == ctx.cluster else [])
+    await _validate_cluster_ownership(request, cluster)
+    return json_response(await available_brokers(ctx.metadata))
 
 
 async def health(request: web.Request) -> web.Response:
-    """``GET /admin/v2/brokers/health`` (what ``pulsar-admin brokers healthcheck`` reads)."""
+    """``GET /admin/v2/brokers/health`` (what ``pulsar-admin brokers healthcheck`` runs)."""
+    ctx = context(request)
+    broker_id = request.query.get("brokerId", "").strip()
+    if broker_id:
+        await _maybe_redirect_to_broker(request, broker_id)
+    version = request.query.get("topicVersion") or "V1"
+    if version not in ("V1", "V2"):
+        raise RestError(NOT_FOUND, f"Invalid topicVersion {version!r}: use V1 or V2")
+    try:
+        await ctx.health.check(version)
+    except HealthCheckError as exc:
+        raise RestError(INTERNAL, str(exc)) from None
+    return web.Response(text="ok")
+
+
+async def ready(request: web.Request) -> web.Response:
+    """``GET /admin/v2/brokers/ready``: the broker has started."""
     return web.Response(text="ok")
 
 
@@ -78,9 +152,8 @@ async def version(request: web.Request) -> web.Response:
 async def owned_namespaces(request: web.Request) -> web.Response:
     """``GET /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces``: bundles this broker owns."""
     ctx = context(request)
-    await _check_cluster(request, request.match_info["cluster"])
-    if request.match_info["broker"] != ctx.broker_id:
-        raise RestError(NOT_FOUND, f"Broker {request.match_info['broker']} not found")
+    await _maybe_redirect_to_broker(request, request.match_info["broker"])
+    await _validate_cluster_ownership(request, request.match_info["cluster"])
     return json_response(
         {str(bundle): NamespaceOwnershipStatus() for bundle in ctx.ownership.owned_bundles()}
     )
@@ -127,7 +200,7 @@ def add_routes(app: web.Application) -> None:
     base = "/admin/v2/brokers"
     router.add_get(base, active_brokers)
     router.add_get(f"{base}/health", health)
-    router.add_get(f"{base}/ready", health)
+    router.add_get(f"{base}/ready", ready)
     router.add_get(f"{base}/leaderBroker", leader)
     router.add_get(f"{base}/version", version)
     router.add_get(f"{base}/configuration", dynamic_names)

@@ -23,7 +23,8 @@ reconnect. Topic policies need the topic to exist (404 "Topic not found").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 from aiohttp import web
@@ -39,15 +40,19 @@ from emubroker.admin.http import (
     topic_of,
 )
 from emubroker.admin.routes_topics import TOPIC
+from emubroker.policies import SubscriptionPolicies, TopicPolicies
 from emubroker.ratelimit.quotas import (
     InvalidDispatchRateError,
     decode_dispatch_rate,
     resolve_subscription_rate,
     resolve_topic_rate,
 )
-from emubroker.topics.throttling import SubscriptionPolicies, TopicPolicies
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from aiohttp.typedefs import Handler
+
     from emubroker.admin.context import AdminContext
     from emubroker.naming import TopicName
     from emubroker.policies import Policies
@@ -78,16 +83,20 @@ def topic_throttling(ctx: AdminContext) -> DispatchThrottling:
 # ---- namespaces ---------------------------------------------------------------------------------
 
 
-async def _namespace_update(request: web.Request, **changes: object) -> web.Response:
+async def _namespace_write(
+    request: web.Request, fields: tuple[str, ...], rate: DispatchRate | None
+) -> None:
+    """Set (or with None remove) this cluster's entry of the namespace policy maps ``fields``."""
     namespace = namespace_of(request)
     ctx = context(request)
     if await ctx.policies.get_namespace(namespace) is None:
         raise RestError(NOT_FOUND, "Namespace does not exist")
     cluster = ctx.cluster
+    value = None if rate is None else msgspec.to_builtins(rate)
 
     def change(old: Policies) -> Policies:
         updates: dict[str, dict[str, Any]] = {}
-        for field, value in changes.items():
+        for field in fields:
             mapping = dict(getattr(old, field))
             if value is None:
                 mapping.pop(cluster, None)
@@ -98,10 +107,9 @@ async def _namespace_update(request: web.Request, **changes: object) -> web.Resp
 
     policies = await ctx.policies.update_namespace(namespace, change)
     ctx.namespaces.apply(namespace, policies)
-    return no_content()
 
 
-async def _namespace_get(request: web.Request, field: str) -> web.Response:
+async def _namespace_read(request: web.Request, field: str) -> web.Response:
     namespace = namespace_of(request)
     ctx = context(request)
     policies = await ctx.policies.get_namespace(namespace)
@@ -109,40 +117,6 @@ async def _namespace_get(request: web.Request, field: str) -> web.Response:
         raise RestError(NOT_FOUND, "Namespace does not exist")
     value = getattr(policies, field).get(ctx.cluster)
     return no_content() if value is None else json_response(value)
-
-
-async def set_namespace_dispatch_rate(request: web.Request) -> web.Response:
-    """``POST .../namespaces/{tenant}/{namespace}/dispatchRate``."""
-    namespace_of(request)
-    rate = msgspec.to_builtins(await _rate_body(request))
-    return await _namespace_update(request, topicDispatchRate=rate, clusterDispatchRate=rate)
-
-
-async def get_namespace_dispatch_rate(request: web.Request) -> web.Response:
-    """``GET .../namespaces/{tenant}/{namespace}/dispatchRate``."""
-    return await _namespace_get(request, "topicDispatchRate")
-
-
-async def remove_namespace_dispatch_rate(request: web.Request) -> web.Response:
-    """``DELETE .../namespaces/{tenant}/{namespace}/dispatchRate``."""
-    return await _namespace_update(request, topicDispatchRate=None, clusterDispatchRate=None)
-
-
-async def set_namespace_subscription_rate(request: web.Request) -> web.Response:
-    """``POST .../namespaces/{tenant}/{namespace}/subscriptionDispatchRate``."""
-    namespace_of(request)
-    rate = msgspec.to_builtins(await _rate_body(request))
-    return await _namespace_update(request, subscriptionDispatchRate=rate)
-
-
-async def get_namespace_subscription_rate(request: web.Request) -> web.Response:
-    """``GET .../namespaces/{tenant}/{namespace}/subscriptionDispatchRate``."""
-    return await _namespace_get(request, "subscriptionDispatchRate")
-
-
-async def remove_namespace_subscription_rate(request: web.Request) -> web.Response:
-    """``DELETE .../namespaces/{tenant}/{namespace}/subscriptionDispatchRate``."""
-    return await _namespace_update(request, subscriptionDispatchRate=None)
 
 
 # ---- topic policies -----------------------------------------------------------------------------
@@ -163,7 +137,7 @@ async def _topic_write(request: web.Request, level: str, rate: DispatchRate | No
     ctx, name = existing_topic(request)
     throttling = topic_throttling(ctx)
     current = throttling.topic_policies(name) or TopicPolicies()
-    if level == "subscription":
+    if level == _ONE_SUBSCRIPTION:
         sub = request.match_info["subName"]
         subs = dict(current.subscriptionPolicies)
         subs[sub] = SubscriptionPolicies(dispatchRate=rate)
@@ -175,11 +149,11 @@ async def _topic_write(request: web.Request, level: str, rate: DispatchRate | No
     await throttling.store_topic_policies(name, updated)
 
 
-def _topic_read(request: web.Request, level: str) -> web.Response:
+async def _topic_read(request: web.Request, level: str) -> web.Response:
     ctx, name = existing_topic(request)
     throttling = topic_throttling(ctx)
     policies = throttling.topic_policies(name) or TopicPolicies()
-    if level == "subscription":
+    if level == _ONE_SUBSCRIPTION:
         found = policies.subscriptionPolicies.get(request.match_info["subName"])
         value = None if found is None else found.dispatchRate
     else:
@@ -191,90 +165,69 @@ def _topic_read(request: web.Request, level: str) -> web.Response:
     return no_content() if value is None else json_response(value)
 
 
-async def set_topic_dispatch_rate(request: web.Request) -> web.Response:
-    """``POST .../{topic}/dispatchRate``."""
-    topic_of(request)
-    await _topic_write(request, "dispatchRate", await _rate_body(request))
-    return no_content()
+# ---- the routes: one row per resource, POST sets, GET reads, DELETE removes ---------------------
+
+_ONE_SUBSCRIPTION = "subscriptionPolicies[subName]"
+"""The PIP-152 level: ``TopicPolicies.subscriptionPolicies[subName].dispatchRate``."""
 
 
-async def get_topic_dispatch_rate(request: web.Request) -> web.Response:
-    """``GET .../{topic}/dispatchRate[?applied=true]``."""
-    return _topic_read(request, "dispatchRate")
+class _Resource(NamedTuple):
+    """One dispatch-rate resource: how its name is checked, read and written."""
+
+    check_name: Callable[[web.Request], object]
+    read: Callable[[web.Request], Awaitable[web.Response]]
+    write: Callable[[web.Request, DispatchRate | None], Awaitable[None]]
 
 
-async def remove_topic_dispatch_rate(request: web.Request) -> web.Response:
-    """``DELETE .../{topic}/dispatchRate``."""
-    await _topic_write(request, "dispatchRate", None)
-    return no_content()
+def _namespace(read: str, *writes: str) -> _Resource:
+    # A GET reads one namespace map; a POST or DELETE writes every map in ``writes``.
+    return _Resource(
+        namespace_of,
+        partial(_namespace_read, field=read),
+        lambda request, rate: _namespace_write(request, writes, rate),
+    )
 
 
-async def set_topic_subscription_rate(request: web.Request) -> web.Response:
-    """``POST .../{topic}/subscriptionDispatchRate``."""
-    topic_of(request)
-    await _topic_write(request, "subscriptionDispatchRate", await _rate_body(request))
-    return no_content()
+def _topic(level: str) -> _Resource:
+    return _Resource(
+        topic_of,
+        partial(_topic_read, level=level),
+        lambda request, rate: _topic_write(request, level, rate),
+    )
 
 
-async def get_topic_subscription_rate(request: web.Request) -> web.Response:
-    """``GET .../{topic}/subscriptionDispatchRate[?applied=true]``."""
-    return _topic_read(request, "subscriptionDispatchRate")
+_RESOURCES: dict[str, _Resource] = {
+    # Pulsar writes the namespace's per-topic rate to the legacy clusterDispatchRate map too.
+    f"{_NAMESPACE}/dispatchRate": _namespace(
+        "topicDispatchRate", "topicDispatchRate", "clusterDispatchRate"
+    ),
+    f"{_NAMESPACE}/subscriptionDispatchRate": _namespace(
+        "subscriptionDispatchRate", "subscriptionDispatchRate"
+    ),
+    f"{TOPIC}/dispatchRate": _topic("dispatchRate"),
+    f"{TOPIC}/subscriptionDispatchRate": _topic("subscriptionDispatchRate"),
+    TOPIC + "/{subName}/dispatchRate": _topic(_ONE_SUBSCRIPTION),
+}
 
 
-async def remove_topic_subscription_rate(request: web.Request) -> web.Response:
-    """``DELETE .../{topic}/subscriptionDispatchRate``."""
-    await _topic_write(request, "subscriptionDispatchRate", None)
-    return no_content()
+def _handlers(resource: _Resource) -> tuple[Handler, Handler, Handler]:
+    async def set_rate(request: web.Request) -> web.Response:
+        resource.check_name(request)  # a bad name is answered before a bad body
+        await resource.write(request, await _rate_body(request))
+        return no_content()
 
+    async def remove_rate(request: web.Request) -> web.Response:
+        await resource.write(request, None)
+        return no_content()
 
-async def set_subscription_rate(request: web.Request) -> web.Response:
-    """``POST .../{topic}/{subName}/dispatchRate`` (PIP-152)."""
-    topic_of(request)
-    await _topic_write(request, "subscription", await _rate_body(request))
-    return no_content()
-
-
-async def get_subscription_rate(request: web.Request) -> web.Response:
-    """``GET .../{topic}/{subName}/dispatchRate``."""
-    return _topic_read(request, "subscription")
-
-
-async def remove_subscription_rate(request: web.Request) -> web.Response:
-    """``DELETE .../{topic}/{subName}/dispatchRate``."""
-    await _topic_write(request, "subscription", None)
-    return no_content()
+    return set_rate, resource.read, remove_rate
 
 
 def add_routes(app: web.Application) -> None:
     """Register the dispatch-rate routes."""
     router = app.router
-    for path, (setter, getter, remover) in {
-        f"{_NAMESPACE}/dispatchRate": (
-            set_namespace_dispatch_rate,
-            get_namespace_dispatch_rate,
-            remove_namespace_dispatch_rate,
-        ),
-        f"{_NAMESPACE}/subscriptionDispatchRate": (
-            set_namespace_subscription_rate,
-            get_namespace_subscription_rate,
-            remove_namespace_subscription_rate,
-        ),
-        f"{TOPIC}/dispatchRate": (
-            set_topic_dispatch_rate,
-            get_topic_dispatch_rate,
-            remove_topic_dispatch_rate,
-        ),
-        f"{TOPIC}/subscriptionDispatchRate": (
-            set_topic_subscription_rate,
-            get_topic_subscription_rate,
-            remove_topic_subscription_rate,
-        ),
-        TOPIC + "/{subName}/dispatchRate": (
-            set_subscription_rate,
-            get_subscription_rate,
-            remove_subscription_rate,
-        ),
-    }.items():
+    for path, resource in _RESOURCES.items():
+        setter, getter, remover = _handlers(resource)
         router.add_post(path, setter)
         router.add_get(path, getter)
         router.add_delete(path, remover)

@@ -26,7 +26,7 @@ from emubroker.admin.errors import PRECONDITION_FAILED, RestError
 from emubroker.admin.http import json_response, no_content, query_bool, read_json
 from emubroker.admin.routes_dispatch_rate import existing_topic, topic_throttling
 from emubroker.admin.routes_topics import TOPIC
-from emubroker.topics.throttling import TopicPolicies
+from emubroker.policies import TopicPolicies
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -41,16 +41,14 @@ from emubroker.admin.errors import (
 )
 from emubroker.admin.http import context, json_response, path_int, topic_of
 from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic
-from emubroker.topics import Topic
-from emubroker.topics.compacted import parse_section
-from protocol.codec import encode_record
-from protocol.commands import CompressionType, MessageIdData
-from protocol.framing import MAGIC_CHECKSUM
+from protocol.codec import decode_record, encode_record
+from protocol.commands import CompressionType, MessageIdData, MessageMetadata
+from protocol.framing import decode_payload_section
 from protocol.ids import EARLIEST
 
 if TYPE_CHECKING:
+    from emubroker.topics import Topic
     from emubroker.topics.cursor import Cursor
-    from protocol.commands import MessageMetadata
 
 __all__ = ["add_routes", "format_time", "message_headers"]
 
@@ -157,13 +155,13 @@ async def _entry_response(topic: Topic, index: int) -> web.Response:
     ledger = topic.ledger
     _, _, sections = await ledger.read_entries(index, index)
     section = sections[0]
-    meta, payload = parse_section(section)
+    stored = decode_payload_section(section)
+    meta = decode_record(MessageMetadata, stored.metadata)
     # Pulsar's batch size: the stored entry (checksum and metadata length included) less the
     # serialized metadata.
-    prefix = 10 if section[:2] == MAGIC_CHECKSUM else 4
-    headers = message_headers(meta, ledger.position(index), len(payload) + prefix)
+    headers = message_headers(meta, ledger.position(index), len(section) - len(stored.metadata))
     headers["Content-Type"] = "application/octet-stream"
-    return web.Response(body=_body(meta, payload), headers=headers)
+    return web.Response(body=_body(meta, stored.body), headers=headers)
 
 
 # ---- topic lookup ---------------------------------------------------------------------------
@@ -176,8 +174,8 @@ async def _stored_topic(request: web.Request, what: str, partitioned: str) -> To
     check_namespace(ctx, name.namespace)
     if ctx.topics.partitions_of(name):
         raise RestError(METHOD_NOT_ALLOWED, partitioned)
-    topic = await load_topic(ctx, name)
-    if not isinstance(topic, Topic):
+    topic = (await load_topic(ctx, name)).as_persistent()
+    if topic is None:
         raise RestError(METHOD_NOT_ALLOWED, f"{what} on a non-persistent topic is not allowed")
     return topic
 
@@ -204,7 +202,7 @@ async def last_message_id(request: web.Request) -> web.Response:
     ctx = context(request)
     name = topic_of(request)
     topic = await load_topic(ctx, name)
-    if not isinstance(topic, Topic):
+    if topic.as_persistent() is None:
         raise RestError(
             METHOD_NOT_ALLOWED, "GetLastMessageId on a non-persistent topic is not allowed"
         )
@@ -221,7 +219,7 @@ def _nth_unacked(cursor: Cursor, end: int, n: int) -> int | None:
         index += 1
         if index >= end:
             return None
-        if index not in cursor.acked:
+        if not cursor.is_acked(index):
             n -= 1
     return index
 

@@ -40,8 +40,6 @@ from emubroker.admin.http import (
     topic_of,
 )
 from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic, targets
-from emubroker.topics import Topic
-from emubroker.topics.expiry import expirable_subscriptions, expire_by_time
 from protocol.commands import MessageIdData
 from protocol.errors import ConsumerBusyError, NotAllowedError
 from protocol.ids import EARLIEST, LATEST
@@ -49,7 +47,7 @@ from protocol.ids import EARLIEST, LATEST
 if TYPE_CHECKING:
     from emubroker.admin.context import AdminContext
     from emubroker.naming import TopicName
-    from emubroker.topics import AnyTopic
+    from emubroker.topics import Topic, TopicHandle
     from emubroker.topics.subscription import Subscription
 
 __all__ = ["ResetCursorData", "add_routes", "parse_position"]
@@ -117,7 +115,7 @@ async def _position(request: web.Request, *, required: bool) -> MessageIdData | 
     return None
 
 
-async def _subscribed(ctx: AdminContext, name: TopicName, subscription: str) -> list[AnyTopic]:
+async def _subscribed(ctx: AdminContext, name: TopicName, subscription: str) -> list[TopicHandle]:
     # Every target topic, loaded, each with the subscription (else 404), before anything changes.
     loaded = [await load_topic(ctx, target) for target in targets(ctx, name)]
     for topic in loaded:
@@ -135,9 +133,10 @@ async def _cursors(
     # cursor to move).
     found: list[Subscription] = []
     for topic in await _subscribed(ctx, name, subscription):
-        if not isinstance(topic, Topic):
+        stored = topic.as_persistent()
+        if stored is None:
             raise RestError(METHOD_NOT_ALLOWED, f"{what} on a non-persistent topic is not allowed")
-        sub = topic.subscription(subscription)
+        sub = stored.subscription(subscription)
         assert sub is not None  # checked by _subscribed, with no await in between
         found.append(sub)
     return found
@@ -173,9 +172,10 @@ async def create_subscription(request: web.Request) -> web.Response:
     if any(topic.subscription(subscription) is not None for topic in loaded):
         raise RestError(CONFLICT, "Subscription already exists for topic")
     for topic in loaded:
-        assert isinstance(topic, Topic)  # persistent domain
+        stored = topic.as_persistent()
+        assert stored is not None  # persistent domain
         try:
-            topic.create_subscription(subscription, start)
+            stored.create_subscription(subscription, start)
         except NotAllowedError as exc:
             # Taken name, or the subscription limit (Pulsar: NotAllowedException -> 409).
             raise RestError(CONFLICT, exc.message) from None
@@ -253,10 +253,10 @@ async def _persistent_targets(ctx: AdminContext, name: TopicName, what: str) -> 
     # Every target loaded (404 for a missing one), and persistent (405), before anything changes.
     found: list[Topic] = []
     for target in targets(ctx, name):
-        topic = await load_topic(ctx, target)
-        if not isinstance(topic, Topic):
+        stored = (await load_topic(ctx, target)).as_persistent()
+        if stored is None:
             raise RestError(METHOD_NOT_ALLOWED, f"{what} on a non-persistent topic is not allowed")
-        found.append(topic)
+        found.append(stored)
     return found
 
 
@@ -275,7 +275,7 @@ def _expire(topic: Topic, subs: list[Subscription], seconds: int) -> RestError |
     # all of its futures, then reports a failure).
     refused: RestError | None = None
     for sub in subs:
-        if not expire_by_time(sub, topic.ledger, seconds, sub.wall_ms()) and refused is None:
+        if not sub.expire_by_time(seconds, sub.wall_ms()) and refused is None:
             refused = _not_issued(topic.name, sub.name)
     return refused
 
@@ -310,7 +310,7 @@ async def expire_all_subscriptions(request: web.Request) -> web.Response:
     what = "Expire messages for all subscriptions"
     refused = None
     for topic in await _persistent_targets(ctx, name, what):
-        outcome = _expire(topic, expirable_subscriptions(topic), seconds)
+        outcome = _expire(topic, topic.expirable_subscriptions(), seconds)
         refused = refused or outcome
     if refused is not None:
         raise refused

@@ -47,7 +47,7 @@ from protocol.errors import NotAllowedError, TopicNotFoundError
 if TYPE_CHECKING:
     from emubroker.admin.context import AdminContext
     from emubroker.naming import NamespaceName, TopicName
-    from emubroker.topics import AnyTopic
+    from emubroker.topics import TopicHandle
 
 __all__ = ["BASE", "TOPIC", "add_routes", "load_topic", "targets"]
 
@@ -77,7 +77,7 @@ def check_namespace(ctx: AdminContext, namespace: NamespaceName) -> None:
         raise RestError(NOT_FOUND, "Namespace does not exist")
 
 
-async def load_topic(ctx: AdminContext, name: TopicName) -> AnyTopic:
+async def load_topic(ctx: AdminContext, name: TopicName) -> TopicHandle:
     """An existing non-partitioned topic or partition, loaded.
 
     Raises:

@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from emubroker.ratelimit.readsize import ThrottleStats
-from emubroker.topics import NonPersistentTopic, Topic
 from protocol.commands import AccessMode
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.admin.metrics import RateTracker
-    from emubroker.topics import AnyTopic, TopicService
+    from emubroker.topics import Topic, TopicHandle, TopicService
     from emubroker.topics.producer import ProducerHandle
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
@@ -94,7 +93,7 @@ class TopicStatsView:
         ledgers: LedgerStore,
         *,
         broker_id: str,
-        dedup_enabled: Callable[[AnyTopic], bool],
+        dedup_enabled: Callable[[TopicHandle], bool],
     ) -> None:
         self._topics = topics
         self._rates = rates
@@ -108,11 +107,11 @@ class TopicStatsView:
 
     # ---- stats ----------------------------------------------------------------------------------
 
-    def stats(self, topic: AnyTopic) -> dict[str, Any]:
+    def stats(self, topic: TopicHandle) -> dict[str, Any]:
         """``GET .../stats`` of one loaded topic or partition."""
         snapshot = topic.stats()
         rates = self._rates.topic(snapshot.name)
-        persistent = isinstance(topic, Topic)
+        persistent = topic.as_persistent() is not None
         doc: dict[str, Any] = {
             "msgRateIn": rates.msg_in,
             "msgThroughputIn": rates.bytes_in,
@@ -148,7 +147,7 @@ class TopicStatsView:
         return doc
 
     def partitioned_stats(
-        self, partitions: dict[str, AnyTopic], *, per_partition: bool
+        self, partitions: dict[str, TopicHandle], *, per_partition: bool
     ) -> dict[str, Any]:
         """``GET .../partitioned-stats``: the partitions' stats summed, with ``metadata``."""
         docs = {name: self.stats(topic) for name, topic in partitions.items()}
@@ -172,7 +171,7 @@ class TopicStatsView:
         }
 
     def _subscription(
-        self, topic: AnyTopic, snapshot: TopicStats, sub: SubscriptionStats
+        self, topic: TopicHandle, snapshot: TopicStats, sub: SubscriptionStats
     ) -> dict[str, Any]:
         rates = self._rates.subscription(snapshot.name, sub.name)
         live = topic.subscription(sub.name)
@@ -247,12 +246,13 @@ class TopicStatsView:
 
     # ---- internal stats -------------------------------------------------------------------------
 
-    def internal_stats(self, topic: AnyTopic) -> dict[str, Any]:
+    def internal_stats(self, topic: TopicHandle) -> dict[str, Any]:
         """``GET .../internalStats``: the managed ledger and its cursors."""
-        if isinstance(topic, NonPersistentTopic):
+        stored = topic.as_persistent()
+        if stored is None:
             # Nothing is stored: Pulsar answers the same empty shape for non-persistent topics.
             return {"entriesAddedCounter": 0, "numberOfEntries": 0, "totalSize": 0, "ledgers": []}
-        ledger = topic.ledger
+        ledger = stored.ledger
         ids = ledger.ledger_ids
         starts = [ledger.index_at_or_after(lid, 0) for lid in ids] + [ledger.count]
         ledgers = [
@@ -277,7 +277,7 @@ class TopicStatsView:
             "lastConfirmedEntry": _pos(ledger.last_position()),
             "state": "LedgerOpened",
             "ledgers": ledgers,
-            "cursors": {name: _cursor(topic, name) for name in topic.subscriptions()},
+            "cursors": {name: _cursor(stored, name) for name in stored.subscriptions()},
             "schemaLedgers": [],
             "compactedLedger": {
                 "ledgerId": -1,
@@ -295,14 +295,8 @@ class TopicStatsView:
             return 0  # deleted under us (topic deletion racing this call)
 
 
-def _acked_ranges(topic: Topic, acked: list[int]) -> list[str]:
+def _acked_ranges(topic: Topic, runs: list[tuple[int, int]]) -> list[str]:
     # Pulsar prints individually deleted entries as open-closed ranges: (L:before..L:last].
-    runs: list[list[int]] = []
-    for index in acked:
-        if runs and runs[-1][1] == index - 1:
-            runs[-1][1] = index
-        else:
-            runs.append([index, index])
     position = topic.ledger.position
     return [f"({_pos(position(a - 1))}..{_pos(position(b))}]" for a, b in runs]
 
@@ -311,8 +305,8 @@ def _cursor(topic: Topic, name: str) -> dict[str, Any]:
     sub = topic.subscription(name)
     assert sub is not None  # listed by the topic a moment ago, with no await in between
     ledger, cursor = topic.ledger, sub.cursor
-    acked = sorted(cursor.acked)
-    ranges = _acked_ranges(topic, acked)
+    runs = cursor.ranges()
+    ranges = _acked_ranges(topic, runs)
     read = sub.dispatcher.read_position
     caught_up = read >= ledger.count
     return {
@@ -320,7 +314,7 @@ def _cursor(topic: Topic, name: str) -> dict[str, Any]:
         "readPosition": _pos(_next(topic) if caught_up else ledger.position(read)),
         "waitingReadOp": caught_up and bool(sub.consumers),
         "pendingReadOps": 0,
-        "messagesConsumedCounter": cursor.mark_delete + 1 + len(acked),
+        "messagesConsumedCounter": cursor.mark_delete + 1 + sum(b - a + 1 for a, b in runs),
         "cursorLedger": -1,
         "cursorLedgerLastEntry": -1,
         "individuallyDeletedMessages": "[" + ", ".join(ranges) + "]",

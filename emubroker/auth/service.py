@@ -88,11 +88,6 @@ class AuthenticationService:
             log.warning("authentication is enabled but no authentication providers are loaded")
         return cls(providers, config.anonymousUserRole)
 
-    @property
-    def methods(self) -> list[str]:
-        """The method names served, in configuration order."""
-        return list(self._providers)
-
     def provider(self, method: str) -> AuthenticationProvider | None:
         """The provider of a method name, if any."""
         return self._providers.get(method)

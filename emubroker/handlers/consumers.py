@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
-from emubroker.topics import Topic
+from emubroker.topics import SubscribeRequest
 from emubroker.topics.limits import check_topic_consumers
 from protocol import commands as c
 from protocol.errors import BrokerError, ConsumerNotFoundError, MetadataError, ServerError
@@ -108,14 +108,14 @@ class ConsumerCommands(CommandGroup):
             if schemas is not None and cmd.schema is not None:
                 # §7.1/§11: an idle topic adopts the consumer's schema, else it must be readable.
                 active = topic.producer_count > 0 or topic.consumer_count > 0
-                if isinstance(topic, Topic):
-                    active = active or topic.ledger.count > 0
+                stored = topic.as_persistent()
+                if stored is not None:
+                    active = active or stored.ledger.count > 0
                 await schemas.consumer_schema(name, cmd.schema, topic_active=active)
-            handle = await topic.subscribe(
+            request = SubscribeRequest(
                 subscription=cmd.subscription,
                 sub_type=cmd.sub_type,
                 consumer_id=cmd.consumer_id,
-                sink=self._session,
                 consumer_name=cmd.consumer_name or "",
                 durable=cmd.durable,
                 initial_position=cmd.initial_position,
@@ -123,9 +123,9 @@ class ConsumerCommands(CommandGroup):
                 priority_level=cmd.priority_level or 0,
                 key_shared_meta=cmd.key_shared_meta,
                 read_compacted=cmd.read_compacted,
-                partition=name.partition_index,
                 metadata={kv.key: kv.value for kv in cmd.metadata},
             )
+            handle = await topic.subscribe(request, self._session)
         except Exception as exc:
             self._pending_consumers.pop(cmd.consumer_id, None)
             failure = as_broker_error(exc, "SUBSCRIBE")

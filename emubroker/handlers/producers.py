@@ -21,6 +21,7 @@ import anyio
 
 from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
+from emubroker.topics import ProducerRequest, SubscribeRequest
 from emubroker.topics.entry import entry_info_from_entry
 from emubroker.topics.limits import check_producers
 from protocol import commands as c
@@ -30,7 +31,7 @@ from protocol.framing import checksum
 if TYPE_CHECKING:
     from emubroker.handlers.access import ConnectionAccess
     from emubroker.handlers.common import BrokerServices, SessionPort, StartSoon
-    from emubroker.topics import AnyTopic, ProducerHandle
+    from emubroker.topics import ProducerHandle, TopicHandle
     from emubroker.topics.entry import EntryInfo
     from protocol.framing import Frame
 
@@ -70,7 +71,7 @@ class _Producer:
         "woken",
     )
 
-    def __init__(self, producer_id: int, topic: AnyTopic, handle: ProducerHandle) -> None:
+    def __init__(self, producer_id: int, topic: TopicHandle, handle: ProducerHandle) -> None:
         self.producer_id = producer_id
         self.topic = topic
         self.handle = handle
@@ -386,16 +387,16 @@ class ProducerCommands(CommandGroup):
             # Before the schema, as ServerCnx.handleProducer checks it (``limits``).
             check_producers(topic.limits(), topic.name, topic.producer_count)
             schema_version = await self._schema_version(cmd)
-            handle = await topic.add_producer(
-                cmd.producer_id,
-                self._session,
+            request = ProducerRequest(
+                producer_id=cmd.producer_id,
                 producer_name=cmd.producer_name,
-                user_provided_name=cmd.user_provided_producer_name,
                 access_mode=cmd.producer_access_mode,
                 epoch=cmd.epoch,
                 topic_epoch=cmd.topic_epoch,
-                on_waiting=partial(self._producer_waiting, cmd),
                 metadata={kv.key: kv.value for kv in cmd.metadata},
+            )
+            handle = await topic.add_producer(
+                request, self._session, on_waiting=partial(self._producer_waiting, cmd)
             )
             handle.schema_version = schema_version
         except Exception as exc:
@@ -423,26 +424,19 @@ class ProducerCommands(CommandGroup):
             await self._create_initial_subscription(topic, cmd.initial_subscription_name)
         self._send(self._producer_success(cmd, handle))
 
-    async def _create_initial_subscription(self, topic: AnyTopic, subscription: str) -> None:
+    async def _create_initial_subscription(self, topic: TopicHandle, subscription: str) -> None:
         # CommandProducer.initial_subscription_name (DLQ producers): create the durable
         # subscription at the earliest position if missing, as ServerCnx.handleProducer does.
         if subscription in topic.subscriptions():
             return
         try:
-            handle = await topic.subscribe(
+            request = SubscribeRequest(
                 subscription=subscription,
                 sub_type=c.SubType.SHARED,
                 consumer_id=INITIAL_SUBSCRIPTION_CONSUMER_ID,
-                sink=_NullSink(),
-                consumer_name="",
-                durable=True,
                 initial_position=c.InitialPosition.EARLIEST,
-                start_message_id=None,
-                priority_level=0,
-                key_shared_meta=None,
-                read_compacted=False,
-                partition=topic.name.partition_index,
             )
+            handle = await topic.subscribe(request, _NullSink())
             await handle.close()
         except BrokerError as exc:
             log.warning("cannot create initial subscription %r: %s", subscription, exc)

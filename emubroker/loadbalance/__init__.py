@@ -4,7 +4,9 @@ The pure part (docs/load-balancing.md): the data model (``data``, ``extensible_d
 ``usage``, JSON in ``codec``), the strategies (``shedding``, ``avg_shedder``,
 ``transfer_shedder``, ``placement``, ``extensible_placement``), the placement pipeline
 (``selection``, ``filters``, ``isolation``), splitting (``split``) and the leader's decisions
-(``modular``). ``ownership`` maps bundles to their owning broker over the metadata store.
+(``modular``). ``ownership`` maps bundles to their owning broker over the metadata store;
+``reporter`` keeps a broker's registration and load report current (with ``usage_sources``,
+``psutil_source``, ``bundle_sampler``) and ``broker_registry`` reads the registered brokers.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from emubroker.loadbalance.ownership import (
     BrokerInfo,
     NamespaceEphemeralData,
     OwnershipTable,
-    ownership_path,
 )
 from emubroker.loadbalance.placement import (
     LeastLongTermMessageRate,
@@ -69,5 +70,4 @@ __all__ = [
     "UniformLoadShedder",
     "Unload",
     "UnloadDecision",
-    "ownership_path",
 ]

@@ -340,7 +340,3 @@ class UnloadCounter:
     def update_load_data(self, load_avg: float, load_std: float) -> None:
         """Record the cycle's load average and standard deviation."""
         self.load_avg, self.load_std = load_avg, load_std
-
-    def update_unload_broker_count(self, count: int) -> None:
-        """Add brokers unloaded from."""
-        self.unload_broker_count += count

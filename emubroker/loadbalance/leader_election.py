@@ -42,6 +42,7 @@ from emubroker.metadata import (
     StoreClosedError,
     WatchOverflowError,
 )
+from emubroker.metadata.paths import LEADER_PATH
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
 
 __all__ = [
-    "LEADER_PATH",
     "RETRY_DELAY",
     "LeaderBroker",
     "LeaderElectionService",
@@ -62,7 +62,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-LEADER_PATH: Final = "/loadbalance/leader"
 """Pulsar's ``LeaderElectionService.ELECTION_ROOT``."""
 
 RETRY_DELAY: Final = 5.0

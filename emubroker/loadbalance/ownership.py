@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from emubroker.metadata import BadVersionError
+from emubroker.metadata.paths import ownership_path
 from emubroker.naming import (
     NamespaceBundle,
     NamespaceName,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
     from emubroker.naming import TopicName
 
-__all__ = ["BrokerInfo", "NamespaceEphemeralData", "OwnershipTable", "ownership_path"]
+__all__ = ["BrokerInfo", "NamespaceEphemeralData", "OwnershipTable"]
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +66,6 @@ class NamespaceEphemeralData(msgspec.Struct, frozen=True, rename="camel"):
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(NamespaceEphemeralData)
-
-
-def ownership_path(bundle: NamespaceBundle) -> str:
-    """The lock node of a bundle: ``/namespace/<tenant>/<ns>/<range>`` (§6.1)."""
-    return f"/namespace/{bundle.namespace}/{bundle.bundle_range.name}"
 
 
 class OwnershipTable:

@@ -10,7 +10,7 @@ percentage points.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from emubroker.loadbalance.data import weighted_max_usage
 
@@ -19,7 +19,13 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.data import LocalBrokerData
     from emubroker.loadbalance.extensible_data import BrokerLoadData
 
-__all__ = ["need_broker_data_update", "need_broker_load_data_update", "percent_change"]
+__all__ = [
+    "ReportUpdateReason",
+    "need_broker_data_update",
+    "need_broker_load_data_update",
+    "percent_change",
+    "report_update_reason",
+]
 
 _MINUTE_MS = 60_000
 
@@ -51,6 +57,78 @@ def _traffic_changes(last: _Traffic, current: _Traffic) -> tuple[float, float]:
     )
 
 
+class ReportUpdateReason(NamedTuple):
+    """Why a report is written: the term that crossed its limit, and by how much.
+
+    Attributes:
+        term: ``maxInterval`` (the last write is older than
+            ``loadBalancerReportUpdateMaxIntervalMinutes``), or the largest change:
+            ``msgRate``, ``msgThroughput``, ``numBundles`` (percent of the old value) or
+            ``resourceUsage`` (percentage points of the weighted usage).
+        change: The change (percent or points); for ``maxInterval``, the seconds since the
+            last write.
+        threshold: What it exceeded (percent or points; minutes for ``maxInterval``).
+    """
+
+    term: str
+    change: float
+    threshold: float
+
+    def describe(self) -> str:
+        """The reason as a log line says it."""
+        if self.term == MAX_INTERVAL:
+            return (
+                f"{self.change:.1f} s since the last write exceeded "
+                f"loadBalancerReportUpdateMaxIntervalMinutes={self.threshold:g}"
+            )
+        unit = " points" if self.term == RESOURCE_USAGE else "%"
+        return (
+            f"{self.term} changed by {self.change:.2f}{unit}, over "
+            f"loadBalancerReportUpdateThresholdPercentage={self.threshold:g}"
+        )
+
+
+MAX_INTERVAL = "maxInterval"
+RESOURCE_USAGE = "resourceUsage"
+
+
+def report_update_reason(
+    last: LocalBrokerData, current: LocalBrokerData, conf: BrokerConfig, now: int
+) -> ReportUpdateReason | None:
+    """Why the modular manager would write ``current`` over ``last``, or None if it would not.
+
+    ``needBrokerDataUpdate`` (spec §2.3), naming the term that decided.
+
+    Args:
+        last: The report as last written.
+        current: The freshly computed report (its ``last_update`` is when it was last written).
+        conf: The configuration (the usage term uses the weighted usage).
+        now: The time in ms.
+    """
+    since = now - current.last_update
+    max_minutes = conf.loadBalancerReportUpdateMaxIntervalMinutes
+    if since > max_minutes * _MINUTE_MS:
+        return ReportUpdateReason(MAX_INTERVAL, since / 1000, max_minutes)
+    msg_rate, throughput = _traffic_changes(last, current)
+    changes = (
+        ("msgRate", msg_rate),
+        ("msgThroughput", throughput),
+        ("numBundles", percent_change(last.num_bundles, current.num_bundles)),
+        (
+            RESOURCE_USAGE,
+            100.0 * abs(weighted_max_usage(last, conf) - weighted_max_usage(current, conf)),
+        ),
+    )
+    # LocalBrokerData.max skips NaN (a NaN change never triggers a write); the first of equal
+    # changes names the reason.
+    term, change = "", -math.inf
+    for name, value in changes:
+        if value > change:
+            term, change = name, value
+    threshold = conf.loadBalancerReportUpdateThresholdPercentage
+    return ReportUpdateReason(term, change, threshold) if change > threshold else None
+
+
 def need_broker_data_update(
     last: LocalBrokerData, current: LocalBrokerData, conf: BrokerConfig, now: int
 ) -> bool:
@@ -62,23 +140,7 @@ def need_broker_data_update(
         conf: The configuration (the usage term uses the weighted usage).
         now: The time in ms.
     """
-    if now - current.last_update > conf.loadBalancerReportUpdateMaxIntervalMinutes * _MINUTE_MS:
-        return True
-    changes = (
-        percent_change(
-            last.msg_rate_in + last.msg_rate_out, current.msg_rate_in + current.msg_rate_out
-        ),
-        percent_change(
-            last.msg_throughput_in + last.msg_throughput_out,
-            current.msg_throughput_in + current.msg_throughput_out,
-        ),
-        percent_change(last.num_bundles, current.num_bundles),
-        100.0 * abs(weighted_max_usage(last, conf) - weighted_max_usage(current, conf)),
-    )
-    # LocalBrokerData.max skips NaN: a NaN change never triggers a write.
-    return max((c for c in changes if not math.isnan(c)), default=-math.inf) > (
-        conf.loadBalancerReportUpdateThresholdPercentage
-    )
+    return report_update_reason(last, current, conf, now) is not None
 
 
 def need_broker_load_data_update(
@@ -92,13 +154,7 @@ def need_broker_load_data_update(
         return True
     changes = (
         100.0 * abs(last.max_resource_usage - current.max_resource_usage),
-        percent_change(
-            last.msg_rate_in + last.msg_rate_out, current.msg_rate_in + current.msg_rate_out
-        ),
-        percent_change(
-            last.msg_throughput_in + last.msg_throughput_out,
-            current.msg_throughput_in + current.msg_throughput_out,
-        ),
+        *_traffic_changes(last, current),
         percent_change(last.bundle_count, current.bundle_count),
     )
     # Math.max propagates NaN, and NaN > threshold is false.

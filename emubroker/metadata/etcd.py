@@ -87,7 +87,7 @@ from emubroker.metadata.store import (
 )
 from emubroker.metadata.stub_mapping import TranslatedWatchStream
 from protocol.clock import AnyioClock
-from storage_stub.client_watch import StubWatch
+from storage_stub.client import StubWatch
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator

@@ -29,8 +29,7 @@ from emubroker.metadata.etcd_messages import (
     WatchRequest,
     WatchResponse,
 )
-from storage_stub.client_watch import StubWatch
-from storage_stub.metadata import CREATED, DELETED, MODIFIED
+from storage_stub.client import CREATED, DELETED, MODIFIED, StubWatch
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus

@@ -36,7 +36,7 @@ import msgspec
 
 from emubroker.metadata.store import PutResult, StoreClosedError
 from emubroker.metadata.stub_mapping import TranslatedWatchStream, translated, versioned_value
-from storage_stub.client_watch import StubWatch
+from storage_stub.client import StubWatch
 from storage_stub.metadata import MetadataTree
 
 if TYPE_CHECKING:

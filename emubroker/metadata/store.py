@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, Self
 
 import msgspec
 
-from storage_stub import metadata as model
+from storage_stub import client as model
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager

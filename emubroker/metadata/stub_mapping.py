@@ -24,14 +24,14 @@ from emubroker.metadata.store import (
     VersionedValue,
     WatchOverflowError,
 )
-from storage_stub import metadata as model
-from storage_stub.ledger import StorageError
+from storage_stub import client as model
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from types import TracebackType
 
-    from storage_stub.client_watch import StubWatch
+    from storage_stub.client import StubWatch
 
 __all__ = ["TranslatedWatchStream", "translated", "versioned_value"]
 

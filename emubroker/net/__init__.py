@@ -10,12 +10,15 @@ from emubroker.net.listener import (
     serve_pulsar,
 )
 from emubroker.net.session import RECEIVE_SIZE, FrameHandler, HandlerFactory, Session
+from emubroker.net.traffic import TrafficCounter, TrafficSnapshot
 
 __all__ = [
     "RECEIVE_SIZE",
     "FrameHandler",
     "HandlerFactory",
     "Session",
+    "TrafficCounter",
+    "TrafficSnapshot",
     "bind_tcp_sockets",
     "create_pulsar_listener",
     "listener_from_sockets",

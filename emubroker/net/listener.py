@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from anyio.abc import ByteStream, Listener, SocketStream, TaskStatus
 
     from emubroker.net.session import HandlerFactory
+    from emubroker.net.traffic import TrafficCounter
     from protocol.clock import Clock
 
 __all__ = [
@@ -156,6 +157,7 @@ async def serve_pulsar(
     max_frame_size: int,
     keepalive_interval: float,
     ssl_context: ssl.SSLContext | None = None,
+    traffic: TrafficCounter | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept connections forever, one :class:`Session` each; closes the listener when cancelled.
@@ -168,6 +170,7 @@ async def serve_pulsar(
         keepalive_interval: ``keepAliveIntervalSeconds``.
         ssl_context: Serve TLS (``pulsar+ssl://``): each connection's handshake completes
             before its session starts; a failed handshake is logged and the connection dropped.
+        traffic: Counts every session's bytes (the broker's own bandwidth).
         task_status: Told once the listener accepts connections.
     """
 
@@ -184,6 +187,7 @@ async def serve_pulsar(
                 clock=clock,
                 max_frame_size=max_frame_size,
                 keepalive_interval=keepalive_interval,
+                traffic=traffic,
             )
             await session.run()
         except Exception:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskStatus
 
+    from emubroker.net.traffic import TrafficCounter
     from protocol.clock import Clock
     from protocol.framing import Frame
 
@@ -112,6 +113,8 @@ class Session:
         clock: Drives the keep-alive.
         max_frame_size: Largest frame accepted (``maxMessageSize`` + ``FRAME_PADDING``, §2.3).
         keepalive_interval: Seconds of silence before a PING, and again before giving up.
+        traffic: Where the bytes this session reads and writes are counted (the broker's own
+            bandwidth, for its load report); None: not counted.
     """
 
     def __init__(
@@ -122,8 +125,10 @@ class Session:
         clock: Clock,
         max_frame_size: int,
         keepalive_interval: float,
+        traffic: TrafficCounter | None = None,
     ) -> None:
         self._stream = stream
+        self._traffic = traffic
         self._clock = clock
         self._keepalive_interval = keepalive_interval
         self.connection = Connection(Role.BROKER, max_frame_size=max_frame_size)
@@ -151,12 +156,17 @@ class Session:
 
         Never raises (but for cancellation): a failure is logged and ends this connection only.
         """
+        if self._traffic is not None:
+            self._traffic.opened(self)
         try:
             await self._serve()
         except Exception:
             # Task boundary (STYLE.md §1.17): nothing about one connection may stop the broker.
             log.exception("connection %s failed", self.peer)
             self.close_reason = self.close_reason or "internal error"
+        finally:
+            if self._traffic is not None:
+                self._traffic.closed(self)
 
     async def _serve(self) -> None:
         try:
@@ -195,6 +205,11 @@ class Session:
         self._read_scope.cancel()
 
     @property
+    def queued_bytes(self) -> int:
+        """Bytes queued for the client and not yet taken by the socket."""
+        return self._queued
+
+    @property
     def closing(self) -> bool:
         """True once the session stopped reading (nothing more will be handled)."""
         return self._closing or bool(self.close_reason)
@@ -205,6 +220,7 @@ class Session:
         conn = self.connection
         handler = self._handler
         stream = self._stream
+        traffic = self._traffic
         while True:
             try:
                 data = await stream.receive(RECEIVE_SIZE)
@@ -213,6 +229,8 @@ class Session:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 self.close(f"read failed: {exc!r}")
                 return
+            if traffic is not None:
+                traffic.bytes_in += len(data)
             self._heard = True
             conn.receive_data(data)
             while True:
@@ -297,6 +315,8 @@ class Session:
                     return
                 # The socket took it all (anyio's send returns only then).
                 self._queued -= len(data)
+                if self._traffic is not None:
+                    self._traffic.bytes_out += len(data)
                 if self._queued < WRITE_BUFFER_LOW_WATER_MARK:
                     self.writable = True
         finally:

@@ -26,9 +26,17 @@ into the Java types (``int`` message rate and period, ``long`` byte rate) is ref
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
+
+from emubroker.config_throttling import (
+    ASYNC_TOKEN_BUCKET_FACTORY,
+    CLASSIC_FACTORY,
+    DEFAULT_FACTORY,
+    DispatchThrottlingConfig,
+    FactoryClassName,
+)
 
 __all__ = [
     "ASYNC_TOKEN_BUCKET_FACTORY",
@@ -51,26 +59,12 @@ __all__ = [
     "validate_dispatch_rate",
 ]
 
-# dispatchRateLimiterFactoryClassName values (spec §1.5 history, §7 default).
-FactoryClassName = Literal[
-    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryClassic",
-    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket",
-]
-CLASSIC_FACTORY: FactoryClassName = (
-    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryClassic"
-)
-ASYNC_TOKEN_BUCKET_FACTORY: FactoryClassName = (
-    "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryAsyncTokenBucket"
-)
-DEFAULT_FACTORY: FactoryClassName = ASYNC_TOKEN_BUCKET_FACTORY
-
 # Java field types of DispatchRateImpl: int message rate and period, long byte rate.
 JAVA_INT_MAX = 2**31 - 1
 JAVA_LONG_MAX = 2**63 - 1
 
 _JavaInt = Annotated[int, msgspec.Meta(ge=-(2**31), le=JAVA_INT_MAX)]
 _JavaLong = Annotated[int, msgspec.Meta(ge=-(2**63), le=JAVA_LONG_MAX)]
-_Rate = Annotated[int, msgspec.Meta(ge=-1)]
 
 HTTP_BAD_REQUEST = 400
 HTTP_PRECONDITION_FAILED = 412
@@ -163,44 +157,6 @@ def decode_dispatch_rate(data: bytes | str) -> DispatchRate:
 def encode_dispatch_rate(rate: DispatchRate) -> bytes:
     """Serialise a ``DispatchRate`` to the JSON Pulsar's admin API returns."""
     return _encoder.encode(rate)
-
-
-class DispatchThrottlingConfig(msgspec.Struct, frozen=True):
-    """The broker settings throttling reads, under their ``broker.conf`` names (defaults: §7).
-
-    Attributes:
-        dispatchRateLimiterFactoryClassName: Which limiter implementation (spec §1.5).
-        dispatchThrottlingRateInMsg: Broker-wide message limit per second (``<= 0``: off).
-        dispatchThrottlingRateInByte: Broker-wide byte limit per second.
-        dispatchThrottlingRatePerTopicInMsg: Default per-topic message limit.
-        dispatchThrottlingRatePerTopicInByte: Default per-topic byte limit.
-        dispatchThrottlingRatePerSubscriptionInMsg: Default per-subscription message limit.
-        dispatchThrottlingRatePerSubscriptionInByte: Default per-subscription byte limit.
-        dispatchThrottlingRateRelativeToPublishRate: Accepted and ignored, as in Pulsar (§8.6).
-        dispatchThrottlingOnBatchMessageEnabled: Charge entries instead of messages (§1.3).
-        dispatchThrottlingOnNonBacklogConsumerEnabled: Throttle consumers reading the tail too.
-        dispatchThrottlingForFilteredEntriesEnabled: Charge entries removed by entry filters.
-        preciseDispatcherFlowControl: Size reads by average messages per entry (§1.2).
-        dispatcherMaxReadBatchSize: Largest read, in entries.
-        dispatcherMinReadBatchSize: Read size after a read failure.
-        dispatcherMaxReadSizeBytes: Byte budget of one read.
-    """
-
-    dispatchRateLimiterFactoryClassName: FactoryClassName = DEFAULT_FACTORY
-    dispatchThrottlingRateInMsg: _Rate = 0
-    dispatchThrottlingRateInByte: _Rate = 0
-    dispatchThrottlingRatePerTopicInMsg: _Rate = 0
-    dispatchThrottlingRatePerTopicInByte: _Rate = 0
-    dispatchThrottlingRatePerSubscriptionInMsg: _Rate = 0
-    dispatchThrottlingRatePerSubscriptionInByte: _Rate = 0
-    dispatchThrottlingRateRelativeToPublishRate: bool = False
-    dispatchThrottlingOnBatchMessageEnabled: bool = False
-    dispatchThrottlingOnNonBacklogConsumerEnabled: bool = True
-    dispatchThrottlingForFilteredEntriesEnabled: bool = False
-    preciseDispatcherFlowControl: bool = False
-    dispatcherMaxReadBatchSize: Annotated[int, msgspec.Meta(ge=1)] = 100
-    dispatcherMinReadBatchSize: Annotated[int, msgspec.Meta(ge=1)] = 1
-    dispatcherMaxReadSizeBytes: Annotated[int, msgspec.Meta(ge=1)] = 5 * 1024 * 1024
 
 
 def throttling_config_from(source: object) -> DispatchThrottlingConfig:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from emubroker.metadata import BadVersionError, NotFoundError
+from emubroker.metadata.paths import schema_path
 from emubroker.schemas.compat import (
     CompatibilityStrategy,
     SchemaData,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
 
 __all__ = [
-    "SCHEMAS_ROOT",
     "SchemaRegistry",
     "StoredSchema",
     "schema_id",
@@ -52,8 +52,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-SCHEMAS_ROOT: Final = "/schemas"
 
 MAX_WRITE_ATTEMPTS: Final = 16
 """Compare-and-set retries before a registration gives up; each retry means another writer
@@ -144,7 +142,7 @@ class SchemaRegistry:
     @staticmethod
     def path(topic: TopicName) -> str:
         """The metadata path of a topic's schema history."""
-        return f"{SCHEMAS_ROOT}/{schema_id(topic)}"
+        return schema_path(topic)
 
     async def _load(self, topic: TopicName) -> tuple[_History, int]:
         found = await self._store.get(self.path(topic))
@@ -230,7 +228,7 @@ class SchemaRegistry:
                     data=schema.data,
                     properties=dict(schema.properties),
                     name=name,
-                    timestamp=self._clock.wall_ns() // 1_000_000,
+                    timestamp=self._clock.wall_ms(),
                 )
             )
             if await self._write(topic, history, node_version):
@@ -276,7 +274,7 @@ class SchemaRegistry:
                     version=version,
                     type=SchemaType.NONE,
                     data=b"",
-                    timestamp=self._clock.wall_ns() // 1_000_000,
+                    timestamp=self._clock.wall_ms(),
                     deleted=True,
                 )
             )

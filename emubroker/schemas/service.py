@@ -20,7 +20,7 @@ Pulsar's ``ServerCnx`` rules (spec/wire-protocol.md §6.1, §7.1, §11):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from emubroker.schemas.compat import (
     CompatibilityStrategy,
@@ -40,9 +40,41 @@ from protocol.errors import IncompatibleSchemaError, ServerError
 
 if TYPE_CHECKING:
     from emubroker.naming import TopicName
-    from emubroker.topics.features import TopicFeatures
 
-__all__ = ["SchemaService", "schema_data_of", "wire_schema"]
+__all__ = [
+    "SchemaPolicyLike",
+    "SchemaPolicySource",
+    "SchemaService",
+    "schema_data_of",
+    "wire_schema",
+]
+
+
+class SchemaPolicyLike(Protocol):
+    """How a topic treats schemas (``topics.features.SchemaPolicy``)."""
+
+    @property
+    def strategy(self) -> CompatibilityStrategy:
+        """The compatibility strategy (never ``UNDEFINED``)."""
+        ...
+
+    @property
+    def allow_update(self) -> bool:
+        """Producers may register new versions."""
+        ...
+
+    @property
+    def validation_enforced(self) -> bool:
+        """Clients without a schema are refused on a topic that has one."""
+        ...
+
+
+class SchemaPolicySource(Protocol):
+    """Where a topic's schema policy is read (``topics.features.TopicFeatures``)."""
+
+    async def schema_policy(self, topic: TopicName) -> SchemaPolicyLike:
+        """The policy in force for ``topic`` (namespace switches over the broker's)."""
+        ...
 
 
 def schema_data_of(schema: c.Schema) -> SchemaData:
@@ -68,7 +100,7 @@ class SchemaService:
         features: The namespace switches (strategy, auto update, validation).
     """
 
-    def __init__(self, registry: SchemaRegistry, features: TopicFeatures) -> None:
+    def __init__(self, registry: SchemaRegistry, features: SchemaPolicySource) -> None:
         self.registry = registry
         self._features = features
 

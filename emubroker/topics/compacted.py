@@ -17,15 +17,15 @@ reads a topic up to its last entry, the *horizon*, and keeps only the latest mes
 
 Pulsar writes the survivors into a separate compacted ledger. Here the stored entries stay as they
 are and the view records which of them are compacted out: whole entries (``dropped``) and, for
-partly surviving batches, the bitmask of the messages that survive (``partial``). Applying the
-view to a subscription's cursor acknowledges what is compacted out, so the dispatcher skips it and
-sends a surviving batch with ``CommandMessage.ack_set`` = its survivors (spec §7.2, §8.2: the
-client drops the other indexes), exactly as for batch-index acknowledgement.
+partly surviving batches, the bitmask of the messages that survive (``partial``). That is the
+decision; a subscription applies it (``Subscription.read_compacted``): its acknowledgement state
+acknowledges what is compacted out (``Acknowledgements.apply_compaction``), so the dispatcher
+skips it and sends a surviving batch with ``CommandMessage.ack_set`` = its survivors (spec §7.2,
+§8.2: the client drops the other indexes), exactly as for batch-index acknowledgement.
 """
 
 from __future__ import annotations
 
-import struct
 import zlib
 from typing import TYPE_CHECKING
 
@@ -33,19 +33,14 @@ from protocol.batch import parse_batch
 from protocol.codec import decode_record
 from protocol.commands import CompressionType, MessageMetadata
 from protocol.errors import RemoteProtocolError
+from protocol.framing import decode_payload_section
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable
 
-    from emubroker.topics.cursor import Cursor
-    from emubroker.topics.dispatcher import Dispatcher
-    from emubroker.topics.entry import EntryInfo
     from emubroker.topics.managed_ledger import ManagedLedger
 
-__all__ = ["CompactedView", "Compactor", "parse_section"]
-
-_U32 = struct.Struct(">I")
-_CHECKSUM_MAGIC = b"\x0e\x01"
+__all__ = ["CompactedView", "Compactor"]
 
 # A message of the topic: (entry index, batch index or -1 for an unbatched entry).
 Slot = tuple[int, int]
@@ -71,22 +66,6 @@ class CompactedView:
         self.partial = partial
         self.last = last
 
-    def apply(self, cursor: Cursor, dispatcher: Dispatcher, infos: Sequence[EntryInfo]) -> None:
-        """Acknowledge on a subscription what compaction removed (rule 3).
-
-        Args:
-            cursor: The subscription's cursor.
-            dispatcher: Its dispatcher, told about entries that became fully acknowledged.
-            infos: The topic's entry infos (batch sizes).
-        """
-        floor = cursor.mark_delete
-        for index in self.dropped:
-            if index > floor and cursor.ack(index):
-                dispatcher.acked(index)
-        for index, survivors in self.partial.items():
-            if index > floor and cursor.ack_batch(index, survivors, infos[index].num_messages):
-                dispatcher.acked(index)
-
     def last_message_id(self, ledger: ManagedLedger) -> tuple[int, int, int] | None:
         """GET_LAST_MESSAGE_ID for a compacted read, or None when entries follow the horizon.
 
@@ -102,24 +81,6 @@ class CompactedView:
         index, batch_index = self.last
         ledger_id, entry_id = ledger.position(index)
         return ledger_id, entry_id, batch_index
-
-
-def parse_section(section: bytes) -> tuple[MessageMetadata, memoryview]:
-    """Split a stored payload section (``[0x0e01 crc] | size | metadata | payload``).
-
-    Raises:
-        RemoteProtocolError: The bytes are not a payload section.
-    """
-    view = memoryview(section)
-    pos = 6 if view[:2] == _CHECKSUM_MAGIC else 0
-    if len(view) - pos < 4:
-        raise RemoteProtocolError("payload section too short")
-    size = _U32.unpack_from(view, pos)[0]
-    start = pos + 4
-    if size > len(view) - start:
-        raise RemoteProtocolError("message metadata runs past the section")
-    meta = decode_record(MessageMetadata, view[start : start + size])
-    return meta, view[start + size :]
 
 
 def _batch_keys(meta: MessageMetadata, payload: memoryview) -> list[tuple[str | None, int]] | None:
@@ -171,7 +132,9 @@ class Compactor:
         """
         for index, section in entries:
             self._horizon = index
-            meta, payload = parse_section(section)
+            stored = decode_payload_section(section)
+            meta = decode_record(MessageMetadata, stored.metadata)
+            payload = stored.body
             if meta.num_messages_in_batch is None or meta.encryption_keys:
                 size = meta.uncompressed_size if meta.uncompressed_size is not None else None
                 self._message(meta.partition_key, len(payload) if size is None else size, index, -1)

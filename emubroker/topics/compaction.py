@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Final, Self
 
 import anyio
@@ -27,7 +28,7 @@ from emubroker.topics.topic import Topic
 from protocol.errors import NotAllowedError
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    from collections.abc import AsyncIterator
 
     from anyio.abc import TaskGroup, TaskStatus
 
@@ -68,7 +69,7 @@ class CompactionInProgressError(NotAllowedError):
 
 
 class CompactionService:
-    """Runs compactions in its own task group (``async with`` it, or ``tg.start(run)``).
+    """Runs compactions in its own task group (``async with service.running()``, or ``run``).
 
     Args:
         topics: The topic registry.
@@ -81,25 +82,20 @@ class CompactionService:
         self._status: dict[TopicName, LongRunningProcessStatus] = {}
         self._tg: TaskGroup | None = None
 
-    async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        tg, self._tg = self._tg, None
-        assert tg is not None
-        tg.cancel_scope.cancel()
-        return await tg.__aexit__(exc_type, exc, tb)
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Self]:
+        """Run compactions in a task group for the duration of the block; cancel them after."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield self
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; for ``await task_group.start(service.run)``."""
-        async with self:
+        async with self.running():
             task_status.started()
             await anyio.Event().wait()
 
@@ -119,8 +115,8 @@ class CompactionService:
         for target in targets:
             if self.status(target).status is CompactionStatus.RUNNING:
                 raise CompactionInProgressError(f"Compaction already in progress for {target}")
-            topic = await self._topics.get_topic(target, create=False)
-            if not isinstance(topic, Topic):
+            topic = (await self._topics.get_topic(target, create=False)).as_persistent()
+            if topic is None:
                 raise NotAllowedError(f"{target} is not persistent: nothing to compact")
             topics.append(topic)
         for topic in topics:

@@ -1,30 +1,57 @@
 """A consumer attached to a persistent subscription: permits, unacked deliveries, the handle API.
 
-The consumer is a small record that the dispatcher reads and updates on every delivery; the
-handle methods delegate to the subscription, which owns the rules.
+The consumer is a small record: the dispatcher spends its permits and counts what it sent, the
+acknowledgement state (``acks``) keeps its pending deliveries, and the handle methods the session
+calls hand each command to the subscription, which owns the rules. The consumer knows the
+subscription only as :class:`ConsumerOwner`, so the two modules do not import each other.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from emubroker.topics.selection import SINGLE_ACTIVE
 from emubroker.topics.stats import ConsumerActivity
-from protocol.commands import AckType
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.stats import ConsumerStats
-    from emubroker.topics.subscription import Subscription
-    from protocol.commands import MessageIdData
+    from protocol.commands import AckType, MessageIdData
 
-__all__ = ["Consumer"]
+__all__ = ["Consumer", "ConsumerOwner", "ConsumerRecord"]
 
 
-class Consumer(ConsumerActivity):
-    """One consumer of a persistent subscription (implements ``ConsumerHandle``).
+class ConsumerOwner(Protocol):
+    """What a consumer's commands go to: its subscription (``subscription.Subscription``)."""
+
+    def flow(self, consumer: Consumer, permits: int) -> None: ...
+
+    def ack(self, consumer: Consumer, ack_type: AckType, ids: Sequence[MessageIdData]) -> None: ...
+
+    def redeliver(self, consumer: Consumer, ids: Sequence[MessageIdData] | None) -> None: ...
+
+    async def seek(
+        self,
+        consumer: Consumer,
+        *,
+        message_id: MessageIdData | None = None,
+        publish_time: int | None = None,
+    ) -> None: ...
+
+    def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]: ...
+
+    def remove_consumer(self, consumer: Consumer) -> None: ...
+
+    def unsubscribe(self, consumer: Consumer) -> None: ...
+
+
+class ConsumerRecord(ConsumerActivity):
+    """What every consumer is, of either topic kind: what the pickers read (``pickers.Member``).
+
+    Made from the SUBSCRIBE that asked for it and the session it goes to; its stats key comes
+    from the topic's counters.
 
     Attributes:
         consumer_id: The client-chosen id.
@@ -32,91 +59,72 @@ class Consumer(ConsumerActivity):
         sink: Where its frames go.
         priority_level: Failover priority (lower wins).
         permits: Messages it may still receive; may go negative by a batch's overshoot (§7.1).
-        unacked: Messages delivered to it and not yet acknowledged.
-        pending: Index -> messages charged, for every entry delivered to it and not acked.
+        unacked: Messages delivered to it and not yet acknowledged (kept by ``acks``).
+        blocked: Held by the unacked limit (kept by ``acks``; ``selection`` rule 3).
         closed: Set once it is detached.
 
     Its counters and timestamps for admin stats are those of ``ConsumerActivity``.
     """
 
     __slots__ = (
-        "_subscription",
         "blocked",
         "closed",
         "consumer_id",
         "name",
-        "pending",
         "permits",
         "priority_level",
         "sink",
         "unacked",
     )
 
-    def __init__(
-        self,
-        consumer_id: int,
-        name: str,
-        sink: ConsumerSink,
-        priority_level: int,
-        subscription: Subscription,
-    ) -> None:
+    def __init__(self, request: SubscribeRequest, sink: ConsumerSink, stats_key: int) -> None:
         super().__init__()
-        self.consumer_id = consumer_id
-        self.name = name
+        self.consumer_id = request.consumer_id
+        self.name = request.consumer_name
         self.sink = sink
-        self.priority_level = priority_level
+        self.priority_level = request.priority_level
+        self.metadata = dict(request.metadata)
+        self.stats_key = stats_key
         self.permits = 0  # a new subscribe starts from zero (§7.1, checklist item 10)
         self.unacked = 0
-        self.blocked = False  # on unacked messages (``selection``; kept by the dispatcher)
-        self.pending: dict[int, int] = {}
+        self.blocked = False
         self.closed = False
-        self._subscription = subscription
+
+
+class Consumer(ConsumerRecord):
+    """One consumer of a persistent subscription (implements ``ConsumerHandle``).
+
+    Attributes:
+        pending: Index -> messages charged, for every entry delivered to it and not acked
+            (kept by ``acks``).
+    """
+
+    __slots__ = ("_owner", "pending")
+
+    def __init__(
+        self, request: SubscribeRequest, sink: ConsumerSink, stats_key: int, owner: ConsumerOwner
+    ) -> None:
+        super().__init__(request, sink, stats_key)
+        self.pending: dict[int, int] = {}
+        self._owner = owner
 
     def __repr__(self) -> str:
         return f"Consumer({self.consumer_id}, {self.name!r}, permits={self.permits})"
 
-    @property
-    def subscription(self) -> Subscription:
-        """The subscription it belongs to."""
-        return self._subscription
-
     def flow(self, permits: int) -> None:
         """Add permits (FLOW) and let the dispatcher use them."""
-        if self.closed or permits <= 0:
-            return
-        subscription = self._subscription
-        # Pulsar's Consumer.flowPermits / PersistentSubscription.consumerFlow timestamps.
-        self.flowed(subscription.wall_ms())
-        subscription.last_flow = self.last_flow
-        self.permits += permits
-        subscription.wake()
+        if not self.closed and permits > 0:
+            self._owner.flow(self, permits)
 
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         """Apply an ACK to the subscription."""
-        if self.closed:
-            return
-        subscription = self._subscription
-        self.last_acked = subscription.wall_ms()
-        if ack_type is AckType.CUMULATIVE:
-            subscription.ack(ack_type, ids)
-            self.msg_acked += 1  # Pulsar's Consumer.messageAcked records 1 per cumulative ACK
-            return
-        # The messages this ACK settled, whichever consumer they were delivered to (Pulsar
-        # records them on the acking consumer too).
-        dispatcher = subscription.dispatcher
-        before = dispatcher.acked_messages
-        subscription.ack(ack_type, ids)
-        self.msg_acked += dispatcher.acked_messages - before
+        if not self.closed:
+            self._owner.ack(self, ack_type, ids)
 
     def redeliver(self, ids: Sequence[MessageIdData] | None) -> None:
         """Redeliver this consumer's unacked messages (all of them when ``ids`` is empty)."""
-        if self.closed:
-            return
-        before = self.unacked
-        self._subscription.redeliver(self, ids)
-        if self._subscription.dispatcher.sub_type not in SINGLE_ACTIVE:
-            # Pulsar tracks pending acks, hence redeliveries, for Shared and Key_Shared only.
-            self.msg_redeliver += before - self.unacked
+        if not self.closed:
+            self._owner.redeliver(self, ids)
 
     async def seek(
         self, *, message_id: MessageIdData | None = None, publish_time: int | None = None
@@ -126,11 +134,11 @@ class Consumer(ConsumerActivity):
         Raises:
             NotAllowedError: This consumer is already closed, or no target was given.
         """
-        await self._subscription.seek(self, message_id=message_id, publish_time=publish_time)
+        await self._owner.seek(self, message_id=message_id, publish_time=publish_time)
 
     def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
         """Topic's last entry (with batch index) and the subscription's mark-delete position."""
-        return self._subscription.last_message_id()
+        return self._owner.last_message_id()
 
     def stats(self, *, unacked_tracked: bool = True) -> ConsumerStats:
         """A snapshot for metrics and admin.
@@ -146,7 +154,7 @@ class Consumer(ConsumerActivity):
     async def close(self) -> None:
         """Detach; its unacked messages go to the other consumers (not counted as redelivered)."""
         if not self.closed:
-            self._subscription.remove_consumer(self)
+            self._owner.remove_consumer(self)
 
     async def unsubscribe(self) -> None:
         """Delete the subscription.
@@ -154,4 +162,4 @@ class Consumer(ConsumerActivity):
         Raises:
             MetadataError: Other consumers are attached.
         """
-        self._subscription.unsubscribe(self)
+        self._owner.unsubscribe(self)

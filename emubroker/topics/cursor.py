@@ -1,6 +1,10 @@
-"""A subscription's acknowledgement state: Pulsar's managed cursor, reduced and pure.
+"""A subscription's durable acknowledgements: Pulsar's managed cursor, reduced and pure.
 
-Positions are managed-ledger indexes (see ``managed_ledger``). Invariants:
+Positions are managed-ledger indexes (see ``managed_ledger``). The cursor is the part of a
+subscription's acknowledgement state that is persisted and outlives the topic object; its owner
+is ``acks.Acknowledgements``, the only caller of the methods that change it. Everyone else reads
+it through its queries (:meth:`Cursor.is_acked`, :meth:`Cursor.ranges`, :meth:`Cursor.backlog`
+...), never its sets, so that how acknowledgements are kept can change here alone. Invariants:
 
 1. ``mark_delete`` is the last index such that it and everything before it is acknowledged
    (-1: nothing). It only moves forward, except on :meth:`Cursor.reset` (seek).
@@ -10,8 +14,8 @@ Positions are managed-ledger indexes (see ``managed_ledger``). Invariants:
    bitmask of its messages still unacknowledged (bit i set: message i still to deliver, the
    meaning of ``MessageIdData.ack_set``, spec/wire-protocol.md §7.3). A mask that reaches 0 makes
    the entry fully acknowledged.
-4. ``redelivery_counts`` maps an index to how often it was redelivered in this subscription
-   (§7.2); entries are dropped once acknowledged.
+4. ``version`` goes up with every change, so that a persisted copy knows it is stale
+   (``cursor_flush``).
 
 The cursor of a durable subscription outlives its topic object: on unload the service keeps it,
 and the reloaded topic resumes from it (§9).
@@ -22,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Container, Iterable
 
 __all__ = ["Cursor", "mask_from_words", "words_from_mask"]
 
@@ -56,17 +60,16 @@ class Cursor:
         durable: Whether the subscription survives its consumers and topic unloads.
     """
 
-    __slots__ = ("acked", "dirty", "durable", "mark_delete", "partial", "redelivery_counts")
+    __slots__ = ("acked", "durable", "mark_delete", "partial", "version")
 
     def __init__(self, mark_delete: int = -1, *, durable: bool = True) -> None:
         self.mark_delete = mark_delete
         self.durable = durable
         self.acked: set[int] = set()
         self.partial: dict[int, int] = {}
-        self.redelivery_counts: dict[int, int] = {}
-        # Set by every change of the acknowledgement state; the topic service's flusher
-        # persists dirty durable cursors in batches and clears it (``cursor_flush``).
-        self.dirty = False
+        # Counts the changes of the acknowledgement state; the topic service's flusher
+        # persists the durable cursors whose version moved since it last wrote them.
+        self.version = 0
 
     def is_acked(self, index: int) -> bool:
         """Whether an index is fully acknowledged."""
@@ -80,11 +83,9 @@ class Cursor:
         """
         if index <= self.mark_delete or index in self.acked:
             return False
-        self.dirty = True
+        self.version += 1
         if self.partial:
             self.partial.pop(index, None)
-        if self.redelivery_counts:
-            self.redelivery_counts.pop(index, None)
         if index == self.mark_delete + 1:
             self.mark_delete = index
             if self.acked:  # in-order acks (the common case) have nothing to fold in
@@ -103,15 +104,12 @@ class Cursor:
         append = newly.append
         acked = self.acked
         partial = self.partial
-        counts = self.redelivery_counts
         mark_delete = self.mark_delete
         for index in indexes:
             if index <= mark_delete or index in acked:
                 continue
             if partial:
                 partial.pop(index, None)
-            if counts:
-                counts.pop(index, None)
             if index == mark_delete + 1:
                 mark_delete = index
                 while mark_delete + 1 in acked:  # invariant 2: fold in what follows
@@ -122,7 +120,7 @@ class Cursor:
             append(index)
         self.mark_delete = mark_delete
         if newly:
-            self.dirty = True
+            self.version += 1
         return newly
 
     def ack_batch(self, index: int, unacked_mask: int, size: int) -> bool:
@@ -141,7 +139,7 @@ class Cursor:
         remaining = self.partial.get(index, (1 << size) - 1) & unacked_mask
         if remaining:
             self.partial[index] = remaining
-            self.dirty = True
+            self.version += 1
             return False
         return self.ack(index)
 
@@ -154,27 +152,38 @@ class Cursor:
         if index <= self.mark_delete:
             return False
         self.mark_delete = index
-        self.dirty = True
+        self.version += 1
         if self.acked:
             self.acked = {i for i in self.acked if i > index}
         if self.partial:
             self.partial = {i: m for i, m in self.partial.items() if i > index}
-        if self.redelivery_counts:
-            self.redelivery_counts = {i: n for i, n in self.redelivery_counts.items() if i > index}
         self._advance()
         return True
 
+    def acked_among(self, first: int, end: int) -> Container[int]:
+        """The acknowledged indexes of ``[first, end)``, to test entries of a read against.
+
+        The dispatch hot path asks once per read instead of once per entry; the answer is
+        only for ``in`` tests, and only until the cursor changes.
+        """
+        if self.mark_delete < first:
+            return self.acked  # the usual case: nothing of the read is behind the mark-delete
+        return {*range(first, min(end, self.mark_delete + 1)), *self.acked}
+
     def unacked_mask(self, index: int) -> int | None:
         """The still-unacknowledged bitmask of a partly acknowledged batch, else None."""
-        return self.partial.get(index)
+        return self.partial.get(index) if self.partial else None
+
+    def partial_acks(self) -> list[tuple[int, int]]:
+        """Every partly acknowledged batch as ``(index, still-unacked mask)``, sorted."""
+        return sorted(self.partial.items())
 
     def reset(self, index: int) -> None:
         """Seek: the next entry to deliver becomes ``index``; every other ack is forgotten."""
         self.mark_delete = index - 1
-        self.dirty = True
+        self.version += 1
         self.acked.clear()
         self.partial.clear()
-        self.redelivery_counts.clear()
 
     def first_unacked(self, start: int, end: int) -> int:
         """The first index in ``[start, end)`` that is not fully acknowledged, else ``end``."""

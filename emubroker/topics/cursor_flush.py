@@ -1,12 +1,13 @@
 """Durable cursors in the metadata store: loading at topic open, coalesced persisting, trimming.
 
-Acknowledgements only mark a cursor ``dirty`` (a slot write on the ACK hot path); a flusher
+Acknowledgements only move a cursor's ``version`` (a slot write on the ACK hot path); a flusher
 task of the topic service wakes every ``interval`` seconds (Pulsar rate-limits mark-delete
 persistence the same way: ``managedLedgerDefaultMarkDeleteRateLimit``, 1 per second) and writes
-each dirty cursor once, deletes the nodes of deleted subscriptions, and trims ledgers every
-durable cursor has passed (``ManagedLedger.trim``). A graceful stop flushes once more, so only
-a crash can lose the last interval's acknowledgements, which then come back as redeliveries:
-at-least-once, never a lost message (DESIGN.md decision 8). Layout: ``ml_meta``.
+each cursor whose version it has not written yet once, deletes the nodes of deleted
+subscriptions, and trims ledgers every durable cursor has passed (``ManagedLedger.trim``). The
+flusher only reads cursors: what it wrote is its own record. A graceful stop flushes once more,
+so only a crash can lose the last interval's acknowledgements, which then come back as
+redeliveries: at-least-once, never a lost message (DESIGN.md decision 8). Layout: ``ml_meta``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import logging
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from emubroker.metadata.paths import cursor_path
 from emubroker.metadata.store import MetadataStoreError
 from emubroker.topics.cursor import Cursor
-from emubroker.topics.ml_meta import CursorInfo, cursor_path, decode_cursor_info, encode_info
+from emubroker.topics.ml_meta import CursorInfo, decode_cursor_info, encode_info
 from emubroker.topics.topic import may_trim
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -56,7 +58,8 @@ class CursorFlusher:
         self._retains = retains
         self._clock = clock
         self._interval = interval
-        self._persisted: dict[TopicName, set[str]] = {}
+        # Per topic, per subscription: the cursor object and version last written.
+        self._persisted: dict[TopicName, dict[str, tuple[Cursor, int]]] = {}
 
     async def load(self, topic: TopicName, ml_path: str) -> dict[str, Cursor]:
         """The persisted durable cursors of a topic, by subscription name.
@@ -71,7 +74,7 @@ class CursorFlusher:
                 continue
             info = decode_cursor_info(value.value)
             cursors[unquote(child)] = Cursor.restore(info.mark_delete, info.ranges, info.batch_acks)
-        self._persisted[topic] = set(cursors)
+        self._persisted[topic] = {name: (c, c.version) for name, c in cursors.items()}
         return cursors
 
     def forget(self, topic: TopicName) -> None:
@@ -79,34 +82,35 @@ class CursorFlusher:
         self._persisted.pop(topic, None)
 
     async def flush(self, topic: TopicName, state: TopicState) -> None:
-        """Write a topic's dirty cursors, delete removed ones, trim consumed ledgers.
+        """Write a topic's changed cursors, delete removed ones, trim consumed ledgers.
+
+        A cursor is written when its version moved since it was last written, and when it is
+        another cursor than the one last written under its name (a subscription deleted and
+        created again).
 
         Raises:
-            MetadataStoreError: The store failed (the cursors stay dirty for the next round).
+            MetadataStoreError: The store failed (the cursors are written next round).
         """
-        persisted = self._persisted.setdefault(topic, set())
+        persisted = self._persisted.setdefault(topic, {})
         ledger = state.ledger
         for name, cursor in list(state.cursors.items()):
-            if not cursor.dirty and name in persisted:
+            version = cursor.version
+            written = persisted.get(name)
+            if written is not None and written[0] is cursor and written[1] == version:
                 continue
-            cursor.dirty = False
             info = CursorInfo(
                 mark_delete=cursor.mark_delete,
                 ranges=cursor.ranges(),
-                batch_acks=sorted(cursor.partial.items()),
+                batch_acks=cursor.partial_acks(),
                 mark_delete_position=ledger.position(cursor.mark_delete),
             )
-            try:
-                await self._metadata.put(cursor_path(topic, name), encode_info(info))
-            except BaseException:
-                cursor.dirty = True
-                raise
-            persisted.add(name)
-        for name in persisted - set(state.cursors):
+            await self._metadata.put(cursor_path(topic, name), encode_info(info))
+            persisted[name] = (cursor, version)
+        for name in persisted.keys() - state.cursors.keys():
             path = cursor_path(topic, name)
             if await self._metadata.exists(path):
                 await self._metadata.delete(path)
-            persisted.discard(name)
+            del persisted[name]
         if state.cursors and may_trim(topic, state, self._retains):
             floor = min(cursor.mark_delete for cursor in state.cursors.values())
             try:

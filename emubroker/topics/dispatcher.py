@@ -40,28 +40,25 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from emubroker.ratelimit.readsize import multiple_consumers_permits
-from emubroker.topics.cursor import words_from_mask
 from emubroker.topics.draining import DrainingHashes
 from emubroker.topics.managed_ledger import CacheMiss
-from emubroker.topics.selection import SINGLE_ACTIVE, ConsumerSet, key_hash
+from emubroker.topics.pickers import key_hash
 from emubroker.topics.throttling import CURSOR_BACKLOGGED_THRESHOLD
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from anyio.abc import TaskStatus
 
+    from emubroker.topics.acks import Acknowledgements
     from emubroker.topics.consumer import Consumer
-    from emubroker.topics.cursor import Cursor
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.selection import ConsumerSet
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.stats import TopicCounters
     from emubroker.topics.throttling import SubscriptionThrottle
     from protocol.clock import Clock
-    from protocol.commands import KeySharedMeta, KeySharedMode, SubType
+    from protocol.commands import KeySharedMeta, SubType
 
 __all__ = ["Dispatcher"]
 
@@ -81,8 +78,9 @@ class Dispatcher:
 
     Args:
         ledger: The topic's entries.
-        cursor: The subscription's acknowledgement state.
-        topic: The full topic name (Failover picks its active consumer by it).
+        members: The subscription's consumers and the rules of its type (``selection``).
+        acks: The subscription's acknowledgement state (its owner: every delivery, ack and
+            redelivery is recorded there).
         partition: The topic's partition index, -1 when not a partition.
         clock: Time for delayed delivery.
         settings: Read batch size, unacked limit, delayed delivery switch, Key_Shared points.
@@ -94,8 +92,8 @@ class Dispatcher:
         self,
         *,
         ledger: ManagedLedger,
-        cursor: Cursor,
-        topic: str,
+        members: ConsumerSet[Consumer],
+        acks: Acknowledgements,
         partition: int,
         clock: Clock,
         settings: TopicSettings,
@@ -103,7 +101,7 @@ class Dispatcher:
         read_position: int,
     ) -> None:
         self._ledger = ledger
-        self._cursor = cursor
+        self._acks = acks
         self._partition = partition
         self._clock = clock
         self._settings = settings
@@ -112,7 +110,6 @@ class Dispatcher:
         self.msg_out = 0
         self.bytes_out = 0
         self.entries_out = 0
-        self.acked_messages = 0  # messages acks settled (the acking consumer's messageAckRate)
         self._round_ms = 0  # epoch ms of the current round: its consumers' lastConsumedTimestamp
         self.read_position = read_position
         # Dispatch throttling (``throttling``; set by the topic): None or inactive = the plain
@@ -121,15 +118,7 @@ class Dispatcher:
         self._retry_at: float | None = None  # the scheduled retry of a refused read
         self._limited = False  # the last round stopped at a limiter: no read is outstanding
         self._unblocked = False  # an ack unblocked a consumer held by the unacked limit
-        self._members: ConsumerSet[Consumer] = ConsumerSet(
-            topic=topic,
-            partition=partition,
-            max_unacked=settings.max_unacked_messages_per_consumer,
-            hash_points=settings.key_shared_hash_points,
-        )
-        self._block_at = self._members.block_at  # unacked counts (set again as consumers join)
-        self._unblock_at = self._members.unblock_at
-        self._pending: dict[int, Consumer] = {}
+        self._members = members
         # Key_Shared AUTO_SPLIT: hashes that moved away from a consumer still holding some of
         # their entries; filled when a consumer joins, emptied as those entries go.
         self._draining: DrainingHashes[Consumer] = DrainingHashes()
@@ -147,26 +136,6 @@ class Dispatcher:
 
     # ---- membership ---------------------------------------------------------------------------
 
-    @property
-    def consumers(self) -> list[Consumer]:
-        """Attached consumers, in join order."""
-        return self._members.consumers
-
-    @property
-    def active_consumer(self) -> Consumer | None:
-        """The one consumer an Exclusive or Failover subscription delivers to, else None."""
-        return self._members.active
-
-    @property
-    def sub_type(self) -> SubType:
-        """The subscription type."""
-        return self._members.sub_type
-
-    @property
-    def key_shared_mode(self) -> KeySharedMode | None:
-        """The Key_Shared mode, for Key_Shared subscriptions."""
-        return self._members.key_shared_mode
-
     def check_join(
         self, subscription: str, sub_type: SubType, key_shared_meta: KeySharedMeta | None
     ) -> None:
@@ -176,8 +145,8 @@ class Dispatcher:
             ConsumerBusyError: A second Exclusive consumer, or another type or Key_Shared mode.
         """
         self._members.check_join(subscription, sub_type, key_shared_meta)
-        if self.sub_type in SINGLE_ACTIVE:
-            # Delayed delivery applies to Shared and Key_Shared only: hand them over now.
+        if not self._members.rules.delayed_delivery:
+            # This type delivers delayed messages at once: hand them over now.
             while self._delayed:
                 self._push_replay(heapq.heappop(self._delayed)[1])
 
@@ -190,12 +159,12 @@ class Dispatcher:
         members = self._members
         self._demoted(members.add(consumer, key_shared_meta))
         # The subscription's type is fixed while it has consumers: so are these (``selection``).
-        self._block_at = members.block_at
-        self._unblock_at = members.unblock_at
-        if members.drains_hashes:
+        self._acks.limit_unacked(members.block_at, members.unblock_at)
+        picker = members.picker
+        if picker.drains_hashes:
             infos = self._ledger.infos
             self._draining.reassign(
-                members.consumers, members.owner, lambda index: key_hash(infos[index])
+                members.consumers, picker.owner, lambda index: key_hash(infos[index])
             )
         self.wake()
 
@@ -208,83 +177,38 @@ class Dispatcher:
         if consumer not in self._members.consumers:
             return
         if redeliver:
-            self._release(consumer, count=False)
+            self._replay_all(self._acks.release(consumer))
         else:
-            self._forget(consumer)
+            self._acks.forget(consumer)
         self._demoted(self._members.remove(consumer))
         if not self._members.consumers:
-            self._cursor.redelivery_counts.clear()
+            self._acks.forget_redeliveries()
         self.wake()
 
     def _demoted(self, old_active: Consumer | None) -> None:
         if old_active is not None:
             # Failover switch: what the old active holds unacked goes to the new one, as Pulsar
             # rewinds the cursor on an active-consumer change (not a redelivery).
-            self._release(old_active, count=False)
+            self._replay_all(self._acks.release(old_active))
 
     # ---- acknowledgements, redelivery, seek ---------------------------------------------------
-
-    def acked(self, index: int) -> None:
-        """An entry became fully acknowledged: it is no longer pending on any consumer."""
-        consumer = self._pending.pop(index, None)
-        if consumer is not None:
-            charged = consumer.pending.pop(index, 0)
-            consumer.unacked -= charged
-            self.acked_messages += charged
-            if consumer.blocked and consumer.unacked <= self._unblock_at:
-                consumer.blocked = False
-                self._unblocked = True
-
-    def acked_many(self, indexes: Iterable[int]) -> None:
-        """``acked`` for each index (the ACK hot path: one call per ACK, not per id)."""
-        pending = self._pending
-        unblock_at = self._unblock_at
-        settled = 0
-        for index in indexes:
-            consumer = pending.pop(index, None)
-            if consumer is not None:
-                charged = consumer.pending.pop(index, 0)
-                consumer.unacked -= charged
-                settled += charged
-                if consumer.blocked and consumer.unacked <= unblock_at:
-                    consumer.blocked = False
-                    self._unblocked = True
-        self.acked_messages += settled
-
-    def acked_up_to(self, index: int) -> None:
-        """Everything up to ``index`` was acknowledged (cumulative ack)."""
-        for i in [i for i in self._pending if i <= index]:
-            self.acked(i)
 
     def redeliver(self, consumer: Consumer, indexes: list[int] | None) -> None:
         """Move entries pending on ``consumer`` (all of them for None) back for redelivery.
 
-        Only Shared and Key_Shared count redeliveries: Pulsar's single-active-consumer
+        Only the types that count redeliveries do (``subtypes``): Pulsar's single-active-consumer
         dispatcher has its redelivery tracker disabled, so Exclusive and Failover consumers
         always see ``redelivery_count`` 0.
         """
-        count = self.sub_type not in SINGLE_ACTIVE
-        consumer.blocked = False  # asking for redelivery unblocks, as in Pulsar
-        if indexes is None:
-            self._release(consumer, count=count)
-        else:
-            counts = self._cursor.redelivery_counts
-            for index in indexes:
-                charged = consumer.pending.pop(index, None)
-                if charged is None:
-                    continue  # not (or no longer) delivered to this consumer
-                del self._pending[index]
-                consumer.unacked -= charged
-                if count:
-                    counts[index] = counts.get(index, 0) + 1
-                self._push_replay(index)
+        count = self._members.rules.counts_redeliveries
+        self._replay_all(self._acks.redeliver(consumer, indexes, count=count))
         self._request()
 
     def reset(self, read_position: int) -> None:
-        """Seek: forget every delivery and restart reading at ``read_position``."""
-        for consumer in self._members.consumers:
-            self._forget(consumer)
-        self._pending.clear()
+        """Seek: forget what waits for delivery and restart reading at ``read_position``.
+
+        The acknowledgement state was reset first (``Acknowledgements.reset``).
+        """
         self._draining.clear()
         self._replay.clear()
         self._replay_set.clear()
@@ -296,29 +220,15 @@ class Dispatcher:
         """Unload: every unacked delivery goes back to be delivered again by the next owner.
 
         Redelivery counts live in the dispatcher in Pulsar, so a reloaded topic starts them
-        from 0; the cursor that survives the unload forgets them here.
+        from 0.
         """
-        for consumer in self.consumers:
-            self._release(consumer, count=False)
-        self._cursor.redelivery_counts.clear()
+        for consumer in self._members.consumers:
+            self._replay_all(self._acks.release(consumer))
+        self._acks.forget_redeliveries()
 
-    def _release(self, consumer: Consumer, *, count: bool) -> None:
-        counts = self._cursor.redelivery_counts
-        for index in consumer.pending:
-            del self._pending[index]
-            if count:
-                counts[index] = counts.get(index, 0) + 1
+    def _replay_all(self, indexes: list[int]) -> None:
+        for index in indexes:
             self._push_replay(index)
-        consumer.pending.clear()
-        consumer.unacked = 0
-        consumer.blocked = False
-
-    def _forget(self, consumer: Consumer) -> None:
-        for index in consumer.pending:
-            self._pending.pop(index, None)
-        consumer.pending.clear()
-        consumer.unacked = 0
-        consumer.blocked = False
 
     def _push_replay(self, index: int, *, dirty: bool = True) -> None:
         if dirty:
@@ -340,8 +250,10 @@ class Dispatcher:
         self._replay_dirty = True
         self._request()
 
-    def acks_applied(self) -> None:
-        """Acks were applied (the ACK path): a round only where it may start a read.
+    def acks_applied(self, unblocked: bool) -> None:
+        """An ACK was applied; ``unblocked``: it unblocked a consumer held by the unacked limit.
+
+        A round runs only where it may start a read.
 
         Pulsar's dispatchers start no read on an ACK, except through a consumer the ack
         unblocked from the unacked limit (``flowConsumerBlockedPermits``: a FLOW), and
@@ -350,11 +262,19 @@ class Dispatcher:
         throttled read waits for its retry only an unblocking ack runs a round; otherwise a
         round here finds nothing to read that it would not read on the next event anyway.
         """
-        unblocked, self._unblocked = self._unblocked, False
+        unblocked = unblocked or self._unblocked
+        self._unblocked = False
         if self._limited and not unblocked:
             self._replay_dirty = True  # the retry rescans the parked entries
             return
         self.wake()
+
+    def acks_changed(self, unblocked: bool) -> None:
+        """Acks came from elsewhere (skip, expiry, compaction); the caller decides about a round.
+
+        A consumer they unblocked counts for the next ACK's decision (:meth:`acks_applied`).
+        """
+        self._unblocked = self._unblocked or unblocked
 
     def _request(self) -> None:
         self._requested = True
@@ -382,7 +302,7 @@ class Dispatcher:
             self._request()  # the task's round meets the same miss and loads the entries
         except Exception:
             # As in run(): a bug in one subscription must not fail the publish.
-            logger.exception("dispatch round failed; consumers: %s", self.consumers)
+            logger.exception("dispatch round failed; consumers: %s", self._members.consumers)
         if self._retry_at is not None and self._retry_at != retry_at:
             # The round was throttled: the task must sleep until the retry, not until the next
             # event (it may be waiting for none at all).
@@ -397,11 +317,6 @@ class Dispatcher:
         self._closed = True
         self._scope.cancel()
         self._wake.set()
-
-    @property
-    def pending_count(self) -> int:
-        """Entries delivered and not yet acknowledged."""
-        return len(self._pending)
 
     @property
     def delayed_count(self) -> int:
@@ -425,7 +340,9 @@ class Dispatcher:
                     await self._load(miss)
                 except Exception:
                     # A bug in one subscription must not take the broker's task group down.
-                    logger.exception("dispatch round failed; consumers: %s", self.consumers)
+                    logger.exception(
+                        "dispatch round failed; consumers: %s", self._members.consumers
+                    )
 
     async def _load(self, miss: CacheMiss) -> None:
         try:
@@ -439,8 +356,8 @@ class Dispatcher:
     async def _wait(self) -> bool:
         """Wait for a wake-up or the next deadline; True if the deadline was reached."""
         deadline = self._retry_at
-        if self._delayed and self.consumers:
-            wait_ms = self._delayed[0][0] - self._clock.wall_ns() // 1_000_000
+        if self._delayed and self._members.consumers:
+            wait_ms = self._delayed[0][0] - self._clock.wall_ms()
             due = self._clock.now() + max(wait_ms, 0) / 1000
             deadline = due if deadline is None else min(deadline, due)
         if deadline is None:
@@ -464,9 +381,9 @@ class Dispatcher:
 
     def dispatch(self) -> None:
         """Run one dispatch round (see the module docstring)."""
-        if not self.consumers or self._closed:
+        if not self._members.consumers or self._closed:
             return
-        self._round_ms = now_ms = self._clock.wall_ns() // 1_000_000  # one read per round
+        self._round_ms = now_ms = self._clock.wall_ms()  # one read per round
         if self._delayed:
             while self._delayed and self._delayed[0][0] <= now_ms:
                 self._push_replay(heapq.heappop(self._delayed)[1])
@@ -476,27 +393,11 @@ class Dispatcher:
             return
         self._retry_at = None
         self._limited = False
-        if self._replay and (self._replay_dirty or self._members.selector is None):
+        if self._replay and (self._replay_dirty or not self._members.rules.routes_by_key):
             self._replay_dirty = False
             if not self._dispatch_replay():
                 return
         self._dispatch_new()
-
-    def _permits(self) -> int:
-        # Spec §1.2 step 1 (connections are always writable here). Shared and Key_Shared read
-        # only while some consumer not blocked on unacked messages has permits, as Pulsar's
-        # getFirstAvailableConsumerPermits; the total counts every consumer's.
-        members = self._members
-        if members.sub_type in SINGLE_ACTIVE:
-            active = members.active
-            return 0 if active is None else active.permits
-        total = first = 0
-        for consumer in members.consumers:
-            if consumer.permits > 0:
-                total += consumer.permits
-                if not first and not consumer.blocked:
-                    first = consumer.permits
-        return multiple_consumers_permits(total, first)
 
     def _dispatch_throttled(self, throttle: SubscriptionThrottle) -> None:
         """A round under dispatch throttling: plan -> read -> send -> charge, per read (§1.2/3).
@@ -516,7 +417,7 @@ class Dispatcher:
         self._limited = False
         for _ in range(MAX_READS_PER_ROUND):
             end = ledger.count
-            replay = bool(self._replay) and (self._replay_dirty or members.selector is None)
+            replay = bool(self._replay) and (self._replay_dirty or not members.rules.routes_by_key)
             if not replay and self.read_position >= end:
                 return
             # Entries to come back from the stub first: load them before asking the limiters,
@@ -527,7 +428,7 @@ class Dispatcher:
             active = end - self.read_position <= CURSOR_BACKLOGGED_THRESHOLD
             count = ledger.count
             plan = throttle.plan(
-                self._permits(),
+                members.picker.permits(),
                 now,
                 cursor_active=active,
                 avg_entry_size=self._counters.bytes_in / count if count else 0.0,
@@ -553,7 +454,7 @@ class Dispatcher:
                 if replay or self.read_position == position:
                     return
                 continue  # the read held only acked or delayed entries: read on
-            single = members.active if members.sub_type in SINGLE_ACTIVE else None
+            single = members.active if members.rules.single_active else None
             throttle.sent(
                 entries,
                 self.msg_out - messages,
@@ -574,20 +475,21 @@ class Dispatcher:
         With ``limit`` (throttled rounds), at most that many entries are sent.
         """
         replay = self._replay
-        cursor = self._cursor
+        needs_delivery = self._acks.needs_delivery
         infos = self._ledger.infos
-        key_shared = self._members.selector is not None
+        picker = self._members.picker
+        by_key = self._members.rules.routes_by_key
         draining = self._draining if self._draining else None
         parked: list[int] = []
         capacity: bool | None = None  # "some consumer has room"; only a send can change it
         while replay:
             index = replay[0]
-            if cursor.is_acked(index) or index in self._pending:
+            if not needs_delivery(index):
                 heapq.heappop(replay)
                 self._replay_set.discard(index)
                 continue
             info = infos[index]
-            consumer = self._members.select(info)
+            consumer = picker.select(info)
             if (
                 consumer is not None
                 and draining is not None
@@ -596,7 +498,7 @@ class Dispatcher:
                 consumer = None  # its key still drains from another consumer: park it
             if consumer is None:
                 if capacity is None:
-                    capacity = key_shared and self._members.has_capacity()
+                    capacity = by_key and picker.has_capacity()
                 if capacity:
                     parked.append(heapq.heappop(replay))  # its consumer is blocked, others not
                     continue
@@ -615,27 +517,29 @@ class Dispatcher:
                     break
         for index in parked:
             heapq.heappush(replay, index)
-        return key_shared or not replay
+        return by_key or not replay
 
     def _dispatch_new(self, limit: int = 0) -> None:
         """Read and deliver new entries; with ``limit`` (throttled rounds), one read that big."""
         ledger = self._ledger
-        cursor = self._cursor
+        cursor = self._acks.cursor
         infos = ledger.infos
         end = ledger.count
         batch = limit or max(1, self._settings.dispatcher_max_read_batch_size)
         members = self._members
-        key_shared = members.selector is not None
+        picker = members.picker
+        rules = members.rules
+        by_key = rules.routes_by_key
         draining = self._draining if self._draining else None
-        single_active = members.sub_type in SINGLE_ACTIVE
-        delayed = self._settings.delayed_delivery_enabled and not single_active
-        now_ms = self._clock.wall_ns() // 1_000_000 if delayed else 0
+        single_active = rules.single_active
+        delayed = self._settings.delayed_delivery_enabled and rules.delayed_delivery
+        now_ms = self._clock.wall_ms() if delayed else 0
         reads = 0
         capacity: bool | None = None  # as in _dispatch_replay
         while self.read_position < end:
-            if not members.has_capacity():
+            if not picker.has_capacity():
                 return
-            if key_shared and len(self._replay_set) >= MAX_REPLAY_ENTRIES:
+            if by_key and len(self._replay_set) >= MAX_REPLAY_ENTRIES:
                 return
             if reads == MAX_READS_PER_ROUND:
                 self._request()  # more to do: continue in the next round, after a yield
@@ -643,21 +547,22 @@ class Dispatcher:
             reads += 1
             first = self.read_position
             ledger_id, first_entry, sections = ledger.read(first, min(end, first + batch) - 1)
+            acked = cursor.acked_among(first, first + len(sections))
             for offset, section in enumerate(sections):
                 index = first + offset
-                if index <= cursor.mark_delete or index in cursor.acked:  # cursor.is_acked
+                if index in acked:  # after a reload, a redelivery, a skip
                     continue
                 info = infos[index]
                 at = info.deliver_at_time
                 if delayed and at is not None and at > now_ms:
                     heapq.heappush(self._delayed, (at, index))
                     continue
-                if single_active:  # members.select, without the call per entry
-                    consumer = members.active
+                if single_active:  # picker.select, without the call per entry
+                    consumer = picker.active
                     if consumer is not None and consumer.permits <= 0:
                         consumer = None
                 else:
-                    consumer = members.select(info)
+                    consumer = picker.select(info)
                     if (
                         consumer is not None
                         and draining is not None
@@ -666,7 +571,7 @@ class Dispatcher:
                         consumer = None  # as in _dispatch_replay
                 if consumer is None:
                     if capacity is None:
-                        capacity = key_shared and members.has_capacity()
+                        capacity = by_key and picker.has_capacity()
                     if capacity:
                         # Park it for its blocked consumer; that alone unblocks nobody, so the
                         # parked set is not marked for a rescan.
@@ -689,36 +594,24 @@ class Dispatcher:
         info: EntryInfo,
         section: bytes,
     ) -> None:
-        cursor = self._cursor
-        mask = cursor.partial.get(index) if cursor.partial else None
-        if mask is None:
-            charged = info.num_messages
-            ack_set: tuple[int, ...] = ()
-        else:
-            charged = mask.bit_count()
-            ack_set = words_from_mask(mask, info.num_messages)
+        charged, ack_set, redelivery_count = self._acks.deliver(consumer, index, info.num_messages)
         consumer.permits -= charged
-        consumer.unacked += charged
-        if consumer.unacked >= self._block_at:
-            consumer.blocked = True  # Pulsar blocks once a send reaches the limit
-        consumer.pending[index] = charged
-        self._pending[index] = consumer
-        counts = cursor.redelivery_counts
         consumer.sink.send_message(
             consumer.consumer_id,
             ledger_id,
             entry_id,
             self._partition,
-            counts.get(index, 0) if counts else 0,
+            redelivery_count,
             ack_set,
             section,
         )
+        size = len(section)
         counters = self._counters
         counters.msg_out += charged
-        counters.bytes_out += len(section)
+        counters.bytes_out += size
         self.msg_out += charged
-        self.bytes_out += len(section)
+        self.bytes_out += size
         self.entries_out += 1
         consumer.msg_out += charged  # per consumer, for admin stats
-        consumer.bytes_out += len(section)
+        consumer.bytes_out += size
         consumer.last_consumed = self._round_ms

@@ -21,16 +21,21 @@ Pulsar's ``PersistentMessageExpiryMonitor``, ``PersistentMessageFinder`` and
    settles them. The expired count is the backlog before minus the backlog after, in entries.
 5. The periodic check (every ``messageExpiryCheckIntervalInMinutes``, and on a namespace
    policies change) finds the position once per topic and applies it to every subscription,
-   readers' non-durable ones included; only Pulsar's ``__compaction`` subscription is skipped.
-   Each subscription's ``lastExpireTimestamp`` is set whenever a position was found.
+   readers' non-durable ones included; only Pulsar's ``__compaction`` subscription is skipped
+   (:func:`is_expirable`). Each subscription's ``lastExpireTimestamp`` is set whenever a position
+   was found.
 6. ``expireMessages/{seconds}`` (REST) expires one subscription: refused (409) when its backlog is
    empty, or when it has consumers, fewer than 1000 entries of backlog and its oldest entry is
    not older than 1.5 times the given time (``PersistentSubscription.expireMessages``).
+
+This module decides (which index, whether an expiry is issued); the topic and its subscriptions
+apply the decision (``Topic.expire_to``, ``Subscription.expire_to``), and their
+acknowledgement state moves the mark-delete position (``Acknowledgements.expire_to``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -38,16 +43,15 @@ if TYPE_CHECKING:
     from emubroker.naming import NamespaceName, TopicName
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.subscription import Subscription
-    from emubroker.topics.topic import Topic
     from protocol.clock import Clock
 
 __all__ = [
+    "ExpiringTopic",
     "ExpiryCounters",
     "MessageExpiry",
-    "expire_by_time",
-    "expire_to",
+    "expiry_issued",
     "find_expired",
+    "is_expirable",
     "newest_matching",
 ]
 
@@ -74,11 +78,6 @@ class ExpiryCounters:
     def __init__(self) -> None:
         self.total = 0
         self.last_expire = 0
-
-
-def wall_ms(clock: Clock) -> int:
-    """The clock's wall time in epoch milliseconds."""
-    return clock.wall_ns() // 1_000_000
 
 
 def newest_matching(first: int, last: int, matches: Callable[[int], bool]) -> int | None:
@@ -125,64 +124,47 @@ def find_expired(ledger: ManagedLedger, ttl_seconds: int, now_ms: int) -> int | 
     )
 
 
-def expire_to(sub: Subscription, index: int, *, backlog_end: int, now_ms: int) -> int:
-    """Mark-delete ``sub`` up to ``index`` (rule 4) and count what expired.
+def expiry_issued(
+    backlog: int, consumers: bool, oldest: int | None, seconds: int, now_ms: int
+) -> bool:
+    """Whether ``expireMessages/{seconds}`` is issued for a subscription (rule 6).
 
     Args:
-        sub: The subscription.
-        index: The new mark-delete position.
-        backlog_end: The topic's entry count (to measure the backlog).
-        now_ms: Epoch ms, for ``lastMarkDeleteAdvancedTimestamp``.
-
-    Returns:
-        Entries expired (0 when the position is not after the mark-delete position).
+        backlog: The subscription's backlog in entries.
+        consumers: Whether it has consumers.
+        oldest: Publish time of the entry after its mark-delete position (individually acked
+            or not: ``PersistentTopic.isOldestMessageExpired``), None when there is none.
+        seconds: The expiry time asked for.
+        now_ms: The wall time, epoch ms.
     """
-    cursor = sub.cursor
-    before = cursor.backlog(backlog_end)
-    if not cursor.ack_cumulative(index):
-        return 0
-    sub.dispatcher.acked_up_to(index)
-    sub.dispatcher.wake()
-    sub.last_mark_delete_advanced = now_ms
-    expired = before - cursor.backlog(backlog_end)
-    sub.expiry.total += expired
-    return expired
-
-
-def _oldest_expired(sub: Subscription, ledger: ManagedLedger, ttl: int, now_ms: int) -> bool:
-    # ``PersistentTopic.isOldestMessageExpired``: the entry after the mark-delete position
-    # (individually acked or not), against 1.5 times the TTL.
-    index = max(sub.cursor.mark_delete + 1, ledger.first_index)
-    if index >= ledger.count:
+    if backlog == 0:
         return False
-    threshold = int(ttl * MESSAGE_EXPIRY_THRESHOLD)
-    return threshold != 0 and now_ms > ledger.infos[index].publish_time + threshold * 1000
+    if not consumers or backlog >= MINIMUM_BACKLOG_FOR_EXPIRY_CHECK:
+        return True
+    threshold = int(seconds * MESSAGE_EXPIRY_THRESHOLD)
+    return oldest is not None and threshold != 0 and now_ms > oldest + threshold * 1000
 
 
-def expire_by_time(sub: Subscription, ledger: ManagedLedger, seconds: int, now_ms: int) -> bool:
-    """Expire one subscription's entries older than ``seconds`` (rule 6, the REST call).
-
-    Returns:
-        False when the expiry was not issued (Pulsar answers 409), else True.
-    """
-    backlog = sub.cursor.backlog(ledger.count)
-    if backlog == 0 or (
-        sub.consumers
-        and backlog < MINIMUM_BACKLOG_FOR_EXPIRY_CHECK
-        and not _oldest_expired(sub, ledger, seconds, now_ms)
-    ):
-        return False
-    sub.expiry.last_expire = now_ms
-    index = find_expired(ledger, seconds, now_ms)
-    if index is not None:
-        expire_to(sub, index, backlog_end=ledger.count, now_ms=now_ms)
-    return True
+def is_expirable(subscription: str) -> bool:
+    """Whether a topic-wide expiry applies to a subscription of this name (rule 5)."""
+    return subscription != COMPACTION_SUBSCRIPTION
 
 
-def expirable_subscriptions(topic: Topic) -> list[Subscription]:
-    """The subscriptions a topic-wide expiry applies to (rule 5)."""
-    subs = (topic.subscription(name) for name in topic.subscriptions())
-    return [s for s in subs if s is not None and s.name != COMPACTION_SUBSCRIPTION]
+class ExpiringTopic(Protocol):
+    """What the periodic check reads and asks of a persistent topic (``topic.Topic``)."""
+
+    @property
+    def name(self) -> TopicName: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def ledger(self) -> ManagedLedger: ...
+
+    def expire_to(self, index: int, now_ms: int) -> None:
+        """Expire every expirable subscription up to ``index`` (rules 4 and 5)."""
+        ...
 
 
 class MessageExpiry:
@@ -210,28 +192,23 @@ class MessageExpiry:
         ttl = self._namespace_ttl(name.namespace)
         return self._settings().ttl_duration_default_in_seconds if ttl is None else ttl
 
-    def check_topic(self, topic: Topic, *, now_ms: int | None = None) -> None:
+    def check_topic(self, topic: ExpiringTopic, *, now_ms: int | None = None) -> None:
         """``PersistentTopic.checkMessageExpiry`` (rule 5)."""
         ttl = self.ttl_of(topic.name)
-        subs = expirable_subscriptions(topic)
-        if ttl <= 0 or not subs:
+        if ttl <= 0:
             return
-        now = wall_ms(self._clock) if now_ms is None else now_ms
-        ledger = topic.ledger
-        index = find_expired(ledger, ttl, now)
-        if index is None:
-            return
-        for sub in subs:
-            sub.expiry.last_expire = now
-            expire_to(sub, index, backlog_end=ledger.count, now_ms=now)
+        now = self._clock.wall_ms() if now_ms is None else now_ms
+        index = find_expired(topic.ledger, ttl, now)
+        if index is not None:
+            topic.expire_to(index, now)
 
-    def check_all(self, topics: Iterable[Topic], *, now_ms: int | None = None) -> None:
+    def check_all(self, topics: Iterable[ExpiringTopic], *, now_ms: int | None = None) -> None:
         """Check every given topic once (``BrokerService.checkMessageExpiry``)."""
         for topic in topics:
             if not topic.closed:
                 self.check_topic(topic, now_ms=now_ms)
 
-    async def run(self, topics: Callable[[], Iterable[Topic]]) -> None:
+    async def run(self, topics: Callable[[], Iterable[ExpiringTopic]]) -> None:
         """Check every ``messageExpiryCheckIntervalInMinutes`` until cancelled (fixed rate)."""
         deadline = self._clock.now()
         while True:

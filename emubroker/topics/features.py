@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from emubroker.metadata.paths import namespace_path
 from emubroker.schemas.compat import CompatibilityStrategy
 
 if TYPE_CHECKING:
@@ -31,11 +32,9 @@ if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceName, TopicName
 
-__all__ = ["POLICIES_ROOT", "SchemaPolicy", "TopicFeatures"]
+__all__ = ["SchemaPolicy", "TopicFeatures"]
 
 log = logging.getLogger(__name__)
-
-POLICIES_ROOT = "/admin/policies"
 
 
 class _NamespaceSwitches(msgspec.Struct):
@@ -85,7 +84,7 @@ class TopicFeatures:
     async def _switches(self, namespace: NamespaceName) -> _NamespaceSwitches:
         if self._store is None:
             return _NamespaceSwitches()
-        found = await self._store.get(f"{POLICIES_ROOT}/{namespace}")
+        found = await self._store.get(namespace_path(namespace))
         if found is None:
             return _NamespaceSwitches()
         try:

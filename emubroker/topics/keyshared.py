@@ -1,8 +1,8 @@
 """Key_Shared routing: Pulsar's sticky-key hash and the two consumer selectors.
 
 * The key hash is Murmur3 x86 32-bit, seed 0 (Guava's ``murmur3_32``, which Pulsar's
-  ``Murmur3_32Hash`` wraps), masked to 31 bits. mmh3 is not a dependency, so it is implemented
-  here in pure Python; hashes of recurring keys are memoized.
+  ``Murmur3_32Hash`` wraps, computed by ``protocol.murmur``), masked to 31 bits; hashes of
+  recurring keys are memoized.
 * STICKY (``KeySharedMeta.hashRanges``): consumers declare inclusive ranges of the 65 536 slots;
   a key goes to the range holding ``hash % 65536`` (Pulsar's
   ``HashRangeExclusiveStickyKeyConsumerSelector``); overlapping declarations are refused with
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import bisect
 import functools
-import struct
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from protocol.commands import IntRange
 from protocol.errors import ConsumerAssignError
+from protocol.murmur import murmur3_32
 
 __all__ = [
     "AUTO_SPLIT_SLOTS",
@@ -35,43 +35,11 @@ __all__ = [
     "KeySelector",
     "StickySelector",
     "auto_split_slot",
-    "murmur3_32",
     "sticky_key_hash",
 ]
 
 HASH_RANGE_SIZE = 65536
 """Pulsar's ``DEFAULT_RANGE_SIZE``: STICKY ranges cover slots ``0..65535``."""
-
-_M32 = 0xFFFFFFFF
-_C1 = 0xCC9E2D51
-_C2 = 0x1B873593
-
-
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """Murmur3 x86 32-bit hash of ``data`` as an unsigned int."""
-    h = seed & _M32
-    nblocks = len(data) // 4
-    for k in struct.unpack_from(f"<{nblocks}I", data):
-        k = (k * _C1) & _M32
-        k = ((k << 15) | (k >> 17)) & _M32
-        k = (k * _C2) & _M32
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & _M32
-        h = (h * 5 + 0xE6546B64) & _M32
-    tail = data[nblocks * 4 :]
-    if tail:
-        k = int.from_bytes(tail, "little")
-        k = (k * _C1) & _M32
-        k = ((k << 15) | (k >> 17)) & _M32
-        k = (k * _C2) & _M32
-        h ^= k
-    h ^= len(data)
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _M32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _M32
-    h ^= h >> 16
-    return h
 
 
 # Keys recur (that is the point of keys), so memoize; bounded so random keys cannot grow it.

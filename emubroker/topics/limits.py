@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from protocol.commands import SubType
 from protocol.errors import ConsumerBusyError, NotAllowedError, ProducerBusyError
 
 if TYPE_CHECKING:
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
     from emubroker.naming import NamespaceName, TopicName
     from emubroker.policies import Policies
     from emubroker.topics.settings import TopicSettings
+    from emubroker.topics.subtypes import SubTypeRules
 
 __all__ = [
     "CountLimits",
@@ -194,20 +194,18 @@ def check_topic_consumers(limits: CountLimits, consumers: int) -> None:
         raise ConsumerBusyError("Topic reached max consumers limit")
 
 
-def check_subscription_consumers(limit: int, sub_type: SubType, consumers: int) -> None:
-    """Refuse one more consumer of a subscription of ``sub_type`` holding ``consumers``.
+def check_subscription_consumers(limit: int, rules: SubTypeRules, consumers: int) -> None:
+    """Refuse one more consumer of a subscription holding ``consumers``.
 
     Args:
         limit: ``max_consumers_per_subscription`` (0: none).
-        sub_type: The subscription's type (Exclusive is never checked, as in Pulsar).
+        rules: The subscription type's rules (``limits_consumers``: not Exclusive, as in Pulsar).
         consumers: Its attached consumers.
 
     Raises:
         ConsumerBusyError: The limit is reached.
     """
-    if sub_type is SubType.EXCLUSIVE:
-        return
-    if 0 < limit <= consumers:
+    if rules.limits_consumers and 0 < limit <= consumers:
         raise ConsumerBusyError("Subscription reached max consumers limit")
 
 

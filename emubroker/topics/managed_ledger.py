@@ -8,18 +8,20 @@ is full (Pulsar's ``currentLedgerIsFull``: ``managedLedgerMaxEntriesPerLedger`` 
 ``managedLedgerMinLedgerRolloverTimeMinutes``), then rolls over to a fresh one, so ids only grow
 and stay stable: receipt id = delivery id = last-message id (§7.6).
 
-Two modes, one class:
+Two modes, one class, chosen from what the backend states (``emubroker.storage``):
 
-* **Memory** (a :class:`~emubroker.storage.NowaitBookie`, the default embedded broker): adds and
-  reads answer at once, nothing is persisted in the metadata store, no entry cache (the store is
-  memory already). The publish hot path costs no task switch. Consumed ledgers are deleted by
-  :meth:`ManagedLedger.trim_nowait`, which the topic calls (``Topic.trim_consumed``).
-* **Bookie** (the stub, in-process or over TCP): the ledger list lives in the metadata store at
-  Pulsar's path (``ml_meta``); adds are awaited (a SEND_RECEIPT goes out only once the stub holds
-  the entry, DESIGN.md decision 8) with up to :data:`ADDS_IN_FLIGHT` pipelined, in order; reads
-  come from a bounded entry cache or, on a miss, from the stub in ranges (``read`` raises
-  :class:`CacheMiss`; ``await load(...)`` fills it). Opening fences the last ledger and recovers
-  its end before anything is served (a new owner must not lose or fork entries).
+* **Memory** (a ``sync`` backend and no ledger list to persist: the default embedded broker's
+  ``MemoryBackend``): adds and reads answer at once, nothing is persisted in the metadata store,
+  no entry cache (the store is memory already). The publish hot path costs no task switch.
+  Consumed ledgers are deleted by :meth:`ManagedLedger.trim_nowait`, which the topic calls
+  (``Topic.trim_consumed``).
+* **Bookie** (any other: the stub, in-process or over TCP): the ledger list lives in the metadata
+  store at Pulsar's path (``ml_meta``) when the backend is durable; adds are awaited (a
+  SEND_RECEIPT goes out only once the stub holds the entry, DESIGN.md decision 8) with up to
+  :data:`ADDS_IN_FLIGHT` pipelined, in order; reads come from a bounded entry cache or, on a miss,
+  from the stub in ranges (``read`` raises :class:`CacheMiss`; ``await load(...)`` fills it).
+  Opening fences the last ledger and recovers its end before anything is served (a new owner
+  must not lose or fork entries).
 
 A failed add leaves the ledger *tainted*: adds after the failed one may have landed with shifted
 ids, so only the prefix before the failure is committed and the next add rolls over to a fresh
@@ -37,7 +39,6 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from emubroker.storage import NowaitBookie
 from emubroker.topics.entry import EntryInfo, entry_info_from_entry
 from emubroker.topics.ml_meta import (
     LedgerRecord,
@@ -45,14 +46,14 @@ from emubroker.topics.ml_meta import (
     decode_ledger_info,
     encode_info,
 )
-from storage_stub.errors import ReadTooLargeError
-from storage_stub.ledger import StorageError
+from protocol.framing import decode_payload_section
+from storage_stub.client import ReadTooLargeError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from emubroker.metadata.store import MetadataStore
-    from emubroker.storage import BookieClient
+    from emubroker.storage import LedgerBackend
     from protocol.clock import Clock
 
 __all__ = [
@@ -73,7 +74,6 @@ producer's burst cannot flood the stub's connection."""
 READ_RANGE = 256
 """Entries per stub read on a cache miss (halved when the stub says the reply is too big)."""
 
-_MAGIC_CHECKSUM = b"\x0e\x01"
 _PLACEHOLDER = EntryInfo(1, False, 0, None, None, "", -1, 0)  # trimmed entries: never read
 
 
@@ -146,7 +146,7 @@ class ManagedLedger:
 
     def __init__(
         self,
-        bookie: BookieClient,
+        backend: LedgerBackend,
         *,
         policy: LedgerPolicy,
         clock: Clock | None,
@@ -154,8 +154,10 @@ class ManagedLedger:
         path: str | None,
         budget: CacheBudget | None,
     ) -> None:
-        self._bookie = bookie
-        self._nowait = bookie if isinstance(bookie, NowaitBookie) else None
+        self._bookie = backend.client
+        # Memory mode: the store answers at once and no ledger list waits to be written (a
+        # rollover of a persisted ledger list must be awaited).
+        self._nowait = backend if backend.sync and metadata is None else None
         self._policy = policy
         self._clock = clock
         self._metadata = metadata
@@ -179,11 +181,17 @@ class ManagedLedger:
 
     @classmethod
     def create(
-        cls, bookie: NowaitBookie, *, policy: LedgerPolicy | None = None, ledger_id: int
+        cls, backend: LedgerBackend, *, policy: LedgerPolicy | None = None, ledger_id: int
     ) -> ManagedLedger:
-        """A new memory-mode managed ledger writing to ``ledger_id`` (already created)."""
+        """A new memory-mode managed ledger writing to ``ledger_id`` (already created).
+
+        Raises:
+            WouldBlock: The backend is not sync: use :meth:`open`.
+        """
+        if not backend.sync:
+            raise anyio.WouldBlock
         ml = cls(
-            bookie,  # type: ignore[arg-type]  # a NowaitBookie is used through its sync twins only
+            backend,
             policy=policy or LedgerPolicy(),
             clock=None,
             metadata=None,
@@ -196,7 +204,7 @@ class ManagedLedger:
     @classmethod
     async def open(
         cls,
-        bookie: BookieClient,
+        backend: LedgerBackend,
         *,
         policy: LedgerPolicy,
         clock: Clock | None = None,
@@ -212,7 +220,7 @@ class ManagedLedger:
         writing continues in a fresh ledger.
 
         Args:
-            bookie: Where entries live.
+            backend: Where entries live.
             policy: Rollover rules.
             clock: Time for rollover by age; None: never by age.
             metadata: Where the ledger list is kept; None: memory mode, nothing persisted.
@@ -227,7 +235,7 @@ class ManagedLedger:
             StorageError: The bookie failed.
             MetadataStoreError: The metadata store failed.
         """
-        ml = cls(bookie, policy=policy, clock=clock, metadata=metadata, path=path, budget=budget)
+        ml = cls(backend, policy=policy, clock=clock, metadata=metadata, path=path, budget=budget)
         stored = None
         if metadata is not None and path is not None:
             value = await metadata.get(path)
@@ -236,7 +244,7 @@ class ManagedLedger:
         if stored is None:
             if not create:
                 return None
-            ml._add_segment(await bookie.create_ledger(), 0)
+            ml._add_segment(await backend.client.create_ledger(), 0)
             await ml._persist()
             return ml
         await ml._recover(stored)
@@ -257,9 +265,7 @@ class ManagedLedger:
             self._sizes[-1] = record.size
             infos: list[EntryInfo] = []
             for section in await self._read_range(record.ledger_id, 0, entries - 1):
-                if section[:2] == _MAGIC_CHECKSUM:
-                    section = section[6:]
-                infos.append(entry_info_from_entry(section))
+                infos.append(entry_info_from_entry(decode_payload_section(section).entry))
             self.infos += infos
             self._sections += [None] * len(infos)
             self._evicted_below = len(self.infos)

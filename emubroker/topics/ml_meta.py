@@ -15,26 +15,16 @@ restarts because the ledger list records the first index of every ledger. The hu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-from urllib.parse import quote
-
 import msgspec
-
-if TYPE_CHECKING:
-    from emubroker.naming import TopicName
 
 __all__ = [
     "CursorInfo",
     "LedgerRecord",
     "ManagedLedgerInfo",
-    "cursor_path",
     "decode_cursor_info",
     "decode_ledger_info",
     "encode_info",
-    "managed_ledger_path",
 ]
-
-ROOT = "/managed-ledgers"
 
 
 class LedgerRecord(msgspec.Struct, forbid_unknown_fields=False):
@@ -103,13 +93,3 @@ def decode_cursor_info(data: bytes) -> CursorInfo:
         msgspec.DecodeError: Not a cursor.
     """
     return _CURSOR_DECODER.decode(data)
-
-
-def managed_ledger_path(topic: TopicName) -> str:
-    """Pulsar's node of a topic's managed ledger (the local name URL-encoded)."""
-    return f"{ROOT}/{topic.namespace}/{topic.domain.value}/{topic.encoded_local_name}"
-
-
-def cursor_path(topic: TopicName, subscription: str) -> str:
-    """The node of one durable subscription's cursor, a child of the managed ledger's."""
-    return f"{managed_ledger_path(topic)}/{quote(subscription, safe='')}"

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from emubroker.topics.base import TopicBase
+from emubroker.topics.consumer import ConsumerRecord
 from emubroker.topics.limits import (
-    CountLimits,
     LimitResolver,
-    check_producers,
     check_subscription_consumers,
     check_topic_consumers,
 )
-from emubroker.topics.producer import ProducerHandle, ProducerRegistry
-from emubroker.topics.selection import SUB_TYPE_NAMES, ConsumerSet
+from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.stats import (
-    ConsumerActivity,
     ConsumerStats,
     SubscriptionStats,
     TopicCounters,
@@ -36,67 +34,43 @@ from protocol.commands import SubType
 from protocol.errors import (
     ConsumerBusyError,
     MetadataError,
-    ServiceNotReadyError,
-    SubscriptionNotFoundError,
     UnknownError,
 )
 from protocol.framing import payload_section
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from emubroker.naming import TopicName
+    from emubroker.topics.dedup import Pending
     from emubroker.topics.entry import EntryInfo
+    from emubroker.topics.producer import ProducerHandle
+    from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.sinks import ConsumerSink, ProducerSink
+    from emubroker.topics.sinks import ConsumerSink
     from protocol.clock import Clock
-    from protocol.commands import (
-        AccessMode,
-        AckType,
-        InitialPosition,
-        KeySharedMeta,
-        MessageIdData,
-    )
+    from protocol.commands import AckType, KeySharedMeta, MessageIdData
 
 __all__ = ["NonPersistentConsumer", "NonPersistentSubscription", "NonPersistentTopic"]
 
 
-class NonPersistentConsumer(ConsumerActivity):
+class NonPersistentConsumer(ConsumerRecord):
     """A consumer of a non-persistent subscription (implements ``ConsumerHandle``).
 
     Nothing is acknowledged or redelivered here, so of its ``ConsumerActivity`` only
-    ``last_acked`` moves on the ACK side.
+    ``last_acked`` moves on the ACK side, ``unacked`` stays 0 and it never blocks.
     """
 
-    __slots__ = (
-        "_subscription",
-        "blocked",
-        "closed",
-        "consumer_id",
-        "name",
-        "permits",
-        "priority_level",
-        "sink",
-        "unacked",
-    )
+    __slots__ = ("_subscription",)
 
     def __init__(
         self,
-        consumer_id: int,
-        name: str,
+        request: SubscribeRequest,
         sink: ConsumerSink,
-        priority_level: int,
+        stats_key: int,
         subscription: NonPersistentSubscription,
     ) -> None:
-        super().__init__()
-        self.consumer_id = consumer_id
-        self.name = name
-        self.sink = sink
-        self.priority_level = priority_level
-        self.permits = 0
-        self.unacked = 0  # always: nothing is tracked after delivery
-        self.blocked = False  # so never blocked on unacked messages
-        self.closed = False
+        super().__init__(request, sink, stats_key)
         self._subscription = subscription
 
     def flow(self, permits: int) -> None:
@@ -203,7 +177,7 @@ class NonPersistentSubscription:
         """
         members = self.members
         members.check_join(self.name, sub_type, key_shared_meta)
-        check_subscription_consumers(max_consumers, sub_type, len(members.consumers))
+        check_subscription_consumers(max_consumers, members.rules, len(members.consumers))
         members.add(consumer, key_shared_meta)
 
     def remove(self, consumer: NonPersistentConsumer) -> None:
@@ -225,7 +199,7 @@ class NonPersistentSubscription:
         self.remove(consumer)
 
 
-class NonPersistentTopic:
+class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
     """A loaded ``non-persistent://`` topic.
 
     Args:
@@ -248,75 +222,22 @@ class NonPersistentTopic:
         clock: Clock,
         limits: LimitResolver | None = None,
     ) -> None:
-        self.name = name
-        self._clock = clock
-        self._limits = limits or LimitResolver()
-        self._now_ms = 0  # of the SENDs being delivered: their consumers' lastConsumedTimestamp
-        self.settings = settings
-        self.partition = name.partition_index
         self.counters = TopicCounters()
+        super().__init__(name, settings, self.counters, producer_names, limits)
+        self._clock = clock
+        self._now_ms = 0  # of the SENDs being delivered: their consumers' lastConsumedTimestamp
+        self.partition = name.partition_index
         self._ledger_id = ledger_id
         self._next_entry = 0
         self._last_batch_index = -1
-        self._producer_names = producer_names
-        self._producers = ProducerRegistry(str(name))
-        self._subs: dict[str, NonPersistentSubscription] = {}
-        self._closed = False
 
-    @property
-    def closed(self) -> bool:
-        """True once unloaded or closed with the service."""
-        return self._closed
+    def as_persistent(self) -> None:
+        """None: nothing of a non-persistent topic is stored (``handles.TopicHandle``)."""
+        return None
 
     def wall_ms(self) -> int:
         """The clock's wall time in epoch milliseconds (stats timestamps)."""
-        return self._clock.wall_ns() // 1_000_000
-
-    def limits(self) -> CountLimits:
-        """The count limits in force now (topic > namespace > broker, ``limits``)."""
-        return self._limits.limits(self.name, self.settings)
-
-    async def add_producer(
-        self,
-        producer_id: int,
-        sink: ProducerSink,
-        *,
-        producer_name: str | None,
-        user_provided_name: bool,
-        access_mode: AccessMode,
-        epoch: int,
-        topic_epoch: int | None,
-        on_waiting: Callable[[], None] | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> ProducerHandle:
-        """Attach a producer (same rules as persistent topics; ``metadata`` as there).
-
-        Raises:
-            ProducerBusyError: Name in use, an exclusive producer holds the topic, or the
-                producer limit is reached (``limits``).
-            ProducerFencedError: Exclusive access conflict.
-            ServiceNotReadyError: The topic is being unloaded.
-        """
-        del user_provided_name
-        if self._closed:
-            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
-        check_producers(self.limits(), self.name, self.producer_count)
-        handle = await self._producers.add(
-            producer_id,
-            sink,
-            producer_name=producer_name or self._producer_names(),
-            access_mode=access_mode,
-            epoch=epoch,
-            topic_epoch=topic_epoch,
-            on_waiting=on_waiting,
-        )
-        handle.metadata = dict(metadata or {})
-        handle.stats_key = self.counters.next_handle_key()
-        return handle
-
-    async def remove_producer(self, producer: ProducerHandle) -> None:
-        """Detach a producer."""
-        self._producers.remove(producer)
+        return self._clock.wall_ms()
 
     async def publish(
         self, producer: ProducerHandle, entry: bytes, entry_checksum: int | None, info: EntryInfo
@@ -332,7 +253,7 @@ class NonPersistentTopic:
         return self.publish_many_nowait(producer, ((entry, entry_checksum, info),))[0]
 
     async def publish_many(
-        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+        self, producer: ProducerHandle, entries: Sequence[Pending]
     ) -> list[tuple[int, int]]:
         """``publish`` for a run of SENDs, in order (see ``Topic.publish_many``).
 
@@ -345,7 +266,7 @@ class NonPersistentTopic:
         return self.publish_many_nowait(producer, entries)
 
     def publish_many_nowait(
-        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+        self, producer: ProducerHandle, entries: Sequence[Pending]
     ) -> list[tuple[int, int]]:
         """``publish_many`` without waiting (see ``Topic.publish_many_nowait``); the only path.
 
@@ -362,12 +283,6 @@ class NonPersistentTopic:
             producer.bytes_in += len(entry)
         return positions
 
-    def _check_producer(self, producer: ProducerHandle) -> None:
-        if producer.closed or self._closed:
-            raise ServiceNotReadyError(
-                f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
-            )
-
     def _deliver(
         self, entry: bytes, entry_checksum: int | None, info: EntryInfo
     ) -> tuple[int, int]:
@@ -383,7 +298,7 @@ class NonPersistentTopic:
             members = sub.members
             consumer = members.select(info)
             if consumer is None:
-                if not members.routes_nowhere(info):
+                if not members.picker.routes_nowhere(info):
                     counters.msg_dropped += n
                     sub.msg_dropped += n
                 continue
@@ -401,46 +316,34 @@ class NonPersistentTopic:
         return self._ledger_id, entry_id
 
     async def subscribe(
-        self,
-        *,
-        subscription: str,
-        sub_type: SubType,
-        consumer_id: int,
-        sink: ConsumerSink,
-        consumer_name: str,
-        durable: bool,
-        initial_position: InitialPosition,
-        start_message_id: MessageIdData | None,
-        priority_level: int,
-        key_shared_meta: KeySharedMeta | None,
-        read_compacted: bool,
-        partition: int,
-        metadata: Mapping[str, str] | None = None,
+        self, request: SubscribeRequest, sink: ConsumerSink
     ) -> NonPersistentConsumer:
         """Attach a consumer; it receives only what is published from now on.
 
-        ``metadata`` is ``CommandSubscribe.metadata``, echoed by the admin stats.
+        Of the request, durability, positions and ``read_compacted`` mean nothing here.
 
         Raises:
             ConsumerBusyError: Exclusive taken, type mismatch, or a consumer limit reached.
             ConsumerAssignError: Key_Shared STICKY range conflict.
             ServiceNotReadyError: The topic is being unloaded.
         """
-        del durable, initial_position, start_message_id, read_compacted, partition
-        if self._closed:
-            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
+        self._check_open()
         limits = self.limits()
         check_topic_consumers(limits, self.consumer_count)
-        sub = self._subs.get(subscription)
+        name = request.subscription
+        sub = self._subs.get(name)
         created = sub is None
         if sub is None:
-            sub = NonPersistentSubscription(subscription, self)
-        consumer = NonPersistentConsumer(consumer_id, consumer_name, sink, priority_level, sub)
-        consumer.metadata = dict(metadata or {})
-        consumer.stats_key = self.counters.next_handle_key()
-        sub.add(consumer, sub_type, key_shared_meta, limits.max_consumers_per_subscription)
+            sub = NonPersistentSubscription(name, self)
+        consumer = NonPersistentConsumer(request, sink, self.counters.next_handle_key(), sub)
+        sub.add(
+            consumer,
+            request.sub_type,
+            request.key_shared_meta,
+            limits.max_consumers_per_subscription,
+        )
         if created:
-            self._subs[subscription] = sub
+            self._subs[name] = sub
         return consumer
 
     def subscription_ended(self, sub: NonPersistentSubscription) -> None:
@@ -454,18 +357,6 @@ class NonPersistentTopic:
             return self._ledger_id, -1, -1
         return self._ledger_id, self._next_entry - 1, self._last_batch_index
 
-    def subscriptions(self) -> list[str]:
-        """Names of the subscriptions, sorted."""
-        return sorted(self._subs)
-
-    def subscription(self, name: str) -> NonPersistentSubscription | None:
-        """A subscription by name."""
-        return self._subs.get(name)
-
-    def producers(self) -> list[ProducerHandle]:
-        """The attached producers, oldest first."""
-        return self._producers.producers
-
     def delete_subscription(self, name: str, *, force: bool = False) -> None:
         """Delete a subscription (admin API); with ``force`` its consumers get CLOSE_CONSUMER.
 
@@ -473,25 +364,13 @@ class NonPersistentTopic:
             SubscriptionNotFoundError: No such subscription.
             ConsumerBusyError: Consumers are attached and ``force`` is false.
         """
-        sub = self._subs.get(name)
-        if sub is None:
-            raise SubscriptionNotFoundError(f"Subscription {name} not found for topic {self.name}")
+        sub = self._existing(name)
         if sub.consumers and not force:
             raise ConsumerBusyError("Subscription has active connected consumers")
         for consumer in list(sub.consumers):
             sub.remove(consumer)
             consumer.sink.close_consumer(consumer.consumer_id)
         self._subs.pop(name, None)
-
-    @property
-    def producer_count(self) -> int:
-        """Attached producers."""
-        return len(self._producers.producers)
-
-    @property
-    def consumer_count(self) -> int:
-        """Attached consumers."""
-        return sum(len(sub.consumers) for sub in self._subs.values())
 
     def stats(self) -> TopicStats:
         """A snapshot for metrics and admin."""
@@ -500,7 +379,7 @@ class NonPersistentTopic:
         subs = tuple(
             SubscriptionStats(
                 name=name,
-                type=SUB_TYPE_NAMES[sub.sub_type],
+                type=sub.members.rules.name,
                 durable=False,
                 consumers=len(sub.consumers),
                 backlog=0,

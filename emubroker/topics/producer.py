@@ -13,24 +13,36 @@ Rules, following Pulsar's ``AbstractTopic.addProducer``:
 4. Each time an exclusive producer takes the topic the *topic epoch* goes up by one, unless the
    producer comes back with the current epoch (a reconnection). An exclusive producer that
    presents an older epoch was fenced meanwhile and fails with ``ProducerFencedError``.
+
+:meth:`ProducerRegistry.admit` is the admission both topic kinds share: the producer count limit
+first (``limits`` rule 1), a generated name for a producer that brings none, the rules above,
+then the handle's metadata and stats key.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 import anyio
 
+from emubroker.topics.limits import check_producers
 from emubroker.topics.stats import PublisherStats
 from protocol.commands import AccessMode
 from protocol.errors import ProducerBusyError, ProducerFencedError, ServiceNotReadyError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from emubroker.naming import TopicName
+    from emubroker.topics.limits import CountLimits
+    from emubroker.topics.requests import ProducerRequest
     from emubroker.topics.sinks import ProducerSink
+    from emubroker.topics.stats import TopicCounters
 
-__all__ = ["ProducerHandle", "ProducerRegistry"]
+__all__ = ["OnWaiting", "ProducerHandle", "ProducerRegistry"]
+
+OnWaiting: TypeAlias = Callable[[], None] | None
+"""Called once if a ``WaitForExclusive`` producer has to wait (the handler then answers
+``producer_ready=false``, §6.1)."""
 
 _EXCLUSIVE = (
     AccessMode.EXCLUSIVE,
@@ -116,12 +128,23 @@ class ProducerRegistry:
 
     Args:
         topic: The topic's name, for error messages.
+        counters: The topic's counters (they hand out the handles' stats keys).
+        names: Generates a unique name for producers that bring none.
         topic_epoch: The topic epoch kept from an earlier load of the topic; -1 until an
             exclusive producer first takes the topic (which then gets epoch 0, as in Pulsar).
     """
 
-    def __init__(self, topic: str, *, topic_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        topic: TopicName,
+        *,
+        counters: TopicCounters,
+        names: Callable[[], str],
+        topic_epoch: int = -1,
+    ) -> None:
         self._topic = topic
+        self._counters = counters
+        self._names = names
         self.topic_epoch = topic_epoch
         self._closed = False
         self._by_name: dict[str, ProducerHandle] = {}
@@ -132,6 +155,41 @@ class ProducerRegistry:
     def producers(self) -> list[ProducerHandle]:
         """The live producers, oldest first."""
         return list(self._by_name.values())
+
+    async def admit(
+        self,
+        request: ProducerRequest,
+        sink: ProducerSink,
+        *,
+        limits: CountLimits,
+        on_waiting: Callable[[], None] | None = None,
+    ) -> ProducerHandle:
+        """Attach the producer a PRODUCER asks for (see the module docstring).
+
+        Args:
+            request: The PRODUCER.
+            sink: Its session.
+            limits: The topic's count limits in force.
+            on_waiting: As for :meth:`add`.
+
+        Raises:
+            ProducerBusyError: The producer limit is reached, or as :meth:`add` raises it.
+            ProducerFencedError: As :meth:`add` raises it.
+            ServiceNotReadyError: The topic was closed (unloaded) meanwhile.
+        """
+        check_producers(limits, self._topic, len(self._by_name))
+        handle = await self.add(
+            request.producer_id,
+            sink,
+            producer_name=request.producer_name or self._names(),
+            access_mode=request.access_mode,
+            epoch=request.epoch,
+            topic_epoch=request.topic_epoch,
+            on_waiting=on_waiting,
+        )
+        handle.metadata = dict(request.metadata)
+        handle.stats_key = self._counters.next_handle_key()
+        return handle
 
     async def add(
         self,

@@ -1,78 +1,126 @@
-"""The broker settings the topic layer reads, named after Pulsar's ``broker.conf`` keys.
+"""The broker settings the topic layer reads: snake_case names over ``BrokerConfig``'s keys.
 
-The app builds one :class:`TopicSettings` from its ``BrokerConfig`` (camelCase key
-``dispatcherMaxReadBatchSize`` becomes attribute ``dispatcher_max_read_batch_size``) and passes it
-down; the topic layer never reads configuration anywhere else (STYLE.md §5, no globals).
+:class:`TopicSettings` declares no setting of its own: each attribute reads one ``broker.conf``
+key of the ``BrokerConfig`` it wraps (``dispatcher_max_read_batch_size`` is
+``dispatcherMaxReadBatchSize``), so types, defaults and validation live in one place
+(``emubroker.config``). The app builds one from its configuration and passes it down; the topic
+layer never reads configuration anywhere else (STYLE.md §5, no globals).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar, overload
+
 import msgspec
+
+from emubroker.config import BrokerConfig
 
 __all__ = ["TopicSettings"]
 
+T = TypeVar("T")
 
-class TopicSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """Topic-layer settings; every default is Pulsar's broker default.
+UNIT_DEFAULTS: Final = BrokerConfig(managedLedgerMinLedgerRolloverTimeMinutes=0.0)
+"""What ``TopicSettings()`` reads: Pulsar's defaults, except that a ledger may roll over at any
+age (Pulsar waits 10 minutes), so that tests of small ledgers need not move a clock that far."""
 
-    Attributes:
-        cluster_name: ``clusterName``; prefixes generated producer names (``standalone-0-3``).
+
+class _Key(Generic[T]):
+    """An attribute that reads one ``BrokerConfig`` key, converted by ``read``."""
+
+    __slots__ = ("key", "name", "read", "write")
+
+    def __init__(
+        self,
+        key: str,
+        read: Callable[[Any], T] | None = None,
+        write: Callable[[T], Any] | None = None,
+    ) -> None:
+        self.key = key
+        self.name = key
+        self.read = read
+        self.write = write  # an override's value -> the key's (the inverse of ``read``)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Key[T]: ...
+
+    @overload
+    def __get__(self, obj: TopicSettings, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: TopicSettings | None, owner: type | None = None) -> T | _Key[T]:
+        if obj is None:
+            return self
+        value = getattr(obj.config, self.key)
+        return value if self.read is None else self.read(value)
+
+
+class TopicSettings:
+    """Topic-layer settings, read from a ``BrokerConfig`` (every default is Pulsar's).
+
+    Args:
+        config: The broker configuration; None: :data:`UNIT_DEFAULTS`.
         broker_id: The middle part of generated producer names (Pulsar's distributed id
             generator gives each broker a unique number; one broker is ``0``).
-        allow_auto_topic_creation: ``allowAutoTopicCreation``.
-        allow_auto_topic_creation_type: ``allowAutoTopicCreationType``, ``"non-partitioned"``
-            or ``"partitioned"``.
-        default_num_partitions: ``defaultNumPartitions``, for partitioned auto-creation.
-        dispatcher_max_read_batch_size: ``dispatcherMaxReadBatchSize``: entries read from storage
-            per read call of a dispatch round.
-        max_unacked_messages_per_consumer: ``maxUnackedMessagesPerConsumer``; Shared and
-            Key_Shared consumers holding this many unacked messages get nothing more until they
-            ack (0 disables).
-        managed_ledger_max_entries_per_ledger: ``managedLedgerMaxEntriesPerLedger``: the topic
-            rolls over to a new ledger after this many entries.
-        managed_ledger_max_size_per_ledger_mbytes: ``managedLedgerMaxSizePerLedgerMbytes``.
-        managed_ledger_min_ledger_rollover_time_minutes: ``managedLedgerMinLedgerRolloverTime
-            Minutes``: no rollover before a ledger is this old (0 here; the config's default is
-            Pulsar's 10).
-        managed_ledger_max_ledger_rollover_time_minutes: ``managedLedgerMaxLedgerRolloverTime
-            Minutes``: roll over a non-empty ledger this old.
-        managed_ledger_cache_size_mb: ``managedLedgerCacheSizeMB``: the broker's entry cache.
-        cursor_flush_interval: Seconds between cursor persistence rounds (1 /
-            ``managedLedgerDefaultMarkDeleteRateLimit``).
-        delayed_delivery_enabled: ``delayedDeliveryEnabled``.
-        key_shared_hash_points: ``subscriptionKeySharedConsistentHashingReplicaPoints``: ring
-            points per consumer for Key_Shared AUTO_SPLIT.
-        stats_update_frequency: ``statsUpdateFrequencyInSecs``: how often topic publish rates
-            are refreshed for relative-to-publish-rate dispatch limits.
-        max_producers_per_topic: ``maxProducersPerTopic`` (0: no limit; ``limits``).
-        max_consumers_per_topic: ``maxConsumersPerTopic`` (0: no limit).
-        max_consumers_per_subscription: ``maxConsumersPerSubscription`` (0: no limit).
-        max_subscriptions_per_topic: ``maxSubscriptionsPerTopic`` (0: no limit).
-        ttl_duration_default_in_seconds: ``ttlDurationDefaultInSeconds``: the message TTL of
-            namespaces whose policies set none (0: no TTL; ``expiry``).
-        message_expiry_check_interval_in_minutes: ``messageExpiryCheckIntervalInMinutes``: the
-            period of the TTL check.
+        **overrides: Attribute values to use instead of ``config``'s, by attribute name
+            (``TopicSettings(max_producers_per_topic=2)``).
+
+    Raises:
+        TypeError: An override names no attribute.
     """
 
-    cluster_name: str = "standalone"
-    broker_id: int = 0
-    allow_auto_topic_creation: bool = True
-    allow_auto_topic_creation_type: str = "non-partitioned"
-    default_num_partitions: int = 1
-    dispatcher_max_read_batch_size: int = 100
-    max_unacked_messages_per_consumer: int = 50_000
-    managed_ledger_max_entries_per_ledger: int = 50_000
-    managed_ledger_max_size_per_ledger_mbytes: int = 2048
-    managed_ledger_min_ledger_rollover_time_minutes: float = 0.0
-    managed_ledger_max_ledger_rollover_time_minutes: float = 240.0
-    managed_ledger_cache_size_mb: int = 256
-    cursor_flush_interval: float = 1.0
-    delayed_delivery_enabled: bool = True
-    key_shared_hash_points: int = 100
-    stats_update_frequency: float = 60.0
-    max_producers_per_topic: int = 0
-    max_consumers_per_topic: int = 0
-    max_consumers_per_subscription: int = 0
-    max_subscriptions_per_topic: int = 0
-    ttl_duration_default_in_seconds: int = 0
-    message_expiry_check_interval_in_minutes: int = 5
+    __slots__ = ("broker_id", "config")
+
+    cluster_name = _Key[str]("clusterName")
+    """Prefixes generated producer names (``standalone-0-3``)."""
+    allow_auto_topic_creation = _Key[bool]("allowAutoTopicCreation")
+    allow_auto_topic_creation_type = _Key[str]("allowAutoTopicCreationType")
+    default_num_partitions = _Key[int]("defaultNumPartitions")
+    dispatcher_max_read_batch_size = _Key[int]("dispatcherMaxReadBatchSize")
+    """Entries read from storage per read call of a dispatch round."""
+    max_unacked_messages_per_consumer = _Key[int]("maxUnackedMessagesPerConsumer")
+    """Shared and Key_Shared consumers holding this many unacked messages get nothing more until
+    they ack (0 disables)."""
+    managed_ledger_max_entries_per_ledger = _Key[int]("managedLedgerMaxEntriesPerLedger")
+    managed_ledger_max_size_per_ledger_mbytes = _Key[int]("managedLedgerMaxSizePerLedgerMbytes")
+    managed_ledger_min_ledger_rollover_time_minutes = _Key[float](
+        "managedLedgerMinLedgerRolloverTimeMinutes"
+    )
+    managed_ledger_max_ledger_rollover_time_minutes = _Key[float](
+        "managedLedgerMaxLedgerRolloverTimeMinutes"
+    )
+    managed_ledger_cache_size_mb = _Key[int]("managedLedgerCacheSizeMB")
+    cursor_flush_interval = _Key[float](
+        "managedLedgerDefaultMarkDeleteRateLimit", lambda rate: 1.0 / rate, lambda s: 1.0 / s
+    )
+    """Seconds between cursor persistence rounds (1 / the mark-delete rate limit)."""
+    delayed_delivery_enabled = _Key[bool]("delayedDeliveryEnabled")
+    key_shared_hash_points = _Key[int]("subscriptionKeySharedConsistentHashingReplicaPoints")
+    """Ring points per consumer for Key_Shared AUTO_SPLIT."""
+    stats_update_frequency = _Key[float]("statsUpdateFrequencyInSecs", float)
+    """How often topic publish rates are refreshed (relative-to-publish-rate dispatch limits)."""
+    max_producers_per_topic = _Key[int]("maxProducersPerTopic")
+    max_consumers_per_topic = _Key[int]("maxConsumersPerTopic")
+    max_consumers_per_subscription = _Key[int]("maxConsumersPerSubscription")
+    max_subscriptions_per_topic = _Key[int]("maxSubscriptionsPerTopic")
+    ttl_duration_default_in_seconds = _Key[int]("ttlDurationDefaultInSeconds")
+    """The message TTL of namespaces whose policies set none (0: no TTL; ``expiry``)."""
+    message_expiry_check_interval_in_minutes = _Key[int]("messageExpiryCheckIntervalInMinutes")
+
+    def __init__(
+        self, config: BrokerConfig | None = None, *, broker_id: int = 0, **overrides: Any
+    ) -> None:
+        base = UNIT_DEFAULTS if config is None else config
+        changes: dict[str, Any] = {}
+        for name, value in overrides.items():
+            key = getattr(type(self), name, None)
+            if not isinstance(key, _Key):
+                raise TypeError(f"TopicSettings has no setting {name!r}")
+            changes[key.key] = value if key.write is None else key.write(value)
+        self.config = msgspec.structs.replace(base, **changes) if changes else base
+        self.broker_id = broker_id
+
+    def __repr__(self) -> str:
+        return f"TopicSettings(broker_id={self.broker_id}, config={self.config!r})"

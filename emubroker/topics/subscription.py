@@ -1,16 +1,18 @@
-"""A persistent subscription: who may join, acks, redelivery, seek and the end of its life.
+"""A persistent subscription: who may join, its consumers' commands, seek and the end of its life.
 
-Rules (spec/wire-protocol.md §7):
+The subscription puts together its acknowledgement state (``acks``, the owner of cursor,
+pending deliveries and redelivery counts), its dispatcher (``dispatcher``, who gets what when)
+and its consumers. Decisions made elsewhere are applied here: which entries message expiry
+expires (``expiry``) and what compaction removed (``compacted``). Rules (spec/wire-protocol.md
+§7):
 
-1. A subscription with consumers keeps its type: a consumer asking for another type (or another
-   Key_Shared mode) fails with ``ConsumerBusyError``, and so does a second Exclusive consumer.
-   Without consumers the type may change.
+1. Who may join, and which type the subscription has, is ``selection``'s (its rule 1).
 2. Durable and non-durable (reader) subscriptions of one name do not mix: ``NotAllowedError``.
 3. A durable subscription lives until unsubscribed; its cursor outlives the topic object
    (unload). A non-durable one disappears with its last consumer, except when a SEEK closed
    them: the client comes back to the reset cursor (Pulsar's ``isResetCursor``).
-4. Acks apply to the subscription whichever consumer sends them; ids that name no entry of the
-   topic (a reader's cumulative ack of entry -1, ids from another ledger) are no-ops.
+4. Acks apply to the subscription whichever consumer sends them (``acks`` rule 1); the acking
+   consumer's stats count what they settled (a cumulative ACK counts 1, as in Pulsar).
 5. SEEK resets the cursor, forgets every delivery, sends CLOSE_CONSUMER to every consumer and
    detaches them; the clients resubscribe (§7.5).
 """
@@ -19,47 +21,46 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from emubroker.topics.acks import Acknowledgements
 from emubroker.topics.consumer import Consumer
-from emubroker.topics.cursor import mask_from_words
 from emubroker.topics.dispatcher import Dispatcher
-from emubroker.topics.expiry import ExpiryCounters
+from emubroker.topics.expiry import ExpiryCounters, expiry_issued, find_expired
 from emubroker.topics.limits import check_subscription_consumers
-from emubroker.topics.selection import SUB_TYPE_NAMES
+from emubroker.topics.selection import ConsumerSet
 from emubroker.topics.stats import SubscriptionStats
-from protocol.commands import AckType, SubType
+from protocol.commands import AckType
 from protocol.errors import ConsumerBusyError, MetadataError, NotAllowedError
 from protocol.ids import is_latest
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from anyio.abc import TaskGroup
 
     from emubroker.topics.compacted import CompactedView
     from emubroker.topics.cursor import Cursor
     from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.stats import TopicCounters
+    from emubroker.topics.subtypes import SubTypeRules
     from protocol.clock import Clock
-    from protocol.commands import KeySharedMeta, MessageIdData
+    from protocol.commands import MessageIdData
 
 __all__ = ["Subscription"]
 
-# Where acks are individual, and so where Pulsar tracks each consumer's unacked messages.
-_INDIVIDUAL_ACK_TYPES = frozenset({SubType.SHARED, SubType.KEY_SHARED})
-
 
 class Subscription:
-    """One subscription of a persistent topic.
+    """One subscription of a persistent topic (the ``ConsumerOwner`` of its consumers).
 
     Args:
         name: The subscription name.
         ledger: The topic's entries.
-        cursor: Its acknowledgement state (kept by the service for durable subscriptions).
+        cursor: Its durable acknowledgements (kept by the service for durable subscriptions).
         topic: The full topic name.
         partition: The topic's partition index (-1 if none).
-        clock: For delayed delivery.
+        clock: For delayed delivery and stats timestamps.
         settings: Topic settings.
         counters: The topic's counters.
         read_position: First index to read.
@@ -85,7 +86,13 @@ class Subscription:
         on_consumed: Callable[[], object] = lambda: None,
     ) -> None:
         self.name = name
-        self.cursor = cursor
+        self.acks = Acknowledgements(cursor, ledger)
+        self.members: ConsumerSet[Consumer] = ConsumerSet(
+            topic=topic,
+            partition=partition,
+            max_unacked=settings.max_unacked_messages_per_consumer,
+            hash_points=settings.key_shared_hash_points,
+        )
         self._ledger = ledger
         self._on_remove = on_remove
         self._on_consumed = on_consumed
@@ -101,8 +108,8 @@ class Subscription:
         self.compacted: CompactedView | None = None
         self.dispatcher = Dispatcher(
             ledger=ledger,
-            cursor=cursor,
-            topic=topic,
+            members=self.members,
+            acks=self.acks,
             partition=partition,
             clock=clock,
             settings=settings,
@@ -115,49 +122,45 @@ class Subscription:
         task_group.start_soon(self.dispatcher.run, name=f"dispatcher {self.name}")
 
     @property
+    def cursor(self) -> Cursor:
+        """Its durable acknowledgements, to read (``acks`` changes them)."""
+        return self.acks.cursor
+
+    @property
     def durable(self) -> bool:
         """False for readers."""
-        return self.cursor.durable
+        return self.acks.cursor.durable
+
+    @property
+    def rules(self) -> SubTypeRules:
+        """The rules of its current type (``subtypes``)."""
+        return self.members.rules
 
     @property
     def consumers(self) -> list[Consumer]:
         """Attached consumers, in join order."""
-        return self.dispatcher.consumers
+        return self.members.consumers
 
     @property
     def active_consumer(self) -> Consumer | None:
         """The one consumer an Exclusive or Failover subscription delivers to, else None."""
-        return self.dispatcher.active_consumer
+        return self.members.active
 
     @property
     def closed(self) -> bool:
         """True once unsubscribed, emptied (readers) or closed with its topic."""
         return self._closed
 
-    def wake(self) -> None:
-        """Ask the dispatcher for a round."""
-        self.dispatcher.wake()
-
     def wall_ms(self) -> int:
         """The clock's wall time in epoch milliseconds (stats timestamps)."""
-        return self._clock.wall_ns() // 1_000_000
+        return self._clock.wall_ms()
 
     # ---- membership ---------------------------------------------------------------------------
 
     def add_consumer(
-        self,
-        *,
-        consumer_id: int,
-        sink: ConsumerSink,
-        consumer_name: str,
-        priority_level: int,
-        sub_type: SubType,
-        durable: bool,
-        key_shared_meta: KeySharedMeta | None,
-        metadata: Mapping[str, str] | None = None,
-        max_consumers: int = 0,
+        self, request: SubscribeRequest, sink: ConsumerSink, *, max_consumers: int = 0
     ) -> Consumer:
-        """Attach a consumer (rules 1 and 2); ``metadata`` is ``CommandSubscribe.metadata``.
+        """Attach the consumer a SUBSCRIBE asks for (rules 1 and 2).
 
         ``max_consumers`` is the subscription's consumer limit (``limits``; 0: none).
 
@@ -167,23 +170,21 @@ class Subscription:
             NotAllowedError: Durability differs from the existing subscription.
             ConsumerAssignError: Key_Shared STICKY ranges overlap.
         """
-        if durable != self.durable:
+        if request.durable != self.durable:
             kind = "durable" if self.durable else "non-durable"
             raise NotAllowedError(f"A {kind} subscription named '{self.name}' already exists")
         dispatcher = self.dispatcher
-        dispatcher.check_join(self.name, sub_type, key_shared_meta)
-        check_subscription_consumers(max_consumers, sub_type, len(dispatcher.consumers))
-        consumer = Consumer(consumer_id, consumer_name, sink, priority_level, self)
-        consumer.metadata = dict(metadata or {})
-        consumer.stats_key = self._counters.next_handle_key()
-        dispatcher.add_consumer(consumer, key_shared_meta)
+        dispatcher.check_join(self.name, request.sub_type, request.key_shared_meta)
+        check_subscription_consumers(max_consumers, self.rules, len(self.consumers))
+        consumer = Consumer(request, sink, self._counters.next_handle_key(), self)
+        dispatcher.add_consumer(consumer, request.key_shared_meta)
         return consumer
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; its unacked entries become redeliverable (§7.7)."""
         consumer.closed = True
         self.dispatcher.remove_consumer(consumer, redeliver=True)
-        if not self.durable and not self.dispatcher.consumers:
+        if not self.durable and not self.consumers:
             self._end(deleted=False)
 
     def unsubscribe(self, consumer: Consumer) -> None:
@@ -193,7 +194,7 @@ class Subscription:
             MetadataError: Other consumers are attached (Pulsar's ``PersistentSubscription.
                 doUnsubscribe`` fails with ``ServerMetadataException``, code MetadataError).
         """
-        if any(c is not consumer for c in self.dispatcher.consumers):
+        if any(c is not consumer for c in self.consumers):
             raise MetadataError("Unconnected or shared consumer attempting to unsubscribe")
         consumer.closed = True
         self.dispatcher.remove_consumer(consumer, redeliver=False)
@@ -207,11 +208,7 @@ class Subscription:
         """
         dispatcher = self.dispatcher
         dispatcher.release_all()
-        for consumer in list(dispatcher.consumers):
-            consumer.closed = True
-            dispatcher.remove_consumer(consumer, redeliver=False)
-            if notify:
-                consumer.sink.close_consumer(consumer.consumer_id)
+        self._disconnect_all(notify=notify)
         self._closed = True
         dispatcher.close()
 
@@ -220,72 +217,57 @@ class Subscription:
         self.dispatcher.close()
         self._on_remove(self, deleted)
 
-    # ---- acknowledgements and redelivery ------------------------------------------------------
-
-    def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
-        """Apply an ACK (rule 4; batch-index acks per §7.3)."""
-        mark_delete = self.cursor.mark_delete
-        self._ack(ack_type, ids)
-        if self.cursor.mark_delete != mark_delete:
-            self.last_mark_delete_advanced = self.wall_ms()
-            if self.cursor.mark_delete >= self._ledger.oldest_closed_last:
-                self._on_consumed()  # a whole ledger is consumed here: maybe by everyone
-
-    def _ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
-        ledger = self._ledger
-        cursor = self.cursor
+    def _disconnect_all(self, *, notify: bool = True) -> None:
         dispatcher = self.dispatcher
-        infos = ledger.infos
-        index_of = ledger.index_of
+        for consumer in list(self.consumers):
+            consumer.closed = True
+            dispatcher.remove_consumer(consumer, redeliver=False)
+            if notify:
+                consumer.sink.close_consumer(consumer.consumer_id)
+
+    # ---- the consumers' commands --------------------------------------------------------------
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        """FLOW: ``permits`` more for ``consumer``, and a dispatch round."""
+        # Pulsar's Consumer.flowPermits / PersistentSubscription.consumerFlow timestamps.
+        consumer.flowed(self.wall_ms())
+        self.last_flow = consumer.last_flow
+        consumer.permits += permits
+        self.dispatcher.wake()
+
+    def ack(self, consumer: Consumer, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
+        """ACK from ``consumer`` (rule 4)."""
+        now_ms = consumer.last_acked = self.wall_ms()
         if ack_type is AckType.INDIVIDUAL:
-            # The ACK hot path (the client groups up to 1000 ids per ACK): whole entries are
-            # acknowledged in one pass over the cursor and one over the dispatcher.
-            whole: list[int] = []
-            for mid in ids:
-                index = index_of(mid.ledger_id, mid.entry_id)
-                if index is None:
-                    continue
-                if mid.ack_set and infos[index].batched:
-                    info = infos[index]
-                    mask = mask_from_words(mid.ack_set, info.num_messages)
-                    if cursor.ack_batch(index, mask, info.num_messages):
-                        dispatcher.acked(index)
-                else:
-                    whole.append(index)
-            if whole:
-                dispatcher.acked_many(cursor.ack_many(whole))
-            dispatcher.acks_applied()
-            return
-        for mid in ids:  # cumulative
-            index = index_of(mid.ledger_id, mid.entry_id)
-            if index is None:
-                continue
-            info = infos[index]
-            partial = bool(mid.ack_set) and info.batched
-            upto = index - 1 if partial else index
-            if upto >= 0 and cursor.ack_cumulative(upto):
-                dispatcher.acked_up_to(upto)
-            if partial:
-                mask = mask_from_words(mid.ack_set, info.num_messages)
-                if cursor.ack_batch(index, mask, info.num_messages):
-                    dispatcher.acked(index)
+            change = self.acks.ack_individual(ids)
+            # Pulsar records the messages an ACK settled on the acking consumer, whichever
+            # consumer they were delivered to.
+            consumer.msg_acked += change.settled
+        else:
+            change = self.acks.ack_cumulative(ids)
+            consumer.msg_acked += 1  # Pulsar's Consumer.messageAcked records 1 per cumulative
         # Acks may unblock consumers held by the unacked limit or parked Key_Shared entries.
-        dispatcher.acks_applied()
+        self.dispatcher.acks_applied(change.unblocked)
+        if change.moved:
+            self.last_mark_delete_advanced = now_ms
+            if self.acks.cursor.mark_delete >= self._ledger.oldest_closed_last:
+                self._on_consumed()  # a whole ledger is consumed here: maybe by everyone
 
     def redeliver(self, consumer: Consumer, ids: Sequence[MessageIdData] | None) -> None:
         """Redeliver entries pending on ``consumer`` (all of them when ``ids`` is empty)."""
+        before = consumer.unacked
         if not ids:
             self.dispatcher.redeliver(consumer, None)
-            return
-        ledger = self._ledger
-        indexes = [
-            index
-            for mid in ids
-            if (index := ledger.index_of(mid.ledger_id, mid.entry_id)) is not None
-        ]
-        self.dispatcher.redeliver(consumer, sorted(set(indexes)))
-
-    # ---- seek and positions -------------------------------------------------------------------
+        else:
+            ledger = self._ledger
+            indexes = [
+                index
+                for mid in ids
+                if (index := ledger.index_of(mid.ledger_id, mid.entry_id)) is not None
+            ]
+            self.dispatcher.redeliver(consumer, sorted(set(indexes)))
+        if self.rules.counts_redeliveries:
+            consumer.msg_redeliver += before - consumer.unacked
 
     async def seek(
         self,
@@ -301,13 +283,96 @@ class Subscription:
         """
         if consumer.closed:
             raise NotAllowedError(f"consumer {consumer.consumer_id} is closed")
+        self.reset_cursor(message_id=message_id, publish_time=publish_time)
+
+    def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
+        """The topic's last entry with batch index, and this subscription's mark-delete."""
+        ledger = self._ledger
+        last = ledger.last_message_id()
+        if self.compacted is not None:
+            # Compacted reads end at the last compacted message while nothing follows the
+            # horizon (``compacted`` rule 3).
+            last = self.compacted.last_message_id(ledger) or last
+        return last, ledger.position(self.acks.cursor.mark_delete)
+
+    # ---- decisions made elsewhere: expiry, compaction ------------------------------------------
+
+    def expire_to(self, index: int, now_ms: int) -> int:
+        """Mark-delete up to ``index``, the entry message expiry found (``expiry`` rule 4).
+
+        Returns:
+            Entries expired (0 when the position is not after the mark-delete position).
+        """
+        change = self.acks.expire_to(index)
+        if not change.moved:
+            return 0
+        self.dispatcher.acks_changed(change.unblocked)
+        self.dispatcher.wake()
+        self.last_mark_delete_advanced = now_ms
+        self.expiry.total += change.entries
+        return change.entries
+
+    def expire_by_time(self, seconds: int, now_ms: int) -> bool:
+        """Expire entries older than ``seconds`` (``expiry`` rule 6, the REST call).
+
+        Returns:
+            False when the expiry was not issued (Pulsar answers 409), else True.
+        """
+        ledger = self._ledger
+        oldest = max(self.acks.cursor.mark_delete + 1, ledger.first_index)
+        oldest_time = ledger.infos[oldest].publish_time if oldest < ledger.count else None
+        consumers = bool(self.consumers)
+        if not expiry_issued(self.acks.backlog(), consumers, oldest_time, seconds, now_ms):
+            return False
+        self.expiry.last_expire = now_ms
+        index = find_expired(ledger, seconds, now_ms)
+        if index is not None:
+            self.expire_to(index, now_ms)
+        return True
+
+    def read_compacted(self, view: CompactedView | None) -> None:
+        """Show ``view`` to its consumers: acknowledge what compaction removed (``compacted``)."""
+        self.compacted = view
+        if view is not None:
+            change = self.acks.apply_compaction(view.dropped, view.partial)
+            self.dispatcher.acks_changed(change.unblocked)
+
+    # ---- admin operations (REST API) ----------------------------------------------------------
+
+    def delete(self, *, force: bool = False) -> None:
+        """Delete the subscription; with ``force``, consumers get CLOSE_CONSUMER first.
+
+        Raises:
+            ConsumerBusyError: Consumers are attached and ``force`` is false.
+        """
+        if self.consumers and not force:
+            raise ConsumerBusyError("Subscription has active connected consumers")
+        self._disconnect_all()
+        self._end(deleted=True)
+
+    def skip(self, count: int | None = None) -> int:
+        """Acknowledge the next ``count`` unacknowledged entries; all of them for None.
+
+        Returns:
+            How many entries were skipped.
+        """
+        change = self.acks.skip(count)
+        self.dispatcher.acks_changed(change.unblocked)
+        self.dispatcher.wake()
+        return change.entries
+
+    def reset_cursor(
+        self, *, message_id: MessageIdData | None = None, publish_time: int | None = None
+    ) -> None:
+        """Move the cursor as SEEK does (rule 5), without a consumer asking.
+
+        Raises:
+            NotAllowedError: Neither target was given.
+        """
         index = self._seek_index(message_id, publish_time)
-        self.cursor.reset(index)
+        self.acks.reset(index)
         self.dispatcher.reset(index)
-        for c in list(self.dispatcher.consumers):
-            c.closed = True
-            self.dispatcher.remove_consumer(c, redeliver=False)
-            c.sink.close_consumer(c.consumer_id)
+        self._disconnect_all()
 
     def _seek_index(self, message_id: MessageIdData | None, publish_time: int | None) -> int:
         ledger = self._ledger
@@ -325,91 +390,29 @@ class Subscription:
             return ledger.count
         raise NotAllowedError("SEEK needs a message id or a publish time")
 
-    # ---- admin operations (REST API) ----------------------------------------------------------
-
-    def delete(self, *, force: bool = False) -> None:
-        """Delete the subscription; with ``force``, consumers get CLOSE_CONSUMER first.
-
-        Raises:
-            ConsumerBusyError: Consumers are attached and ``force`` is false.
-        """
-        if self.dispatcher.consumers and not force:
-            raise ConsumerBusyError("Subscription has active connected consumers")
-        self._disconnect_all()
-        self._end(deleted=True)
-
-    def skip(self, count: int | None = None) -> int:
-        """Acknowledge the next ``count`` unacknowledged entries; all of them for None.
-
-        Returns:
-            How many entries were skipped.
-        """
-        cursor, dispatcher, end = self.cursor, self.dispatcher, self._ledger.count
-        if count is None:
-            skipped = cursor.backlog(end)
-            if end and cursor.ack_cumulative(end - 1):
-                dispatcher.acked_up_to(end - 1)
-        else:
-            skipped = 0
-            index = cursor.mark_delete + 1
-            while index < end and skipped < count:
-                if cursor.ack(index):
-                    dispatcher.acked(index)
-                    skipped += 1
-                index += 1
-        dispatcher.wake()
-        return skipped
-
-    def reset_cursor(
-        self, *, message_id: MessageIdData | None = None, publish_time: int | None = None
-    ) -> None:
-        """Move the cursor as SEEK does (rule 5), without a consumer asking.
-
-        Raises:
-            NotAllowedError: Neither target was given.
-        """
-        index = self._seek_index(message_id, publish_time)
-        self.cursor.reset(index)
-        self.dispatcher.reset(index)
-        self._disconnect_all()
-
-    def _disconnect_all(self) -> None:
-        dispatcher = self.dispatcher
-        for consumer in list(dispatcher.consumers):
-            consumer.closed = True
-            dispatcher.remove_consumer(consumer, redeliver=False)
-            consumer.sink.close_consumer(consumer.consumer_id)
-
-    def last_message_id(self) -> tuple[tuple[int, int, int], tuple[int, int]]:
-        """The topic's last entry with batch index, and this subscription's mark-delete."""
-        ledger = self._ledger
-        last = ledger.last_message_id()
-        if self.compacted is not None:
-            # Compacted reads end at the last compacted message while nothing follows the
-            # horizon (``compacted`` rule 3).
-            last = self.compacted.last_message_id(ledger) or last
-        return last, ledger.position(self.cursor.mark_delete)
-
     def stats(self) -> SubscriptionStats:
         """A snapshot for metrics and admin.
 
         As in Pulsar, unacknowledged messages are tracked (and reported) only where acks are
-        individual, Shared and Key_Shared; there the subscription's count is its consumers' sum.
+        individual (``tracks_unacked``); there the subscription's count is its consumers' sum.
         """
-        tracked = self.dispatcher.sub_type in _INDIVIDUAL_ACK_TYPES
-        consumer_stats = tuple(c.stats(unacked_tracked=tracked) for c in self.dispatcher.consumers)
+        dispatcher = self.dispatcher
+        rules = self.rules
+        consumer_stats = tuple(
+            c.stats(unacked_tracked=rules.tracks_unacked) for c in self.consumers
+        )
         return SubscriptionStats(
             name=self.name,
-            type=SUB_TYPE_NAMES[self.dispatcher.sub_type],
+            type=rules.name,
             durable=self.durable,
-            consumers=len(self.dispatcher.consumers),
-            backlog=self.cursor.backlog(self._ledger.count),
+            consumers=len(self.consumers),
+            backlog=self.acks.backlog(),
             unacked=sum(c.unacked for c in consumer_stats),
-            mark_delete=self._ledger.position(self.cursor.mark_delete),
-            msg_out=self.dispatcher.msg_out,
-            bytes_out=self.dispatcher.bytes_out,
-            throttle=None if self.dispatcher.throttle is None else self.dispatcher.throttle.stats(),
-            delayed=self.dispatcher.delayed_count,
+            mark_delete=self._ledger.position(self.acks.cursor.mark_delete),
+            msg_out=dispatcher.msg_out,
+            bytes_out=dispatcher.bytes_out,
+            throttle=None if dispatcher.throttle is None else dispatcher.throttle.stats(),
+            delayed=dispatcher.delayed_count,
             last_flow=self.last_flow,
             last_mark_delete_advanced=self.last_mark_delete_advanced,
             consumer_stats=consumer_stats,

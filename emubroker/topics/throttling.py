@@ -9,9 +9,9 @@ composition root and handed to the topic service; it owns
   topic's effective rate is enabled (Pulsar creates topic and subscription limiters lazily);
 * one **subscription** limiter per subscription, likewise;
 * the topic policies (``dispatchRate``, ``subscriptionDispatchRate``, and PIP-152 per-subscription
-  ``subscriptionPolicies[sub].dispatchRate``), which Pulsar keeps in the ``__change_events``
-  system topic and we keep in the metadata store under :data:`TOPIC_POLICIES_ROOT` (see
-  docs/broker-behaviour.md); a partitioned topic's policies apply to each of its partitions.
+  ``subscriptionPolicies[sub].dispatchRate``), through a
+  :class:`~emubroker.policies.topics.TopicPolicyView` (they and their storage are defined in
+  :mod:`emubroker.policies.topics`); a partitioned topic's policies apply to each partition.
 
 Each dispatcher gets a :class:`SubscriptionThrottle`: its ``ThrottleChain`` over the shared
 limiters (consulted broker -> topic -> subscription, §1.2) plus what the dispatcher needs around
@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import unquote
 
 import msgspec
 
 from emubroker.naming import TopicName
+from emubroker.policies.topics import TopicPolicies, TopicPolicyView
 from emubroker.ratelimit.limiter import (
     DispatchRateLimiter,
     LastUpdatedAvgPublishRate,
@@ -72,19 +72,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURSOR_BACKLOGGED_THRESHOLD",
-    "TOPIC_POLICIES_ROOT",
     "DispatchThrottling",
-    "SubscriptionPolicies",
     "SubscriptionThrottle",
-    "TopicPolicies",
     "TraceSink",
-    "topic_policies_path",
+    "topic_limit_overrides",
 ]
 
 log = logging.getLogger(__name__)
-
-TOPIC_POLICIES_ROOT = "/admin/topic-policies"
-"""Ours: ``<root>/<tenant>/<namespace>/<domain>/<local name>`` holds a topic's policies (JSON)."""
 
 CURSOR_BACKLOGGED_THRESHOLD = 1000
 """``managedLedgerCursorBackloggedThreshold``: a cursor further behind than this many entries is
@@ -94,51 +88,13 @@ Enabled=false``, which throttles backlog readers only."""
 _EMPTY_STATS = ThrottleStats(0, 0, 0, 0, 0, 0)
 
 
-class SubscriptionPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Pulsar's ``SubscriptionPolicies`` (PIP-152), the part we act on."""
-
-    dispatchRate: DispatchRate | None = None
-
-
-class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Pulsar's ``TopicPolicies``, the dispatch-rate and count-limit parts, in its JSON shape."""
-
-    dispatchRate: DispatchRate | None = None
-    subscriptionDispatchRate: DispatchRate | None = None
-    subscriptionPolicies: dict[str, SubscriptionPolicies] = msgspec.field(default_factory=dict)
-    # Count limits (``limits``); Pulsar's names, "Producer"/"Consumer" singular as in its JSON.
-    maxProducerPerTopic: int | None = None
-    maxConsumerPerTopic: int | None = None
-    maxConsumersPerSubscription: int | None = None
-    maxSubscriptionsPerTopic: int | None = None
-
-    @property
-    def empty(self) -> bool:
-        """Nothing is set (the stored node can go)."""
-        return (
-            self.dispatchRate is None
-            and self.subscriptionDispatchRate is None
-            and not any(p.dispatchRate is not None for p in self.subscriptionPolicies.values())
-            and self.limit_overrides() == LimitOverrides()
-        )
-
-    def limit_overrides(self) -> LimitOverrides:
-        """The count limits these policies set."""
-        return LimitOverrides(
-            max_producers=self.maxProducerPerTopic,
-            max_consumers=self.maxConsumerPerTopic,
-            max_consumers_per_subscription=self.maxConsumersPerSubscription,
-            max_subscriptions=self.maxSubscriptionsPerTopic,
-        )
-
-
-_decode_topic_policies = msgspec.json.Decoder(TopicPolicies).decode
-
-
-def topic_policies_path(topic: TopicName) -> str:
-    """The metadata node of a (partitioned or non-partitioned) topic's policies."""
-    return (
-        f"{TOPIC_POLICIES_ROOT}/{topic.namespace}/{topic.domain.value}/{topic.encoded_local_name}"
+def topic_limit_overrides(policies: TopicPolicies) -> LimitOverrides:
+    """The count limits a topic's policies set (``limits.TopicLimitPolicies``)."""
+    return LimitOverrides(
+        max_producers=policies.maxProducerPerTopic,
+        max_consumers=policies.maxConsumerPerTopic,
+        max_consumers_per_subscription=policies.maxConsumersPerSubscription,
+        max_subscriptions=policies.maxSubscriptionsPerTopic,
     )
 
 
@@ -342,7 +298,7 @@ class DispatchThrottling:
         namespace_policies: A namespace's current ``Policies`` (the namespace registry).
         trace: Where trace rows go; None: no trace.
         backoff: Delay before re-planning a throttled read (Pulsar: 1.0 s exactly).
-        store: Where topic policies are persisted (:data:`TOPIC_POLICIES_ROOT`); None: memory.
+        store: Where topic policies are persisted (``paths.topic_policies_path``); None: memory.
     """
 
     def __init__(
@@ -368,7 +324,7 @@ class DispatchThrottling:
             self._factory, LimiterLevel.BROKER, resolve_broker_rate(config), clock.now()
         )
         self._topics: dict[TopicName, _TopicThrottle] = {}
-        self._topic_policies: dict[TopicName, TopicPolicies] = {}
+        self._topic_policies = TopicPolicyView(store, self._refresh)
 
     @property
     def config(self) -> DispatchThrottlingConfig:
@@ -462,59 +418,28 @@ class DispatchThrottling:
 
     def topic_policies(self, topic: TopicName) -> TopicPolicies | None:
         """A topic's policies (a partition answers with its partitioned topic's)."""
-        return self._topic_policies.get(topic.partitioned_topic_name)
+        return self._topic_policies.get(topic)
 
     def limit_overrides(self, topic: TopicName) -> LimitOverrides | None:
         """The count limits a topic's policies set (``limits.TopicLimitPolicies``)."""
-        policies = self.topic_policies(topic)
-        return None if policies is None else policies.limit_overrides()
+        policies = self._topic_policies.get(topic)
+        return None if policies is None else topic_limit_overrides(policies)
 
     def set_topic_policies(self, topic: TopicName, policies: TopicPolicies | None) -> None:
         """Record a topic's policies (after the admin API stored them) and apply them."""
-        key = topic.partitioned_topic_name
-        if policies is None or policies.empty:
-            self._topic_policies.pop(key, None)
-        else:
-            self._topic_policies[key] = policies
-        self._refresh(topic.namespace)
+        self._topic_policies.set(topic, policies)
 
     async def store_topic_policies(self, topic: TopicName, policies: TopicPolicies) -> None:
         """Persist a topic's policies (the admin API's write), then apply them."""
-        key = topic.partitioned_topic_name
-        if self._store is not None:
-            path = topic_policies_path(key)
-            if policies.empty:
-                if await self._store.exists(path):
-                    await self._store.delete(path)
-            else:
-                await self._store.put(path, msgspec.json.encode(policies))
-        self.set_topic_policies(key, policies)
+        await self._topic_policies.store(topic, policies)
 
     async def load_topic_policies(self) -> None:
         """Read every stored topic policy (at start; the admin API keeps the view current)."""
-        store = self._store
-        if store is None:
-            return
-        for tenant in await store.children(TOPIC_POLICIES_ROOT):
-            for ns in await store.children(f"{TOPIC_POLICIES_ROOT}/{tenant}"):
-                for domain in await store.children(f"{TOPIC_POLICIES_ROOT}/{tenant}/{ns}"):
-                    base = f"{TOPIC_POLICIES_ROOT}/{tenant}/{ns}/{domain}"
-                    for local in await store.children(base):
-                        node = await store.get(f"{base}/{local}")
-                        if node is None:
-                            continue
-                        try:
-                            policies = _decode_topic_policies(node.value)
-                            name = TopicName.parse(f"{domain}://{tenant}/{ns}/{unquote(local)}")
-                        except (msgspec.DecodeError, ValueError) as exc:
-                            log.warning("unreadable topic policies at %s: %s", base, exc)
-                            continue
-                        self._topic_policies[name] = policies
-        self._refresh(None)
+        await self._topic_policies.load()
 
     def policies_of(self, topic: TopicName, subscription: str | None) -> DispatchPolicies:
         """The policy inputs of a topic (subscription None) or one of its subscriptions."""
-        tp = self._topic_policies.get(topic.partitioned_topic_name)
+        tp = self._topic_policies.get(topic)
         ns = None if self._namespace_policies is None else self._namespace_policies(topic.namespace)
         cluster = self._cluster
         per_sub = None

@@ -10,36 +10,34 @@ reloaded Pulsar topic).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 from anyio import WouldBlock
 
 from emubroker.metadata.store import MetadataStoreError
+from emubroker.topics.base import TopicBase
 from emubroker.topics.cursor import Cursor
-from emubroker.topics.dedup import DedupState
+from emubroker.topics.dedup import Admission, DedupState, Pending
+from emubroker.topics.expiry import is_expirable
 from emubroker.topics.limits import (
-    CountLimits,
     LimitResolver,
-    check_producers,
     check_subscriptions,
     check_topic_consumers,
 )
-from emubroker.topics.producer import ProducerHandle, ProducerRegistry
 from emubroker.topics.stats import TopicCounters, TopicStats
 from emubroker.topics.subscription import Subscription
-from protocol.commands import InitialPosition, SubType
+from emubroker.topics.subtypes import RULES
+from protocol.commands import InitialPosition
 from protocol.errors import (
     NotAllowedError,
     PersistenceError,
-    ServiceNotReadyError,
-    SubscriptionNotFoundError,
 )
 from protocol.framing import payload_section
 from protocol.ids import is_latest
-from storage_stub.ledger import StorageError
+from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from anyio.abc import TaskGroup
 
@@ -49,13 +47,33 @@ if TYPE_CHECKING:
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.managed_ledger import ManagedLedger
+    from emubroker.topics.producer import ProducerHandle
+    from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.sinks import ConsumerSink, ProducerSink
+    from emubroker.topics.sinks import ConsumerSink
     from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
-    from protocol.commands import AccessMode, KeySharedMeta, MessageIdData
+    from protocol.commands import MessageIdData
 
 __all__ = ["Topic", "TopicState"]
+
+
+class _Run(NamedTuple):
+    """A run of SENDs admitted for storage (``Topic._admit``).
+
+    Attributes:
+        entries: The SENDs to store, in order (duplicates left out).
+        sections: Their payload sections, as stored.
+        infos: Their entry infos.
+        dedup: The deduplication state and its verdicts on the run, when deduplication is on.
+        ledger_id: The ledger being written before the run (a rollover may trim).
+    """
+
+    entries: Sequence[Pending]
+    sections: list[bytes]
+    infos: list[EntryInfo]
+    dedup: tuple[DedupState, Admission] | None
+    ledger_id: int
 
 
 class TopicState:
@@ -104,7 +122,7 @@ def may_trim(
     return state.compacted is None and (retains is None or not retains(name))
 
 
-class Topic:
+class Topic(TopicBase[Subscription]):
     """A loaded persistent topic.
 
     Args:
@@ -135,21 +153,17 @@ class Topic:
         limits: LimitResolver | None = None,
         retains: Callable[[TopicName], bool] | None = None,
     ) -> None:
-        self.name = name
+        super().__init__(
+            name, settings, state.counters, producer_names, limits, topic_epoch=state.topic_epoch
+        )
         self._retains = retains
         self._throttling = throttling
-        self._limits = limits or LimitResolver()
         self._state = state
-        self._settings = settings
         self._clock = clock
         self._tg = task_group
-        self._producer_names = producer_names
         self._partition = name.partition_index
-        self._producers = ProducerRegistry(str(name), topic_epoch=state.topic_epoch)
-        self._subs: dict[str, Subscription] = {}
         self._features = features
         self._compacted_subs: set[str] = set()  # subscriptions with read_compacted consumers
-        self._closed = False
         for sub_name, cursor in state.cursors.items():
             self._open_subscription(sub_name, cursor, cursor.mark_delete + 1)
 
@@ -158,80 +172,29 @@ class Topic:
         """The topic's entries."""
         return self._state.ledger
 
-    @property
-    def closed(self) -> bool:
-        """True once unloaded or closed with the service."""
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ServiceNotReadyError(f"Topic {self.name} is being unloaded")
-
-    def limits(self) -> CountLimits:
-        """The count limits in force now (topic > namespace > broker, ``limits``)."""
-        return self._limits.limits(self.name, self._settings)
+    def as_persistent(self) -> Topic:
+        """This topic: its ledger and cursors are stored (``handles.TopicHandle``)."""
+        return self
 
     # ---- producers ----------------------------------------------------------------------------
 
-    async def add_producer(
-        self,
-        producer_id: int,
-        sink: ProducerSink,
-        *,
-        producer_name: str | None,
-        user_provided_name: bool,
-        access_mode: AccessMode,
-        epoch: int,
-        topic_epoch: int | None,
-        on_waiting: Callable[[], None] | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> ProducerHandle:
-        """Attach a producer (rules in ``producer``).
-
-        A name that comes with the request is kept, whether the user chose it or we generated it
-        on an earlier connection (§6.1: the client sends it back on every reconnect).
-        ``metadata`` is ``CommandProducer.metadata``, echoed by the admin stats.
-
-        Raises:
-            ProducerBusyError: Name in use, an exclusive producer holds the topic, or the
-                producer limit is reached (``limits``).
-            ProducerFencedError: Exclusive access conflict or stale topic epoch.
-            ServiceNotReadyError: The topic is being unloaded.
-        """
-        del user_provided_name  # only the name itself matters to the broker
-        self._check_open()
-        state = self._state
+    async def _admitting(self) -> None:
+        # The namespace's deduplication switch is read as producers attach (``dedup``).
         if self._features is not None:
-            # The namespace's deduplication switch is read as producers attach (``dedup``).
             enabled = await self._features.dedup_enabled(self.name)
             self._check_open()
+            state = self._state
             state.dedup = DedupState.switch(state.dedup, enabled, state.ledger.infos)
-        # After the last await: producers attaching at the same moment count too.
-        check_producers(self.limits(), self.name, self.producer_count)
-        name = producer_name or self._producer_names()
-        handle = await self._producers.add(
-            producer_id,
-            sink,
-            producer_name=name,
-            access_mode=access_mode,
-            epoch=epoch,
-            topic_epoch=topic_epoch,
-            on_waiting=on_waiting,
-        )
-        if state.dedup is not None:
-            handle.last_sequence_id = state.dedup.last_sequence_id(name)  # §6.1
-        handle.metadata = dict(metadata or {})
-        handle.stats_key = state.counters.next_handle_key()
-        return handle
 
-    async def remove_producer(self, producer: ProducerHandle) -> None:
-        """Detach a producer (CLOSE_PRODUCER or connection drop)."""
-        self._producers.remove(producer)
+    def _admitted(self, handle: ProducerHandle) -> None:
+        dedup = self._state.dedup
+        if dedup is not None:
+            handle.last_sequence_id = dedup.last_sequence_id(handle.producer_name)  # §6.1
 
     async def publish(
         self, producer: ProducerHandle, entry: bytes, entry_checksum: int | None, info: EntryInfo
     ) -> tuple[int, int]:
-        """Store one entry and wake the dispatchers.
+        """Store one entry and wake the dispatchers: :meth:`publish_many` of one SEND.
 
         Args:
             producer: The publishing producer.
@@ -244,20 +207,20 @@ class Topic:
 
         Raises:
             PersistenceError: Storage refused the entry.
-            ServiceNotReadyError: The producer or the topic was closed (unload, fencing, a
-                successor producer). Pulsar drops such a SEND without a reply; the client
-                re-sends it after re-creating the producer, so nothing may be stored.
+            ServiceNotReadyError: The producer or the topic was closed (see ``publish_many``).
         """
-        # One path for every SEND: publish_many_nowait, what the handlers call (the hot path).
-        return self.publish_many_nowait(producer, ((entry, entry_checksum, info),))[0]
+        return (await self.publish_many(producer, ((entry, entry_checksum, info),)))[0]
 
     async def publish_many(
-        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
+        self, producer: ProducerHandle, entries: Sequence[Pending]
     ) -> list[tuple[int, int]]:
-        """Store entries in order and wake the dispatchers once: ``publish`` for a run of SENDs.
+        """Store entries in order and wake the dispatchers once: the publish path.
 
         One call and one storage write per ledger for every SEND of a producer that arrived in
-        one read, instead of one ``await`` per entry (``publish_many_nowait`` does the work).
+        one read. A SEND_RECEIPT goes out only once storage holds the entry (DESIGN.md decision
+        8): in bookie mode this awaits the stub, and the managed ledger keeps concurrent
+        publishers' runs in order and pipelines the adds. What gets stored, and how it is
+        settled, is :meth:`_admit` and :meth:`_settle`, shared with :meth:`publish_many_nowait`.
 
         Args:
             producer: The publishing producer.
@@ -270,185 +233,141 @@ class Topic:
 
         Raises:
             PersistenceError: Storage refused the first entry.
-            ServiceNotReadyError: The producer or the topic was closed (see ``publish``).
+            ServiceNotReadyError: The producer or the topic was closed (unload, fencing, a
+                successor producer). Pulsar drops such a SEND without a reply; the client
+                re-sends it after re-creating the producer, so nothing may be stored.
         """
         ledger = self._state.ledger
         if ledger.nowait:
             return self.publish_many_nowait(producer, entries)
-        # Bookie mode: the receipt waits until the stub holds the entries (DESIGN.md decision 8);
-        # the managed ledger keeps concurrent publishers' runs in order and pipelines the adds.
-        self._check_publish(producer)
+        run = self._admit(producer, entries)
+        try:
+            positions = await ledger.append_many(run.sections, run.infos)
+        except (StorageError, MetadataStoreError) as exc:
+            raise self._refused(run, exc) from exc
+        return self._settle(producer, run, positions)
+
+    def publish_many_nowait(
+        self, producer: ProducerHandle, entries: Sequence[Pending]
+    ) -> list[tuple[int, int]]:
+        """:meth:`publish_many` without waiting: the publish hot path of memory mode.
+
+        The handlers call it after each read; storage that cannot answer at once raises
+        ``anyio.WouldBlock`` (before anything is admitted) and they await ``publish_many``.
+
+        Raises:
+            WouldBlock: Bookie mode.
+            PersistenceError: Storage refused the first entry.
+            ServiceNotReadyError: The producer or the topic was closed (see ``publish_many``).
+        """
+        ledger = self._state.ledger
+        if not ledger.nowait:
+            raise WouldBlock
+        run = self._admit(producer, entries)
+        try:
+            positions = ledger.append_many_nowait(run.sections, run.infos)
+        except StorageError as exc:
+            raise self._refused(run, exc) from exc
+        return self._settle(producer, run, positions)
+
+    def _admit(self, producer: ProducerHandle, entries: Sequence[Pending]) -> _Run:
+        """What of a run of SENDs gets stored: nothing from a closed producer, no duplicate."""
+        self._check_producer(producer)
         dedup = self._state.dedup
+        verdicts = None
         if dedup is not None:
             admission = dedup.admit_all(producer.producer_name, entries)
             entries = admission.fresh
-        sections = [payload_section(entry, crc) for entry, crc, _ in entries]
-        try:
-            positions = await ledger.append_many(sections, [info for _, _, info in entries])
-        except (StorageError, MetadataStoreError) as exc:
-            if dedup is not None:
-                dedup.failed()
-            raise PersistenceError(f"cannot store entry on {self.name}: {exc}") from exc
-        self._published(producer, entries, positions)
-        if dedup is not None:
-            return dedup.settle(producer.producer_name, admission, positions)
-        return positions
+            verdicts = (dedup, admission)
+        return _Run(
+            entries,
+            [payload_section(entry, crc) for entry, crc, _ in entries],
+            [info for _, _, info in entries],
+            verdicts,
+            self._state.ledger.current_ledger_id,
+        )
 
-    def _check_publish(self, producer: ProducerHandle) -> None:
-        if producer.closed or self._closed:
-            raise ServiceNotReadyError(
-                f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
-            )
+    def _refused(self, run: _Run, exc: Exception) -> PersistenceError:
+        if run.dedup is not None:
+            run.dedup[0].failed()
+        return PersistenceError(f"cannot store entry on {self.name}: {exc}")
 
-    def _published(
-        self,
-        producer: ProducerHandle,
-        entries: Sequence[tuple[bytes, int | None, EntryInfo]],
-        positions: list[Any],
-    ) -> None:
+    def _settle(
+        self, producer: ProducerHandle, run: _Run, positions: list[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """Count what was stored, wake the dispatchers, answer each SEND."""
+        state = self._state
+        if state.ledger.current_ledger_id != run.ledger_id:
+            self.trim_consumed()  # Pulsar trims when a ledger closes
         messages = size = 0
-        for entry, _, info in entries[: len(positions)]:
+        for entry, _, info in run.entries[: len(positions)]:
             messages += info.num_messages
             size += len(entry)
-        counters = self._state.counters
+        counters = state.counters
         counters.msg_in += messages
         counters.bytes_in += size
         producer.msg_in += messages
         producer.bytes_in += size
         for sub in self._subs.values():
             sub.dispatcher.notify_new_entries()
-
-    def publish_many_nowait(
-        self, producer: ProducerHandle, entries: Sequence[tuple[bytes, int | None, EntryInfo]]
-    ) -> list[tuple[int, int]]:
-        """``publish_many`` without waiting: the publish hot path, and the only path.
-
-        ``publish`` and ``publish_many`` call it, so rules about what gets stored live here
-        only. The handlers call it after each read; storage that cannot answer at once would
-        raise ``anyio.WouldBlock`` and they would await ``publish_many`` instead (the in-memory
-        ledger always answers at once).
-
-        Raises:
-            PersistenceError: Storage refused the first entry.
-            ServiceNotReadyError: The producer or the topic was closed (see ``publish``).
-        """
-        if not self._state.ledger.nowait:
-            raise WouldBlock  # bookie mode: the handlers await publish_many instead
-        if producer.closed or self._closed:
-            raise ServiceNotReadyError(
-                f"Producer {producer.producer_name} on {self.name} is closed; SEND dropped"
-            )
-        dedup = self._state.dedup
-        if dedup is not None:
-            admission = dedup.admit_all(producer.producer_name, entries)
-            entries = admission.fresh
-        sections = [payload_section(entry, crc) for entry, crc, _ in entries]
-        infos = [info for _, _, info in entries]
-        ledger = self._state.ledger
-        current = ledger.current_ledger_id
-        try:
-            positions = ledger.append_many_nowait(sections, infos)
-        except StorageError as exc:
-            if dedup is not None:
-                dedup.failed()
-            raise PersistenceError(f"cannot store entry on {self.name}: {exc}") from exc
-        if ledger.current_ledger_id != current:
-            self.trim_consumed()  # Pulsar trims when a ledger closes
-        self._published(producer, entries, positions)
-        if dedup is not None:
+        if run.dedup is not None:
+            dedup, admission = run.dedup
             return dedup.settle(producer.producer_name, admission, positions)
         return positions
 
     # ---- subscriptions ------------------------------------------------------------------------
 
-    async def subscribe(
-        self,
-        *,
-        subscription: str,
-        sub_type: SubType,
-        consumer_id: int,
-        sink: ConsumerSink,
-        consumer_name: str,
-        durable: bool,
-        initial_position: InitialPosition,
-        start_message_id: MessageIdData | None,
-        priority_level: int,
-        key_shared_meta: KeySharedMeta | None,
-        read_compacted: bool,
-        partition: int,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Consumer:
+    async def subscribe(self, request: SubscribeRequest, sink: ConsumerSink) -> Consumer:
         """Attach a consumer, creating the subscription if needed (§7.1).
 
-        Args:
-            subscription: Subscription name.
-            sub_type: Exclusive, Shared, Failover or Key_Shared.
-            consumer_id: The client's id.
-            sink: Its session.
-            consumer_name: Its name.
-            durable: False for readers.
-            initial_position: Where a new durable subscription starts.
-            start_message_id: Where a new reader starts (that entry included).
-            priority_level: Failover priority.
-            key_shared_meta: Key_Shared mode and STICKY ranges.
-            read_compacted: See the compacted view (``compacted``); Exclusive and Failover only.
-            partition: The client's idea of the partition; the topic name decides.
-            metadata: ``CommandSubscribe.metadata``, echoed by the admin stats.
+        A new durable subscription starts at ``request.initial_position``, a new reader at its
+        ``start_message_id``; ``read_compacted`` shows the compacted view (``compacted``).
 
         Returns:
             The consumer handle; it has 0 permits until FLOW.
 
         Raises:
             ConsumerBusyError: Exclusive taken, type mismatch, or a consumer limit reached.
-            NotAllowedError: Durable/non-durable clash, or the subscription limit reached.
+            NotAllowedError: Durable/non-durable clash, a compacted read on a type that has
+                none, or the subscription limit reached.
             ConsumerAssignError: Key_Shared STICKY range conflict.
             ServiceNotReadyError: The topic is being unloaded.
         """
-        del partition
         self._check_open()
         limits = self.limits()
         check_topic_consumers(limits, self.consumer_count)
-        if read_compacted and sub_type not in (SubType.EXCLUSIVE, SubType.FAILOVER):
+        name = request.subscription
+        if request.read_compacted and not RULES[request.sub_type].read_compacted:
             # PersistentTopic.subscribe refuses compacted reads on shared subscriptions.
             raise NotAllowedError(
                 "readCompacted only allowed on failover or exclusive subscriptions"
             )
-        sub = self._subs.get(subscription)
+        sub = self._subs.get(name)
         created = sub is None
         if sub is None:
             check_subscriptions(limits, self.name, len(self._subs))
-            sub = self._new_subscription(subscription, durable, initial_position, start_message_id)
+            sub = self._new_subscription(name, request)
         consumer = sub.add_consumer(
-            consumer_id=consumer_id,
-            sink=sink,
-            consumer_name=consumer_name,
-            priority_level=priority_level,
-            sub_type=sub_type,
-            durable=durable,
-            key_shared_meta=key_shared_meta,
-            metadata=metadata,
-            max_consumers=limits.max_consumers_per_subscription,
+            request, sink, max_consumers=limits.max_consumers_per_subscription
         )
         if created:
-            self._subs[subscription] = sub
-            if durable:
-                self._state.cursors[subscription] = sub.cursor
+            self._subs[name] = sub
+            if request.durable:
+                self._state.cursors[name] = sub.cursor
             sub.start(self._tg)
-            if durable and self._state.persist_cursors is not None:
+            if request.durable and self._state.persist_cursors is not None:
                 await self._state.persist_cursors()
-        if read_compacted:
-            self._compacted_subs.add(subscription)
+        if request.read_compacted:
+            self._compacted_subs.add(name)
             self._read_compacted(sub)
-        elif subscription in self._compacted_subs:
-            self._compacted_subs.discard(subscription)
+        elif name in self._compacted_subs:
+            self._compacted_subs.discard(name)
             sub.compacted = None
         return consumer
 
     def _read_compacted(self, sub: Subscription) -> None:
         # Before any FLOW reaches the new consumer: acknowledge what compaction removed.
-        view = sub.compacted = self._state.compacted
-        if view is not None:
-            view.apply(sub.cursor, sub.dispatcher, self._state.ledger.infos)
+        sub.read_compacted(self._state.compacted)
 
     @property
     def compacted(self) -> CompactedView | None:
@@ -465,21 +384,16 @@ class Topic:
             else:
                 self._read_compacted(sub)
 
-    def _new_subscription(
-        self,
-        name: str,
-        durable: bool,
-        initial_position: InitialPosition,
-        start_message_id: MessageIdData | None,
-    ) -> Subscription:
+    def _new_subscription(self, name: str, request: SubscribeRequest) -> Subscription:
         count = self._state.ledger.count
-        if durable:
+        if request.durable:
             # An unloaded topic's durable cursors are reopened at load, so this one is new.
-            start = count if initial_position is InitialPosition.LATEST else self.ledger.first_index
+            latest = request.initial_position is InitialPosition.LATEST
+            start = count if latest else self.ledger.first_index
             return self._make_subscription(name, Cursor(start - 1), start)
         if name in self._state.cursors:
             raise NotAllowedError(f"A durable subscription named '{name}' already exists")
-        start = self._reader_start(start_message_id, initial_position)
+        start = self._reader_start(request.start_message_id, request.initial_position)
         return self._make_subscription(name, Cursor(start - 1, durable=False), start)
 
     def _reader_start(self, start: MessageIdData | None, initial_position: InitialPosition) -> int:
@@ -503,7 +417,7 @@ class Topic:
             topic=str(self.name),
             partition=self._partition,
             clock=self._clock,
-            settings=self._settings,
+            settings=self.settings,
             counters=self._state.counters,
             read_position=read_position,
             on_remove=self._subscription_ended,
@@ -548,6 +462,18 @@ class Topic:
         floor = min((c.mark_delete for c in cursors), default=ledger.count - 1)
         return ledger.trim_nowait(floor)
 
+    # ---- message expiry -----------------------------------------------------------------------
+
+    def expirable_subscriptions(self) -> list[Subscription]:
+        """The subscriptions a topic-wide expiry applies to (``expiry`` rule 5)."""
+        return [sub for name, sub in sorted(self._subs.items()) if is_expirable(name)]
+
+    def expire_to(self, index: int, now_ms: int) -> None:
+        """Expire every expirable subscription up to ``index`` (``expiry`` rules 4 and 5)."""
+        for sub in self.expirable_subscriptions():
+            sub.expiry.last_expire = now_ms
+            sub.expire_to(index, now_ms)
+
     # ---- admin operations (REST API) ----------------------------------------------------------
 
     def create_subscription(self, name: str, start: MessageIdData | None) -> Subscription:
@@ -579,38 +505,13 @@ class Topic:
             SubscriptionNotFoundError: No such subscription.
             ConsumerBusyError: Consumers are attached and ``force`` is false.
         """
-        sub = self._subs.get(name)
-        if sub is None:
-            raise SubscriptionNotFoundError(f"Subscription {name} not found for topic {self.name}")
-        sub.delete(force=force)
-
-    def producers(self) -> list[ProducerHandle]:
-        """The attached producers, oldest first."""
-        return self._producers.producers
+        self._existing(name).delete(force=force)
 
     # ---- queries ------------------------------------------------------------------------------
 
     def last_message_id(self) -> tuple[int, int, int]:
         """``(ledger, entry, batch_index)`` of the last entry; ``(ledger, -1, -1)`` when empty."""
         return self._state.ledger.last_message_id()
-
-    def subscriptions(self) -> list[str]:
-        """Names of the subscriptions, sorted."""
-        return sorted(self._subs)
-
-    def subscription(self, name: str) -> Subscription | None:
-        """A subscription by name."""
-        return self._subs.get(name)
-
-    @property
-    def producer_count(self) -> int:
-        """Attached producers."""
-        return len(self._producers.producers)
-
-    @property
-    def consumer_count(self) -> int:
-        """Attached consumers over all subscriptions."""
-        return sum(len(sub.consumers) for sub in self._subs.values())
 
     def stats(self) -> TopicStats:
         """A snapshot for metrics and admin."""

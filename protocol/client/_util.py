@@ -287,26 +287,3 @@ async def with_deadline(
     if not outcome:
         raise OperationTimeoutError(f"{what} timed out")
     return outcome[0]
-
-
-class Backoff:
-    """Reconnection delays: `initial`, doubling up to `maximum` (spec §9: 100 ms to 60 s).
-
-    The C++ client also subtracts up to 9 % jitter; we leave it out so that FakeClock tests see
-    exact delays.
-    """
-
-    def __init__(self, initial: float = 0.1, maximum: float = 60.0) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self._next = initial
-
-    def next(self) -> float:
-        """The delay to wait now; the following one doubles."""
-        delay = self._next
-        self._next = min(self._next * 2, self.maximum)
-        return delay
-
-    def reset(self) -> None:
-        """Start again from `initial` (after a successful connection)."""
-        self._next = self.initial

@@ -105,6 +105,7 @@ class AckGrouper:
         return commands
 
     def clear(self) -> None:
+        """Drop every ack waiting to be sent (the consumer reconnects or closes)."""
         self._individual = {}
         self._cumulative = None
         self._cumulative_data = None
@@ -168,6 +169,7 @@ class BatchTracker:
         return entry_data(ledger_id, entry_id - 1)
 
     def clear(self) -> None:
+        """Forget every delivered entry (the consumer reconnects or closes)."""
         self._outstanding.clear()
 
 
@@ -190,6 +192,7 @@ class NackTracker:
         self.due.pop(key, None)
 
     def next_deadline(self) -> float | None:
+        """The earliest redelivery time of a nacked entry, or None when there is none."""
         return min(self.due.values()) if self.due else None
 
     def pop_due(self, now: float) -> list[c.MessageIdData]:
@@ -200,4 +203,5 @@ class NackTracker:
         return [entry_data(ledger, entry) for ledger, entry in due]
 
     def clear(self) -> None:
+        """Forget every nacked entry."""
         self.due.clear()

@@ -26,7 +26,8 @@ import anyio
 import anyio.abc
 
 from protocol import commands as c
-from protocol.client._util import Backoff, wait_until
+from protocol.backoff import Backoff
+from protocol.client._util import wait_until
 from protocol.client.config import ConsumerConfig, ProducerConfig
 from protocol.client.connection import CLIENT_VERSION, ClientConnection
 from protocol.client.consumer import Consumer
@@ -99,11 +100,12 @@ class Client:
         self.connection_timeout = connection_timeout
         self.reconnect_initial_delay = reconnect_initial_delay
         self.reconnect_max_delay = reconnect_max_delay
+        self.backoff = Backoff(reconnect_initial_delay, reconnect_max_delay)
         self._tg = task_group
         self._pool = ConnectionPool(
             clock,
             connector,
-            self._spawn,
+            self.spawn,
             connection_timeout=connection_timeout,
             keep_alive_interval=keep_alive_interval,
             client_version=client_version,
@@ -116,21 +118,25 @@ class Client:
     def __repr__(self) -> str:
         return f"<Client {self.service_url}>"
 
-    # ---- plumbing for handlers -----------------------------------------------------------------
+    # ---- the handlers' host (protocol.client.host.HandlerHost) ---------------------------------
 
-    def _new_producer_id(self) -> int:
+    def new_producer_id(self) -> int:
+        """Return a producer id not used before on this client."""
         return next(self._producer_ids)
 
-    def _new_consumer_id(self) -> int:
+    def new_consumer_id(self) -> int:
+        """Return a consumer id not used before on this client."""
         return next(self._consumer_ids)
 
-    def _spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    def spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `fn` in the client's task group (it ends when the client closes)."""
         self._tg.start_soon(fn)
 
     def _remember(self, handler: Any) -> None:
         self._handlers[id(handler)] = handler
 
-    def _forget(self, handler: Any) -> None:
+    def forget(self, handler: object) -> None:
+        """Drop a closed handler from the set the client closes on exit."""
         self._handlers.pop(id(handler), None)
 
     def _check_open(self) -> None:
@@ -213,7 +219,7 @@ class Client:
         Gives up at the operation timeout, as the C++ client's retryable lookup service does.
         """
         deadline = self.clock.now() + self.operation_timeout
-        backoff = Backoff(self.reconnect_initial_delay, self.reconnect_max_delay)
+        delays = self.backoff.delays()
         while True:
             try:
                 return await attempt(deadline)
@@ -223,7 +229,7 @@ class Client:
                 last: Exception = exc
             except ConnectionBrokenError as exc:
                 last = exc
-            delay = backoff.next()
+            delay = next(delays)
             if self.clock.now() + delay >= deadline:
                 raise OperationTimeoutError(f"{what} timed out") from last
             await self.clock.sleep(delay)

@@ -237,10 +237,6 @@ class ClientConnection:
         self._stop(ClientClosedError(f"connection to {self.url} closed by the client"))
         await self._finished.wait()
 
-    def abort(self, reason: str) -> None:
-        """Drop the connection because of something a handler detected (e.g. a bad receipt)."""
-        self._stop(ConnectionBrokenError(reason))
-
     def _stop(self, reason: Exception) -> None:
         if self._close_reason is None:
             self._close_reason = reason
@@ -366,15 +362,19 @@ class ClientConnection:
     # ---- registration --------------------------------------------------------------------------
 
     def add_producer(self, producer_id: int, producer: ProducerListener) -> None:
+        """Route this connection's frames for `producer_id` to `producer`."""
         self.producers[producer_id] = producer
 
     def remove_producer(self, producer_id: int) -> None:
+        """Stop routing frames for `producer_id` (unknown ids are ignored)."""
         self.producers.pop(producer_id, None)
 
     def add_consumer(self, consumer_id: int, consumer: ConsumerListener) -> None:
+        """Route this connection's frames for `consumer_id` to `consumer`."""
         self.consumers[consumer_id] = consumer
 
     def remove_consumer(self, consumer_id: int) -> None:
+        """Stop routing frames for `consumer_id` (unknown ids are ignored)."""
         self.consumers.pop(consumer_id, None)
 
     # ---- dispatch ------------------------------------------------------------------------------

@@ -42,8 +42,8 @@ from protocol.framing import Payload
 from protocol.ids import LATEST, MessageId
 
 if TYPE_CHECKING:
-    from protocol.client.client import Client
     from protocol.client.connection import ClientConnection
+    from protocol.client.host import HandlerHost
 
 __all__ = ["Consumer"]
 
@@ -76,7 +76,7 @@ class Consumer(Handler):
 
     def __init__(
         self,
-        client: Client,
+        client: HandlerHost,
         topic: str,
         subscription: str,
         config: ConsumerConfig,
@@ -90,7 +90,7 @@ class Consumer(Handler):
         self.consumer_name = consumer_name
         self._config = config
         self.partition = partition
-        self.consumer_id = client._new_consumer_id()
+        self.consumer_id = client.new_consumer_id()
         self._queue = queue if queue is not None else ReceiveQueue()
         self._shared_queue = queue is not None
         self._queue_size = config.receiver_queue_size
@@ -197,11 +197,13 @@ class Consumer(Handler):
         tg.start_soon(self._acker.run_nack_timer)
 
     def handle_active_change(self, is_active: bool) -> None:
+        """ACTIVE_CONSUMER_CHANGE: whether this consumer is now the active one (Failover)."""
         self.is_active = is_active
 
     # ---- receiving (called by the connection's reader task) ------------------------------------
 
     def handle_message(self, message: c.Message, payload: Payload, cnx: ClientConnection) -> None:
+        """A MESSAGE frame for this consumer from `cnx` (ignored from a connection it left)."""
         if cnx is not self._cnx:
             return  # a late frame from a connection we left
         self._zero_queue_permit_out = False
@@ -510,7 +512,7 @@ class Consumer(Handler):
         if not self._shared_queue:
             self._queue.close(self._closed_error())
         await self._stop()
-        self._client._forget(self)
+        self._client.forget(self)
 
     def _on_failed(self, error: BaseException) -> None:
         if not self._shared_queue:

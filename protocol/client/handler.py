@@ -27,7 +27,7 @@ import anyio
 import anyio.abc
 
 from protocol import commands as c
-from protocol.client._util import Backoff, wait_until, with_deadline
+from protocol.client._util import wait_until, with_deadline
 from protocol.errors import (
     BrokerError,
     ClientClosedError,
@@ -37,8 +37,8 @@ from protocol.errors import (
 )
 
 if TYPE_CHECKING:
-    from protocol.client.client import Client
     from protocol.client.connection import ClientConnection
+    from protocol.client.host import HandlerHost
 
 __all__ = ["ENDED_STATES", "Handler", "HandlerState"]
 
@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 
 class HandlerState(enum.Enum):
+    """Where a producer or consumer is in its life (the module docstring's rules)."""
+
     CONNECTING = "connecting"
     READY = "ready"
     CLOSING = "closing"
@@ -69,7 +71,7 @@ class Handler:
     `_closed_error`, and may add background loops in `_start_loops`.
     """
 
-    def __init__(self, client: Client, topic: str) -> None:
+    def __init__(self, client: HandlerHost, topic: str) -> None:
         self._client = client
         self._clock = client.clock
         self.topic = topic
@@ -78,7 +80,7 @@ class Handler:
         self._connected = anyio.Event()
         self._disconnected = anyio.Event()
         self._scope = anyio.CancelScope()
-        self._backoff = Backoff(client.reconnect_initial_delay, client.reconnect_max_delay)
+        self._reconnect_delays = client.backoff.delays()
         self._failure: BaseException | None = None
         self._running = False
         self._finished = anyio.Event()
@@ -110,6 +112,7 @@ class Handler:
 
     @property
     def state(self) -> HandlerState:
+        """Where the handler is in its life (connecting, ready, closing ...)."""
         return self._state
 
     def is_connected(self) -> bool:
@@ -144,7 +147,7 @@ class Handler:
     async def _start(self) -> None:
         """Attach for the first time (rule 3), then run the background loop in the client."""
         deadline = self._clock.now() + self._client.operation_timeout
-        backoff = Backoff(self._client.reconnect_initial_delay, self._client.reconnect_max_delay)
+        delays = self._client.backoff.delays()
         while True:
             try:
                 await self._connect_once(deadline)
@@ -157,7 +160,7 @@ class Handler:
                 last: Exception = exc
             except _TRANSIENT as exc:
                 last = exc
-            delay = backoff.next()
+            delay = next(delays)
             if self._clock.now() + delay >= deadline:
                 self._state = HandlerState.FAILED
                 error = OperationTimeoutError(f"creating a handler for {self.topic} timed out")
@@ -165,7 +168,7 @@ class Handler:
                 raise error from last
             await self._clock.sleep(delay)
         self._running = True
-        self._client._spawn(self._run)
+        self._client.spawn(self._run)
 
     async def _connect_once(self, deadline: float) -> None:
         url = await self._client.lookup(self.topic, deadline=deadline)
@@ -202,7 +205,7 @@ class Handler:
             await self._disconnected.wait()
             if self._state in _ENDED:
                 return
-            await self._clock.sleep(self._backoff.next())
+            await self._clock.sleep(next(self._reconnect_delays))
             if self._state in _ENDED:
                 return
             try:
@@ -216,7 +219,7 @@ class Handler:
             except _TRANSIENT as exc:
                 logger.info("reattaching %s failed (will retry): %r", self.topic, exc)
             else:
-                self._backoff.reset()
+                self._reconnect_delays = self._client.backoff.delays()
 
     def handle_close(self, cnx: ClientConnection) -> None:
         """Detach after CLOSE_PRODUCER / CLOSE_CONSUMER or a connection loss (rule 2)."""
@@ -259,7 +262,7 @@ class Handler:
             ClientClosedError: the handler was closed.
         """
         deadline = self._clock.now() + self._client.operation_timeout
-        backoff = Backoff(self._client.reconnect_initial_delay, self._client.reconnect_max_delay)
+        delays = self._client.backoff.delays()
         while True:
             cnx = await self._wait_connected(deadline, what)
             try:
@@ -272,7 +275,7 @@ class Handler:
                 self.handle_close(cnx)
                 continue
             except BrokerError as exc:
-                delay = backoff.next()
+                delay = next(delays)
                 if not exc.retriable or self._clock.now() + delay >= deadline:
                     raise
                 await self._clock.sleep(delay)

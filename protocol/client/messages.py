@@ -20,7 +20,7 @@ from protocol.ids import MessageId
 from protocol.wire import CONTINUED_BYTES, SMALL_VARINTS, U64, OffTheFastLane, uvarint
 
 if TYPE_CHECKING:
-    from protocol.client.incoming import ReceivedEntry
+    from protocol.client.entry import ReceivedEntry
 
 __all__ = [
     "BatchBuilder",
@@ -425,10 +425,12 @@ class Message(msgspec.Struct, eq=False, gc=False):
 
     @property
     def topic(self) -> str:
+        """The topic (partition) the message was received on."""
         return self._entry.topic
 
     @property
     def redelivery_count(self) -> int:
+        """How often the broker redelivered the message (0 on the first delivery)."""
         return self._entry.redelivery_count
 
     @property
@@ -462,6 +464,7 @@ class Message(msgspec.Struct, eq=False, gc=False):
 
     @property
     def ordering_key(self) -> bytes | None:
+        """The ordering key Key_Shared routes by, if the producer set one."""
         single = self._header()
         return single.ordering_key if single is not None else self._entry.fields[5]
 
@@ -479,10 +482,12 @@ class Message(msgspec.Struct, eq=False, gc=False):
 
     @property
     def producer_name(self) -> str:
+        """The name of the producer that published the message."""
         return self._entry.fields[0]
 
     @property
     def sequence_id(self) -> int:
+        """The producer's sequence id of the message (its own within a batch)."""
         single = self._header()
         if single is not None and single.sequence_id is not None:
             return single.sequence_id

@@ -24,7 +24,7 @@ from protocol.errors import ClientClosedError, ConsumerClosedError, LocalProtoco
 from protocol.ids import MessageId
 
 if TYPE_CHECKING:
-    from protocol.client.client import Client
+    from protocol.client.host import HandlerHost
 
 __all__ = ["MultiConsumer", "PartitionedProducer", "partition_name"]
 
@@ -57,7 +57,9 @@ class PartitionedProducer:
     robin (spec §14.4).
     """
 
-    def __init__(self, client: Client, topic: str, partitions: int, config: ProducerConfig) -> None:
+    def __init__(
+        self, client: HandlerHost, topic: str, partitions: int, config: ProducerConfig
+    ) -> None:
         self.topic = topic
         self._client = client
         self.producers = [
@@ -85,9 +87,11 @@ class PartitionedProducer:
 
     @property
     def producer_name(self) -> str:
+        """The name the broker gave the first partition's producer (every partition's share it)."""
         return self.producers[0].producer_name
 
     def is_connected(self) -> bool:
+        """True while every partition's producer is attached to a broker."""
         return all(p.is_connected() for p in self.producers)
 
     async def send(
@@ -148,7 +152,7 @@ class MultiConsumer:
 
     def __init__(
         self,
-        client: Client,
+        client: HandlerHost,
         topic: str,
         subscription: str,
         partitions: int,
@@ -217,6 +221,7 @@ class MultiConsumer:
         return self.consumers[message.partition]
 
     def is_connected(self) -> bool:
+        """True while every partition's consumer is attached to a broker."""
         return all(child.is_connected() for child in self.consumers)
 
     async def receive(self) -> Message:
@@ -256,6 +261,7 @@ class MultiConsumer:
             child.redeliver_unacknowledged()
 
     def flush_acks(self) -> None:
+        """Send every partition's pending acks now."""
         for child in self.consumers:
             child.flush_acks()
 

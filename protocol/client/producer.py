@@ -48,8 +48,8 @@ from protocol.errors import (
 from protocol.ids import MessageId
 
 if TYPE_CHECKING:
-    from protocol.client.client import Client
     from protocol.client.connection import ClientConnection
+    from protocol.client.host import HandlerHost
 
 __all__ = ["Producer", "SendCallback"]
 
@@ -81,12 +81,12 @@ class Producer(Handler):
     """A producer on one topic or one partition. Create it with `Client.create_producer`."""
 
     def __init__(
-        self, client: Client, topic: str, config: ProducerConfig, *, partition: int = -1
+        self, client: HandlerHost, topic: str, config: ProducerConfig, *, partition: int = -1
     ) -> None:
         super().__init__(client, topic)
         self._config = config
         self.partition = partition
-        self.producer_id = client._new_producer_id()
+        self.producer_id = client.new_producer_id()
         self.producer_name: str = config.producer_name or ""
         self._epoch = 0
         self._topic_epoch: int | None = None
@@ -257,7 +257,7 @@ class Producer(Handler):
                 # the clocks are read once per batch, not once per message.
                 if self._batch_armed is not None:
                     self._batch_armed.set()
-                batch.start(sequence_id, self._clock.wall_ns() // 1_000_000, key, self._clock.now())
+                batch.start(sequence_id, self._clock.wall_ms(), key, self._clock.now())
             if plain:
                 future = batch.add_plain(payload, sequence_id)
             else:
@@ -267,7 +267,7 @@ class Producer(Handler):
                 self._flush_batch()
         else:
             future = Future()
-            publish_time = self._clock.wall_ns() // 1_000_000
+            publish_time = self._clock.wall_ms()
             plain = plain and deliver_at is None
             frame = self._plain.frame(sequence_id, publish_time, payload) if plain else None
             if frame is not None:
@@ -390,6 +390,7 @@ class Producer(Handler):
     # ---- receipts ------------------------------------------------------------------------------
 
     def handle_receipt(self, receipt: c.SendReceipt) -> bool:
+        """SEND_RECEIPT for this producer; False when the connection must be closed (spec §6.3)."""
         if not self._pending:
             return True  # its op expired
         op = self._pending[0]
@@ -424,6 +425,7 @@ class Producer(Handler):
         return True
 
     def handle_send_error(self, error: c.SendError) -> bool:
+        """SEND_ERROR for this producer; False when the connection must be closed (spec §6.3)."""
         if error.error != ServerError.ChecksumError:
             return False  # spec §6.3: the connection is closed
         if self._pending and self._pending[0].first_seq == error.sequence_id:
@@ -505,7 +507,7 @@ class Producer(Handler):
         self._fail_pending(ProducerClosedError(f"producer on {self.topic} closed"))
         self._state = HandlerState.CLOSED
         await self._stop()
-        self._client._forget(self)
+        self._client.forget(self)
 
 
 def _key_values(properties: Mapping[str, str] | None) -> tuple[c.KeyValue, ...]:

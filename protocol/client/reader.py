@@ -27,10 +27,12 @@ class Reader:
 
     @property
     def topic(self) -> str:
+        """The topic the reader reads."""
         return self._consumer.topic
 
     @property
     def subscription(self) -> str:
+        """The name of the reader's non-durable subscription."""
         return self._consumer.subscription
 
     async def __aenter__(self) -> Reader:
@@ -83,6 +85,7 @@ class Reader:
         await self._consumer.seek(target)
 
     def is_connected(self) -> bool:
+        """True while the reader is attached to a broker."""
         return self._consumer.is_connected()
 
     async def aclose(self) -> None:

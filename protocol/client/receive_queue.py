@@ -30,10 +30,12 @@ class ReceiveQueue:
         return len(self.items)
 
     def put(self, message: Message) -> None:
+        """Queue one message and wake the waiting receiver."""
         self.items.append(message)
         self._wake()
 
     def put_many(self, messages: Iterable[Message]) -> None:
+        """Queue messages in order and wake the waiting receiver."""
         self.items.extend(messages)
         self._wake()
 

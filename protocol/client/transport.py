@@ -69,6 +69,12 @@ class StreamTransport:
         self._closed = False
 
     async def send(self, data: bytes) -> None:
+        """Send all of `data`.
+
+        Raises:
+            ClientClosedError: The transport was closed here.
+            ConnectionBrokenError: The peer or the network broke the connection.
+        """
         try:
             await self._stream.send(data)
         except anyio.ClosedResourceError as exc:
@@ -77,6 +83,12 @@ class StreamTransport:
             raise ConnectionBrokenError(f"send failed: {exc!r}") from exc
 
     async def receive(self, max_bytes: int = DEFAULT_RECEIVE_SIZE) -> bytes:
+        """Up to `max_bytes` received bytes; `b""` once the peer closed its side.
+
+        Raises:
+            ClientClosedError: The transport was closed here.
+            ConnectionBrokenError: The peer or the network broke the connection.
+        """
         try:
             return await self._stream.receive(max_bytes)
         except anyio.EndOfStream:
@@ -89,6 +101,7 @@ class StreamTransport:
             raise ConnectionBrokenError(f"receive failed: {exc!r}") from exc
 
     async def aclose(self) -> None:
+        """Close the transport (a broken socket closes without an error)."""
         self._closed = True
         # Closing a broken socket has nothing left to report.
         with contextlib.suppress(anyio.BrokenResourceError, OSError):
@@ -126,18 +139,22 @@ class MemoryByteStream(anyio.abc.ByteStream):
         self._leftover = b""
 
     async def send(self, item: bytes) -> None:
+        """Send `item` to the other end (empty items are not sent)."""
         if item:
             await self._send.send(bytes(item))
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        """Up to `max_bytes` of what the other end sent (the rest is kept for the next call)."""
         data = self._leftover or await self._receive.receive()
         self._leftover = data[max_bytes:]
         return data[:max_bytes]
 
     async def send_eof(self) -> None:
+        """Tell the other end nothing more will be sent."""
         await self._send.aclose()
 
     async def aclose(self) -> None:
+        """Close both directions."""
         await self._send.aclose()
         await self._receive.aclose()
 

@@ -9,13 +9,13 @@ import pytest
 
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import (
-    DYNAMIC_CONFIGURATION_PATH,
     PULSAR_DYNAMIC_KEYS,
     DynamicConfig,
     InvalidDynamicValueError,
     NotDynamicError,
 )
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
+from emubroker.metadata.paths import DYNAMIC_CONFIGURATION_PATH
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,8 @@ from emubroker.ratelimit.quotas import DispatchThrottlingConfig, throttling_conf
 
 
 def test_throttling_keys_match_the_ratelimit_settings_exactly() -> None:
-    # config may not import ratelimit (layer contract), so the keys are declared twice.
+    # Declared once: the broker config stacks the throttling family as a base.
+    assert issubclass(BrokerConfig, DispatchThrottlingConfig)
     ours = {f.name: f.default for f in msgspec.structs.fields(BrokerConfig)}
     theirs = {f.name: f.default for f in msgspec.structs.fields(DispatchThrottlingConfig)}
     assert {name: ours.get(name) for name in theirs} == theirs

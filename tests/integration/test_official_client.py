@@ -13,7 +13,7 @@ import uuid
 import pulsar
 import pytest
 
-from emubroker.topics.selection import failover_ring_pick
+from emubroker.topics.pickers import failover_ring_pick
 from tests.integration.conftest import make_client
 
 pytestmark = pytest.mark.integration

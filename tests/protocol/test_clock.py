@@ -193,6 +193,12 @@ class TestFakeClock:
     async def test_wall_ns_default_epoch_and_start(self) -> None:
         assert FakeClock(start=2.0).wall_ns() == 1_700_000_002 * 10**9
 
+    async def test_wall_ms_is_wall_ns_in_whole_milliseconds(self) -> None:
+        clock = FakeClock(epoch=1_700_000_000)
+        await clock.advance(1.2349)
+        assert clock.wall_ms() == 1_700_000_001_234
+        assert clock.wall_ms() == clock.wall_ns() // 1_000_000
+
     @given(deadlines=st.lists(st.floats(min_value=0.001, max_value=1e6), max_size=20))
     async def test_any_deadlines_wake_sorted_and_on_time(self, deadlines: list[float]) -> None:
         clock = FakeClock()
@@ -220,3 +226,10 @@ class TestAnyioClock:
 
     async def test_wall_ns_is_recent_epoch_nanoseconds(self) -> None:
         assert AnyioClock().wall_ns() > 1_600_000_000 * 10**9
+
+    async def test_wall_ms_is_recent_epoch_milliseconds(self) -> None:
+        clock = AnyioClock()
+        before = clock.wall_ns() // 1_000_000
+        ms = clock.wall_ms()
+        assert before <= ms <= clock.wall_ns() // 1_000_000
+        assert ms > 1_600_000_000 * 10**3

@@ -23,6 +23,7 @@ from protocol.framing import (
     build_entry,
     checksum,
     decode_frame,
+    decode_payload_section,
     encode_frame,
     encode_message_frame,
     encode_message_head,
@@ -276,6 +277,31 @@ def test_build_entry_prefixes_the_metadata_size() -> None:
 def test_section_frame_equals_payload_frame(entry: bytes, crc: int | None, command: Any) -> None:
     section = payload_section(entry, crc)
     assert encode_section_frame(command, section) == encode_payload_frame(command, entry, crc)
+
+
+@given(
+    st.binary(max_size=64), st.binary(max_size=300), st.one_of(st.none(), st.integers(0, 2**32 - 1))
+)
+def test_a_stored_section_splits_back_into_its_parts(
+    metadata: bytes, body: bytes, crc: int | None
+) -> None:
+    entry = build_entry(metadata, body)
+    stored = decode_payload_section(payload_section(entry, crc))
+    assert stored == Payload(entry, crc)
+    assert (bytes(stored.metadata), bytes(stored.body)) == (metadata, body)
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (b"\x00\x00", "without message metadata"),
+        (struct.pack(">I", 9) + b"meta", "message metadata runs past"),
+        (b"\x0e\x01\x00", "truncated checksum section"),
+    ],
+)
+def test_a_malformed_stored_section_is_refused(section: bytes, message: str) -> None:
+    with pytest.raises(RemoteProtocolError, match=message):
+        decode_payload_section(section)
 
 
 @given(st.binary(max_size=64), st.binary(max_size=300), st.booleans(), commands((c.Send,)))

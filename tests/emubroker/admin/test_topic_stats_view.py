@@ -14,7 +14,7 @@ import pytest
 from emubroker.admin.metrics import RateTracker
 from emubroker.admin.topic_stats import TopicStatsView
 from emubroker.topics import TopicService
-from emubroker.topics.selection import failover_ring_pick
+from emubroker.topics.pickers import failover_ring_pick
 from protocol.clock import FakeClock
 from protocol.commands import AckType, SubType
 from storage_stub.ledger import LedgerStore
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.anyio
 
 
 def _ms(clock: FakeClock) -> int:
-    return clock.wall_ns() // 1_000_000
+    return clock.wall_ms()
 
 
 class _Stats:

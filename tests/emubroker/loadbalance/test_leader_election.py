@@ -11,7 +11,6 @@ import anyio
 import pytest
 
 from emubroker.loadbalance.leader_election import (
-    LEADER_PATH,
     LeaderBroker,
     LeaderElectionService,
     LeaderElectionState,
@@ -22,6 +21,7 @@ from emubroker.metadata import (
     MetadataStoreError,
     WatchOverflowError,
 )
+from emubroker.metadata.paths import LEADER_PATH
 from protocol.clock import FakeClock
 
 pytestmark = pytest.mark.anyio

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable, ownership_path
+from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
+from emubroker.metadata.paths import ownership_path
 from emubroker.naming import BundleRange, TopicName, topic_hash
 
 pytestmark = pytest.mark.anyio

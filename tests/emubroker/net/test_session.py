@@ -13,6 +13,7 @@ from emubroker.net.session import (
     WRITE_BUFFER_LOW_WATER_MARK,
     Session,
 )
+from emubroker.net.traffic import TrafficCounter, TrafficSnapshot
 from protocol import commands as c
 from protocol.clock import FakeClock
 from protocol.framing import Frame, encode_frame, payload_section
@@ -100,6 +101,7 @@ class Harness:
         *,
         max_frame_size: int = 1 << 20,
         stream: type[CountingStream] = CountingStream,
+        traffic: TrafficCounter | None = None,
     ) -> None:
         client_end, server_end = memory_stream_pair()
         self.server_stream = stream(server_end)
@@ -117,6 +119,7 @@ class Harness:
             clock=clock,
             max_frame_size=max_frame_size,
             keepalive_interval=KEEPALIVE,
+            traffic=traffic,
         )
         self.done = anyio.Event()
 
@@ -358,3 +361,39 @@ async def test_writability_follows_the_bytes_waiting_to_be_written(fake_clock: F
         await anyio.wait_all_tasks_blocked()
         assert h.session.writable
         tg.cancel_scope.cancel()
+
+
+async def test_traffic_counts_every_byte_each_way_and_the_queued_ones(
+    fake_clock: FakeClock,
+) -> None:
+    # The broker's own bandwidth (its load report): what its sessions read and wrote.
+    traffic = TrafficCounter()
+    h = Harness(fake_clock, stream=StallingStream, traffic=traffic)
+    stream = h.server_stream
+    assert isinstance(stream, StallingStream)
+    sent = [h.client.conn.send(c.Connect(client_version="t", protocol_version=20))]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.client.send_raw(sent[0])
+        connected = await h.client.receive_command()
+        assert isinstance(connected, c.Connected)
+        ping = h.client.conn.send(c.Ping())
+        await h.client.send_raw(ping)
+        assert await h.client.receive_command() == c.Pong()
+        received = len(encode_frame(c.Connected(server_version="t", protocol_version=20)))
+        pong = len(encode_frame(c.Pong()))
+        assert traffic.snapshot() == TrafficSnapshot(len(sent[0]) + len(ping), received + pong, 0)
+        stream.stalled = True  # bytes the socket does not take count as buffered
+        h.session.send_message(1, 1, 0, -1, 0, (), payload_section(b"x" * 1000, None))
+        await anyio.wait_all_tasks_blocked()
+        buffered = traffic.snapshot().buffered
+        assert buffered > 1000
+        assert traffic.snapshot().bytes_out == received + pong
+        stream.let_one_through()
+        await anyio.wait_all_tasks_blocked()
+        assert traffic.snapshot() == TrafficSnapshot(
+            len(sent[0]) + len(ping), received + pong + buffered, 0
+        )
+        tg.cancel_scope.cancel()
+    # A finished session leaves nothing buffered behind.
+    assert traffic.snapshot().buffered == 0

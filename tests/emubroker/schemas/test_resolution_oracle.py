@@ -31,7 +31,7 @@ from typing import Any
 
 import avro.schema
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
-from hypothesis import given, note
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from emubroker.schemas.avro import parse_avro
@@ -273,6 +273,8 @@ def test_generated_pairs_are_often_compatible_and_often_not() -> None:
     # A generator that only made hopeless pairs would make the comparison above worthless.
     verdicts: list[bool] = []
 
+    # A fixed sample: the share is a property of the generator, not of one random draw of 50.
+    @settings(max_examples=200, derandomize=True)
     @given(schema_pairs())
     def collect(pair: tuple[Any, Any]) -> None:
         verdicts.append(our_can_read(*pair))

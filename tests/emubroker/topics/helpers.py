@@ -12,18 +12,20 @@ import anyio
 from emubroker.naming import NamespaceName, TopicName
 from emubroker.policies import Policies
 from emubroker.ratelimit.quotas import DispatchThrottlingConfig
+from emubroker.storage import MemoryBackend
 from emubroker.topics import (
     EntryInfo,
     ProducerHandle,
+    ProducerRequest,
+    SubscribeRequest,
     TopicService,
     TopicSettings,
     entry_info_from_metadata,
 )
 from emubroker.topics.throttling import DispatchThrottling
 from protocol.clock import FakeClock
-from protocol.codec import encode_record
+from protocol.codec import decode_record, encode_record
 from protocol.commands import (
-    AccessMode,
     AckType,
     InitialPosition,
     KeySharedMeta,
@@ -31,7 +33,7 @@ from protocol.commands import (
     MessageMetadata,
     SubType,
 )
-from protocol.framing import build_entry, checksum
+from protocol.framing import build_entry, checksum, decode_payload_section
 from storage_stub.ledger import LedgerStore
 
 KNOWN_NAMESPACES = {NamespaceName("public", "default"), NamespaceName("public", "default-2")}
@@ -131,16 +133,11 @@ async def publish(
 
 
 async def add_producer(topic: Any, producer_id: int = 1, **kw: Any) -> ProducerHandle:
-    args: dict[str, Any] = {
-        "producer_name": None,
-        "user_provided_name": False,
-        "access_mode": AccessMode.SHARED,
-        "epoch": 0,
-        "topic_epoch": None,
-    }
-    args.update(kw)
-    sink = args.pop("sink", FakeProducerSink())
-    handle: ProducerHandle = await topic.add_producer(producer_id, sink, **args)
+    sink = kw.pop("sink", FakeProducerSink())
+    on_waiting = kw.pop("on_waiting", None)
+    kw.pop("user_provided_name", None)  # the broker reads only the name itself
+    request = ProducerRequest(producer_id=producer_id, **kw)
+    handle: ProducerHandle = await topic.add_producer(request, sink, on_waiting=on_waiting)
     return handle
 
 
@@ -159,21 +156,19 @@ async def subscribe(
     key_shared_meta: KeySharedMeta | None = None,
     metadata: dict[str, str] | None = None,
 ) -> Any:
-    return await topic.subscribe(
+    request = SubscribeRequest(
         subscription=subscription,
         sub_type=sub_type,
         consumer_id=consumer_id,
-        sink=sink,
         consumer_name=consumer_name or f"c{consumer_id}",
         durable=durable,
         initial_position=initial_position,
         start_message_id=start_message_id,
         priority_level=priority_level,
         key_shared_meta=key_shared_meta,
-        read_compacted=False,
-        partition=-1,
-        metadata=metadata,
+        metadata=metadata or {},
     )
+    return await topic.subscribe(request, sink)
 
 
 def mid(ledger_id: int, entry_id: int, ack_set: tuple[int, ...] = ()) -> MessageIdData:
@@ -196,11 +191,11 @@ async def open_service(
     service = TopicService(
         config=TopicSettings(**settings),
         clock=clock or FakeClock(),
-        ledgers=ledgers or LedgerStore(),
+        ledgers=MemoryBackend(ledgers or LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
         namespace_policies=namespace_policies,
     )
-    async with service:
+    async with service.running():
         yield service
 
 
@@ -210,12 +205,8 @@ def topic_name(local: str = "t", domain: str = "persistent") -> TopicName:
 
 def split_section(section: bytes) -> tuple[MessageMetadata, bytes]:
     """The metadata and payload a MESSAGE would carry."""
-    from protocol.codec import decode_record
-
-    if section[:2] == b"\x0e\x01":
-        section = section[6:]
-    size = int.from_bytes(section[:4], "big")
-    return decode_record(MessageMetadata, section[4 : 4 + size]), section[4 + size :]
+    stored = decode_payload_section(section)
+    return decode_record(MessageMetadata, stored.metadata), bytes(stored.body)
 
 
 BACKOFF = 1.001
@@ -243,11 +234,11 @@ async def throttled(
     service = TopicService(
         config=TopicSettings(),
         clock=clock,
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
         throttling=throttling,
     )
-    async with service:
+    async with service.running():
         yield service, throttling
 
 

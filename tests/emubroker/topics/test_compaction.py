@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from emubroker.topics import TopicService, TopicSettings
-from emubroker.topics.compacted import Compactor, parse_section
+from emubroker.storage import MemoryBackend
+from emubroker.topics import SubscribeRequest, TopicService, TopicSettings
+from emubroker.topics.compacted import Compactor
 from emubroker.topics.compaction import (
     CompactionInProgressError,
     CompactionService,
@@ -139,11 +140,9 @@ def test_nothing_surviving_and_parse_errors() -> None:
     view = compact([single("a", b"1"), single("a", b"")])
     assert view.last is None
     assert view.dropped == frozenset({0, 1})
-    with pytest.raises(Exception, match="section"):
-        parse_section(b"\x00\x00")
-    meta, payload = parse_section(payload_section(*single("k", b"v")[:2]))
+    meta, payload = split_section(payload_section(*single("k", b"v")[:2]))
     assert meta.partition_key == "k"
-    assert bytes(payload) == b"v"
+    assert payload == b"v"
 
 
 # ---- topics ----------------------------------------------------------------------------------
@@ -154,10 +153,10 @@ async def services(**kw: Any) -> AsyncIterator[tuple[TopicService, CompactionSer
     service = TopicService(
         config=TopicSettings(**kw),
         clock=FakeClock(),
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
     )
-    async with service, CompactionService(service) as compaction:
+    async with service.running(), CompactionService(service).running() as compaction:
         yield service, compaction
 
 
@@ -172,7 +171,6 @@ async def compacted_reader(topic: Any, sink: FakeConsumerSink, **kw: Any) -> Any
         "subscription": "r",
         "sub_type": SubType.EXCLUSIVE,
         "consumer_id": 1,
-        "sink": sink,
         "consumer_name": "c",
         "durable": False,
         "initial_position": InitialPosition.EARLIEST,
@@ -180,12 +178,11 @@ async def compacted_reader(topic: Any, sink: FakeConsumerSink, **kw: Any) -> Any
         "priority_level": 0,
         "key_shared_meta": None,
         "read_compacted": True,
-        "partition": -1,
     }
     args.update(kw)
     if args["durable"]:
         args["start_message_id"] = None
-    return await topic.subscribe(**args)
+    return await topic.subscribe(SubscribeRequest(**args), sink)
 
 
 async def test_read_compacted_consumers_see_the_compacted_view() -> None:

@@ -23,13 +23,13 @@ def test_cumulative_ack_drops_state_behind_it() -> None:
     c.ack(3)
     c.ack(6)
     c.ack_batch(5, 0b10, 2)
-    c.redelivery_counts[4] = 2
     assert c.ack_cumulative(4)
     assert c.mark_delete == 4
     assert c.acked == {6}
     assert c.partial == {5: 0b10}
-    assert c.redelivery_counts == {}
+    version = c.version
     assert not c.ack_cumulative(2)  # behind mark-delete: no-op
+    assert c.version == version
 
 
 def test_cumulative_ack_joins_individually_acked_successors() -> None:
@@ -57,12 +57,12 @@ def test_reset_forgets_acks_and_places_mark_delete_before_target() -> None:
     c = Cursor()
     for i in (0, 1, 2, 5):
         c.ack(i)
-    c.redelivery_counts[7] = 1
+    c.ack_batch(7, 0b1, 2)
     c.reset(1)
     assert c.mark_delete == 0
     assert not c.is_acked(1)
     assert not c.is_acked(5)
-    assert c.redelivery_counts == {}
+    assert c.unacked_mask(7) is None
 
 
 def test_backlog_counts_unacked_entries() -> None:
@@ -106,15 +106,33 @@ def test_ack_many_is_ack_for_each_index(before: list[int], acks: list[int]) -> N
     for index in before[: len(before) // 2]:
         bulk.ack_batch(index, 0b10, 2)  # some partly acked batches: ack must drop them
         single.ack_batch(index, 0b10, 2)
-    bulk.redelivery_counts[7] = single.redelivery_counts[7] = 2
     for cursor in (bulk, single):
         for index in before[len(before) // 2 :]:
             cursor.ack(index)
+    version = bulk.version
     newly = bulk.ack_many(acks)
     assert newly == [index for index in acks if single.ack(index)]
-    assert (bulk.mark_delete, bulk.acked, bulk.partial, bulk.redelivery_counts) == (
+    assert (bulk.mark_delete, bulk.acked, bulk.partial) == (
         single.mark_delete,
         single.acked,
         single.partial,
-        single.redelivery_counts,
     )
+    assert (bulk.version > version) == bool(newly)  # a change, and only a change, is persisted
+
+
+@given(
+    st.integers(-1, 20),
+    st.sets(st.integers(0, 40), max_size=15),
+    st.integers(0, 30),
+    st.integers(0, 15),
+)
+def test_acked_among_answers_as_is_acked(
+    mark_delete: int, acked: set[int], first: int, n: int
+) -> None:
+    """The dispatcher's per-read answer is ``is_acked`` for every index of the read."""
+    c = Cursor(mark_delete)
+    c.ack_many(sorted(acked))
+    among = c.acked_among(first, first + n)
+    assert [i in among for i in range(first, first + n)] == [
+        c.is_acked(i) for i in range(first, first + n)
+    ]

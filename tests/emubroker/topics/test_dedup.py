@@ -11,6 +11,7 @@ import pytest
 
 from emubroker.config import BrokerConfig
 from emubroker.metadata import MemoryMetadataStore
+from emubroker.storage import MemoryBackend
 from emubroker.topics import TopicService, TopicSettings
 from emubroker.topics.dedup import (
     DUPLICATE_POSITION,
@@ -149,11 +150,11 @@ async def dedup_service(
         service = TopicService(
             config=TopicSettings(),
             clock=FakeClock(),
-            ledgers=LedgerStore(),
+            ledgers=MemoryBackend(LedgerStore()),
             namespaces=KNOWN_NAMESPACES.__contains__,
             features=features,
         )
-        async with service:
+        async with service.running():
             yield service, store
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from emubroker.topics.keyshared import HASH_RANGE_SIZE, sticky_key_hash
-from emubroker.topics.selection import FAILOVER_RING_POINTS, failover_ring_pick
+from emubroker.topics.pickers import FAILOVER_RING_POINTS, failover_ring_pick
 from protocol.commands import AckType, IntRange, KeySharedMeta, KeySharedMode, SubType
 from protocol.errors import ConsumerAssignError, ConsumerBusyError, NotAllowedError
 from tests.emubroker.topics.helpers import (

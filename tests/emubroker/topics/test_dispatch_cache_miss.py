@@ -14,6 +14,7 @@ import pytest
 
 from emubroker.metadata import MemoryMetadataStore
 from emubroker.ratelimit.quotas import DispatchThrottlingConfig
+from emubroker.storage import BookieBackend
 from emubroker.topics import TopicService, TopicSettings
 from emubroker.topics.producer import ProducerHandle
 from emubroker.topics.throttling import DispatchThrottling
@@ -51,11 +52,11 @@ async def bookie_service(
         TopicService(
             config=TopicSettings(managed_ledger_cache_size_mb=0),
             clock=clock,
-            ledgers=bookie,
+            ledgers=BookieBackend(bookie),
             namespaces=KNOWN_NAMESPACES.__contains__,
             metadata=metadata,
             throttling=throttling,
-        ) as service,
+        ).running() as service,
     ):
         yield service
 

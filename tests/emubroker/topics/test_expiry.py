@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
 
 from emubroker.policies import Policies
+from emubroker.storage import MemoryBackend
 from emubroker.topics import TopicService, TopicSettings
-from emubroker.topics.expiry import expire_by_time, newest_matching
+from emubroker.topics.expiry import newest_matching
 from protocol.clock import FakeClock
 from protocol.commands import AckType, SubType
 from storage_stub.ledger import LedgerStore
@@ -53,14 +55,16 @@ def test_newest_matching_judges_out_of_order_entries_as_pulsars_binary_search() 
 # ---- component: the topic layer with a FakeClock ----------------------------------------------
 
 
-def _service(clock: FakeClock, ttl: int | None, **settings: Any) -> TopicService:
+def _service_running(
+    clock: FakeClock, ttl: int | None, **settings: Any
+) -> AbstractAsyncContextManager[TopicService]:
     return TopicService(
         config=TopicSettings(**settings),
         clock=clock,
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
         namespace_policies=lambda ns: Policies(message_ttl_in_seconds=ttl),
-    )
+    ).running()
 
 
 async def _publish_aged(topic: Any, ages_s: list[int], **kw: Any) -> None:
@@ -72,7 +76,7 @@ async def _publish_aged(topic: Any, ages_s: list[int], **kw: Any) -> None:
 @pytest.mark.anyio
 async def test_periodic_check_expires_messages_older_than_the_namespace_ttl() -> None:
     clock = FakeClock()
-    async with _service(clock, 60) as service:
+    async with _service_running(clock, 60) as service:
         topic = await service.get_topic(topic_name())
         sink = FakeConsumerSink()
         await subscribe(topic, sink)  # subscribes at the earliest entry; no permits
@@ -90,7 +94,7 @@ async def test_periodic_check_expires_messages_older_than_the_namespace_ttl() ->
 @pytest.mark.anyio
 async def test_check_moves_mark_delete_to_newest_expired_entry_and_counts_backlog() -> None:
     clock = FakeClock()
-    async with _service(clock, 100) as service:
+    async with _service_running(clock, 100) as service:
         topic = await service.get_topic(topic_name())
         sink = FakeConsumerSink()
         consumer = await subscribe(topic, sink, sub_type=SubType.SHARED)
@@ -110,7 +114,7 @@ async def test_check_moves_mark_delete_to_newest_expired_entry_and_counts_backlo
 @pytest.mark.anyio
 async def test_mark_delete_folds_in_individually_acked_entries_after_the_cut() -> None:
     clock = FakeClock()
-    async with _service(clock, 100) as service:
+    async with _service_running(clock, 100) as service:
         topic = await service.get_topic(topic_name())
         consumer = await subscribe(topic, FakeConsumerSink(), sub_type=SubType.SHARED)
         await _publish_aged(topic, [500, 400, 50, 10])
@@ -124,7 +128,7 @@ async def test_mark_delete_folds_in_individually_acked_entries_after_the_cut() -
 @pytest.mark.anyio
 async def test_batch_entry_is_judged_by_its_publish_time_as_a_whole() -> None:
     clock = FakeClock()
-    async with _service(clock, 100) as service:
+    async with _service_running(clock, 100) as service:
         topic = await service.get_topic(topic_name())
         consumer = await subscribe(topic, FakeConsumerSink(), sub_type=SubType.SHARED)
         await _publish_aged(topic, [500], batch=4)
@@ -133,13 +137,13 @@ async def test_batch_entry_is_judged_by_its_publish_time_as_a_whole() -> None:
         service.check_message_expiry()
         sub = topic.subscription("sub")
         assert sub.cursor.mark_delete == 0
-        assert not sub.cursor.partial
+        assert not sub.cursor.partial_acks()
 
 
 @pytest.mark.anyio
 async def test_zero_namespace_ttl_overrides_the_broker_default() -> None:
     clock = FakeClock()
-    async with _service(clock, 0, ttl_duration_default_in_seconds=10) as service:
+    async with _service_running(clock, 0, ttl_duration_default_in_seconds=10) as service:
         topic = await service.get_topic(topic_name())
         await subscribe(topic, FakeConsumerSink())
         await _publish_aged(topic, [500])
@@ -161,7 +165,7 @@ async def test_broker_default_ttl_applies_without_namespace_ttl() -> None:
 @pytest.mark.anyio
 async def test_check_interval_comes_from_the_settings() -> None:
     clock = FakeClock()
-    async with _service(clock, 1, message_expiry_check_interval_in_minutes=1) as service:
+    async with _service_running(clock, 1, message_expiry_check_interval_in_minutes=1) as service:
         topic = await service.get_topic(topic_name())
         await subscribe(topic, FakeConsumerSink())
         await _publish_aged(topic, [0])
@@ -172,7 +176,7 @@ async def test_check_interval_comes_from_the_settings() -> None:
 @pytest.mark.anyio
 async def test_readers_are_expired_too() -> None:
     clock = FakeClock()
-    async with _service(clock, 100) as service:
+    async with _service_running(clock, 100) as service:
         topic = await service.get_topic(topic_name())
         await subscribe(topic, FakeConsumerSink(), subscription="reader", durable=False)
         await _publish_aged(topic, [500])
@@ -183,7 +187,7 @@ async def test_readers_are_expired_too() -> None:
 @pytest.mark.anyio
 async def test_expired_entries_are_not_delivered_to_a_consumer_flowing_later() -> None:
     clock = FakeClock()
-    async with _service(clock, 100) as service:
+    async with _service_running(clock, 100) as service:
         topic = await service.get_topic(topic_name())
         sink = FakeConsumerSink()
         consumer = await subscribe(topic, sink)
@@ -197,7 +201,7 @@ async def test_expired_entries_are_not_delivered_to_a_consumer_flowing_later() -
 @pytest.mark.anyio
 async def test_delivered_unacked_expired_entries_are_settled() -> None:
     clock = FakeClock()
-    async with _service(clock, 100) as service:
+    async with _service_running(clock, 100) as service:
         topic = await service.get_topic(topic_name())
         sink = FakeConsumerSink()
         consumer = await subscribe(topic, sink, sub_type=SubType.SHARED)
@@ -219,11 +223,11 @@ async def test_expire_by_time_is_refused_for_an_empty_backlog() -> None:
         topic = await service.get_topic(topic_name())
         await subscribe(topic, FakeConsumerSink())
         sub = topic.subscription("sub")
-        assert not expire_by_time(sub, topic.ledger, 10, EPOCH_MS)
+        assert not sub.expire_by_time(10, EPOCH_MS)
         await _publish_aged(topic, [500, 5])
         # A connected subscription with a small backlog: only when its oldest entry is older
         # than 1.5 times the given time.
-        assert not expire_by_time(sub, topic.ledger, 400, EPOCH_MS)
-        assert expire_by_time(sub, topic.ledger, 300, EPOCH_MS)
+        assert not sub.expire_by_time(400, EPOCH_MS)
+        assert sub.expire_by_time(300, EPOCH_MS)
         assert sub.stats().backlog == 1
         assert sub.stats().last_expire == EPOCH_MS

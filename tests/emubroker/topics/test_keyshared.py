@@ -5,27 +5,10 @@ import pytest
 from emubroker.topics.keyshared import (
     AutoSplitSelector,
     StickySelector,
-    murmur3_32,
     sticky_key_hash,
 )
 from protocol.commands import IntRange
 from protocol.errors import ConsumerAssignError
-
-
-@pytest.mark.parametrize(
-    ("data", "seed", "expected"),
-    [
-        # Reference vectors of MurmurHash3_x86_32 (SMHasher / Guava murmur3_32).
-        (b"", 0, 0),
-        (b"", 1, 0x514E28B7),
-        (b"abc", 0, 0xB3DD93FA),
-        (b"abcd", 0, 0x43ED676A),
-        (b"hello", 0, 0x248BFA47),
-        (b"The quick brown fox jumps over the lazy dog", 0, 0x2E4FF723),
-    ],
-)
-def test_murmur3_32_matches_reference_vectors(data: bytes, seed: int, expected: int) -> None:
-    assert murmur3_32(data, seed) == expected
 
 
 def test_sticky_key_hash_is_non_negative_31_bit() -> None:

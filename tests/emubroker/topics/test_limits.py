@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from emubroker.naming import NamespaceName, TopicName
-from emubroker.policies import Policies
+from emubroker.policies import Policies, TopicPolicies
 from emubroker.topics import Topic, TopicSettings
 from emubroker.topics.limits import (
     CountLimits,
@@ -13,7 +13,7 @@ from emubroker.topics.limits import (
     LimitResolver,
     resolve_limits,
 )
-from emubroker.topics.throttling import TopicPolicies
+from emubroker.topics.throttling import topic_limit_overrides
 from protocol.commands import AckType, SubType
 from protocol.errors import ConsumerBusyError, NotAllowedError, ProducerBusyError
 from tests.emubroker.topics.helpers import (
@@ -79,7 +79,7 @@ def test_resolver_reads_namespace_and_topic_policies_at_each_call() -> None:
 
 def test_topic_policies_carry_pulsars_field_names_and_apply_to_partitions() -> None:
     policies = TopicPolicies(maxProducerPerTopic=1, maxSubscriptionsPerTopic=0)
-    assert policies.limit_overrides() == LimitOverrides(max_producers=1, max_subscriptions=0)
+    assert topic_limit_overrides(policies) == LimitOverrides(max_producers=1, max_subscriptions=0)
     assert not policies.empty
     assert TopicPolicies(maxConsumerPerTopic=None).empty
 

@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from emubroker.storage import MemoryBookie
+from emubroker.storage import MemoryBackend
 from emubroker.topics.managed_ledger import LedgerPolicy, ManagedLedger
 from storage_stub.ledger import LedgerFencedError, LedgerStore, StorageError
 from tests.emubroker.topics.helpers import make_entry
 
 
 def _memory(store: LedgerStore, max_entries: int) -> ManagedLedger:
-    bookie = MemoryBookie(store)
+    bookie = MemoryBackend(store)
     policy = LedgerPolicy(max_entries=max_entries)
     return ManagedLedger.create(bookie, policy=policy, ledger_id=store.create_ledger())
 
@@ -142,7 +142,7 @@ def test_memory_mode_rolls_over_by_size_once_a_ledger_holds_max_size() -> None:
     store = LedgerStore()
     entry, _, info = make_entry(b"x" * 100)
     ml = ManagedLedger.create(
-        MemoryBookie(store),
+        MemoryBackend(store),
         policy=LedgerPolicy(max_entries=1000, max_size=3 * len(entry)),
         ledger_id=store.create_ledger(),
     )

@@ -8,12 +8,14 @@ from contextlib import asynccontextmanager
 import pytest
 
 from emubroker.metadata import MemoryMetadataStore
+from emubroker.metadata.paths import managed_ledger_path
 from emubroker.naming import TopicName
+from emubroker.storage import BookieBackend
 from emubroker.topics.compacted import Compactor
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.cursor_flush import CursorFlusher
 from emubroker.topics.managed_ledger import CacheBudget, CacheMiss, LedgerPolicy, ManagedLedger
-from emubroker.topics.ml_meta import decode_ledger_info, managed_ledger_path
+from emubroker.topics.ml_meta import decode_cursor_info, decode_ledger_info
 from emubroker.topics.topic import TopicState
 from protocol.clock import FakeClock
 from storage_stub.client import StubClient
@@ -42,7 +44,7 @@ async def _open(
     budget: CacheBudget | None = None,
 ) -> ManagedLedger:
     ml = await ManagedLedger.open(
-        bookie,
+        BookieBackend(bookie),
         policy=policy or LedgerPolicy(max_entries=3),
         clock=clock,
         metadata=metadata,
@@ -172,15 +174,32 @@ async def test_cursors_persist_coalesced_and_resume_after_reopen(fake_clock: Fak
         cursor.ack_batch(8, 0b101, 3)
         flusher = CursorFlusher(metadata, clock=fake_clock, interval=1.0)
         await flusher.flush(TOPIC, state)
-        assert not cursor.dirty
-        version = (await metadata.get(f"{PATH}/sub")).version  # type: ignore[union-attr]
+        node = await metadata.get(f"{PATH}/sub")
+        assert node is not None
+        assert decode_cursor_info(node.value).mark_delete == 2  # written as it is now
+        version = node.version
         await flusher.flush(TOPIC, state)  # nothing changed: nothing written
         assert (await metadata.get(f"{PATH}/sub")).version == version  # type: ignore[union-attr]
         loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
         restored = loaded["sub"]
         assert restored.mark_delete == 2
-        assert restored.acked == {5, 6}
-        assert restored.partial == {8: 0b101}
+        assert restored.ranges() == [(5, 6)]
+        assert restored.partial_acks() == [(8, 0b101)]
         assert not restored.is_acked(3)
         # The first ledger (0..2) is fully consumed by every cursor: trimmed by the flush.
         assert ml.first_index == 3
+
+
+async def test_a_cursor_created_again_under_its_name_is_written(fake_clock: FakeClock) -> None:
+    # A subscription deleted and created again before the next flush is another cursor: its
+    # node must be rewritten even though the new cursor has not changed since it was created.
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        state = TopicState(await _open(bookie, metadata, fake_clock))
+        await _append(state.ledger, 0, 4)
+        flusher = CursorFlusher(metadata, clock=fake_clock)
+        for acked, expected in (([0, 1, 2], 2), ([], -1)):
+            state.cursors["sub"] = Cursor(-1)  # the second time: the subscription created again
+            state.cursors["sub"].ack_many(acked)
+            await flusher.flush(TOPIC, state)
+            loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
+            assert loaded["sub"].mark_delete == expected

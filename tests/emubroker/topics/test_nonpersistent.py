@@ -4,7 +4,7 @@ import pytest
 
 from emubroker.topics import NonPersistentTopic
 from emubroker.topics.keyshared import HASH_RANGE_SIZE
-from emubroker.topics.selection import key_hash
+from emubroker.topics.pickers import key_hash
 from protocol.commands import AckType, IntRange, KeySharedMeta, KeySharedMode, SubType
 from protocol.errors import ConsumerBusyError, UnknownError
 from tests.emubroker.topics.helpers import (

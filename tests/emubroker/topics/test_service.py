@@ -6,15 +6,17 @@ import pytest
 
 from emubroker.metadata import MemoryMetadataStore
 from emubroker.naming import NamespaceName, TopicName
+from emubroker.storage import MemoryBackend
 from emubroker.topics import TopicService, TopicSettings
 from protocol.clock import FakeClock
-from protocol.commands import SubType, TopicsMode
+from protocol.commands import AckType, SubType, TopicsMode
 from protocol.errors import NotAllowedError, ServiceNotReadyError, TopicNotFoundError
 from storage_stub.ledger import LedgerStore
 from tests.emubroker.topics.helpers import (
     KNOWN_NAMESPACES,
     FakeConsumerSink,
     add_producer,
+    mid,
     open_service,
     publish,
     subscribe,
@@ -59,11 +61,11 @@ async def test_partitioned_metadata() -> None:
     service = TopicService(
         config=TopicSettings(),
         clock=FakeClock(),
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
         metadata=store,
     )
-    async with store, service:
+    async with store, service.running():
         parent = topic_name("p")
         assert await service.partitioned_metadata(topic_name("plain")) == 0
         await service.create_partitioned_topic(parent, 3)
@@ -87,16 +89,16 @@ async def test_partitioned_metadata_of_an_odd_name_is_stored_encoded_and_read_ba
         return TopicService(
             config=TopicSettings(),
             clock=FakeClock(),
-            ledgers=LedgerStore(),
+            ledgers=MemoryBackend(LedgerStore()),
             namespaces=KNOWN_NAMESPACES.__contains__,
             metadata=store,
         )
 
     async with store:
-        async with service() as first:
+        async with service().running() as first:
             await first.create_partitioned_topic(odd, 2)
         assert await store.exists("/admin/partitioned-topics/public/default/persistent/a%00b%20%25")
-        async with service() as second:
+        async with service().running() as second:
             assert await second.partitioned_metadata(odd) == 2
 
 
@@ -150,12 +152,12 @@ async def test_closed_service_refuses_work_and_must_be_started() -> None:
     service = TopicService(
         config=TopicSettings(),
         clock=FakeClock(),
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
     )
     with pytest.raises(RuntimeError, match="not running"):
         await service.get_topic(topic_name())
-    async with service:
+    async with service.running():
         sink = FakeConsumerSink()
         await subscribe(await service.get_topic(topic_name()), sink)
     with pytest.raises(ServiceNotReadyError):
@@ -167,7 +169,7 @@ async def test_run_in_a_task_group() -> None:
     service = TopicService(
         config=TopicSettings(),
         clock=FakeClock(),
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
     )
     async with anyio.create_task_group() as tg:
@@ -181,3 +183,41 @@ async def test_run_in_a_task_group() -> None:
         await anyio.wait_all_tasks_blocked()
         assert sink.entry_ids == [0]
         await service.aclose()
+
+
+class _DurableMemory(MemoryBackend):
+    """A backend that answers at once and says its entries outlive the broker (a file would)."""
+
+    durable = True
+
+
+async def test_a_durable_backend_is_persisted_even_when_it_answers_at_once() -> None:
+    # Whether ledger lists and cursors are persisted is what the backend states, never a
+    # guess from which operations it implements.
+    ledgers, store = LedgerStore(), MemoryMetadataStore()
+
+    def service() -> TopicService:
+        return TopicService(
+            config=TopicSettings(),
+            clock=FakeClock(),
+            ledgers=_DurableMemory(ledgers),
+            namespaces=KNOWN_NAMESPACES.__contains__,
+            metadata=store,
+        )
+
+    async with store:
+        async with service().running() as first:
+            topic = await first.get_topic(topic_name())
+            consumer = await subscribe(topic, FakeConsumerSink())
+            producer = await add_producer(topic)
+            assert not topic.ledger.nowait  # a ledger list to persist: adds are awaited
+            for _ in range(3):
+                await publish(topic, producer)
+            consumer.ack(AckType.CUMULATIVE, [mid(*topic.ledger.position(0))])
+        assert await store.get("/managed-ledgers/public/default/persistent/t") is not None
+        async with service().running() as second:
+            reopened = await second.get_topic(topic_name(), create=False)
+            assert reopened.ledger.count == 3
+            sub = reopened.subscription("sub")
+            assert sub is not None
+            assert sub.cursor.mark_delete == 0

@@ -14,10 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from emubroker.naming import TopicName
-from emubroker.policies import Policies
+from emubroker.policies import Policies, TopicPolicies
 from emubroker.ratelimit.quotas import CLASSIC_FACTORY, DispatchRate, DispatchThrottlingConfig
+from emubroker.storage import MemoryBackend
 from emubroker.topics import TopicService, TopicSettings
-from emubroker.topics.throttling import DispatchThrottling, TopicPolicies
+from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
 from protocol.clock import FakeClock
 from protocol.commands import SubType
@@ -280,11 +281,11 @@ async def test_relative_to_publish_rate_follows_the_stats_update(
     service = TopicService(
         config=TopicSettings(stats_update_frequency=10.0),
         clock=fake_clock,
-        ledgers=LedgerStore(),
+        ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
         throttling=throttling,
     )
-    async with service:
+    async with service.running():
         name = topic_name()
         relative = DispatchRate(dispatchThrottlingRateInMsg=5, relativeToPublishRate=True)
         throttling.set_topic_policies(name, TopicPolicies(subscriptionDispatchRate=relative))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from emubroker.topics import Topic
+from emubroker.topics import SubscribeRequest, Topic
 from protocol.commands import AccessMode, AckType, InitialPosition, SubType
 from protocol.errors import ServiceNotReadyError
 from tests.emubroker.topics.helpers import (
@@ -43,18 +43,15 @@ async def test_unload_closes_handlers_and_keeps_data_acks_and_subscriptions() ->
         assert service.loaded_topic(name) is None
         with pytest.raises(ServiceNotReadyError, match="unloaded"):
             await topic.subscribe(
-                subscription="x",
-                sub_type=SubType.SHARED,
-                consumer_id=1,
-                sink=FakeConsumerSink(),
-                consumer_name="c",
-                durable=True,
-                initial_position=InitialPosition.LATEST,
-                start_message_id=None,
-                priority_level=0,
-                key_shared_meta=None,
-                read_compacted=False,
-                partition=-1,
+                SubscribeRequest(
+                    subscription="x",
+                    sub_type=SubType.SHARED,
+                    consumer_id=1,
+                    consumer_name="c",
+                    durable=True,
+                    initial_position=InitialPosition.LATEST,
+                ),
+                FakeConsumerSink(),
             )
 
         # The clients come back (§14.5): the producer keeps its name, the ids keep going.

@@ -2,7 +2,7 @@
 
 `Incoming.decode` reads metadata with `wire.parse_metadata` (client tags) and splits plain
 batches with `_plain_batch`, keeping headers, ids and metadata records for later; switched off,
-both give way to the generic path (`decode_record` of everything, `_split_batch`). On generated,
+both give way to the generic path (`decode_record` of everything, `split_batch`). On generated,
 mutated and odd entries the two must yield the same messages (every property an application
 can read), the same skipped count and validation error, and the same batch bookkeeping.
 """
@@ -22,7 +22,8 @@ from protocol import commands as c
 from protocol.client import incoming
 from protocol.client.acks import BatchTracker
 from protocol.client.chunks import ChunkAssembler
-from protocol.client.incoming import Decoded, Incoming, ReceivedEntry, _plain_batch, _split_batch
+from protocol.client.entry import ReceivedEntry, split_batch
+from protocol.client.incoming import Decoded, Incoming, _plain_batch
 from protocol.client.messages import Message, plain_single_header
 from protocol.codec import encode_record
 from protocol.framing import Payload, build_entry
@@ -78,7 +79,7 @@ def check_plain_batch(body: bytes, count: int) -> None:
     entry, start = batch_entry(body, count)
     received = received_entry(entry, start, count)
     fast = _plain_batch(entry, start, count, received)
-    split = _split_batch(entry, count, start)
+    split = split_batch(entry, count, start)
     plain = split is not None and not split[2] and all(type(h) is bytes for h in split[0])
     if fast is None:
         assert not plain, "a batch of plain headers must take the fast lane"
@@ -92,12 +93,12 @@ def check_plain_batch(body: bytes, count: int) -> None:
 
 
 @given(batch_payloads, st.integers(0, 7))
-def test_plain_batch_splits_like_split_batch(body: bytes, count: int) -> None:
+def test_plain_batch_splits_likesplit_batch(body: bytes, count: int) -> None:
     check_plain_batch(body, count)
 
 
 @given(mutated(batch_payloads), st.integers(0, 7))
-def test_plain_batch_never_accepts_what_split_batch_refuses(body: bytes, count: int) -> None:
+def test_plain_batch_never_accepts_whatsplit_batch_refuses(body: bytes, count: int) -> None:
     check_plain_batch(body, count)
 
 
@@ -123,13 +124,13 @@ def equal_size_runs(draw: st.DrawFn) -> tuple[bytes, int]:
 
 
 @given(equal_size_runs())
-def test_equal_size_runs_split_like_split_batch(case: tuple[bytes, int]) -> None:
+def test_equal_size_runs_split_likesplit_batch(case: tuple[bytes, int]) -> None:
     body, count = case
     check_plain_batch(body, count)
 
 
 @given(mutated(equal_size_runs().map(lambda case: case[0])), st.integers(16, 41))
-def test_equal_size_runs_never_accept_what_split_batch_refuses(body: bytes, count: int) -> None:
+def test_equal_size_runs_never_accept_whatsplit_batch_refuses(body: bytes, count: int) -> None:
     check_plain_batch(body, count)
 
 

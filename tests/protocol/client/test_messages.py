@@ -19,7 +19,7 @@ def test_plain_single_metadata_equals_the_codec(size: int, sequence_id: int) -> 
 
 
 def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
-    from protocol.client.incoming import ReceivedEntry, _split_batch
+    from protocol.client.entry import ReceivedEntry, split_batch
     from protocol.client.messages import Message, plain_single_header
     from protocol.ids import MessageId
 
@@ -36,7 +36,7 @@ def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
             compacted,
         )
     )
-    parts = _split_batch(buf, 3)
+    parts = split_batch(buf, 3)
     assert parts is not None
     headers, bodies, skipped = parts
     assert bodies == [b"abc", b"de", b""]
@@ -57,5 +57,5 @@ def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
     message = Message(bodies[0], received, 0, headers[0])
     assert (message.sequence_id, message.key, message.properties) == (9, None, {})
     assert message.message_id == MessageId(1, 2, -1, 0, 3)
-    assert _split_batch(buf, 4) is None  # fewer messages than announced
-    assert _split_batch(buf[:-1], 3) is None  # a header running past the payload
+    assert split_batch(buf, 4) is None  # fewer messages than announced
+    assert split_batch(buf[:-1], 3) is None  # a header running past the payload

@@ -1,6 +1,6 @@
 """Clusters, tenants and namespace policies: Pulsar's JSON shapes and where they live.
 
-The metadata layout is Pulsar's (spec/pulsar-behaviour.md §6.1): ``ClusterData`` at
+The metadata layout is Pulsar's (:mod:`emubroker.metadata.paths`): ``ClusterData`` at
 ``/admin/clusters/<cluster>``, ``TenantInfo`` at ``/admin/policies/<tenant>`` and a namespace's
 ``Policies`` at ``/admin/policies/<tenant>/<namespace>``, all JSON. Field names are Pulsar's
 (``pulsar-common`` ``policies.data``): camelCase for clusters and tenants, the mixed snake/camel
@@ -21,6 +21,13 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from emubroker.metadata import BadVersionError, NotFoundError
+from emubroker.metadata.paths import (
+    CLUSTERS_ROOT,
+    POLICIES_ROOT,
+    cluster_path,
+    namespace_path,
+    tenant_path,
+)
 from emubroker.naming import NamespaceName, bundle_boundaries
 
 if TYPE_CHECKING:
@@ -29,8 +36,6 @@ if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
 
 __all__ = [
-    "CLUSTERS_ROOT",
-    "POLICIES_ROOT",
     "AuthAction",
     "AuthPolicies",
     "BundlesData",
@@ -47,9 +52,6 @@ __all__ = [
     "default_policies",
     "to_json",
 ]
-
-CLUSTERS_ROOT: Final = "/admin/clusters"
-POLICIES_ROOT: Final = "/admin/policies"
 
 _CAS_ATTEMPTS: Final = 16
 """Read-modify-write retries on concurrent modification before giving up (another writer keeps
@@ -270,7 +272,7 @@ class PolicyStore:
 
     async def get_cluster(self, name: str) -> ClusterData | None:
         """A cluster's data, or None."""
-        node = await self._store.get(f"{CLUSTERS_ROOT}/{name}")
+        node = await self._store.get(cluster_path(name))
         return None if node is None else _CLUSTER.decode(node.value)
 
     async def create_cluster(self, name: str, data: ClusterData) -> None:
@@ -279,7 +281,7 @@ class PolicyStore:
         Raises:
             PolicyExistsError: It exists.
         """
-        await self._create(f"{CLUSTERS_ROOT}/{name}", data, "Cluster")
+        await self._create(cluster_path(name), data, "Cluster")
 
     async def update_cluster(self, name: str, data: ClusterData) -> None:
         """Replace an existing cluster's data.
@@ -287,7 +289,7 @@ class PolicyStore:
         Raises:
             PolicyNotFoundError: No such cluster.
         """
-        path = f"{CLUSTERS_ROOT}/{name}"
+        path = cluster_path(name)
         node = await self._store.get(path)
         if node is None:
             raise PolicyNotFoundError("Cluster does not exist")
@@ -299,7 +301,7 @@ class PolicyStore:
         Raises:
             PolicyNotFoundError: No such cluster.
         """
-        await self._delete(f"{CLUSTERS_ROOT}/{name}", "Cluster")
+        await self._delete(cluster_path(name), "Cluster")
 
     # ---- tenants ------------------------------------------------------------------------------
 
@@ -309,7 +311,7 @@ class PolicyStore:
 
     async def get_tenant(self, name: str) -> TenantInfo | None:
         """A tenant's info, or None."""
-        node = await self._store.get(f"{POLICIES_ROOT}/{name}")
+        node = await self._store.get(tenant_path(name))
         return None if node is None else _TENANT.decode(node.value)
 
     async def create_tenant(self, name: str, info: TenantInfo) -> None:
@@ -318,7 +320,7 @@ class PolicyStore:
         Raises:
             PolicyExistsError: It exists.
         """
-        await self._create(f"{POLICIES_ROOT}/{name}", info, "Tenant")
+        await self._create(tenant_path(name), info, "Tenant")
 
     async def update_tenant(self, name: str, info: TenantInfo) -> None:
         """Replace an existing tenant's info.
@@ -326,7 +328,7 @@ class PolicyStore:
         Raises:
             PolicyNotFoundError: No such tenant.
         """
-        path = f"{POLICIES_ROOT}/{name}"
+        path = tenant_path(name)
         if await self._store.get(path) is None:
             raise PolicyNotFoundError(f"Tenant {name} not found")
         await self._store.put(path, to_json(info))
@@ -337,17 +339,17 @@ class PolicyStore:
         Raises:
             PolicyNotFoundError: No such tenant.
         """
-        await self._delete(f"{POLICIES_ROOT}/{name}", "Tenant")
+        await self._delete(tenant_path(name), "Tenant")
 
     # ---- namespaces ---------------------------------------------------------------------------
 
     async def namespaces(self, tenant: str) -> list[NamespaceName]:
         """The tenant's namespaces, sorted."""
-        return [NamespaceName(tenant, n) for n in await self._names(f"{POLICIES_ROOT}/{tenant}")]
+        return [NamespaceName(tenant, n) for n in await self._names(tenant_path(tenant))]
 
     async def get_namespace(self, namespace: NamespaceName) -> Policies | None:
         """A namespace's policies, or None."""
-        node = await self._store.get(f"{POLICIES_ROOT}/{namespace}")
+        node = await self._store.get(namespace_path(namespace))
         return None if node is None else decode_policies(node.value)
 
     async def create_namespace(self, namespace: NamespaceName, policies: Policies) -> None:
@@ -356,7 +358,7 @@ class PolicyStore:
         Raises:
             PolicyExistsError: It exists.
         """
-        await self._create(f"{POLICIES_ROOT}/{namespace}", policies, "Namespace")
+        await self._create(namespace_path(namespace), policies, "Namespace")
 
     async def update_namespace(
         self, namespace: NamespaceName, change: Callable[[Policies], Policies]
@@ -370,7 +372,7 @@ class PolicyStore:
             PolicyNotFoundError: No such namespace.
             PolicyStoreError: Other writers kept winning.
         """
-        path = f"{POLICIES_ROOT}/{namespace}"
+        path = namespace_path(namespace)
         for _ in range(_CAS_ATTEMPTS):
             node = await self._store.get(path)
             if node is None:
@@ -389,7 +391,7 @@ class PolicyStore:
         Raises:
             PolicyNotFoundError: No such namespace.
         """
-        await self._delete(f"{POLICIES_ROOT}/{namespace}", "Namespace")
+        await self._delete(namespace_path(namespace), "Namespace")
 
 
 def default_policies(cluster: str, num_bundles: int) -> Policies:

@@ -1,0 +1,123 @@
+"""What the admin API and the load manager do to whole topics: unload, delete, expire now.
+
+Rules:
+
+1. Unloading closes a topic's producers and consumers with CLOSE_* and drops the topic object;
+   a partitioned topic's name unloads every partition. Stored entries, durable subscriptions and
+   acknowledgements stay; unacked deliveries come back after the clients resubscribe (§9,
+   §14.5), with redelivery counts started over as Pulsar's are.
+2. Deleting a topic drops its entries, subscriptions and counters, refused while producers or
+   consumers are attached unless forced (then they are disconnected). A partitioned topic is
+   deleted with every partition, all checked before any is deleted.
+3. A message-expiry check can be run at once for every loaded persistent topic, or for one
+   namespace's (its policies changed; ``expiry`` rule 5).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol.errors import NotAllowedError, TopicNotFoundError
+
+if TYPE_CHECKING:
+    from emubroker.naming import NamespaceName, TopicName
+    from emubroker.topics.catalog import TopicCatalog
+    from emubroker.topics.expiry import MessageExpiry
+    from emubroker.topics.loading import TopicLoader
+    from emubroker.topics.partitioned import PartitionedTopics
+
+__all__ = ["TopicOperations"]
+
+
+class TopicOperations:
+    """Operations on whole topics (see the module docstring).
+
+    Args:
+        catalog: The broker's topics.
+        loader: Opens stored state (a topic stored by an earlier run is opened to be deleted).
+        partitioned: The partitioned-topic metadata.
+        expiry: The message TTL check.
+    """
+
+    def __init__(
+        self,
+        catalog: TopicCatalog,
+        loader: TopicLoader,
+        partitioned: PartitionedTopics,
+        expiry: MessageExpiry,
+    ) -> None:
+        self._catalog = catalog
+        self._loader = loader
+        self._partitioned = partitioned
+        self._expiry = expiry
+
+    def _targets(self, name: TopicName) -> list[TopicName]:
+        partitions = self._catalog.partitioned.get(name)
+        return [name.partition(i) for i in range(partitions)] if partitions else [name]
+
+    async def unload(self, name: TopicName) -> None:
+        """Close a topic's producers and consumers and drop the topic object (rule 1)."""
+        for target in self._targets(name):
+            topic = self._catalog.loaded.pop(target, None)
+            if topic is not None:
+                await topic.close(notify=True)
+
+    async def delete_topic(self, name: TopicName, *, force: bool = False) -> None:
+        """Delete a non-partitioned topic or a partition (rule 2).
+
+        Raises:
+            TopicNotFoundError: It does not exist.
+            NotAllowedError: Producers or consumers are attached and ``force`` is false.
+        """
+        catalog = self._catalog
+        if name in catalog.stored and name not in catalog.states:
+            await self._loader.open_state(name, create=False)  # stored by an earlier run
+        topic = catalog.loaded.get(name)
+        if topic is None and name not in catalog.states:
+            raise TopicNotFoundError(f"Topic {name} not found")
+        if topic is not None:
+            if not force and (topic.producer_count or topic.consumer_count):
+                raise NotAllowedError("Topic has active producers/subscriptions")
+            del catalog.loaded[name]
+            await topic.close(notify=True)
+        catalog.stored.discard(name)
+        state = catalog.states.pop(name, None)
+        if state is not None:
+            await state.ledger.delete()
+        if self._loader.flusher is not None:
+            self._loader.flusher.forget(name)
+
+    async def delete_partitioned_topic(self, name: TopicName, *, force: bool = False) -> None:
+        """Delete a partitioned topic and every partition (rule 2).
+
+        Raises:
+            TopicNotFoundError: Not a partitioned topic.
+            NotAllowedError: A partition has producers or consumers and ``force`` is false.
+        """
+        catalog = self._catalog
+        if name not in catalog.partitioned:
+            raise TopicNotFoundError(f"Partitioned Topic {name} not found")
+        targets = self._targets(name)
+        if not force:
+            for target in targets:
+                topic = catalog.loaded.get(target)
+                if topic is not None and (topic.producer_count or topic.consumer_count):
+                    raise NotAllowedError("Topic has active producers/subscriptions")
+        for target in targets:
+            if catalog.has_topic(target):
+                await self.delete_topic(target, force=True)
+        await self._partitioned.forget(name)
+
+    def check_message_expiry(
+        self, namespace: NamespaceName | None = None, *, now_ms: int | None = None
+    ) -> None:
+        """Expire old messages of the loaded persistent topics now (rule 3).
+
+        Args:
+            namespace: Only this namespace's topics (its policies changed), else every topic.
+            now_ms: The wall time to judge ages by (tests); the clock's by default.
+        """
+        topics = self._catalog.persistent_topics()
+        if namespace is not None:
+            topics = [t for t in topics if t.name.namespace == namespace]
+        self._expiry.check_all(topics, now_ms=now_ms)

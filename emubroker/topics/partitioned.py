@@ -1,0 +1,155 @@
+"""Partitioned topics: their partition counts, PARTITIONED_METADATA, create, grow, delete.
+
+The counts live in the catalog (``catalog.TopicCatalog.partitioned``) and are written through to
+the metadata store when one is given, as Pulsar's admin API stores them: JSON
+``PartitionedTopicMetadata`` at ``metadata.paths.partitioned_topic_path``. Rules:
+
+1. A partitioned topic has at least one partition; its name is not a partition's name, nor a
+   non-partitioned topic's that exists.
+2. It may grow, never shrink.
+3. PARTITIONED_METADATA answers N for a partitioned topic and 0 for anything else, partitions
+   included (spec §5.1); with ``allowAutoTopicCreationType=partitioned`` an unknown topic is
+   created first, with ``defaultNumPartitions`` partitions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from emubroker.metadata.paths import PARTITIONED_TOPICS_ROOT, partitioned_topic_path
+from emubroker.metadata.walk import walk_topics
+from protocol.errors import NotAllowedError, TopicNotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from emubroker.metadata.store import MetadataStore
+    from emubroker.naming import NamespaceName, TopicDomain, TopicName
+    from emubroker.topics.catalog import TopicCatalog
+    from emubroker.topics.settings import TopicSettings
+
+__all__ = ["PartitionedTopics"]
+
+
+class _PartitionedTopicMetadata(msgspec.Struct):
+    # Pulsar's PartitionedTopicMetadata JSON as stored by its admin API.
+    partitions: int
+    deleted: bool = False
+
+
+class PartitionedTopics:
+    """The partitioned-topic metadata of one broker (see the module docstring).
+
+    Args:
+        catalog: Where the counts live (and which other topics exist).
+        settings: The current topic settings (auto-creation).
+        metadata: Where the counts are written through; None: kept in memory only.
+    """
+
+    def __init__(
+        self,
+        catalog: TopicCatalog,
+        *,
+        settings: Callable[[], TopicSettings],
+        metadata: MetadataStore | None = None,
+    ) -> None:
+        self._catalog = catalog
+        self._counts = catalog.partitioned
+        self._settings = settings
+        self._metadata = metadata
+
+    async def load(self) -> None:
+        """Learn the partitioned topics a previous run left in the store.
+
+        Raises:
+            MetadataStoreError: The store failed.
+        """
+        if self._metadata is None:
+            return
+        for name, value in await walk_topics(self._metadata, PARTITIONED_TOPICS_ROOT):
+            meta = msgspec.json.decode(value, type=_PartitionedTopicMetadata)
+            if not meta.deleted:
+                self._counts[name] = meta.partitions
+
+    def partitions_of(self, name: TopicName) -> int:
+        """Partitions of a partitioned topic, 0 for any other name (never creates anything)."""
+        return self._counts.get(name, 0)
+
+    def names(self, ns: NamespaceName, domain: TopicDomain) -> list[str]:
+        """Names of a namespace's partitioned topics in one domain, sorted."""
+        return sorted(str(t) for t in self._counts if t.namespace == ns and t.domain is domain)
+
+    async def metadata(self, name: TopicName) -> int:
+        """Partitions of a topic for PARTITIONED_METADATA (rule 3).
+
+        Raises:
+            TopicNotFoundError: Unknown namespace.
+        """
+        self._catalog.check_namespace(name)
+        if name.partition_index >= 0:
+            return 0
+        partitions = self._counts.get(name)
+        if partitions is not None:
+            return partitions
+        s = self._settings()
+        if (
+            s.allow_auto_topic_creation
+            and s.allow_auto_topic_creation_type == "partitioned"
+            and not self._catalog.has_topic(name)
+        ):
+            await self.create(name, s.default_num_partitions)
+            return s.default_num_partitions
+        return 0
+
+    async def create(self, name: TopicName, partitions: int) -> None:
+        """Create a partitioned topic; its partitions are created on first use (rule 1).
+
+        Raises:
+            TopicNotFoundError: Unknown namespace.
+            NotAllowedError: Bad partition count, a partition name, or the topic exists.
+        """
+        self._catalog.check_namespace(name)
+        if partitions < 1:
+            raise NotAllowedError(f"partitioned topic {name} needs at least 1 partition")
+        if name.partition_index >= 0:
+            raise NotAllowedError(f"{name} is a partition name, not a topic name")
+        if name in self._counts or self._catalog.has_topic(name):
+            raise NotAllowedError(f"Topic {name} already exists")
+        self._counts[name] = partitions
+        await self._write(name, partitions)
+
+    async def update(self, name: TopicName, partitions: int) -> None:
+        """Grow a partitioned topic to ``partitions`` (same count: no-op; rule 2).
+
+        Raises:
+            TopicNotFoundError: Not a partitioned topic.
+            NotAllowedError: Fewer partitions than it has.
+        """
+        current = self._counts.get(name)
+        if current is None:
+            raise TopicNotFoundError(f"Topic {name} is not the partitioned topic.")
+        if partitions < current:
+            raise NotAllowedError(
+                f"Desired partitions {partitions} can't be less than the current partitions "
+                f"{current}."
+            )
+        self._counts[name] = partitions
+        await self._write(name, partitions)
+
+    async def forget(self, name: TopicName) -> None:
+        """Drop a partitioned topic's metadata (its partitions were deleted)."""
+        del self._counts[name]
+        await self._write(name, None)
+
+    async def _write(self, name: TopicName, partitions: int | None) -> None:
+        if self._metadata is None:
+            return
+        path = partitioned_topic_path(name)
+        if partitions is not None:
+            await self._metadata.put(
+                path, msgspec.json.encode(_PartitionedTopicMetadata(partitions))
+            )
+        elif await self._metadata.exists(path):
+            await self._metadata.delete(path)

@@ -1,0 +1,130 @@
+"""The acknowledgement state's owner, unit by unit: what each operation changes and reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emubroker.storage import MemoryBackend
+from emubroker.topics.acks import AckChange, Acknowledgements
+from emubroker.topics.consumer import Consumer
+from emubroker.topics.cursor import Cursor, words_from_mask
+from emubroker.topics.managed_ledger import LedgerPolicy, ManagedLedger
+from emubroker.topics.requests import SubscribeRequest
+from protocol.commands import MessageIdData, SubType
+from storage_stub.ledger import LedgerStore
+from tests.emubroker.topics.helpers import FakeConsumerSink, make_entry
+
+
+def _ledger(entries: int, *, batch: int | None = None) -> ManagedLedger:
+    store = LedgerStore()
+    ml = ManagedLedger.create(
+        MemoryBackend(store), policy=LedgerPolicy(), ledger_id=store.create_ledger()
+    )
+    made = [make_entry(b"%d" % i, sequence_id=i, batch=batch) for i in range(entries)]
+    ml.append_many_nowait([e for e, _, _ in made], [info for _, _, info in made])
+    return ml
+
+
+def _consumer(name: str = "c") -> Consumer:
+    owner: Any = None  # the owner never calls back into the consumer's subscription
+    request = SubscribeRequest(
+        subscription="s", sub_type=SubType.SHARED, consumer_id=1, consumer_name=name
+    )
+    return Consumer(request, FakeConsumerSink(), 1, owner)
+
+
+def _ids(ml: ManagedLedger, *indexes: int, ack_set: tuple[int, ...] = ()) -> list[MessageIdData]:
+    out = []
+    for index in indexes:
+        ledger_id, entry_id = ml.position(index)
+        out.append(MessageIdData(ledger_id=ledger_id, entry_id=entry_id, ack_set=ack_set))
+    return out
+
+
+def test_an_individual_ack_settles_deliveries_and_says_what_changed() -> None:
+    ml = _ledger(4)
+    acks = Acknowledgements(Cursor(), ml)
+    acks.limit_unacked(block_at=2, unblock_at=1)
+    consumer = _consumer()
+    for index in (0, 1):
+        assert acks.deliver(consumer, index, 1) == (1, (), 0)
+    assert consumer.blocked  # two unacked reach the limit
+    assert acks.ack_individual(_ids(ml, 1)) == AckChange(
+        moved=False, entries=1, settled=1, unblocked=True
+    )
+    assert (consumer.unacked, consumer.pending, consumer.blocked) == (1, {0: 1}, False)
+    assert acks.ack_individual(_ids(ml, 0, 1)) == AckChange(True, 1, 1, False)
+    assert acks.cursor.mark_delete == 1
+    assert acks.ack_individual(_ids(ml, 0)) == AckChange(False, 0, 0, False)  # already acked
+
+
+def test_a_partly_acked_batch_is_charged_its_rest_and_keeps_its_redelivery_count() -> None:
+    ml = _ledger(1, batch=4)
+    acks = Acknowledgements(Cursor(), ml)
+    consumer = _consumer()
+    acks.deliver(consumer, 0, 4)
+    assert acks.redeliver(consumer, [0], count=True) == [0]
+    # The client sends the bits still unacked: 0b1100, messages 0 and 1 acked.
+    ack_set = words_from_mask(0b1100, 4)
+    assert acks.ack_individual(_ids(ml, 0, ack_set=ack_set)) == AckChange(False, 0, 0, False)
+    assert acks.deliver(consumer, 0, 4) == (2, ack_set, 1)
+    assert acks.ack_individual(_ids(ml, 0)) == AckChange(True, 1, 2, False)
+    assert acks.deliver(consumer, 0, 4)[2] == 0  # acknowledged: its count is forgotten
+
+
+def test_a_cumulative_ack_forgets_redelivery_counts_behind_it() -> None:
+    ml = _ledger(6)
+    acks = Acknowledgements(Cursor(), ml)
+    consumer = _consumer()
+    for index in range(6):
+        acks.deliver(consumer, index, 1)
+    assert sorted(acks.redeliver(consumer, [4, 5], count=True)) == [4, 5]
+    change = acks.ack_cumulative(_ids(ml, 4))
+    assert change == AckChange(moved=True, entries=5, settled=4, unblocked=False)
+    assert acks.deliver(consumer, 5, 1)[2] == 1  # after the ack: still counted
+    assert acks.backlog() == 1
+
+
+def test_releases_give_back_the_entries_and_count_only_when_asked() -> None:
+    ml = _ledger(3)
+    acks = Acknowledgements(Cursor(), ml)
+    consumer = _consumer()
+    for index in range(3):
+        acks.deliver(consumer, index, 1)
+    assert acks.redeliver(consumer, [2, 7], count=False) == [2]  # 7 was never delivered
+    assert not acks.needs_delivery(0)
+    assert acks.needs_delivery(2)
+    assert sorted(acks.release(consumer, count=True)) == [0, 1]
+    assert (consumer.unacked, consumer.pending) == (0, {})
+    assert [acks.deliver(consumer, i, 1)[2] for i in range(3)] == [1, 1, 0]
+    acks.forget_redeliveries()
+    acks.forget(consumer)
+    assert acks.deliver(consumer, 0, 1) == (1, (), 0)
+
+
+def test_expiry_skip_and_compaction_report_the_entries_they_acknowledged() -> None:
+    ml = _ledger(10)
+    acks = Acknowledgements(Cursor(), ml)
+    acks.ack_individual(_ids(ml, 3))
+    assert acks.expire_to(4) == AckChange(True, 4, 0, False)  # 0..4, 3 was acked already
+    assert acks.expire_to(2) == AckChange(False, 0, 0, False)  # behind the mark-delete
+    assert acks.skip(2) == AckChange(True, 2, 0, False)
+    assert acks.cursor.mark_delete == 6
+    assert acks.apply_compaction([2, 8], {}) == AckChange(False, 1, 0, False)  # 2: acked
+    assert acks.skip(None) == AckChange(True, 2, 0, False)  # 7 and 9
+    assert acks.backlog() == 0
+
+
+def test_a_seek_forgets_acks_deliveries_and_counts() -> None:
+    ml = _ledger(5)
+    acks = Acknowledgements(Cursor(), ml)
+    consumer = _consumer()
+    acks.deliver(consumer, 3, 1)
+    acks.redeliver(consumer, [3], count=True)
+    acks.deliver(consumer, 3, 1)
+    acks.ack_individual(_ids(ml, 0, 1, 4))
+    acks.reset(1)
+    assert acks.cursor.mark_delete == 0
+    assert (consumer.unacked, consumer.pending) == (0, {})
+    assert acks.needs_delivery(4)
+    assert acks.deliver(consumer, 3, 1)[2] == 0
