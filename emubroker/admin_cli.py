@@ -23,6 +23,7 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
+from emubroker.admin_cli_bundles import split_bundle_command
 from emubroker.admin_cli_security import (
     CliError,
     add_auth_options,
@@ -43,6 +44,9 @@ __all__ = ["AdminClient", "AdminError", "add_parser", "main", "run"]
 DEFAULT_ADMIN_URL: Final = "http://localhost:8080"
 TIMEOUT: Final = 30.0
 """Seconds an admin call may take before the CLI gives up (they take milliseconds)."""
+MAX_REDIRECTS: Final = 5
+"""Redirects (307/308 to the owning broker) a call follows before giving up."""
+_REDIRECTS: Final = frozenset({307, 308})
 
 # pulsar-admin's RelativeTimeUtil: a signed count, then an optional unit (seconds by default).
 _DURATION: Final = re.compile(r"([+-]?\d+)([smhdwy]?)", re.IGNORECASE)
@@ -59,16 +63,6 @@ _UNIT_SECONDS: Final = {
 
 class AdminError(Exception):
     """A failed admin call, printed as ``error: <message>``."""
-
-
-class _Redirect(Exception):
-    def __init__(self, location: str) -> None:
-        super().__init__(location)
-        self.location = location
-
-
-MAX_REDIRECTS = 8
-"""Redirects an admin call follows (the leader, then the owner)."""
 
 
 class AdminClient:
@@ -116,39 +110,34 @@ class AdminClient:
 
     def _send(self, method: str, path: str, data: bytes | None) -> tuple[Any, bytes]:
         url = self.base_url + path
-        # urllib follows a 307 for GET only; Pulsar's brokers answer one for any call that
-        # belongs to another broker (a topic's owner, the leader), and pulsar-admin follows it.
-        for _ in range(MAX_REDIRECTS):
+        for _ in range(MAX_REDIRECTS + 1):
+            request = urllib.request.Request(
+                url,
+                data=data,
+                method=method,
+                headers={
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                    **self._headers,
+                },
+            )
             try:
-                return self._send_once(method, url, data)
-            except _Redirect as redirect:
-                url = urllib.parse.urljoin(url, redirect.location)
-        raise AdminError(f"too many redirects for {method} {path}")
-
-    def _send_once(self, method: str, url: str, data: bytes | None) -> tuple[Any, bytes]:
-        request = urllib.request.Request(
-            url,
-            data=data,
-            method=method,
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                **self._headers,
-            },
-        )
-        try:
-            with urllib.request.urlopen(
-                request, timeout=TIMEOUT, context=self._ssl_context
-            ) as response:
-                return response.headers, response.read()
-        except urllib.error.HTTPError as exc:
-            location = exc.headers.get("Location") if exc.headers else None
-            if exc.code in (307, 308) and location:
-                raise _Redirect(location) from None
-            raise AdminError(_describe(exc.code, exc.read())) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise AdminError(f"cannot reach {self.base_url}: {reason}") from None
+                with urllib.request.urlopen(
+                    request, timeout=TIMEOUT, context=self._ssl_context
+                ) as response:
+                    return response.headers, response.read()
+            except urllib.error.HTTPError as exc:
+                location = exc.headers.get("Location")
+                if exc.code in _REDIRECTS and location:
+                    # Another broker owns what the call is about (a bundle, a topic): urllib
+                    # follows only GET redirects, pulsar-admin follows every method.
+                    url = urllib.parse.urljoin(url, location)
+                    continue
+                raise AdminError(_describe(exc.code, exc.read())) from None
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                raise AdminError(f"cannot reach {self.base_url}: {reason}") from None
+        raise AdminError(f"more than {MAX_REDIRECTS} redirects from {self.base_url + path}")
 
 
 def _describe(status: int, body: bytes) -> str:
@@ -311,6 +300,7 @@ def _namespaces(sub: Any) -> None:
     dedup.set_defaults(
         run=lambda c, a: c.call("POST", _namespace_path(a.namespace) + "/deduplication", a.enable)
     )
+    split_bundle_command(sub, _namespace_path)
     _dispatch_rate_commands(sub)
     _count_limit_commands(sub)
     _message_ttl_commands(sub)

@@ -133,6 +133,8 @@ def _namespace_rule(method: str, rest: list[str]) -> Rule:
     what = rest[2]
     if "unload" in (what, *rest[3:4]):
         return SUPER_USER  # validateSuperUserAccess (a namespace's and a bundle's unload)
+    if rest[3:] == ["split"]:
+        return SUPER_USER  # internalSplitNamespaceBundle: validateSuperUserAccess
     if what == "topics":
         return _namespace(NamespaceOperation.GET_TOPICS)
     if what == "bundles":

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance import OwnershipTable
+    from emubroker.loadbalance.bundle_split import BundleSplitter
     from emubroker.loadbalance.leader_election import LeaderElectionService
     from emubroker.loadbalance.lookup import BundleLookup
     from emubroker.loadbalance.reporter import LoadReporter
@@ -56,6 +57,7 @@ class AdminContext:
         lookup: Lookups across brokers (HTTP lookup, redirects to a topic's owner); None: every
             topic is served here.
         unloader: Unloads this broker's bundles (the unload endpoints).
+        bundle_splitter: Splits bundles this broker owns (``.../{bundle}/split``).
     """
 
     cluster: str
@@ -79,6 +81,7 @@ class AdminContext:
     leader_election: LeaderElectionService | None = None
     lookup: BundleLookup | None = None
     unloader: BundleUnloader | None = None
+    bundle_splitter: BundleSplitter | None = None
 
 
 CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)

@@ -247,6 +247,16 @@ class OwnershipTable:
             return BundleOwner(self.me)
         raise BadVersionError(f"ownership of {bundle} keeps changing")
 
+    async def owner_of_bundle(self, bundle: NamespaceBundle) -> BrokerInfo:
+        """The broker that owns ``bundle``, taking it for this broker if nobody does.
+
+        What a split uses to take its children (``bundle_split``).
+
+        Raises:
+            MetadataStoreError: The metadata store failed.
+        """
+        return (await self.try_acquire(bundle)).broker
+
     async def release(self, bundle: NamespaceBundle) -> None:
         """Give up a bundle we own (unload, §6.3 step 3); a no-op for bundles we do not own.
 
