@@ -15,7 +15,8 @@ Rules:
 4. Non-persistent topics have no state: each load is a new topic with a new fixed ledger id.
 5. A load that was opening a topic's stored state while the topic's bundle started leaving this
    broker (``hand_overs`` moved) registers nothing and fails with ``ServiceNotReadyError``: the
-   state it opened may already be stale, and must not outlive the bundle's hand-over.
+   state it opened may already be stale, and must not outlive the bundle's hand-over (with a
+   durable backend; a memory one's state is the only copy and stays, ``operations`` rule 3).
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ class TopicLoader:
                 state = await self.open_state(
                     name, create=create and (explicit or self._may_create(name))
                 )
-                if self._hand_overs is not None and self._hand_overs(name) != before:
+                handed_over = self._hand_overs is not None and self._hand_overs(name) != before
+                if handed_over and self.stored_metadata is not None:
                     self.forget(name)  # rule 5
                     raise ServiceNotReadyError(f"the bundle of {name} is being handed over")
                 topic = catalog.loaded.get(name)

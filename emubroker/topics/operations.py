@@ -14,7 +14,8 @@ Rules:
    cursors when the hand-over is graceful (never for a lost bundle: another broker may own the
    topics already) and forgets every state kept about them (entries' infos, cursors, counters,
    deduplication), so the next owner, or this broker if the bundle comes back, reads the stored
-   state afresh. Stored topics stay known as stored.
+   state afresh. Stored topics stay known as stored. Without a durable backend (memory) the
+   states stay: they hold the only copy of the entries, which no other broker could read.
 4. A message-expiry check can be run at once for every loaded persistent topic, or for one
    namespace's (its policies changed; ``expiry`` rule 5).
 """
@@ -125,6 +126,10 @@ class TopicOperations:
             await topic.close(notify=True)
             closed += 1
         flusher = self._loader.flusher
+        if self._loader.stored_metadata is None:
+            # Not durable: the state holds the only copy of the entries, and no other broker
+            # could read them; it stays for this broker's next load (rule 3).
+            return closed
         for name in [name for name in catalog.states if selected(name)]:
             state = catalog.states[name]
             await state.ledger.close()
