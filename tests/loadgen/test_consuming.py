@@ -174,9 +174,10 @@ async def test_every_delivery_is_checked_counted_and_traced_as_received(
     assert handler.acked == received  # strangers too, in order
     stamps = [start_ns + (i + 1) * 1_000_000 for i in range(len(received))]
     brokers = ["pulsar://one:6650"] * 20 + ["pulsar://two:6650"] * (len(received) - 20)
-    ((_, buffer),) = runner._handlers
+    runner.flush_rows()  # no writer: the rows stay in the handler's buffer
+    ((_, pending),) = runner._handlers
+    buffer = pending.rows
     assert isinstance(buffer, ColumnBuffer)
-    runner.flush_rows()  # no writer: the rows stay in the buffer
     rows = list(zip(*buffer.lists, strict=True)) if buffer.lists[0] else []
     assert buffer.columns == RECEIVE_COLUMNS
     assert rows == expected_rows(received, stamps, brokers, threshold)
