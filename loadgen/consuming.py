@@ -25,6 +25,7 @@ from loadgen.drivers import ConsumerLike, Driver
 from loadgen.messages import ConsumerPlan
 from loadgen.payload import HEADER, MAGIC, NO_KEY, key_name, sampled
 from loadgen.producing import FLUSH_ROWS, GroupCounters
+from loadgen.trace.schema import int64_columns
 from loadgen.trace.writer import ColumnBuffer, TableWriter
 from protocol.clock import Clock
 
@@ -225,7 +226,8 @@ class ConsumerRunner:
                 "subscription": self.plan.subscription,
                 "consumer": self.plan.name,
             }
-            self._handlers.append((handler, _Pending(ColumnBuffer(constants, RECEIVE_COLUMNS))))
+            rows = ColumnBuffer(constants, RECEIVE_COLUMNS, int64_columns("receives"))
+            self._handlers.append((handler, _Pending(rows)))
         self._attachments = sum(h.attachments for h, _ in self._handlers)
 
     def reconnections(self) -> int:

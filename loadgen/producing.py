@@ -27,6 +27,7 @@ from loadgen.drivers import Driver, ProducerLike
 from loadgen.messages import ProducerPlan, ProducerTally
 from loadgen.payload import HEADER, MAGIC, NO_KEY, VERSION, key_chooser, key_name, sampled
 from loadgen.schedule import segment_arrivals
+from loadgen.trace.schema import int64_columns
 from loadgen.trace.writer import ColumnBuffer, TableWriter
 from protocol.client import partition_for_key
 from protocol.clock import Clock
@@ -166,7 +167,7 @@ class ProducerRunner:
                 "producer_index": self.plan.first_index + offset,
                 "size": self.plan.size,
             }
-            rows = ColumnBuffer(constants, SEND_COLUMNS)
+            rows = ColumnBuffer(constants, SEND_COLUMNS, int64_columns("sends"))
             partition = _Partition(self.plan.first_index + offset, rows)
             partition.handler = await driver.create_producer(
                 topic, self.plan, self._listener(partition)
