@@ -18,7 +18,6 @@ from __future__ import annotations
 import random
 import struct
 from array import array
-from collections.abc import Iterator
 from itertools import repeat
 from typing import Any, Final
 
@@ -49,6 +48,9 @@ SEND_COLUMNS: Final = (
 
 FLUSH_ROWS: Final = 16_384
 """Rows a handler buffers before handing them to the writer thread."""
+
+_UNPACED: Final = repeat(0.0)
+"""The arrivals of every unlimited segment."""
 
 _COMPACT_AT: Final = 8192
 """Receipted FIFO slots a handler drops at once (dropping them one batch at a time would move
@@ -322,7 +324,8 @@ class ProducerRunner:
             paced = not segment.unlimited
             if not paced and now() < start_mono + segment.start:
                 await clock.sleep_until(start_mono + segment.start)  # paced arrivals wait anyway
-            arrivals = segment_arrivals(segment, rng, poisson=plan.poisson) if paced else _forever()
+            # An unlimited segment's arrivals have no intended times, just "next".
+            arrivals = segment_arrivals(segment, rng, poisson=plan.poisson) if paced else _UNPACED
             for offset in arrivals:
                 if paced:
                     deadline = start_mono + offset
@@ -389,9 +392,3 @@ class ProducerRunner:
             )
             for p in self._partitions
         ]
-
-
-def _forever() -> Iterator[float]:
-    """The arrivals of an unlimited segment: no intended times, just "next"."""
-    while True:
-        yield 0.0
