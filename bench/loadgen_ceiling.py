@@ -40,7 +40,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -146,7 +148,9 @@ def cpu_rounds(url: str, admin: str, args: argparse.Namespace) -> None:
         for size in [int(s) for s in args.sizes.split(",")]:
             for batched in batchings:
                 n = args.batched_messages if batched else args.messages
-                cases = [("bare protocol.client, 2 procs", bare_case, ())]
+                cases: list[tuple[str, Callable[..., tuple[float, float]], tuple[Any, ...]]] = [
+                    ("bare protocol.client, 2 procs", bare_case, ())
+                ]
                 for label, sample in (("trace all", 1.0), ("trace none", 0.0)):
                     for prefix, tree in trees:
                         name = f"{prefix}loadgen, {args.workers} workers, {label}"
