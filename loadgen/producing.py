@@ -187,6 +187,7 @@ class ProducerRunner:
         """What the client calls with each SEND's outcome (a batch's messages at once)."""
         latencies = self._counters.latencies
         counters = self._counters
+        lists = partition.rows.lists
         (
             seq_col,
             key_col,
@@ -198,7 +199,19 @@ class ProducerRunner:
             batch_col,
             error_col,
             broker_col,
-        ) = (column.extend for column in partition.rows.lists)
+        ) = (column.extend for column in lists)
+        (
+            seq_one,
+            key_one,
+            intended_one,
+            send_one,
+            receipt_one,
+            ledger_one,
+            entry_one,
+            batch_one,
+            error_one,
+            broker_one,
+        ) = (column.append for column in lists)
         wall = self._clock.wall_ns
         keyed = self.plan.keys.distribution != "none"
         key_names = [key_name(i) for i in range(self.plan.keys.count)]
@@ -244,6 +257,32 @@ class ProducerRunner:
                 batch_col(repeat(-1, n))
                 error_col(repeat(failure, n))
 
+        def add_row(
+            sequence_id: int,
+            at: int,
+            receipt: tuple[int, int, int, int] | None,
+            failure: str | None,
+        ) -> None:
+            """`add_rows` for one message (unbatched sends, sampled rows): appends, not extends."""
+            seq_one(sequence_id)
+            key_one(key_names[partition.keys[at]] if keyed else None)
+            intended_one(partition.intended[at])
+            send_one(partition.sent[at])
+            broker_one(partition.handler.broker_url or "")
+            if receipt is not None:
+                now, ledger_id, entry_id, batch_index = receipt
+                receipt_one(now)
+                ledger_one(ledger_id)
+                entry_one(entry_id)
+                batch_one(batch_index if batch_index >= 0 else -1)
+                error_one(None)
+            else:
+                receipt_one(None)
+                ledger_one(-1)
+                entry_one(-1)
+                batch_one(-1)
+                error_one(failure)
+
         def heard(
             first_seq: int,
             last_seq: int,
@@ -270,15 +309,17 @@ class ProducerRunner:
                 partition.failed += count
                 counters.errors += count
                 failure = repr(error)
-            if full:
+            if full and count > 1:
                 add_rows(first, start, count, receipt, failure)
+            elif full:
+                add_row(first, start, receipt, failure)
             elif threshold:
                 for offset in range(count):
                     if sampled(index, first + offset, threshold):
                         one = receipt
                         if receipt is not None and first_batch_index >= 0:
                             one = (now, ledger_id, entry_id, first_batch_index + offset)
-                        add_rows(first + offset, start + offset, 1, one, failure)
+                        add_row(first + offset, start + offset, one, failure)
             partition.compact()
             if writer is not None and len(partition.rows) >= FLUSH_ROWS:
                 writer.submit_buffer(partition.rows)
