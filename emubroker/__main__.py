@@ -102,8 +102,10 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
     # ``emubroker cluster`` and its control commands, which only spawn or signal brokers, would
     # otherwise pay before doing anything (bench/cluster_startup.py, docs/performance.md).
     from emubroker.app import open_broker, open_storage
+    from emubroker.net.accepting import raise_open_files_limit
     from storage_stub.journal import FsyncPolicy
 
+    raise_open_files_limit()  # as the JVM does: every connection and journal file is one
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with (
             open_storage(

@@ -34,14 +34,20 @@ from emubroker.admin import (
     serve_admin,
 )
 from emubroker.admin.health_check import HealthChecker, heartbeat_namespaces
-from emubroker.admin.metrics_loadbalance import render_load_balancing_metrics
+from emubroker.admin.metrics_loadbalance import (
+    render_leader_unload_metrics,
+    render_load_balancing_metrics,
+)
 from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
+from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
+from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
+from emubroker.loadbalance.shedding_runtime import unload_not_available
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -54,6 +60,7 @@ from emubroker.metadata.remote import (
 from emubroker.namespace_registry import NamespaceRegistry
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.net import (
+    NetGuards,
     Session,
     TrafficCounter,
     bind_tcp_sockets,
@@ -201,9 +208,11 @@ class Broker:
         dynamic: The live configuration (``/admin/v2/brokers/configuration``).
         admin: What the admin REST API serves; ``build_admin_app(broker.admin)`` gives the
             application (tests run it without a socket).
+        guards: The limits every connection counts against (``emubroker.net.guards``).
         leader_election: This broker's part in the cluster's leader election.
         load_reporter: This broker's load report (its registration under
             ``/loadbalance/brokers``).
+        load_leader: The load manager's leader tasks (running while this broker leads).
         traffic: Bytes its client connections carried (its own bandwidth).
         service_url_tls: ``pulsar+ssl://host:port`` (``brokerServicePortTls``), else empty.
         admin_url_tls: ``https://host:port`` (``webServicePortTls``), else empty.
@@ -226,9 +235,11 @@ class Broker:
     admin: AdminContext | None = None
     leader_election: LeaderElectionService | None = None
     load_reporter: LoadReporter | None = None
+    load_leader: LoadBalancerLeader | None = None
     traffic: TrafficCounter | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
+    guards: NetGuards | None = None
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -249,6 +260,7 @@ class Broker:
             max_frame_size=config.maxMessageSize + FRAME_PADDING,
             keepalive_interval=config.keepAliveIntervalSeconds,
             traffic=self.traffic,
+            guards=self.guards,
         )
 
     async def connect_in_memory(self, host: str, port: int) -> StreamTransport:
@@ -289,6 +301,7 @@ def _admin_context(
     compaction: CompactionService | None,
     leader_election: LeaderElectionService,
     load_reporter: LoadReporter,
+    load_leader: LoadBalancerLeader,
     health: HealthChecker,
     security: Security | None = None,
 ) -> AdminContext:
@@ -302,7 +315,7 @@ def _admin_context(
             cluster=config.clusterName,
             broker=config.advertised_host(),
             bundles=dynamic.config.exposeBundlesMetricsInPrometheus,
-        )
+        ) + render_leader_unload_metrics(load_leader, dynamic.config)
 
     def dedup_enabled(topic: TopicHandle) -> bool:
         policies = namespaces.policies(topic.name.namespace)
@@ -570,7 +583,11 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             security=security,
             clock=clock,
+            lookups=LookupLimit(dynamic.config.maxConcurrentLookupRequest),
         )
+        guards = NetGuards.from_config(dynamic.config)
+        dynamic.subscribe(lambda live: guards.publish_buffer.resize(live.publish_buffer_bytes()))
+        dynamic.subscribe(lambda live: services.lookups.resize(live.maxConcurrentLookupRequest))
         dynamic.subscribe(lambda live: topics.reconfigure(topic_settings(live)))
         dynamic.subscribe(lambda live: throttling.reconfigure(throttling_config_from(live)))
         tg = await stack.enter_async_context(anyio.create_task_group())
@@ -605,6 +622,20 @@ async def open_broker(
             trace=load_trace,
         )
         await tg.start(load_reporter.run)
+        # The leader's aggregation and shedding, while this broker leads. The bundle unload
+        # itself is not part of this broker yet: decisions are made, logged and traced, and
+        # each unload attempt fails with "unload not available".
+        load_leader = LoadBalancerLeader(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            config=lambda: dynamic.config,
+            leadership=leader_election,
+            unload=unload_not_available,
+            owned_bundles=ownership.owned_bundles,
+            trace=load_trace,
+        )
+        await tg.start(load_leader.run)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -617,6 +648,7 @@ async def open_broker(
             compaction=compaction,
             leader_election=leader_election,
             load_reporter=load_reporter,
+            load_leader=load_leader,
             health=HealthChecker(
                 cluster=config.clusterName,
                 broker_id=broker_id_of(config),
@@ -643,12 +675,14 @@ async def open_broker(
             admin=admin_context,
             leader_election=leader_election,
             load_reporter=load_reporter,
+            load_leader=load_leader,
             traffic=traffic,
             service_url_tls=service_url_tls,
             admin_url_tls=admin_url_tls,
+            guards=guards,
         )
         if pulsar_sockets:
-            listener = await listener_from_sockets(pulsar_sockets)
+            listener = await listener_from_sockets(pulsar_sockets, clock=clock)
             await tg.start(
                 partial(
                     serve_pulsar,
@@ -658,19 +692,21 @@ async def open_broker(
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
                     traffic=traffic,
+                    guards=guards,
                 )
             )
         if pulsar_tls_sockets:
             await tg.start(
                 partial(
                     serve_pulsar,
-                    await listener_from_sockets(pulsar_tls_sockets),
+                    await listener_from_sockets(pulsar_tls_sockets, clock=clock),
                     broker.handler_factory,
                     clock=clock,
                     max_frame_size=config.maxMessageSize + FRAME_PADDING,
                     keepalive_interval=config.keepAliveIntervalSeconds,
                     ssl_context=security.ssl_context,
                     traffic=traffic,
+                    guards=guards,
                 )
             )
         if admin_sockets or admin_tls_sockets:

@@ -27,12 +27,12 @@ import logging
 import os
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 import msgspec
 
 from emubroker.config_keys import PULSAR_BROKER_KEYS
-from emubroker.config_loadbalancer import LoadBalancerConfig
+from emubroker.config_protection import ProtectionConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -74,14 +74,16 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the offending key or file."""
 
 
-class BrokerConfig(LoadBalancerConfig, frozen=True, forbid_unknown_fields=True):
+class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     """Broker settings under their ``broker.conf`` names (Pulsar's defaults unless noted).
 
-    Three families of keys live in base classes, each declared once: the load manager's
-    (``loadBalancer*``, ``loadManagerClassName``, the split algorithms, ``maxUnload*``/
+    Four families of keys live in base classes, each declared once: the limits on what clients
+    may cost the broker (connections, pending publishes, topics per namespace, HTTP bodies) in
+    :class:`~emubroker.config_protection.ProtectionConfig` (docs/reliability.md); the load
+    manager's (``loadBalancer*``, ``loadManagerClassName``, the split algorithms, ``maxUnload*``/
     ``minUnload*``, ...) in :class:`~emubroker.config_loadbalancer.LoadBalancerConfig`
-    (docs/load-balancing.md); the TLS, authentication and authorization keys in
-    :class:`~emubroker.config_security.SecurityConfig`, its base; and the dispatch-throttling
+    (docs/load-balancing.md), the base of that; the TLS, authentication and authorization keys
+    in :class:`~emubroker.config_security.SecurityConfig`, its base; and the dispatch-throttling
     keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClassName``,
     ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) in
     :class:`~emubroker.config_throttling.DispatchThrottlingConfig`, the base of that, with
@@ -276,6 +278,12 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
+_ALIASES: Final = {"maxConnectionsPerIp": "brokerMaxConnectionsPerIp"}
+"""Names Pulsar does not have but users reach for -> Pulsar's key (which wins when both are
+given). Pulsar's connection limit per address is ``brokerMaxConnectionsPerIp``; a plain
+``maxConnectionsPerIp`` would otherwise stop start-up as a typo."""
+
+
 def resolve_keys(raw: Mapping[str, Any], *, source: str = "configuration") -> dict[str, Any]:
     """Check raw keys and drop empty values: the single seam for key policy.
 
@@ -292,6 +300,12 @@ def resolve_keys(raw: Mapping[str, Any], *, source: str = "configuration") -> di
     """
     resolved: dict[str, Any] = {}
     for key, value in raw.items():
+        alias_of = _ALIASES.get(key)
+        if alias_of is not None:
+            log.warning("%s: %r is read as Pulsar's key %r", source, key, alias_of)
+            if alias_of not in raw and value != "":
+                resolved[alias_of] = value
+            continue
         if key not in _KNOWN_KEYS:
             if key in PULSAR_BROKER_KEYS:
                 log.warning(

@@ -35,6 +35,7 @@ EXTENSIBLE_LOAD_MANAGER: Final = (
     "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 )
 AVG_SHEDDER: Final = "org.apache.pulsar.broker.loadbalance.impl.AvgShedder"
+THRESHOLD_SHEDDER: Final = "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"
 TRANSFER_SHEDDER: Final = (
     "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"
 )

@@ -170,6 +170,11 @@ class Connection:
     def max_frame_size(self, value: int) -> None:
         self._decoder.max_frame_size = value
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as frames (an incomplete frame, once drained)."""
+        return self._decoder.buffered
+
     def next_request_id(self) -> int:
         """A fresh request id for a request this side sends."""
         return next(self._request_ids)
@@ -313,9 +318,10 @@ class Connection:
         return encode_send_receipt_frames(producer_id, sequence_ids, positions)
 
     def close(self) -> None:
-        """Mark the connection closed (we are done with it)."""
+        """Mark the connection closed (we are done with it) and drop what it buffered."""
         self.state = State.CLOSED
         self._eof = True
+        self._decoder.clear()
 
 
 def negotiated_version(client_version: int) -> int:

@@ -459,6 +459,13 @@ class FrameDecoder:
             self._more.append(bytes(data))
             self._more_size += len(data)
 
+    def clear(self) -> None:
+        """Drop every byte buffered (the stream is done with: release them now)."""
+        self._buf = b""
+        self._pos = 0
+        self._more.clear()
+        self._more_size = 0
+
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as frames."""

@@ -14,7 +14,7 @@ gets the same ``localhost`` = 127.0.0.1 + ::1 and port-0 rules as the binary pro
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import anyio
 from aiohttp import web
@@ -36,7 +36,7 @@ from emubroker.admin import (
 )
 from emubroker.admin.context import CONTEXT
 from emubroker.admin.errors import rest_errors
-from emubroker.admin.http import MAX_BODY
+from emubroker.admin.http import MAX_BODY, max_request_size
 from emubroker.admin.metrics import CONTENT_TYPE
 from emubroker.admin.security import rest_security
 
@@ -65,7 +65,9 @@ def build_admin_app(context: AdminContext) -> web.Application:
         context: The broker services the handlers use.
     """
     # rest_errors outermost: the security middleware's refusals become Pulsar's error bodies.
-    app = web.Application(middlewares=[rest_errors, rest_security], client_max_size=MAX_BODY)
+    app = web.Application(
+        middlewares=[rest_errors, max_request_size, rest_security], client_max_size=MAX_BODY
+    )
     app[CONTEXT] = context
     routes_brokers.add_routes(app)
     routes_broker_stats.add_routes(app)
@@ -85,6 +87,13 @@ def build_admin_app(context: AdminContext) -> web.Application:
     return app
 
 
+HTTP_IDLE_TIMEOUT_SECONDS: Final = 30.0
+"""How long an admin connection may wait without a request before it is closed: Jetty's idle
+timeout, which Pulsar's web service keeps. aiohttp's own default is an hour, and it also covers
+a connection that connects and sends only part of its headers, so a slow client cannot hold a
+file descriptor longer than this."""
+
+
 async def serve_admin(
     app: web.Application,
     sockets: list[socket.socket],
@@ -102,7 +111,9 @@ async def serve_admin(
         ssl_context: The TLS context of ``tls_sockets``.
         task_status: Told once every socket accepts requests.
     """
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    runner = web.AppRunner(
+        app, handle_signals=False, access_log=None, keepalive_timeout=HTTP_IDLE_TIMEOUT_SECONDS
+    )
     await runner.setup()
     tls_sockets = tls_sockets or []
     sockets = [*sockets, *tls_sockets]

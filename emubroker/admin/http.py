@@ -10,7 +10,7 @@ number (``.../skip/abc``) is a 400 here; Jersey answers 404 for those.
 from __future__ import annotations
 
 import re
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -26,10 +26,14 @@ from emubroker.naming import (
 )
 from emubroker.policies import to_json
 
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Handler
+
 __all__ = [
     "MAX_BODY",
     "context",
     "json_response",
+    "max_request_size",
     "namespace_of",
     "no_content",
     "path_int",
@@ -68,6 +72,22 @@ async def read_body(request: web.Request, *, what: str = "request body") -> byte
             return bytes(body)
         body += chunk
     raise too_large
+
+
+@web.middleware
+async def max_request_size(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Pulsar's ``httpMaxRequestSize`` filter: 400 for a larger or chunked body, before routing.
+
+    With the key above 0, Pulsar's ``MaxRequestSizeFilter`` answers ``Bad Request`` to a
+    ``Content-Length`` above it and to any chunked body (its size is unknown up front).
+    """
+    limit = request.app[CONTEXT].dynamic.config.httpMaxRequestSize
+    if limit > 0 and (
+        "chunked" in request.headers.get("Transfer-Encoding", "")
+        or (request.content_length or 0) > limit
+    ):
+        raise RestError(BAD_REQUEST, "Bad Request")
+    return await handler(request)
 
 
 async def read_json(

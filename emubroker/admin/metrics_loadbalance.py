@@ -22,16 +22,27 @@ import math
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
 
+from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.usage import f32
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from emubroker.config import BrokerConfig
     from emubroker.loadbalance.bundle_stats import NamespaceBundleStats
+    from emubroker.loadbalance.extensible_data import UnloadCounter
+    from emubroker.loadbalance.leader import LoadBalancerLeader
     from emubroker.loadbalance.reporter import LoadReportStatistics
+    from emubroker.loadbalance.shedding_runtime import ModularUnloadCounters
     from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
 
-__all__ = ["java_double_string", "java_float_string", "render_load_balancing_metrics"]
+__all__ = [
+    "java_double_string",
+    "java_float_string",
+    "render_leader_unload_metrics",
+    "render_load_balancing_metrics",
+    "render_unload_metrics",
+]
 
 _USAGES: Final[tuple[tuple[str, Callable[[SystemResourceUsage], ResourceUsage]], ...]] = (
     ("pulsar_lb_bandwidth_in_usage", lambda u: u.bandwidth_in),
@@ -128,3 +139,77 @@ def render_load_balancing_metrics(
             lines.extend(f"{name}{bundle_labels} {value(s)}" for bundle_labels, s in per_bundle)
     lines.append("")
     return "\n".join(lines)
+
+
+def render_unload_metrics(
+    modular: ModularUnloadCounters | None,
+    extensible: UnloadCounter | None,
+    *,
+    cluster: str,
+    broker: str,
+) -> str:
+    """The leader's unload counters, as the load manager in use exports them.
+
+    Modular (``ModularLoadManagerImpl.updateBundleUnloadingMetrics``), once this broker ran a
+    shedding cycle: ``pulsar_lb_unload_broker_total`` and ``pulsar_lb_unload_bundle_total`` with
+    ``metric="bundleUnloading"``. Extensible (``UnloadCounter.toMetrics``): the same two with the
+    ``broker`` label, ``pulsar_lb_unload_broker_breakdown_total`` per result and reason, and
+    ``pulsar_lb_resource_usage_stats`` (the last cycle's load average and deviation) when both
+    are positive. Pulsar exports them all as gauges.
+
+    Args:
+        modular: The modular counters, or None if this broker never ran a modular cycle.
+        extensible: The extensible counter, or None if the extensible manager is not in use.
+        cluster: ``clusterName``.
+        broker: The advertised address (the extensible ``broker`` label).
+    """
+    lines: list[str] = []
+    if modular is not None:
+        labels = _labels(cluster, metric="bundleUnloading")
+        for name, value in (
+            ("pulsar_lb_unload_broker_total", modular.unload_broker_count),
+            ("pulsar_lb_unload_bundle_total", modular.unload_bundle_count),
+        ):
+            lines += [f"# TYPE {name} gauge", f"{name}{labels} {value}"]
+    if extensible is not None:
+        labels = _labels(cluster, broker=broker, metric="bundleUnloading")
+        for name, value in (
+            ("pulsar_lb_unload_broker_total", extensible.unload_broker_count),
+            ("pulsar_lb_unload_bundle_total", extensible.unload_bundle_count),
+        ):
+            lines += [f"# TYPE {name} gauge", f"{name}{labels} {value}"]
+        name = "pulsar_lb_unload_broker_breakdown_total"
+        lines.append(f"# TYPE {name} gauge")
+        for label, counts in extensible.breakdown_counters.items():
+            for reason, count in counts.items():
+                breakdown = _labels(
+                    cluster, broker=broker, metric="bundleUnloading", reason=reason, result=label
+                )
+                lines.append(f"{name}{breakdown} {count}")
+        if extensible.load_avg > 0 and extensible.load_std > 0:
+            name = "pulsar_lb_resource_usage_stats"
+            lines.append(f"# TYPE {name} gauge")
+            for stat, figure in (("avg", extensible.load_avg), ("std", extensible.load_std)):
+                stat_labels = _labels(
+                    cluster, broker=broker, feature="max_ema", metric="bundleUnloading", stat=stat
+                )
+                lines.append(f"{name}{stat_labels} {java_double_string(figure)}")
+    if lines:
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_leader_unload_metrics(leader: LoadBalancerLeader, conf: BrokerConfig) -> str:
+    """This broker's unload counters, once it ran a shedding cycle as the leader."""
+    runner = leader.runner
+    if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
+        if leader.statistics().shedding_cycles == 0:
+            return ""
+        return render_unload_metrics(
+            None, runner.extensible, cluster=conf.clusterName, broker=conf.advertised_host()
+        )
+    if runner.modular.cycles == 0:
+        return ""
+    return render_unload_metrics(
+        runner.modular, None, cluster=conf.clusterName, broker=conf.advertised_host()
+    )

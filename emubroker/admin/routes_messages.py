@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import json
-import zlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,10 +44,10 @@ from protocol.codec import decode_record, encode_record
 from protocol.commands import CompressionType, MessageIdData, MessageMetadata
 from protocol.framing import decode_payload_section
 from protocol.ids import EARLIEST
+from protocol.inflate import inflate_zlib
 
 if TYPE_CHECKING:
     from emubroker.topics import Topic
-    from emubroker.topics.cursor import Cursor
 
 __all__ = ["add_routes", "format_time", "message_headers"]
 
@@ -144,10 +143,9 @@ def message_headers(
 def _body(meta: MessageMetadata, payload: memoryview) -> bytes:
     # Pulsar decodes the payload unless it is encrypted; we can only undo ZLIB.
     if meta.compression == CompressionType.ZLIB and not meta.encryption_keys:
-        try:
-            return zlib.decompress(payload)
-        except zlib.error:
-            return bytes(payload)
+        inflated = inflate_zlib(payload, meta.uncompressed_size)
+        if inflated is not None:
+            return inflated
     return bytes(payload)
 
 
@@ -210,20 +208,6 @@ async def last_message_id(request: web.Request) -> web.Response:
     return json_response(_message_id(ledger_id, entry_id, name.partition_index, batch_index))
 
 
-def _nth_unacked(cursor: Cursor, end: int, n: int) -> int | None:
-    """The index of the n-th entry after the mark-delete position not acknowledged, if any."""
-    if n > end - cursor.mark_delete - 1:
-        return None
-    index = cursor.mark_delete
-    while n:
-        index += 1
-        if index >= end:
-            return None
-        if not cursor.is_acked(index):
-            n -= 1
-    return index
-
-
 async def peek_nth(request: web.Request) -> web.Response:
     """``GET TOPIC/subscription/{subscription}/position/{messagePosition}``."""
     n = path_int(request, "messagePosition", minimum=1)
@@ -232,7 +216,7 @@ async def peek_nth(request: web.Request) -> web.Response:
     )
     name = request.match_info["subscription"]
     sub = topic.subscription(name) or topic.create_subscription(name, _EARLIEST)
-    index = _nth_unacked(sub.cursor, topic.ledger.count, n)
+    index = sub.cursor.nth_unacked(n, topic.ledger.count)
     if index is None:
         raise RestError(NOT_FOUND, "Message not found")
     return await _entry_response(topic, index)

@@ -41,6 +41,7 @@ from emubroker.admin.http import (
 )
 from emubroker.naming import TopicDomain
 from emubroker.topics.compaction import CompactionInProgressError
+from emubroker.topics.namespace_limits import TooManyTopicsError
 from protocol.commands import TopicsMode
 from protocol.errors import NotAllowedError, TopicNotFoundError
 
@@ -55,8 +56,9 @@ BASE: Final = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}
 TOPIC: Final = BASE + "/{topic}"
 
 MAX_PARTITIONS: Final = 65_536
-"""Most partitions a topic may have. Pulsar's ``maxNumPartitionsPerPartitionedTopic`` defaults to
-0 (no limit); a bound keeps one request from making us list millions of partition names."""
+"""Most partitions a topic may have, whatever ``maxNumPartitionsPerPartitionedTopic`` says. Pulsar's
+key defaults to 0 (no limit); a bound keeps one request from making us list millions of
+partition names."""
 
 _MODES: Final = {
     TopicDomain.PERSISTENT: TopicsMode.PERSISTENT,
@@ -156,9 +158,11 @@ async def _partition_count(request: web.Request) -> int:
     partitions = await read_json(request, int, what="number of partitions")
     if partitions <= 0:
         raise RestError(NOT_ACCEPTABLE, "Number of partitions should be more than 0")
-    if partitions > MAX_PARTITIONS:
+    configured = context(request).dynamic.config.maxNumPartitionsPerPartitionedTopic
+    limit = min(configured, MAX_PARTITIONS) if configured > 0 else MAX_PARTITIONS
+    if partitions > limit:
         raise RestError(
-            NOT_ACCEPTABLE, f"Number of partitions should be less than or equal to {MAX_PARTITIONS}"
+            NOT_ACCEPTABLE, f"Number of partitions should be less than or equal to {limit}"
         )
     return partitions
 
@@ -173,6 +177,8 @@ async def create_partitioned(request: web.Request) -> web.Response:
         raise RestError(CONFLICT, "This topic already exists")
     try:
         await ctx.topics.create_partitioned_topic(name, partitions)
+    except TooManyTopicsError:
+        raise  # 412 with Pulsar's reason (``errors.rest_errors``)
     except NotAllowedError:
         raise RestError(CONFLICT, "This topic already exists") from None
     return no_content()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVarTuple
 
+from emubroker.handlers.lookups import LookupLimit
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.topics.sinks import ConsumerSink, ProducerSink
 from protocol.errors import BrokerError, InvalidTopicNameError, UnknownError
@@ -70,6 +71,14 @@ class SessionPort(ConsumerSink, ProducerSink, Protocol):
         """Hang up after flushing what is queued."""
         ...
 
+    def pending_publishes(self, count: int, size: int) -> None:
+        """This connection now has ``count`` SENDs (``size`` entry bytes) awaiting storage.
+
+        The session stops reading past ``maxPendingPublishRequestsPerConnection`` and counts the
+        bytes against ``maxMessagePublishBufferSizeInMB`` (docs/reliability.md).
+        """
+        ...
+
 
 class StartSoon(Protocol):
     """Starts a request task in the connection's task group."""
@@ -103,6 +112,7 @@ class BrokerServices:
             schemas (every schema accepted as version 0, GET_SCHEMA answers TopicNotFound).
         security: Authentication and authorization (``emubroker.auth``); None: neither.
         clock: Drives credential refresh checks (only used with authentication).
+        lookups: Lookups in flight over the broker (``maxConcurrentLookupRequest``).
     """
 
     config: BrokerConfig
@@ -113,6 +123,7 @@ class BrokerServices:
     schemas: SchemaService | None = None
     security: Security | None = None
     clock: Clock | None = None
+    lookups: LookupLimit = field(default_factory=LookupLimit)
 
 
 class CommandGroup:

@@ -102,9 +102,9 @@ class ConnectionHandler:
             case c.RedeliverUnacknowledgedMessages():
                 consumers.on_redeliver(command)
             case c.LookupTopic():
-                self._start(discovery.on_lookup, command)
+                discovery.start_lookup(command)
             case c.PartitionedTopicMetadata():
-                self._start(discovery.on_partitioned_metadata, command)
+                discovery.start_partitioned_metadata(command)
             case c.Producer():
                 producers.on_producer(command)
             case c.Subscribe():
@@ -150,6 +150,10 @@ class ConnectionHandler:
     def flush(self) -> None:
         """After the frames of one read: publish the SENDs they queued (one write of receipts)."""
         self._producers.flush()
+
+    def writable_again(self) -> None:
+        """The connection's outbox drained below its low water mark: resume deliveries."""
+        self._consumers.writable_again()
 
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         """The topics closed this consumer (unload, seek): forget it."""

@@ -68,6 +68,11 @@ class ConsumerCommands(CommandGroup):
         if consumer is not None:
             consumer.handle.redeliver(cmd.message_ids or None)
 
+    def writable_again(self) -> None:
+        """The connection takes more again: let each consumer's deliveries resume."""
+        for consumer in list(self._consumers.values()):
+            consumer.handle.resume_delivery()
+
     async def release_all(self) -> None:
         """Close every consumer of the connection: their unacked messages become redeliverable."""
         consumers, self._consumers = self._consumers, {}

@@ -3,12 +3,17 @@
 Failures use each request's own failure form: PARTITIONED_METADATA and LOOKUP answer themselves
 with ``response=Failed`` (an ERROR for them is ignored by the client, which then hangs until its
 timeout), GET_TOPICS_OF_NAMESPACE answers ERROR, GET_SCHEMA answers itself with ``error_code``.
+PARTITIONED_METADATA and LOOKUP run as tasks, at most ``maxConcurrentLookupRequest`` at once over
+the broker (``lookups``); past it they are answered ``TooManyRequests`` without a task.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeVar
+
 from emubroker.auth import NamespaceOperation, TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
+from emubroker.handlers.lookups import TOO_MANY_LOOKUPS
 from emubroker.naming import InvalidNameError, NamespaceName
 from protocol import commands as c
 from protocol.errors import (
@@ -19,11 +24,50 @@ from protocol.errors import (
     TopicNotFoundError,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
 __all__ = ["DiscoveryCommands"]
+
+R = TypeVar("R", c.LookupTopic, c.PartitionedTopicMetadata)
 
 
 class DiscoveryCommands(CommandGroup):
     """Lookups and metadata queries of one connection."""
+
+    def start_partitioned_metadata(self, cmd: c.PartitionedTopicMetadata) -> None:
+        """Answer PARTITIONED_METADATA in a task, or at once if too many lookups are in flight."""
+        if self._services.lookups.try_acquire():
+            self._start(self._counted, self.on_partitioned_metadata, cmd)
+            return
+        self._send(
+            c.PartitionedTopicMetadataResponse(
+                request_id=cmd.request_id,
+                response=c.MetadataResult.FAILED,
+                error=ServerError.TooManyRequests,
+                message=TOO_MANY_LOOKUPS,
+            )
+        )
+
+    def start_lookup(self, cmd: c.LookupTopic) -> None:
+        """Answer LOOKUP in a task, or at once if too many lookups are in flight."""
+        if self._services.lookups.try_acquire():
+            self._start(self._counted, self.on_lookup, cmd)
+            return
+        self._send(
+            c.LookupTopicResponse(
+                request_id=cmd.request_id,
+                response=c.LookupType.FAILED,
+                error=ServerError.TooManyRequests,
+                message=TOO_MANY_LOOKUPS,
+            )
+        )
+
+    async def _counted(self, lookup: Callable[[R], Awaitable[None]], cmd: R) -> None:
+        try:
+            await lookup(cmd)
+        finally:
+            self._services.lookups.release()
 
     async def on_partitioned_metadata(self, cmd: c.PartitionedTopicMetadata) -> None:
         """PARTITIONED_METADATA: the partition count, or the Failed form (§5.1)."""

@@ -8,6 +8,12 @@ over when storage has to be awaited, so that different producers still publish c
 A SEND that cannot be stored for a reason of its own (bad checksum, undecodable metadata) gets
 SEND_ERROR ``ChecksumError`` in its place in the FIFO: any other code would make the client drop
 the connection (§6.3).
+
+Pending publishes (Pulsar's ``ServerCnx.pendingSendRequest`` and the bytes it adds to the
+publish buffer): every SEND counts from the read that brought it until its receipt or error is
+queued (or it is dropped with its producer). The totals go to the session
+(``SessionPort.pending_publishes``), which stops reading past the limits; they are reported only
+when they changed since the last report, so a read that storage answers at once reports nothing.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ class _Producer:
         "producer_id",
         "publishing",
         "queue",
+        "queued_bytes",
         "topic",
         "touched",
         "wakeup",
@@ -76,6 +83,7 @@ class _Producer:
         self.topic = topic
         self.handle = handle
         self.queue: deque[_Send] = deque()
+        self.queued_bytes = 0  # entry bytes of the SENDs in the queue that are to be stored
         self.failed = 0  # SENDs in the queue that fail on their own (their error is queued)
         self.touched = False  # SENDs were queued during the current read (flush publishes them)
         self.publishing = False  # the publisher task is awaiting storage
@@ -98,6 +106,16 @@ class _Producer:
     def requeue(self, sequence_ids: list[int], entries: list[_Entry]) -> None:
         """Put SENDs taken from the FIFO back at its head, in their order."""
         self.queue.extendleft(reversed(list(zip(sequence_ids, entries, strict=True))))
+        self.queued_bytes += _size(entries)
+
+
+def _size(entries: list[_Entry]) -> int:
+    """Entry bytes of a run of SENDs."""
+    return sum(len(entry[0]) for entry in entries)
+
+
+_Run = tuple[list[int], list[_Entry], int]
+"""SENDs taken from a FIFO to store: ``(sequence ids, entries, their bytes)``."""
 
 
 class _NullSink:
@@ -143,10 +161,16 @@ class ProducerCommands(CommandGroup):
         # the close are expected and dropped (Pulsar's ServerCnx.recentlyClosedProducers).
         self._closed_producers: set[int] = set()
         self._touched: list[_Producer] = []  # producers with SENDs from the current read
+        # Pending publishes: SENDs (and entry bytes) read and not yet answered.
+        self._pending = 0
+        self._pending_bytes = 0
+        self._reported = (0, 0)
 
     async def release_all(self) -> None:
         """Remove every producer of the connection (it is going away)."""
         producers, self._producers = self._producers, {}
+        self._pending = self._pending_bytes = 0  # what is queued goes with the connection
+        self._report()
         for producer in producers.values():
             producer.detached = True
             try:
@@ -165,6 +189,7 @@ class ProducerCommands(CommandGroup):
         assert payload is not None  # the framing gives every SEND a payload
         entry = payload.entry
         crc = payload.checksum
+        self._pending += 1
         if crc is not None and checksum(entry) != crc:
             producer.queue.append((cmd.sequence_id, "checksum mismatch"))
             producer.failed += 1
@@ -178,6 +203,8 @@ class ProducerCommands(CommandGroup):
                 producer.failed += 1
             else:
                 producer.queue.append((cmd.sequence_id, (entry, crc, info)))
+                producer.queued_bytes += len(entry)
+                self._pending_bytes += len(entry)
         if not producer.touched:
             producer.touched = True
             self._touched.append(producer)
@@ -202,6 +229,20 @@ class ProducerCommands(CommandGroup):
                 except anyio.WouldBlock:
                     pass
             producer.wake()
+        if self._reported != (self._pending, self._pending_bytes):
+            self._report()
+
+    def _done(self, count: int, size: int) -> None:
+        """``count`` SENDs of ``size`` entry bytes were answered (or dropped)."""
+        self._pending -= count
+        self._pending_bytes -= size
+
+    def _report(self) -> None:
+        """Tell the session how many SENDs wait for storage (its back-pressure), if it changed."""
+        pending = (self._pending, self._pending_bytes)
+        if pending != self._reported:
+            self._reported = pending
+            self._session.pending_publishes(*pending)
 
     def _drain(self, producer: _Producer) -> None:
         """Publish the whole FIFO in order, without waiting.
@@ -214,24 +255,25 @@ class ProducerCommands(CommandGroup):
             run = self._next_run(producer)
             if run is None:
                 continue
-            sequence_ids, entries = run
+            sequence_ids, entries, _ = run
             try:
                 positions = producer.topic.publish_many_nowait(producer.handle, entries)
             except anyio.WouldBlock:
                 producer.requeue(sequence_ids, entries)
                 raise
             except Exception as exc:
-                self._failed(producer, sequence_ids, entries, exc)
+                self._failed(producer, run, exc)
                 continue
-            self._stored(producer, sequence_ids, entries, positions)
+            self._stored(producer, run, positions)
 
-    def _next_run(self, producer: _Producer) -> tuple[list[int], list[_Entry]] | None:
+    def _next_run(self, producer: _Producer) -> _Run | None:
         """Take the FIFO's head: the run of SENDs to store, or None after failing one SEND."""
         queue = producer.queue
         sequence_id, head = queue[0]
         if isinstance(head, str):
             queue.popleft()
             producer.failed -= 1
+            self._done(1, 0)
             self._send(
                 c.SendError(
                     producer_id=producer.producer_id,
@@ -245,7 +287,8 @@ class ProducerCommands(CommandGroup):
             sequence_ids = [sequence_id for sequence_id, _ in queue]
             entries = [cast("_Entry", entry) for _, entry in queue]
             queue.clear()
-            return sequence_ids, entries
+            size, producer.queued_bytes = producer.queued_bytes, 0
+            return sequence_ids, entries, size
         sequence_ids = []
         entries = []
         while queue:
@@ -255,13 +298,15 @@ class ProducerCommands(CommandGroup):
             queue.popleft()
             sequence_ids.append(sequence_id)
             entries.append(head)
-        return sequence_ids, entries
+        size = _size(entries)
+        producer.queued_bytes -= size
+        return sequence_ids, entries, size
 
-    def _failed(
-        self, producer: _Producer, sequence_ids: list[int], entries: list[_Entry], exc: Exception
-    ) -> None:
+    def _failed(self, producer: _Producer, run: _Run, exc: Exception) -> None:
+        sequence_ids, entries, size = run
         if producer.stopped():
-            return  # closed meanwhile: the client re-sends after reconnecting
+            self._done(len(entries), size)  # dropped: the client re-sends after reconnecting
+            return
         failure = as_broker_error(exc, "publish")
         # Not ChecksumError: the client drops the connection and re-sends (§6.3), which is also
         # what a real broker's storage failure causes. The others get their own attempt.
@@ -273,19 +318,17 @@ class ProducerCommands(CommandGroup):
                 message=failure.message or "publish failed",
             )
         )
+        self._done(1, len(entries[0][0]))
         producer.requeue(sequence_ids[1:], entries[1:])
 
-    def _stored(
-        self,
-        producer: _Producer,
-        sequence_ids: list[int],
-        entries: list[_Entry],
-        positions: list[tuple[int, int]],
-    ) -> None:
+    def _stored(self, producer: _Producer, run: _Run, positions: list[tuple[int, int]]) -> None:
+        sequence_ids, entries, size = run
         stored = len(positions)
         if stored < len(entries):  # storage failed midway: the rest get their own attempt
+            size -= _size(entries[stored:])
             producer.requeue(sequence_ids[stored:], entries[stored:])
             del sequence_ids[stored:]
+        self._done(stored, size)
         self._session.send_receipts(producer.producer_id, sequence_ids, positions)
 
     async def _publish_loop(self, producer: _Producer) -> None:
@@ -303,24 +346,30 @@ class ProducerCommands(CommandGroup):
                     continue
                 try:
                     self._drain(producer)
+                    self._report()
                     continue
                 except anyio.WouldBlock:
                     pass
                 run = self._next_run(producer)
                 if run is None:
+                    self._report()
                     continue
-                sequence_ids, entries = run
                 producer.publishing = True
                 try:
-                    positions = await producer.topic.publish_many(producer.handle, entries)
+                    positions = await producer.topic.publish_many(producer.handle, run[1])
                 except Exception as exc:
-                    self._failed(producer, sequence_ids, entries, exc)
+                    self._failed(producer, run, exc)
+                    self._report()
                     continue
                 finally:
                     producer.publishing = False
                 if producer.stopped():
-                    return  # closed while storing: the client re-sends after reconnecting
-                self._stored(producer, sequence_ids, entries, positions)
+                    # Closed while storing: the client re-sends after reconnecting.
+                    self._done(len(run[1]), run[2])
+                    self._report()
+                    return
+                self._stored(producer, run, positions)
+                self._report()
         finally:
             producer.done.set()
 
@@ -464,6 +513,9 @@ class ProducerCommands(CommandGroup):
         self._closed_producers.add(producer_id)
         if producer is not None:
             producer.detached = True
+            self._done(len(producer.queue), producer.queued_bytes)
             producer.queue.clear()  # the client re-sends everything not receipted (§9 step 4)
+            producer.queued_bytes = 0
             producer.failed = 0
             producer.wake()
+            self._report()

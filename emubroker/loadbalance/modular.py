@@ -150,9 +150,20 @@ class ModularLoadManager:
                 existing.local_data = report
         for broker in [b for b in broker_data if b not in reports]:
             del broker_data[broker]
-        return UpdateResult(dead, self._update_bundle_data(set(leader_owned_bundles)))
+        return UpdateResult(
+            dead, self.update_bundle_data(leader_owned_bundles=leader_owned_bundles)
+        )
 
-    def _update_bundle_data(self, leader_owned: set[str]) -> list[str]:
+    def update_bundle_data(self, *, leader_owned_bundles: Collection[str] = ()) -> list[str]:
+        """Add each reported bundle's latest stats as a sample (``updateBundleData``).
+
+        Also drops preallocations now reported (or not owned by the leader), recomputes each
+        broker's time averages, and forgets bundles no broker reports.
+
+        Returns:
+            The bundles forgotten (the caller deletes their ``bundle-data`` node).
+        """
+        leader_owned = set(leader_owned_bundles)
         bundle_data = self.load_data.bundle_data
         active: set[str] = set()
         default_stats = default_bundle_stats()

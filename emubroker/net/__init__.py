@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from emubroker.net.guards import NetGuards
 from emubroker.net.listener import (
     bind_tcp_sockets,
     create_pulsar_listener,
@@ -16,6 +17,7 @@ __all__ = [
     "RECEIVE_SIZE",
     "FrameHandler",
     "HandlerFactory",
+    "NetGuards",
     "Session",
     "TrafficCounter",
     "TrafficSnapshot",

@@ -13,6 +13,7 @@ port, the same one on every address.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import socket
@@ -23,7 +24,13 @@ from anyio.abc import SocketAttribute, SocketListener
 from anyio.streams.stapled import MultiListener
 from anyio.streams.tls import TLSStream
 
+from emubroker.net.accepting import PatientListener
+from emubroker.net.guards import NetGuards
 from emubroker.net.session import Session
+from protocol import commands as c
+from protocol.clock import AnyioClock
+from protocol.errors import ServerError
+from protocol.framing import encode_frame
 
 if TYPE_CHECKING:
     import ssl
@@ -51,6 +58,12 @@ TLS_HANDSHAKE_GUARD_SECONDS: Final = 10.0
 """How long a TLS client may take to finish its handshake before it is dropped: a guard against
 a peer that connects and stays silent (real time, like the session's flush guard), far above
 what a loopback handshake needs."""
+
+REFUSAL_GUARD_SECONDS: Final = 5.0
+"""How long writing the ERROR to a refused connection may take (a guard; real time)."""
+
+NO_REQUEST: Final = 2**64 - 1
+"""The request id of an ERROR that answers no request: Pulsar's -1 as the uint64 it is sent as."""
 
 _BIND_ATTEMPTS: Final = 10  # port 0 on two families: retry when the second family's port is taken
 _IPV6_UNAVAILABLE: Final = frozenset(
@@ -129,18 +142,32 @@ async def bind_tcp_sockets(host: str, port: int) -> list[socket.socket]:
     raise OSError(errno.EADDRINUSE, f"no free port available on every address of {host!r}")
 
 
-async def create_pulsar_listener(host: str, port: int) -> MultiListener[SocketStream]:
+async def create_pulsar_listener(
+    host: str, port: int, *, clock: Clock | None = None
+) -> MultiListener[SocketStream]:
     """An anyio listener on ``host:port`` (see :func:`bind_tcp_sockets`).
 
     Raises:
         OSError: Binding failed.
     """
-    return await listener_from_sockets(await bind_tcp_sockets(host, port))
+    return await listener_from_sockets(await bind_tcp_sockets(host, port), clock=clock)
 
 
-async def listener_from_sockets(sockets: list[socket.socket]) -> MultiListener[SocketStream]:
-    """One anyio listener over bound, listening sockets (it takes ownership of them)."""
-    return MultiListener([await SocketListener.from_socket(sock) for sock in sockets])
+async def listener_from_sockets(
+    sockets: list[socket.socket], *, clock: Clock | None = None
+) -> MultiListener[SocketStream]:
+    """One anyio listener over bound, listening sockets (it takes ownership of them).
+
+    Each accepts patiently: running out of file descriptors pauses accepting, never the broker
+    (``accepting``); ``clock`` times the pause.
+    """
+    patience = AnyioClock() if clock is None else clock
+    return MultiListener(
+        [
+            PatientListener(await SocketListener.from_socket(sock), clock=patience)
+            for sock in sockets
+        ]
+    )
 
 
 def listener_port(listener: Listener[ByteStream]) -> int:
@@ -157,6 +184,7 @@ async def serve_pulsar(
     max_frame_size: int,
     keepalive_interval: float,
     ssl_context: ssl.SSLContext | None = None,
+    guards: NetGuards | None = None,
     traffic: TrafficCounter | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -170,23 +198,36 @@ async def serve_pulsar(
         keepalive_interval: ``keepAliveIntervalSeconds``.
         ssl_context: Serve TLS (``pulsar+ssl://``): each connection's handshake completes
             before its session starts; a failed handshake is logged and the connection dropped.
+        guards: The broker-wide limits (shared with the broker's other listeners); a connection
+            over ``brokerMaxConnections`` or ``brokerMaxConnectionsPerIp`` is answered ERROR
+            ``NotAllowedError`` and closed, as Pulsar's ``ServerCnx.channelActive`` does.
         traffic: Counts every session's bytes (the broker's own bandwidth).
         task_status: Told once the listener accepts connections.
     """
+    if guards is None:
+        guards = NetGuards()
+    connections = guards.connections
 
     async def serve_one(stream: ByteStream) -> None:
-        if ssl_context is not None:
-            tls = await _tls_handshake(stream, ssl_context)
-            if tls is None:
-                return
-            stream = tls
+        address = stream.extra(SocketAttribute.remote_address, None)
+        ip = str(address[0]) if isinstance(address, tuple) else str(address)
+        refusal = connections.admit(ip)
         try:
+            if ssl_context is not None:
+                tls = await _tls_handshake(stream, ssl_context)
+                if tls is None:
+                    return
+                stream = tls
+            if refusal is not None:
+                await _refuse(stream, refusal)
+                return
             session = Session(
                 stream,
                 handler_factory,
                 clock=clock,
                 max_frame_size=max_frame_size,
                 keepalive_interval=keepalive_interval,
+                guards=guards,
                 traffic=traffic,
             )
             await session.run()
@@ -195,6 +236,9 @@ async def serve_pulsar(
             log.exception("session failed")
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
+        finally:
+            if refusal is None:
+                connections.release(ip)
 
     try:
         async with anyio.create_task_group() as tg:
@@ -205,6 +249,20 @@ async def serve_pulsar(
         # cancellation there would leave the rest (e.g. the ::1 socket) open.
         with anyio.CancelScope(shield=True):
             await listener.aclose()
+
+
+async def _refuse(stream: ByteStream, reason: str) -> None:
+    """Answer a connection over a limit with ERROR ``NotAllowedError``, then close it.
+
+    Pulsar writes the error before any CONNECT, with request id -1 (all ones as a uint64).
+    """
+    log.warning("refusing a connection: %s", reason)
+    error = c.Error(request_id=NO_REQUEST, error=ServerError.NotAllowedError, message=reason)
+    with anyio.move_on_after(REFUSAL_GUARD_SECONDS):
+        with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await stream.send(encode_frame(error))
+    with anyio.CancelScope(shield=True):
+        await stream.aclose()
 
 
 async def _tls_handshake(stream: ByteStream, context: ssl.SSLContext) -> TLSStream | None:

@@ -7,12 +7,31 @@ runs three tasks in one task group:
   every complete frame and hands each to the handler (synchronously: FLOW, ACK and SEND are
   dispatched without a task or an ``await`` per frame), then calls the handler's ``flush`` so
   that it publishes the read's SENDs at once;
-* the **writer** drains the outbox: everything queued since its last wake-up is joined and written
-  with one ``send``, so a burst of MESSAGE frames or receipts costs one syscall, not one each;
+* the **writer** (``emubroker.net.writer``) drains the outbox: everything queued since its last
+  wake-up is written with one ``send``, so a burst of MESSAGE frames or receipts costs one
+  syscall, not one each;
 * the **keep-alive** pings a silent client and drops it when it stays silent (spec §3.2).
 
 The session is also the ``ConsumerSink``/``ProducerSink`` the topics write to: MESSAGE frames are
 built from the stored payload section without re-encoding the entry (spec §2.2 "practical trick").
+
+What a client may cost (docs/reliability.md), with the broker-wide state in
+``emubroker.net.guards``:
+
+* **Reading pauses** (Pulsar's ``ServerCnxThrottleTracker``: auto-read off) while the connection
+  has ``maxPendingPublishRequestsPerConnection`` SENDs waiting for storage (until half of them
+  completed), while the broker's pending publish bytes are over
+  ``maxMessagePublishBufferSizeInMB`` (until half), and while its peer leaves twice the high
+  water mark of replies unread (``emubroker.net.writer`` rule 2).
+* **Busy connections take turns** (``ReadGate``): after a read of ``BUSY_READ_BYTES`` or more the
+  next read waits for a turn, so a flood from many connections cannot starve a quiet one.
+* **Partial frames** count against a broker-wide budget (``PartialFrames``); over it the
+  connection whose incomplete frame moved least recently is closed.
+* **Keep-alive** counts complete frames, not bytes, as Pulsar's ``PulsarHandler`` does, so a
+  peer trickling a frame byte by byte is dropped like a silent one. While reading is paused by
+  the broker's own back-pressure it does not judge the peer (Pulsar skips the check while
+  auto-read is off); while it is paused because the peer leaves its replies unread, a write that
+  completed counts as a sign of life and a peer that takes nothing is dropped.
 
 Bad input (spec §2.5): a frame the core rejects (malformed, oversized, not allowed in this state)
 ends this connection with a logged reason; the handler's cleanup still runs, so the session's
@@ -30,14 +49,19 @@ import anyio
 from anyio.abc import SocketAttribute
 from anyio.streams.tls import TLSAttribute
 
+from emubroker.net.guards import BUSY_READ_BYTES, NetGuards, ReadGate
+from emubroker.net.pauses import PENDING_PUBLISHES, REPLIES_UNREAD, ReadPauses
+from emubroker.net.writer import (
+    FLUSH_GUARD_SECONDS,
+    WRITE_BUFFER_HIGH_WATER_MARK,
+    WRITE_BUFFER_LOW_WATER_MARK,
+    SessionWriter,
+)
 from protocol import commands as c
 from protocol.connection import CLOSED, Connection, Role, State
-from protocol.errors import LocalProtocolError, RemoteProtocolError
-from protocol.framing import encode_message_head
+from protocol.errors import RemoteProtocolError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from anyio.abc import ByteStream, TaskStatus
 
     from emubroker.net.traffic import TrafficCounter
@@ -60,25 +84,6 @@ RECEIVE_SIZE: Final = 256 * 1024
 (``max_size``), so that anyio never splits (and copies) a chunk the transport already holds, and
 a busy producer's SENDs are handled a few thousand frames per wake-up."""
 
-WRITE_BUFFER_HIGH_WATER_MARK: Final = 4 * 1024 * 1024
-"""Outbound bytes queued (in the outbox or in a write the socket has not taken) above which the
-connection is not *writable*, as a Netty channel turns unwritable above its write buffer's high
-water mark; non-persistent dispatchers then drop what they would send to it (Pulsar's
-``cnx.isWritable()``). Pulsar keeps Netty's 64 KiB, but Netty hands every flush to the kernel at
-once, so its buffer only fills once the socket does. Ours fills by whole reads: one producer
-read (``RECEIVE_SIZE``, 256 KiB of SENDs) queues as many bytes of MESSAGEs for a subscriber
-before its writer runs, even one that reads at full speed. 16 such reads fit under the mark, so
-a subscriber that keeps up never looks unwritable, and one that stops reading costs the broker
-at most this much (plus the kernel's socket buffers) however fast its topic is published."""
-
-WRITE_BUFFER_LOW_WATER_MARK: Final = WRITE_BUFFER_HIGH_WATER_MARK // 2
-"""An unwritable connection is writable again once its queued bytes fall below this (Netty's
-low water mark is half its high one too), so writability does not flip with every write."""
-
-FLUSH_GUARD_SECONDS: Final = 5.0
-"""How long a closing session may spend writing its last replies before it gives up. A guard
-against a peer that stopped reading, not behaviour (STYLE.md §3), so it is real time."""
-
 
 class FrameHandler(Protocol):
     """What a session drives: the per-connection command handler (``emubroker.handlers``)."""
@@ -95,6 +100,10 @@ class FrameHandler(Protocol):
         """The frames of one read were handled: finish what they queued; must not block."""
         ...
 
+    def writable_again(self) -> None:
+        """The connection takes more again: resume deliveries held back for it."""
+        ...
+
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         """The topics closed this consumer (unload, seek); forget it before telling the client."""
         ...
@@ -104,7 +113,7 @@ class FrameHandler(Protocol):
         ...
 
 
-class Session:
+class Session(SessionWriter):
     """The broker's side of one TCP connection.
 
     Args:
@@ -113,6 +122,7 @@ class Session:
         clock: Drives the keep-alive.
         max_frame_size: Largest frame accepted (``maxMessageSize`` + ``FRAME_PADDING``, §2.3).
         keepalive_interval: Seconds of silence before a PING, and again before giving up.
+        guards: The broker-wide limits this session counts against (a private set if None).
         traffic: Where the bytes this session reads and writes are counted (the broker's own
             bandwidth, for its load report); None: not counted.
     """
@@ -125,28 +135,29 @@ class Session:
         clock: Clock,
         max_frame_size: int,
         keepalive_interval: float,
+        guards: NetGuards | None = None,
         traffic: TrafficCounter | None = None,
     ) -> None:
-        self._stream = stream
-        self._traffic = traffic
+        super().__init__(
+            stream,
+            _peer_name(stream),
+            Connection(Role.BROKER, max_frame_size=max_frame_size),
+            traffic,
+        )
         self._clock = clock
         self._keepalive_interval = keepalive_interval
-        self.connection = Connection(Role.BROKER, max_frame_size=max_frame_size)
-        self.peer = _peer_name(stream)
+        self._guards = guards if guards is not None else NetGuards()
         self.peer_certificate: bytes | None = stream.extra(
             TLSAttribute.peer_certificate_binary, None
         )
         """The TLS client certificate the handshake verified (DER); None without one."""
-        self._outbox: list[bytes] = []
-        self._queued = 0  # bytes in the outbox and in the write under way
-        self.writable = True  # see WRITE_BUFFER_HIGH_WATER_MARK
-        self._wakeup = anyio.Event()
-        self._woken = False  # _wakeup was set since the writer last emptied the outbox
-        self._writer_done = anyio.Event()
         self._read_scope = anyio.CancelScope()
         self._heard = False  # a frame arrived since the keep-alive last looked
-        self._closing = False
-        self.close_reason = ""
+        self._pauses = ReadPauses(self._guards.publish_buffer)
+        self._partial = 0  # bytes of an incomplete frame counted in guards.partial_frames
+        self._publishing = 0  # bytes of SENDs awaiting storage counted in guards.publish_buffer
+        self.stalled = False  # waiting for bytes from the peer (not for a read turn)
+        self._ended = False
         self._handler = handler_factory(self)
 
     # ---- lifetime ----------------------------------------------------------------------------
@@ -178,12 +189,15 @@ class Session:
                     await self._read_loop()
                 self._closing = True
                 self._wake()
-                # Flush the last replies (e.g. an ERROR before a close) before hanging up.
-                with anyio.move_on_after(FLUSH_GUARD_SECONDS):
-                    await self._writer_done.wait()
+                if not self._aborted:
+                    # Flush the last replies (e.g. an ERROR before a close) before hanging up.
+                    with anyio.move_on_after(FLUSH_GUARD_SECONDS):
+                        await self._writer_done.wait()
                 tg.cancel_scope.cancel()
         finally:
-            self._closing = True
+            self._closing = self._ended = True
+            self._guards.partial_frames.forget(self)
+            self._guards.publish_buffer.add(-self._publishing)
             self.connection.close()
             with anyio.CancelScope(shield=True):
                 await self._stream.aclose()
@@ -204,123 +218,152 @@ class Session:
                 log.warning("closing connection %s: %s", self.peer, reason)
         self._read_scope.cancel()
 
-    @property
-    def queued_bytes(self) -> int:
-        """Bytes queued for the client and not yet taken by the socket."""
-        return self._queued
+    def abort(self, reason: str) -> None:
+        """Hang up at once, dropping what is queued (the peer is not reading it anyway)."""
+        self.close(reason)
+        self._drop_outbox()
+        self._wake()
+
+    def _write_failed(self, exc: Exception) -> None:
+        self.close(f"write failed: {exc!r}")
 
     @property
     def closing(self) -> bool:
         """True once the session stopped reading (nothing more will be handled)."""
         return self._closing or bool(self.close_reason)
 
+    # ---- reading pauses ----------------------------------------------------------------------
+
+    @property
+    def reading_paused(self) -> frozenset[str]:
+        """Why reading is paused now (empty when it is not; ``pauses``)."""
+        return self._pauses.reasons()
+
+    def pending_publishes(self, count: int, size: int) -> None:
+        """``count`` SENDs of this connection (``size`` bytes) await storage: back-pressure.
+
+        At ``maxPendingPublishRequestsPerConnection`` reading stops until half of them are
+        done; the bytes count against the broker's publish buffer (``guards.PublishBuffer``).
+        """
+        if self._ended:
+            return
+        if size != self._publishing:
+            self._guards.publish_buffer.add(size - self._publishing)
+            self._publishing = size
+        limit = self._guards.max_pending_publishes
+        if limit:
+            if count >= limit:
+                self._pauses.set(PENDING_PUBLISHES)
+            elif count <= limit // 2:
+                self._pauses.set(PENDING_PUBLISHES, False)
+
+    def _not_reading_replies(self) -> None:
+        self._pauses.set(REPLIES_UNREAD)
+
+    def _writable_again(self) -> None:
+        self._pauses.set(REPLIES_UNREAD, False)
+        self._handler.writable_again()
+
     # ---- reading -----------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
+        guards = self._guards
+        buffer = guards.publish_buffer
+        gate = guards.read_gate
+        pauses = self._pauses
+        busy: bool | None = False
+        while True:
+            if pauses.own or buffer.limited:
+                await pauses.wait()
+            if busy:
+                busy = await self._read_in_turn(gate)
+                if busy is None:
+                    return
+                continue
+            data = await self._receive()
+            if data is None or not self._handle_read(data):
+                return
+            busy = len(data) >= BUSY_READ_BYTES
+
+    async def _read_in_turn(self, gate: ReadGate) -> bool | None:
+        """A busy connection's read, in its turn (``ReadGate``), held while the read is handled.
+
+        Returns:
+            Whether the connection is still busy; None when the session must stop reading.
+        """
+        turn = await gate.take()
+        try:
+            data = await self._receive()
+            if data is None or not self._handle_read(data):
+                return None
+            return len(data) >= BUSY_READ_BYTES
+        finally:
+            if turn:
+                gate.give_back()
+
+    async def _receive(self) -> bytes | None:
+        """The next bytes (``b""`` at the end of the stream), or None when reading failed."""
+        self.stalled = True  # waiting for the peer's bytes (``PartialFrames``)
+        try:
+            data = await self._stream.receive(RECEIVE_SIZE)
+        except anyio.EndOfStream:
+            return b""
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self.close(f"read failed: {exc!r}")
+            return None
+        finally:
+            self.stalled = False
+        if self._traffic is not None:
+            self._traffic.bytes_in += len(data)
+        return data
+
+    def _handle_read(self, data: bytes) -> bool:
+        """Handle every complete frame of a read; False when the session must stop reading."""
         conn = self.connection
         handler = self._handler
-        stream = self._stream
-        traffic = self._traffic
+        conn.receive_data(data)
+        heard = False
         while True:
             try:
-                data = await stream.receive(RECEIVE_SIZE)
-            except anyio.EndOfStream:
-                data = b""
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                self.close(f"read failed: {exc!r}")
-                return
-            if traffic is not None:
-                traffic.bytes_in += len(data)
-            self._heard = True
-            conn.receive_data(data)
-            while True:
+                frame = conn.next_frame()
+            except RemoteProtocolError as exc:
+                self.close(f"protocol error: {exc}")
+                return False
+            if frame is None:
+                if heard:
+                    self._heard = True
+                if conn.buffered != self._partial:
+                    self._partial_frame(conn.buffered)
                 try:
-                    frame = conn.next_frame()
-                except RemoteProtocolError as exc:
-                    self.close(f"protocol error: {exc}")
-                    return
-                if frame is None:
-                    try:
-                        handler.flush()
-                    except Exception:
-                        log.exception("handler failed finishing a read from %s", self.peer)
-                        self.close("internal error handling SENDs")
-                        return
-                    break
-                if frame is CLOSED:
-                    self.close("client closed the connection", error=False)
-                    return
-                command = frame.command
-                if type(command) is c.Ping:
-                    self.send_command(c.Pong())  # §3.2: any frame counts, but PING wants PONG
-                    continue
-                if type(command) is c.Pong:
-                    continue
-                try:
-                    handler.handle_frame(frame)
+                    handler.flush()
                 except Exception:
-                    log.exception("handler failed on %s from %s", type(command).__name__, self.peer)
-                    self.close(f"internal error handling {type(command).__name__}")
-                    return
-                if self.close_reason:
-                    return
+                    log.exception("handler failed finishing a read from %s", self.peer)
+                    self.close("internal error handling SENDs")
+                    return False
+                return not self.close_reason
+            heard = True
+            if frame is CLOSED:
+                self.close("client closed the connection", error=False)
+                return False
+            command = frame.command
+            if type(command) is c.Ping:
+                self.send_command(c.Pong())  # §3.2: any frame counts, but PING wants PONG
+                continue
+            if type(command) is c.Pong:
+                continue
+            try:
+                handler.handle_frame(frame)
+            except Exception:
+                log.exception("handler failed on %s from %s", type(command).__name__, self.peer)
+                self.close(f"internal error handling {type(command).__name__}")
+                return False
+            if self.close_reason:
+                return False
 
-    # ---- writing -----------------------------------------------------------------------------
-
-    def send_command(self, command: c.Command) -> None:
-        """Queue a command (no payload) for the client; dropped once the session is closing."""
-        if self._closing:
-            return
-        try:
-            data = self.connection.send(command)
-        except LocalProtocolError as exc:
-            # Only reachable once the core closed the connection (bad input just now).
-            log.debug("not sending %s to %s: %s", type(command).__name__, self.peer, exc)
-            return
-        self._outbox.append(data)
-        self._count(len(data))
-        self._wake()
-
-    def _count(self, size: int) -> None:
-        """``size`` more bytes are queued: past the high water mark the session is unwritable."""
-        self._queued += size
-        if self._queued > WRITE_BUFFER_HIGH_WATER_MARK:
-            self.writable = False
-
-    def _wake(self) -> None:
-        if not self._woken:
-            self._woken = True
-            self._wakeup.set()
-
-    async def _write_loop(self) -> None:
-        stream = self._stream
-        try:
-            while True:
-                if not self._outbox:
-                    if self._closing:
-                        return
-                    self._wakeup = anyio.Event()
-                    self._woken = False
-                    await self._wakeup.wait()
-                    continue
-                out, self._outbox = self._outbox, []
-                data = out[0] if len(out) == 1 else b"".join(out)
-                del out
-                try:
-                    await stream.send(data)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                    self._outbox.clear()
-                    self._closing = True
-                    self.close(f"write failed: {exc!r}")
-                    return
-                # The socket took it all (anyio's send returns only then).
-                self._queued -= len(data)
-                if self._traffic is not None:
-                    self._traffic.bytes_out += len(data)
-                if self._queued < WRITE_BUFFER_LOW_WATER_MARK:
-                    self.writable = True
-        finally:
-            self._writer_done.set()
+    def _partial_frame(self, held: int) -> None:
+        """The incomplete frame now holds ``held`` bytes: count it (over budget, others close)."""
+        self._partial = held
+        self._guards.partial_frames.update(self, held)
 
     # ---- keep-alive (spec §3.2) --------------------------------------------------------------
 
@@ -328,14 +371,21 @@ class Session:
         pinged = False
         while True:
             await self._clock.sleep(self._keepalive_interval)
-            if self._heard:
-                self._heard = False
+            heard, wrote = self._heard, self._wrote
+            self._heard = self._wrote = False
+            if heard:
                 pinged = False
                 continue
             if self.connection.state is not State.OPEN:
                 # Pulsar's PulsarHandler: no handshake within one interval ends the connection.
                 self.close("no CONNECT within the keep-alive interval")
                 return
+            pauses = self.reading_paused
+            if pauses and REPLIES_UNREAD not in pauses:
+                continue  # we stopped reading it ourselves: its PONG may be waiting unread
+            if REPLIES_UNREAD in pauses and wrote:
+                pinged = False  # it reads what we send, we do not read it: alive
+                continue
             if pinged:
                 self.close("keep-alive timeout: the client did not answer PING")
                 return
@@ -343,44 +393,6 @@ class Session:
             pinged = True
 
     # ---- ConsumerSink / ProducerSink ---------------------------------------------------------
-
-    def send_message(
-        self,
-        consumer_id: int,
-        ledger_id: int,
-        entry_id: int,
-        partition: int,
-        redelivery_count: int,
-        ack_set: tuple[int, ...],
-        section: bytes,
-    ) -> None:
-        """Queue one MESSAGE (spec §7.2): the command plus the stored payload section."""
-        if self._closing:
-            return
-        # Head and section go to the outbox apart: the writer's join is their only copy.
-        head = encode_message_head(
-            consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, len(section)
-        )
-        self._outbox += (head, section)
-        self._count(len(head) + len(section))
-        if not self._woken:
-            self._wake()
-
-    def send_receipts(
-        self, producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]
-    ) -> None:
-        """Queue SEND_RECEIPTs: each sequence id with its ``(ledger, entry)`` (spec §6.2)."""
-        if self._closing:
-            return
-        try:
-            data = self.connection.send_receipts(producer_id, sequence_ids, positions)
-        except LocalProtocolError as exc:
-            log.debug("not sending receipts to %s: %s", self.peer, exc)
-            return
-        self._outbox.append(data)
-        self._count(len(data))
-        if not self._woken:
-            self._wake()
 
     def close_consumer(self, consumer_id: int) -> None:
         """Tell the client the broker closed a consumer (§9); it reconnects and resubscribes."""

@@ -257,14 +257,12 @@ class Acknowledgements:
         if count is None:
             if end:
                 self._up_to(end - 1)
-        else:
-            done: list[int] = []
-            index = cursor.mark_delete + 1
-            while index < end and len(done) < count:
-                if cursor.ack(index):
-                    done.append(index)
-                index += 1
-            self._settle(done)
+        elif count > 0:
+            # Acknowledging the first ``count`` unacknowledged entries is acknowledging
+            # everything up to the last of them, found without a walk through the backlog (the
+            # admin API passes any count).
+            last = cursor.nth_unacked(count, end)
+            self._up_to(end - 1 if last is None else last)
         return self._change(cursor.mark_delete != mark_delete, backlog - self.backlog())
 
     def apply_compaction(self, dropped: Iterable[int], survivors: Mapping[int, int]) -> AckChange:

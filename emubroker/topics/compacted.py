@@ -26,7 +26,6 @@ skips it and sends a surviving batch with ``CommandMessage.ack_set`` = its survi
 
 from __future__ import annotations
 
-import zlib
 from typing import TYPE_CHECKING
 
 from protocol.batch import parse_batch
@@ -34,6 +33,7 @@ from protocol.codec import decode_record
 from protocol.commands import CompressionType, MessageMetadata
 from protocol.errors import RemoteProtocolError
 from protocol.framing import decode_payload_section
+from protocol.inflate import inflate_zlib
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -89,10 +89,10 @@ def _batch_keys(meta: MessageMetadata, payload: memoryview) -> list[tuple[str | 
         return None
     data: bytes | memoryview = payload
     if meta.compression == CompressionType.ZLIB:
-        try:
-            data = zlib.decompress(payload)
-        except zlib.error:
-            return None
+        inflated = inflate_zlib(payload, meta.uncompressed_size)
+        if inflated is None:
+            return None  # corrupt, or larger than it claims: kept as it is
+        data = inflated
     elif meta.compression not in (None, CompressionType.NONE):
         return None  # LZ4, ZSTD, SNAPPY: no decoder here; Pulsar keeps undecodable batches
     count = meta.num_messages_in_batch or 0

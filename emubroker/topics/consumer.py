@@ -32,6 +32,8 @@ class ConsumerOwner(Protocol):
 
     def redeliver(self, consumer: Consumer, ids: Sequence[MessageIdData] | None) -> None: ...
 
+    def resume_delivery(self, consumer: Consumer) -> None: ...
+
     async def seek(
         self,
         consumer: Consumer,
@@ -115,6 +117,11 @@ class Consumer(ConsumerRecord):
         """Add permits (FLOW) and let the dispatcher use them."""
         if not self.closed and permits > 0:
             self._owner.flow(self, permits)
+
+    def resume_delivery(self) -> None:
+        """Its connection is writable again: run a dispatch round (it skipped this consumer)."""
+        if not self.closed:
+            self._owner.resume_delivery(self)
 
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         """Apply an ACK to the subscription."""

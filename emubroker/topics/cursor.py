@@ -32,18 +32,33 @@ __all__ = ["Cursor", "mask_from_words", "words_from_mask"]
 
 _WORD = 64
 _WORD_MASK = (1 << 64) - 1
+_MAX_FULL_WORDS = 1 << 16
+"""Words of a batch's ack set sent in full (4 Mi messages: more than a 5 MiB frame holds)."""
 
 
 def mask_from_words(words: tuple[int, ...] | list[int], size: int) -> int:
-    """Join signed 64-bit ``ack_set`` words into one bitmask limited to ``size`` bits."""
+    """Join signed 64-bit ``ack_set`` words into one bitmask limited to ``size`` bits.
+
+    Costs what the words do, whatever ``size``: a batch's message count is the producer's word
+    (a hostile one may claim two billion), so no mask of ``size`` bits is ever built.
+    """
     mask = 0
     for i, word in enumerate(words):
         mask |= (word & _WORD_MASK) << (i * _WORD)
-    return mask & ((1 << size) - 1)
+    if size < len(words) * _WORD:
+        mask &= (1 << size) - 1
+    return mask
 
 
 def words_from_mask(mask: int, size: int) -> tuple[int, ...]:
-    """Split a bitmask of ``size`` bits into signed 64-bit ``ack_set`` words."""
+    """Split a bitmask of ``size`` bits into signed 64-bit ``ack_set`` words.
+
+    Words past the mask's highest set bit are left out when the batch claims more than a
+    frame's worth of messages (as Pulsar sends a bit set's words: a missing bit is a clear
+    one), so a claimed count costs nothing; smaller batches get a word for every message.
+    """
+    if size > _MAX_FULL_WORDS * _WORD:
+        size = min(size, mask.bit_length())
     out: list[int] = []
     for _ in range((size + _WORD - 1) // _WORD):
         word = mask & _WORD_MASK
@@ -128,7 +143,8 @@ class Cursor:
 
         Args:
             index: The entry.
-            unacked_mask: Bits of messages the client has *not* acknowledged.
+            unacked_mask: Bits of messages the client has *not* acknowledged (none at or past
+                ``size``: ``mask_from_words`` limits it).
             size: Messages in the batch.
 
         Returns:
@@ -136,7 +152,10 @@ class Cursor:
         """
         if self.is_acked(index):
             return False
-        remaining = self.partial.get(index, (1 << size) - 1) & unacked_mask
+        # ``unacked_mask`` has no bit at or past ``size``, so it is its own intersection with
+        # the full mask, which is never built (``size`` is the producer's claim).
+        known = self.partial.get(index)
+        remaining = unacked_mask if known is None else known & unacked_mask
         if remaining:
             self.partial[index] = remaining
             self.version += 1
@@ -191,6 +210,21 @@ class Cursor:
         while index < end and index in self.acked:
             index += 1
         return index
+
+    def nth_unacked(self, n: int, end: int) -> int | None:
+        """The ``n``-th (from 1) not fully acknowledged index after the mark-delete, if < ``end``.
+
+        Steps over the individually acknowledged ranges, not over the entries, so a far ``n``
+        costs no walk through the backlog (the admin API's peeks and skips take any number).
+        """
+        if n < 1:
+            return None
+        index = self.mark_delete + n
+        for first, last in self.ranges():  # sorted, all after the mark-delete position
+            if first > index:
+                break
+            index += last - first + 1  # acknowledged entries at or before it: that much further
+        return index if index < end else None
 
     def backlog(self, count: int) -> int:
         """Entries among the first ``count`` that are not fully acknowledged."""

@@ -559,7 +559,9 @@ class Dispatcher:
                     continue
                 if single_active:  # picker.select, without the call per entry
                     consumer = picker.active
-                    if consumer is not None and consumer.permits <= 0:
+                    if consumer is not None and (
+                        consumer.permits <= 0 or not consumer.sink.writable
+                    ):
                         consumer = None
                 else:
                     consumer = picker.select(info)

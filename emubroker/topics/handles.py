@@ -49,6 +49,10 @@ class ConsumerHandle(Protocol):
         """Grant ``permits`` more messages (FLOW); a batch of N takes N."""
         ...
 
+    def resume_delivery(self) -> None:
+        """Its connection is writable again: deliver what was held back while it was not."""
+        ...
+
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         """Apply an ACK; odd ids (before the first entry, unknown ledgers) are no-ops."""
         ...

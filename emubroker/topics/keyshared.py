@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
@@ -131,21 +132,26 @@ class StickySelector(Generic[C]):
     def add(self, consumer: C, name: str, ranges: Sequence[IntRange]) -> None:
         if not ranges:
             raise ConsumerAssignError(f"Key_Shared STICKY consumer {name!r} declared no ranges")
-        new = sorted(self._ranges)
         for r in ranges:
             if not 0 <= r.start <= r.end < HASH_RANGE_SIZE:
                 raise ConsumerAssignError(
                     f"invalid hash range [{r.start}, {r.end}] of consumer {name!r}: "
                     f"need 0 <= start <= end < {HASH_RANGE_SIZE}"
                 )
-            for start, end, _ in new:
-                if r.start <= end and start <= r.end:
-                    raise ConsumerAssignError(
-                        f"range [{r.start}, {r.end}] of consumer {name!r} overlaps "
-                        f"the taken range [{start}, {end}]"
-                    )
-            new.append((r.start, r.end, consumer))
-            new.sort(key=lambda t: t[0])
+        # One sort and one pass over neighbours: a SUBSCRIBE may carry hundreds of thousands of
+        # ranges, and checking each against every other would hold the event loop for hours.
+        # Sorted by start and disjoint up to a pair, a range can only overlap the one before.
+        mine = [(r.start, r.end, consumer) for r in ranges]
+        new = sorted([*self._ranges, *mine], key=lambda t: (t[0], t[1]))
+        for (start, end, _), (next_start, next_end, owner) in itertools.pairwise(new):
+            if next_start <= end:
+                taken, other = (start, end), (next_start, next_end)
+                if owner is not consumer:
+                    taken, other = other, taken
+                raise ConsumerAssignError(
+                    f"range [{other[0]}, {other[1]}] of consumer {name!r} overlaps "
+                    f"the taken range [{taken[0]}, {taken[1]}]"
+                )
         self._ranges = new
         self._starts = [start for start, _, _ in new]
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.handles import TopicHandle
     from emubroker.topics.limits import LimitResolver
+    from emubroker.topics.namespace_limits import NamespaceRoom
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
@@ -64,6 +65,7 @@ class TopicLoader:
         throttling: Dispatch throttling of persistent subscriptions.
         limits: Where count limits come from.
         retains: Whether a topic's namespace sets a retention policy (no trimming).
+        room: ``maxTopicsPerNamespace``, checked before a persistent topic is created.
     """
 
     def __init__(
@@ -78,8 +80,10 @@ class TopicLoader:
         throttling: DispatchThrottling | None,
         limits: LimitResolver,
         retains: Callable[[TopicName], bool],
+        room: NamespaceRoom,
     ) -> None:
         self._catalog = catalog
+        self._room = room
         self._settings = settings
         self._clock = clock
         self._backend = ledgers
@@ -204,6 +208,7 @@ class TopicLoader:
 
         Raises:
             TopicNotFoundError: It is not stored and ``create`` is false.
+            TooManyTopicsError: It is new and its namespace is at ``maxTopicsPerNamespace``.
             StorageError, MetadataStoreError: Storage failed.
         """
         while (loading := self._loading.get(name)) is not None:
@@ -212,6 +217,8 @@ class TopicLoader:
         state = states.get(name)
         if state is not None:
             return state
+        if create:
+            self._room.check_new(name)  # it may still turn out to exist in the backend
         s = self._settings()
         policy = LedgerPolicy(
             max_entries=max(1, s.managed_ledger_max_entries_per_ledger),

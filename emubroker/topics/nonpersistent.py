@@ -81,6 +81,9 @@ class NonPersistentConsumer(ConsumerRecord):
             subscription.last_flow = self.last_flow
             self.permits += permits
 
+    def resume_delivery(self) -> None:
+        """Nothing was held back: what could not be sent was dropped."""
+
     def ack(self, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:
         """Nothing is stored, so there is nothing to acknowledge; only the time is noted."""
         if not self.closed:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import NamespaceName, TopicDomain, TopicName
     from emubroker.topics.catalog import TopicCatalog
+    from emubroker.topics.namespace_limits import NamespaceRoom
     from emubroker.topics.settings import TopicSettings
 
 __all__ = ["PartitionedTopics"]
@@ -46,6 +47,7 @@ class PartitionedTopics:
         catalog: Where the counts live (and which other topics exist).
         settings: The current topic settings (auto-creation).
         metadata: Where the counts are written through; None: kept in memory only.
+        room: ``maxTopicsPerNamespace``, checked for every partition a create or grow adds.
     """
 
     def __init__(
@@ -53,9 +55,11 @@ class PartitionedTopics:
         catalog: TopicCatalog,
         *,
         settings: Callable[[], TopicSettings],
+        room: NamespaceRoom,
         metadata: MetadataStore | None = None,
     ) -> None:
         self._catalog = catalog
+        self._room = room
         self._counts = catalog.partitioned
         self._settings = settings
         self._metadata = metadata
@@ -109,6 +113,7 @@ class PartitionedTopics:
         Raises:
             TopicNotFoundError: Unknown namespace.
             NotAllowedError: Bad partition count, a partition name, or the topic exists.
+            TooManyTopicsError: The namespace has no room for its partitions.
         """
         self._catalog.check_namespace(name)
         if partitions < 1:
@@ -117,6 +122,7 @@ class PartitionedTopics:
             raise NotAllowedError(f"{name} is a partition name, not a topic name")
         if name in self._counts or self._catalog.has_topic(name):
             raise NotAllowedError(f"Topic {name} already exists")
+        self._room.check(name, partitions)
         self._counts[name] = partitions
         await self._write(name, partitions)
 
@@ -126,6 +132,7 @@ class PartitionedTopics:
         Raises:
             TopicNotFoundError: Not a partitioned topic.
             NotAllowedError: Fewer partitions than it has.
+            TooManyTopicsError: The namespace has no room for the new partitions.
         """
         current = self._counts.get(name)
         if current is None:
@@ -135,6 +142,7 @@ class PartitionedTopics:
                 f"Desired partitions {partitions} can't be less than the current partitions "
                 f"{current}."
             )
+        self._room.check(name, partitions - current)
         self._counts[name] = partitions
         await self._write(name, partitions)
 

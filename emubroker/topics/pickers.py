@@ -19,8 +19,10 @@ class of each type (spec/wire-protocol.md §7.1):
 
 A consumer can take an entry while its permits are > 0 (a batch may overshoot, §7.1) and, where
 unacked messages are tracked, while it is not *blocked* on them (``acks``). With
-``writable_only`` (non-persistent topics) it also needs a *writable* connection
-(``ConsumerSink.writable``), as Pulsar's non-persistent dispatchers check ``isWritable()``.
+``writable_only`` it also needs a *writable* connection (``ConsumerSink.writable``): Pulsar's
+non-persistent dispatchers check ``isWritable()`` and drop; the persistent dispatcher holds the
+entries in the ledger until the connection drains (docs/reliability.md), and then counts an
+unwritable consumer's permits as none.
 The picker shares the subscription's list of consumers (join order) and is the one that adds to
 it and removes from it.
 """
@@ -102,7 +104,7 @@ class PickerContext(NamedTuple):
         topic: The full topic name (a non-partitioned Failover topic picks its active by it).
         partition: The topic's partition index, -1 when not a partition.
         hash_points: Ring points per consumer for Key_Shared AUTO_SPLIT.
-        writable_only: Pick only consumers whose connection is writable (non-persistent).
+        writable_only: Pick only consumers whose connection is writable.
     """
 
     topic: str
@@ -189,7 +191,11 @@ class ConsumerPicker(ABC, Generic[M]):
         """``consumer`` if it may take an entry now (permits, not blocked, writable)."""
         if consumer is None or consumer.permits <= 0 or consumer.blocked:
             return None
-        return None if self._context.writable_only and not consumer.sink.writable else consumer
+        return consumer if self._writable(consumer) else None
+
+    def _writable(self, consumer: M) -> bool:
+        """Whether the consumer's connection may be sent to (always, without ``writable_only``)."""
+        return not self._context.writable_only or consumer.sink.writable
 
 
 class _SingleActivePicker(ConsumerPicker[M]):
@@ -227,11 +233,13 @@ class _SingleActivePicker(ConsumerPicker[M]):
         return self._takes(self.active)
 
     def has_capacity(self) -> bool:
-        return self.active is not None and self.active.permits > 0
+        return self.permits() > 0
 
     def permits(self) -> int:
         active = self.active
-        return 0 if active is None else active.permits
+        if active is None or not self._writable(active):
+            return 0
+        return active.permits
 
 
 class ExclusivePicker(_SingleActivePicker[M]):
@@ -264,14 +272,16 @@ class _MultiplePicker(ConsumerPicker[M]):
     """Shared and Key_Shared: entries spread over every consumer that has room."""
 
     def has_capacity(self) -> bool:
-        return any(c.permits > 0 and not c.blocked for c in self._consumers)
+        return any(c.permits > 0 and not c.blocked and self._writable(c) for c in self._consumers)
 
     def permits(self) -> int:
         # Pulsar's getFirstAvailableConsumerPermits: a read only while some consumer not
-        # blocked on unacked messages has permits; the total counts every consumer's.
+        # blocked on unacked messages has permits; the total counts every consumer's. With
+        # ``writable_only`` an unwritable consumer counts none (Pulsar reads one entry then;
+        # the persistent dispatcher holds its entries until it drains, ``resume_delivery``).
         total = first = 0
         for consumer in self._consumers:
-            if consumer.permits > 0:
+            if consumer.permits > 0 and self._writable(consumer):
                 total += consumer.permits
                 if not first and not consumer.blocked:
                     first = consumer.permits

@@ -41,7 +41,7 @@ class ConsumerSet(Generic[M]):
         max_unacked: ``maxUnackedMessagesPerConsumer`` where unacked messages are tracked;
             0 disables.
         hash_points: Ring points per consumer for Key_Shared AUTO_SPLIT.
-        writable_only: Pick only consumers whose connection is writable (non-persistent).
+        writable_only: Pick only consumers whose connection is writable.
     """
 
     def __init__(

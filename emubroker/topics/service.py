@@ -27,6 +27,7 @@ from emubroker.topics.catalog import TopicCatalog
 from emubroker.topics.expiry import MessageExpiry
 from emubroker.topics.limits import LimitResolver
 from emubroker.topics.loading import TopicLoader
+from emubroker.topics.namespace_limits import NamespaceRoom
 from emubroker.topics.operations import TopicOperations
 from emubroker.topics.partitioned import PartitionedTopics
 from emubroker.topics.publish_rates import PublishRates
@@ -94,6 +95,9 @@ class TopicService:
             namespace_ttl=_namespace_ttl(namespace_policies),
         )
         self._catalog = TopicCatalog(namespaces)
+        room = NamespaceRoom(
+            self._catalog, settings=self._current_settings, namespace_policies=namespace_policies
+        )
         self._loader = TopicLoader(
             self._catalog,
             settings=self._current_settings,
@@ -104,9 +108,10 @@ class TopicService:
             throttling=throttling,
             limits=LimitResolver(namespace_policies, throttling),
             retains=_retains(namespace_policies),
+            room=room,
         )
         self._partitioned = PartitionedTopics(
-            self._catalog, settings=self._current_settings, metadata=metadata
+            self._catalog, settings=self._current_settings, room=room, metadata=metadata
         )
         self._operations = TopicOperations(
             self._catalog, self._loader, self._partitioned, self.expiry
@@ -253,6 +258,7 @@ class TopicService:
         Raises:
             TopicNotFoundError: Unknown namespace.
             NotAllowedError: Bad partition count, a partition name, or the topic exists.
+            TooManyTopicsError: The namespace has no room for its partitions.
         """
         await self._partitioned.create(name, partitions)
 
@@ -262,6 +268,7 @@ class TopicService:
         Raises:
             TopicNotFoundError: Not a partitioned topic.
             NotAllowedError: Fewer partitions than it has.
+            TooManyTopicsError: The namespace has no room for the new partitions.
         """
         await self._partitioned.update(name, partitions)
 

@@ -105,6 +105,8 @@ class TopicSettings:
     max_consumers_per_topic = _Key[int]("maxConsumersPerTopic")
     max_consumers_per_subscription = _Key[int]("maxConsumersPerSubscription")
     max_subscriptions_per_topic = _Key[int]("maxSubscriptionsPerTopic")
+    max_topics_per_namespace = _Key[int]("maxTopicsPerNamespace")
+    """Persistent topics a namespace may hold (0: no limit; ``namespace_limits``)."""
     ttl_duration_default_in_seconds = _Key[int]("ttlDurationDefaultInSeconds")
     """The message TTL of namespaces whose policies set none (0: no TTL; ``expiry``)."""
     message_expiry_check_interval_in_minutes = _Key[int]("messageExpiryCheckIntervalInMinutes")

@@ -92,6 +92,9 @@ class Subscription:
             partition=partition,
             max_unacked=settings.max_unacked_messages_per_consumer,
             hash_points=settings.key_shared_hash_points,
+            # Entries wait (in the ledger) while a consumer's connection is unwritable: its
+            # session then queues no more than its high water mark (``emubroker.net.writer``).
+            writable_only=True,
         )
         self._ledger = ledger
         self._on_remove = on_remove
@@ -233,6 +236,11 @@ class Subscription:
         consumer.flowed(self.wall_ms())
         self.last_flow = consumer.last_flow
         consumer.permits += permits
+        self.dispatcher.wake()
+
+    def resume_delivery(self, consumer: Consumer) -> None:
+        """``consumer``'s connection drained: a dispatch round (the last ones skipped it)."""
+        del consumer
         self.dispatcher.wake()
 
     def ack(self, consumer: Consumer, ack_type: AckType, ids: Sequence[MessageIdData]) -> None:

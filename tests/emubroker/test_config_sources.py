@@ -89,6 +89,17 @@ def test_resolve_keys_names_the_source_of_unknown_keys() -> None:
     assert resolve_keys({"clusterName": "", "brokerServicePort": 1}) == {"brokerServicePort": 1}
 
 
+def test_max_connections_per_ip_is_read_as_pulsars_key(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = load_config(overrides={"maxConnectionsPerIp": 3}, environ={})
+    assert config.brokerMaxConnectionsPerIp == 3
+    assert "'brokerMaxConnectionsPerIp'" in caplog.text
+    both = {"maxConnectionsPerIp": 3, "brokerMaxConnectionsPerIp": 5}
+    assert load_config(overrides=both, environ={}).brokerMaxConnectionsPerIp == 5
+    env = {"PULSAR_PREFIX_maxConnectionsPerIp": "2"}
+    assert load_config(environ=env).brokerMaxConnectionsPerIp == 2
+
+
 def test_new_behaviour_keys_and_their_defaults() -> None:
     config = BrokerConfig()
     assert config.schemaCompatibilityStrategy == "FULL"  # Pulsar's default

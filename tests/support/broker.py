@@ -14,12 +14,14 @@ import contextlib
 import math
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -190,8 +192,15 @@ class StandaloneProcess:
 
 
 @contextlib.contextmanager
-def standalone_process(*args: str, timeout: float = 30.0) -> Iterator[StandaloneProcess]:
+def standalone_process(
+    *args: str, timeout: float = 30.0, open_files: int | None = None
+) -> Iterator[StandaloneProcess]:
     """``python -m emubroker standalone --port 0 --admin-port 0 *args`` as a subprocess.
+
+    Args:
+        args: More command-line arguments.
+        timeout: Seconds to wait for the ready line.
+        open_files: If given, the process's limit of open files (soft and hard).
 
     Yields:
         The process, once its ready line was printed; stopped with SIGINT on exit.
@@ -214,6 +223,7 @@ def standalone_process(*args: str, timeout: float = 30.0) -> Iterator[Standalone
         text=True,
         env=env,
         cwd=ROOT,
+        preexec_fn=None if open_files is None else partial(_limit_open_files, open_files),
     )
     running: StandaloneProcess | None = None
     try:
@@ -246,3 +256,7 @@ def standalone_process(*args: str, timeout: float = 30.0) -> Iterator[Standalone
             running.stop()  # joins the drain thread before the pipe is closed
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _limit_open_files(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))

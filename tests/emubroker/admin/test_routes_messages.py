@@ -135,6 +135,18 @@ async def test_zlib_payload_is_decompressed(admin: Admin, wire: Wire) -> None:
     assert (headers["X-Pulsar-compression"], headers["X-Pulsar-uncompressed-size"]) == ("ZLIB", "5")
 
 
+async def test_a_zlib_bomb_is_shown_as_stored_not_inflated(admin: Admin, wire: Wire) -> None:
+    # 200 MiB of zeros in 200 KiB, claiming 5 bytes: inflated whole it would take 200 MiB of
+    # the broker's memory per request (a 5 MiB frame of it, 5 GiB).
+    bomb = zlib.compressobj(9)
+    chunk = bytes(1024 * 1024)
+    payload = b"".join(bomb.compress(chunk) for _ in range(200)) + bomb.flush()
+    meta = plain(compression=c.CompressionType.ZLIB, uncompressed_size=5)
+    await produce(wire, TOPIC, [(meta, payload)])
+    status, _, body = await fetch(admin, f"{T}/examinemessage")
+    assert (status, body) == (200, payload)
+
+
 async def test_examine_from_either_end(admin: Admin, wire: Wire) -> None:
     await admin.ok("PUT", T)
     await admin.fails(

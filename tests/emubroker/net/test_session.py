@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import anyio
 import pytest
 from anyio.abc import TaskStatus
 
+from emubroker.net.guards import NetGuards
 from emubroker.net.session import (
     WRITE_BUFFER_HIGH_WATER_MARK,
     WRITE_BUFFER_LOW_WATER_MARK,
@@ -35,6 +37,8 @@ class RecordingHandler:
         self.closed_producers: list[int] = []
         self.fail_on: type[c.Record] | None = None
         self.flushed_after: list[int] = []  # len(frames) at each flush: one per read
+        self.writable_again_calls = 0
+        self.on_frame: Callable[[Frame], None] | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -49,9 +53,14 @@ class RecordingHandler:
         if isinstance(frame.command, c.Connect):
             self.session.send_command(c.Connected(server_version="t", protocol_version=20))
         self.frames.append(frame)
+        if self.on_frame is not None:
+            self.on_frame(frame)
 
     def flush(self) -> None:
         self.flushed_after.append(len(self.frames))
+
+    def writable_again(self) -> None:
+        self.writable_again_calls += 1
 
     def consumer_closed_by_broker(self, consumer_id: int) -> None:
         self.closed_consumers.append(consumer_id)
@@ -101,6 +110,7 @@ class Harness:
         *,
         max_frame_size: int = 1 << 20,
         stream: type[CountingStream] = CountingStream,
+        guards: NetGuards | None = None,
         traffic: TrafficCounter | None = None,
     ) -> None:
         client_end, server_end = memory_stream_pair()
@@ -119,6 +129,7 @@ class Harness:
             clock=clock,
             max_frame_size=max_frame_size,
             keepalive_interval=KEEPALIVE,
+            guards=guards,
             traffic=traffic,
         )
         self.done = anyio.Event()

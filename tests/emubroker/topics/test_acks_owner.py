@@ -115,6 +115,52 @@ def test_expiry_skip_and_compaction_report_the_entries_they_acknowledged() -> No
     assert acks.backlog() == 0
 
 
+def test_skip_acknowledges_the_next_unacknowledged_entries_whatever_the_count() -> None:
+    ml = _ledger(10)
+    acks = Acknowledgements(Cursor(), ml)
+    consumer = _consumer()
+    acks.deliver(consumer, 2, 1)
+    acks.ack_individual(_ids(ml, 1, 4, 5))
+    # The next three unacknowledged: 0, 2 and 3 (1 was acked); 4 and 5 fold in.
+    assert acks.skip(3) == AckChange(True, 3, 1, False)
+    assert acks.cursor.mark_delete == 5
+    assert (consumer.unacked, consumer.pending) == (0, {})
+    assert acks.skip(0) == AckChange(False, 0, 0, False)
+    assert acks.skip(10**18) == AckChange(True, 4, 0, False)  # 6..9, no walk to 10^18
+    assert acks.backlog() == 0
+
+
+def test_a_batch_claiming_two_billion_messages_costs_what_its_acks_carry() -> None:
+    # The message count is the producer's word; a mask of that many bits would be 256 MiB, and
+    # its ack set 33 million words.
+    huge = 2**31 - 1
+    ml = _ledger(1, batch=huge)
+    acks = Acknowledgements(Cursor(), ml)
+    consumer = _consumer()
+    assert acks.deliver(consumer, 0, huge)[:2] == (huge, ())
+    acks.ack_individual(_ids(ml, 0, ack_set=(0b101,)))  # all but messages 0 and 2
+    assert acks.cursor.partial == {0: 0b101}
+    acks.release(consumer, count=True)
+    assert acks.deliver(consumer, 0, huge)[:2] == (2, (0b101,))
+    acks.ack_individual(_ids(ml, 0, ack_set=(0b100,)))
+    assert acks.deliver(consumer, 0, huge)[:2] == (1, (0b100,))
+    acks.ack_individual(_ids(ml, 0, ack_set=(0,)))
+    assert acks.backlog() == 0
+
+
+class _FarLedger:
+    count = 10**12  # an index space only: skip asks nothing else of the ledger
+
+
+def test_skip_far_into_a_backlog_walks_nothing() -> None:
+    ledger: Any = _FarLedger()
+    acks = Acknowledgements(Cursor(), ledger)
+    acks.cursor.ack(7)
+    assert acks.skip(10**12 - 10) == AckChange(True, 10**12 - 10, 0, False)
+    assert acks.cursor.mark_delete == 10**12 - 10  # 0..10^12-10 with 7 among them
+    assert acks.skip(None).entries == 9
+
+
 def test_a_seek_forgets_acks_deliveries_and_counts() -> None:
     ml = _ledger(5)
     acks = Acknowledgements(Cursor(), ml)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -136,3 +137,54 @@ def test_acked_among_answers_as_is_acked(
     assert [i in among for i in range(first, first + n)] == [
         c.is_acked(i) for i in range(first, first + n)
     ]
+
+
+def _brute_nth_unacked(cursor: Cursor, n: int, end: int) -> int | None:
+    seen = 0
+    for index in range(cursor.mark_delete + 1, end):
+        if not cursor.is_acked(index):
+            seen += 1
+            if seen == n:
+                return index
+    return None
+
+
+@pytest.mark.parametrize("acked", [set(), {3, 4, 9}, {2, 3, 5, 6, 7}, {11}])
+def test_nth_unacked_steps_over_acknowledged_entries(acked: set[int]) -> None:
+    cursor = Cursor(mark_delete=1)
+    for index in acked:
+        cursor.ack(index)
+    cursor.ack_batch(8, 0b01, 2)  # partly acknowledged: still unacknowledged
+    for n in range(0, 13):
+        assert cursor.nth_unacked(n, 12) == _brute_nth_unacked(cursor, n, 12), n
+
+
+@given(st.sets(st.integers(0, 40)), st.integers(1, 45))
+def test_nth_unacked_agrees_with_a_walk(acked: set[int], n: int) -> None:
+    cursor = Cursor()
+    cursor.ack_many(sorted(acked, key=lambda i: -i))
+    assert cursor.nth_unacked(n, 41) == _brute_nth_unacked(cursor, n, 41)
+
+
+def test_nth_unacked_far_into_a_backlog_walks_nothing() -> None:
+    # A backlog of a trillion entries (an index space, nothing stored): a walk would never
+    # return.
+    cursor = Cursor()
+    cursor.ack(5)
+    cursor.ack(10**12 - 3)
+    assert cursor.nth_unacked(10**12 - 10, 10**12) == 10**12 - 10  # one acked before it
+    assert cursor.nth_unacked(10**12 - 2, 10**12) == 10**12 - 1
+    assert cursor.nth_unacked(10**12 - 1, 10**12) is None  # only 10^12 - 2 are unacked
+
+
+def test_ack_set_words_of_an_ordinary_batch_cover_every_message() -> None:
+    assert words_from_mask(0b1, 130) == (1, 0, 0)
+    assert mask_from_words((-1, -1, -1), 130) == (1 << 130) - 1
+    assert mask_from_words((0b111,), 2) == 0b11
+
+
+def test_ack_set_words_of_a_claimed_huge_batch_end_at_the_last_set_bit() -> None:
+    huge = 2**31 - 1
+    assert words_from_mask(0b101, huge) == (0b101,)
+    assert words_from_mask(1 << 64, huge) == (0, 1)
+    assert mask_from_words((0b101,), huge) == 0b101

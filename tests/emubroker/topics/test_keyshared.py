@@ -39,6 +39,30 @@ def test_sticky_selector_refuses_no_or_invalid_ranges() -> None:
         sel.add("a", "a", [IntRange(start=10, end=70000)])
 
 
+def test_sticky_selector_refuses_overlaps_among_a_consumers_own_ranges() -> None:
+    sel: StickySelector[str] = StickySelector()
+    with pytest.raises(ConsumerAssignError, match=r"\[5, 9\] .* overlaps the taken range \[0, 5\]"):
+        sel.add("a", "a", [IntRange(start=5, end=9), IntRange(start=0, end=5)])
+    with pytest.raises(ConsumerAssignError, match="overlaps"):
+        sel.add("a", "a", [IntRange(start=3, end=3), IntRange(start=3, end=3)])
+    sel.add("a", "a", [IntRange(start=0, end=4), IntRange(start=10, end=20)])
+    with pytest.raises(
+        ConsumerAssignError, match=r"\[5, 10\] of consumer 'b' overlaps .* \[10, 20\]"
+    ):
+        sel.add("b", "b", [IntRange(start=5, end=10)])
+    assert (sel.select(4), sel.select(5), sel.select(10)) == ("a", None, "a")
+
+
+@pytest.mark.timeout(10)  # checking each range against every other took minutes
+def test_sticky_selector_takes_every_slot_as_its_own_range() -> None:
+    sel: StickySelector[str] = StickySelector()
+    sel.add("even", "even", [IntRange(start=i, end=i) for i in range(0, 65536, 2)])
+    sel.add("odd", "odd", [IntRange(start=i, end=i) for i in range(65535, 0, -2)])
+    assert [sel.select(i) for i in (0, 1, 65534, 65535)] == ["even", "odd", "even", "odd"]
+    with pytest.raises(ConsumerAssignError, match="overlaps"):
+        sel.add("late", "late", [IntRange(start=i, end=i) for i in range(65535, 40000, -1)])
+
+
 def test_auto_split_is_deterministic_and_independent_of_join_order() -> None:
     one: AutoSplitSelector[str] = AutoSplitSelector(points=100)
     two: AutoSplitSelector[str] = AutoSplitSelector(points=100)

@@ -1,0 +1,93 @@
+"""``maxConcurrentLookupRequest``: lookups in flight over the broker, refused past the limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from emubroker.app import Broker
+from emubroker.config import load_config
+from emubroker.handlers.lookups import TOO_MANY_LOOKUPS, LookupLimit
+from emubroker.naming import TopicName
+from protocol import commands as c
+from protocol.errors import ServerError
+from tests.emubroker.sessions import session_over
+
+pytestmark = pytest.mark.anyio
+
+TOPIC = "persistent://public/default/t"
+
+
+class SlowMetadata:
+    """The real topic service, whose PARTITIONED_METADATA waits for the test's gate."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.gate = anyio.Event()
+
+    async def partitioned_metadata(self, name: TopicName) -> int:
+        await self.gate.wait()
+        result: int = await self._inner.partitioned_metadata(name)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@pytest.fixture
+def broker(memory_broker: Broker) -> Broker:
+    return memory_broker
+
+
+def test_the_limit_counts_lookups_in_flight() -> None:
+    limit = LookupLimit(2)
+    assert limit.try_acquire()
+    assert limit.try_acquire()
+    assert not limit.try_acquire()
+    limit.release()
+    assert limit.try_acquire()
+    assert all(LookupLimit(0).try_acquire() for _ in range(100_000))  # 0: no limit
+
+
+async def test_lookups_past_the_limit_are_answered_too_many_requests(broker: Broker) -> None:
+    topics = SlowMetadata(broker.topics)
+    lookups = LookupLimit(2)
+    session, client, client_end = session_over(broker, topics, lookups=lookups)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(session.run)
+        await client.handshake()
+        for request_id in (1, 2, 3):
+            await client.send(c.PartitionedTopicMetadata(topic=TOPIC, request_id=request_id))
+        await client.send(c.LookupTopic(topic=TOPIC, request_id=4))
+        refused = [await client.receive_command() for _ in range(2)]
+        assert refused == [
+            c.PartitionedTopicMetadataResponse(
+                request_id=3,
+                response=c.MetadataResult.FAILED,
+                error=ServerError.TooManyRequests,
+                message=TOO_MANY_LOOKUPS,
+            ),
+            c.LookupTopicResponse(
+                request_id=4,
+                response=c.LookupType.FAILED,
+                error=ServerError.TooManyRequests,
+                message=TOO_MANY_LOOKUPS,
+            ),
+        ]
+        topics.gate.set()
+        answered = [await client.receive_command() for _ in range(2)]
+        assert sorted(r.request_id for r in answered) == [1, 2]  # type: ignore[union-attr]
+        assert lookups.in_flight == 0
+        await client.send(c.LookupTopic(topic=TOPIC, request_id=5))
+        reply = await client.receive_command()
+        assert isinstance(reply, c.LookupTopicResponse)
+        assert reply.response is c.LookupType.CONNECT
+        await client_end.aclose()
+
+
+def test_the_limit_follows_the_configuration() -> None:
+    assert load_config(environ={}).maxConcurrentLookupRequest == 50_000  # Pulsar's default
+    config = load_config(overrides={"maxConcurrentLookupRequest": 7}, environ={})
+    assert config.maxConcurrentLookupRequest == 7
