@@ -8,9 +8,9 @@ handler has its own run of sequence ids 0, 1, 2, ..., set explicitly on each sen
 Receipts come back in send order per handler (`protocol.client`'s rule 2; the official
 client's callbacks too), so each handler keeps a FIFO of what it sent, and the receipt listener
 (`ProducerConfig.receipt_listener`: one call per SEND, a whole batch at once) takes the batch's
-messages off its head: no callback and no future per message. The FIFO is columnar (a list of
-intended times, one of send times, one of keys), and a message's place in it is its sequence
-id, so a receipt handles its batch with slices and `extend`s rather than a step per message.
+messages off its head: no callback and no future per message. The FIFO is columnar
+(`inflight.PartitionSends`), so a receipt handles its batch with slices and `extend`s rather
+than a step per message.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from itertools import repeat
 from typing import Any, Final
 
 from loadgen.checks import compress
-from loadgen.drivers import Driver, ProducerLike
+from loadgen.drivers import Driver
+from loadgen.inflight import PartitionSends
 from loadgen.messages import ProducerPlan, ProducerTally
 from loadgen.payload import HEADER, MAGIC, NO_KEY, VERSION, key_chooser, key_name, sampled
 from loadgen.schedule import segment_arrivals
@@ -52,10 +53,6 @@ FLUSH_ROWS: Final = 16_384
 _UNPACED: Final = repeat(0.0)
 """The arrivals of every unlimited segment."""
 
-_COMPACT_AT: Final = 8192
-"""Receipted FIFO slots a handler drops at once (dropping them one batch at a time would move
-the whole outstanding rest each time)."""
-
 
 class GroupCounters:
     """One group's counts for the current second, in one worker (reset by each tick)."""
@@ -69,60 +66,6 @@ class GroupCounters:
         self.reconnections = 0
         self.latencies = array("q")  # µs from the intended send time
         self.delays = array("q")  # µs the send was late (produce only)
-
-
-class _Partition:
-    """One partition handler: its sequence ids, in-flight FIFO, receipts and trace rows.
-
-    The FIFO holds the messages from sequence id `base` on (receipted ones until compacted);
-    `head` is the place of the oldest message without an outcome, sequence id `base + head`.
-    """
-
-    __slots__ = (
-        "acked",
-        "base",
-        "failed",
-        "handler",
-        "head",
-        "index",
-        "intended",
-        "keys",
-        "next_seq",
-        "receipted",
-        "rows",
-        "sent",
-    )
-
-    handler: ProducerLike
-
-    def __init__(self, index: int, rows: ColumnBuffer) -> None:
-        self.index = index
-        self.next_seq = 0
-        self.base = 0
-        self.head = 0
-        self.intended: list[int] = []
-        self.sent: list[int] = []
-        self.keys: list[int] = []  # key indexes, when the producer sends keys
-        self.acked = bytearray(4096)
-        self.receipted = 0
-        self.failed = 0
-        self.rows = rows
-
-    def take(self, count: int) -> tuple[int, int, int]:
-        """Move the head past `count` messages: (their first sequence id, start, end in FIFO)."""
-        start = self.head
-        end = self.head = start + count
-        if end > len(self.intended):
-            raise RuntimeError(f"{count} outcomes for {len(self.intended) - start} messages")
-        return self.base + start, start, end
-
-    def compact(self) -> None:
-        """Drop the messages with an outcome once there are enough of them."""
-        head = self.head
-        if head >= _COMPACT_AT:
-            del self.intended[:head], self.sent[:head], self.keys[:head]
-            self.base += head
-            self.head = 0
 
 
 class ProducerRunner:
@@ -150,7 +93,7 @@ class ProducerRunner:
         self._writer = writer
         self._threshold = sample_threshold
         self._full = full_sample
-        self._partitions: list[_Partition] = []
+        self._partitions: list[PartitionSends] = []
         self._attachments = 0
         self.stopping = False
         self.first_send_ns: int | None = None
@@ -170,7 +113,7 @@ class ProducerRunner:
                 "size": self.plan.size,
             }
             rows = ColumnBuffer(constants, SEND_COLUMNS, int64_columns("sends"))
-            partition = _Partition(self.plan.first_index + offset, rows)
+            partition = PartitionSends(self.plan.first_index + offset, rows)
             partition.handler = await driver.create_producer(
                 topic, self.plan, self._listener(partition)
             )
@@ -183,7 +126,7 @@ class ProducerRunner:
         new, self._attachments = total - self._attachments, total
         return new
 
-    def _listener(self, partition: _Partition) -> Any:
+    def _listener(self, partition: PartitionSends) -> Any:
         """What the client calls with each SEND's outcome (a batch's messages at once)."""
         latencies = self._counters.latencies
         counters = self._counters
