@@ -1,7 +1,7 @@
 """`loadgen analyze` over generated runs of 1M, 3M and 10M delivery rows: time and growth.
 
 Usage: python bench/analysis_scale.py [--rows 1000000,3000000,10000000] [--master local[2]]
-                                      [--keep DIR]
+                                      [--keep DIR] [--compare CHECKOUT]
 
 Writes a run directory per size as `loadgen run` would (docs/loadgen-trace.md): a manifest,
 `sends` and `receives` with one row per message each (so N delivery rows and N send rows), a
@@ -10,14 +10,19 @@ of one topic at 20,000 msg/s, read by a Shared subscription of 4 consumers, with
 latencies; a 0.01 % of them are left undelivered and as many delivered twice, so that every
 analysis has work to do. Then `python -m loadgen analyze RUN --out REPORT --master MASTER` runs
 in a fresh process per size, and the wall time of the whole command (JVM start included) is
-printed, with the growth against the smallest size. Goal: 10M rows in under 2 minutes on
-local[2].
+printed, with the growth against the smallest size and the load average around it (the
+machine may be shared). Goal: 10M rows in under 2 minutes on local[2].
+
+With `--compare CHECKOUT` (another version of this repository, e.g. `git worktree add` of
+main), each size is also analysed by that version's `loadgen`, right before this one, and the
+ratio of the two times is printed: side by side, as the load of a shared machine drifts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loadgen.trace.schema import arrow_schema  # noqa: E402
+from loadgen.trace.writer import DEFAULT_ROW_GROUP_ROWS  # noqa: E402
 
 T0_NS = 1_800_000_000 * 1_000_000_000
 RATE = 20_000
@@ -94,7 +100,8 @@ def write_run(path: Path, rows: int, seed: int = 1) -> None:
                 pa.table(
                     {**common, "receipt_ns": pa.array(receipt), "error": pa.nulls(n, pa.string())},
                     schema=sends_schema,
-                )
+                ),
+                row_group_size=DEFAULT_ROW_GROUP_ROWS,
             )
             delivered = rng.random(n) >= 0.0001  # a few lost ...
             twice = rng.random(n) < 0.0001  # ... and a few duplicated
@@ -111,7 +118,8 @@ def write_run(path: Path, rows: int, seed: int = 1) -> None:
                         "redelivery_count": pa.array(np.zeros(len(take), dtype=np.int64)),
                     },
                     schema=receives_schema,
-                )
+                ),
+                row_group_size=DEFAULT_ROW_GROUP_ROWS,
             )
     seconds = rows / RATE
     events = [
@@ -162,11 +170,40 @@ def write_run(path: Path, rows: int, seed: int = 1) -> None:
     (path / "manifest.json").write_text(json.dumps(manifest))
 
 
+def analyse(run: Path, report: Path, master: str, checkout: Path) -> float:
+    """Seconds `python -m loadgen analyze` of `checkout` takes on `run` (a fresh process)."""
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "analyze",
+            str(run),
+            "--out",
+            str(report),
+            "--master",
+            master,
+            "--quiet",
+        ],
+        check=True,
+        cwd=checkout,  # `-m` imports loadgen from the working directory first
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="1000000,3000000,10000000")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--keep", help="keep the generated runs and reports here")
+    parser.add_argument("--compare", type=Path, help="a checkout to measure side by side")
     args = parser.parse_args()
     sizes = [int(s) for s in args.rows.split(",")]
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="analysis-scale-"))
@@ -178,31 +215,21 @@ def main() -> None:
             if not (run / "manifest.json").exists():
                 write_run(run, rows)
             generated = time.perf_counter() - started
-            started = time.perf_counter()
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "loadgen",
-                    "analyze",
-                    str(run),
-                    "--out",
-                    str(base / f"report-{rows}"),
-                    "--master",
-                    args.master,
-                    "--quiet",
-                ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            elapsed = time.perf_counter() - started
+            line = f"{rows:>12,} delivery rows (generated in {generated:5.1f} s):"
+            if args.compare:
+                before = load()
+                other = analyse(run, base / f"report-{rows}-compared", args.master, args.compare)
+                line += f" compared version {other:6.1f} s (load {before}),"
+            before = load()
+            elapsed = analyse(run, base / f"report-{rows}", args.master, ROOT)
             results.append((rows, elapsed))
-            print(
-                f"{rows:>12,} delivery rows: generated in {generated:6.1f} s, "
-                f"analysed in {elapsed:6.1f} s ({rows / elapsed / 1e3:,.0f} k rows/s)",
-                flush=True,
+            line += (
+                f" analysed in {elapsed:6.1f} s ({rows / elapsed / 1e3:,.0f} k rows/s,"
+                f" load {before} -> {load()})"
             )
+            if args.compare:
+                line += f", {elapsed / other:.2f}x the compared version's time"
+            print(line, flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -23,6 +23,7 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
+from emubroker.admin_cli_bundles import split_bundle_command
 from emubroker.admin_cli_security import (
     CliError,
     add_auth_options,
@@ -43,6 +44,9 @@ __all__ = ["AdminClient", "AdminError", "add_parser", "main", "run"]
 DEFAULT_ADMIN_URL: Final = "http://localhost:8080"
 TIMEOUT: Final = 30.0
 """Seconds an admin call may take before the CLI gives up (they take milliseconds)."""
+MAX_REDIRECTS: Final = 5
+"""Redirects (307/308 to the owning broker) a call follows before giving up."""
+_REDIRECTS: Final = frozenset({307, 308})
 
 # pulsar-admin's RelativeTimeUtil: a signed count, then an optional unit (seconds by default).
 _DURATION: Final = re.compile(r"([+-]?\d+)([smhdwy]?)", re.IGNORECASE)
@@ -105,26 +109,35 @@ class AdminClient:
         return {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}, payload
 
     def _send(self, method: str, path: str, data: bytes | None) -> tuple[Any, bytes]:
-        request = urllib.request.Request(
-            self.base_url + path,
-            data=data,
-            method=method,
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                **self._headers,
-            },
-        )
-        try:
-            with urllib.request.urlopen(
-                request, timeout=TIMEOUT, context=self._ssl_context
-            ) as response:
-                return response.headers, response.read()
-        except urllib.error.HTTPError as exc:
-            raise AdminError(_describe(exc.code, exc.read())) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise AdminError(f"cannot reach {self.base_url}: {reason}") from None
+        url = self.base_url + path
+        for _ in range(MAX_REDIRECTS + 1):
+            request = urllib.request.Request(
+                url,
+                data=data,
+                method=method,
+                headers={
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                    **self._headers,
+                },
+            )
+            try:
+                with urllib.request.urlopen(
+                    request, timeout=TIMEOUT, context=self._ssl_context
+                ) as response:
+                    return response.headers, response.read()
+            except urllib.error.HTTPError as exc:
+                location = exc.headers.get("Location")
+                if exc.code in _REDIRECTS and location:
+                    # Another broker owns what the call is about (a bundle, a topic): urllib
+                    # follows only GET redirects, pulsar-admin follows every method.
+                    url = urllib.parse.urljoin(url, location)
+                    continue
+                raise AdminError(_describe(exc.code, exc.read())) from None
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                raise AdminError(f"cannot reach {self.base_url}: {reason}") from None
+        raise AdminError(f"more than {MAX_REDIRECTS} redirects from {self.base_url + path}")
 
 
 def _describe(status: int, body: bytes) -> str:
@@ -280,6 +293,7 @@ def _namespaces(sub: Any) -> None:
     dedup.set_defaults(
         run=lambda c, a: c.call("POST", _namespace_path(a.namespace) + "/deduplication", a.enable)
     )
+    split_bundle_command(sub, _namespace_path)
     _dispatch_rate_commands(sub)
     _count_limit_commands(sub)
     _message_ttl_commands(sub)

@@ -33,6 +33,7 @@ from emubroker.admin import (
     build_admin_app,
     serve_admin,
 )
+from emubroker.admin.bundle_wiring import build_bundle_splitter
 from emubroker.admin.health_check import HealthChecker, heartbeat_namespaces
 from emubroker.admin.metrics_loadbalance import (
     render_leader_unload_metrics,
@@ -323,6 +324,9 @@ def _admin_context(
             return policies.deduplicationEnabled
         return dynamic.config.brokerDeduplicationEnabled
 
+    stats = TopicStatsView(
+        topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
+    )
     return AdminContext(
         cluster=config.clusterName,
         broker_id=broker_id,
@@ -345,14 +349,21 @@ def _admin_context(
             leader_election=leader_election.statistics,
             load_balancing=load_balancing_metrics,
         ),
-        stats=TopicStatsView(
-            topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
-        ),
+        stats=stats,
         schemas=schemas,
         compaction=compaction,
         leader_election=leader_election,
         security=security,
         clock=clock,
+        bundle_splitter=build_bundle_splitter(
+            store,
+            ownership,
+            clock,
+            dynamic=dynamic,
+            namespaces=namespaces,
+            topics=topics,
+            stats=stats,
+        ),
     )
 
 

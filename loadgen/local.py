@@ -1,6 +1,6 @@
 """Clusters loadgen starts for a run (`cluster.start`), as processes on free loopback ports.
 
-`start = { brokers = 1, storage = ... }` runs today:
+`start = { brokers = 1, storage = ... }` runs one broker:
 
 * `memory`: `emubroker standalone` (the fastest; a killed broker loses what it held);
 * `durable`: `emubroker standalone --data-dir RUN/data` (a killed broker restarts with every
@@ -9,99 +9,40 @@
   is reachable (stub events), and a restarted broker finds its data in the stub.
 
 Processes are started with `python -m`, so the run uses the emubroker installed beside loadgen,
-and their output goes to `RUN/logs/*.log`. `brokers > 1` needs `emubroker cluster`, which this
-version does not have: `start_local_cluster` says so. When it exists, a `ClusterProcess` that runs
-`emubroker cluster -n N --port 0 --json` and implements `BrokerProcesses` with
-`emubroker cluster kill|start BROKER` slots in where `StandaloneCluster` does.
+and their output goes to `RUN/logs/*.log`. `brokers > 1` runs `emubroker cluster`
+(`loadgen.local_cluster.ClusterProcess`): a stub and N brokers, killed and restarted through the
+supervisor's `kill` and `start` commands.
 """
 
 from __future__ import annotations
 
 import re
 import signal
-import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import Any, Final
 
 import anyio
 import anyio.abc
 
 from loadgen.control import BrokerInfo, ClusterLayout
+from loadgen.local_cluster import ClusterProcess
+from loadgen.processes import ChildProcess, ClusterStartError
 from loadgen.scenario import Start
 from protocol.clock import Clock
 from storage_stub.client import open_stub_client
 from storage_stub.faults import FaultConfig
 
-__all__ = ["ClusterStartError", "LocalCluster", "StubFaultsClient", "start_local_cluster"]
-
-READY_TIMEOUT: Final = 30.0
-"""Seconds a process may take to print its ready line (a broker starts in well under one)."""
-
-STOP_TIMEOUT: Final = 10.0
+__all__ = [
+    "ClusterProcess",
+    "ClusterStartError",
+    "LocalCluster",
+    "StubFaultsClient",
+    "start_local_cluster",
+]
 
 _BROKER_READY: Final = re.compile(r"ready: service (\S+) admin (\S+)")
 _STUB_READY: Final = re.compile(r"storage-stub ready on (stub://\S+)")
-
-
-class ClusterStartError(Exception):
-    """The cluster could not be started; the message says why (and where its log is)."""
-
-
-class _Process:
-    """One child process with its output in a log file."""
-
-    def __init__(self, name: str, command: list[str], log_dir: Path) -> None:
-        self.name = name
-        self.command = command
-        self.log_path = log_dir / f"{name}.log"
-        self.process: anyio.abc.Process | None = None
-        self._log: IO[bytes] | None = None
-
-    async def start(self, ready: re.Pattern[str], clock: Clock) -> re.Match[str]:
-        """Start it and wait for its ready line.
-
-        Raises:
-            ClusterStartError: it exited or did not get ready in time.
-        """
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self._log = self.log_path.open("ab")
-        self.process = await anyio.open_process(
-            self.command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
-        )
-        deadline = clock.now() + READY_TIMEOUT
-        while True:
-            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
-            if match := ready.search(text):
-                return match
-            if self.process.returncode is not None or clock.now() > deadline:
-                await self.stop()
-                tail = "\n".join(text.strip().splitlines()[-5:])
-                why = "exited" if self.process.returncode is not None else "did not get ready"
-                raise ClusterStartError(f"{self.name} {why} (log {self.log_path}):\n{tail}")
-            await clock.sleep(0.05)
-
-    def signal(self, signum: signal.Signals) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.send_signal(signum)
-
-    async def wait(self) -> None:
-        if self.process is not None:
-            await self.process.wait()
-
-    async def stop(self) -> None:
-        """SIGTERM, then SIGKILL if it does not stop in time."""
-        if self.process is not None and self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(STOP_TIMEOUT):
-                await self.process.wait()
-            if self.process.returncode is None:
-                self.process.kill()
-                await self.process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
 
 def _write_config(path: Path, config: dict[str, Any]) -> None:
@@ -136,8 +77,8 @@ class LocalCluster:
         self.run_dir = run_dir
         self.clock = clock
         self.logs = run_dir / "logs"
-        self.stub: _Process | None = None
-        self.broker: _Process | None = None
+        self.stub: ChildProcess | None = None
+        self.broker: ChildProcess | None = None
         self.layout: ClusterLayout | None = None
         self._broker_args: list[str] = []
 
@@ -155,7 +96,7 @@ class LocalCluster:
             args += ["--config", str(config)]
         stub_url = None
         if self.start.storage == "stub":
-            self.stub = _Process(
+            self.stub = ChildProcess(
                 "storage-stub",
                 [*python, "storage_stub", "serve", "--port", "0", "--bind", "127.0.0.1"],
                 self.logs,
@@ -175,7 +116,7 @@ class LocalCluster:
             if self.start.storage == "durable":
                 command += ["--data-dir", str(self.run_dir / "data")]
         self._broker_args = command
-        self.broker = _Process("broker-0", [*command, *args], self.logs)
+        self.broker = ChildProcess("broker-0", [*command, *args], self.logs)
         match = await self.broker.start(_BROKER_READY, self.clock)
         service_url, admin_url = match.group(1), match.group(2)
         # A restart must come back on the same ports, where the clients reconnect.
@@ -209,11 +150,11 @@ class LocalCluster:
         args = ["--bind", "127.0.0.1", "--log-level", "WARNING", *self._ports]
         if self.start.config:
             args += ["--config", str(self.run_dir / "broker.conf")]
-        self.broker = _Process(process.name, [*self._broker_args, *args], self.logs)
+        self.broker = ChildProcess(process.name, [*self._broker_args, *args], self.logs)
         await self.broker.start(_BROKER_READY, self.clock)
         return f"{process.name} restarted"
 
-    def _broker(self, broker: int) -> _Process:
+    def _broker(self, broker: int) -> ChildProcess:
         if broker != 0 or self.broker is None:
             raise ClusterStartError(f"no broker {broker}")
         return self.broker
@@ -261,16 +202,12 @@ class StubFaultsClient:
         return "cleared"
 
 
-def start_local_cluster(start: Start, run_dir: Path, clock: Clock) -> LocalCluster:
-    """The launcher for `start` (call `launch` on it).
-
-    Raises:
-        ClusterStartError: `start` asks for what this version cannot start.
-    """
-    if start.brokers > 1:
-        raise ClusterStartError(
-            f"cluster.start.brokers = {start.brokers} needs `emubroker cluster`, which this "
-            "emubroker does not have yet. Start the brokers yourself and give "
-            "cluster.service_url and cluster.admin_url, or use brokers = 1."
-        )
-    return LocalCluster(start, run_dir, clock)
+def start_local_cluster(start: Start, run_dir: Path, clock: Clock) -> LocalCluster | ClusterProcess:
+    """The launcher for `start` (call `launch` on it): one broker, or `emubroker cluster`."""
+    if start.brokers == 1:
+        return LocalCluster(start, run_dir, clock)
+    config = None
+    if start.config:
+        config = run_dir / "broker.conf"
+        _write_config(config, _in_run_dir(start.config, run_dir))
+    return ClusterProcess(start, run_dir, clock, config)

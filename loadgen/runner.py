@@ -33,7 +33,13 @@ from loadgen.aggregate import Aggregator, GroupInfo
 from loadgen.control import AdminRest, ClusterControl, ClusterLayout, ControlError
 from loadgen.durations import enc_hook
 from loadgen.events import PauseConsumers, ResumeConsumers, event_target
-from loadgen.local import ClusterStartError, LocalCluster, StubFaultsClient, start_local_cluster
+from loadgen.local import (
+    ClusterProcess,
+    ClusterStartError,
+    LocalCluster,
+    StubFaultsClient,
+    start_local_cluster,
+)
 from loadgen.messages import (
     Final as FinalReport,
 )
@@ -276,7 +282,7 @@ async def run_scenario(
     """
     run = _Run(scenario, options, console, clock or AnyioClock())
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    local: LocalCluster | None = None
+    local: LocalCluster | ClusterProcess | None = None
     try:
         if scenario.cluster.start is not None:
             try:
@@ -284,8 +290,9 @@ async def run_scenario(
                 layout = await local.launch()
             except ClusterStartError as exc:
                 raise RunError(f"cannot start the cluster: {exc}", EXIT_CLUSTER) from None
+            what = "broker" if len(layout.brokers) == 1 else f"cluster of {len(layout.brokers)}"
             console.out(
-                f"started a local broker: {layout.service_url} (admin {layout.admin_url})",
+                f"started a local {what}: {layout.service_url} (admin {layout.admin_url})",
                 highlight=False,
             )
         else:

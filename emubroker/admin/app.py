@@ -22,6 +22,7 @@ from aiohttp import web
 from emubroker.admin import (
     routes_broker_stats,
     routes_brokers,
+    routes_bundles,
     routes_clusters,
     routes_dispatch_rate,
     routes_limits,
@@ -74,6 +75,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
+    routes_bundles.add_routes(app)
     routes_permissions.add_routes(app)
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)

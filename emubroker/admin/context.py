@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance import OwnershipTable
+    from emubroker.loadbalance.bundle_split import BundleSplitter
     from emubroker.loadbalance.leader_election import LeaderElectionService
     from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
@@ -51,6 +52,7 @@ class AdminContext:
         security: Authentication and authorization of REST calls; None: neither.
         clock: The broker's clock (token expiry is checked against its wall time).
         leader_election: This broker's view of the cluster's leader (``leaderBroker``).
+        bundle_splitter: Splits bundles this broker owns (``.../{bundle}/split``).
     """
 
     cluster: str
@@ -72,6 +74,7 @@ class AdminContext:
     security: Security | None = None
     clock: Clock | None = None
     leader_election: LeaderElectionService | None = None
+    bundle_splitter: BundleSplitter | None = None
 
 
 CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+from urllib.parse import urlsplit
 
 import msgspec
 from aiohttp import web
@@ -40,6 +41,7 @@ __all__ = [
     "query_bool",
     "read_body",
     "read_json",
+    "redirect_to",
     "topic_of",
     "valid_name",
 ]
@@ -217,3 +219,20 @@ def valid_name(value: str) -> bool:
     rejects them too), so they are refused here.
     """
     return _NAME_RE.fullmatch(value) is not None and value not in _DOT_SEGMENTS
+
+
+def redirect_to(request: web.Request, base_url: str, **query: str) -> web.HTTPTemporaryRedirect:
+    """307 to the same path and query on ``base_url``'s scheme, host and port.
+
+    Args:
+        request: The request to send elsewhere.
+        base_url: Where to: only its scheme, host and port are used.
+        query: Query parameters to set (replacing the request's).
+    """
+    target = urlsplit(base_url)
+    url = (
+        request.url.with_scheme(target.scheme or "http")
+        .with_host(target.hostname or "")
+        .with_port(target.port)
+    )
+    return web.HTTPTemporaryRedirect(url.update_query(query) if query else url)

@@ -26,14 +26,12 @@ successful write here they answer 204.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import msgspec
 from aiohttp import web
 
 from emubroker.admin.errors import INTERNAL, NOT_FOUND, PRECONDITION_FAILED, RestError
 from emubroker.admin.health_check import HealthCheckError
-from emubroker.admin.http import context, json_response, no_content
+from emubroker.admin.http import context, json_response, no_content, redirect_to
 from emubroker.dynamic_config import DynamicConfigError
 from emubroker.handlers.common import SERVER_VERSION
 from emubroker.loadbalance.broker_registry import available_brokers, read_report
@@ -60,16 +58,6 @@ class NamespaceOwnershipStatus(msgspec.Struct):
     is_active: bool = True
 
 
-def _redirect(request: web.Request, base_url: str) -> web.HTTPTemporaryRedirect:
-    """307 to the same path and query on ``base_url``'s scheme, host and port."""
-    target = urlsplit(base_url)
-    return web.HTTPTemporaryRedirect(
-        request.url.with_scheme(target.scheme or "http")
-        .with_host(target.hostname or "")
-        .with_port(target.port)
-    )
-
-
 async def _validate_cluster_ownership(request: web.Request, cluster: str) -> None:
     """Pulsar's ``validateClusterOwnership``: another cluster is a redirect, none a 404."""
     ctx = context(request)
@@ -81,7 +69,7 @@ async def _validate_cluster_ownership(request: web.Request, cluster: str) -> Non
     url = data.service_url_tls if request.secure and data.service_url_tls else data.service_url
     if not url:
         raise RestError(INTERNAL, f"Cluster {cluster} has no serviceUrl to redirect to")
-    raise _redirect(request, url)
+    raise redirect_to(request, url)
 
 
 async def _maybe_redirect_to_broker(request: web.Request, broker_id: str) -> None:
@@ -100,7 +88,7 @@ async def _maybe_redirect_to_broker(request: web.Request, broker_id: str) -> Non
         url = report.web_service_url_tls
     if not url:
         raise not_found
-    raise _redirect(request, url)
+    raise redirect_to(request, url)
 
 
 async def active_brokers(request: web.Request) -> web.Response:

@@ -50,6 +50,7 @@ from emubroker.policies import (
     SchemaCompatibilityStrategy,
     bundles_data,
 )
+from emubroker.policies.local import delete_local_policies
 from protocol.commands import TopicsMode
 
 if TYPE_CHECKING:
@@ -172,6 +173,9 @@ async def delete_namespace(request: web.Request) -> web.Response:
     ):
         raise RestError(CONFLICT, "Cannot delete non empty namespace")
     await ctx.policies.delete_namespace(namespace)
+    # As Pulsar's internalClearZkSources: a namespace created again later starts from its own
+    # bundle layout, not from a split of the deleted one.
+    await delete_local_policies(ctx.metadata, namespace)
     ctx.namespaces.apply(namespace, None)
     for bundle in ctx.ownership.owned_bundles():
         if bundle.namespace == namespace:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from emubroker.naming import InvalidNameError, TopicName
 from emubroker.ratelimit.readsize import ThrottleStats
 from protocol.commands import AccessMode
 from storage_stub.client import StorageError
@@ -24,7 +25,7 @@ from storage_stub.client import StorageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from emubroker.admin.metrics import RateTracker
+    from emubroker.admin.metrics import Rates, RateTracker
     from emubroker.topics import Topic, TopicHandle, TopicService
     from emubroker.topics.producer import ProducerHandle
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
@@ -104,6 +105,14 @@ class TopicStatsView:
     def refresh(self) -> None:
         """Sample the counters so rates are current (cheap within the sampling window)."""
         self._rates.sample(self._topics.statistics())
+
+    def rates(self, name: str) -> Rates | None:
+        """A loaded topic's rates over the last sampling window (None: not loaded here)."""
+        try:
+            topic = self._topics.loaded_topic(TopicName.parse(name))
+        except InvalidNameError:
+            return None
+        return None if topic is None else self._rates.topic(name)
 
     # ---- stats ----------------------------------------------------------------------------------
 

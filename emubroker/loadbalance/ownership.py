@@ -115,7 +115,14 @@ class OwnershipTable:
         Raises:
             MetadataStoreError: The metadata store failed.
         """
-        bundle = self.bundle_of(topic)
+        return await self.owner_of_bundle(self.bundle_of(topic))
+
+    async def owner_of_bundle(self, bundle: NamespaceBundle) -> BrokerInfo:
+        """The broker that owns ``bundle``, acquiring it for us if nobody does.
+
+        Raises:
+            MetadataStoreError: The metadata store failed.
+        """
         if bundle in self._owned:
             return self.me
         path = ownership_path(bundle)

@@ -149,22 +149,34 @@ def delivery_gaps(ctx: Context) -> dict[str, Table]:
     )
     if not events:
         return {"delivery_gaps": Table("delivery_gaps", columns, [])}
-    receives = ctx.table("receives")
     ns = F.col("receive_ns")
-    aggregates = [
+    # First per topic (what an event touches depends on the topic only), then per consumer:
+    # one pass over `receives` without a distinct count per event.
+    per_topic = [
         F.count("*").alias("n"),
         F.min(ns).alias("first_ns"),
         F.max(ns).alias("last_ns"),
     ]
     for i, event in enumerate(events):
-        hit = _affects(event)
         at = F.lit(event.at_ns)
-        aggregates += [
-            F.max(F.when(hit & (ns < at), ns)).alias(f"b{i}"),
-            F.min(F.when(hit & (ns >= at), ns)).alias(f"a{i}"),
-            F.countDistinct(F.when(hit, F.col("topic"))).alias(f"t{i}"),
+        per_topic += [
+            F.max(F.when(ns < at, ns)).alias(f"b{i}"),
+            F.min(F.when(ns >= at, ns)).alias(f"a{i}"),
         ]
-    per_consumer = receives.groupBy("subscription", "consumer").agg(*aggregates).collect()
+    topics = ctx.table("receives").groupBy("subscription", "consumer", "topic").agg(*per_topic)
+    aggregates = [
+        F.sum("n").alias("n"),
+        F.min("first_ns").alias("first_ns"),
+        F.max("last_ns").alias("last_ns"),
+    ]
+    for i, event in enumerate(events):
+        hit = _affects(event)
+        aggregates += [
+            F.max(F.when(hit, F.col(f"b{i}"))).alias(f"b{i}"),
+            F.min(F.when(hit, F.col(f"a{i}"))).alias(f"a{i}"),
+            F.count(F.when(hit, F.col("topic"))).alias(f"t{i}"),
+        ]
+    per_consumer = topics.groupBy("subscription", "consumer").agg(*aggregates).collect()
     rows = []
     for row in per_consumer:
         usual = (row["last_ns"] - row["first_ns"]) / 1e9 / (row["n"] - 1) if row["n"] > 1 else None

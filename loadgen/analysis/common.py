@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -15,6 +16,8 @@ __all__ = [
     "Table",
     "base_topic",
     "collect",
+    "local_frame",
+    "phase_names",
     "phase_of",
     "seconds_since",
 ]
@@ -66,12 +69,17 @@ class Event:
 
 @dataclass
 class Context:
-    """One run being analysed: its inputs, Spark, its events and its time zero."""
+    """One run being analysed: its inputs, Spark, its events and its time zero.
+
+    It also keeps the aggregates several analyses share (`shared`), so that each pass over
+    the big tables is made once per run; `release` frees them when the jobs are done.
+    """
 
     spark: Any
     run: Run
     events: list[Event]
     skew_threshold: float = 0.10
+    _shared: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def start_ns(self) -> int:
@@ -84,13 +92,69 @@ class Context:
     def table(self, name: str) -> Any:
         return self.run.tables[name]
 
+    def shared(self, name: str, build: Callable[[Context], Any]) -> Any:
+        """The run's aggregate `name`: built by `build` the first time, then kept in memory.
+
+        It is computed at once, in a Spark job group of its own (`shared:NAME`), so that the
+        Spark UI (and the benchmark) show its cost apart from the analysis that first asked.
+        """
+        if name not in self._shared:
+            sc = self.spark.sparkContext
+            group = sc.getLocalProperty("spark.jobGroup.id")
+            description = sc.getLocalProperty("spark.job.description")
+            sc.setJobGroup(f"shared:{name}", f"{self.run.run_id}: {name} (shared)")
+            try:
+                frame = build(self).persist()
+                frame.count()
+            finally:
+                if group is not None:
+                    sc.setJobGroup(group, description or group)
+            self._shared[name] = frame
+        return self._shared[name]
+
+    def release(self) -> None:
+        """Free the shared aggregates (the collected tables are all the report needs)."""
+        for frame in self._shared.values():
+            frame.unpersist()
+        self._shared.clear()
+
 
 def collect(frame: Any, name: str, order: list[str] | None = None) -> Table:
-    """Run `frame` (ordered by `order`) and keep its rows as a `Table` called `name`."""
+    """Run `frame` (ordered by `order`) and keep its rows as a `Table` called `name`.
+
+    The tables collected are small: they are sorted in one partition, which spares the
+    sampling job of a global `orderBy` (the same order: ascending, nulls first).
+    """
     if order:
-        frame = frame.orderBy(*order)
+        frame = frame.repartition(1).sortWithinPartitions(*order)
     rows = [tuple(row) for row in frame.collect()]
     return Table(name, tuple(frame.columns), rows)
+
+
+def local_frame(
+    spark: Any, rows: Sequence[Sequence[Any]], schema: Sequence[tuple[str, str]]
+) -> Any:
+    """A small DataFrame of `rows` (Python values) with columns `schema` ((name, SQL type)).
+
+    Built from literals in the JVM: `createDataFrame` would start Python workers to read a
+    Python list, seconds on a small machine for a table of a few rows.
+    """
+    from pyspark.sql import functions as F
+
+    if not rows:
+        return spark.range(0).select(
+            *(F.lit(None).cast(kind).alias(column) for column, kind in schema)
+        )
+    structs = [
+        F.struct(
+            *(
+                F.lit(value).cast(kind).alias(column)
+                for value, (column, kind) in zip(row, schema, strict=True)
+            )
+        )
+        for row in rows
+    ]
+    return spark.range(1).select(F.inline(F.array(*structs)))
 
 
 def seconds_since(column: Any, start_ns: int) -> Any:
@@ -100,16 +164,30 @@ def seconds_since(column: Any, start_ns: int) -> Any:
     return (column - F.lit(start_ns)).cast("double") / 1e9
 
 
-def phase_of(seconds: Any, phases: list[Phase]) -> Any:
-    """The phase name at `seconds` after the start (`before` and `after` outside them)."""
+def phase_of(seconds: Any, phases: list[Phase], names: list[str] | None = None) -> Any:
+    """The phase name at `seconds` after the start (`before` and `after` outside them).
+
+    Given `names` (`phase_names(phases)`), the name's index in it instead: a number groups
+    faster than a string.
+    """
     from pyspark.sql import functions as F
 
+    def value(name: str) -> Any:
+        return F.lit(name if names is None else names.index(name))
+
     if not phases:
-        return F.lit("run")
-    expr = F.when(seconds < F.lit(phases[0].start_s), F.lit("before"))
+        return value("run")
+    expr = F.when(seconds < F.lit(phases[0].start_s), value("before"))
     for phase in phases:
-        expr = expr.when(seconds < F.lit(phase.end_s), F.lit(phase.name))
-    return expr.otherwise(F.lit("after"))
+        expr = expr.when(seconds < F.lit(phase.end_s), value(phase.name))
+    return expr.otherwise(value("after"))
+
+
+def phase_names(phases: list[Phase]) -> list[str]:
+    """Every name `phase_of` can give for `phases`, once each."""
+    if not phases:
+        return ["run"]
+    return list(dict.fromkeys(["before", *(phase.name for phase in phases), "after"]))
 
 
 def base_topic(column: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Correctness (lost, duplicated, reordered messages) and fairness of shared subscriptions.
+"""Correctness: lost, duplicated and reordered messages, each tied to an event.
 
 Per subscription of the scenario, the broker's receipted sends are compared with the
 deliveries, as loadgen's own end-of-run checks do (docs/loadgen-trace.md), but from the rows
@@ -10,10 +10,6 @@ and with every anomaly tied to an event:
 - *out of order*: a first delivery after a later message of the same producer partition (per
   key for Key_Shared; not checked for Shared, where Pulsar promises no order); tied to the last
   event before it.
-
-Fairness: per Shared and Key_Shared subscription, each consumer's share of the deliveries,
-Jain's index `(Σx)² / (n·Σx²)` (1 = perfectly even, 1/n = one consumer took all) and the
-max/min ratio; for Key_Shared also the keys that reached more than one consumer.
 """
 
 from __future__ import annotations
@@ -21,120 +17,50 @@ from __future__ import annotations
 from typing import Any, Final
 
 from loadgen.analysis.common import Context, Event, Table, base_topic, collect, seconds_since
+from loadgen.analysis.shared import messages, produced, subscription_frame
 
-__all__ = ["EXAMPLES_PER_KIND", "correctness", "fairness"]
+__all__ = ["EXAMPLES_PER_KIND", "correctness"]
 
 EXAMPLES_PER_KIND: Final = 200
 """Anomalous messages listed one by one per kind (all of them are counted)."""
 
-_ORDERED: Final = ("Exclusive", "Failover", "Key_Shared")
-
-
-def _subscriptions(ctx: Context) -> Any:  # a DataFrame
-    """(base, subscription, type): the scenario's, else those seen in `receives`."""
-    from pyspark.sql import functions as F
-
-    listed = ctx.run.subscriptions()
-    if listed:
-        return ctx.spark.createDataFrame(listed, "base string, subscription string, type string")
-    return (
-        ctx.table("receives")
-        .select(base_topic(F.col("topic")).alias("base"), "subscription")
-        .distinct()
-        .withColumn("type", F.lit("unknown"))
-    )
+BROADCAST_ANOMALIES: Final = 1_000_000
+"""Up to this many anomalous messages are sent to every task (a few tens of MB) to find their
+producers' names in one pass over the big table, instead of shuffling it."""
 
 
 def correctness(ctx: Context) -> dict[str, Table]:
     """Tables `correctness`, `anomalies` and `anomaly_examples`.
 
     `correctness` has a row per subscription, `anomalies` one per kind, subscription and event
-    tied to, `anomaly_examples` the first messages of each kind.
+    tied to, `anomaly_examples` the first messages of each kind. Everything is read from the
+    run's `messages` (`shared.messages`): counts, and a row per anomalous message.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    subs = F.broadcast(_subscriptions(ctx))
-    receives = ctx.table("receives").withColumn("base", base_topic(F.col("topic")))
-    # A producer index is one producer on one partition: with the sequence id it names a
-    # message, and shuffles on two numbers are cheaper than on topic names.
-    message = ["subscription", "producer_index", "sequence_id"]
-    first = receives.groupBy(*message).agg(
-        F.first("topic").alias("topic"),
-        F.count("*").alias("deliveries"),
-        F.min("receive_ns").alias("first_ns"),
-        F.max("receive_ns").alias("last_ns"),
-        F.first("key").alias("key"),
-        F.first("producer").alias("producer"),
-        F.first("base").alias("base"),
+    subs = F.broadcast(subscription_frame(ctx))
+    # The scenario's subscriptions only, as a subscription not listed has no expected sends.
+    checked = (
+        messages(ctx)
+        .withColumn("base", base_topic(F.col("topic")))
+        .join(subs, ["base", "subscription"])
     )
-    # Every output reads these two: computed once, kept in memory until the tables are out.
-    first = first.join(
-        subs.select("base", "subscription", "type"), ["base", "subscription"]
-    ).persist()
-    anomalies = []
-    acked_count = None
+    per_sub = (
+        checked.where(F.col("second").isNotNull())  # delivered at least once
+        .groupBy("base", "subscription", "type")
+        .agg(F.sum("received").alias("received"), F.sum("deliveries").alias("deliveries"))
+    )
     if ctx.run.has("sends"):
-        sends = ctx.table("sends").withColumn("base", base_topic(F.col("topic")))
-        acked = sends.where(F.col("receipt_ns").isNotNull()).join(subs, "base")
-        lost = acked.join(first.select(*message), message, "left_anti").select(
-            F.lit("lost").alias("kind"),
-            "base",
-            "subscription",
-            "producer",
-            "producer_index",
-            "sequence_id",
-            F.col("receipt_ns").alias("at_ns"),
+        acked_count = (
+            produced(ctx)
+            .groupBy(base_topic(F.col("topic")).alias("base"))
+            .agg(F.sum("messages").alias("acked"))
+            .join(subs.select("base", "subscription"), "base")
         )
-        anomalies.append(lost)
-        acked_count = acked.groupBy("base", "subscription").agg(F.count("*").alias("acked"))
-        unacked = (
-            first.join(
-                sends.where(F.col("receipt_ns").isNotNull()).select(
-                    "producer_index", "sequence_id"
-                ),
-                ["producer_index", "sequence_id"],
-                "left_anti",
-            )
-            .groupBy("base", "subscription")
-            .agg(F.count("*").alias("received_not_acked"))
+        unacked = checked.groupBy("base", "subscription").agg(
+            F.sum("received_not_acked").alias("received_not_acked")
         )
-    anomalies.append(
-        first.where(F.col("deliveries") > 1).select(
-            F.lit("duplicate").alias("kind"),
-            "base",
-            "subscription",
-            "producer",
-            "producer_index",
-            "sequence_id",
-            F.col("last_ns").alias("at_ns"),
-        )
-    )
-    ordered = first.where(F.col("type").isin(*_ORDERED))
-    stream = Window.partitionBy(
-        "subscription",
-        "producer_index",
-        F.when(F.col("type") == "Key_Shared", F.col("key")).otherwise(F.lit(None)),
-    ).orderBy("first_ns", "sequence_id")
-    before = F.max("sequence_id").over(stream.rowsBetween(Window.unboundedPreceding, -1))
-    anomalies.append(
-        ordered.withColumn("before", before)
-        .where(F.col("sequence_id") < F.col("before"))
-        .select(
-            F.lit("out_of_order").alias("kind"),
-            "base",
-            "subscription",
-            "producer",
-            "producer_index",
-            "sequence_id",
-            F.col("first_ns").alias("at_ns"),
-        )
-    )
-    per_sub = first.groupBy("base", "subscription", "type").agg(
-        F.count("*").alias("received"),
-        F.sum("deliveries").alias("deliveries"),
-    )
-    if acked_count is not None:
         per_sub = per_sub.join(acked_count, ["base", "subscription"], "full").join(
             unacked, ["base", "subscription"], "left"
         )
@@ -142,9 +68,36 @@ def correctness(ctx: Context) -> dict[str, Table]:
         per_sub = per_sub.withColumn("acked", F.lit(None).cast("long")).withColumn(
             "received_not_acked", F.lit(None).cast("long")
         )
-    everything = anomalies[0]
-    for frame in anomalies[1:]:
-        everything = everything.unionByName(frame)
+    anomalous = checked.where(F.col("producer_index").isNotNull())
+    lost = F.col("lost")
+    found = anomalous.agg(F.count(F.when(lost, True)), F.count(F.when(~lost, True))).first()
+    lost_rows = _named(
+        ctx, anomalous.where(lost), "sends", ["producer_index", "sequence_id"], found[0]
+    )
+    delivered_rows = _named(
+        ctx,
+        anomalous.where(~lost),
+        "receives",
+        ["subscription", "producer_index", "sequence_id"],
+        found[1],
+    )
+    kinds = [
+        frame.where(F.col(kind)).select(
+            F.lit(kind).alias("kind"),
+            "base",
+            "subscription",
+            "producer",
+            "producer_index",
+            "sequence_id",
+            F.col(at).alias("at_ns"),
+        )
+        for kind, at, frame in (
+            ("lost", "receipt_ns", lost_rows),
+            ("duplicate", "last_ns", delivered_rows),
+            ("out_of_order", "first_ns", delivered_rows),
+        )
+    ]
+    everything = kinds[0].unionByName(kinds[1]).unionByName(kinds[2])
     counts = (
         everything.groupBy("base", "subscription")
         .pivot("kind", ["lost", "duplicate", "out_of_order"])
@@ -174,7 +127,29 @@ def correctness(ctx: Context) -> dict[str, Table]:
         }
     finally:
         everything.unpersist()
-        first.unpersist()
+
+
+def _named(ctx: Context, anomalies: Any, table: str, message: list[str], count: int) -> Any:
+    """`anomalies` (`count` rows) with the producer's name, as `table`'s rows have it.
+
+    The names are looked up for the anomalous messages only (a join that keeps few rows of the
+    big table), rather than carried through the shuffle of every message.
+    """
+    from pyspark.sql import functions as F
+
+    if not count:
+        return anomalies.withColumn("producer", F.lit(None).cast("string"))
+    wanted = anomalies.select(*message).distinct()
+    if count <= BROADCAST_ANOMALIES:  # Spark cannot tell: its estimate of a join is a product
+        wanted = F.broadcast(wanted)
+    names = (
+        ctx.table(table)
+        .select(*message, "producer")
+        .join(wanted, message, "left_semi")
+        .groupBy(*message)
+        .agg(F.min("producer").alias("producer"))
+    )
+    return anomalies.join(names, message, "left")
 
 
 def _tie_to_events(ctx: Context, everything: Any, examples: Any) -> dict[str, Table]:
@@ -236,86 +211,3 @@ def _with_event_labels(
             label, at = events[i].label(), round((events[i].at_ns - start_ns) / 1e9, 3)
         rows.append((*row[:index], label, at, *row[index + 1 :]))
     return Table(table.name, tuple(columns), rows)
-
-
-def fairness(ctx: Context) -> dict[str, Table]:
-    """Tables `fairness_consumers`, `fairness` (per subscription) and `fairness_over_time`."""
-    from pyspark.sql import functions as F
-
-    subs = F.broadcast(
-        _subscriptions(ctx).where(F.col("type").isin("Shared", "Key_Shared", "unknown"))
-    )
-    receives = (
-        ctx.table("receives")
-        .withColumn("base", base_topic(F.col("topic")))
-        .join(subs, ["base", "subscription"])
-    )
-    per_consumer = receives.groupBy("base", "subscription", "type", "consumer").agg(
-        F.count("*").alias("deliveries"),
-        F.countDistinct("key").alias("keys"),
-    )
-    consumers = collect(
-        per_consumer.withColumnRenamed("base", "topic"),
-        "fairness_consumers",
-        ["topic", "subscription", "consumer"],
-    )
-    shared_keys = (
-        receives.where(F.col("type") == "Key_Shared")
-        .where(F.col("key").isNotNull())
-        .groupBy("base", "subscription", "key")
-        .agg(F.countDistinct("consumer").alias("consumers"))
-        .where(F.col("consumers") > 1)
-        .groupBy("base", "subscription")
-        .count()
-    )
-    keys_split = {(r[0], r[1]): int(r[2]) for r in shared_keys.collect()}
-    over_time = receives.groupBy(
-        F.floor(seconds_since(F.col("receive_ns"), ctx.start_ns)).alias("second"),
-        F.col("base").alias("topic"),
-        "subscription",
-        "consumer",
-    ).agg(F.count("*").alias("deliveries"))
-    return {
-        "fairness": _fairness_summary(consumers, keys_split),
-        "fairness_consumers": consumers,
-        "fairness_over_time": collect(over_time, "fairness_over_time", ["second", "consumer"]),
-    }
-
-
-def _fairness_summary(consumers: Table, keys_split: dict[tuple[str, str], int]) -> Table:
-    groups: dict[tuple[str, str, str], list[int]] = {}
-    for row in consumers.dicts():
-        groups.setdefault((row["topic"], row["subscription"], row["type"]), []).append(
-            int(row["deliveries"])
-        )
-    rows = []
-    for (topic, subscription, kind), counts in groups.items():
-        total = sum(counts)
-        jain = total * total / (len(counts) * sum(c * c for c in counts)) if total else 1.0
-        rows.append(
-            (
-                topic,
-                subscription,
-                kind,
-                len(counts),
-                total,
-                min(counts),
-                max(counts),
-                round(jain, 6),
-                max(counts) / min(counts) if min(counts) else float("inf"),
-                keys_split.get((topic, subscription), 0) if kind == "Key_Shared" else None,
-            )
-        )
-    columns = (
-        "topic",
-        "subscription",
-        "type",
-        "consumers",
-        "deliveries",
-        "min_deliveries",
-        "max_deliveries",
-        "jain_index",
-        "max_min_ratio",
-        "keys_on_several_consumers",
-    )
-    return Table("fairness", columns, sorted(rows))

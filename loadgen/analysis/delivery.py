@@ -1,25 +1,19 @@
-"""Throughput, backlog and latency, from the `sends` and `receives` tables.
-
-Latency percentiles are computed from every row (Spark's exact `percentile`, linear
-interpolation between order statistics) over latencies in whole microseconds, not from the
-HdrHistogram logs: the same numbers for the same rows, whatever the histogram's precision.
-"""
+"""Throughput and backlog, from the run's per-second aggregates of `sends` and `receives`."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections import defaultdict
+from decimal import ROUND_HALF_UP, Decimal
 
-from loadgen.analysis.common import Context, Table, base_topic, collect, phase_of, seconds_since
+from loadgen.analysis.common import (
+    Context,
+    Table,
+    base_topic,
+    collect,
+)
+from loadgen.analysis.shared import consumed, messages, produced
 
-__all__ = ["PERCENTILES", "latency", "throughput"]
-
-PERCENTILES: Final = (0.5, 0.95, 0.99, 0.999)
-
-
-def _acked_sends(ctx: Context) -> Any:  # a DataFrame
-    from pyspark.sql import functions as F
-
-    return ctx.table("sends").where(F.col("receipt_ns").isNotNull())
+__all__ = ["throughput"]
 
 
 def throughput(ctx: Context) -> dict[str, Table]:
@@ -31,171 +25,105 @@ def throughput(ctx: Context) -> dict[str, Table]:
     """
     from pyspark.sql import functions as F
 
-    run, start = ctx.run, ctx.start_ns
+    run = ctx.run
     scale = 1.0 / run.sample
     parts = []
     if run.has("sends"):
         parts.append(
-            _acked_sends(ctx).select(
-                F.floor(seconds_since(F.col("receipt_ns"), start)).alias("second"),
+            produced(ctx).select(
+                "second",
                 F.lit("produce").alias("role"),
                 "topic",
                 F.lit("").alias("subscription"),
                 "broker",
-                "size",
+                "messages",
+                "bytes",
             )
         )
     if run.has("receives"):
         parts.append(
-            ctx.table("receives").select(
-                F.floor(seconds_since(F.col("receive_ns"), start)).alias("second"),
+            consumed(ctx)
+            .groupBy("second", "topic", "subscription", "broker")
+            .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+            .select(
+                "second",
                 F.lit("consume").alias("role"),
                 "topic",
                 "subscription",
                 "broker",
-                "size",
+                "messages",
+                "bytes",
             )
         )
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)
-    per_second = rows.groupBy("second", "role", "topic", "subscription", "broker").agg(
-        F.round(F.count("*") * scale).cast("long").alias("messages"),
-        F.round(F.sum("size") * scale).cast("long").alias("bytes"),
+    per_second = rows.select(
+        "second",
+        "role",
+        "topic",
+        "subscription",
+        "broker",
+        F.round(F.col("messages") * scale).cast("long").alias("messages"),
+        F.round(F.col("bytes") * scale).cast("long").alias("bytes"),
     )
-    tables = {"throughput": collect(per_second, "throughput", ["second", "role", "topic"])}
+    order = ["second", "role", "topic", "subscription", "broker"]
+    tables = {"throughput": collect(per_second, "throughput", order)}
     if run.has("sends", "receives"):
         tables["backlog"] = _backlog(ctx, scale)
     return tables
 
 
 def _backlog(ctx: Context, scale: float) -> Table:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    """Per base topic and subscription, each second: receipted and first delivered so far.
 
-    start = ctx.start_ns
-    produced = (
-        _acked_sends(ctx)
-        .select(
-            base_topic(F.col("topic")).alias("base"),
-            F.floor(seconds_since(F.col("receipt_ns"), start)).alias("second"),
-        )
-        .groupBy("base", "second")
-        .agg(F.count("*").alias("produced"))
-    )
-    first = (
-        ctx.table("receives")
-        .groupBy("subscription", "topic", "producer_index", "sequence_id")
-        .agg(F.min("receive_ns").alias("first_ns"))
-        .select(
-            base_topic(F.col("topic")).alias("base"),
-            "subscription",
-            F.floor(seconds_since(F.col("first_ns"), start)).alias("second"),
-        )
-        .groupBy("base", "subscription", "second")
-        .agg(F.count("*").alias("consumed"))
-    )
-    subscriptions = first.select("base", "subscription").distinct()
-    seconds = produced.select("base", "second").unionByName(first.select("base", "second"))
-    grid = subscriptions.join(seconds.distinct(), "base")
-    joined = grid.join(produced, ["base", "second"], "left").join(
-        first, ["base", "subscription", "second"], "left"
-    )
-    window = (
-        Window.partitionBy("base", "subscription")
-        .orderBy("second")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    produced_total = F.sum(F.coalesce(F.col("produced"), F.lit(0))).over(window)
-    consumed_total = F.sum(F.coalesce(F.col("consumed"), F.lit(0))).over(window)
-    result = joined.select(
-        "second",
-        F.col("base").alias("topic"),
-        "subscription",
-        F.round(produced_total * scale).cast("long").alias("produced_total"),
-        F.round(consumed_total * scale).cast("long").alias("consumed_total"),
-        F.round(F.greatest(produced_total - consumed_total, F.lit(0)) * scale)
-        .cast("long")
-        .alias("backlog"),
-    )
-    return collect(result, "backlog", ["topic", "subscription", "second"])
-
-
-def latency(ctx: Context) -> dict[str, Table]:
-    """Publish and end-to-end latency percentiles a second and per phase, from every row.
-
-    Publish latency = receipt - intended send time; end to end = receive - intended send time
-    (every delivery, redeliveries included). Tables `latency_over_time` (kind, second, count,
-    mean, p50, p95, p99, p999, max in ms) and `latency_by_phase` (the same per phase, with
-    `all` for the whole run).
+    Spark counts both per second (a row per second, topic and subscription); the running sums
+    are made here, on those few rows, rather than by a Spark window and its joins.
     """
     from pyspark.sql import functions as F
 
-    run, start = ctx.run, ctx.start_ns
-    parts = []
-    if run.has("sends"):
-        parts.append(
-            _acked_sends(ctx).select(
-                F.lit("publish").alias("kind"),
-                seconds_since(F.col("receipt_ns"), start).alias("t"),
-                F.floor((F.col("receipt_ns") - F.col("intended_ns")) / 1000).alias("us"),
+    produced_per_second = (
+        produced(ctx)
+        .groupBy(base_topic(F.col("topic")).alias("base"), "second")
+        .agg(F.sum("messages").alias("n"))
+        .select("base", F.lit(None).cast("string").alias("subscription"), "second", "n")
+    )
+    first_per_second = (
+        messages(ctx)
+        .where(F.col("second").isNotNull())
+        .groupBy(base_topic(F.col("topic")).alias("base"), "subscription", "second")
+        .agg(F.sum("received").alias("n"))
+    )
+    produced_at: dict[str, dict[int, int]] = defaultdict(dict)
+    consumed_at: dict[tuple[str, str], dict[int, int]] = defaultdict(dict)
+    seconds: dict[str, set[int]] = defaultdict(set)  # per base topic: in any of its rows
+    per_second = produced_per_second.unionByName(first_per_second)
+    for base, subscription, second, n in per_second.collect():
+        if subscription is None:
+            produced_at[base][second] = n
+        else:
+            consumed_at[(base, subscription)][second] = n
+        seconds[base].add(second)
+    rows = []
+    for (base, subscription), consumed_then in sorted(consumed_at.items()):
+        produced_total = consumed_total = 0
+        for second in sorted(seconds[base]):
+            produced_total += produced_at[base].get(second, 0)
+            consumed_total += consumed_then.get(second, 0)
+            rows.append(
+                (
+                    second,
+                    base,
+                    subscription,
+                    _round(produced_total * scale),
+                    _round(consumed_total * scale),
+                    _round(max(produced_total - consumed_total, 0) * scale),
+                )
             )
-        )
-    if run.has("receives"):
-        parts.append(
-            ctx.table("receives").select(
-                F.lit("end_to_end").alias("kind"),
-                seconds_since(F.col("receive_ns"), start).alias("t"),
-                F.floor((F.col("receive_ns") - F.col("intended_ns")) / 1000).alias("us"),
-            )
-        )
-    rows = parts[0]
-    for part in parts[1:]:
-        rows = rows.unionByName(part)
-    # Rows with the same latency (to the microsecond) are counted first: the exact
-    # percentiles then weigh each distinct value by its count (`percentile`'s frequency),
-    # which gives the same answer as over every row at a fraction of the memory and time.
-    counted = (
-        rows.select(
-            "kind",
-            F.floor("t").alias("second"),
-            phase_of(F.col("t"), ctx.phases).alias("phase"),
-            "us",
-        )
-        .groupBy("kind", "second", "phase", "us")
-        .agg(F.count("*").alias("n"))
-        .persist()
-    )
-    over_time = _summarise(counted.groupBy("kind", "second"))
-    by_phase = _summarise(counted.rollup("kind", "phase")).where(F.col("kind").isNotNull())
-    by_phase = by_phase.withColumn("phase", F.coalesce(F.col("phase"), F.lit("all")))
-    order = ["before", *(phase.name for phase in ctx.phases), "after", "all"]
-    phases = collect(by_phase, "latency_by_phase")
-    rows_in_order = sorted(phases.rows, key=lambda row: (row[0], order.index(row[1])))
-    tables = {
-        "latency_over_time": collect(over_time, "latency_over_time", ["kind", "second"]),
-        "latency_by_phase": Table(phases.name, phases.columns, rows_in_order),
-    }
-    counted.unpersist()
-    return tables
+    columns = ("second", "topic", "subscription", "produced_total", "consumed_total", "backlog")
+    return Table("backlog", columns, rows)
 
 
-def _summarise(grouped: Any) -> Any:  # pyspark GroupedData -> DataFrame
-    from pyspark.sql import functions as F
-
-    exact = F.percentile(F.col("us"), F.array(*(F.lit(p) for p in PERCENTILES)), F.col("n"))
-    frame = grouped.agg(
-        F.sum("n").alias("count"),
-        (F.sum(F.col("us") * F.col("n")) / F.sum("n") / 1000).alias("mean_ms"),
-        exact.alias("pcts"),
-        (F.max("us") / 1000).alias("max_ms"),
-    )
-    names = ("p50_ms", "p95_ms", "p99_ms", "p999_ms")
-    keys = [c for c in frame.columns if c not in ("count", "mean_ms", "pcts", "max_ms")]
-    return frame.select(
-        *keys,
-        "count",
-        "mean_ms",
-        *((F.col("pcts").getItem(i) / 1000).alias(name) for i, name in enumerate(names)),
-        "max_ms",
-    )
+def _round(value: float) -> int:
+    """Rounded half up, as Spark's `round` (on the number's decimal form) rounds a double."""
+    return int(Decimal(repr(value)).quantize(Decimal(1), ROUND_HALF_UP))

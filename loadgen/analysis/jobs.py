@@ -2,7 +2,8 @@
 
 `JOBS` lists them in report order. A job runs when its run has the tables it needs (all of
 `needs`, and one of `needs_any` if given); otherwise the report says why it is missing. In the
-Spark UI (and a cluster's history server) each job's stages carry its name (`setJobGroup`).
+Spark UI (and a cluster's history server) each job's stages carry its name (`setJobGroup`);
+the aggregates several jobs share (`shared`) are computed once, under `shared:NAME`.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from loadgen.analysis.common import (
     load_manager_events,
     scenario_events,
 )
-from loadgen.analysis.correctness import correctness, fairness
-from loadgen.analysis.delivery import latency, throughput
+from loadgen.analysis.correctness import correctness
+from loadgen.analysis.delivery import throughput
+from loadgen.analysis.fairness import fairness
 from loadgen.analysis.inputs import Run
+from loadgen.analysis.latency import latency
 from loadgen.analysis.throttling import throttling
 
 __all__ = ["JOBS", "Job", "JobResult", "run_jobs"]
@@ -82,16 +85,19 @@ def run_jobs(
     ctx = Context(spark, run, events, skew_threshold)
     tables: dict[str, Table] = {}
     skipped: dict[str, str] = {}
-    for job in JOBS:
-        if only and job.name not in only:
-            continue
-        reason = job.missing(run)
-        if reason is not None:
-            skipped[job.name] = reason
-            progress(f"{run.run_id}: {job.name} skipped ({reason})")
-            continue
-        sc.setJobGroup(job.name, f"{run.run_id}: {job.title}")
-        progress(f"{run.run_id}: {job.name}")
-        tables.update(job.run(ctx))
+    try:
+        for job in JOBS:
+            if only and job.name not in only:
+                continue
+            reason = job.missing(run)
+            if reason is not None:
+                skipped[job.name] = reason
+                progress(f"{run.run_id}: {job.name} skipped ({reason})")
+                continue
+            sc.setJobGroup(job.name, f"{run.run_id}: {job.title}")
+            progress(f"{run.run_id}: {job.name}")
+            tables.update(job.run(ctx))
+    finally:
+        ctx.release()
     sc.setJobGroup("report", f"{run.run_id}: report")
     return JobResult(ctx, tables, skipped)

@@ -32,7 +32,7 @@ from protocol.client.config import ConsumerConfig, ProducerConfig
 from protocol.client.connection import CLIENT_VERSION, ClientConnection
 from protocol.client.consumer import Consumer
 from protocol.client.partitioned import MultiConsumer, PartitionedProducer, partition_name
-from protocol.client.pool import ConnectionPool, Connector, host_port
+from protocol.client.pool import ConnectionPool, Connector, service_urls
 from protocol.client.producer import Producer
 from protocol.client.reader import Reader
 from protocol.client.transport import connect_tcp
@@ -93,8 +93,10 @@ class Client:
         reconnect_initial_delay: float = 0.1,
         reconnect_max_delay: float = 60.0,
     ) -> None:
-        host_port(service_url)  # validate early
         self.service_url = service_url.rstrip("/")
+        # Discovery goes to the listed brokers in turn, as the C++ client's resolveHost does,
+        # so a broker that is down costs one retry.
+        self._service_hosts = itertools.cycle(service_urls(service_url))
         self.clock = clock
         self.operation_timeout = operation_timeout
         self.connection_timeout = connection_timeout
@@ -165,7 +167,7 @@ class Client:
             ConnectionBrokenError: a broker could not be reached.
             OperationTimeoutError: no answer in time.
         """
-        url = self.service_url
+        url = next(self._service_hosts)
         authoritative = False
         if deadline is None:
             deadline = self.clock.now() + self.operation_timeout
@@ -200,7 +202,7 @@ class Client:
         topic = normalize_topic(topic)
 
         async def ask(deadline: float) -> int:
-            cnx = await self.get_connection(self.service_url)
+            cnx = await self.get_connection(next(self._service_hosts))
             command = c.PartitionedTopicMetadata(topic=topic, request_id=cnx.new_request_id())
             reply = await wait_until(
                 cnx.request(command), self.clock, deadline, "PARTITIONED_METADATA"
@@ -249,7 +251,7 @@ class Client:
             BrokerError: the broker refused (unknown namespace).
         """
         self._check_open()
-        cnx = await self.get_connection(self.service_url)
+        cnx = await self.get_connection(next(self._service_hosts))
         command = c.GetTopicsOfNamespace(
             request_id=cnx.new_request_id(), namespace=namespace, mode=mode
         )

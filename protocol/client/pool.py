@@ -16,7 +16,7 @@ from protocol.client.transport import Transport
 from protocol.clock import Clock
 from protocol.errors import ClientClosedError, ConnectionBrokenError
 
-__all__ = ["ConnectionPool", "Connector", "host_port"]
+__all__ = ["ConnectionPool", "Connector", "host_port", "service_urls"]
 
 Connector = Callable[[str, int], Awaitable[Transport]]
 """Opens a transport to `(host, port)`; `connect_tcp` in production, a fake in tests."""
@@ -34,6 +34,24 @@ def host_port(url: str) -> tuple[str, int]:
     if parts.scheme != "pulsar" or not parts.hostname:
         raise ValueError(f"unsupported broker URL {url!r} (expected pulsar://host:port)")
     return parts.hostname, parts.port or DEFAULT_PORT
+
+
+def service_urls(service_url: str) -> list[str]:
+    """The broker URLs a service URL names: `pulsar://h1:p1,h2:p2` -> one URL per host.
+
+    A cluster's service URL may list several brokers, as the C++ client's `ServiceURI` reads
+    it; a host without a port gets 6650.
+
+    Raises:
+        ValueError: not a `pulsar://` URL, or a host is empty.
+    """
+    scheme, sep, rest = service_url.rstrip("/").partition("://")
+    if not sep or scheme != "pulsar":
+        raise ValueError(f"unsupported service URL {service_url!r} (expected pulsar://host:port)")
+    urls = [f"pulsar://{host.strip()}" for host in rest.split("/", 1)[0].split(",")]
+    for url in urls:
+        host_port(url)
+    return urls
 
 
 class ConnectionPool:

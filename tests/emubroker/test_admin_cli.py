@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import http.server
+import threading
 from typing import Any
 
 import pytest
@@ -57,6 +59,40 @@ def run(*argv: str, client: FakeClient | None = None) -> FakeClient:
         (
             ["namespaces", "bundles", "acme/ns"],
             ("GET", "/admin/v2/namespaces/acme/ns/bundles", None),
+        ),
+        (
+            ["namespaces", "split-bundle", "acme/ns", "-b", "0x00000000_0x40000000"],
+            ("PUT", "/admin/v2/namespaces/acme/ns/0x00000000_0x40000000/split?unload=false", None),
+        ),
+        (
+            [
+                "namespaces",
+                "split-bundle",
+                "acme/ns",
+                "--bundle",
+                "0x00000000_0xffffffff",
+                "--unload",
+                "--split-algorithm-name",
+                "specified_positions_divide",
+                "--split-boundaries",
+                "0x10000000,100",
+                "-sb",
+                "7",
+            ],
+            (
+                "PUT",
+                "/admin/v2/namespaces/acme/ns/0x00000000_0xffffffff/split"
+                "?unload=true&splitAlgorithmName=specified_positions_divide",
+                [0x10000000, 100, 7],
+            ),
+        ),
+        (
+            ["namespaces", "split-bundle", "acme/ns", "-bt", "LARGEST", "-u", "-san", "x"],
+            (
+                "PUT",
+                "/admin/v2/namespaces/acme/ns/LARGEST/split?unload=true&splitAlgorithmName=x",
+                None,
+            ),
         ),
         (
             ["namespaces", "set-deduplication", "acme/ns", "--enable"],
@@ -243,3 +279,44 @@ def test_message_commands_call_pulsars_paths_and_print_id_headers_and_payload() 
     assert show("topics", "get-message-by-id", "t", "-l", "3", "-e", "0", client=fake) == peeked
     with pytest.raises(admin_cli.AdminError, match="Message not found"):
         show("topics", "peek-messages", "t", "-s", "other", client=fake)
+
+
+@pytest.mark.integration  # two loopback HTTP servers
+def test_redirects_to_the_owning_broker_are_followed_with_method_and_body() -> None:
+    seen: list[tuple[int, str, str, bytes]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            port: int = self.connection.getsockname()[1]
+            seen.append((port, self.command, self.path, body))
+            if port == first.server_address[1]:
+                self.send_response(307)
+                self.send_header(
+                    "Location", f"http://127.0.0.1:{owner.server_address[1]}{self.path}"
+                )
+                self.end_headers()
+            else:
+                self.send_response(204)
+                self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    first = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    owner = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (first, owner)]
+    for thread in threads:
+        thread.start()
+    try:
+        client = admin_cli.AdminClient(f"http://127.0.0.1:{first.server_address[1]}")
+        assert client.call("PUT", "/admin/v2/namespaces/a/b/0x0_0x1/split", [5]) is None
+    finally:
+        for server in (first, owner):
+            server.shutdown()
+            server.server_close()
+    path = "/admin/v2/namespaces/a/b/0x0_0x1/split"
+    assert seen == [
+        (first.server_address[1], "PUT", path, b"[5]"),
+        (owner.server_address[1], "PUT", path, b"[5]"),
+    ]

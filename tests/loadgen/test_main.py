@@ -73,14 +73,16 @@ def test_an_unreachable_cluster_exits_3(capsys, tmp_path) -> None:
     assert "cannot reach the cluster at pulsar://127.0.0.1:1" in output
 
 
-def test_more_brokers_than_this_version_can_start_exits_3(capsys, tmp_path) -> None:
+def test_a_cluster_that_cannot_start_exits_3_with_its_reason(capsys, tmp_path) -> None:
     path = tmp_path / "s.toml"
     path.write_text(
-        'name = "x"\n[cluster]\nstart = { brokers = 3 }\n[[phases]]\nname = "p"\nduration = 1\n'
+        'name = "x"\n[cluster]\nstart = { brokers = 3, config = { brokerServicePort = "x" } }\n'
+        '[[phases]]\nname = "p"\nduration = 1\n'
     )
     code, output = run(capsys, "run", str(path), "--trace-dir", str(tmp_path / "run"))
     assert code == 3
-    assert "cluster.start.brokers = 3 needs `emubroker cluster`" in output
+    assert "cannot start the cluster: cluster exited" in output
+    assert "brokerServicePort" in output  # the supervisor's own words, from its log
 
 
 def test_pulsar_perf_flags_become_a_scenario() -> None:

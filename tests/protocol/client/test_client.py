@@ -7,6 +7,7 @@ import pytest
 
 from protocol import commands as c
 from protocol.client import Client, Producer, Transport, normalize_topic, open_client
+from protocol.client.pool import service_urls
 from protocol.clock import FakeClock
 from protocol.errors import (
     ClientClosedError,
@@ -17,6 +18,7 @@ from protocol.errors import (
     ServiceNotReadyError,
     TopicNotFoundError,
 )
+from tests.protocol.client.conftest import close_on_fake_time
 from tests.support.fake_broker import FakeBroker, Session
 
 pytestmark = pytest.mark.anyio
@@ -237,3 +239,43 @@ async def test_unreachable_broker_is_retried_until_timeout(fake_clock: FakeClock
         assert isinstance(result[0], OperationTimeoutError)
         assert isinstance(result[0].__cause__, ConnectionBrokenError)
         assert len(attempts) > 3  # retried with backoff: 0.1, 0.2, 0.4 ...
+
+
+def test_a_service_url_may_name_several_brokers() -> None:
+    assert service_urls("pulsar://a:6650,b:6651,c/") == [
+        "pulsar://a:6650",
+        "pulsar://b:6651",
+        "pulsar://c",
+    ]
+    assert service_urls("pulsar://a:6650") == ["pulsar://a:6650"]
+    for bad in ("http://a:8080", "pulsar://a:6650,,b:1", "a:6650"):
+        with pytest.raises(ValueError, match="pulsar://"):
+            service_urls(bad)
+
+
+async def test_discovery_turns_to_the_next_listed_broker_when_one_is_down(
+    broker: FakeBroker, fake_clock: FakeClock
+) -> None:
+    from protocol.errors import ConnectionBrokenError
+
+    attempts: list[str] = []
+
+    async def connect(host: str, port: int) -> Transport:
+        attempts.append(f"{host}:{port}")
+        if host == "down":
+            raise ConnectionBrokenError("refused")
+        return await broker.connect(host, port)
+
+    async with open_client(
+        "pulsar://down:6650,fake:6650", connector=connect, clock=fake_clock
+    ) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def create() -> None:
+                await client.create_producer("persistent://public/default/t")
+
+            tg.start_soon(create)
+            await fake_clock.advance(1.0)
+        assert attempts[:2] == ["down:6650", "fake:6650"]
+        assert broker.of_type(c.LookupTopic)  # the second broker answered
+        await close_on_fake_time(client, fake_clock)
