@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
@@ -38,34 +39,44 @@ class SeenSet:
         order: `producer` (Exclusive, Failover), `key` (Key_Shared) or `none` (Shared).
     """
 
-    __slots__ = ("_last", "bitmaps", "duplicates", "order", "out_of_order")
+    __slots__ = ("_last", "_per_key", "bitmaps", "duplicates", "order", "out_of_order")
 
     def __init__(self, order: str) -> None:
         self.order = order
         self.bitmaps: dict[int, bytearray] = {}
-        self._last: dict[tuple[int, int], int] = {}
+        # The last first delivery of each ordered stream: keyed by producer index, or by
+        # (producer index, key index) for Key_Shared; None when nothing is ordered (Shared).
+        self._last: dict[Any, int] | None = None if order == "none" else {}
+        self._per_key = order == "key"
         self.duplicates = 0
         self.out_of_order = 0
 
     def see(self, producer: int, sequence_id: int, key: int) -> None:
         """Record one delivery."""
         bitmap = self.bitmaps.get(producer)
-        if bitmap is None:
-            bitmap = self.bitmaps[producer] = bytearray(1024)
-        if sequence_id >= len(bitmap):
-            bitmap.extend(bytes(max(sequence_id + 1 - len(bitmap), len(bitmap))))
+        if bitmap is None or sequence_id >= len(bitmap):
+            bitmap = self._room(producer, sequence_id)
         if bitmap[sequence_id]:
             self.duplicates += 1
             return
         bitmap[sequence_id] = 1
-        if self.order == "none":
+        last = self._last
+        if last is None:
             return
-        stream = (producer, key if self.order == "key" else 0)
-        last = self._last.get(stream, -1)
-        if sequence_id < last:
+        stream = (producer, key) if self._per_key else producer
+        if sequence_id < last.get(stream, -1):
             self.out_of_order += 1
         else:
-            self._last[stream] = sequence_id
+            last[stream] = sequence_id
+
+    def _room(self, producer: int, sequence_id: int) -> bytearray:
+        """The producer's bitmap, grown to hold `sequence_id`."""
+        bitmap = self.bitmaps.get(producer)
+        if bitmap is None:
+            bitmap = self.bitmaps[producer] = bytearray(1024)
+        if sequence_id >= len(bitmap):
+            bitmap.extend(bytes(max(sequence_id + 1 - len(bitmap), len(bitmap))))
+        return bitmap
 
     def tally(self, group: str, subscription: str, foreign: int) -> ConsumerTally:
         return ConsumerTally(

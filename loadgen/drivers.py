@@ -4,7 +4,8 @@ The worker's loops use one small surface, the one `protocol.client` already has:
 `send_async(payload, key=, sequence_id=)`, with each SEND's outcome reported to a receipt
 listener, `listener(first_seq, last_seq, ledger_id, entry_id, first_batch_index, error)` (once
 per batch, not once per message: `ProducerConfig.receipt_listener`), and `receive()` /
-`acknowledge()` giving messages with `payload`, `message_id` and `redelivery_count`. The native
+`acknowledge()` giving messages with `payload` and `delivery` (ledger id, entry id, batch index,
+redelivery count). The native
 driver hands out `protocol.client`'s handlers as they are (nothing between loadgen and the fast
 client); the official driver wraps `pulsar-client` to the same surface.
 
@@ -193,13 +194,14 @@ class _OfficialProducer:
 
 
 class _OfficialMessage:
-    __slots__ = ("_message", "message_id", "payload", "redelivery_count", "stamp_ns")
+    __slots__ = ("_message", "delivery", "message_id", "payload", "redelivery_count", "stamp_ns")
 
     def __init__(self, message: Any, stamp_ns: int) -> None:
         self._message = message
         self.payload: bytes = message.data()
-        self.message_id = _OfficialId(message.message_id())
+        self.message_id = mid = _OfficialId(message.message_id())
         self.redelivery_count: int = message.redelivery_count()
+        self.delivery = (mid.ledger_id, mid.entry_id, mid.batch_index, self.redelivery_count)
         self.stamp_ns = stamp_ns
 
 

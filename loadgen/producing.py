@@ -7,23 +7,27 @@ handler has its own run of sequence ids 0, 1, 2, ..., set explicitly on each sen
 
 Receipts come back in send order per handler (`protocol.client`'s rule 2; the official
 client's callbacks too), so each handler keeps a FIFO of what it sent, and the receipt listener
-(`ProducerConfig.receipt_listener`: one call per SEND, a whole batch at once) pops the batch's
-messages off its head: no callback and no future per message.
+(`ProducerConfig.receipt_listener`: one call per SEND, a whole batch at once) takes the batch's
+messages off its head: no callback and no future per message. The FIFO is columnar
+(`inflight.PartitionSends`), so a receipt handles its batch with slices and `extend`s rather
+than a step per message.
 """
 
 from __future__ import annotations
 
-import collections
 import random
+import struct
 from array import array
-from collections.abc import Iterator
+from itertools import repeat
 from typing import Any, Final
 
 from loadgen.checks import compress
-from loadgen.drivers import Driver, ProducerLike
+from loadgen.drivers import Driver
+from loadgen.inflight import PartitionSends
 from loadgen.messages import ProducerPlan, ProducerTally
 from loadgen.payload import HEADER, MAGIC, NO_KEY, VERSION, key_chooser, key_name, sampled
 from loadgen.schedule import segment_arrivals
+from loadgen.trace.schema import int64_columns
 from loadgen.trace.writer import ColumnBuffer, TableWriter
 from protocol.client import partition_for_key
 from protocol.clock import Clock
@@ -46,6 +50,9 @@ SEND_COLUMNS: Final = (
 FLUSH_ROWS: Final = 16_384
 """Rows a handler buffers before handing them to the writer thread."""
 
+_UNPACED: Final = repeat(0.0)
+"""The arrivals of every unlimited segment."""
+
 
 class GroupCounters:
     """One group's counts for the current second, in one worker (reset by each tick)."""
@@ -59,23 +66,6 @@ class GroupCounters:
         self.reconnections = 0
         self.latencies = array("q")  # µs from the intended send time
         self.delays = array("q")  # µs the send was late (produce only)
-
-
-class _Partition:
-    """One partition handler: its sequence ids, in-flight FIFO, receipts and trace rows."""
-
-    __slots__ = ("acked", "failed", "handler", "index", "inflight", "next_seq", "receipted", "rows")
-
-    handler: ProducerLike
-
-    def __init__(self, index: int, rows: ColumnBuffer) -> None:
-        self.index = index
-        self.next_seq = 0
-        self.inflight: collections.deque[tuple[int, int, int, int, bool]] = collections.deque()
-        self.acked = bytearray(4096)
-        self.receipted = 0
-        self.failed = 0
-        self.rows = rows
 
 
 class ProducerRunner:
@@ -103,7 +93,7 @@ class ProducerRunner:
         self._writer = writer
         self._threshold = sample_threshold
         self._full = full_sample
-        self._partitions: list[_Partition] = []
+        self._partitions: list[PartitionSends] = []
         self._attachments = 0
         self.stopping = False
         self.first_send_ns: int | None = None
@@ -122,8 +112,8 @@ class ProducerRunner:
                 "producer_index": self.plan.first_index + offset,
                 "size": self.plan.size,
             }
-            rows = ColumnBuffer(constants, SEND_COLUMNS)
-            partition = _Partition(self.plan.first_index + offset, rows)
+            rows = ColumnBuffer(constants, SEND_COLUMNS, int64_columns("sends"))
+            partition = PartitionSends(self.plan.first_index + offset, rows)
             partition.handler = await driver.create_producer(
                 topic, self.plan, self._listener(partition)
             )
@@ -136,12 +126,11 @@ class ProducerRunner:
         new, self._attachments = total - self._attachments, total
         return new
 
-    def _listener(self, partition: _Partition) -> Any:
+    def _listener(self, partition: PartitionSends) -> Any:
         """What the client calls with each SEND's outcome (a batch's messages at once)."""
         latencies = self._counters.latencies
         counters = self._counters
-        inflight = partition.inflight.popleft
-        rows = partition.rows.lists
+        lists = partition.rows.lists
         (
             seq_col,
             key_col,
@@ -153,10 +142,89 @@ class ProducerRunner:
             batch_col,
             error_col,
             broker_col,
-        ) = (column.append for column in rows)
+        ) = (column.extend for column in lists)
+        (
+            seq_one,
+            key_one,
+            intended_one,
+            send_one,
+            receipt_one,
+            ledger_one,
+            entry_one,
+            batch_one,
+            error_one,
+            broker_one,
+        ) = (column.append for column in lists)
         wall = self._clock.wall_ns
-        keys = [key_name(i) for i in range(self.plan.keys.count)]
+        keyed = self.plan.keys.distribution != "none"
+        key_names = [key_name(i) for i in range(self.plan.keys.count)]
         writer = self._writer
+        full, threshold = self._full, self._threshold
+        index = partition.index
+        take = partition.take
+
+        def add_rows(
+            first_seq: int,
+            at: int,
+            n: int,
+            receipt: tuple[int, int, int, int] | None,
+            failure: str | None,
+        ) -> None:
+            """Trace rows of `n` messages from FIFO place `at` (sequence id `first_seq`) on.
+
+            `receipt`: (receipt time, ledger id, entry id, first batch index or -1), or None
+            when the send failed with `failure`.
+            """
+            seq_col(range(first_seq, first_seq + n))
+            if keyed:
+                key_col([key_names[k] for k in partition.keys[at : at + n]])
+            else:
+                key_col(repeat(None, n))
+            intended_col(partition.intended[at : at + n])
+            send_col(partition.sent[at : at + n])
+            broker_col(repeat(partition.handler.broker_url or "", n))
+            if receipt is not None:
+                now, ledger_id, entry_id, batch_index = receipt
+                receipt_col(repeat(now, n))
+                ledger_col(repeat(ledger_id, n))
+                entry_col(repeat(entry_id, n))
+                if batch_index >= 0:
+                    batch_col(range(batch_index, batch_index + n))
+                else:
+                    batch_col(repeat(-1, n))
+                error_col(repeat(None, n))
+            else:
+                receipt_col(repeat(None, n))
+                ledger_col(repeat(-1, n))
+                entry_col(repeat(-1, n))
+                batch_col(repeat(-1, n))
+                error_col(repeat(failure, n))
+
+        def add_row(
+            sequence_id: int,
+            at: int,
+            receipt: tuple[int, int, int, int] | None,
+            failure: str | None,
+        ) -> None:
+            """`add_rows` for one message (unbatched sends, sampled rows): appends, not extends."""
+            seq_one(sequence_id)
+            key_one(key_names[partition.keys[at]] if keyed else None)
+            intended_one(partition.intended[at])
+            send_one(partition.sent[at])
+            broker_one(partition.handler.broker_url or "")
+            if receipt is not None:
+                now, ledger_id, entry_id, batch_index = receipt
+                receipt_one(now)
+                ledger_one(ledger_id)
+                entry_one(entry_id)
+                batch_one(batch_index if batch_index >= 0 else -1)
+                error_one(None)
+            else:
+                receipt_one(None)
+                ledger_one(-1)
+                entry_one(-1)
+                batch_one(-1)
+                error_one(failure)
 
         def heard(
             first_seq: int,
@@ -169,40 +237,34 @@ class ProducerRunner:
         ) -> None:
             now = stamp_ns or wall()
             count = last_seq - first_seq + 1
-            sent = [inflight() for _ in range(count)]
+            first, start, end = take(count)
+            receipt: tuple[int, int, int, int] | None = None
+            failure = None
             if error is None:
                 acked = partition.acked
-                while last_seq >= len(acked):
+                while first + count > len(acked):
                     acked.extend(bytes(len(acked)))
-                acked[first_seq : last_seq + 1] = b"\x01" * count
+                acked[first : first + count] = b"\x01" * count
                 partition.receipted += count
-                latencies.extend([(now - entry[1]) // 1000 for entry in sent])
+                latencies.extend([(now - at) // 1000 for at in partition.intended[start:end]])
+                receipt = (now, ledger_id, entry_id, first_batch_index)
             else:
                 partition.failed += count
                 counters.errors += count
                 failure = repr(error)
-            broker = partition.handler.broker_url or ""
-            for offset, (sequence_id, intended, sent_ns, key, keep) in enumerate(sent):
-                if not keep:
-                    continue
-                seq_col(sequence_id)
-                key_col(keys[key] if key != NO_KEY else None)
-                intended_col(intended)
-                send_col(sent_ns)
-                broker_col(broker)
-                if error is None:
-                    receipt_col(now)
-                    ledger_col(ledger_id)
-                    entry_col(entry_id)
-                    batch_col(first_batch_index + offset if first_batch_index >= 0 else -1)
-                    error_col(None)
-                else:
-                    receipt_col(None)
-                    ledger_col(-1)
-                    entry_col(-1)
-                    batch_col(-1)
-                    error_col(failure)
-            if writer is not None and len(rows[0]) >= FLUSH_ROWS:
+            if full and count > 1:
+                add_rows(first, start, count, receipt, failure)
+            elif full:
+                add_row(first, start, receipt, failure)
+            elif threshold:
+                for offset in range(count):
+                    if sampled(index, first + offset, threshold):
+                        one = receipt
+                        if receipt is not None and first_batch_index >= 0:
+                            one = (now, ledger_id, entry_id, first_batch_index + offset)
+                        add_row(first + offset, start + offset, one, failure)
+            partition.compact()
+            if writer is not None and len(partition.rows) >= FLUSH_ROWS:
                 writer.submit_buffer(partition.rows)
 
         return heard
@@ -232,10 +294,9 @@ class ProducerRunner:
         key_partition = [partition_for_key(key_name(i), count) for i in range(plan.keys.count)]
         keys = [key_name(i) for i in range(plan.keys.count)]
         switch = plan.batching.max_delay_ms / 1000.0 if plan.batching.enabled else 0.0
-        pack = HEADER.pack
-        padding = bytes(plan.size - HEADER.size)
+        # The header with the padding up to the message size: one `pack` makes the payload.
+        pack = struct.Struct(HEADER.format + f"{plan.size - HEADER.size}x").pack
         tag = self._tag
-        full, threshold = self._full, self._threshold
         limit = plan.messages
         delays = self._counters.delays.append
         round_robin = 0
@@ -247,7 +308,8 @@ class ProducerRunner:
             paced = not segment.unlimited
             if not paced and now() < start_mono + segment.start:
                 await clock.sleep_until(start_mono + segment.start)  # paced arrivals wait anyway
-            arrivals = segment_arrivals(segment, rng, poisson=plan.poisson) if paced else _forever()
+            # An unlimited segment's arrivals have no intended times, just "next".
+            arrivals = segment_arrivals(segment, rng, poisson=plan.poisson) if paced else _UNPACED
             for offset in arrivals:
                 if paced:
                     deadline = start_mono + offset
@@ -268,6 +330,8 @@ class ProducerRunner:
                 if keyed:
                     key = choose_key()
                     index = key_partition[key]
+                elif count == 1:
+                    index = 0
                 elif switch:
                     index = int(now() / switch) % count
                 else:
@@ -275,13 +339,15 @@ class ProducerRunner:
                 partition = partitions[index]
                 sequence_id = partition.next_seq
                 partition.next_seq = sequence_id + 1
-                keep = full or (threshold > 0 and sampled(partition.index, sequence_id, threshold))
-                partition.inflight.append((sequence_id, intended, sent, key, keep))
+                partition.intended.append(intended)
+                partition.sent.append(sent)
+                if keyed:
+                    partition.keys.append(key)
                 payload = pack(
                     MAGIC, VERSION, 0, tag, partition.index, key, sequence_id, intended, sent
                 )
                 await partition.handler.send_async(
-                    payload + padding, key=keys[key] if keyed else None, sequence_id=sequence_id
+                    payload, key=keys[key] if keyed else None, sequence_id=sequence_id
                 )
                 self.sent += 1
 
@@ -310,9 +376,3 @@ class ProducerRunner:
             )
             for p in self._partitions
         ]
-
-
-def _forever() -> Iterator[float]:
-    """The arrivals of an unlimited segment: no intended times, just "next"."""
-    while True:
-        yield 0.0

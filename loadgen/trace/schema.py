@@ -29,6 +29,7 @@ __all__ = [
     "SendRecord",
     "arrow_schema",
     "field_names",
+    "int64_columns",
 ]
 
 SCHEMA_VERSION: Final = 1
@@ -163,4 +164,13 @@ def arrow_schema(table: str) -> pa.Schema:
             b"loadgen.table": table.encode(),
             b"loadgen.schema_version": str(SCHEMA_VERSION).encode(),
         },
+    )
+
+
+def int64_columns(table: str) -> frozenset[str]:
+    """The table's integer columns that are never null (buffered as `array("q")`)."""
+    return frozenset(
+        field.name
+        for field in arrow_schema(table)
+        if field.type == pa.int64() and not field.nullable
     )

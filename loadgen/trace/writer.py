@@ -1,10 +1,10 @@
 """Cheap trace writing: columnar buffers on the hot path, Parquet in a writer thread.
 
 The hot path appends values to plain Python lists (a `ColumnBuffer` per producer or consumer,
-one list per varying column; what is constant for the source, such as its topic and name, is
-not repeated per row). A full buffer is handed, whole, to the table's `TableWriter`, whose
-thread turns it into Arrow arrays and writes row groups: the event loop never waits for a
-write, and there is no syscall per message.
+one list per varying column, an `array("q")` for an integer column without nulls; what is
+constant for the source, such as its topic and name, is not repeated per row). A full buffer
+is handed, whole, to the table's `TableWriter`, whose thread turns it into Arrow arrays and
+writes row groups: the event loop never waits for a write, and there is no syscall per message.
 
 Files are written as hidden `.<name>.inprogress` and renamed when complete, so Spark (which
 skips dot-files) never reads half a file.
@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,19 +40,23 @@ class ColumnBuffer:
     Args:
         constants: column -> value, the same for every row of this source.
         columns: the varying columns, in any order; `lists[i]` is column `columns[i]`.
+        int64: columns among `columns` that never hold None: kept as `array("q")` rather than
+            lists, which the writer hands to Arrow as they are, without a conversion per value.
     """
 
     __slots__ = ("columns", "constants", "lists")
 
-    def __init__(self, constants: Mapping[str, Any], columns: Sequence[str]) -> None:
+    def __init__(
+        self, constants: Mapping[str, Any], columns: Sequence[str], int64: Collection[str] = ()
+    ) -> None:
         self.constants = dict(constants)
         self.columns = tuple(columns)
-        self.lists: list[list[Any]] = [[] for _ in self.columns]
+        self.lists: list[Any] = [array("q") if name in int64 else [] for name in self.columns]
 
     def __len__(self) -> int:
         return len(self.lists[0])
 
-    def take(self, rows: int | None = None) -> list[list[Any]]:
+    def take(self, rows: int | None = None) -> list[Any]:
         """Remove and return the first `rows` rows (all by default), column by column.
 
         The buffer keeps its list objects (copied out, then cleared in place): hot loops hold
@@ -100,7 +105,7 @@ class TableWriter:
         self._thread.start()
 
     def submit(
-        self, constants: Mapping[str, Any], columns: Sequence[str], lists: list[list[Any]]
+        self, constants: Mapping[str, Any], columns: Sequence[str], lists: list[Any]
     ) -> None:
         """Hand rows over to the writer thread (never blocks).
 
@@ -154,14 +159,22 @@ class TableWriter:
             self._error = exc
 
     def _batch(
-        self, constants: dict[str, Any], columns: tuple[str, ...], lists: list[list[Any]]
+        self, constants: dict[str, Any], columns: tuple[str, ...], lists: list[Any]
     ) -> pa.RecordBatch:
         rows = len(lists[0])
         by_name = dict(zip(columns, lists, strict=True))
         arrays = []
         for field in self.schema:
             if field.name in by_name:
-                arrays.append(pa.array(by_name[field.name], type=field.type))
+                values = by_name[field.name]
+                if isinstance(values, array) and field.type == pa.int64() and values.itemsize == 8:
+                    # int64 already: its buffer becomes the column as it is.
+                    buffers = [None, pa.py_buffer(values)]
+                    arrays.append(pa.Array.from_buffers(pa.int64(), len(values), buffers))
+                else:
+                    if isinstance(values, array):
+                        values = values.tolist()
+                    arrays.append(pa.array(values, type=field.type))
             else:
                 value = constants[field.name]
                 if value is None:
@@ -175,8 +188,19 @@ class TableWriter:
             return
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         if self._writer is None:
+            # Dictionaries for the strings (a run has few topics, names, keys and brokers) and
+            # delta encoding for the integers (sequence ids and times climb in small steps):
+            # dictionaries over integers that seldom repeat cost time and space for nothing.
+            # Measured on a receives table: 0.19 µs and 3.7 bytes a row against 0.47 µs and
+            # 21 bytes with the defaults (docs/performance.md).
             self._writer = pq.ParquetWriter(
-                self._in_progress, self.schema, compression=self._compression
+                self._in_progress,
+                self.schema,
+                compression=self._compression,
+                use_dictionary=[f.name for f in self.schema if f.type == pa.string()],
+                column_encoding={
+                    f.name: "DELTA_BINARY_PACKED" for f in self.schema if f.type == pa.int64()
+                },
             )
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
         self.rows_written += table.num_rows

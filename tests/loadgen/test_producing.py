@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import anyio
 import pytest
 
 from loadgen.messages import ProducerPlan
-from loadgen.payload import HEADER, NO_KEY, run_tag
+from loadgen.payload import HEADER, NO_KEY, key_name, run_tag, sampled
 from loadgen.producing import SEND_COLUMNS, GroupCounters, ProducerRunner
 from loadgen.scenario import Batching, Keys
 from loadgen.schedule import Segment
@@ -16,12 +17,14 @@ from protocol.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
 
+FAKE_BROKER = "pulsar://fake:6650"
+
 
 class FakeHandler:
     """Receipts every send at once (or fails the ones listed), recording when it was sent."""
 
     attachments = 1
-    broker_url = "pulsar://fake:6650"
+    broker_url = FAKE_BROKER
 
     def __init__(self, clock: FakeClock, fail: set[int] = frozenset()) -> None:
         self.clock = clock
@@ -164,3 +167,99 @@ async def test_keys_route_to_partitions_and_failures_are_tallied(fake_clock: Fak
     assert columns["error"][1] == "RuntimeError('send timeout')"
     assert columns["receipt_ns"][1] is None
     assert columns["ledger_id"][1] == -1
+
+
+class BatchingHandler(FakeHandler):
+    """Receipts `batch` sends at once (the batch holding a `fail` sequence id fails whole)."""
+
+    def __init__(self, clock: FakeClock, batch: int, fail: set[int] = frozenset()) -> None:
+        super().__init__(clock, fail)
+        self.batch = batch
+        self.pending: list[int] = []
+        self.outcomes: dict[int, tuple[Any, ...]] = {}  # sequence id -> its row's receipt part
+        self.entries = 0
+
+    async def send_async(self, payload, *, key=None, sequence_id=None):
+        self.sends.append((self.clock.now(), payload, key, sequence_id))
+        self.pending.append(sequence_id)
+        if len(self.pending) == self.batch:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if not self.pending:
+            return
+        first, last = self.pending[0], self.pending[-1]
+        now = self.clock.wall_ns()
+        if self.fail & set(self.pending):
+            error = RuntimeError("batch failed")
+            self.listener(first, last, -1, -1, -1, error)
+            for seq in self.pending:
+                self.outcomes[seq] = (None, -1, -1, -1, repr(error))
+        else:
+            self.entries += 1
+            self.listener(first, last, 9, self.entries, 0, None)
+            for index, seq in enumerate(self.pending):
+                self.outcomes[seq] = (now, 9, self.entries, index, None)
+        self.pending = []
+        await self.clock.sleep(0.002)  # receipts take a while: the next batch's times differ
+
+
+@pytest.mark.parametrize("threshold", [None, 1 << 52])
+@pytest.mark.parametrize("keyed", [False, True])
+async def test_batched_receipts_trace_every_message_as_it_was_sent(
+    fake_clock: FakeClock, threshold: int | None, keyed: bool
+) -> None:
+    handlers = [BatchingHandler(fake_clock, 3, fail={4}), BatchingHandler(fake_clock, 5)]
+    the_plan = plan(
+        [Segment(0.0, 1.0, 40.0, 40.0)],
+        partitions=2,
+        keys=Keys(distribution="random", count=8) if keyed else None,
+    )
+    runner = ProducerRunner(
+        the_plan,
+        run_id="R",
+        worker=0,
+        tag=run_tag("R"),
+        clock=fake_clock,
+        counters=GroupCounters(),
+        writer=None,
+        sample_threshold=threshold or 0,
+        full_sample=threshold is None,
+    )
+    await runner.start(FakeDriver(handlers))
+
+    async def run_and_finish() -> None:
+        await runner.run(fake_clock.now(), fake_clock.wall_ns())
+        await runner.finish()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_and_finish)
+        await fake_clock.run_until_idle()
+    kept_total = 0
+    for handler, partition in zip(handlers, runner._partitions, strict=True):
+        assert handler.sends
+        assert not handler.pending
+        expected = []
+        for _, payload, key, seq in handler.sends:
+            _, _, _, _, producer, key_index, _, intended, sent = HEADER.unpack_from(payload)
+            if threshold is not None and not sampled(producer, seq, threshold):
+                continue
+            assert key == (None if key_index == NO_KEY else key_name(key_index))
+            receipt, ledger, entry, batch_index, error = handler.outcomes[seq]
+            expected.append(
+                (seq, key, intended, sent, receipt, ledger, entry, batch_index, error, FAKE_BROKER)
+            )
+        rows = list(zip(*partition.rows.lists, strict=True))
+        assert partition.rows.columns == SEND_COLUMNS
+        assert rows == expected
+        kept_total += len(rows)
+    sent_total = sum(len(h.sends) for h in handlers)
+    assert sent_total == 40
+    if threshold is not None:
+        assert 0 < kept_total < sent_total
+    tallies = runner.tallies()
+    assert tallies[0].failed == 3
+    assert zlib.decompress(tallies[0].acked)[3:6] == b"\x00\x00\x00"
+    assert runner.acked == 40 - 3
+    assert len(runner._counters.latencies) == 40 - 3
+    assert runner._counters.errors == 3

@@ -11,6 +11,7 @@ from loadgen.trace.schema import (
     SendRecord,
     arrow_schema,
     field_names,
+    int64_columns,
 )
 from loadgen.trace.writer import ColumnBuffer, TableWriter
 
@@ -49,7 +50,8 @@ def test_buffers_become_rows_with_their_constants(tmp_path) -> None:
         "error",
         "broker",
     )
-    buffer = ColumnBuffer(constants, columns)
+    buffer = ColumnBuffer(constants, columns, int64_columns("sends"))  # int64s as arrays
+    assert {type(c).__name__ for c in buffer.lists} == {"array", "list"}
     for seq in range(5):
         for column, value in zip(
             buffer.lists,

@@ -82,6 +82,7 @@ async def test_batch_is_split_and_counts_one_permit_per_message(
     await producer.flush()
     got = [await consumer.receive() for _ in range(3)]
     assert [m.message_id for m in got] == [MessageId(LEDGER, 0, -1, i, 3) for i in range(3)]
+    assert [m.delivery for m in got] == [(LEDGER, 0, i, 0) for i in range(3)]
     await anyio.wait_all_tasks_blocked()
     assert flows(broker) == [6, 3]
 
@@ -267,6 +268,8 @@ async def test_redelivery_count_grows_with_each_negative_ack(
         await fake_clock.advance(0.5)
     message = await consumer.receive()
     assert message.redelivery_count == 3
+    mid = message.message_id
+    assert message.delivery == (mid.ledger_id, mid.entry_id, -1, 3)
 
 
 async def test_seek_by_id_resubscribes_and_filters_up_to_the_target(
