@@ -127,6 +127,8 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
             )
             async for signum in signals:
                 log.info("%s received, stopping", signal.Signals(signum).name)
+                # Graceful: hand every bundle over before the session (and its locks) ends.
+                await broker.shutdown()
                 return
 
 

@@ -285,6 +285,13 @@ def _namespaces(sub: Any) -> None:
         cmd.set_defaults(
             run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
         )
+    unload = sub.add_parser("unload", help="unload a namespace, or one of its bundles")
+    unload.add_argument("namespace", help="tenant/namespace")
+    unload.add_argument("-b", "--bundle", help="the bundle's range, e.g. 0x00000000_0x40000000")
+    unload.add_argument(
+        "-d", "--destinationBroker", help="broker id (host:port) to place the bundle on"
+    )
+    unload.set_defaults(run=_unload_namespace)
     dedup = sub.add_parser("set-deduplication", help="enable or disable deduplication")
     dedup.add_argument("namespace", help="tenant/namespace")
     switch = dedup.add_mutually_exclusive_group(required=True)
@@ -298,6 +305,18 @@ def _namespaces(sub: Any) -> None:
     _count_limit_commands(sub)
     _message_ttl_commands(sub)
     permission_commands(sub, _namespace_path, "namespace")
+
+
+def _unload_namespace(client: AdminClient, args: Any) -> Any:
+    path = _namespace_path(args.namespace)
+    if args.bundle is None:
+        if args.destinationBroker:
+            raise AdminError("--destinationBroker needs --bundle")
+        return client.call("PUT", f"{path}/unload")
+    query = ""
+    if args.destinationBroker:
+        query = "?destinationBroker=" + urllib.parse.quote(args.destinationBroker, safe="")
+    return client.call("PUT", f"{path}/{_quote(args.bundle)}/unload{query}")
 
 
 def _get_and_remove_commands(sub: Any, kind: str, suffix: str) -> None:

@@ -45,10 +45,13 @@ from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
+from emubroker.loadbalance.assignment import FewestBundlesSelector
 from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
+from emubroker.loadbalance.lookup import BundleLookup
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.loadbalance.shedding_runtime import unload_not_available
+from emubroker.loadbalance.unloading import BundleUnloader
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -99,6 +102,7 @@ if TYPE_CHECKING:
 
     from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
+    from emubroker.naming import NamespaceBundle
     from emubroker.topics.handles import TopicHandle
     from protocol.clock import Clock
 
@@ -211,6 +215,9 @@ class Broker:
             application (tests run it without a socket).
         guards: The limits every connection counts against (``emubroker.net.guards``).
         leader_election: This broker's part in the cluster's leader election.
+        lookup: Answers lookups across the cluster's brokers (``loadbalance.lookup``).
+        unloader: Unloads this broker's bundles (``loadbalance.unloading``); a bundle's unload
+            is ``await broker.unloader.unload(bundle)``.
         load_reporter: This broker's load report (its registration under
             ``/loadbalance/brokers``).
         load_leader: The load manager's leader tasks (running while this broker leads).
@@ -235,12 +242,25 @@ class Broker:
     dynamic: DynamicConfig | None = None
     admin: AdminContext | None = None
     leader_election: LeaderElectionService | None = None
+    lookup: BundleLookup | None = None
+    unloader: BundleUnloader | None = None
     load_reporter: LoadReporter | None = None
     load_leader: LoadBalancerLeader | None = None
     traffic: TrafficCounter | None = None
     service_url_tls: str = ""
     admin_url_tls: str = ""
     guards: NetGuards | None = None
+
+    async def shutdown(self) -> None:
+        """Hand the bundles over before stopping (SIGTERM).
+
+        Unregister first, so the leader places nothing more here, then unload every bundle
+        within ``brokerShutdownTimeoutMs``.
+        """
+        if self.load_reporter is not None:
+            await self.load_reporter.disable()
+        if self.unloader is not None:
+            await self.unloader.unload_all(self.config.brokerShutdownTimeoutMs / 1000)
 
     def handler_factory(self, session: Session) -> ConnectionHandler:
         """The command handler of a new session (``net.HandlerFactory``)."""
@@ -301,6 +321,8 @@ def _admin_context(
     schemas: SchemaService | None,
     compaction: CompactionService | None,
     leader_election: LeaderElectionService,
+    lookup: BundleLookup,
+    unloader: BundleUnloader,
     load_reporter: LoadReporter,
     load_leader: LoadBalancerLeader,
     health: HealthChecker,
@@ -353,6 +375,8 @@ def _admin_context(
         schemas=schemas,
         compaction=compaction,
         leader_election=leader_election,
+        lookup=lookup,
+        unloader=unloader,
         security=security,
         clock=clock,
         bundle_splitter=build_bundle_splitter(
@@ -363,6 +387,7 @@ def _admin_context(
             namespaces=namespaces,
             topics=topics,
             stats=stats,
+            unload=unloader.unload,
         ),
     )
 
@@ -569,6 +594,7 @@ async def open_broker(
                 features=features,
                 throttling=throttling,
                 namespace_policies=namespaces.policies,
+                hand_overs=lambda name: ownership.hand_overs(ownership.bundle_of(name)),
             ).running()
         )
         schema_registry = SchemaRegistry(store, clock)
@@ -578,8 +604,41 @@ async def open_broker(
         )
         ownership = OwnershipTable(
             store,
-            BrokerInfo(service_url, admin_url, service_url_tls, admin_url_tls),
+            # The configured admin address even when it is not served (component tests).
+            BrokerInfo(
+                service_url,
+                admin_url or f"http://{broker_id_of(config)}",
+                service_url_tls,
+                admin_url_tls,
+            ),
             bundles_per_namespace=config.defaultNumberOfNamespaceBundles,
+            clock=clock,
+        )
+
+        async def close_bundle_topics(bundle: NamespaceBundle, graceful: bool) -> int:
+            return await topics.close_topics(
+                lambda name: ownership.bundle_of(name) == bundle, graceful=graceful
+            )
+
+        unloader = BundleUnloader(
+            ownership,
+            close_bundle_topics,
+            clock=clock,
+            unload_timeout=config.namespaceBundleUnloadingTimeoutMs / 1000,
+        )
+        ownership.on_lost = unloader.lost
+        leader_election = LeaderElectionService(
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            service_url=f"http://{broker_id_of(config)}",
+        )
+        lookup = BundleLookup(
+            store,
+            ownership,
+            leader_election,
+            FewestBundlesSelector(store, clock),
+            broker_id=broker_id_of(config),
         )
         policy_store = PolicyStore(store)
         security = Security.from_config(
@@ -594,6 +653,7 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             security=security,
             clock=clock,
+            lookup=lookup,
             lookups=LookupLimit(dynamic.config.maxConcurrentLookupRequest),
         )
         guards = NetGuards.from_config(dynamic.config)
@@ -608,13 +668,9 @@ async def open_broker(
         await tg.start(namespaces.watch, store)
         await tg.start(dynamic.watch)
         # Elected before the ports serve, so that leaderBroker answers once the broker is ready.
-        leader_election = LeaderElectionService(
-            store,
-            clock,
-            broker_id=broker_id_of(config),
-            service_url=f"http://{broker_id_of(config)}",
-        )
         await tg.start(leader_election.run)
+        await tg.start(ownership.watch)
+        await tg.start(ownership.prove, config.metadataStoreSessionTimeoutMillis / 1000)
         # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
         # ModularLoadManagerImpl.start).
         traffic = TrafficCounter()
@@ -658,6 +714,8 @@ async def open_broker(
             schemas=SchemaService(schema_registry, features),
             compaction=compaction,
             leader_election=leader_election,
+            lookup=lookup,
+            unloader=unloader,
             load_reporter=load_reporter,
             load_leader=load_leader,
             health=HealthChecker(
@@ -685,6 +743,8 @@ async def open_broker(
             dynamic=dynamic,
             admin=admin_context,
             leader_election=leader_election,
+            lookup=lookup,
+            unloader=unloader,
             load_reporter=load_reporter,
             load_leader=load_leader,
             traffic=traffic,

@@ -148,6 +148,10 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
         metadataStoreSessionTimeoutMillis: The broker's metadata session ends this long after
             its last heartbeat; its ephemeral nodes (bundle ownership, the leader node) go with
             it, so it bounds how long a dead broker keeps them.
+        brokerShutdownTimeoutMs: How long a broker stopping on SIGTERM may spend unloading its
+            bundles (closing their topics, releasing their ownership) before it stops anyway.
+        namespaceBundleUnloadingTimeoutMs: How long one bundle's unload may spend closing its
+            topics before its ownership is released anyway.
         emubrokerDispatchTraceDir: Ours, not Pulsar's: a directory where the broker writes the
             dispatch trace (one Parquet row per dispatch, docs/dispatch-trace.md); empty = off.
         emubrokerDispatchTraceFlushRecords: Ours: trace rows buffered per Parquet row group
@@ -191,6 +195,8 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     isSchemaValidationEnforced: bool = False
     topicCompactionRetainNullKey: bool = False
     metadataStoreSessionTimeoutMillis: Positive = 30_000
+    brokerShutdownTimeoutMs: Annotated[int, msgspec.Meta(ge=0)] = 60_000
+    namespaceBundleUnloadingTimeoutMs: Positive = 60_000
     emubrokerDispatchTraceDir: str = ""
     emubrokerDispatchTraceFlushRecords: Positive = 65_536
 

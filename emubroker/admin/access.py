@@ -131,6 +131,8 @@ def _namespace_rule(method: str, rest: list[str]) -> Rule:
     if len(rest) == 2:
         return NAMESPACE_POLICY if method == "GET" else TENANT_ADMIN  # policies / create, delete
     what = rest[2]
+    if "unload" in (what, *rest[3:4]):
+        return SUPER_USER  # validateSuperUserAccess (a namespace's and a bundle's unload)
     if rest[3:] == ["split"]:
         return SUPER_USER  # internalSplitNamespaceBundle: validateSuperUserAccess
     if what == "topics":

@@ -34,12 +34,14 @@ from emubroker.admin import (
     routes_subscriptions,
     routes_tenants,
     routes_topics,
+    routes_unload,
 )
 from emubroker.admin.context import CONTEXT
 from emubroker.admin.errors import rest_errors
 from emubroker.admin.http import MAX_BODY, max_request_size
 from emubroker.admin.metrics import CONTENT_TYPE
 from emubroker.admin.security import rest_security
+from emubroker.admin.topic_owner import topic_ownership
 
 if TYPE_CHECKING:
     import socket
@@ -66,8 +68,10 @@ def build_admin_app(context: AdminContext) -> web.Application:
         context: The broker services the handlers use.
     """
     # rest_errors outermost: the security middleware's refusals become Pulsar's error bodies.
+    # topic_ownership innermost: only authorized calls are looked up and redirected.
     app = web.Application(
-        middlewares=[rest_errors, max_request_size, rest_security], client_max_size=MAX_BODY
+        middlewares=[rest_errors, max_request_size, rest_security, topic_ownership],
+        client_max_size=MAX_BODY,
     )
     app[CONTEXT] = context
     routes_brokers.add_routes(app)
@@ -75,6 +79,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
+    routes_unload.add_routes(app)
     routes_bundles.add_routes(app)
     routes_permissions.add_routes(app)
     routes_topics.add_routes(app)

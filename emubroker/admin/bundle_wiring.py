@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from emubroker.loadbalance.bundle_split import BundleSplitter
-from emubroker.naming import TopicName, name_hash
 from protocol.commands import TopicsMode
 from protocol.errors import TopicNotFoundError
 
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = [
     "TopicRates",
     "build_bundle_splitter",
-    "bundle_unloader",
     "namespace_topics",
     "topic_loads",
 ]
@@ -56,25 +54,6 @@ def topic_loads(stats: TopicStatsView, topics: Sequence[str]) -> Mapping[str, To
     return loads
 
 
-def bundle_unloader(
-    topics: TopicService, ownership: OwnershipTable
-) -> Callable[[NamespaceBundle], Awaitable[None]]:
-    """Unload a bundle: close its loaded topics (CLOSE_PRODUCER / CLOSE_CONSUMER), release it.
-
-    The seam through which a split with ``unload=true`` unloads its children (§6.3 steps 2
-    and 3); the cluster's full unload (refusing the bundle while it closes, flushing cursors,
-    graceful shutdown) replaces it behind the same callable.
-    """
-
-    async def unload(bundle: NamespaceBundle) -> None:
-        for name in namespace_topics(topics, bundle.namespace):
-            if bundle.bundle_range.contains(name_hash(name)):
-                await topics.unload(TopicName.parse(name))
-        await ownership.release(bundle)
-
-    return unload
-
-
 def namespace_topics(topics: TopicService, namespace: NamespaceName) -> list[str]:
     """Every topic of the namespace known here, partitions apart (none for an unknown one)."""
     try:
@@ -92,8 +71,17 @@ def build_bundle_splitter(
     namespaces: NamespaceRegistry,
     topics: TopicService,
     stats: TopicStatsView,
+    unload: Callable[[NamespaceBundle], Awaitable[object]],
 ) -> BundleSplitter:
-    """The broker's bundle splitter (``PUT .../{bundle}/split``)."""
+    """The broker's bundle splitter (``PUT .../{bundle}/split``).
+
+    ``unload`` is the cluster's unload of a bundle (``loadbalance.unloading``), through which a
+    split with ``unload=true`` unloads its children (§6.3).
+    """
+
+    async def unload_child(bundle: NamespaceBundle) -> None:
+        await unload(bundle)
+
     return BundleSplitter(
         store,
         ownership,
@@ -102,5 +90,5 @@ def build_bundle_splitter(
         topics_of=lambda namespace: namespace_topics(topics, namespace),
         topic_loads=lambda names: topic_loads(stats, names),
         published=namespaces.apply,
-        unload=bundle_unloader(topics, ownership),
+        unload=unload_child,
     )

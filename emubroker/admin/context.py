@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from emubroker.loadbalance import OwnershipTable
     from emubroker.loadbalance.bundle_split import BundleSplitter
     from emubroker.loadbalance.leader_election import LeaderElectionService
+    from emubroker.loadbalance.lookup import BundleLookup
     from emubroker.loadbalance.reporter import LoadReporter
+    from emubroker.loadbalance.unloading import BundleUnloader
     from emubroker.metadata import MetadataStore
     from emubroker.namespace_registry import NamespaceRegistry
     from emubroker.policies import PolicyStore
@@ -52,6 +54,9 @@ class AdminContext:
         security: Authentication and authorization of REST calls; None: neither.
         clock: The broker's clock (token expiry is checked against its wall time).
         leader_election: This broker's view of the cluster's leader (``leaderBroker``).
+        lookup: Lookups across brokers (HTTP lookup, redirects to a topic's owner); None: every
+            topic is served here.
+        unloader: Unloads this broker's bundles (the unload endpoints).
         bundle_splitter: Splits bundles this broker owns (``.../{bundle}/split``).
     """
 
@@ -74,6 +79,8 @@ class AdminContext:
     security: Security | None = None
     clock: Clock | None = None
     leader_election: LeaderElectionService | None = None
+    lookup: BundleLookup | None = None
+    unloader: BundleUnloader | None = None
     bundle_splitter: BundleSplitter | None = None
 
 

@@ -143,7 +143,10 @@ async def owned_namespaces(request: web.Request) -> web.Response:
     await _maybe_redirect_to_broker(request, request.match_info["broker"])
     await _validate_cluster_ownership(request, request.match_info["cluster"])
     return json_response(
-        {str(bundle): NamespaceOwnershipStatus() for bundle in ctx.ownership.owned_bundles()}
+        {
+            str(bundle): NamespaceOwnershipStatus(is_active=ctx.ownership.is_serving(bundle))
+            for bundle in ctx.ownership.owned_bundles()
+        }
     )
 
 

@@ -4,9 +4,11 @@ A client whose service URL is ``http://host:admin-port`` looks topics up here an
 to the returned ``brokerUrl`` with the binary protocol. The answer is Pulsar's ``LookupData``;
 the C++ client requires both ``brokerUrl`` and ``brokerUrlTls`` (``""`` when there is no TLS
 port; a client whose service URL is ``https://`` connects to ``brokerUrlTls``), ``httpUrl`` is
-optional. The owner comes from the same ownership table as binary LOOKUPs, so both
-paths agree on which broker serves a topic. As in Pulsar's ``TopicLookupBase``, a topic that
-neither exists nor may be auto-created is 404 "Topic not found <topic>".
+optional. The answer comes from the same lookup as binary LOOKUPs (``loadbalance.lookup``), so
+both paths agree on which broker serves a topic; where the binary lookup answers Redirect, this
+one answers **307** to the same path on the broker to ask, with ``?authoritative=`` (and
+``listenerName``) as Pulsar's ``TopicLookupBase`` builds it; no broker available is 503. As in
+Pulsar, a topic that neither exists nor may be auto-created is 404 "Topic not found <topic>".
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import msgspec
 from aiohttp import web
 
 from emubroker.admin.errors import NOT_FOUND, UNAVAILABLE, RestError
-from emubroker.admin.http import context, json_response, topic_of
+from emubroker.admin.http import context, json_response, query_bool, topic_of
+from protocol.errors import ServiceNotReadyError
 
 __all__ = ["LookupData", "add_routes"]
 
@@ -43,7 +46,22 @@ async def lookup(request: web.Request) -> web.Response:
     listeners = ctx.dynamic.config.listeners()
     if listener and listener not in listeners:
         raise RestError(UNAVAILABLE, f"the broker do not have {listener} listener")
-    owner = await ctx.ownership.owner_of(name)
+    if ctx.lookup is None:
+        owner = (await ctx.ownership.try_acquire(ctx.ownership.bundle_of(name))).broker
+    else:
+        try:
+            answer = await ctx.lookup.lookup_topic(
+                name, authoritative=query_bool(request, "authoritative")
+            )
+        except ServiceNotReadyError as exc:
+            raise RestError(UNAVAILABLE, exc.message) from None
+        owner = answer.broker
+        if answer.redirect:
+            base = owner.http_url_tls if request.secure and owner.http_url_tls else owner.http_url
+            query = f"authoritative={str(answer.authoritative).lower()}"
+            if listener:
+                query += f"&listenerName={listener}"
+            raise web.HTTPTemporaryRedirect(f"{base}{request.path}?{query}")
     url, http_url = owner.service_url, owner.http_url
     if owner == ctx.ownership.me:
         http_url = ctx.web_service_url

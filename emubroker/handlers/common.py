@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from emubroker.auth import Security
     from emubroker.config import BrokerConfig
     from emubroker.handlers.access import ConnectionAccess
+    from emubroker.loadbalance.lookup import BundleLookup
     from emubroker.loadbalance.ownership import OwnershipTable
     from emubroker.naming import NamespaceName
     from emubroker.schemas import SchemaService
@@ -112,6 +113,8 @@ class BrokerServices:
             schemas (every schema accepted as version 0, GET_SCHEMA answers TopicNotFound).
         security: Authentication and authorization (``emubroker.auth``); None: neither.
         clock: Drives credential refresh checks (only used with authentication).
+        lookup: Answers LOOKUPs across brokers and refuses producers and consumers of topics
+            this broker does not serve; None: every topic is served here (component tests).
         lookups: Lookups in flight over the broker (``maxConcurrentLookupRequest``).
     """
 
@@ -123,6 +126,7 @@ class BrokerServices:
     schemas: SchemaService | None = None
     security: Security | None = None
     clock: Clock | None = None
+    lookup: BundleLookup | None = None
     lookups: LookupLimit = field(default_factory=LookupLimit)
 
 
@@ -149,6 +153,12 @@ class CommandGroup:
         self._session = session
         self._send = session.send_command
         self._start = start
+
+    async def _check_serving(self, name: TopicName) -> None:
+        """Refuse a topic this broker does not serve (``ServiceNotReadyError``, §3.1)."""
+        lookup = self._services.lookup
+        if lookup is not None:
+            await lookup.check_serving(name)
 
 
 def topic_name(name: str) -> TopicName:

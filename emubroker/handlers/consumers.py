@@ -106,6 +106,7 @@ class ConsumerCommands(CommandGroup):
                 await self._access.require_topic(
                     name, TopicOperation.CONSUME, "subscribe", subscription=cmd.subscription
                 )
+            await self._check_serving(name)
             topic = await self._topics.get_topic(name, create=cmd.force_topic_creation)
             # Before the schema, as ServerCnx.handleSubscribe checks it (``limits``).
             check_topic_consumers(topic.limits(), topic.consumer_count)

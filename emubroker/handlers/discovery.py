@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, TypeVar
 from emubroker.auth import NamespaceOperation, TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.handlers.lookups import TOO_MANY_LOOKUPS
-from emubroker.naming import InvalidNameError, NamespaceName
+from emubroker.loadbalance.lookup import LookupAnswer
+from emubroker.naming import InvalidNameError, NamespaceName, TopicName
 from protocol import commands as c
 from protocol.errors import (
     AuthorizationError,
@@ -104,7 +105,10 @@ class DiscoveryCommands(CommandGroup):
         )
 
     async def on_lookup(self, cmd: c.LookupTopic) -> None:
-        """LOOKUP: Connect to the bundle's owner, or the Failed form (§5.2)."""
+        """LOOKUP: Connect to the owner, Redirect to the broker to ask, or the Failed form.
+
+        Spec §5.2; spec/pulsar-behaviour.md §3.1 (``loadbalance.lookup``).
+        """
         services = self._services
         try:
             name = topic_name(cmd.topic)
@@ -124,7 +128,7 @@ class DiscoveryCommands(CommandGroup):
                 raise ServiceNotReadyError(f"the broker do not have {listener} listener")
             if not services.namespace_exists(name.namespace):
                 raise TopicNotFoundError(f"Namespace {name.namespace} does not exist")
-            owner = await services.ownership.owner_of(name)
+            answer = await self._lookup(name, cmd.authoritative)
         except Exception as exc:
             failure = as_broker_error(exc, "LOOKUP")
             self._send(
@@ -136,6 +140,7 @@ class DiscoveryCommands(CommandGroup):
                 )
             )
             return
+        owner = answer.broker
         url = owner.service_url
         if listener and owner == services.ownership.me:
             url = services.listeners[listener]
@@ -145,10 +150,18 @@ class DiscoveryCommands(CommandGroup):
                 broker_service_url=url,
                 # The client connects here when its own service URL is pulsar+ssl:// (§5.2).
                 broker_service_url_tls=owner.service_url_tls or None,
-                response=c.LookupType.CONNECT,
-                authoritative=True,
+                response=c.LookupType.REDIRECT if answer.redirect else c.LookupType.CONNECT,
+                authoritative=answer.authoritative,
             )
         )
+
+    async def _lookup(self, name: TopicName, authoritative: bool) -> LookupAnswer:
+        services = self._services
+        if services.lookup is not None:
+            return await services.lookup.lookup_topic(name, authoritative=authoritative)
+        # No cluster view (component tests): every bundle is this broker's.
+        bundle = services.ownership.bundle_of(name)
+        return LookupAnswer((await services.ownership.try_acquire(bundle)).broker)
 
     def on_get_topics(self, cmd: c.GetTopicsOfNamespace) -> None:
         """GET_TOPICS_OF_NAMESPACE: the namespace's topics, or ERROR (§5.3)."""

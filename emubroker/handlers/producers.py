@@ -432,6 +432,7 @@ class ProducerCommands(CommandGroup):
                         "Produce",
                         subscription=cmd.initial_subscription_name,
                     )
+            await self._check_serving(name)
             topic = await self._topics.get_topic(name)
             # Before the schema, as ServerCnx.handleProducer checks it (``limits``).
             check_producers(topic.limits(), topic.name, topic.producer_count)

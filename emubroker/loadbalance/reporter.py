@@ -153,6 +153,7 @@ class LoadReporter:
         self._writes = 0
         self._reason: ReportUpdateReason | None = None
         self._registered = False
+        self._disabled = False
 
     # ---- what the rest of the broker reads -------------------------------------------------
 
@@ -286,9 +287,17 @@ class LoadReporter:
                 await self._store.delete(self.path, expected_version=node.version)
         raise MetadataStoreError(f"{self.path} keeps changing; cannot register")
 
+    async def disable(self) -> None:
+        """Unregister for good before a graceful shutdown (Pulsar's ``disableBroker``).
+
+        The leader places no bundle here any more while this broker unloads its own.
+        """
+        self._disabled = True
+        await self._release()
+
     async def _restore(self) -> None:
         """Write the node again if it is gone (the session that held it ended)."""
-        if await self._store.exists(self.path):
+        if self._disabled or await self._store.exists(self.path):
             return
         log.warning(
             "registration %s was lost (metadata session ended); registering again", self.path

@@ -16,7 +16,7 @@ from emubroker.naming import InvalidNameError, TopicName
 if TYPE_CHECKING:
     from emubroker.metadata.store import MetadataStore
 
-__all__ = ["walk", "walk_topics"]
+__all__ = ["topic_of_path", "walk", "walk_topics"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,18 @@ async def walk(store: MetadataStore, root: str, depth: int) -> list[tuple[list[s
                     found.append(([*parts, child], node.value))
         prefixes = deeper
     return found
+
+
+def topic_of_path(root: str, path: str) -> TopicName | None:
+    """The topic of a per-topic node's path below ``root``; None for any other path."""
+    parts = path.removeprefix(root + "/").split("/")
+    if not path.startswith(root + "/") or len(parts) != TOPIC_DEPTH:
+        return None
+    tenant, ns, domain, local = parts
+    try:
+        return TopicName.parse(f"{domain}://{tenant}/{ns}/{unquote(local)}")
+    except InvalidNameError:
+        return None
 
 
 async def walk_topics(store: MetadataStore, root: str) -> list[tuple[TopicName, bytes]]:

@@ -13,6 +13,10 @@ Rules:
    given (the ledger list, fenced, and the durable cursors: ``cursor_flush``), else created.
    The state stays in the catalog after the topic object goes (unload).
 4. Non-persistent topics have no state: each load is a new topic with a new fixed ledger id.
+5. A load that was opening a topic's stored state while the topic's bundle started leaving this
+   broker (``hand_overs`` moved) registers nothing and fails with ``ServiceNotReadyError``: the
+   state it opened may already be stale, and must not outlive the bundle's hand-over (with a
+   durable backend; a memory one's state is the only copy and stays, ``operations`` rule 3).
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class TopicLoader:
         limits: Where count limits come from.
         retains: Whether a topic's namespace sets a retention policy (no trimming).
         room: ``maxTopicsPerNamespace``, checked before a persistent topic is created.
+        hand_overs: How many times a topic's bundle started leaving this broker (rule 5); None:
+            bundles never leave.
     """
 
     def __init__(
@@ -81,9 +87,11 @@ class TopicLoader:
         limits: LimitResolver,
         retains: Callable[[TopicName], bool],
         room: NamespaceRoom,
+        hand_overs: Callable[[TopicName], int] | None = None,
     ) -> None:
         self._catalog = catalog
         self._room = room
+        self._hand_overs = hand_overs
         self._settings = settings
         self._clock = clock
         self._backend = ledgers
@@ -181,9 +189,14 @@ class TopicLoader:
         else:
             state = catalog.states.get(name)
             if state is None:
+                before = self._hand_overs(name) if self._hand_overs is not None else 0
                 state = await self.open_state(
                     name, create=create and (explicit or self._may_create(name))
                 )
+                handed_over = self._hand_overs is not None and self._hand_overs(name) != before
+                if handed_over and self.stored_metadata is not None:
+                    self.forget(name)  # rule 5
+                    raise ServiceNotReadyError(f"the bundle of {name} is being handed over")
                 topic = catalog.loaded.get(name)
                 if topic is not None:
                     return topic  # loaded by a concurrent call while we waited
@@ -202,6 +215,13 @@ class TopicLoader:
             )
         catalog.loaded[name] = topic
         return topic
+
+    def forget(self, name: TopicName) -> None:
+        """Drop a persistent topic's opened state (it stays stored)."""
+        if self._catalog.states.pop(name, None) is not None:
+            self._catalog.stored.add(name)
+        if self.flusher is not None:
+            self.flusher.forget(name)
 
     async def open_state(self, name: TopicName, *, create: bool) -> TopicState:
         """Open (recover or create) a persistent topic's stored state, once per name (rule 3).

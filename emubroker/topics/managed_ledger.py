@@ -21,7 +21,12 @@ Two modes, one class, chosen from what the backend states (``emubroker.storage``
   :data:`ADDS_IN_FLIGHT` pipelined, in order; reads come from a bounded entry cache or, on a miss,
   from the stub in ranges (``read`` raises :class:`CacheMiss`; ``await load(...)`` fills it).
   Opening fences the last ledger and recovers its end before anything is served (a new owner
-  must not lose or fork entries).
+  must not lose or fork entries). The ledger list is written version-checked from the version
+  read at opening: once another owner opened the topic (a broker whose session expired while
+  it still runs), this one's next write of the list fails and the managed ledger is *fenced*
+  (Pulsar's ``ManagedLedgerFencedException``): every add fails from then on, so a zombie
+  owner can neither write entries (its ledger is fenced in the bookie) nor roll over to a
+  ledger of its own.
 
 A failed add leaves the ledger *tainted*: adds after the failed one may have landed with shifted
 ids, so only the prefix before the failure is committed and the next add rolls over to a fresh
@@ -39,6 +44,7 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
+from emubroker.metadata.store import BadVersionError
 from emubroker.topics.entry import EntryInfo, entry_info_from_entry
 from emubroker.topics.ml_meta import (
     LedgerRecord,
@@ -63,6 +69,7 @@ __all__ = [
     "CacheMiss",
     "LedgerPolicy",
     "ManagedLedger",
+    "ManagedLedgerFencedError",
 ]
 
 logger = logging.getLogger(__name__)
@@ -84,6 +91,12 @@ class CacheMiss(anyio.WouldBlock):
         super().__init__(first, last)
         self.first = first
         self.last = last
+
+
+class ManagedLedgerFencedError(StorageError):
+    """Another broker opened this managed ledger: nothing more may be written through this one."""
+
+    code = "ManagedLedgerFenced"
 
 
 class LedgerPolicy(msgspec.Struct, frozen=True):
@@ -129,6 +142,7 @@ class ManagedLedger:
         "_clock",
         "_created",
         "_evicted_below",
+        "_fenced",
         "_first_live",
         "_ledger_ids",
         "_loaded",
@@ -141,6 +155,7 @@ class ManagedLedger:
         "_sizes",
         "_starts",
         "_tainted",
+        "_version",
         "infos",
     )
 
@@ -170,6 +185,8 @@ class ManagedLedger:
         self._created: list[float] = []
         self._first_live = 0  # segments before it were trimmed (deleted from the bookie)
         self._tainted = False
+        self._version = -1  # of the stored ledger list (-1: not stored yet)
+        self._fenced = False
         self._lock = anyio.Lock()
         self._sections: list[bytes | None] = []  # the cache, aligned with the index
         self._evicted_below = 0
@@ -241,6 +258,7 @@ class ManagedLedger:
             value = await metadata.get(path)
             if value is not None:
                 stored = decode_ledger_info(value.value)
+                ml._version = value.version
         if stored is None:
             if not create:
                 return None
@@ -428,6 +446,7 @@ class ManagedLedger:
             return self.append_many_nowait(sections, infos)
         positions: list[tuple[int, int]] = []
         async with self._lock:
+            self._check_fenced()
             done = 0
             while done < len(sections):
                 try:
@@ -540,6 +559,18 @@ class ManagedLedger:
         for column in (self._ledger_ids, self._starts, self._sizes, self._created):
             column.pop()
 
+    def _check_fenced(self) -> None:
+        if self._fenced:
+            raise ManagedLedgerFencedError(
+                f"managed ledger {self._path} was opened by another broker",
+                ledger_id=self._ledger_ids[-1],
+            )
+
+    async def close(self) -> None:
+        """Wait for the appends in flight to finish (an unload hands the topic over after)."""
+        async with self._lock:
+            pass
+
     async def _persist(self) -> None:
         if self._metadata is None or self._path is None:
             return
@@ -555,7 +586,16 @@ class ManagedLedger:
                     size=self._sizes[k],
                 )
             )
-        await self._metadata.put(self._path, encode_info(ManagedLedgerInfo(records)))
+        try:
+            put = await self._metadata.put(
+                self._path, encode_info(ManagedLedgerInfo(records)), self._version
+            )
+        except BadVersionError:
+            self._fenced = True
+            logger.warning("managed ledger %s was opened by another broker: fenced", self._path)
+            self._check_fenced()
+            raise
+        self._version = put.version
 
     # ---- the entry cache and reads ------------------------------------------------------------
 

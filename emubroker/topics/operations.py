@@ -9,7 +9,14 @@ Rules:
 2. Deleting a topic drops its entries, subscriptions and counters, refused while producers or
    consumers are attached unless forced (then they are disconnected). A partitioned topic is
    deleted with every partition, all checked before any is deleted.
-3. A message-expiry check can be run at once for every loaded persistent topic, or for one
+3. Closing the topics of a bundle that leaves this broker (unload, or ownership lost) closes
+   their producers and consumers with CLOSE_*, waits for the appends in flight, flushes the
+   cursors when the hand-over is graceful (never for a lost bundle: another broker may own the
+   topics already) and forgets every state kept about them (entries' infos, cursors, counters,
+   deduplication), so the next owner, or this broker if the bundle comes back, reads the stored
+   state afresh. Stored topics stay known as stored. Without a durable backend (memory) the
+   states stay: they hold the only copy of the entries, which no other broker could read.
+4. A message-expiry check can be run at once for every loaded persistent topic, or for one
    namespace's (its policies changed; ``expiry`` rule 5).
 """
 
@@ -20,6 +27,8 @@ from typing import TYPE_CHECKING
 from protocol.errors import NotAllowedError, TopicNotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from emubroker.naming import NamespaceName, TopicName
     from emubroker.topics.catalog import TopicCatalog
     from emubroker.topics.expiry import MessageExpiry
@@ -108,10 +117,31 @@ class TopicOperations:
                 await self.delete_topic(target, force=True)
         await self._partitioned.forget(name)
 
+    async def close_topics(self, selected: Callable[[TopicName], bool], *, graceful: bool) -> int:
+        """Close and forget the selected topics (rule 3); returns how many were loaded."""
+        catalog = self._catalog
+        closed = 0
+        for name in [name for name in catalog.loaded if selected(name)]:
+            topic = catalog.loaded.pop(name)
+            await topic.close(notify=True)
+            closed += 1
+        flusher = self._loader.flusher
+        if self._loader.stored_metadata is None:
+            # Not durable: the state holds the only copy of the entries, and no other broker
+            # could read them; it stays for this broker's next load (rule 3).
+            return closed
+        for name in [name for name in catalog.states if selected(name)]:
+            state = catalog.states[name]
+            await state.ledger.close()
+            if graceful and flusher is not None:
+                await flusher.flush_all(((name, state),))  # failures are logged
+            self._loader.forget(name)
+        return closed
+
     def check_message_expiry(
         self, namespace: NamespaceName | None = None, *, now_ms: int | None = None
     ) -> None:
-        """Expire old messages of the loaded persistent topics now (rule 3).
+        """Expire old messages of the loaded persistent topics now (rule 4).
 
         Args:
             namespace: Only this namespace's topics (its policies changed), else every topic.

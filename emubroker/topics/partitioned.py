@@ -7,23 +7,30 @@ the metadata store when one is given, as Pulsar's admin API stores them: JSON
 1. A partitioned topic has at least one partition; its name is not a partition's name, nor a
    non-partitioned topic's that exists.
 2. It may grow, never shrink.
-3. PARTITIONED_METADATA answers N for a partitioned topic and 0 for anything else, partitions
+3. Every broker of a cluster sees the same counts: :meth:`PartitionedTopics.watch` follows the
+   store, so a partitioned topic created, grown or deleted through one broker is known to all.
+4. PARTITIONED_METADATA answers N for a partitioned topic and 0 for anything else, partitions
    included (spec §5.1); with ``allowAutoTopicCreationType=partitioned`` an unknown topic is
    created first, with ``defaultNumPartitions`` partitions.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
+import anyio
 import msgspec
 
+from emubroker.metadata import StoreClosedError, WatchOverflowError
 from emubroker.metadata.paths import PARTITIONED_TOPICS_ROOT, partitioned_topic_path
-from emubroker.metadata.walk import walk_topics
+from emubroker.metadata.walk import topic_of_path, walk_topics
 from protocol.errors import NotAllowedError, TopicNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from anyio.abc import TaskStatus
 
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import NamespaceName, TopicDomain, TopicName
@@ -33,11 +40,17 @@ if TYPE_CHECKING:
 
 __all__ = ["PartitionedTopics"]
 
+log = logging.getLogger(__name__)
+
 
 class _PartitionedTopicMetadata(msgspec.Struct):
     # Pulsar's PartitionedTopicMetadata JSON as stored by its admin API.
     partitions: int
     deleted: bool = False
+
+
+def _decode(value: bytes) -> _PartitionedTopicMetadata:
+    return msgspec.json.decode(value, type=_PartitionedTopicMetadata)
 
 
 class PartitionedTopics:
@@ -73,9 +86,51 @@ class PartitionedTopics:
         if self._metadata is None:
             return
         for name, value in await walk_topics(self._metadata, PARTITIONED_TOPICS_ROOT):
-            meta = msgspec.json.decode(value, type=_PartitionedTopicMetadata)
+            meta = _decode(value)
             if not meta.deleted:
                 self._counts[name] = meta.partitions
+
+    async def watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Follow the stored counts until the store closes (rule 3)."""
+        if self._metadata is None:
+            task_status.started()
+            return
+        started = False
+        while True:
+            try:
+                async with self._metadata.watch(PARTITIONED_TOPICS_ROOT) as notifications:
+                    if started:
+                        await self._reload()  # notifications were lost: read them all again
+                    else:
+                        task_status.started()
+                        started = True
+                    async for notification in notifications:
+                        await self._changed(notification.path)
+                return
+            except WatchOverflowError:
+                log.warning("partitioned-topic watch lost notifications; reading them again")
+            except StoreClosedError:
+                return
+
+    async def _changed(self, path: str) -> None:
+        assert self._metadata is not None
+        name = topic_of_path(PARTITIONED_TOPICS_ROOT, path)
+        if name is None:
+            return
+        node = await self._metadata.get(path)
+        meta = (
+            None
+            if node is None
+            else msgspec.json.decode(node.value, type=_PartitionedTopicMetadata)
+        )
+        if meta is None or meta.deleted:
+            self._counts.pop(name, None)
+        else:
+            self._counts[name] = meta.partitions
+
+    async def _reload(self) -> None:
+        self._counts.clear()
+        await self.load()
 
     def partitions_of(self, name: TopicName) -> int:
         """Partitions of a partitioned topic, 0 for any other name (never creates anything)."""
@@ -86,7 +141,7 @@ class PartitionedTopics:
         return sorted(str(t) for t in self._counts if t.namespace == ns and t.domain is domain)
 
     async def metadata(self, name: TopicName) -> int:
-        """Partitions of a topic for PARTITIONED_METADATA (rule 3).
+        """Partitions of a topic for PARTITIONED_METADATA (rule 4).
 
         Raises:
             TopicNotFoundError: Unknown namespace.

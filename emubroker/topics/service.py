@@ -73,6 +73,8 @@ class TopicService:
         namespace_policies: A namespace's policies, for the count limits (``limits``); None:
             only the broker's limits apply. Its ``message_ttl_in_seconds`` is the message TTL
             (``expiry``).
+        hand_overs: How many times a topic's bundle started leaving this broker
+            (``loading`` rule 5); None: bundles never leave.
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class TopicService:
         features: TopicFeatures | None = None,
         throttling: DispatchThrottling | None = None,
         namespace_policies: Callable[[NamespaceName], Policies | None] | None = None,
+        hand_overs: Callable[[TopicName], int] | None = None,
     ) -> None:
         self._settings = config
         self.throttling = throttling
@@ -109,6 +112,7 @@ class TopicService:
             limits=LimitResolver(namespace_policies, throttling),
             retains=_retains(namespace_policies),
             room=room,
+            hand_overs=hand_overs,
         )
         self._partitioned = PartitionedTopics(
             self._catalog, settings=self._current_settings, room=room, metadata=metadata
@@ -148,6 +152,8 @@ class TopicService:
             self._cancel = tg.cancel_scope
             self._loader.attach(tg)
             try:
+                # Watched before it is read, so that no change in between is missed.
+                await tg.start(self._partitioned.watch)
                 await self._partitioned.load()
                 if self._loader.stored_metadata is not None:
                     await self._catalog.load_stored(self._loader.stored_metadata)
@@ -277,6 +283,17 @@ class TopicService:
     async def unload(self, name: TopicName) -> None:
         """Close a topic's producers and consumers with CLOSE_* and drop the topic object."""
         await self._operations.unload(name)
+
+    async def close_topics(self, selected: Callable[[TopicName], bool], *, graceful: bool) -> int:
+        """Close and forget every topic ``selected`` picks (``operations`` rule 3).
+
+        Its bundle leaves this broker. Returns how many were loaded.
+
+        Args:
+            selected: Which topics (those of one bundle).
+            graceful: Flush their cursors first (an unload); False when the bundle was lost.
+        """
+        return await self._operations.close_topics(selected, graceful=graceful)
 
     async def delete_topic(self, name: TopicName, *, force: bool = False) -> None:
         """Delete a non-partitioned topic or a partition: entries, subscriptions, counters.

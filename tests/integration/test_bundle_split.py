@@ -119,13 +119,21 @@ def test_a_split_asked_of_another_broker_is_done_by_the_owner(tmp_path: Path) ->
         ok(first["admin_url"], "tenants", "create", "acme")
         ok(first["admin_url"], "namespaces", "create", "acme/ns", "--bundles", "1")
         topic = "persistent://acme/ns/moving"
-        # A client of the second broker alone: that broker acquires the bundle.
+        # A client of the second broker alone: its lookup goes through the leader.
         client = make_client(owner["service_url"])
         try:
             consumers = [client.subscribe(topic, "s")]
             producers = [client.create_producer(topic)]
             send_and_receive(producers, consumers, "before")
-            # Asked of the first broker, the split is redirected to the owner, which does it.
+            # The leader placed the bundle: find its owner; the others are asked.
+            status, found = rest_call(
+                first["admin_url"], "GET", "/lookup/v2/topic/persistent/acme/ns/moving"
+            )
+            assert status == 200, found
+            brokers = [cluster.broker(i) for i in range(3)]
+            owner = next(b for b in brokers if b["service_url"] == found["brokerUrl"])
+            first, third = (b for b in brokers if b is not owner)
+            # Asked of another broker, the split is redirected to the owner, which does it.
             ok(
                 first["admin_url"],
                 "namespaces",

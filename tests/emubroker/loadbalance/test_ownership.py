@@ -1,18 +1,26 @@
-"""The bundle -> owner table over a shared in-memory metadata tree (two brokers)."""
+"""The bundle ownership table over a shared in-memory metadata tree (two brokers)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
 import pytest
 
-from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
-from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
+from emubroker.loadbalance.ownership import BrokerInfo, BundleOwner, OwnershipTable
+from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree, MetadataStoreError
 from emubroker.metadata.paths import ownership_path
-from emubroker.naming import BundleRange, TopicName, topic_hash
+from emubroker.naming import BundleRange, NamespaceBundle, TopicName, topic_hash
+from protocol.clock import FakeClock
+
+if TYPE_CHECKING:
+    from emubroker.metadata import MetadataStore
 
 pytestmark = pytest.mark.anyio
 
 ME = BrokerInfo("pulsar://127.0.0.1:6650", "http://127.0.0.1:8080")
 OTHER = BrokerInfo("pulsar://127.0.0.1:6660", "http://127.0.0.1:8090")
+TOPIC = TopicName.parse("persistent://public/default/x")
 
 
 def test_topics_map_to_pulsars_default_bundles() -> None:
@@ -25,19 +33,19 @@ def test_topics_map_to_pulsars_default_bundles() -> None:
     assert table.bundle_of(topic).bundle_range == BundleRange(0x20000000, 0xFFFFFFFF)
 
 
-async def test_first_lookup_acquires_an_ephemeral_lock() -> None:
+async def test_acquiring_takes_an_ephemeral_lock() -> None:
     tree = MemoryMetadataTree()
     async with MemoryMetadataStore(tree) as store:
         table = OwnershipTable(store, ME, bundles_per_namespace=4)
-        topic = TopicName.parse("t")
-        assert await table.owner_of(topic) == ME
-        bundle = table.bundle_of(topic)
+        bundle = table.bundle_of(TopicName.parse("t"))
+        assert await table.get_owner(bundle) is None
+        assert await table.try_acquire(bundle) == BundleOwner(ME)
         node = await store.get(ownership_path(bundle))
         assert node is not None
         assert node.ephemeral
         assert ownership_path(bundle) == f"/namespace/public/default/{bundle.bundle_range.name}"
         assert table.owned_bundles() == [bundle]
-        assert await table.owner_of(topic) == ME
+        assert table.is_serving(bundle)
     async with MemoryMetadataStore(tree) as after:
         assert await after.get(ownership_path(bundle)) is None  # died with the session
 
@@ -47,9 +55,105 @@ async def test_a_bundle_owned_elsewhere_answers_that_owner() -> None:
     async with MemoryMetadataStore(tree) as one, MemoryMetadataStore(tree) as two:
         first = OwnershipTable(one, OTHER, bundles_per_namespace=4)
         second = OwnershipTable(two, ME, bundles_per_namespace=4)
-        topic = TopicName.parse("persistent://public/default/x")
-        assert await first.owner_of(topic) == OTHER
-        assert await second.owner_of(topic) == OTHER
+        bundle = first.bundle_of(TOPIC)
+        assert await first.try_acquire(bundle) == BundleOwner(OTHER)
+        assert await second.try_acquire(bundle) == BundleOwner(OTHER)
+        assert await second.get_owner(bundle) == BundleOwner(OTHER)
         assert second.owned_bundles() == []
-        await first.release(first.bundle_of(topic))
-        assert await second.owner_of(topic) == ME
+        assert not second.is_serving(bundle)
+        await first.release(bundle)
+        assert await second.try_acquire(bundle) == BundleOwner(ME)
+
+
+async def test_a_disabled_bundle_is_reported_as_being_unloaded() -> None:
+    async with MemoryMetadataStore() as store:
+        table = OwnershipTable(store, ME, bundles_per_namespace=4)
+        bundle = table.bundle_of(TOPIC)
+        await table.try_acquire(bundle)
+        table.disable(bundle)
+        assert not table.is_serving(bundle)
+        assert table.is_owned(bundle)
+        assert await table.get_owner(bundle) == BundleOwner(ME, disabled=True)
+        await table.release(bundle)
+        assert await table.get_owner(bundle) is None
+
+
+async def test_a_lock_lost_with_the_session_drops_the_bundle(fake_clock: FakeClock) -> None:
+    lost: list[NamespaceBundle] = []
+
+    async def on_lost(bundle: NamespaceBundle) -> None:
+        lost.append(bundle)
+
+    tree = MemoryMetadataTree()
+    async with MemoryMetadataStore(tree) as store, MemoryMetadataStore(tree) as other:
+        table = OwnershipTable(store, ME, bundles_per_namespace=4, on_lost=on_lost)
+        rival = OwnershipTable(other, OTHER, bundles_per_namespace=4)
+        kept = table.bundle_of(TOPIC)
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.watch)
+            await table.try_acquire(kept)
+            released = table.bundle_of(TopicName.parse("persistent://public/default/y"))
+            if released != kept:
+                await table.try_acquire(released)
+                await table.release(released)  # a release is not a loss
+            await fake_clock.run_until_idle()
+            assert lost == []
+            await store.expire_session()  # a frozen broker: its session ended on the store
+            await fake_clock.run_until_idle()
+            assert lost == [kept]
+            assert not table.is_owned(kept)
+            # Another broker takes it; this one answers with that owner from now on.
+            assert await rival.try_acquire(kept) == BundleOwner(OTHER)
+            assert await table.get_owner(kept) == BundleOwner(OTHER)
+            tg.cancel_scope.cancel()
+
+
+class Unreachable:
+    """A metadata session whose store stops answering when told to (a network partition)."""
+
+    def __init__(self, store: MemoryMetadataStore) -> None:
+        self._store = store
+        self.cut = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        if not self.cut or not callable(attribute):
+            return attribute
+
+        async def refused(*args: Any, **kwargs: Any) -> Any:
+            raise MetadataStoreError("cannot reach the metadata store")
+
+        return refused
+
+
+async def test_a_broker_that_cannot_reach_the_store_drops_its_bundles(
+    fake_clock: FakeClock,
+) -> None:
+    lost: list[NamespaceBundle] = []
+
+    async def on_lost(bundle: NamespaceBundle) -> None:
+        lost.append(bundle)
+
+    async with MemoryMetadataStore() as store:
+        reach = Unreachable(store)
+        table = OwnershipTable(
+            cast("MetadataStore", reach),
+            ME,
+            bundles_per_namespace=4,
+            on_lost=on_lost,
+            clock=fake_clock,
+        )
+        bundle = table.bundle_of(TOPIC)
+        await table.try_acquire(bundle)
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.prove, 30.0)
+            await fake_clock.advance(60.0)  # proven twice a timeout: nothing happens
+            assert lost == []
+            reach.cut = True
+            await fake_clock.advance(29.0)  # not yet a whole session timeout without proof
+            assert lost == []
+            assert table.is_serving(bundle)
+            await fake_clock.advance(11.0)
+            assert lost == [bundle]
+            assert not table.is_owned(bundle)
+            tg.cancel_scope.cancel()

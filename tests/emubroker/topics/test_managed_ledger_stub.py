@@ -14,7 +14,13 @@ from emubroker.storage import BookieBackend
 from emubroker.topics.compacted import Compactor
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.cursor_flush import CursorFlusher
-from emubroker.topics.managed_ledger import CacheBudget, CacheMiss, LedgerPolicy, ManagedLedger
+from emubroker.topics.managed_ledger import (
+    CacheBudget,
+    CacheMiss,
+    LedgerPolicy,
+    ManagedLedger,
+    ManagedLedgerFencedError,
+)
 from emubroker.topics.ml_meta import decode_cursor_info, decode_ledger_info
 from emubroker.topics.topic import TopicState
 from protocol.clock import FakeClock
@@ -203,3 +209,27 @@ async def test_a_cursor_created_again_under_its_name_is_written(fake_clock: Fake
             await flusher.flush(TOPIC, state)
             loaded = await CursorFlusher(metadata, clock=fake_clock).load(TOPIC, PATH)
             assert loaded["sub"].mark_delete == expected
+
+
+async def test_a_previous_owner_can_no_longer_write_once_another_opened_it(
+    fake_clock: FakeClock,
+) -> None:
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        zombie = await _open(bookie, metadata, fake_clock, policy=LedgerPolicy(max_entries=100))
+        await _append(zombie, 0, 2)
+        heir = await _open(bookie, metadata, fake_clock, policy=LedgerPolicy(max_entries=100))
+        assert heir.count == 2
+        stored = await metadata.get(PATH)
+        assert stored is not None
+        # Its ledger is fenced in the bookie: the add fails, nothing is acknowledged.
+        with pytest.raises(LedgerFencedError):
+            await _append(zombie, 2, 1)
+        # Rolling over to a ledger of its own fails on the ledger list's version, for good.
+        with pytest.raises(ManagedLedgerFencedError):
+            await _append(zombie, 2, 1)
+        with pytest.raises(ManagedLedgerFencedError):
+            await _append(zombie, 2, 1)
+        after = await metadata.get(PATH)
+        assert after == stored  # the heir's ledger list stands
+        await _append(heir, 2, 1)
+        assert heir.count == 3

@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+from typing import Any
+
+import anyio
 import pytest
 
-from emubroker.topics import SubscribeRequest, Topic
+from emubroker.metadata import MemoryMetadataStore
+from emubroker.storage import BookieBackend
+from emubroker.topics import SubscribeRequest, Topic, TopicService
+from emubroker.topics.managed_ledger import ManagedLedger
+from emubroker.topics.settings import TopicSettings
+from protocol.clock import FakeClock
 from protocol.commands import AccessMode, AckType, InitialPosition, SubType
 from protocol.errors import ServiceNotReadyError
+from storage_stub.server import open_stub_server
 from tests.emubroker.topics.helpers import (
+    KNOWN_NAMESPACES,
     FakeConsumerSink,
     FakeProducerSink,
     add_producer,
@@ -151,3 +161,53 @@ async def test_sends_of_closed_producers_are_refused_and_not_stored() -> None:
         await np_topic.remove_producer(np_producer)
         with pytest.raises(ServiceNotReadyError, match="SEND dropped"):
             await publish(np_topic, np_producer)
+
+
+async def test_a_load_overtaken_by_its_bundles_hand_over_registers_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ``loading`` rule 5 (a durable backend): the state a load opened while the bundle started
+    # leaving is dropped.
+    gate = anyio.Event()
+    opened = ManagedLedger.open
+
+    async def slow_open(*args: Any, **kwargs: Any) -> ManagedLedger | None:
+        await gate.wait()
+        return await opened(*args, **kwargs)
+
+    monkeypatch.setattr(ManagedLedger, "open", slow_open)
+    hand_overs = {"count": 0}
+    clock = FakeClock()
+    async with (
+        open_stub_server(clock=clock) as stub,
+        stub.open_local_client() as bookie,
+        MemoryMetadataStore() as metadata,
+    ):
+        service = TopicService(
+            config=TopicSettings(),
+            clock=clock,
+            ledgers=BookieBackend(bookie),
+            namespaces=KNOWN_NAMESPACES.__contains__,
+            metadata=metadata,
+            hand_overs=lambda name: hand_overs["count"],
+        )
+        async with service.running():
+            name = topic_name()
+            failures: list[Exception] = []
+
+            async def load() -> None:
+                try:
+                    await service.get_topic(name)
+                except ServiceNotReadyError as exc:
+                    failures.append(exc)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(load)
+                await anyio.wait_all_tasks_blocked()
+                hand_overs["count"] += 1  # the bundle starts leaving while the state opens
+                await service.close_topics(lambda n: n == name, graceful=True)
+                gate.set()
+            assert len(failures) == 1
+            assert service.loaded_topic(name) is None
+            # Loaded afresh once the bundle is back.
+            assert (await service.get_topic(name)).name == name

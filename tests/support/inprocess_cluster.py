@@ -1,0 +1,128 @@
+"""Several brokers in one process, sharing a metadata tree and a stub (component tests).
+
+``inprocess_cluster(clock, n)`` opens an in-process stub server and ``n`` brokers on a FakeClock,
+each with its own metadata session on one ``MemoryMetadataTree`` and its own client of the stub
+(bookie mode, as ``emubroker cluster`` runs them), without sockets: clients reach a broker over
+in-memory streams. Broker ``i`` has the id ``127.0.0.1:<8080+i>``; the first one started leads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from emubroker.app import Broker, open_broker
+from emubroker.config import load_config
+from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
+from emubroker.storage import BookieBackend
+from protocol import commands as c
+from protocol.clock import FakeClock
+from storage_stub.server import StubServer, open_stub_server
+from tests.emubroker.admin.conftest import Wire
+from tests.support.broker import WireClient
+
+
+@dataclass
+class Node:
+    """One broker of the in-process cluster, and its own exit stack (to stop it alone)."""
+
+    broker: Broker
+    stack: AsyncExitStack
+    store: MemoryMetadataStore
+    wire: Wire = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.wire = Wire(self.broker)
+
+    @property
+    def broker_id(self) -> str:
+        return f"127.0.0.1:{self.broker.config.webServicePort}"
+
+    async def client(self) -> WireClient:
+        """A connected client of this broker."""
+        return await self.wire.client()
+
+    async def stop(self) -> None:
+        await self.wire.aclose()
+        await self.stack.aclose()
+
+
+@dataclass
+class InProcessCluster:
+    """The brokers, by index, and what they share."""
+
+    tree: MemoryMetadataTree
+    stub: StubServer
+    clock: FakeClock
+    nodes: list[Node]
+    overrides: dict[str, Any]
+
+    def node_of(self, service_url: str) -> Node:
+        return next(n for n in self.nodes if n.broker.service_url == service_url)
+
+    async def start(self, index: int) -> Node:
+        """Start broker ``index`` (again)."""
+        stack = AsyncExitStack()
+        config = load_config(
+            overrides={
+                "brokerServicePort": 6650 + index,
+                "webServicePort": 8080 + index,
+                **self.overrides,
+            }
+        )
+        store = self.tree.open_session()
+        stack.push_async_callback(store.aclose)  # after the broker: its locks go with it
+        bookie = await stack.enter_async_context(self.stub.open_local_client())
+        broker = await stack.enter_async_context(
+            open_broker(
+                config,
+                clock=self.clock,
+                metadata=store,
+                listen=False,
+                admin=False,
+                ledgers=BookieBackend(bookie),
+            )
+        )
+        node = Node(broker, stack, store)
+        if index < len(self.nodes):
+            self.nodes[index] = node
+        else:
+            self.nodes.append(node)
+        return node
+
+    async def lookup(self, topic: str, *, start: int = 0) -> tuple[Node, list[c.Command]]:
+        """Follow LOOKUP answers from broker ``start`` to the owner; returns it and the answers."""
+        node = self.nodes[start]
+        authoritative = False
+        answers: list[c.Command] = []
+        for _ in range(8):
+            client = await node.client()
+            await client.send(c.LookupTopic(topic=topic, request_id=1, authoritative=authoritative))
+            answer = await client.receive_command()
+            answers.append(answer)
+            assert isinstance(answer, c.LookupTopicResponse), answer
+            assert answer.broker_service_url is not None, answer
+            node = self.node_of(answer.broker_service_url)
+            if answer.response is c.LookupType.CONNECT:
+                return node, answers
+            authoritative = answer.authoritative
+        raise AssertionError(f"too many redirects: {answers}")
+
+
+@asynccontextmanager
+async def inprocess_cluster(
+    clock: FakeClock, n: int = 3, **overrides: Any
+) -> AsyncIterator[InProcessCluster]:
+    """``n`` brokers in this process (see the module docstring)."""
+    tree = MemoryMetadataTree()
+    async with open_stub_server(clock=clock) as stub:
+        cluster = InProcessCluster(tree, stub, clock, [], overrides)
+        try:
+            for index in range(n):
+                await cluster.start(index)
+            yield cluster
+        finally:
+            for node in reversed(cluster.nodes):
+                await node.stop()
