@@ -28,6 +28,7 @@ import msgspec
 
 from emubroker.loadbalance.data import weighted_max_usage
 from emubroker.loadbalance.extensible_data import Unload, UnloadDecision
+from emubroker.ratelimit.trace import arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,25 +108,8 @@ FIELD_NAMES: Final[tuple[str, ...]] = tuple(field.name for field in _FIELDS)
 
 @functools.cache
 def trace_schema() -> pa.Schema:
-    """The Arrow schema of a trace file.
-
-    pyarrow is loaded on first use: a broker that writes no trace never needs it.
-    """
-    import pyarrow as pa
-
-    types: dict[Any, Any] = {
-        int: pa.int64(),
-        float: pa.float64(),
-        str: pa.string(),
-        bool: pa.bool_(),
-    }
-    return pa.schema(
-        [pa.field(field.name, types[field.type], nullable=False) for field in _FIELDS],
-        metadata={
-            b"emubroker.trace": b"loadbalance",
-            b"emubroker.schema_version": str(SCHEMA_VERSION).encode(),
-        },
-    )
+    """The Arrow schema of a trace file (pyarrow is loaded on first use)."""
+    return arrow_schema(_FIELDS, "loadbalance", SCHEMA_VERSION)
 
 
 def report_record(

@@ -41,6 +41,7 @@ __all__ = [
     "DispatchFields",
     "DispatchTraceRecord",
     "DispatchTraceWriter",
+    "arrow_schema",
     "dispatch_record",
     "dispatch_row",
     "trace_schema",
@@ -101,12 +102,15 @@ _FIELDS = msgspec.structs.fields(DispatchTraceRecord)
 FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in _FIELDS)
 
 
-@functools.cache
-def trace_schema() -> pa.Schema:
-    """The Arrow schema of a trace file: :class:`DispatchTraceRecord`'s fields, in order.
+def arrow_schema(
+    fields: tuple[msgspec.structs.FieldInfo, ...], trace: str, version: int
+) -> pa.Schema:
+    """The Arrow schema of a trace file of ``fields`` (in order), named ``trace`` in its metadata.
 
-    pyarrow is imported on first use: only a broker that writes a trace needs it, and importing
-    it costs every broker ~5 % of its start-up (docs/performance.md, cluster start-up).
+    Every trace (this one and the load balancer's) follows the same conventions: no nullable
+    column, and the trace's name and schema version in the schema metadata. pyarrow is imported
+    here, on first use: only a broker that writes a trace needs it, and importing it costs every
+    broker ~5 % of its start-up (docs/performance.md, cluster start-up).
     """
     import pyarrow as pa
 
@@ -117,12 +121,18 @@ def trace_schema() -> pa.Schema:
         bool: pa.bool_(),
     }
     return pa.schema(
-        [pa.field(field.name, arrow_types[field.type], nullable=False) for field in _FIELDS],
+        [pa.field(field.name, arrow_types[field.type], nullable=False) for field in fields],
         metadata={
-            b"emubroker.trace": b"dispatch",
-            b"emubroker.schema_version": str(SCHEMA_VERSION).encode(),
+            b"emubroker.trace": trace.encode(),
+            b"emubroker.schema_version": str(version).encode(),
         },
     )
+
+
+@functools.cache
+def trace_schema() -> pa.Schema:
+    """The Arrow schema of a trace file: :class:`DispatchTraceRecord`'s fields, in order."""
+    return arrow_schema(_FIELDS, "dispatch", SCHEMA_VERSION)
 
 
 def dispatch_row(
