@@ -101,6 +101,7 @@ if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
     from emubroker.loadbalance.reporter import LoadReporter
+    from emubroker.loadbalance.shedding_runtime import BundleUnloader as LeaderUnload
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
     from emubroker.topics.handles import TopicHandle
@@ -474,6 +475,8 @@ async def open_broker(
     listen: bool = True,
     admin: bool = True,
     ledgers: LedgerBackend | None = None,
+    leader_unload: LeaderUnload | None = None,
+    trace_writes_in_thread: bool = True,
 ) -> AsyncIterator[Broker]:
     """Start a broker; stop it (closing every connection) when the block exits.
 
@@ -488,6 +491,11 @@ async def open_broker(
         ledgers: Where entries live (see :func:`open_storage`); by default an in-memory
             ledger store. With a durable backend (the stub), ledger lists and cursors are
             persisted in ``metadata`` and topics are recovered from them.
+        leader_unload: How the load manager's leader unloads a bundle it sheds, when this
+            broker leads; by default the broker's own. The simulator, which hosts every broker
+            of its cluster in one process, gives one that reaches the owner directly.
+        trace_writes_in_thread: Write the dispatch and load-balancer traces in worker threads;
+            a virtual-time run writes them on the loop (see ``DispatchTraceSink``).
 
     Yields:
         The running broker.
@@ -554,6 +562,7 @@ async def open_broker(
                 config.emubrokerDispatchTraceDir,
                 broker_id=f"{host}:{config.webServicePort}",
                 flush_every=config.emubrokerDispatchTraceFlushRecords,
+                in_thread=trace_writes_in_thread,
             )
             if config.emubrokerDispatchTraceDir
             else None
@@ -674,7 +683,9 @@ async def open_broker(
         # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
         # ModularLoadManagerImpl.start).
         traffic = TrafficCounter()
-        load_trace = load_balancer_trace(config, broker_id_of(config))
+        load_trace = load_balancer_trace(
+            config, broker_id_of(config), in_thread=trace_writes_in_thread
+        )
         if load_trace is not None:
             await tg.start(load_trace.run)
         load_reporter = build_load_reporter(
@@ -698,7 +709,7 @@ async def open_broker(
             broker_id=broker_id_of(config),
             config=lambda: dynamic.config,
             leadership=leader_election,
-            unload=unload_not_available,
+            unload=leader_unload or unload_not_available,
             owned_bundles=ownership.owned_bundles,
             trace=load_trace,
         )
