@@ -90,8 +90,12 @@ def summarize(histogram: HdrHistogram) -> LatencySummary | None:
     count = histogram.get_total_count()
     if not count:
         return None
-    counts = histogram.counts[: histogram.counts_len]
-    recorded = list(itertools.compress(range(len(counts)), counts))
+    # Only the buckets between the lowest and the highest recorded values can hold counts: a
+    # second of a few messages looks at a handful of buckets, not all of them.
+    first = histogram._counts_index_for(histogram.get_min_value())
+    last = histogram._counts_index_for(histogram.get_max_value())
+    counts = histogram.counts
+    recorded = list(itertools.compress(range(first, last + 1), counts[first : last + 1]))
     value_at = histogram.get_value_from_index
     lowest = histogram.get_lowest_equivalent_value
     highest = histogram.get_highest_equivalent_value
