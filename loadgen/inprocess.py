@@ -65,6 +65,7 @@ class MemoryWorkerHandle:
     def close(self) -> None:
         """Tell the worker the runner is gone (its next `receive` raises `EOFError`)."""
         self._to.close()
+        self._from.close()
 
 
 class _MemoryChannel:
@@ -91,12 +92,18 @@ class _MemoryChannel:
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise EOFError("the runner closed the channel") from None
 
+    def close(self) -> None:
+        self._to.close()
+        self._from.close()
+
 
 async def _serve(channel: _MemoryChannel, clock: Clock, connector: Connector) -> None:
     try:
         await run_worker(channel, clock, connector=connector)
     except EOFError:
         return  # the runner ended the run early (it says why)
+    finally:
+        channel.close()
 
 
 @asynccontextmanager

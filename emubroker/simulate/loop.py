@@ -3,8 +3,9 @@
 The only module of ``emubroker`` that names trio (ruff's ban is lifted for it in
 pyproject.toml): a virtual-time run needs the loop's own clock to be virtual (trio's
 ``MockClock`` at rate 0, moved by ``FakeClock.autojump``), and trio reorders each batch of
-runnable tasks at random, from a module-level generator that is seeded here so that a run
-depends only on its seed (``trio._core._run._r``, trio's one private name used).
+runnable tasks at random, from a module-level generator: the simulator switches trio to its
+reproducible scheduling and seeds that generator, so that a run depends only on its seed
+(``trio._core._run._r`` and ``_ALLOW_DETERMINISTIC_SCHEDULING``, trio's private names used).
 """
 
 from __future__ import annotations
@@ -26,11 +27,24 @@ T = TypeVar("T")
 
 def run_loop(function: Callable[..., Awaitable[T]], *args: Any, virtual: bool, seed: int) -> T:
     """``anyio.run(function, *args)`` on trio; with a virtual loop clock when ``virtual``."""
-    options: dict[str, Any] = {}
-    if virtual:
-        options["clock"] = MockClock()  # rate 0: it moves only when jumped
-        trio._core._run._r.seed(seed)
-    return anyio.run(function, *args, backend="trio", backend_options=options)
+    if not virtual:
+        return anyio.run(function, *args, backend="trio")
+    scheduler = trio._core._run
+    # Trio's reproducible mode (the one Hypothesis switches on when it is imported): each
+    # batch of runnable tasks is put in creation order, then shuffled by the seeded generator.
+    # Set here whatever else was imported, so that a run's traces do not depend on it.
+    deterministic = scheduler._ALLOW_DETERMINISTIC_SCHEDULING
+    scheduler._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    scheduler._r.seed(seed)
+    try:
+        return anyio.run(
+            function,
+            *args,
+            backend="trio",
+            backend_options={"clock": MockClock()},  # rate 0: it moves only when jumped
+        )
+    finally:
+        scheduler._ALLOW_DETERMINISTIC_SCHEDULING = deterministic  # type: ignore[misc]
 
 
 def loop_clock_jump() -> Callable[[float], None]:

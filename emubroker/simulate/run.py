@@ -66,7 +66,7 @@ class Decision:
     """One load-balancer decision, from the trace.
 
     Attributes:
-        at: Seconds since the run's epoch (virtual time for a virtual run).
+        at: Seconds since the run started (on its clock: virtual time for a virtual run).
         event: ``shed``, ``split`` or ``unload`` (the owner's side of a move).
         broker: The broker that wrote the row (the leader, or the unloading owner).
         strategy: Shedding strategy or split algorithm.
@@ -148,7 +148,7 @@ def run(
     console = console or Console(file=io.StringIO(), width=120)
     started = AnyioClock().now()
     clock: Clock = FakeClock(epoch=simulation.section.epoch) if virtual else AnyioClock()
-    result, simulated = run_loop(
+    result, simulated, start_ns = run_loop(
         _simulate,
         simulation,
         run_dir,
@@ -161,7 +161,7 @@ def run(
     return SimulationResult(
         run_dir=run_dir,
         run=result,
-        decisions=decisions_of(run_dir, epoch_ns=round(simulation.section.epoch * 1e9)),
+        decisions=decisions_of(run_dir, epoch_ns=start_ns),
         simulated_seconds=simulated,
         wall_seconds=wall,
         traces=sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*.parquet")),
@@ -170,7 +170,7 @@ def run(
 
 async def _simulate(
     simulation: Simulation, run_dir: Path, clock: Clock, console: Console
-) -> tuple[RunResult, float]:
+) -> tuple[RunResult, float, int]:
     configs = [
         simulation.broker_config(
             index,
@@ -181,13 +181,13 @@ async def _simulate(
         )
         for index in range(len(simulation.brokers))
     ]
-    begin = clock.now()
+    begin, begin_ns = clock.now(), clock.wall_ns()
     async with anyio.create_task_group() as tg:
         if isinstance(clock, FakeClock):
             tg.start_soon(partial(clock.autojump, jump_loop=loop_clock_jump()))
         result = await _run_cluster(simulation, configs, run_dir, clock, console)
         tg.cancel_scope.cancel()
-    return result, clock.now() - begin
+    return result, clock.now() - begin, begin_ns
 
 
 async def _run_cluster(

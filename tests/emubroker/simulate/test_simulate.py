@@ -1,0 +1,165 @@
+"""``emubroker simulate``: virtual-time runs that shed load, the same every time, as in real time.
+
+The scenarios (``scenarios.py``) put broker 0, the leader, on a weak machine, so its
+ThresholdShedder unloads broker 0's bundles; their clients reconnect and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from emubroker import simulate
+from emubroker.naming import NamespaceName, bundle_boundaries, topic_hash
+from tests.emubroker.simulate.scenarios import shedding_scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+
+_RUN_IN_SUBPROCESS = """
+import json, sys
+from emubroker import simulate
+result = simulate.run(sys.argv[1], sys.argv[2])
+print(json.dumps(simulate.trace_digests(result.run_dir, result.traces)))
+"""
+
+
+def _bundle_of(topic: str) -> str:
+    boundaries = bundle_boundaries(4)
+    value = topic_hash(f"persistent://public/default/{topic}")
+    for lower, upper in zip(boundaries, boundaries[1:], strict=False):
+        if lower <= value < upper or value == upper == boundaries[-1]:
+            return f"{NamespaceName('public', 'default')}/0x{lower:08x}_0x{upper:08x}"
+    raise AssertionError(value)
+
+
+def _reconnections(run_dir: Path) -> dict[str, int]:
+    rows = pq.read_table(run_dir / "seconds").select(["group", "reconnections"]).to_pylist()
+    counts: collections.Counter[str] = collections.Counter()
+    for row in rows:
+        counts[row["group"]] += row["reconnections"]
+    return dict(counts)
+
+
+def test_a_simulation_sheds_load_and_writes_the_same_traces_every_run(tmp_path: Path) -> None:
+    scenario = tmp_path / "shedding.toml"
+    scenario.write_text(shedding_scenario(seconds=40, shed_minutes=0.0583))
+
+    first = simulate.run(scenario, tmp_path / "first")
+
+    # Forty simulated seconds, in far less wall time, and every message arrived.
+    assert first.simulated_seconds >= 40
+    assert first.run.exit_code == 0
+    assert first.run.checks.lost == 0
+    assert first.run.rows["sends"] == first.run.rows["receives"] == 40 * (1 + 2 + 4 + 8 + 16 + 32)
+    # The leader shed broker 0's bundles, one per cycle, alternating within the grace period.
+    sheds = [d for d in first.decisions if d.event == "shed"]
+    assert len(sheds) >= 8
+    assert {d.source_broker for d in sheds} == {"127.0.0.1:8080"}
+    assert {d.strategy for d in sheds} == {"ThresholdShedder"}
+    assert sheds[0].bundle != sheds[1].bundle
+    assert sheds[2].bundle == sheds[0].bundle  # back after the grace period
+    # The unloads were real: the clients of the shed bundles' topics reconnected.
+    shed_bundles = {d.bundle for d in sheds}
+    reconnections = _reconnections(first.run_dir)
+    for index in range(1, 7):
+        moved = _bundle_of(f"t{index}") in shed_bundles
+        assert (reconnections[f"p{index}"] > 0) == moved, (index, reconnections)
+        assert (reconnections[f"c{index}"] > 0) == moved, (index, reconnections)
+    # Traces of every kind: loadgen's, the brokers' dispatch and load-balancer traces.
+    tables = {name.split("/")[0] for name in first.traces}
+    assert tables == {"sends", "receives", "seconds", "dispatch", "loadbalance"}
+
+    # Another process, with another string-hash seed: byte for byte the same traces.
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_IN_SUBPROCESS, str(scenario), str(tmp_path / "second")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env=env,
+    )
+    second = json.loads(done.stdout.strip().splitlines()[-1])
+    assert second == simulate.trace_digests(first.run_dir, first.traces)
+
+
+def test_another_seed_gives_other_traces(tmp_path: Path) -> None:
+    scenario = simulate.parse_simulation(shedding_scenario(seconds=5, shed_minutes=1))
+    one = simulate.run(scenario, tmp_path / "one", seed=1)
+    other = simulate.run(scenario, tmp_path / "other", seed=2)
+    one_sends = pq.read_table(one.run_dir / "sends").column("intended_ns").to_pylist()
+    other_sends = pq.read_table(other.run_dir / "sends").column("intended_ns").to_pylist()
+    assert len(one_sends) == len(other_sends)
+    assert one_sends != other_sends  # loadgen's schedule draws from the seed
+    again = simulate.run(scenario, tmp_path / "again", seed=1)
+    assert simulate.trace_digests(again.run_dir, again.traces) == simulate.trace_digests(
+        one.run_dir, one.traces
+    )
+
+
+def test_the_simulated_decisions_match_a_real_time_run(tmp_path: Path) -> None:
+    # Shedding every 6 s: twenty seconds of real time. Compared up to the end of the phases
+    # (the drain after it lasts as long as it lasts on each clock).
+    scenario = simulate.parse_simulation(shedding_scenario(seconds=20, shed_minutes=0.1))
+    virtual = simulate.run(scenario, tmp_path / "virtual")
+    real = simulate.run(scenario, tmp_path / "real", virtual=False)
+
+    def moves(result: simulate.SimulationResult) -> list[tuple[str, str, str]]:
+        return [(d.event, d.bundle, d.source_broker) for d in result.decisions if d.at < 20]
+
+    assert len(moves(virtual)) >= 3
+    assert moves(real) == moves(virtual)
+    # The real run took its time; the virtual one did not.
+    assert real.wall_seconds >= 20
+    assert virtual.wall_seconds < real.wall_seconds / 2
+    for decision_virtual, decision_real in zip(virtual.decisions, real.decisions, strict=False):
+        assert abs(decision_real.at - decision_virtual.at) < 1.0
+
+
+def test_the_command_line_prints_the_decisions(tmp_path: Path) -> None:
+    scenario = tmp_path / "shedding.toml"
+    scenario.write_text(shedding_scenario(seconds=8, shed_minutes=0.0583))
+    done = subprocess.run(
+        [sys.executable, "-m", "emubroker", "simulate", str(scenario), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(virtual clock)" in done.stdout
+    assert "shed   ThresholdShedder public/default/0x" in done.stdout
+    assert (tmp_path / "manifest.json").exists()
+
+
+@pytest.mark.spark
+def test_loadgen_analyze_reads_a_simulated_run(tmp_path: Path) -> None:
+    scenario = tmp_path / "shedding.toml"
+    scenario.write_text(shedding_scenario(seconds=20, shed_minutes=0.0583))
+    result = simulate.run(scenario, tmp_path / "run")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "analyze",
+            str(result.run_dir),
+            "--out",
+            str(tmp_path / "report"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "ThresholdShedder" in report
