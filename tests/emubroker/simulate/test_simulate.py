@@ -7,6 +7,7 @@ ThresholdShedder unloads broker 0's bundles; their clients reconnect and nothing
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 import subprocess
@@ -33,7 +34,7 @@ print(json.dumps(simulate.trace_digests(result.run_dir, result.traces)))
 def _bundle_of(topic: str) -> str:
     boundaries = bundle_boundaries(4)
     value = topic_hash(f"persistent://public/default/{topic}")
-    for lower, upper in zip(boundaries, boundaries[1:], strict=False):
+    for lower, upper in itertools.pairwise(boundaries):
         if lower <= value < upper or value == upper == boundaries[-1]:
             return f"{NamespaceName('public', 'default')}/0x{lower:08x}_0x{upper:08x}"
     raise AssertionError(value)
