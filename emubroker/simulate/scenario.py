@@ -179,7 +179,7 @@ def _broker_overrides(
             'in memory (use "memory" or "stub")',
         )
     for index, event in enumerate(scenario.events):
-        action = msgspec.to_builtins(event)["action"]
+        action = event.__struct_config__.tag
         if action not in _EVENTS_OF_VIRTUAL_TIME:
             raise error_at(
                 text,
