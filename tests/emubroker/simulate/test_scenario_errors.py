@@ -110,7 +110,7 @@ def test_what_a_virtual_clock_cannot_run_is_refused_naming_the_key(
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(SimulationError, match="cannot read .*nothing.toml"):
+    with pytest.raises(SimulationError, match=r"cannot read .*nothing\.toml"):
         load_simulation(tmp_path / "nothing.toml")
 
 

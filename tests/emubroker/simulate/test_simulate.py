@@ -162,5 +162,11 @@ def test_loadgen_analyze_reads_a_simulated_run(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    report = (tmp_path / "report" / "report.md").read_text()
-    assert "ThresholdShedder" in report
+    tables = tmp_path / "report" / "tables"
+    timeline = (tables / "lb_timeline.csv").read_text().splitlines()
+    sheds = [line for line in timeline if ",shed," in line]
+    assert len(sheds) == len([d for d in result.decisions if d.event == "shed"])
+    assert all("ThresholdShedder" in line for line in sheds)
+    correctness = (tables / "correctness.csv").read_text().splitlines()[1:]
+    assert len(correctness) == 6
+    assert all(line.split(",")[7] == "0" for line in correctness)  # nothing lost
