@@ -170,3 +170,29 @@ def test_loadgen_analyze_reads_a_simulated_run(tmp_path: Path) -> None:
     correctness = (tables / "correctness.csv").read_text().splitlines()[1:]
     assert len(correctness) == 6
     assert all(line.split(",")[7] == "0" for line in correctness)  # nothing lost
+
+
+def test_the_shipped_ten_minute_experiment_runs_in_seconds_the_same_every_time(
+    tmp_path: Path,
+) -> None:
+    scenario = ROOT / "loadgen" / "scenarios" / "shedding-simulated.toml"
+    first = simulate.run(scenario, tmp_path / "first")
+    second = simulate.run(scenario, tmp_path / "second")
+
+    assert first.simulated_seconds >= 600
+    assert first.wall_seconds < 120  # about 15 s on the development machine
+    assert first.run.checks.lost == 0
+    sheds = [d for d in first.decisions if d.event == "shed"]
+    assert len(sheds) >= 6
+    assert {d.source_broker for d in sheds} == {"127.0.0.1:8080"}  # the weak broker
+    # Every minute at most, and a bundle shed again only after its 3-minute grace period.
+    last_shed: dict[str, float] = {}
+    for decision in sheds:
+        assert decision.at % 60 == pytest.approx(0, abs=0.01)
+        if decision.bundle in last_shed:
+            assert decision.at - last_shed[decision.bundle] >= 180
+        last_shed[decision.bundle] = decision.at
+    assert second.decisions == first.decisions
+    assert simulate.trace_digests(second.run_dir, second.traces) == simulate.trace_digests(
+        first.run_dir, first.traces
+    )
