@@ -331,7 +331,6 @@ async def run_in_process(
     layout: ClusterLayout,
     connector: Connector,
     run_id: str,
-    control: ClusterControl | None = None,
 ) -> RunResult:
     """Run `scenario` with its workers as tasks of this process (`loadgen.inprocess`).
 
@@ -346,7 +345,8 @@ async def run_in_process(
     run = _Run(scenario, options, console, clock, run_id)
     run.run_dir.mkdir(parents=True, exist_ok=True)  # once, before the run
     workers = partial(_inprocess_workers, clock=clock, connector=connector)
-    return await _run(run, layout, control or ClusterControl(None), workers)
+    # Events here are consumer pauses only (the runner's own): no cluster control to reach.
+    return await _run(run, layout, ClusterControl(None), workers)
 
 
 def _inprocess_workers(

@@ -29,13 +29,14 @@ import logging
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
 import pyarrow.parquet as pq
 from rich.console import Console
 
+from emubroker.naming import TopicName
 from emubroker.simulate.cluster import (
     FIRST_SERVICE_PORT,
     FIRST_WEB_PORT,
@@ -46,6 +47,7 @@ from emubroker.simulate.loop import loop_clock_jump, run_loop
 from emubroker.simulate.scenario import Simulation, load_simulation
 from loadgen.control import BrokerInfo, ClusterLayout
 from loadgen.runner import RunOptions, RunResult, run_in_process
+from protocol.client import normalize_topic
 from protocol.clock import AnyioClock, Clock, FakeClock
 
 if TYPE_CHECKING:
@@ -201,9 +203,8 @@ async def _run_cluster(
     async with open_simulated_cluster(configs, clock=clock) as cluster:
         for topic in scenario.topics:
             if topic.partitions:
-                await cluster.brokers[0].topics.create_partitioned_topic(
-                    _topic_name(topic.name), topic.partitions
-                )
+                name = TopicName.parse(normalize_topic(topic.name))
+                await cluster.brokers[0].topics.create_partitioned_topic(name, topic.partitions)
         layout = ClusterLayout(
             service_url=cluster.service_url,
             admin_url=None,
@@ -233,13 +234,6 @@ async def _run_cluster(
             run_id=_run_id(scenario.name, scenario.seed),
         )
     return result
-
-
-def _topic_name(name: str) -> Any:
-    from emubroker.naming import TopicName
-    from protocol.client import normalize_topic
-
-    return TopicName.parse(normalize_topic(name))
 
 
 def _run_id(name: str, seed: int) -> str:
