@@ -31,7 +31,7 @@ DEFAULT_MAX_IDLE_STEPS = 10_000
 # long test that keeps cancelling sleeps (timeouts that did not fire) cannot grow it without bound.
 _STALE_SLACK = 64
 
-# Seconds of the loop's own time `FakeClock.autojump` waits when nothing sleeps on the clock.
+# Seconds `FakeClock.autojump` moves the loop's own clock on when nothing sleeps on the clock.
 _IDLE_POLL = 0.001
 
 
@@ -238,14 +238,20 @@ class FakeClock:
             jump_loop: Moves the event loop's clock forward by the given seconds (trio's
                 ``MockClock.jump`` at rate 0), keeping it level with this clock so that the
                 few waits made on the loop's clock (``anyio.fail_after``) are virtual too.
-                When nothing sleeps here, this yields to the loop's own autojump.
+                When nothing sleeps on this clock, the loop's clock is moved on by a
+                millisecond each time every task waits, until its own timers fire.
         """
         loop_offset = self._now - anyio.current_time()
         while True:
             await anyio.wait_all_tasks_blocked()
             deadline = self._next_deadline()
             if deadline is None or math.isinf(deadline):
-                await anyio.sleep(_IDLE_POLL)
+                # Nothing sleeps here: the loop's own timers (guards) are all that can move.
+                if jump_loop is None:
+                    await anyio.sleep(_IDLE_POLL)
+                else:
+                    jump_loop(_IDLE_POLL)
+                    await anyio.lowlevel.checkpoint()
                 continue
             behind = deadline - (anyio.current_time() + loop_offset)
             if jump_loop is not None and behind > 0:

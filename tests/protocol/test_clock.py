@@ -295,3 +295,23 @@ class TestAutojump:
         # The loop's own clock runs in real time here: it is behind by almost the whole jump.
         assert len(jumps) == 1
         assert 29.0 < jumps[0] <= 30.0
+
+    def test_with_nothing_asleep_here_the_loop_clock_moves_until_its_timers_fire(self) -> None:
+        # A loop on trio's MockClock at rate 0 moves only when jumped: a wait on the loop's own
+        # clock (a guard) ends only because autojump moves it, here by whole milliseconds.
+        from trio.testing import MockClock
+
+        loop_clock = MockClock()
+        clock = FakeClock()
+
+        async def main() -> float:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(clock.autojump, jump_loop=loop_clock.jump))
+                with anyio.move_on_after(0.25):
+                    await anyio.Event().wait()
+                tg.cancel_scope.cancel()
+            return loop_clock.current_time()
+
+        ended = anyio.run(main, backend="trio", backend_options={"clock": loop_clock})
+        assert 0.25 <= ended < 0.26
+        assert clock.now() == 0.0
