@@ -359,6 +359,7 @@ class PulsarCluster:
         timeout: float,
         explain: Callable[[], str],
     ) -> BrokerHandle:
+        self._check()
         portal = self._backend.portal
         deadline = portal.call(self._clock.now) + timeout
         while True:
