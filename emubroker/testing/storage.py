@@ -2,10 +2,12 @@
 
 ``cluster.storage.inject(latency=0.2)`` delays every ledger operation's reply by 200 ms,
 ``fail_next=3`` fails the next three (the broker sees BookKeeper's "not enough bookies"),
-``stall=2.0`` holds every reply for two seconds (the bookies look hung). Only ledger operations
-are touched (``storage_stub.faults.Op``: create, add, read ...); the metadata the brokers keep in
-the same stub in ``mode="processes"`` is not, so locks and leadership hold while storage
-misbehaves. ``clear()`` ends it all; the cluster's end clears it too.
+``stall=2.0`` holds every reply for two seconds (the bookies look hung). Latency and failures
+touch only ledger operations (``storage_stub.faults.Op``: create, add, read ...), not the
+metadata the brokers keep in the same stub in ``mode="processes"``, so locks and leadership
+hold while storage misbehaves; a stall holds everything the stub answers, which in that mode
+includes the brokers' metadata sessions (keep it shorter than
+``metadataStoreSessionTimeoutMillis``). ``clear()`` ends it all.
 """
 
 from __future__ import annotations
