@@ -40,7 +40,7 @@ from emubroker.testing.errors import (
     PulsarClusterError,
     UnknownBrokerError,
 )
-from emubroker.testing.runner import DEFAULT_CONFIG, run_pulsar_cluster
+from emubroker.testing.runner import DEFAULT_CONFIG, ClusterMode, run_pulsar_cluster
 from emubroker.testing.targets import Bundle
 
 if TYPE_CHECKING:
@@ -97,8 +97,8 @@ def pulsar_cluster_factory() -> Iterator[Callable[..., PulsarCluster]]:
     with contextlib.ExitStack() as stack:
 
         def start(
-            brokers: int = 3, *, config: dict[str, Any] | None = None, mode: str = "thread"
+            brokers: int = 3, *, config: dict[str, Any] | None = None, mode: ClusterMode = "thread"
         ) -> PulsarCluster:
-            return stack.enter_context(run_pulsar_cluster(brokers, config=config, mode=mode))  # type: ignore[arg-type]
+            return stack.enter_context(run_pulsar_cluster(brokers, config=config, mode=mode))
 
         yield start

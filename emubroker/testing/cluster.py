@@ -30,7 +30,7 @@ from emubroker.testing.targets import Bundle, Namespace, Topic, parse_target, qu
 from protocol.clock import AnyioClock
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from emubroker.testing.aio import AsyncPulsarCluster
     from emubroker.testing.backend import BrokerHandle, ClusterBackend
@@ -370,9 +370,6 @@ class PulsarCluster:
             if portal.call(self._clock.now) >= deadline:
                 raise ClusterTimeoutError(explain())
             portal.call(self._clock.sleep, _POLL_INTERVAL)
-
-    def __iter__(self) -> Iterator[BrokerHandle]:
-        return iter(self.brokers)
 
     def __repr__(self) -> str:
         state = "stopped" if self._stopped else f"{len(self._backend.brokers())} brokers"
