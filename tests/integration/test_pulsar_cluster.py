@@ -134,7 +134,7 @@ def test_pending_sends_complete_after_the_owner_is_killed(
     assert set(results) == {pulsar.Result.Ok}
     new_owner = pulsar_cluster.wait_until_owned(topic)
     assert new_owner != owner
-    assert pulsar_cluster.wait_for_leader() != owner or owner.index != 0
+    assert pulsar_cluster.wait_for_leader() != owner  # a new one if the owner led
     received = []
     while len(received) < count + 1:
         message = consumer.receive(RECEIVE_MS)
@@ -225,11 +225,11 @@ def test_storage_latency_delays_sends(
     began = time.monotonic()
     producer.send(b"slow")
     assert time.monotonic() - began >= 0.3
-    assert pulsar_cluster.storage.statistics().faults.delayed >= 1
+    delayed = pulsar_cluster.storage.statistics().faults.delayed
+    assert delayed >= 1
     pulsar_cluster.storage.inject(latency=0)
-    began = time.monotonic()
     producer.send(b"fast")
-    assert time.monotonic() - began < 0.3
+    assert pulsar_cluster.storage.statistics().faults.delayed == delayed
 
 
 def test_a_failed_storage_write_is_retried_by_the_client(
@@ -256,10 +256,10 @@ def test_a_stalled_storage_holds_sends(
 ) -> None:
     producer = client.create_producer(topic, batching_enabled=False)
     producer.send(b"0")
+    began = time.monotonic()  # the stall runs from the stub's receipt of the request
     pulsar_cluster.storage.inject(stall=0.5)
-    began = time.monotonic()
     producer.send(b"1")
-    assert time.monotonic() - began >= 0.45
+    assert time.monotonic() - began >= 0.5
 
 
 def test_split_shows_new_ranges(
