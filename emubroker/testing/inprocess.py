@@ -20,7 +20,7 @@ import contextlib
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.from_thread import start_blocking_portal
@@ -30,7 +30,7 @@ from emubroker.config import load_config
 from emubroker.metadata import MemoryMetadataTree
 from emubroker.storage import BookieBackend
 from emubroker.testing.backend import BrokerHandle
-from storage_stub.client import StubClient
+from storage_stub.client import DEFAULT_REQUEST_TIMEOUT, StubClient
 from storage_stub.local import LocalChannel
 from storage_stub.server import open_stub_server
 
@@ -48,10 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["ThreadCluster", "run_thread_cluster"]
 
 log = logging.getLogger(__name__)
-
-# Seconds a broker's bookie requests wait before failing (the stub's own default is 30 s; a
-# stalled stub in a test should be felt sooner than that only through the client's timeouts).
-_BOOKIE_REQUEST_TIMEOUT: Final = 30.0
 
 
 @dataclass
@@ -137,7 +133,7 @@ class ThreadCluster:
                     store = self._tree.open_session()
                     stack.push_async_callback(store.aclose)  # after the broker: its locks go too
                     channel = LocalChannel(
-                        self._server.service, request_timeout=_BOOKIE_REQUEST_TIMEOUT
+                        self._server.service, request_timeout=DEFAULT_REQUEST_TIMEOUT
                     )
                     stack.callback(channel.shutdown)
                     broker = await stack.enter_async_context(
