@@ -15,6 +15,7 @@ from typing import Any
 
 from emubroker.app import Broker, open_broker
 from emubroker.config import load_config
+from emubroker.loadbalance.assignment import LoadManagerSelector
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from emubroker.storage import BookieBackend
 from protocol import commands as c
@@ -109,6 +110,16 @@ class InProcessCluster:
                 return node, answers
             authoritative = answer.authoritative
         raise AssertionError(f"too many redirects: {answers}")
+
+
+def placed_by_leader(cluster: InProcessCluster, leader: int = 0) -> str | None:
+    """The broker the placement of broker ``leader`` chose last."""
+    lookup = cluster.nodes[leader].broker.lookup
+    assert lookup is not None
+    selector = lookup.selector
+    assert isinstance(selector, LoadManagerSelector)
+    assert selector.last is not None
+    return selector.last.broker
 
 
 @asynccontextmanager
