@@ -13,12 +13,13 @@ The load manager's placement reads both (``loadbalance.placement_policies``).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from emubroker.metadata import BadVersionError
+from emubroker.metadata import BadVersionError, NotFoundError
 from emubroker.metadata.paths import cluster_path
 from emubroker.policies.local import LocalPolicies, read_local_policies, write_local_policies
 from emubroker.policies.namespaces import to_json
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidIsolationDataError",
     "NamespaceIsolationData",
     "decode_isolation_policies",
+    "delete_isolation_policies",
     "delete_isolation_policy",
     "isolation_policies_path",
     "read_anti_affinity_group",
@@ -179,6 +181,12 @@ async def set_isolation_policy(
 async def delete_isolation_policy(store: MetadataStore, cluster: str, name: str) -> bool:
     """Delete one policy; whether it existed."""
     return await _update(store, cluster, {name: None})
+
+
+async def delete_isolation_policies(store: MetadataStore, cluster: str) -> None:
+    """Delete all of a cluster's policies (with the cluster, as Pulsar's cluster delete does)."""
+    with contextlib.suppress(NotFoundError):
+        await store.delete(isolation_policies_path(cluster))
 
 
 async def read_anti_affinity_group(store: MetadataStore, namespace: NamespaceName) -> str | None:

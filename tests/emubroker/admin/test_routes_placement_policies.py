@@ -89,3 +89,16 @@ async def test_anti_affinity_groups_live_in_the_local_policies(
     await admin.ok("DELETE", path)
     assert await admin.call("GET", path) == (204, None)
     await admin.fails("POST", "/admin/v2/namespaces/public/nope/antiAffinity", 404, "", data="g")
+
+
+async def test_deleting_a_cluster_deletes_its_isolation_policies(
+    admin: Admin, broker: Broker
+) -> None:
+    await admin.ok("PUT", "/admin/v2/clusters/east", json={"serviceUrl": "http://east:8080"})
+    await admin.ok("POST", "/admin/v2/clusters/east/namespaceIsolationPolicies/p", json=POLICY)
+    await admin.ok("DELETE", "/admin/v2/clusters/east")
+    assert await broker.metadata.get(isolation_policies_path("east")) is None
+    await admin.ok("PUT", "/admin/v2/clusters/east", json={"serviceUrl": "http://east:8080"})
+    await admin.fails(
+        "GET", "/admin/v2/clusters/east/namespaceIsolationPolicies", 404, "does not exist"
+    )
