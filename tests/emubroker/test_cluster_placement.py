@@ -12,6 +12,7 @@ import json
 import logging
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from emubroker.loadbalance.assignment import LoadManagerSelector
@@ -82,6 +83,7 @@ async def test_new_bundles_go_where_least_long_term_message_rate_says(
         loadBalancerReportUpdateMinIntervalMillis=1000,
         loadBalancerHostUsageCheckIntervalMinutes=1 / 60,
         statsUpdateFrequencyInSecs=1,
+        emubrokerLoadBalancerTraceDir=str(tmp_path / "trace"),
     ) as cluster:
         heavy, light, idle = cluster.nodes
         for name in ("public/heavy", "public/light", "public/fresh-1", "public/fresh-2"):
@@ -157,3 +159,15 @@ async def test_new_bundles_go_where_least_long_term_message_rate_says(
             f"public/fresh-2/0x00000000_0xffffffff -> {idle.broker_id} (affinity" in line
             for line in decisions
         ), decisions
+        leader_id = heavy.broker_id
+    # The leader's trace has a placement row per choice, with its reason.
+    prefix = "loadbalance-" + leader_id.replace(":", "_")
+    [path] = (tmp_path / "trace").glob(f"{prefix}-*.parquet")
+    rows = [r for r in pq.read_table(path).to_pylist() if r["event"] == "placement"]
+    placed = [(r["bundle"].split("/")[1], r["dest_broker"], r["reason"]) for r in rows]
+    assert placed[:4] == [
+        ("fresh-1", idle.broker_id, "strategy"),
+        ("fresh-2", light.broker_id, "strategy"),
+        ("pinned", heavy.broker_id, "strategy"),
+        ("fresh-2", idle.broker_id, "affinity"),
+    ]
