@@ -184,7 +184,7 @@ class LoadManagerSelector:
         # Pulsar reads the registry at each choice: a broker gone since the last report update
         # is no candidate; one not reported yet has no load data and is none either.
         registered = set(brokers)
-        manager.available_brokers = [b for b in manager.load_data.broker_data if b in registered]
+        manager.available_brokers = [b for b in manager.available_brokers if b in registered]
         if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
             return self._decided(self._select_extensible(name, aggregation, conf))
         return self._decided(self._select_modular(name, aggregation, conf))
