@@ -24,6 +24,7 @@ import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
 from emubroker.admin_cli_bundles import split_bundle_command
+from emubroker.admin_cli_placement import anti_affinity_commands, isolation_policy_commands
 from emubroker.admin_cli_security import (
     CliError,
     add_auth_options,
@@ -313,6 +314,7 @@ def _namespaces(sub: Any) -> None:
         )
     )
     split_bundle_command(sub, namespace_admin_path)
+    anti_affinity_commands(sub, namespace_admin_path)
     _dispatch_rate_commands(sub)
     _count_limit_commands(sub)
     _message_ttl_commands(sub)
@@ -685,6 +687,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     resources = parser.add_subparsers(dest="resource", required=True, metavar="RESOURCE")
     for name, build in (
         ("clusters", _clusters),
+        ("ns-isolation-policy", isolation_policy_commands),
         ("tenants", _tenants),
         ("namespaces", _namespaces),
         ("topics", _topics),
