@@ -2,17 +2,19 @@
 
 Broker 0 (the leader) is the weak machine: its model usage counts its core busy at 100 msg/s,
 the others' at 1,000, so the same traffic loads it ten times as much and the ThresholdShedder
-unloads its bundles. Topic rates are powers of two, so every bundle's throughput differs from
-every other's and the shedder's choice (largest first) cannot hinge on measurement noise.
+unloads its bundles. Every bundle carries one topic at its own rate, so the shedder's choice
+(largest first) cannot hinge on measurement noise.
 """
 
 from __future__ import annotations
 
 BROKER_CONFIG = """
-defaultNumberOfNamespaceBundles = 4
+defaultNumberOfNamespaceBundles = 9
 emubrokerModelMsgRatePerCore = 1000
 emubrokerAvailableProcessors = 1
 loadBalancerLoadSheddingStrategy = "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"
+loadBalancerLoadPlacementStrategy = "org.apache.pulsar.broker.loadbalance.impl.LeastResourceUsageWithWeight"
+loadBalancerAverageResourceUsageDifferenceThresholdPercentage = 1
 loadBalancerBrokerThresholdShedderPercentage = 10
 loadBalancerBundleUnloadMinThroughputThreshold = 0.0001
 loadBalancerHistoryResourcePercentage = 0.1
@@ -24,35 +26,41 @@ loadBalancerReportUpdateMaxIntervalMinutes = {report_max}
 statsUpdateFrequencyInSecs = 1
 """
 
-TOPICS = """
-[[topics]]
-name = "t1"
-[[topics]]
-name = "t2"
-[[topics]]
-name = "t3"
-[[topics]]
-name = "t4"
-[[topics]]
-name = "t5"
-[[topics]]
-name = "t6"
-"""
+TOPICS = (
+    "topic-22",
+    "topic-1",
+    "topic-0",
+    "topic-33",
+    "topic-23",
+    "topic-2",
+    "topic-6",
+    "topic-3",
+    "topic-24",
+)
+"""One topic in each of the namespace's nine bundles, in bundle order (found by their hashes)."""
+
+RATES = [2, 3, 4, 5, 6, 7, 8, 9, 10]
+"""Msg/s of each topic: every bundle's throughput differs from every other's."""
 
 
 def traffic(rates: list[int]) -> str:
-    """A producer and a consumer per topic, ``rates[i]`` msg/s on topic ``t<i+1>``."""
+    """A producer ``p<i>`` and a consumer ``c<i>`` on ``TOPICS[i]``, at ``rates[i]`` msg/s."""
     groups = []
-    for index, rate in enumerate(rates, start=1):
+    for index, (topic, rate) in enumerate(zip(TOPICS, rates, strict=True)):
         groups.append(
-            f'[[producers]]\nname = "p{index}"\ntopic = "t{index}"\nrate = {rate}\nsize = 200\n'
-            f'[[consumers]]\nname = "c{index}"\ntopic = "t{index}"\nsubscription = "s"\n'
+            f'[[topics]]\nname = "{topic}"\n'
+            f'[[producers]]\nname = "p{index}"\ntopic = "{topic}"\nrate = {rate}\nsize = 200\n'
+            f'[[consumers]]\nname = "c{index}"\ntopic = "{topic}"\nsubscription = "s"\n'
         )
     return "\n".join(groups)
 
 
 def shedding_scenario(*, seconds: float, shed_minutes: float, seed: int = 5) -> str:
-    """Three brokers, six topics, shedding every ``shed_minutes``; the run lasts ``seconds``."""
+    """Three brokers, nine bundles of one topic each, shedding every ``shed_minutes``.
+
+    Placement spreads the bundles evenly, three per broker, then by resource usage among the
+    brokers 1 point below the average: a bundle shed from broker 0 never goes back to it.
+    """
     config = BROKER_CONFIG.format(
         shed=shed_minutes,
         grace=shed_minutes * 1.5,
@@ -66,7 +74,6 @@ def shedding_scenario(*, seconds: float, shed_minutes: float, seed: int = 5) -> 
         + config
         + "\n[simulate]\nepoch = 1_700_000_000\n"
         + "[simulate.brokers.0]\nconfig = { emubrokerModelMsgRatePerCore = 100 }\n"
-        + TOPICS
-        + traffic([1, 2, 4, 8, 16, 32])
+        + traffic(RATES)
         + f'\n[[phases]]\nname = "run"\nduration = "{seconds:g}s"\n'
     )
