@@ -12,8 +12,8 @@ BROKER_CONFIG = """
 defaultNumberOfNamespaceBundles = 9
 emubrokerModelMsgRatePerCore = 1000
 emubrokerAvailableProcessors = 1
-loadBalancerLoadSheddingStrategy = "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"
-loadBalancerLoadPlacementStrategy = "org.apache.pulsar.broker.loadbalance.impl.LeastResourceUsageWithWeight"
+loadBalancerLoadSheddingStrategy = "{impl}ThresholdShedder"
+loadBalancerLoadPlacementStrategy = "{impl}LeastResourceUsageWithWeight"
 loadBalancerAverageResourceUsageDifferenceThresholdPercentage = 1
 loadBalancerBrokerThresholdShedderPercentage = 10
 loadBalancerBundleUnloadMinThroughputThreshold = 0.0001
@@ -62,6 +62,7 @@ def shedding_scenario(*, seconds: float, shed_minutes: float, seed: int = 5) -> 
     brokers 1 point below the average: a bundle shed from broker 0 never goes back to it.
     """
     config = BROKER_CONFIG.format(
+        impl="org.apache.pulsar.broker.loadbalance.impl.",
         shed=shed_minutes,
         grace=shed_minutes * 1.5,
         usage=1 / 60,
