@@ -82,18 +82,22 @@ class SimulatedCluster:
     async def unload(self, bundle: str, destination_broker: str | None = None) -> None:
         """The leader's unload of ``bundle`` (``tenant/namespace/0x..._0x...``), by its owner.
 
-        ``destination_broker`` is not honoured: the bundle's next lookup places it, as for
-        the modular load manager's shedders, which name none.
+        A ``destination_broker`` becomes the leader's one-shot placement affinity for the
+        bundle's range first, as Pulsar's unload endpoint with ``destinationBroker`` does, so
+        the bundle's next lookup lands there.
 
         Raises:
             UnknownBrokerError: No broker owns the bundle (nothing was unloaded).
         """
         namespace, _, bundle_range = bundle.rpartition("/")
         target = NamespaceBundle(NamespaceName.parse(namespace), BundleRange.parse(bundle_range))
+        if destination_broker:
+            for broker in self.brokers:
+                election, lookup = broker.leader_election, broker.lookup
+                if election is not None and election.is_leader() and lookup is not None:
+                    lookup.selector.set_affinity(target.bundle_range.name, destination_broker)
         for broker in self.brokers:
             if broker.unloader is not None and broker.ownership.is_owned(target):
-                if destination_broker:
-                    log.info("unloading %s; its next lookup places it", bundle)
                 await broker.unloader.unload(target)
                 return
         raise UnknownBrokerError(f"no simulated broker owns {bundle}")
