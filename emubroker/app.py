@@ -128,8 +128,9 @@ def may_bootstrap(config: BrokerConfig) -> bool:
     """Whether ``pulsar standalone`` would create its defaults under this configuration.
 
     Pulsar's standalone creates them through its own admin client, which has no credentials
-    (``brokerClientAuthenticationPlugin`` is not emulated): with authentication on, it acts as
-    ``anonymousUserRole``, and with authorization on it needs that role to be a super-user.
+    here (the ``brokerClientAuthenticationPlugin`` credentials serve only the leader's calls to
+    other brokers): with authentication on, it acts as ``anonymousUserRole``, and with
+    authorization on it needs that role to be a super-user.
     Otherwise Pulsar logs the refusal and starts without them (the operator creates them over
     REST, as the official client's test set-up does).
     """
