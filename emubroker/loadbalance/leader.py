@@ -159,6 +159,8 @@ class LoadBalancerLeader:
         self._owned_bundles = owned_bundles
         self._policies = policies
         self._seed = seed
+        self.unload = unload  # what every shedding decision goes through
+        self.split = split  # what every automatic split goes through
         self.runner = SheddingRunner(clock, broker_id=broker_id, unload=unload, trace=trace)
         self.transfer_shedder = TransferShedder(self.runner.extensible)
         self.splits = (
