@@ -8,6 +8,8 @@ destination broker becomes the leader's placement affinity, and clients follow t
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -55,7 +57,8 @@ async def producer_on(node: Node, topic: str) -> WireClient:
 
 def leader_of(cluster: InProcessCluster) -> LoadBalancerLeader:
     leader = cluster.nodes[0].broker.load_leader
-    assert leader is not None and leader.statistics().leading
+    assert leader is not None
+    assert leader.statistics().leading
     return leader
 
 
@@ -78,7 +81,7 @@ async def test_the_leader_unloads_another_brokers_bundle_to_the_destination(
 async def test_a_hot_bundle_of_another_broker_is_split_there_and_clients_follow(
     fake_clock: FakeClock,
 ) -> None:
-    overrides = {
+    overrides: dict[str, Any] = {
         "emubrokerResourceUsageSource": "model",
         "loadBalancerReportUpdateMinIntervalMillis": 1000,
         "loadBalancerHostUsageCheckIntervalMinutes": 1 / 60,

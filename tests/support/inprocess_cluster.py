@@ -141,7 +141,8 @@ class InProcessOwnerAdmin:
     async def split(self, owner: BrokerInfo, bundle: NamespaceBundle, *, unload: bool) -> None:
         self.calls.append(("split", owner.http_url, str(bundle)))
         broker = self._owner(owner)
-        assert broker.admin is not None and broker.admin.bundle_splitter is not None
+        assert broker.admin is not None
+        assert broker.admin.bundle_splitter is not None
         algorithm = broker.config.defaultNamespaceBundleSplitAlgorithm
         await broker.admin.bundle_splitter.split(bundle, algorithm, unload=unload)
 

@@ -23,11 +23,11 @@ from emubroker.loadbalance.codec import encode
 from emubroker.loadbalance.data import LocalBrokerData
 from emubroker.loadbalance.leader import LoadBalancerLeader, LoadBalancerLeaderStatistics
 from emubroker.loadbalance.leader_election import LeaderElectionService, LeaderElectionState
+from emubroker.loadbalance.owner_calls import parse_bundle
 from emubroker.loadbalance.reporter import LoadReporter
 from emubroker.loadbalance.shedding_runtime import unload_not_available
 from emubroker.loadbalance.trace import LoadBalancerTraceRecord
 from emubroker.loadbalance.usage_sources import ModelUsageSource, ResourceLimits
-from emubroker.loadbalance.owner_calls import parse_bundle
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from emubroker.naming import BundleRange, name_hash
 from protocol.clock import FakeClock

@@ -123,7 +123,8 @@ async def test_a_failed_split_is_logged_and_the_leader_carries_on(
         load(cluster, topics=6, rate=10)
         with caplog.at_level(logging.ERROR, logger="emubroker.loadbalance"):
             await fake_clock.advance(30.0)
-        assert failures and failures[0] == HOT
+        assert failures
+        assert failures[0] == HOT
         assert f"Failed to split namespace bundle {HOT}: the owner is gone" in caplog.text
         assert leader.leader.splits.failed_splits == len(failures)
         assert leader.leader.statistics().bundles_split == 0

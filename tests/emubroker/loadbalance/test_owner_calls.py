@@ -114,13 +114,14 @@ async def test_another_owner_gets_the_call_and_the_destination_becomes_the_affin
 async def test_a_bundle_nobody_owns_needs_no_unload(fake_clock: FakeClock) -> None:
     setup = Setup(fake_clock, None)
     await setup.calls.unload(BUNDLE)
-    assert setup.local == [] and setup.remote.calls == []
+    assert setup.local == []
+    assert setup.remote.calls == []
 
 
 async def test_a_failed_call_raises_and_is_counted(fake_clock: FakeClock) -> None:
     setup = Setup(fake_clock, OTHER)
     setup.remote.fail = ConnectionRefusedError("connection refused")
-    with pytest.raises(OwnerCallError, match="unloading .* failed: connection refused"):
+    with pytest.raises(OwnerCallError, match=r"unloading .* failed: connection refused"):
         await setup.calls.unload(BUNDLE)
     setup.ownership.broken = True
     with pytest.raises(OwnerCallError, match="could not be read"):
@@ -146,7 +147,8 @@ async def test_an_owner_that_does_not_answer_times_out_on_the_clock(
         await fake_clock.advance(OWNER_CALL_TIMEOUT - 1)
         assert outcome == []
         await fake_clock.advance(1)
-    assert len(outcome) == 1 and "no answer within 60.0 s" in str(outcome[0])
+    assert len(outcome) == 1
+    assert "no answer within 60.0 s" in str(outcome[0])
     assert setup.calls.failed_calls == 1
 
 
