@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -40,7 +42,7 @@ from tests.integration.conftest import make_client
 from tests.integration.test_cluster import wait_for_leader
 from tests.integration.test_cluster_leader_tasks import metrics
 from tests.integration.test_cluster_load_reports import reports, wait_for
-from tests.support.cluster import cluster_process
+from tests.support.cluster import ROOT, _env, cluster_process
 from tests.support.rest import rest_call
 
 pytestmark = pytest.mark.integration
@@ -370,3 +372,31 @@ def test_transfer_shedder_transfers_until_the_loads_are_even_enough(tmp_path: Pa
         wait_until(even, "TransferShedder never brought the loads under the target deviation")
         assert run.owners().count(run.skewed["broker_id"]) < 4
         assert run.counter("pulsar_lb_unload_bundle_total") >= 1
+
+
+@pytest.mark.parametrize(
+    ("command", "key", "value"),
+    [
+        ("standalone", "loadBalancerLoadSheddingStrategy", f"{IMPL}.Bogus"),
+        ("cluster", "defaultNamespaceBundleSplitAlgorithm", "halves"),
+        ("cluster", "loadManagerClassName", f"{IMPL}.SimpleLoadManagerImpl"),
+    ],
+)
+def test_an_unknown_strategy_or_algorithm_stops_start_up_naming_the_key(
+    tmp_path: Path, command: str, key: str, value: str
+) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"{key}={value}\n")
+    args = ["--config", str(conf), "--port", "0"]
+    if command == "cluster":
+        args += ["--run-dir", str(tmp_path / "run")]
+    done = subprocess.run(
+        [sys.executable, "-m", "emubroker", command, *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"invalid configuration: Invalid enum value '{value}' - at `$.{key}`" in done.stderr
