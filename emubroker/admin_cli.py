@@ -24,6 +24,7 @@ import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
 from emubroker.admin_cli_bundles import split_bundle_command
+from emubroker.admin_cli_placement import anti_affinity_commands, isolation_policy_commands
 from emubroker.admin_cli_security import (
     CliError,
     add_auth_options,
@@ -301,6 +302,7 @@ def _namespaces(sub: Any) -> None:
         run=lambda c, a: c.call("POST", _namespace_path(a.namespace) + "/deduplication", a.enable)
     )
     split_bundle_command(sub, _namespace_path)
+    anti_affinity_commands(sub, _namespace_path)
     _dispatch_rate_commands(sub)
     _count_limit_commands(sub)
     _message_ttl_commands(sub)
@@ -669,6 +671,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     resources = parser.add_subparsers(dest="resource", required=True, metavar="RESOURCE")
     for name, build in (
         ("clusters", _clusters),
+        ("ns-isolation-policy", isolation_policy_commands),
         ("tenants", _tenants),
         ("namespaces", _namespaces),
         ("topics", _topics),

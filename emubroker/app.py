@@ -46,7 +46,7 @@ from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance import BrokerInfo, OwnershipTable
-from emubroker.loadbalance.assignment import FewestBundlesSelector
+from emubroker.loadbalance.assignment import LoadManagerSelector
 from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.lookup import BundleLookup
@@ -639,11 +639,14 @@ async def open_broker(
             broker_id=broker_id_of(config),
             service_url=f"http://{broker_id_of(config)}",
         )
+        placement = LoadManagerSelector(
+            store, clock, broker_id=broker_id_of(config), config=lambda: dynamic.config
+        )
         lookup = BundleLookup(
             store,
             ownership,
             leader_election,
-            FewestBundlesSelector(store, clock),
+            placement,
             broker_id=broker_id_of(config),
         )
         policy_store = PolicyStore(store)
@@ -722,6 +725,8 @@ async def open_broker(
             trace=load_trace,
         )
         await tg.start(load_leader.run)
+        # Placement uses the leader term's load data while this broker leads.
+        placement.attach(lambda: load_leader.term, load_trace)
         admin_context = _admin_context(
             dynamic,
             store,

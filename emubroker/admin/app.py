@@ -30,6 +30,7 @@ from emubroker.admin import (
     routes_messages,
     routes_namespaces,
     routes_permissions,
+    routes_placement_policies,
     routes_schemas,
     routes_subscriptions,
     routes_tenants,
@@ -79,6 +80,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
+    routes_placement_policies.add_routes(app)
     routes_unload.add_routes(app)
     routes_bundles.add_routes(app)
     routes_permissions.add_routes(app)

@@ -2,7 +2,8 @@
 
 Statuses and reasons follow Pulsar's ``ClustersBase``: an invalid name is 412 "Cluster name is not
 valid", a missing body 400, an existing cluster 409, an unknown one 404, and a cluster still named
-by a tenant or a namespace cannot be deleted (412 "Cluster not empty"). Successful writes are 204.
+by a tenant or a namespace cannot be deleted (412 "Cluster not empty"); its namespace isolation
+policies go with it (``routes_placement_policies``). Successful writes are 204.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from emubroker.admin.errors import (
 )
 from emubroker.admin.http import context, json_response, no_content, read_json, valid_name
 from emubroker.policies import ClusterData
+from emubroker.policies.isolation import delete_isolation_policies
 
 __all__ = ["add_routes"]
 
@@ -80,6 +82,7 @@ async def delete_cluster(request: web.Request) -> web.Response:
         found = ctx.namespaces.policies(namespace)
         if found is not None and name in found.replication_clusters:
             raise RestError(PRECONDITION_FAILED, "Cluster not empty")
+    await delete_isolation_policies(ctx.metadata, name)
     await policies.delete_cluster(name)
     return no_content()
 

@@ -1,46 +1,80 @@
-"""Which broker gets an unowned bundle: the leader's choice behind the ``BrokerSelector`` seam.
+"""Which broker gets an unowned bundle: Pulsar's placement behind the ``BrokerSelector`` seam.
 
-The leader answers a lookup for a bundle nobody owns by naming a broker (spec §3.1 step 3). The
-choice is a :class:`BrokerSelector`; the load manager replaces :class:`FewestBundlesSelector`
-with Pulsar's ``selectBrokerForAssignment`` (§3.2) behind the same two methods. Rules of this
-one:
+The leader answers a lookup for a bundle nobody owns by naming a broker (spec §3.1 step 3).
+:class:`LoadManagerSelector` answers as Pulsar's load manager does (§3.2):
 
 1. Only registered brokers (``/loadbalance/brokers``) are candidates; none: no answer.
-2. A one-shot affinity set by an unload with ``destinationBroker`` wins if that broker is
-   registered; it is keyed by the bundle's range only and consumed by the next choice for any
-   bundle of that range (§8.14).
-3. A bundle already preallocated to a live broker keeps it (Pulsar's preallocated bundles: the
-   leader may be asked again before the chosen broker took the bundle).
-4. Otherwise the broker owning the fewest bundles, counting the ownership nodes and the leader's
-   preallocations not yet taken; ties go to the smallest broker id.
+2. A one-shot affinity set by an unload with ``destinationBroker`` wins
+   (``ModularLoadManagerWrapper.getLeastLoaded``'s ``bundleBrokerAffinityMap``): keyed by the
+   bundle's range only, consumed by the next choice for any bundle of that range (§8.14), not
+   preallocated. Unlike Pulsar, a destination that is no longer registered is skipped (Pulsar
+   would redirect the client to a dead broker) and the bundle is placed by load.
+3. ``loadManagerClassName`` chooses the path:
 
-A preallocation is forgotten once its bundle's node exists (or it is older than
-:data:`PREALLOCATION_TTL`: the chosen broker never came).
+   - the modular manager (default): ``selectBrokerForAssignment`` on the leader's own
+     :class:`~emubroker.loadbalance.modular.ModularLoadManager` (the one its aggregation keeps
+     up to date from the reports, no second copy): a bundle already preallocated keeps its
+     broker; otherwise the whole ``selectBroker`` pipeline (isolation, topic-count filter,
+     anti-affinity, even distribution, broker filters, ``loadBalancerLoadPlacementStrategy``,
+     the overload fallback), then the bundle is preallocated to the choice. Preallocations
+     count in the strategy's score (so a burst of lookups spreads) until the broker reports
+     the bundle, and go with a broker that leaves (``updateAll`` clears them);
+   - ``ExtensibleLoadManagerImpl``: ``selectAsync``'s filter pipeline and its
+     ``LeastResourceUsageWithWeight`` over the brokers' ``BrokerLoadData``
+     (:func:`~emubroker.loadbalance.extensible_placement.select_extensible_broker`); no
+     preallocation (Pulsar's state channel holds an assigning bundle instead).
+
+   The namespace isolation policies and anti-affinity groups are read from the metadata store
+   at each choice (:mod:`~emubroker.loadbalance.placement_policies`).
+
+Which load data: while this broker leads, its leader term's. A term that has not read the
+reports yet (just elected) reads them first, so a new leader answers with what Pulsar's would
+have (Pulsar's followers keep the load data too). A broker that decides without being the
+leader (no live leader known, spec §3.1) or before its leader tasks are attached decides from
+a one-off read of the reports, as a Pulsar follower would from its own copy; its choices are
+not remembered. With no report readable there is no candidate and no answer (the lookup fails
+with ``ServiceNotReady`` and the client retries, as Pulsar's does when no broker is available).
+
+Every choice is logged with its reason and written to the load-balancer trace as a
+``placement`` row (docs/load-balancer-trace.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from typing import TYPE_CHECKING, Final, Protocol
+import math
+import random
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from emubroker.loadbalance.broker_registry import available_brokers, read_reports
-from emubroker.metadata.paths import OWNERSHIP_ROOT
-from emubroker.metadata.walk import walk
-from emubroker.naming import BundleRange, InvalidNameError, NamespaceBundle, NamespaceName
+from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
+from emubroker.loadbalance.aggregation import LeaderAggregation
+from emubroker.loadbalance.broker_registry import available_brokers
+from emubroker.loadbalance.data import weighted_max_usage
+from emubroker.loadbalance.extensible_data import LoadManagerContext
+from emubroker.loadbalance.extensible_placement import (
+    LeastResourceUsageWithWeight,
+    select_extensible_broker,
+)
+from emubroker.loadbalance.isolation import namespace_of
+from emubroker.loadbalance.placement import LeastLongTermMessageRate
+from emubroker.loadbalance.placement_policies import read_placement_policies
+from emubroker.loadbalance.strategies import simple_name
+from emubroker.loadbalance.trace import placement_record
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from emubroker.config import BrokerConfig
+    from emubroker.loadbalance.shedding_runtime import TraceSink
     from emubroker.metadata import MetadataStore
+    from emubroker.naming import NamespaceBundle
     from protocol.clock import Clock
 
-__all__ = ["PREALLOCATION_TTL", "BrokerSelector", "FewestBundlesSelector", "owned_bundle_counts"]
+__all__ = ["BrokerSelector", "LoadManagerSelector", "Placement"]
 
 log = logging.getLogger(__name__)
-
-PREALLOCATION_TTL: Final = 30.0
-"""Seconds a preallocation waits for its broker to take the bundle."""
 
 
 class BrokerSelector(Protocol):
@@ -55,60 +89,71 @@ class BrokerSelector(Protocol):
         ...
 
 
-class _Owner(msgspec.Struct, rename="camel"):
-    native_url: str = ""  # all a count needs of NamespaceEphemeralData
+class Placement(msgspec.Struct, frozen=True):
+    """One choice, as it is logged and traced.
 
-
-async def owned_bundle_counts(store: MetadataStore) -> tuple[Counter[str], set[NamespaceBundle]]:
-    """Bundles owned per broker id, and every owned bundle.
-
-    The owners are the ownership nodes' URLs, mapped to broker ids through the load reports.
-
-    Raises:
-        MetadataStoreError: The store failed.
+    Attributes:
+        bundle: ``tenant/ns/range``.
+        broker: The broker chosen, None when there was none.
+        reason: ``affinity``, ``preallocated`` or ``strategy``.
+        strategy: Pulsar's simple name of the strategy that chose (``destinationBroker`` for
+            an affinity).
+        candidates: How many brokers the strategy chose among (-1: not applicable).
+        score: The chosen broker's score when it was chosen: LeastLongTermMessageRate's
+            long-term msg/s, else its load as a fraction (-1: not applicable).
     """
-    by_url = {
-        report.pulsar_service_url: broker_id
-        for broker_id, report in (await read_reports(store)).items()
-        if report.pulsar_service_url
-    }
-    counts: Counter[str] = Counter()
-    owned: set[NamespaceBundle] = set()
-    for (tenant, namespace, bundle_range), value in await walk(store, OWNERSHIP_ROOT, 3):
-        try:
-            bundle = NamespaceBundle(
-                NamespaceName(tenant, namespace), BundleRange.parse(bundle_range)
-            )
-            url = msgspec.json.decode(value, type=_Owner).native_url
-        except (InvalidNameError, msgspec.DecodeError):
-            continue
-        owned.add(bundle)
-        broker = by_url.get(url)
-        if broker is not None:
-            counts[broker] += 1
-    return counts, owned
+
+    bundle: str
+    broker: str | None
+    reason: str
+    strategy: str
+    candidates: int = -1
+    score: float = -1.0
 
 
-class FewestBundlesSelector:
-    """The broker owning the fewest bundles (see the module docstring).
+class LoadManagerSelector:
+    """Pulsar's placement of unowned bundles (see the module docstring).
 
     Args:
-        store: The metadata store (registered brokers, ownership nodes).
-        clock: Ages the preallocations.
+        store: The metadata store (registered brokers, reports, policies).
+        clock: Times the trace rows.
+        broker_id: This broker's id (the trace rows' writer).
+        config: The live configuration.
+        seed: Seed of the extensible strategy's randomness.
     """
 
-    def __init__(self, store: MetadataStore, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        clock: Clock,
+        *,
+        broker_id: str,
+        config: Callable[[], BrokerConfig],
+        seed: int = 0,
+    ) -> None:
         self._store = store
         self._clock = clock
-        self._preallocated: dict[NamespaceBundle, tuple[str, float]] = {}
+        self._broker_id = broker_id
+        self._config = config
         self._affinity: dict[str, str] = {}
+        self._leader_term: Callable[[], LeaderAggregation | None] = lambda: None
+        self._trace: TraceSink | None = None
+        self._extensible = LeastResourceUsageWithWeight(random.Random(seed))
+        self.last: Placement | None = None  # the latest choice (tests, debugging)
+
+    def attach(
+        self, leader_term: Callable[[], LeaderAggregation | None], trace: TraceSink | None = None
+    ) -> None:
+        """Use the leader term's load data while this broker leads, and trace the choices."""
+        self._leader_term = leader_term
+        self._trace = trace
 
     def set_affinity(self, bundle_range: str, broker_id: str) -> None:
         """See ``BrokerSelector.set_affinity`` (rule 2)."""
         self._affinity[bundle_range] = broker_id
 
     async def select(self, bundle: NamespaceBundle) -> str | None:
-        """See ``BrokerSelector.select`` (rules 1-4).
+        """See ``BrokerSelector.select`` (module docstring).
 
         Raises:
             MetadataStoreError: The store failed.
@@ -116,23 +161,126 @@ class FewestBundlesSelector:
         brokers = await available_brokers(self._store)
         if not brokers:
             return None
+        name = str(bundle)
         wanted = self._affinity.pop(bundle.bundle_range.name, None)
-        if wanted is not None and wanted in brokers:
-            return self._preallocate(bundle, wanted)
-        counts, owned = await owned_bundle_counts(self._store)
-        now = self._clock.now()
-        for taken, (_, since) in list(self._preallocated.items()):
-            if taken in owned or now - since > PREALLOCATION_TTL:
-                del self._preallocated[taken]
-        earlier = self._preallocated.get(bundle)
-        if earlier is not None and earlier[0] in brokers:
-            return earlier[0]
-        for broker, _ in self._preallocated.values():
-            counts[broker] += 1
-        chosen = min(sorted(brokers), key=lambda broker: counts[broker])
-        return self._preallocate(bundle, chosen)
+        if wanted is not None:
+            if wanted in brokers:
+                return self._decided(Placement(name, wanted, "affinity", "destinationBroker"))
+            log.info("destination broker %s of %s is not available: placing by load", wanted, name)
+        conf = self._config()
+        aggregation = self._leader_term()
+        if aggregation is None:
+            aggregation = LeaderAggregation(self._store, conf)
+            await aggregation.refresh()
+            aggregation.sample_broker_loads()
+        elif aggregation.updates == 0:
+            await aggregation.refresh()
+        manager = aggregation.manager
+        manager.conf = conf
+        known = {ns for spaces in manager.ranges.broker_to_namespaces().values() for ns in spaces}
+        manager.policies = await read_placement_policies(
+            self._store, conf.clusterName, namespace_of(name), known
+        )
+        # Pulsar reads the registry at each choice: a broker gone since the last report update
+        # is no candidate; one not reported yet has no load data and is none either.
+        registered = set(brokers)
+        manager.available_brokers = [b for b in manager.available_brokers if b in registered]
+        if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
+            return self._decided(self._select_extensible(name, aggregation, conf))
+        return self._decided(self._select_modular(name, aggregation, conf))
 
-    def _preallocate(self, bundle: NamespaceBundle, broker: str) -> str:
-        self._preallocated[bundle] = (broker, self._clock.now())
-        log.info("bundle %s assigned to broker %s", bundle, broker)
-        return broker
+    def _select_modular(
+        self, bundle: str, aggregation: LeaderAggregation, conf: BrokerConfig
+    ) -> Placement:
+        manager = aggregation.manager
+        strategy = simple_name(conf.loadBalancerLoadPlacementStrategy)
+        if namespace_of(bundle) in conf.loadBalancerSheddingExcludedNamespaces:
+            strategy = "RoundRobinBrokerSelector"
+        preallocated = manager.preallocated_bundle_to_broker.get(bundle)
+        if preallocated is not None:
+            return Placement(bundle, preallocated, "preallocated", strategy)
+        manager.last_candidates.clear()
+        broker = manager.select_broker_for_assignment(bundle)
+        score = -1.0
+        data = manager.load_data.broker_data.get(broker) if broker is not None else None
+        if data is not None:
+            if strategy == "LeastLongTermMessageRate":
+                score = LeastLongTermMessageRate.score(data, conf)
+                if math.isfinite(score):  # as it was before this bundle's preallocation
+                    rates = manager.load_data.bundle_data[bundle].long_term_data
+                    score -= rates.msg_rate_in + rates.msg_rate_out
+            else:
+                score = weighted_max_usage(data.local_data, conf)
+        return Placement(
+            bundle,
+            broker,
+            "strategy",
+            strategy,
+            candidates=len(manager.last_candidates),
+            score=score,
+        )
+
+    def _select_extensible(
+        self, bundle: str, aggregation: LeaderAggregation, conf: BrokerConfig
+    ) -> Placement:
+        manager = aggregation.manager
+        context = LoadManagerContext(conf, broker_load_data_store=aggregation.broker_loads)
+        considered: list[str] = []
+        broker = select_extensible_broker(
+            bundle,
+            manager.available_brokers,
+            context,
+            load_data=manager.load_data,
+            policies=manager.policies,
+            ranges=manager.ranges,
+            strategy=self._extensible,
+            round_robin=manager.round_robin,
+            considered=considered,
+        )
+        load = aggregation.broker_loads.get(broker) if broker is not None else None
+        excluded = namespace_of(bundle) in conf.loadBalancerSheddingExcludedNamespaces
+        return Placement(
+            bundle,
+            broker,
+            "strategy",
+            "RoundRobinBrokerSelector" if excluded else "LeastResourceUsageWithWeight",
+            candidates=len(considered),
+            score=load.weighted_max_ema if load is not None else -1.0,
+        )
+
+    def _decided(self, placement: Placement) -> str | None:
+        self.last = placement
+        if placement.broker is None:
+            log.warning(
+                "placement: no broker for %s (%s, %d candidates)",
+                placement.bundle,
+                placement.strategy,
+                placement.candidates,
+            )
+            return None
+        log.info(
+            "placement: %s -> %s (%s, %s, %d candidates, score %.3f)",
+            placement.bundle,
+            placement.broker,
+            placement.reason,
+            placement.strategy,
+            placement.candidates,
+            placement.score,
+        )
+        if self._trace is not None:
+            extensible = self._config().loadManagerClassName == EXTENSIBLE_LOAD_MANAGER
+            self._trace.append(
+                placement_record(
+                    placement.bundle,
+                    placement.broker,
+                    wall_ns=self._clock.wall_ns(),
+                    monotonic=self._clock.now(),
+                    broker=self._broker_id,
+                    load_manager="extensible" if extensible else "modular",
+                    strategy=placement.strategy,
+                    reason=placement.reason,
+                    candidates=placement.candidates,
+                    broker_load=placement.score,
+                )
+            )
+        return placement.broker

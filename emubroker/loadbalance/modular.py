@@ -106,6 +106,7 @@ class ModularLoadManager:
         self.ranges = BundleRangeCache()
         self.preallocated_bundle_to_broker: dict[str, str] = {}
         self.available_brokers: list[str] = []
+        self.last_candidates: list[str] = []  # what the latest selection chose among
         self._known_brokers: set[str] = set()
         self._stored_bundle_data = stored_bundle_data or (lambda _bundle: None)
 
@@ -221,6 +222,7 @@ class ModularLoadManager:
             policies=self.policies,
             ranges=self.ranges,
             non_persistent=non_persistent,
+            considered=self.last_candidates,
         )
 
     def do_load_shedding(self, now: int) -> list[Unload]:

@@ -171,8 +171,12 @@ def select_broker(
     policies: PlacementPolicies,
     ranges: BundleRangeCache,
     non_persistent: bool = False,
+    considered: list[str] | None = None,
 ) -> str | None:
     """Choose a broker for ``bundle`` through the whole pipeline (module docstring).
+
+    ``considered``, if given, is filled with the candidates the strategy chose among (for the
+    caller's log and trace).
 
     Returns:
         The broker id, or ``None`` when no broker is available.
@@ -202,6 +206,8 @@ def select_broker(
         candidates = policy_candidates()
     if not candidates:
         candidates = policy_candidates()
+    if considered is not None:
+        considered[:] = candidates
     as_set = set(candidates)
     if namespace in conf.loadBalancerSheddingExcludedNamespaces:
         broker = round_robin.select_broker(as_set, bundle_data, load_data, conf)

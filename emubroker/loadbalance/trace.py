@@ -9,12 +9,12 @@ fields only ever appended (STYLE.md rule 6).
 
 Rows are built from what the pure load-balancing code produces: :func:`report_record` from a
 broker's ``LocalBrokerData``, :func:`unload_record` from an ``Unload`` (the modular leader's
-``do_load_shedding``) or an ``UnloadDecision`` (TransferShedder), :func:`split_record` from a
-``SplitDecision``; the load manager fills the decision numbers it computed. Rows are rare (a
-report per broker every few seconds, decisions per shedding cycle), so
-:class:`LoadBalancerTraceWriter` keeps them in memory and writes a row group per ``flush_every``
-rows, with the same ``detach``/``write`` split as the dispatch trace's writer, so the broker's
-trace sink can move the write off its event loop.
+``do_load_shedding``) or an ``UnloadDecision`` (TransferShedder), :func:`placement_record` from
+the leader's choice for an unowned bundle, :func:`split_record` from a ``SplitDecision``; the
+load manager fills the decision numbers it computed. Rows are rare (a report per broker every
+few seconds, decisions per shedding cycle), so :class:`LoadBalancerTraceWriter` keeps them in
+memory and writes a row group per ``flush_every`` rows, with the same ``detach``/``write`` split
+as the dispatch trace's writer, so the broker's trace sink can move the write off its event loop.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "LoadBalancerTraceRecord",
     "LoadBalancerTraceWriter",
+    "placement_record",
     "report_record",
     "split_record",
     "trace_schema",
@@ -186,6 +187,27 @@ def unload_record(
         source_broker=unload.source_broker,
         dest_broker=unload.dest_broker or "",
         **{**extra, **numbers},
+    )
+
+
+def placement_record(
+    bundle: str,
+    chosen: str,
+    *,
+    wall_ns: int,
+    monotonic: float,
+    broker: str,
+    **numbers: Any,
+) -> LoadBalancerTraceRecord:
+    """A ``placement`` row: the leader gave the unowned ``bundle`` to ``chosen``."""
+    return LoadBalancerTraceRecord(
+        wall_ns=wall_ns,
+        monotonic=monotonic,
+        broker=broker,
+        event="placement",
+        bundle=bundle,
+        dest_broker=chosen,
+        **numbers,
     )
 
 

@@ -17,7 +17,7 @@ from emubroker.naming import TopicName
 from protocol import commands as c
 from protocol.clock import FakeClock
 from protocol.errors import ServerError
-from tests.support.inprocess_cluster import inprocess_cluster
+from tests.support.inprocess_cluster import inprocess_cluster, placed_by_leader
 
 pytestmark = pytest.mark.anyio
 
@@ -38,12 +38,20 @@ async def test_an_unowned_bundle_goes_through_the_leader(fake_clock: FakeClock) 
             leader.broker.service_url,
             False,
         )
-        # The leader places it on the broker owning the fewest bundles (all own none: the first
-        # id, itself), and that broker takes it.
+        # The leader places it by load (idle brokers tie under LeastLongTermMessageRate: a
+        # seeded draw) and redirects authoritatively; the chosen broker takes it.
+        assert owner.broker_id == placed_by_leader(cluster)
+        if owner is not leader:
+            placed = answers[1]
+            assert isinstance(placed, c.LookupTopicResponse)
+            assert (placed.response, placed.broker_service_url, placed.authoritative) == (
+                c.LookupType.REDIRECT,
+                owner.broker.service_url,
+                True,
+            )
         last = answers[-1]
         assert isinstance(last, c.LookupTopicResponse)
         assert (last.response, last.authoritative) == (c.LookupType.CONNECT, True)
-        assert owner is leader
         bundle = owner.broker.ownership.bundle_of(TopicName.parse(TOPIC))
         assert owner.broker.ownership.is_serving(bundle)
         # Owned now: every broker answers Connect to the owner at once.

@@ -3,18 +3,20 @@
 ``inprocess_cluster(clock, n)`` opens an in-process stub server and ``n`` brokers on a FakeClock,
 each with its own metadata session on one ``MemoryMetadataTree`` and its own client of the stub
 (bookie mode, as ``emubroker cluster`` runs them), without sockets: clients reach a broker over
-in-memory streams. Broker ``i`` has the id ``127.0.0.1:<8080+i>``; the first one started leads.
+in-memory streams. Broker ``i`` has the id ``127.0.0.1:<8080+i>`` (its ``advertisedAddress``
+may be changed per broker); the first one started leads.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from emubroker.app import Broker, open_broker
+from emubroker.app import Broker, broker_id_of, open_broker
 from emubroker.config import load_config
+from emubroker.loadbalance.assignment import LoadManagerSelector
 from emubroker.loadbalance.owner_calls import OwnerCallError
 from emubroker.loadbalance.ownership import BrokerInfo
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
@@ -41,7 +43,7 @@ class Node:
 
     @property
     def broker_id(self) -> str:
-        return f"127.0.0.1:{self.broker.config.webServicePort}"
+        return broker_id_of(self.broker.config)
 
     async def client(self) -> WireClient:
         """A connected client of this broker."""
@@ -61,6 +63,7 @@ class InProcessCluster:
     clock: FakeClock
     nodes: list[Node]
     overrides: dict[str, Any]
+    node_overrides: Callable[[int], dict[str, Any]] | None = None
 
     def node_of(self, service_url: str) -> Node:
         return next(n for n in self.nodes if n.broker.service_url == service_url)
@@ -73,6 +76,7 @@ class InProcessCluster:
                 "brokerServicePort": 6650 + index,
                 "webServicePort": 8080 + index,
                 **self.overrides,
+                **(self.node_overrides(index) if self.node_overrides else {}),
             }
         )
         store = self.tree.open_session()
@@ -147,14 +151,32 @@ class InProcessOwnerAdmin:
         await broker.admin.bundle_splitter.split(bundle, algorithm, unload=unload)
 
 
+def placed_by_leader(cluster: InProcessCluster, leader: int = 0) -> str | None:
+    """The broker the placement of broker ``leader`` chose last."""
+    lookup = cluster.nodes[leader].broker.lookup
+    assert lookup is not None
+    selector = lookup.selector
+    assert isinstance(selector, LoadManagerSelector)
+    assert selector.last is not None
+    return selector.last.broker
+
+
 @asynccontextmanager
 async def inprocess_cluster(
-    clock: FakeClock, n: int = 3, **overrides: Any
+    clock: FakeClock,
+    n: int = 3,
+    *,
+    node_overrides: Callable[[int], dict[str, Any]] | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[InProcessCluster]:
-    """``n`` brokers in this process (see the module docstring)."""
+    """``n`` brokers in this process (see the module docstring).
+
+    ``overrides`` configure every broker; ``node_overrides(i)`` broker ``i`` alone (e.g. its
+    ``advertisedAddress``).
+    """
     tree = MemoryMetadataTree()
     async with open_stub_server(clock=clock) as stub:
-        cluster = InProcessCluster(tree, stub, clock, [], overrides)
+        cluster = InProcessCluster(tree, stub, clock, [], overrides, node_overrides)
         try:
             for index in range(n):
                 await cluster.start(index)

@@ -13,6 +13,7 @@ from emubroker.loadbalance.trace import (
     FIELD_NAMES,
     LoadBalancerTraceRecord,
     LoadBalancerTraceWriter,
+    placement_record,
     report_record,
     split_record,
     trace_schema,
@@ -103,6 +104,38 @@ def test_a_split_row_lists_the_children() -> None:
     )
     assert row.split_unload
     assert row.source_broker == "b1"
+
+
+def test_placement_rows_round_trip_through_parquet(tmp_path) -> None:
+    rows = [
+        placement_record(
+            BUNDLE,
+            "b2",
+            wall_ns=7,
+            monotonic=1.5,
+            broker="b1",
+            strategy="LeastLongTermMessageRate",
+            reason="strategy",
+            candidates=3,
+            broker_load=float("inf"),  # every candidate overloaded: all tie at +inf
+        ),
+        placement_record(
+            BUNDLE,
+            "b3",
+            wall_ns=8,
+            monotonic=2.0,
+            broker="b1",
+            strategy="destinationBroker",
+            reason="affinity",
+        ),
+    ]
+    assert (rows[0].event, rows[0].dest_broker, rows[0].source_broker) == ("placement", "b2", "")
+    writer = LoadBalancerTraceWriter(tmp_path, prefix="loadbalance-b1")
+    for row in rows:
+        writer.append(row)
+    path = writer.close()
+    assert path is not None
+    assert [LoadBalancerTraceRecord(**r) for r in pq.read_table(path).to_pylist()] == rows
 
 
 def test_the_writer_writes_one_file_with_the_versioned_schema(tmp_path) -> None:

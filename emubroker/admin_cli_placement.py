@@ -1,0 +1,113 @@
+"""``emubroker admin`` commands for placement policies, as ``pulsar-admin`` spells them.
+
+- ``ns-isolation-policy set CLUSTER NAME --namespaces R,.. --primary R,.. [--secondary R,..]
+  --auto-failover-policy-type min_available --auto-failover-policy-params
+  min_limit=1,usage_threshold=100``; ``get CLUSTER NAME``, ``list CLUSTER``, ``delete CLUSTER
+  NAME`` (``pulsar-admin ns-isolation-policy``);
+- ``namespaces set-anti-affinity-group NS --group G``, ``get-anti-affinity-group NS``,
+  ``delete-anti-affinity-group NS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["anti_affinity_commands", "isolation_policy_commands"]
+
+
+def _quote(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _params(text: str) -> dict[str, str]:
+    params = {}
+    for pair in _csv(text):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise argparse.ArgumentTypeError(f"not key=value: {pair!r}")
+        params[key.strip()] = value.strip()
+    return params
+
+
+def _policies_path(cluster: str) -> str:
+    return f"/admin/v2/clusters/{_quote(cluster)}/namespaceIsolationPolicies"
+
+
+def isolation_policy_commands(sub: Any) -> None:
+    """Add ``set``, ``get``, ``list`` and ``delete`` to the ``ns-isolation-policy`` subparsers."""
+    put = sub.add_parser("set", help="create or replace a namespace isolation policy")
+    put.add_argument("cluster")
+    put.add_argument("policy")
+    put.add_argument(
+        "--namespaces", required=True, type=_csv, help="namespace regexes, comma-separated"
+    )
+    put.add_argument("--primary", required=True, type=_csv, help="primary broker host regexes")
+    put.add_argument("--secondary", type=_csv, default=[], help="secondary broker host regexes")
+    put.add_argument("--auto-failover-policy-type", default="min_available", help="min_available")
+    put.add_argument(
+        "--auto-failover-policy-params",
+        type=_params,
+        required=True,
+        help="min_limit=N,usage_threshold=N",
+    )
+
+    def set_policy(client: Any, args: argparse.Namespace) -> Any:
+        body = {
+            "namespaces": args.namespaces,
+            "primary": args.primary,
+            "secondary": args.secondary,
+            "auto_failover_policy": {
+                "policy_type": args.auto_failover_policy_type,
+                "parameters": args.auto_failover_policy_params,
+            },
+        }
+        return client.call("POST", f"{_policies_path(args.cluster)}/{_quote(args.policy)}", body)
+
+    put.set_defaults(run=set_policy)
+    for verb, method, help_text in (
+        ("get", "GET", "show a namespace isolation policy"),
+        ("delete", "DELETE", "delete a namespace isolation policy"),
+    ):
+        cmd = sub.add_parser(verb, help=help_text)
+        cmd.add_argument("cluster")
+        cmd.add_argument("policy")
+        cmd.set_defaults(
+            run=lambda c, a, m=method: c.call(m, f"{_policies_path(a.cluster)}/{_quote(a.policy)}")
+        )
+    lst = sub.add_parser("list", help="show every namespace isolation policy of a cluster")
+    lst.add_argument("cluster")
+    lst.set_defaults(run=lambda c, a: c.call("GET", _policies_path(a.cluster)))
+
+
+def anti_affinity_commands(sub: Any, path_of: Callable[[str], str]) -> None:
+    """Add the anti-affinity group commands to the ``namespaces`` subparsers.
+
+    Args:
+        sub: The ``namespaces`` subparsers.
+        path_of: Turns ``tenant/namespace`` into its REST path.
+    """
+    put = sub.add_parser("set-anti-affinity-group", help="set the namespace's anti-affinity group")
+    put.add_argument("namespace", help="tenant/namespace")
+    put.add_argument("-g", "--group", required=True, help="the anti-affinity group")
+    put.set_defaults(
+        run=lambda c, a: c.call(
+            "POST", f"{path_of(a.namespace)}/antiAffinity", raw=a.group.encode()
+        )
+    )
+    for verb, method in (("get", "GET"), ("delete", "DELETE")):
+        cmd = sub.add_parser(
+            f"{verb}-anti-affinity-group", help=f"{verb} the namespace's anti-affinity group"
+        )
+        cmd.add_argument("namespace", help="tenant/namespace")
+        cmd.set_defaults(
+            run=lambda c, a, m=method: c.call(m, f"{path_of(a.namespace)}/antiAffinity")
+        )
