@@ -40,7 +40,15 @@ if TYPE_CHECKING:
     import ssl
     from collections.abc import Sequence
 
-__all__ = ["AdminClient", "AdminError", "add_parser", "main", "run"]
+__all__ = [
+    "AdminClient",
+    "AdminError",
+    "add_parser",
+    "main",
+    "namespace_admin_path",
+    "run",
+    "topic_admin_path",
+]
 
 DEFAULT_ADMIN_URL: Final = "http://localhost:8080"
 TIMEOUT: Final = 30.0
@@ -160,7 +168,8 @@ def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
 
 
-def _topic_path(name: str) -> str:
+def topic_admin_path(name: str) -> str:
+    """``/admin/v2/{domain}/{tenant}/{namespace}/{topic}`` of a complete or short topic name."""
     try:
         topic = TopicName.parse(name)
     except InvalidNameError as exc:
@@ -170,7 +179,8 @@ def _topic_path(name: str) -> str:
     return "/admin/v2/" + "/".join(_quote(p) for p in parts)
 
 
-def _namespace_path(name: str) -> str:
+def namespace_admin_path(name: str) -> str:
+    """``/admin/v2/namespaces/{tenant}/{namespace}`` of ``tenant/namespace``."""
     try:
         namespace = NamespaceName.parse(name)
     except InvalidNameError as exc:
@@ -270,7 +280,7 @@ def _namespaces(sub: Any) -> None:
     create.set_defaults(
         run=lambda c, a: c.call(
             "PUT",
-            _namespace_path(a.namespace),
+            namespace_admin_path(a.namespace),
             {"bundles": {"numBundles": a.bundles}} if a.bundles else None,
         )
     )
@@ -284,7 +294,7 @@ def _namespaces(sub: Any) -> None:
         cmd.add_argument("namespace", help="tenant/namespace")
         method = "DELETE" if verb == "delete" else "GET"
         cmd.set_defaults(
-            run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
+            run=lambda c, a, m=method, s=suffix: c.call(m, namespace_admin_path(a.namespace) + s)
         )
     unload = sub.add_parser("unload", help="unload a namespace, or one of its bundles")
     unload.add_argument("namespace", help="tenant/namespace")
@@ -299,18 +309,20 @@ def _namespaces(sub: Any) -> None:
     switch.add_argument("-e", "--enable", action="store_true")
     switch.add_argument("-d", "--disable", action="store_true")
     dedup.set_defaults(
-        run=lambda c, a: c.call("POST", _namespace_path(a.namespace) + "/deduplication", a.enable)
+        run=lambda c, a: c.call(
+            "POST", namespace_admin_path(a.namespace) + "/deduplication", a.enable
+        )
     )
-    split_bundle_command(sub, _namespace_path)
-    anti_affinity_commands(sub, _namespace_path)
+    split_bundle_command(sub, namespace_admin_path)
+    anti_affinity_commands(sub, namespace_admin_path)
     _dispatch_rate_commands(sub)
     _count_limit_commands(sub)
     _message_ttl_commands(sub)
-    permission_commands(sub, _namespace_path, "namespace")
+    permission_commands(sub, namespace_admin_path, "namespace")
 
 
 def _unload_namespace(client: AdminClient, args: Any) -> Any:
-    path = _namespace_path(args.namespace)
+    path = namespace_admin_path(args.namespace)
     if args.bundle is None:
         if args.destinationBroker:
             raise AdminError("--destinationBroker needs --bundle")
@@ -327,7 +339,7 @@ def _get_and_remove_commands(sub: Any, kind: str, suffix: str) -> None:
         cmd = sub.add_parser(f"{verb}-{kind}", help=f"{verb} the namespace's {kind}")
         cmd.add_argument("namespace", help="tenant/namespace")
         cmd.set_defaults(
-            run=lambda c, a, m=method, s=suffix: c.call(m, _namespace_path(a.namespace) + s)
+            run=lambda c, a, m=method, s=suffix: c.call(m, namespace_admin_path(a.namespace) + s)
         )
 
 
@@ -344,7 +356,7 @@ def _message_ttl_commands(sub: Any) -> None:
     )
     cmd.set_defaults(
         run=lambda c, a: c.call(
-            "POST", _namespace_path(a.namespace) + "/messageTTL", _relative_seconds(a.ttl)
+            "POST", namespace_admin_path(a.namespace) + "/messageTTL", _relative_seconds(a.ttl)
         )
     )
     _get_and_remove_commands(sub, "message-ttl", "/messageTTL")
@@ -362,7 +374,9 @@ def _count_limit_commands(sub: Any) -> None:
         cmd.add_argument("namespace", help="tenant/namespace")
         cmd.add_argument(flag, f"--max-{kind}", dest="limit", type=int, required=True)
         cmd.set_defaults(
-            run=lambda c, a, s=suffix: c.call("POST", _namespace_path(a.namespace) + s, a.limit)
+            run=lambda c, a, s=suffix: c.call(
+                "POST", namespace_admin_path(a.namespace) + s, a.limit
+            )
         )
         _get_and_remove_commands(sub, f"max-{kind}", suffix)
 
@@ -382,7 +396,7 @@ def _dispatch_rate_commands(sub: Any) -> None:
         cmd.set_defaults(
             run=lambda c, a, s=suffix: c.call(
                 "POST",
-                _namespace_path(a.namespace) + s,
+                namespace_admin_path(a.namespace) + s,
                 {
                     "dispatchThrottlingRateInMsg": a.msg_dispatch_rate,
                     "dispatchThrottlingRateInByte": a.byte_dispatch_rate,
@@ -397,7 +411,7 @@ def _dispatch_rate_commands(sub: Any) -> None:
 def _topic_command(sub: Any, verb: str, help_text: str, method: str, suffix: str = "") -> Any:
     cmd = sub.add_parser(verb, help=help_text)
     cmd.add_argument("topic")
-    cmd.set_defaults(run=lambda c, a: c.call(method, _topic_path(a.topic) + suffix))
+    cmd.set_defaults(run=lambda c, a: c.call(method, topic_admin_path(a.topic) + suffix))
     return cmd
 
 
@@ -419,7 +433,7 @@ def _topics(sub: Any) -> None:
         cmd.add_argument("-f", "--force", action="store_true", help="disconnect clients first")
         cmd.set_defaults(
             run=lambda c, a, s=suffix: c.call(
-                "DELETE", _topic_path(a.topic) + s + ("?force=true" if a.force else "")
+                "DELETE", topic_admin_path(a.topic) + s + ("?force=true" if a.force else "")
             )
         )
     for verb, method in (("create-partitioned-topic", "PUT"), ("update-partitioned-topic", "POST")):
@@ -427,7 +441,9 @@ def _topics(sub: Any) -> None:
         cmd.add_argument("topic")
         cmd.add_argument("-p", "--partitions", type=int, required=True)
         cmd.set_defaults(
-            run=lambda c, a, m=method: c.call(m, _topic_path(a.topic) + "/partitions", a.partitions)
+            run=lambda c, a, m=method: c.call(
+                m, topic_admin_path(a.topic) + "/partitions", a.partitions
+            )
         )
     stats = sub.add_parser("partitioned-stats", help="partitioned topic statistics")
     stats.add_argument("topic")
@@ -435,12 +451,12 @@ def _topics(sub: Any) -> None:
     stats.set_defaults(
         run=lambda c, a: c.call(
             "GET",
-            _topic_path(a.topic)
+            topic_admin_path(a.topic)
             + f"/partitioned-stats?perPartition={'true' if a.per_partition else 'false'}",
         )
     )
     _subscription_commands(sub)
-    permission_commands(sub, _topic_path, "topic")
+    permission_commands(sub, topic_admin_path, "topic")
 
 
 def _message_commands(sub: Any) -> None:
@@ -456,7 +472,7 @@ def _message_commands(sub: Any) -> None:
     examine.set_defaults(
         run=lambda c, a: _show(
             c.message(
-                _topic_path(a.topic)
+                topic_admin_path(a.topic)
                 + f"/examinemessage?initialPosition={a.initial_position or 'latest'}"
                 + f"&messagePosition={a.message_position}"
             )
@@ -468,7 +484,7 @@ def _message_commands(sub: Any) -> None:
     by_id.add_argument("-e", "--entry-id", type=int, required=True)
     by_id.set_defaults(
         run=lambda c, a: _show(
-            c.message(_topic_path(a.topic) + f"/ledger/{a.ledger_id}/entry/{a.entry_id}")
+            c.message(topic_admin_path(a.topic) + f"/ledger/{a.ledger_id}/entry/{a.entry_id}")
         )
     )
 
@@ -501,7 +517,7 @@ def _show(message: tuple[dict[str, str], bytes]) -> str:
 
 def _list_topics(client: AdminClient, args: argparse.Namespace) -> Any:
     # pulsar-admin lists persistent and non-persistent topics together.
-    namespace = _namespace_path(args.namespace).removeprefix("/admin/v2/namespaces/")
+    namespace = namespace_admin_path(args.namespace).removeprefix("/admin/v2/namespaces/")
     found: list[str] = []
     for domain in ("persistent", "non-persistent"):
         found.extend(client.call("GET", f"/admin/v2/{domain}/{namespace}") or [])
@@ -509,7 +525,7 @@ def _list_topics(client: AdminClient, args: argparse.Namespace) -> Any:
 
 
 def _subscription_path(args: argparse.Namespace) -> str:
-    return _topic_path(args.topic) + "/subscription/" + _quote(args.subscription)
+    return topic_admin_path(args.topic) + "/subscription/" + _quote(args.subscription)
 
 
 def _reset(client: AdminClient, args: argparse.Namespace) -> Any:
@@ -589,7 +605,7 @@ def _subscription_commands(sub: Any) -> None:
     expire_all.set_defaults(
         run=lambda c, a: c.call(
             "POST",
-            _topic_path(a.topic)
+            topic_admin_path(a.topic)
             + f"/all_subscription/expireMessages/{_relative_seconds(a.expire_time)}",
         )
     )

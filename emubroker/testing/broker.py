@@ -1,11 +1,4 @@
-"""A pytest plugin for client developers: an in-process Pulsar broker per test.
-
-Enable it with ``-p emubroker.testing`` (or the ``pytest11`` entry point ``emubroker`` once
-installed) and ask for the fixture::
-
-    def test_roundtrip(pulsar_broker):
-        client = pulsar.Client(pulsar_broker.service_url)
-        ...
+"""One broker in a background thread, for the ``pulsar_broker`` fixture and your own.
 
 The broker runs in a background thread with its own event loop (anyio's asyncio backend, through
 ``anyio.from_thread.start_blocking_portal``), so the fixture works from synchronous tests, from
@@ -19,7 +12,6 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pytest
 from anyio.from_thread import start_blocking_portal
 
 from emubroker.app import open_broker
@@ -32,7 +24,7 @@ if TYPE_CHECKING:
 
     from emubroker.app import Broker
 
-__all__ = ["RunningBroker", "pulsar_broker", "run_broker_in_thread"]
+__all__ = ["RunningBroker", "run_broker_in_thread"]
 
 T = TypeVar("T")
 
@@ -81,10 +73,3 @@ def run_broker_in_thread(**overrides: Any) -> Iterator[RunningBroker]:
         portal.wrap_async_context_manager(open_broker(config)) as broker,
     ):
         yield RunningBroker(broker, portal)
-
-
-@pytest.fixture
-def pulsar_broker() -> Iterator[RunningBroker]:
-    """A fresh in-process broker for one test (``.service_url``, ``.admin_url``)."""
-    with run_broker_in_thread() as running:
-        yield running
