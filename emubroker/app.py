@@ -658,6 +658,7 @@ async def open_broker(
             topics=topics,
             ownership=ownership,
             namespace_exists=namespace_exists,
+            read_namespace=lambda namespace: namespaces.read(store, namespace),
             listeners=config.listeners(),
             schemas=SchemaService(schema_registry, features),
             security=security,
