@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import ssl
 import sys
 import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emubroker.auth.broker_client import BASIC, TOKEN, authorization_header, plugin_kind
 from emubroker.auth.errors import AuthenticationFailed
 from emubroker.auth.keys import read_key
 from emubroker.auth.token import (
@@ -46,8 +46,6 @@ __all__ = [
     "tokens_commands",
 ]
 
-_AUTH_PACKAGE = "org.apache.pulsar.client.impl.auth."
-
 
 class CliError(Exception):
     """A usage problem of a security command (the CLI prints it and exits 1)."""
@@ -68,13 +66,6 @@ def add_auth_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _plugin(name: str | None) -> str:
-    short = (name or "").removeprefix(_AUTH_PACKAGE).lower()
-    return {"authenticationtoken": "token", "authenticationbasic": "basic"}.get(
-        short, "tls" if short in ("authenticationtls", "tls") else short
-    )
-
-
 def client_credentials(args: argparse.Namespace) -> tuple[dict[str, str], ssl.SSLContext | None]:
     """The HTTP headers and TLS context the admin client should use.
 
@@ -83,21 +74,15 @@ def client_credentials(args: argparse.Namespace) -> tuple[dict[str, str], ssl.SS
     """
     headers: dict[str, str] = {}
     params = args.auth_params or ""
-    plugin = _plugin(args.auth_plugin)
+    plugin = plugin_kind(args.auth_plugin)
     cert_file = key_file = None
-    if plugin == "token":
-        token = params.removeprefix("token:")
-        if params.startswith("file:"):
-            token = read_key(params).decode().strip()
-        headers["Authorization"] = f"Bearer {token}"
-    elif plugin == "basic":
+    if plugin in (TOKEN, BASIC):
         try:
-            values = json.loads(params)
-            user, password = values["userId"], values["password"]
-        except (ValueError, KeyError, TypeError):
-            raise CliError('basic --auth-params: {"userId": "...", "password": "..."}') from None
-        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
-        headers["Authorization"] = f"Basic {pair}"
+            header = authorization_header(plugin, params)
+        except ValueError as exc:
+            raise CliError(f"--auth-params: {exc}") from None
+        if header is not None:
+            headers["Authorization"] = header
     elif plugin == "tls":
         parts = dict(item.split(":", 1) for item in params.split(",") if ":" in item)
         cert_file, key_file = parts.get("tlsCertFile"), parts.get("tlsKeyFile")

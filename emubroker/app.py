@@ -39,6 +39,7 @@ from emubroker.admin.metrics_loadbalance import (
     render_leader_unload_metrics,
     render_load_balancing_metrics,
 )
+from emubroker.admin.owner_admin import build_owner_calls
 from emubroker.auth import Security
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
@@ -50,7 +51,7 @@ from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.lookup import BundleLookup
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
-from emubroker.loadbalance.shedding_runtime import unload_not_available
+from emubroker.loadbalance.split_runtime import layout_from
 from emubroker.loadbalance.unloading import BundleUnloader
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
@@ -100,8 +101,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
+    from emubroker.loadbalance.owner_calls import OwnerAdmin
     from emubroker.loadbalance.reporter import LoadReporter
-    from emubroker.loadbalance.shedding_runtime import BundleUnloader as LeaderUnload
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
     from emubroker.topics.handles import TopicHandle
@@ -127,8 +128,9 @@ def may_bootstrap(config: BrokerConfig) -> bool:
     """Whether ``pulsar standalone`` would create its defaults under this configuration.
 
     Pulsar's standalone creates them through its own admin client, which has no credentials
-    (``brokerClientAuthenticationPlugin`` is not emulated): with authentication on, it acts as
-    ``anonymousUserRole``, and with authorization on it needs that role to be a super-user.
+    here (the ``brokerClientAuthenticationPlugin`` credentials serve only the leader's calls to
+    other brokers): with authentication on, it acts as ``anonymousUserRole``, and with
+    authorization on it needs that role to be a super-user.
     Otherwise Pulsar logs the refusal and starts without them (the operator creates them over
     REST, as the official client's test set-up does).
     """
@@ -475,7 +477,7 @@ async def open_broker(
     listen: bool = True,
     admin: bool = True,
     ledgers: LedgerBackend | None = None,
-    leader_unload: LeaderUnload | None = None,
+    owner_admin: OwnerAdmin | None = None,
     trace_writes_in_thread: bool = True,
 ) -> AsyncIterator[Broker]:
     """Start a broker; stop it (closing every connection) when the block exits.
@@ -491,9 +493,8 @@ async def open_broker(
         ledgers: Where entries live (see :func:`open_storage`); by default an in-memory
             ledger store. With a durable backend (the stub), ledger lists and cursors are
             persisted in ``metadata`` and topics are recovered from them.
-        leader_unload: How the load manager's leader unloads a bundle it sheds, when this
-            broker leads; by default the broker's own. The simulator, which hosts every broker
-            of its cluster in one process, gives one that reaches the owner directly.
+        owner_admin: How the leader reaches other brokers to unload or split their bundles;
+            by default their admin REST API (in-process clusters route the calls themselves).
         trace_writes_in_thread: Write the dispatch and load-balancer traces in worker threads;
             a virtual-time run writes them on the loop (see ``DispatchTraceSink``).
 
@@ -661,6 +662,7 @@ async def open_broker(
             topics=topics,
             ownership=ownership,
             namespace_exists=namespace_exists,
+            read_namespace=lambda namespace: namespaces.read(store, namespace),
             listeners=config.listeners(),
             schemas=SchemaService(schema_registry, features),
             security=security,
@@ -703,16 +705,29 @@ async def open_broker(
             trace=load_trace,
         )
         await tg.start(load_reporter.run)
-        # The leader's aggregation and shedding, while this broker leads. The bundle unload
-        # itself is not part of this broker yet: decisions are made, logged and traced, and
-        # each unload attempt fails with "unload not available".
+        # The leader's aggregation, shedding and automatic split, while this broker leads; its
+        # unloads and splits are carried out by each bundle's owner.
+        owner_calls = build_owner_calls(
+            ownership,
+            clock,
+            store=store,
+            config=lambda: dynamic.config,
+            unloader=unloader,
+            splitter=lambda: admin_context.bundle_splitter,
+            set_affinity=lambda bundle_range, broker: lookup.selector.set_affinity(
+                bundle_range, broker
+            ),
+            remote=owner_admin,
+        )
         load_leader = LoadBalancerLeader(
             store,
             clock,
             broker_id=broker_id_of(config),
             config=lambda: dynamic.config,
             leadership=leader_election,
-            unload=leader_unload or unload_not_available,
+            unload=owner_calls.unload,
+            split=owner_calls.split,
+            layout=layout_from(lambda ns: ownership.boundaries(NamespaceName.parse(ns))),
             owned_bundles=ownership.owned_bundles,
             trace=load_trace,
         )

@@ -66,6 +66,11 @@ class SecurityConfig(DispatchThrottlingConfig, frozen=True):
         tokenAllowedClockSkewSeconds: Leeway on ``exp`` and ``nbf``.
         basicAuthConf: The htpasswd-style users file of basic authentication (a path, a
             ``file:``/``data:`` URL, or base64 text).
+        brokerClientAuthenticationPlugin: The credentials this broker sends in its own calls to
+            other brokers (the leader's unloads and splits): Pulsar's ``AuthenticationToken``
+            or ``AuthenticationBasic`` class name; empty: none.
+        brokerClientAuthenticationParameters: That plugin's parameters (``token:<jwt>``,
+            ``file:///path``; ``{"userId": ..., "password": ...}``).
     """
 
     brokerServicePortTls: _Port | None = None
@@ -96,6 +101,12 @@ class SecurityConfig(DispatchThrottlingConfig, frozen=True):
     tokenAudience: str = ""
     tokenAllowedClockSkewSeconds: Annotated[int, msgspec.Meta(ge=0)] = 0
     basicAuthConf: str = ""
+    brokerClientAuthenticationPlugin: Literal[
+        "",
+        "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        "org.apache.pulsar.client.impl.auth.AuthenticationBasic",
+    ] = ""
+    brokerClientAuthenticationParameters: str = ""
 
     @staticmethod
     def csv(value: str) -> list[str]:

@@ -17,7 +17,7 @@ import anyio
 import msgspec
 
 from emubroker.metadata import NotificationKind, WatchOverflowError
-from emubroker.metadata.paths import POLICIES_ROOT
+from emubroker.metadata.paths import POLICIES_ROOT, namespace_path
 from emubroker.metadata.walk import walk
 from emubroker.naming import InvalidNameError, NamespaceName
 from emubroker.policies import Policies, decode_policies
@@ -95,6 +95,24 @@ class NamespaceRegistry:
                 self._on_change(namespace, None)
             for namespace, policies in found.items():
                 self._on_change(namespace, policies)
+
+    async def read(self, store: MetadataStore, namespace: NamespaceName) -> bool:
+        """Whether ``namespace`` exists, asking the store when this view has not seen it.
+
+        The watch learns of a namespace created through another broker a moment later; a client
+        that creates one there and at once looks a topic up here must not be told it does not
+        exist (Pulsar's policies cache reads the store on a miss). A namespace found is kept.
+
+        Raises:
+            MetadataStoreError: The store failed.
+        """
+        if self.exists(namespace):
+            return True
+        node = await store.get(namespace_path(namespace))
+        if node is None:
+            return False
+        self.apply(namespace, _decode_or_default(namespace, node.value))
+        return True
 
     async def watch(
         self, store: MetadataStore, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED

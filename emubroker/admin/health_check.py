@@ -11,7 +11,8 @@ Our client reaches the broker over an in-memory connection (the composition root
 connector), so the check runs the whole binary-protocol path (lookup, producer, subscription,
 dispatch) without a socket. Its CONNECT carries no credentials: with authentication on, the
 broker must let ``anonymousUserRole`` in (Pulsar's broker client authenticates with
-``brokerClientAuthenticationPlugin``, which is not emulated).
+``brokerClientAuthenticationPlugin``; here those credentials serve only the leader's calls to
+other brokers).
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ __all__ = [
     "java_float_string",
     "render_leader_unload_metrics",
     "render_load_balancing_metrics",
+    "render_split_metrics",
     "render_unload_metrics",
 ]
 
@@ -200,7 +201,7 @@ def render_unload_metrics(
 
 
 def render_leader_unload_metrics(leader: LoadBalancerLeader, conf: BrokerConfig) -> str:
-    """This broker's unload counters, once it ran a shedding cycle as the leader."""
+    """This broker's unload and split counters, once it ran a shedding cycle or split check."""
     runner = leader.runner
     if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
         if leader.statistics().shedding_cycles == 0:
@@ -208,8 +209,23 @@ def render_leader_unload_metrics(leader: LoadBalancerLeader, conf: BrokerConfig)
         return render_unload_metrics(
             None, runner.extensible, cluster=conf.clusterName, broker=conf.advertised_host()
         )
-    if runner.modular.cycles == 0:
-        return ""
-    return render_unload_metrics(
-        runner.modular, None, cluster=conf.clusterName, broker=conf.advertised_host()
-    )
+    text = ""
+    if runner.modular.cycles > 0:
+        text = render_unload_metrics(
+            runner.modular, None, cluster=conf.clusterName, broker=conf.advertised_host()
+        )
+    splits = leader.splits
+    if splits is not None and splits.checks > 0:
+        text += render_split_metrics(splits.split_count, cluster=conf.clusterName)
+    return text
+
+
+def render_split_metrics(split_count: int, *, cluster: str) -> str:
+    """``pulsar_lb_bundles_split_total`` (``ModularLoadManagerImpl.updateBundleSplitMetrics``).
+
+    Bundles the leader split automatically, with ``metric="bundlesSplit"``; Pulsar exports it
+    once the leader ran a split check, as a gauge.
+    """
+    name = "pulsar_lb_bundles_split_total"
+    labels = _labels(cluster, metric="bundlesSplit")
+    return f"# TYPE {name} gauge\n{name}{labels} {split_count}\n"

@@ -13,7 +13,7 @@ from emubroker.topics.sinks import ConsumerSink, ProducerSink
 from protocol.errors import BrokerError, InvalidTopicNameError, UnknownError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Sequence
 
     from emubroker.auth import Security
     from emubroker.config import BrokerConfig
@@ -108,6 +108,9 @@ class BrokerServices:
         ownership: The bundle -> owner table answering lookups.
         namespace_exists: Whether a namespace exists (tenants/namespaces live in the metadata
             store; the app keeps this view current).
+        read_namespace: ``namespace_exists``, reading the store when the view has not seen the
+            namespace yet (one created through another broker a moment ago); None: the view
+            alone answers.
         listeners: ``advertisedListeners`` by name, for LOOKUPs naming a listener.
         schemas: Schema decisions for PRODUCER, SUBSCRIBE and GET_SCHEMA (§11); None keeps no
             schemas (every schema accepted as version 0, GET_SCHEMA answers TopicNotFound).
@@ -122,6 +125,7 @@ class BrokerServices:
     topics: TopicService
     ownership: OwnershipTable
     namespace_exists: Callable[[NamespaceName], bool]
+    read_namespace: Callable[[NamespaceName], Awaitable[bool]] | None = None
     listeners: dict[str, str] = field(default_factory=dict)
     schemas: SchemaService | None = None
     security: Security | None = None

@@ -83,6 +83,8 @@ class DiscoveryCommands(CommandGroup):
                         f"Tenant or namespace or topic does not exist: {name.namespace}"
                     ),
                 )
+            # Learns of a namespace created through another broker a moment ago.
+            await self._namespace_known(name.namespace)
             partitions = await self._topics.partitioned_metadata(name)
         except Exception as exc:
             failure = as_broker_error(exc, "PARTITIONED_METADATA")
@@ -126,7 +128,7 @@ class DiscoveryCommands(CommandGroup):
                 # Pulsar's wording; the client turns "the broker do not have test listener"
                 # into a non-retried ConnectError (§4.3, test_listener_name_client).
                 raise ServiceNotReadyError(f"the broker do not have {listener} listener")
-            if not services.namespace_exists(name.namespace):
+            if not await self._namespace_known(name.namespace):
                 raise TopicNotFoundError(f"Namespace {name.namespace} does not exist")
             answer = await self._lookup(name, cmd.authoritative)
         except Exception as exc:
@@ -154,6 +156,12 @@ class DiscoveryCommands(CommandGroup):
                 authoritative=answer.authoritative,
             )
         )
+
+    async def _namespace_known(self, namespace: NamespaceName) -> bool:
+        services = self._services
+        if services.namespace_exists(namespace):
+            return True
+        return services.read_namespace is not None and await services.read_namespace(namespace)
 
     async def _lookup(self, name: TopicName, authoritative: bool) -> LookupAnswer:
         services = self._services

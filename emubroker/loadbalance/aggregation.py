@@ -176,7 +176,7 @@ class LeaderAggregation:
         for broker in result.dead_brokers:
             log.info("broker %s is gone: deleting its time-average data", broker)
             await self._delete(broker_time_average_path(broker))
-        await self._delete_bundle_data(result.removed_bundles)
+        await self.delete_bundle_data(result.removed_bundles)
         return result
 
     def _leader_owned(self) -> set[str]:
@@ -237,7 +237,7 @@ class LeaderAggregation:
         """
         manager = self.manager
         removed = manager.update_bundle_data(leader_owned_bundles=self._leader_owned())
-        await self._delete_bundle_data(removed)
+        await self.delete_bundle_data(removed)
         bundle_data = manager.load_data.bundle_data
         written = 0
         for bundle in manager.bundles_to_write():
@@ -255,7 +255,8 @@ class LeaderAggregation:
         )
         return written
 
-    async def _delete_bundle_data(self, bundles: list[str]) -> None:
+    async def delete_bundle_data(self, bundles: list[str]) -> None:
+        """Forget these bundles' stored data and delete their ``bundle-data`` nodes."""
         for bundle in bundles:
             self._stored.pop(bundle, None)
             with contextlib.suppress(InvalidPathError):  # a name that was never stored

@@ -25,6 +25,7 @@ topic service (``topics`` and ``loadbalance`` are independent layers).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -32,7 +33,7 @@ import msgspec
 
 from emubroker.loadbalance.split import split_bundle, split_positions
 from emubroker.metadata import BadVersionError
-from emubroker.naming import NamespaceBundle, bundle_boundaries, name_hash
+from emubroker.naming import BundleRange, NamespaceBundle, bundle_boundaries, name_hash
 from emubroker.policies import PolicyStore, bundles_data
 from emubroker.policies.local import LocalPolicies, read_local_policies, write_local_policies
 
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidSplitError",
     "SplitFailedError",
     "parse_boundaries",
+    "stored_children",
 ]
 
 log = logging.getLogger(__name__)
@@ -279,3 +281,19 @@ def _has_bundle(boundaries: tuple[int, ...], bundle: NamespaceBundle) -> bool:
     except ValueError:
         return False
     return index + 1 < len(boundaries) and boundaries[index + 1] == upper
+
+
+async def stored_children(store: MetadataStore, bundle: NamespaceBundle) -> list[NamespaceBundle]:
+    """The bundles of the stored layout inside ``bundle``'s range (its children once split).
+
+    Raises:
+        MetadataStoreError: The store failed.
+        ValueError: The stored boundaries are not hex numbers.
+    """
+    policies = await PolicyStore(store).get_namespace(bundle.namespace)
+    boundaries = parse_boundaries(None if policies is None else policies.bundles)
+    lower, upper = bundle.bundle_range.lower, bundle.bundle_range.upper
+    inside = [b for b in boundaries if lower <= b <= upper]
+    return [
+        NamespaceBundle(bundle.namespace, BundleRange(a, b)) for a, b in itertools.pairwise(inside)
+    ]

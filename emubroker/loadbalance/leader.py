@@ -17,7 +17,10 @@ group per leadership term. While leading, on the injected clock:
 - **shedding**: every ``loadBalancerSheddingIntervalMinutes``, with a fixed delay after each run
   for the modular manager (``LoadSheddingTask``) and at a fixed rate for the extensible one
   (``UnloadScheduler``), the configured shedder runs and its decisions are unloaded through the
-  injected :class:`~emubroker.loadbalance.shedding_runtime.BundleUnloader`.
+  injected :class:`~emubroker.loadbalance.shedding_runtime.BundleUnloader`;
+- **automatic split** (modular manager): after every ``updateAll``, as Pulsar's
+  ``checkNamespaceBundleSplit``, hot bundles are split at their owner through the injected
+  :class:`~emubroker.loadbalance.split_runtime.BundleSplitRequest`.
 
 Intervals are read from the live configuration at each wait, so a dynamic change applies from
 the next run; minute-valued keys accept fractions (``0.05`` is 3 s).
@@ -41,6 +44,7 @@ from emubroker.loadbalance.aggregation import LeaderAggregation
 from emubroker.loadbalance.isolation import PlacementPolicies
 from emubroker.loadbalance.leader_election import LeaderElectionState
 from emubroker.loadbalance.shedding_runtime import SheddingRunner
+from emubroker.loadbalance.split_runtime import SplitRunner
 from emubroker.loadbalance.transfer_shedder import TransferShedder
 from emubroker.metadata import MetadataStoreError, StoreClosedError, WatchOverflowError
 from emubroker.metadata.paths import LOAD_REPORTS_ROOT
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.shedding_runtime import BundleUnloader, TraceSink
+    from emubroker.loadbalance.split_runtime import BundleSplitRequest, NamespaceLayout
     from emubroker.metadata import MetadataStore
     from protocol.clock import Clock
 
@@ -86,6 +91,8 @@ class LoadBalancerLeaderStatistics(msgspec.Struct, frozen=True):
         shedding_cycles: Shedding cycles run since the broker started.
         unload_broker_count: ``pulsar_lb_unload_broker_total``.
         unload_bundle_count: ``pulsar_lb_unload_bundle_total``.
+        split_checks: Automatic split checks run since the broker started.
+        bundles_split: ``pulsar_lb_bundles_split_total``.
     """
 
     leading: bool
@@ -95,6 +102,8 @@ class LoadBalancerLeaderStatistics(msgspec.Struct, frozen=True):
     shedding_cycles: int
     unload_broker_count: int
     unload_bundle_count: int
+    split_checks: int = 0
+    bundles_split: int = 0
 
 
 class _Term:
@@ -118,6 +127,8 @@ class LoadBalancerLeader:
         config: The live configuration.
         leadership: This broker's leader election.
         unload: Unloads a bundle (optionally to a destination broker).
+        split: Splits a bundle at its owner (None: no automatic split).
+        layout: The namespaces' current bundles (the split check's bundle counts).
         owned_bundles: The bundles this broker owns (``str`` of each).
         policies: The placement policies (isolation, anti-affinity, failure domains).
         trace: Where ``shed`` rows go.
@@ -133,6 +144,8 @@ class LoadBalancerLeader:
         config: Callable[[], BrokerConfig],
         leadership: Leadership,
         unload: BundleUnloader,
+        split: BundleSplitRequest | None = None,
+        layout: NamespaceLayout | None = None,
         owned_bundles: Callable[[], Collection[object]] = list,
         policies: Callable[[], PlacementPolicies] | None = None,
         trace: TraceSink | None = None,
@@ -146,8 +159,16 @@ class LoadBalancerLeader:
         self._owned_bundles = owned_bundles
         self._policies = policies
         self._seed = seed
+        self.unload = unload  # what every shedding decision goes through
+        self.split = split  # what every automatic split goes through
         self.runner = SheddingRunner(clock, broker_id=broker_id, unload=unload, trace=trace)
         self.transfer_shedder = TransferShedder(self.runner.extensible)
+        self.splits = (
+            None
+            if split is None or layout is None
+            else SplitRunner(clock, broker_id=broker_id, split=split, trace=trace)
+        )
+        self._layout = layout
         self._tg: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
         self._term: _Term | None = None
@@ -180,6 +201,8 @@ class LoadBalancerLeader:
             shedding_cycles=self._cycles,
             unload_broker_count=unload_brokers,
             unload_bundle_count=unload_bundles,
+            split_checks=self.splits.checks if self.splits is not None else 0,
+            bundles_split=self.splits.split_count if self.splits is not None else 0,
         )
 
     # ---- the service -----------------------------------------------------------------------
@@ -272,6 +295,12 @@ class LoadBalancerLeader:
     async def _refresh(self, aggregation: LeaderAggregation) -> None:
         aggregation.manager.conf = self._config()
         await self._guarded(aggregation.refresh, "updating the load data")
+        if self.splits is not None and self._layout is not None and not self._extensible():
+            splits, layout = self.splits, self._layout
+            await self._guarded(
+                lambda: splits.check(aggregation, self._config(), layout, aggregation.updates),
+                "checking bundles to split",
+            )
 
     async def _guarded(self, action: Callable[[], Awaitable[object]], what: str) -> None:
         try:

@@ -7,10 +7,11 @@ client (bookie mode, as ``emubroker cluster`` runs them). Nothing listens: clien
 ``i`` (``pulsar://127.0.0.1:<6650+i>``, id ``127.0.0.1:<8080+i>``) through
 :meth:`SimulatedCluster.connect`, a ``protocol.client`` ``Connector`` over in-memory streams.
 
-The load manager's leader unloads the bundles it sheds through :meth:`SimulatedCluster.unload`:
-Pulsar's leader asks the owner over its admin API; here the owner is in the same process and
-is asked directly (its ``BundleUnloader``, the same unload an admin call performs), so clients
-are closed, look up again and reconnect to the bundle's next owner.
+The load manager's leader reaches a bundle's owner through :class:`SimulatedCluster` as its
+``OwnerAdmin``: Pulsar's leader calls the owner's admin API to unload or split a bundle; here
+the owner is in the same process and is asked directly (its ``BundleUnloader`` and its bundle
+splitter, what those admin calls perform), so clients are closed, look up again and reconnect
+to the bundle's next owner (the shedder's destination, through the leader's affinity).
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from emubroker.app import Broker, open_broker
+from emubroker.loadbalance.owner_calls import OwnerCallError
 from emubroker.metadata import MemoryMetadataTree
-from emubroker.naming import BundleRange, NamespaceBundle, NamespaceName
 from emubroker.storage import BookieBackend
 from storage_stub.server import open_stub_server
 
 if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
+    from emubroker.loadbalance.ownership import BrokerInfo
+    from emubroker.naming import NamespaceBundle
     from protocol.client.transport import StreamTransport
     from protocol.clock import Clock
 
@@ -79,28 +82,26 @@ class SimulatedCluster:
         """A ``Connector``: a transport to the broker on ``port``, over memory streams."""
         return await self.broker_at(port).connect_in_memory(host, port)
 
-    async def unload(self, bundle: str, destination_broker: str | None = None) -> None:
-        """The leader's unload of ``bundle`` (``tenant/namespace/0x..._0x...``), by its owner.
-
-        A ``destination_broker`` becomes the leader's one-shot placement affinity for the
-        bundle's range first, as Pulsar's unload endpoint with ``destinationBroker`` does, so
-        the bundle's next lookup lands there.
-
-        Raises:
-            UnknownBrokerError: No broker owns the bundle (nothing was unloaded).
-        """
-        namespace, _, bundle_range = bundle.rpartition("/")
-        target = NamespaceBundle(NamespaceName.parse(namespace), BundleRange.parse(bundle_range))
-        if destination_broker:
-            for broker in self.brokers:
-                election, lookup = broker.leader_election, broker.lookup
-                if election is not None and election.is_leader() and lookup is not None:
-                    lookup.selector.set_affinity(target.bundle_range.name, destination_broker)
+    def _owner(self, owner: BrokerInfo) -> Broker:
         for broker in self.brokers:
-            if broker.unloader is not None and broker.ownership.is_owned(target):
-                await broker.unloader.unload(target)
-                return
-        raise UnknownBrokerError(f"no simulated broker owns {bundle}")
+            if f"http://{HOST}:{broker.config.webServicePort}" == owner.http_url:
+                return broker
+        raise OwnerCallError(f"no simulated broker at {owner.http_url}")
+
+    async def unload(self, owner: BrokerInfo, bundle: NamespaceBundle) -> None:
+        """The leader's unload call to ``owner`` (``OwnerAdmin``)."""
+        broker = self._owner(owner)
+        if broker.unloader is None:
+            raise OwnerCallError(f"{owner.http_url} cannot unload bundles")
+        await broker.unloader.unload(bundle)
+
+    async def split(self, owner: BrokerInfo, bundle: NamespaceBundle, *, unload: bool) -> None:
+        """The leader's split call to ``owner`` (``OwnerAdmin``), with its default algorithm."""
+        broker = self._owner(owner)
+        if broker.admin is None or broker.admin.bundle_splitter is None:
+            raise OwnerCallError(f"{owner.http_url} cannot split bundles")
+        algorithm = broker.config.defaultNamespaceBundleSplitAlgorithm
+        await broker.admin.bundle_splitter.split(bundle, algorithm, unload=unload)
 
 
 @asynccontextmanager
@@ -127,7 +128,7 @@ async def open_simulated_cluster(
                     listen=False,
                     admin=False,
                     ledgers=BookieBackend(bookie),
-                    leader_unload=cluster.unload,
+                    owner_admin=cluster,
                     trace_writes_in_thread=False,
                 )
             )

@@ -43,6 +43,8 @@ def test_unknown_strategy_names_stop_start_up_naming_the_key(tmp_path: Path) -> 
         load_config(overrides={"loadBalancerLoadPlacementStrategy": IMPL + "Nope"}, environ={})
     with pytest.raises(ConfigError, match="defaultNamespaceBundleSplitAlgorithm"):
         load_config(overrides={"defaultNamespaceBundleSplitAlgorithm": "halves"}, environ={})
+    with pytest.raises(ConfigError, match="loadManagerClassName"):
+        load_config(overrides={"loadManagerClassName": IMPL + "SimpleLoadManagerImpl"}, environ={})
     with pytest.raises(ConfigError, match="supportedNamespaceBundleSplitAlgorithms"):
         load_config(
             overrides={"supportedNamespaceBundleSplitAlgorithms": "range_equally_divide,x"},

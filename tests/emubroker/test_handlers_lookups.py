@@ -13,6 +13,7 @@ from emubroker.handlers.lookups import TOO_MANY_LOOKUPS, LookupLimit
 from emubroker.naming import TopicName
 from protocol import commands as c
 from protocol.errors import ServerError
+from tests.emubroker.admin.conftest import Wire
 from tests.emubroker.sessions import session_over
 
 pytestmark = pytest.mark.anyio
@@ -91,3 +92,29 @@ def test_the_limit_follows_the_configuration() -> None:
     assert load_config(environ={}).maxConcurrentLookupRequest == 50_000  # Pulsar's default
     config = load_config(overrides={"maxConcurrentLookupRequest": 7}, environ={})
     assert config.maxConcurrentLookupRequest == 7
+
+
+async def test_a_namespace_this_broker_has_not_heard_of_yet_is_read_from_the_store(
+    broker: Broker,
+) -> None:
+    # Created through another broker a moment ago: in the store, not yet in this broker's view.
+    namespace = TopicName.parse(TOPIC).namespace
+    broker.namespaces.apply(namespace, None)
+    assert not broker.namespaces.exists(namespace)
+    wire = Wire(broker)
+    client = await wire.client()
+    await client.send(c.PartitionedTopicMetadata(topic=TOPIC, request_id=1))
+    metadata = await client.receive_command()
+    assert isinstance(metadata, c.PartitionedTopicMetadataResponse)
+    assert metadata.response is not c.MetadataResult.FAILED, metadata
+    broker.namespaces.apply(namespace, None)
+    await client.send(c.LookupTopic(topic=TOPIC, request_id=2))
+    lookup = await client.receive_command()
+    assert isinstance(lookup, c.LookupTopicResponse)
+    assert lookup.response is c.LookupType.CONNECT, lookup
+    assert broker.namespaces.exists(namespace)  # kept: the next topic call needs no read
+    await client.send(c.LookupTopic(topic="persistent://public/nowhere/t", request_id=3))
+    missing = await client.receive_command()
+    assert isinstance(missing, c.LookupTopicResponse)
+    assert missing.error is ServerError.TopicNotFound, missing
+    await wire.aclose()

@@ -17,7 +17,10 @@ from typing import Any
 from emubroker.app import Broker, broker_id_of, open_broker
 from emubroker.config import load_config
 from emubroker.loadbalance.assignment import LoadManagerSelector
+from emubroker.loadbalance.owner_calls import OwnerCallError
+from emubroker.loadbalance.ownership import BrokerInfo
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
+from emubroker.naming import NamespaceBundle
 from emubroker.storage import BookieBackend
 from protocol import commands as c
 from protocol.clock import FakeClock
@@ -87,6 +90,7 @@ class InProcessCluster:
                 listen=False,
                 admin=False,
                 ledgers=BookieBackend(bookie),
+                owner_admin=InProcessOwnerAdmin(self),
             )
         )
         node = Node(broker, stack, store)
@@ -113,6 +117,38 @@ class InProcessCluster:
                 return node, answers
             authoritative = answer.authoritative
         raise AssertionError(f"too many redirects: {answers}")
+
+
+class InProcessOwnerAdmin:
+    """The leader's admin calls to another broker of the cluster, made on its objects.
+
+    What the owner's ``PUT .../{bundle}/unload`` and ``.../split?unload=`` endpoints do with
+    ``authoritative=true`` (the REST path itself is tested against real processes).
+    """
+
+    def __init__(self, cluster: InProcessCluster) -> None:
+        self._cluster = cluster
+        self.calls: list[tuple[str, str, str]] = []  # (action, owner's http url, bundle)
+
+    def _owner(self, owner: BrokerInfo) -> Broker:
+        for node in self._cluster.nodes:
+            if f"http://{node.broker_id}" == owner.http_url:
+                return node.broker
+        raise OwnerCallError(f"no broker at {owner.http_url}")
+
+    async def unload(self, owner: BrokerInfo, bundle: NamespaceBundle) -> None:
+        self.calls.append(("unload", owner.http_url, str(bundle)))
+        broker = self._owner(owner)
+        assert broker.unloader is not None
+        await broker.unloader.unload(bundle)
+
+    async def split(self, owner: BrokerInfo, bundle: NamespaceBundle, *, unload: bool) -> None:
+        self.calls.append(("split", owner.http_url, str(bundle)))
+        broker = self._owner(owner)
+        assert broker.admin is not None
+        assert broker.admin.bundle_splitter is not None
+        algorithm = broker.config.defaultNamespaceBundleSplitAlgorithm
+        await broker.admin.bundle_splitter.split(bundle, algorithm, unload=unload)
 
 
 def placed_by_leader(cluster: InProcessCluster, leader: int = 0) -> str | None:

@@ -23,11 +23,13 @@ from emubroker.loadbalance.codec import encode
 from emubroker.loadbalance.data import LocalBrokerData
 from emubroker.loadbalance.leader import LoadBalancerLeader, LoadBalancerLeaderStatistics
 from emubroker.loadbalance.leader_election import LeaderElectionService, LeaderElectionState
+from emubroker.loadbalance.owner_calls import parse_bundle
 from emubroker.loadbalance.reporter import LoadReporter
 from emubroker.loadbalance.shedding_runtime import unload_not_available
 from emubroker.loadbalance.trace import LoadBalancerTraceRecord
 from emubroker.loadbalance.usage_sources import ModelUsageSource, ResourceLimits
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
+from emubroker.naming import BundleRange, name_hash
 from protocol.clock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -115,6 +117,8 @@ class Broker:
             config=lambda: self.config,
             leadership=self.election,
             unload=cluster.unload,
+            split=cluster.split,
+            layout=cluster,
             owned_bundles=self.topics.bundles,
             trace=self.trace,
             seed=7,
@@ -138,6 +142,7 @@ class Cluster:
         self.unloads: list[tuple[float, str, str, str | None]] = []  # when, bundle, from, to
         self.fail_unloads = False
         self.move_unloaded = True
+        self.splits: list[tuple[str, str, bool]] = []  # bundle, owner, unload
 
     async def unload(self, bundle: str, destination_broker: str | None = None) -> None:
         if self.fail_unloads:
@@ -149,6 +154,29 @@ class Cluster:
         target = self.brokers[destination_broker] if destination_broker else owner
         for name, rate in owner.topics.take_bundle(bundle):
             target.topics.load(name, bundle, rate)
+
+    async def split(self, bundle: str, unload: bool) -> list[str]:
+        """Halve the bundle at its owner; its topics move to the half their name hashes into."""
+        owner = next(b for b in self.brokers.values() if bundle in b.topics.bundles())
+        parent = parse_bundle(bundle)
+        lower, upper = parent.bundle_range.lower, parent.bundle_range.upper
+        middle = lower + (upper - lower) // 2
+        halves = [BundleRange(lower, middle), BundleRange(middle, upper)]
+        children = [f"{parent.namespace}/{half.name}" for half in halves]
+        self.splits.append((bundle, owner.id, unload))
+        for name, rate in owner.topics.take_bundle(bundle):
+            child = children[0] if halves[0].contains(name_hash(name)) else children[1]
+            owner.topics.load(name, child, rate)
+        return children
+
+    def _bundles(self) -> set[str]:
+        return {b for broker in self.brokers.values() for b in broker.topics.bundles()}
+
+    def bundle_count(self, namespace: str) -> int:
+        return sum(1 for b in self._bundles() if b.rpartition("/")[0] == namespace)
+
+    def has_bundle(self, bundle: str) -> bool:
+        return bundle in self._bundles()
 
     async def start(self, tg: anyio.abc.TaskGroup, broker_id: str, config: BrokerConfig) -> Broker:
         broker = self.brokers[broker_id] = Broker(self, broker_id, config)
@@ -224,6 +252,10 @@ async def test_threshold_shedder_moves_the_largest_bundles_off_the_skewed_broker
             f"pulsar_lb_unload_broker_total{labels} 1\n"
             "# TYPE pulsar_lb_unload_bundle_total gauge\n"
             f"pulsar_lb_unload_bundle_total{labels} 2\n"
+            # The leader checked for bundles to split at each report change; none qualified.
+            "# TYPE pulsar_lb_bundles_split_total gauge\n"
+            f'pulsar_lb_bundles_split_total{{cluster="{leader.config.clusterName}", '
+            'metric="bundlesSplit"} 0\n'
         )
         # The moved bundles are recently unloaded: never proposed again within the grace period.
         await fake_clock.advance(5 * 60.0)

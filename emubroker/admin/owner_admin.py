@@ -1,0 +1,124 @@
+"""The leader's admin calls to a bundle's owner over its REST API (``loadbalance.owner_calls``).
+
+Pulsar's leader reaches the owner through its ``PulsarAdmin`` client, authenticated with
+``brokerClientAuthenticationPlugin`` and ``brokerClientAuthenticationParameters``. Here the
+calls go straight to the owner's web service (its ``http://`` address from the ownership node,
+``https://`` when that is all it has) with ``authoritative=true``, as the leader's own endpoint
+would send them on:
+
+- ``PUT /admin/v2/namespaces/{tenant}/{namespace}/{range}/unload``;
+- ``PUT /admin/v2/namespaces/{tenant}/{namespace}/{range}/split?unload=...`` (no algorithm: the
+  owner's ``defaultNamespaceBundleSplitAlgorithm``, as Pulsar passes ``null``).
+
+Any answer but 2xx, and any connection failure, raises ``OwnerCallError`` with the status and
+the body; the overall time limit is the caller's (on the injected clock).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import aiohttp
+
+from emubroker.auth.broker_client import authorization_header, plugin_kind
+from emubroker.loadbalance.bundle_split import stored_children
+from emubroker.loadbalance.owner_calls import OwnerCallError, OwnerCalls
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from emubroker.config import BrokerConfig
+    from emubroker.loadbalance.bundle_split import BundleSplitter
+    from emubroker.loadbalance.owner_calls import OwnerAdmin
+    from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
+    from emubroker.loadbalance.unloading import BundleUnloader
+    from emubroker.metadata import MetadataStore
+    from emubroker.naming import NamespaceBundle
+    from protocol.clock import Clock
+
+__all__ = ["HttpOwnerAdmin", "build_owner_calls"]
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to open a connection to the owner (a dead owner fails here)."""
+
+
+class HttpOwnerAdmin:
+    """:class:`~emubroker.loadbalance.owner_calls.OwnerAdmin` over HTTP.
+
+    Args:
+        config: The live configuration (the broker client's credentials).
+    """
+
+    def __init__(self, config: Callable[[], BrokerConfig]) -> None:
+        self._config = config
+
+    async def unload(self, owner: BrokerInfo, bundle: NamespaceBundle) -> None:
+        await self._put(owner, bundle, "unload", {"authoritative": "true"})
+
+    async def split(self, owner: BrokerInfo, bundle: NamespaceBundle, *, unload: bool) -> None:
+        query = {"unload": str(unload).lower(), "authoritative": "true"}
+        await self._put(owner, bundle, "split", query)
+
+    def _headers(self) -> dict[str, str]:
+        conf = self._config()
+        header = authorization_header(
+            plugin_kind(conf.brokerClientAuthenticationPlugin),
+            conf.brokerClientAuthenticationParameters,
+        )
+        return {} if header is None else {"Authorization": header}
+
+    async def _put(
+        self, owner: BrokerInfo, bundle: NamespaceBundle, action: str, query: dict[str, str]
+    ) -> None:
+        base = owner.http_url or owner.http_url_tls
+        if not base:
+            raise OwnerCallError(f"the owner of {bundle} has no web service address")
+        url = f"{base}/admin/v2/namespaces/{bundle.namespace}/{bundle.bundle_range}/{action}"
+        timeout = aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT)
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.put(
+                    url, params=query, headers=self._headers(), allow_redirects=False
+                ) as reply,
+            ):
+                if reply.status >= 300:
+                    text = (await reply.text())[:500]
+                    raise OwnerCallError(f"{url} answered {reply.status}: {text}")
+        except aiohttp.ClientError as exc:
+            raise OwnerCallError(f"{url}: {exc}") from exc
+
+
+def build_owner_calls(
+    ownership: OwnershipTable,
+    clock: Clock,
+    *,
+    store: MetadataStore,
+    config: Callable[[], BrokerConfig],
+    unloader: BundleUnloader,
+    splitter: Callable[[], BundleSplitter | None],
+    set_affinity: Callable[[str, str], None],
+    remote: OwnerAdmin | None = None,
+) -> OwnerCalls:
+    """The leader's unloads and splits at the bundles' owners (``HttpOwnerAdmin`` by default).
+
+    ``splitter`` gives this broker's splitter when the leader itself owns the bundle;
+    ``set_affinity`` is the leader's placement affinity (``BrokerSelector.set_affinity``).
+    """
+
+    async def split_here(bundle: NamespaceBundle, unload: bool) -> Sequence[NamespaceBundle]:
+        found = splitter()
+        if found is None:
+            raise OwnerCallError("this broker cannot split bundles")
+        algorithm = config().defaultNamespaceBundleSplitAlgorithm
+        return await found.split(bundle, algorithm, unload=unload)
+
+    return OwnerCalls(
+        ownership,
+        clock,
+        remote=remote if remote is not None else HttpOwnerAdmin(config),
+        unload_local=unloader.unload,
+        split_local=split_here,
+        set_affinity=set_affinity,
+        children_of=lambda bundle: stored_children(store, bundle),
+    )

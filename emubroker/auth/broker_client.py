@@ -1,0 +1,69 @@
+"""The credentials a Pulsar client sends over HTTP, from its plugin name and parameters.
+
+Used for the broker's own calls to other brokers (``brokerClientAuthenticationPlugin`` and
+``brokerClientAuthenticationParameters``: the leader's unload and split calls) and by
+``emubroker admin``'s ``--auth-plugin``/``--auth-params``. The parameter forms are the Java
+client's:
+
+- ``AuthenticationToken``: ``token:<jwt>``, ``file:///path`` (the token read from the file), or
+  the JWT itself; a JSON object ``{"token": "..."}`` too;
+- ``AuthenticationBasic``: ``{"userId": "...", "password": "..."}`` (or ``userId:password``).
+
+TLS client certificates (``AuthenticationTls``) are not sent by the broker's own client: the
+configuration refuses that plugin for ``brokerClientAuthenticationPlugin``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Final
+
+from emubroker.auth.keys import read_key
+
+__all__ = ["AUTH_PACKAGE", "BASIC", "TOKEN", "authorization_header", "plugin_kind"]
+
+AUTH_PACKAGE: Final = "org.apache.pulsar.client.impl.auth."
+TOKEN: Final = "token"
+BASIC: Final = "basic"
+
+
+def plugin_kind(name: str | None) -> str:
+    """``token``, ``basic``, ``tls``, ``""`` (none) or the lower-cased unknown name."""
+    short = (name or "").strip().removeprefix(AUTH_PACKAGE).lower()
+    return {"authenticationtoken": TOKEN, "authenticationbasic": BASIC}.get(
+        short, "tls" if short in ("authenticationtls", "tls") else short
+    )
+
+
+def authorization_header(kind: str, params: str) -> str | None:
+    """The ``Authorization`` header value for a token or basic plugin; None for other kinds.
+
+    Raises:
+        ValueError: Parameters the plugin cannot read (the message says the expected form).
+        SecurityConfigError: A ``file:`` token that cannot be read.
+    """
+    params = params.strip()
+    if kind == TOKEN:
+        if params.startswith("{"):
+            try:
+                token = str(json.loads(params)["token"])
+            except (ValueError, KeyError, TypeError):
+                raise ValueError('token parameters: {"token": "..."}') from None
+        elif params.startswith("file:"):
+            token = read_key(params).decode().strip()
+        else:
+            token = params.removeprefix("token:")
+        return f"Bearer {token}"
+    if kind == BASIC:
+        try:
+            if params.startswith("{"):
+                values = json.loads(params)
+                user, password = str(values["userId"]), str(values["password"])
+            else:
+                user, password = params.split(":", 1)
+        except (ValueError, KeyError, TypeError):
+            raise ValueError('basic parameters: {"userId": "...", "password": "..."}') from None
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return f"Basic {pair}"
+    return None
