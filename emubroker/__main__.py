@@ -94,6 +94,27 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
     admin_cli.add_parser(commands)
     cluster_cli.add_parser(commands)
+    simulate = commands.add_parser(
+        "simulate",
+        help="run a loadgen scenario's cluster and traffic in this process on a virtual clock",
+        description="Run a scenario's brokers, bookie stub and traffic in this process on a "
+        "virtual clock: a ten-minute load-balancing experiment in seconds, with the same "
+        "traces every run (docs/simulate.md).",
+    )
+    # The arguments live with the command (emubroker.simulate.cli), which is imported only
+    # when it runs: it brings in loadgen and trio.
+    simulate.add_argument("scenario", help="a loadgen scenario file with cluster.start")
+    simulate.add_argument("--out", help="run directory (default runs/sim-<name>-<seed>)")
+    simulate.add_argument("--seed", type=int, help="overrides the scenario's seed")
+    simulate.add_argument(
+        "--real-time", action="store_true", help="run on the host's clock, to compare"
+    )
+    simulate.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging level of the brokers (default WARNING)",
+    )
     return parser
 
 
@@ -139,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return admin_cli.run(args)
     if args.command == "cluster":
         return cluster_cli.run(args)
+    if args.command == "simulate":
+        from emubroker.simulate import cli as simulate_cli
+
+        return simulate_cli.main(args)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

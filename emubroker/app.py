@@ -478,6 +478,7 @@ async def open_broker(
     admin: bool = True,
     ledgers: LedgerBackend | None = None,
     owner_admin: OwnerAdmin | None = None,
+    trace_writes_in_thread: bool = True,
 ) -> AsyncIterator[Broker]:
     """Start a broker; stop it (closing every connection) when the block exits.
 
@@ -494,6 +495,8 @@ async def open_broker(
             persisted in ``metadata`` and topics are recovered from them.
         owner_admin: How the leader reaches other brokers to unload or split their bundles;
             by default their admin REST API (in-process clusters route the calls themselves).
+        trace_writes_in_thread: Write the dispatch and load-balancer traces in worker threads;
+            a virtual-time run writes them on the loop (see ``DispatchTraceSink``).
 
     Yields:
         The running broker.
@@ -560,6 +563,7 @@ async def open_broker(
                 config.emubrokerDispatchTraceDir,
                 broker_id=f"{host}:{config.webServicePort}",
                 flush_every=config.emubrokerDispatchTraceFlushRecords,
+                in_thread=trace_writes_in_thread,
             )
             if config.emubrokerDispatchTraceDir
             else None
@@ -684,7 +688,9 @@ async def open_broker(
         # Registered under /loadbalance/brokers before the ports serve lookups (Pulsar's
         # ModularLoadManagerImpl.start).
         traffic = TrafficCounter()
-        load_trace = load_balancer_trace(config, broker_id_of(config))
+        load_trace = load_balancer_trace(
+            config, broker_id_of(config), in_thread=trace_writes_in_thread
+        )
         if load_trace is not None:
             await tg.start(load_trace.run)
         load_reporter = build_load_reporter(

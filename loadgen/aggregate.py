@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Final, TextIO
 
 import msgspec
+from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogWriter
 
 from loadgen.messages import GroupTick, Tick
@@ -32,15 +33,30 @@ class GroupInfo(msgspec.Struct, frozen=True):
 
 
 class _Sum:
-    """One group's counts over some stretch of time."""
+    """One group's counts over some stretch of time.
+
+    Its histograms are made on the first value they take: a group's second without messages
+    (most of them, for a run of many quiet groups) costs no HdrHistogram, whose allocation and
+    whole-array additions would otherwise dominate a run of hundreds of groups.
+    """
 
     def __init__(self) -> None:
         self.messages = 0
         self.bytes = 0
         self.errors = 0
         self.reconnections = 0
-        self.histogram = new_histogram()
-        self.delays = new_histogram()
+        self._histogram: HdrHistogram | None = None
+        self._delays: HdrHistogram | None = None
+
+    @property
+    def histogram(self) -> HdrHistogram | None:
+        """Latencies (µs), or None if there were none."""
+        return self._histogram
+
+    @property
+    def delays(self) -> HdrHistogram | None:
+        """Publish delays (µs), or None if there were none."""
+        return self._delays
 
     def add(self, tick: GroupTick) -> None:
         self.messages += tick.messages
@@ -48,17 +64,26 @@ class _Sum:
         self.errors += tick.errors
         self.reconnections += tick.reconnections
         if tick.histogram:
-            self.histogram.add(decode_histogram(tick.histogram))
+            self._histogram = _added(self._histogram, decode_histogram(tick.histogram))
         if tick.delay_histogram:
-            self.delays.add(decode_histogram(tick.delay_histogram))
+            self._delays = _added(self._delays, decode_histogram(tick.delay_histogram))
 
     def merge(self, other: _Sum) -> None:
         self.messages += other.messages
         self.bytes += other.bytes
         self.errors += other.errors
         self.reconnections += other.reconnections
-        self.histogram.add(other.histogram)
-        self.delays.add(other.delays)
+        if other._histogram is not None:
+            self._histogram = _added(self._histogram, other._histogram)
+        if other._delays is not None:
+            self._delays = _added(self._delays, other._delays)
+
+
+def _added(into: HdrHistogram | None, histogram: HdrHistogram) -> HdrHistogram:
+    if into is None:
+        into = new_histogram()
+    into.add(histogram)
+    return into
 
 
 class Window(msgspec.Struct):
@@ -206,7 +231,8 @@ class Aggregator:
             spans = [self.interval, self.omb, *([self.total] if counted else [])]
             for span in spans:
                 (span.produce if key[0] == "produce" else span.consume).merge(total)
-            (publish if key[0] == "produce" else end_to_end).add(total.histogram)
+            if total.histogram is not None:
+                (publish if key[0] == "produce" else end_to_end).add(total.histogram)
         self.interval.seconds += 1
         self.omb.seconds += 1
         if counted:

@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 
 from loadgen.messages import ConsumerPlan, ProducerPlan
-from protocol.client import InitialPosition, SubType, open_client
+from protocol.client import Connector, InitialPosition, SubType, open_client
 from protocol.clock import Clock
 
 __all__ = ["ConsumerLike", "Driver", "MessageIdLike", "ProducerLike", "open_driver"]
@@ -291,10 +291,16 @@ class _OfficialDriver:
 
 
 @asynccontextmanager
-async def open_driver(kind: str, service_url: str, clock: Clock) -> AsyncIterator[Driver]:
-    """A driver for `kind` (`native` or `official`), closed on exit."""
+async def open_driver(
+    kind: str, service_url: str, clock: Clock, *, connector: Connector | None = None
+) -> AsyncIterator[Driver]:
+    """A driver for `kind` (`native` or `official`), closed on exit.
+
+    `connector` opens the native client's transports (TCP by default; the simulator's are in
+    memory); the official client always uses its own sockets.
+    """
     if kind == "native":
-        async with open_client(service_url, clock=clock) as client:
+        async with open_client(service_url, clock=clock, connector=connector) as client:
             yield _NativeDriver(client)
         return
     import pulsar

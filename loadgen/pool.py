@@ -7,7 +7,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 import anyio.abc
@@ -16,7 +16,7 @@ from loadgen.messages import Ready, ToRunner, ToWorker, WorkerFailed, WorkerPlan
 from protocol import rpc
 from protocol.errors import RemoteProtocolError
 
-__all__ = ["WorkerError", "WorkerHandle", "open_workers"]
+__all__ = ["WorkerError", "WorkerHandle", "WorkerLink", "open_workers"]
 
 READY_TIMEOUT: Final = 60.0
 """Seconds a worker may take to import, connect and create its producers and consumers."""
@@ -26,6 +26,19 @@ EXIT_TIMEOUT: Final = 30.0
 
 class WorkerError(Exception):
     """A worker failed; the message says which and why (its log has the rest)."""
+
+
+class WorkerLink(Protocol):
+    """The runner's end of a worker: a process (`WorkerHandle`) or a task (`loadgen.inprocess`)."""
+
+    @property
+    def index(self) -> int: ...
+
+    async def send(self, message: ToWorker) -> None: ...
+
+    async def receive(self) -> ToRunner:
+        """The next message; raises `WorkerError` when the worker failed or is gone."""
+        ...
 
 
 class WorkerHandle:

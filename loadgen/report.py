@@ -16,7 +16,7 @@ from rich.text import Text
 
 from loadgen.aggregate import Aggregator, Window
 from loadgen.checks import CheckReport
-from loadgen.stats import LatencySummary, summarize
+from loadgen.stats import LatencySummary, new_histogram, summarize
 
 __all__ = ["check_lines", "dashboard", "final_lines", "omb_result", "perf_lines"]
 
@@ -204,6 +204,7 @@ def omb_result(
         ("aggregatedEndToEndLatency", total.consume.histogram, 1000.0),
         ("aggregatedPublishDelayLatency", total.produce.delays, 1.0),
     ):
+        histogram = histogram if histogram is not None else new_histogram()
         count = histogram.get_total_count()
         for suffix, percentile in (
             ("50pct", 50),

@@ -18,8 +18,10 @@ from __future__ import annotations
 import secrets
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -33,6 +35,7 @@ from loadgen.aggregate import Aggregator, GroupInfo
 from loadgen.control import AdminRest, ClusterControl, ClusterLayout, ControlError
 from loadgen.durations import enc_hook
 from loadgen.events import PauseConsumers, ResumeConsumers, event_target
+from loadgen.inprocess import open_inprocess_workers
 from loadgen.local import (
     ClusterProcess,
     ClusterStartError,
@@ -51,18 +54,24 @@ from loadgen.messages import (
     Stop,
     StopProducers,
     Tick,
+    WorkerPlan,
 )
 from loadgen.plans import build_plans
-from loadgen.pool import WorkerError, WorkerHandle, open_workers
+from loadgen.pool import WorkerError, WorkerLink, open_workers
 from loadgen.report import dashboard, perf_lines
 from loadgen.results import RunResult, write_results
 from loadgen.scenario import Scenario
 from loadgen.trace.schema import EventRecord
 from loadgen.trace.writer import TableWriter
-from protocol.client import normalize_topic
+from protocol.client import Connector, normalize_topic
 from protocol.clock import AnyioClock, Clock
 
-__all__ = ["RunError", "RunOptions", "RunResult", "run_scenario"]
+__all__ = ["RunError", "RunOptions", "RunResult", "run_in_process", "run_scenario"]
+
+WorkersOpener = Callable[
+    [list[WorkerPlan], Path], AbstractAsyncContextManager[Sequence[WorkerLink]]
+]
+"""Starts the workers of a run (processes by default) and yields them once `Ready`."""
 
 EXIT_USAGE: Final = 2
 EXIT_CLUSTER: Final = 3
@@ -119,19 +128,24 @@ class _Run:
     """The state of one run while it goes."""
 
     def __init__(
-        self, scenario: Scenario, options: RunOptions, console: Console, clock: Clock
+        self,
+        scenario: Scenario,
+        options: RunOptions,
+        console: Console,
+        clock: Clock,
+        run_id: str | None = None,
     ) -> None:
         self.scenario = scenario
         self.options = options
         self.console = console
         self.clock = clock
-        self.run_id = _new_run_id(clock)
+        self.run_id = run_id or _new_run_id(clock)
         self.run_dir = Path(options.trace_dir or f"runs/{self.run_id}")
         self.events: list[EventRecord] = []
         self.event_lines: list[str] = []
         self.done: dict[int, ProducersDone] = {}
         self.finals: dict[int, FinalReport] = {}
-        self.workers: list[WorkerHandle] = []
+        self.workers: Sequence[WorkerLink] = []
         self.stopping = False
 
     def layout_from_scenario(self) -> ClusterLayout:
@@ -172,7 +186,7 @@ class _Run:
         for worker in self.workers:
             await worker.send(message)
 
-    async def listen(self, worker: WorkerHandle, aggregator: Aggregator) -> None:
+    async def listen(self, worker: WorkerLink, aggregator: Aggregator) -> None:
         while worker.index not in self.finals:
             match await worker.receive():
                 case Tick() as tick:
@@ -308,7 +322,45 @@ async def run_scenario(
             await local.aclose()
 
 
-async def _run(run: _Run, layout: ClusterLayout, control: ClusterControl) -> RunResult:
+async def run_in_process(
+    scenario: Scenario,
+    options: RunOptions,
+    console: Console,
+    *,
+    clock: Clock,
+    layout: ClusterLayout,
+    connector: Connector,
+    run_id: str,
+) -> RunResult:
+    """Run `scenario` with its workers as tasks of this process (`loadgen.inprocess`).
+
+    For a cluster this process hosts (the simulator): the topics must exist already, the
+    workers' clients reach the brokers through `connector`, and every wait goes through
+    `clock`, so on a virtual clock the whole run is virtual. `run_id` names the run (a virtual
+    run must not draw it at random: it is in every trace row).
+
+    Raises:
+        RunError: a worker failed.
+    """
+    run = _Run(scenario, options, console, clock, run_id)
+    run.run_dir.mkdir(parents=True, exist_ok=True)  # once, before the run
+    workers = partial(_inprocess_workers, clock=clock, connector=connector)
+    # Events here are consumer pauses only (the runner's own): no cluster control to reach.
+    return await _run(run, layout, ClusterControl(None), workers)
+
+
+def _inprocess_workers(
+    plans: list[WorkerPlan], log_dir: Path, *, clock: Clock, connector: Connector
+) -> AbstractAsyncContextManager[Sequence[WorkerLink]]:
+    return open_inprocess_workers(plans, clock=clock, connector=connector)
+
+
+async def _run(
+    run: _Run,
+    layout: ClusterLayout,
+    control: ClusterControl,
+    open_run_workers: WorkersOpener = open_workers,
+) -> RunResult:
     scenario, options, clock = run.scenario, run.options, run.clock
     partitions = await run.topic_partitions(control.admin)
     plans = build_plans(
@@ -334,7 +386,7 @@ async def _run(run: _Run, layout: ClusterLayout, control: ClusterControl) -> Run
     started_ns = clock.wall_ns()
     with hlog_paths[0].open("w") as publish_log, hlog_paths[1].open("w") as e2e_log:
         try:
-            async with open_workers(plans.workers, run.run_dir / "logs") as workers:
+            async with open_run_workers(plans.workers, run.run_dir / "logs") as workers:
                 run.workers = workers
                 start_ns = (int(clock.wall_ns() / 1e9 + START_DELAY) + 1) * 1_000_000_000
                 start = clock.now() + (start_ns - clock.wall_ns()) / 1e9

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -42,6 +42,8 @@ __all__ = [
     "Start",
     "Topic",
     "check",
+    "error_at",
+    "error_from_validation",
     "load_scenario",
     "parse_scenario",
     "segments_for",
@@ -154,6 +156,9 @@ class Scenario(_Strict, frozen=True):
     events: list[Event] = []
     warmup: Seconds = Seconds(0)  # seconds left out of the final statistics
     drain_timeout: Seconds = Seconds(10)  # how long consumers may catch up after the last send
+    # `emubroker simulate` reads this table (the virtual-time run of the same scenario);
+    # `loadgen run` ignores it, so one file serves both.
+    simulate: dict[str, Any] = {}
 
     @property
     def duration(self) -> float:
@@ -175,6 +180,19 @@ def segments_for(scenario: Scenario, group: ProducerGroup) -> list[Segment]:
 
 
 # ---- validation ----------------------------------------------------------------------------------
+
+
+def error_at(text: str | None, path: tuple[str | int, ...], message: str) -> ScenarioError:
+    """A `ScenarioError` naming `path` (`$.a[0].b`) and, when `text` is given, its TOML line."""
+    return _fail(text, path, message)
+
+
+def error_from_validation(
+    text: str | None, exc: msgspec.ValidationError, under: tuple[str | int, ...] = ()
+) -> ScenarioError:
+    """A `ScenarioError` for msgspec's error decoding the table at `under`, naming its line."""
+    message, path = _split_msgspec_error(str(exc))
+    return _fail(text, (*under, *path), message)
 
 
 def _fail(text: str | None, path: tuple[str | int, ...], message: str) -> ScenarioError:

@@ -79,19 +79,23 @@ class LatencySummary(msgspec.Struct, frozen=True):
     max: float
 
 
-def summarize(histogram: HdrHistogram) -> LatencySummary | None:
-    """The histogram's percentiles; None when it is empty.
+def summarize(histogram: HdrHistogram | None) -> LatencySummary | None:
+    """The histogram's percentiles; None when it is empty (or there is none).
 
     The values `HdrHistogram`'s own `get_mean_value` and `get_value_at_percentile` give, found
     over its recorded buckets only: those methods step through every bucket in pure Python
     (tens of thousands of steps, several calls each), which cost the runner tens of ms for
     every group's every second, on the cores the workers and the broker need.
     """
-    count = histogram.get_total_count()
-    if not count:
+    count = histogram.get_total_count() if histogram is not None else 0
+    if histogram is None or not count:
         return None
-    counts = histogram.counts[: histogram.counts_len]
-    recorded = list(itertools.compress(range(len(counts)), counts))
+    # Only the buckets between the lowest and the highest recorded values can hold counts: a
+    # second of a few messages looks at a handful of buckets, not all of them.
+    first = histogram._counts_index_for(histogram.get_min_value())
+    last = histogram._counts_index_for(histogram.get_max_value())
+    counts = histogram.counts
+    recorded = list(itertools.compress(range(first, last + 1), counts[first : last + 1]))
     value_at = histogram.get_value_from_index
     lowest = histogram.get_lowest_equivalent_value
     highest = histogram.get_highest_equivalent_value

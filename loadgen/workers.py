@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -49,13 +49,24 @@ from loadgen.producing import GroupCounters, ProducerRunner
 from loadgen.stats import histogram_of
 from loadgen.trace.writer import TableWriter
 from protocol import rpc
+from protocol.client import Connector
 from protocol.clock import AnyioClock, Clock
 
-__all__ = ["main", "run_worker"]
+__all__ = ["Channel", "main", "run_worker"]
 
 logger = logging.getLogger(__name__)
 
 _READ_SIZE = 65_536
+
+
+class Channel(Protocol):
+    """The worker's side of its link to the runner (a pipe, or memory for in-process workers)."""
+
+    async def send(self, message: ToRunner) -> None: ...
+
+    async def receive(self) -> ToWorker:
+        """The next command; raises `EOFError` once the runner is gone."""
+        ...
 
 
 class _Channel:
@@ -91,7 +102,7 @@ class _Channel:
 
 
 class _Worker:
-    def __init__(self, plan: WorkerPlan, channel: _Channel, clock: Clock) -> None:
+    def __init__(self, plan: WorkerPlan, channel: Channel, clock: Clock) -> None:
         self.plan = plan
         self.channel = channel
         self.clock = clock
@@ -245,15 +256,20 @@ class _Worker:
         )
 
 
-async def run_worker(channel: _Channel, clock: Clock | None = None) -> None:
-    """Serve one run over `channel` (the body of a worker process)."""
+async def run_worker(
+    channel: Channel, clock: Clock | None = None, *, connector: Connector | None = None
+) -> None:
+    """Serve one run over `channel` (the body of a worker process, or an in-process task).
+
+    `connector` opens the native client's transports (see `loadgen.drivers.open_driver`).
+    """
     clock = clock or AnyioClock()
     plan = await channel.receive()
     if not isinstance(plan, WorkerPlan):
         raise RuntimeError(f"expected a plan, got {plan!r}")
     worker = _Worker(plan, channel, clock)
     try:
-        async with open_driver(plan.client, plan.service_url, clock) as driver:
+        async with open_driver(plan.client, plan.service_url, clock, connector=connector) as driver:
             await worker.setup(driver.stamps, driver)
             await channel.send(Ready(worker=plan.worker))
             await _serve(worker)

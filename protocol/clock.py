@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 import anyio
 import anyio.lowlevel
 
@@ -27,6 +30,9 @@ DEFAULT_MAX_IDLE_STEPS = 10_000
 # Compact the heap once cancelled sleepers' leftover entries outnumber live ones this much, so a
 # long test that keeps cancelling sleeps (timeouts that did not fire) cannot grow it without bound.
 _STALE_SLACK = 64
+
+# Seconds `FakeClock.autojump` moves the loop's own clock on when nothing sleeps on the clock.
+_IDLE_POLL = 0.001
 
 
 class Clock(Protocol):
@@ -185,6 +191,16 @@ class FakeClock:
             raise ValueError(f"cannot move a clock by {dt!r} seconds")
         await self._advance_to(self._now + dt)
 
+    async def advance_to(self, target: float) -> None:
+        """Move time forward to `target` exactly, as `advance` does (no-op if not ahead).
+
+        Raises:
+            ValueError: `target` is NaN.
+        """
+        if math.isnan(target):
+            raise ValueError("cannot move a clock to NaN")
+        await self._advance_to(target)
+
     async def run_until_idle(self, *, max_steps: int = DEFAULT_MAX_IDLE_STEPS) -> None:
         """Jump straight to each next deadline until no sleeper with a finite deadline remains.
 
@@ -209,6 +225,40 @@ class FakeClock:
             f"{len(self._waiting)} sleepers remain after {max_steps} jumps (now={self._now}); "
             "a periodic task never goes idle, drive it with advance() instead"
         )
+
+    async def autojump(self, *, jump_loop: Callable[[float], None] | None = None) -> None:
+        """Move to each next deadline as soon as every other task waits; until cancelled.
+
+        Virtual time for a whole program (the simulator): run this beside it. The sleepers due
+        at a deadline are woken together, in the order they went to sleep, so equal deadlines
+        resolve the same way every run on a deterministic scheduler (trio's ``MockClock``
+        autojump wakes them in an order set by object addresses, which differ run to run).
+
+        Args:
+            jump_loop: Moves the event loop's clock forward by the given seconds (trio's
+                ``MockClock.jump`` at rate 0), keeping it level with this clock so that the
+                few waits made on the loop's clock (``anyio.fail_after``) are virtual too.
+                When nothing sleeps on this clock, the loop's clock is moved on by a
+                millisecond each time every task waits, until its own timers fire.
+        """
+        loop_offset = self._now - anyio.current_time()
+        while True:
+            await anyio.wait_all_tasks_blocked()
+            deadline = self._next_deadline()
+            if deadline is None or math.isinf(deadline):
+                # Nothing sleeps here: the loop's own timers (guards) are all that can move.
+                if jump_loop is None:
+                    await anyio.sleep(_IDLE_POLL)
+                else:
+                    jump_loop(_IDLE_POLL)
+                    await anyio.lowlevel.checkpoint()
+                continue
+            behind = deadline - (anyio.current_time() + loop_offset)
+            if jump_loop is not None and behind > 0:
+                jump_loop(behind)
+            self._now = max(self._now, deadline)
+            while (due := self._next_deadline()) is not None and due <= deadline:
+                heapq.heappop(self._heap)[2].set()  # (a compaction replaces the list)
 
     def statistics(self) -> FakeClockStatistics:
         """What the clock is doing now: its time, how many tasks sleep, the next deadline."""

@@ -138,10 +138,14 @@ def usage_source(config: BrokerConfig, broker_id: str) -> ResourceUsageSource:
     return ScriptedUsageSource(limits, steps)
 
 
-def load_balancer_trace(config: BrokerConfig, broker_id: str) -> LoadBalancerTraceSink | None:
+def load_balancer_trace(
+    config: BrokerConfig, broker_id: str, *, in_thread: bool = True
+) -> LoadBalancerTraceSink | None:
     """The broker's load-balancer trace sink, if ``emubrokerLoadBalancerTraceDir`` is set."""
     directory = config.emubrokerLoadBalancerTraceDir
-    return LoadBalancerTraceSink(directory, broker_id=broker_id) if directory else None
+    if not directory:
+        return None
+    return LoadBalancerTraceSink(directory, broker_id=broker_id, in_thread=in_thread)
 
 
 def initial_report(

@@ -10,7 +10,7 @@ left, in a worker thread (shielded from the cancellation that stops the broker).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -19,6 +19,7 @@ from emubroker.loadbalance.trace import LoadBalancerTraceWriter
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Callable
 
     from anyio.abc import TaskStatus
 
@@ -34,11 +35,19 @@ class LoadBalancerTraceSink:
         directory: Where the Parquet file goes (created if missing).
         broker_id: The broker; its file is ``loadbalance-<broker id>-00001.parquet``.
         flush_every: Rows per row group.
+        in_thread: Write in a worker thread (the default); a virtual-time run writes on the
+            loop (see ``DispatchTraceSink``).
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, broker_id: str, flush_every: int = 1024
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        broker_id: str,
+        flush_every: int = 1024,
+        in_thread: bool = True,
     ) -> None:
+        self._in_thread = in_thread
         prefix = "loadbalance-" + re.sub(r"[^A-Za-z0-9_.-]", "_", broker_id)
         self.writer = LoadBalancerTraceWriter(
             directory, prefix=prefix, flush_every=flush_every, auto_flush=False
@@ -64,8 +73,14 @@ class LoadBalancerTraceSink:
                 self._row_group_ready = anyio.Event()
                 rows = self.writer.detach()
                 if rows is not None:
-                    await anyio.to_thread.run_sync(self.writer.write, rows)
+                    await self._call(self.writer.write, rows)
         finally:
             self._stopped = True
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self.writer.close)
+                await self._call(self.writer.close)
+
+    async def _call(self, function: Callable[..., object], *args: Any) -> None:
+        if self._in_thread:
+            await anyio.to_thread.run_sync(function, *args)
+        else:
+            function(*args)

@@ -21,6 +21,7 @@ from emubroker.ratelimit.trace import DispatchTraceWriter
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Callable
 
     from anyio.abc import TaskStatus
 
@@ -34,12 +35,21 @@ class DispatchTraceSink:
         directory: Where the Parquet files go (created if missing).
         broker_id: The ``broker`` column, and (sanitised) the file name prefix.
         flush_every: Rows per row group.
+        in_thread: Write in a worker thread (the default). A virtual-time run writes on the
+            loop instead: a write in a thread lets the virtual clock jump while it runs, and
+            the row groups would then depend on how fast the disk was.
     """
 
     def __init__(
-        self, directory: str | os.PathLike[str], *, broker_id: str, flush_every: int = 65_536
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        broker_id: str,
+        flush_every: int = 65_536,
+        in_thread: bool = True,
     ) -> None:
         self.broker_id = broker_id
+        self._in_thread = in_thread
         self._flush_every = flush_every
         prefix = "dispatch-" + re.sub(r"[^A-Za-z0-9_.-]", "_", broker_id)
         self._writer = DispatchTraceWriter(
@@ -72,8 +82,14 @@ class DispatchTraceSink:
                 self._full = anyio.Event()
                 columns = writer.detach()
                 if columns is not None:
-                    await anyio.to_thread.run_sync(writer.write, columns)
+                    await self._call(writer.write, columns)
         finally:
             self._closed = True
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(writer.close)
+                await self._call(writer.close)
+
+    async def _call(self, function: Callable[..., object], *args: Any) -> None:
+        if self._in_thread:
+            await anyio.to_thread.run_sync(function, *args)
+        else:
+            function(*args)

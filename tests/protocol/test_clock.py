@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -233,3 +235,83 @@ class TestAnyioClock:
         ms = clock.wall_ms()
         assert before <= ms <= clock.wall_ns() // 1_000_000
         assert ms > 1_600_000_000 * 10**3
+
+
+class TestAutojump:
+    async def test_jumps_to_each_deadline_once_every_task_waits(self) -> None:
+        clock = FakeClock(start=10.0)
+        log: list[tuple[str, float]] = []
+
+        async def ticker(name: str, period: float, times: int) -> None:
+            for _ in range(times):
+                await clock.sleep(period)
+                log.append((name, clock.now()))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(clock.autojump)
+            async with anyio.create_task_group() as tickers:
+                tickers.start_soon(ticker, "fast", 1.0, 4)
+                tickers.start_soon(ticker, "slow", 2.5, 2)
+            tg.cancel_scope.cancel()
+        assert log == [
+            ("fast", 11.0),
+            ("fast", 12.0),
+            ("slow", 12.5),
+            ("fast", 13.0),
+            ("fast", 14.0),
+            ("slow", 15.0),
+        ]
+        assert clock.now() == 15.0
+
+    async def test_tasks_running_between_deadlines_see_time_stand_still(self) -> None:
+        clock = FakeClock()
+        seen: list[float] = []
+
+        async def busy() -> None:
+            for _ in range(100):
+                seen.append(clock.now())
+                await anyio.lowlevel.checkpoint()  # runnable all along: no jump meanwhile
+
+        async def sleeper() -> None:
+            await clock.sleep(1.0)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(clock.autojump)
+            async with anyio.create_task_group() as work:
+                work.start_soon(sleeper)
+                work.start_soon(busy)
+            tg.cancel_scope.cancel()
+        assert set(seen) == {0.0}
+        assert clock.now() == 1.0
+
+    async def test_the_loop_clock_is_jumped_along(self) -> None:
+        clock = FakeClock()
+        jumps: list[float] = []
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(clock.autojump, jump_loop=jumps.append))
+            await clock.sleep(30.0)
+            tg.cancel_scope.cancel()
+        # The loop's own clock runs in real time here: it is behind by almost the whole jump.
+        assert len(jumps) == 1
+        assert 29.0 < jumps[0] <= 30.0
+
+    def test_with_nothing_asleep_here_the_loop_clock_moves_until_its_timers_fire(self) -> None:
+        # A loop on trio's MockClock at rate 0 moves only when jumped: a wait on the loop's own
+        # clock (a guard) ends only because autojump moves it, here by whole milliseconds.
+        from trio.testing import MockClock
+
+        loop_clock = MockClock()
+        clock = FakeClock()
+
+        async def main() -> float:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(clock.autojump, jump_loop=loop_clock.jump))
+                with anyio.move_on_after(0.25):
+                    await anyio.Event().wait()
+                tg.cancel_scope.cancel()
+            return loop_clock.current_time()
+
+        ended = anyio.run(main, backend="trio", backend_options={"clock": loop_clock})
+        assert 0.25 <= ended < 0.26
+        assert clock.now() == 0.0

@@ -1,0 +1,80 @@
+"""Small simulation scenarios for the tests: seconds of wall time, decisions guaranteed.
+
+Broker 0 (the leader) is the weak machine: its model usage counts its core busy at 100 msg/s,
+the others' at 1,000, so the same traffic loads it ten times as much and the ThresholdShedder
+unloads its bundles. Every bundle carries one topic at its own rate, so the shedder's choice
+(largest first) cannot hinge on measurement noise.
+"""
+
+from __future__ import annotations
+
+BROKER_CONFIG = """
+defaultNumberOfNamespaceBundles = 9
+emubrokerModelMsgRatePerCore = 1000
+emubrokerAvailableProcessors = 1
+loadBalancerLoadSheddingStrategy = "{impl}ThresholdShedder"
+loadBalancerLoadPlacementStrategy = "{impl}LeastResourceUsageWithWeight"
+loadBalancerAverageResourceUsageDifferenceThresholdPercentage = 1
+loadBalancerBrokerThresholdShedderPercentage = 10
+loadBalancerBundleUnloadMinThroughputThreshold = 0.0001
+loadBalancerHistoryResourcePercentage = 0.1
+loadBalancerSheddingIntervalMinutes = {shed}
+loadBalancerSheddingGracePeriodMinutes = {grace}
+loadBalancerHostUsageCheckIntervalMinutes = {usage}
+loadBalancerReportUpdateMinIntervalMillis = {report_ms}
+loadBalancerReportUpdateMaxIntervalMinutes = {report_max}
+statsUpdateFrequencyInSecs = 1
+"""
+
+TOPICS = (
+    "topic-22",
+    "topic-1",
+    "topic-0",
+    "topic-33",
+    "topic-23",
+    "topic-2",
+    "topic-6",
+    "topic-3",
+    "topic-24",
+)
+"""One topic in each of the namespace's nine bundles, in bundle order (found by their hashes)."""
+
+RATES = [2, 3, 4, 5, 6, 7, 8, 9, 10]
+"""Msg/s of each topic: every bundle's throughput differs from every other's."""
+
+
+def traffic(rates: list[int]) -> str:
+    """A producer ``p<i>`` and a consumer ``c<i>`` on ``TOPICS[i]``, at ``rates[i]`` msg/s."""
+    groups = []
+    for index, (topic, rate) in enumerate(zip(TOPICS, rates, strict=True)):
+        groups.append(
+            f'[[topics]]\nname = "{topic}"\n'
+            f'[[producers]]\nname = "p{index}"\ntopic = "{topic}"\nrate = {rate}\nsize = 200\n'
+            f'[[consumers]]\nname = "c{index}"\ntopic = "{topic}"\nsubscription = "s"\n'
+        )
+    return "\n".join(groups)
+
+
+def shedding_scenario(*, seconds: float, shed_minutes: float, seed: int = 5) -> str:
+    """Three brokers, nine bundles of one topic each, shedding every ``shed_minutes``.
+
+    Placement spreads the bundles evenly, three per broker, then by resource usage among the
+    brokers 1 point below the average: a bundle shed from broker 0 never goes back to it.
+    """
+    config = BROKER_CONFIG.format(
+        impl="org.apache.pulsar.broker.loadbalance.impl.",
+        shed=shed_minutes,
+        grace=shed_minutes * 1.5,
+        usage=1 / 60,
+        report_ms=400,
+        report_max=shed_minutes,
+    )
+    return (
+        f'name = "test-shedding"\nseed = {seed}\n'
+        "[cluster.start]\nbrokers = 3\n[cluster.start.config]\n"
+        + config
+        + "\n[simulate]\nepoch = 1_700_000_000\n"
+        + "[simulate.brokers.0]\nconfig = { emubrokerModelMsgRatePerCore = 100 }\n"
+        + traffic(RATES)
+        + f'\n[[phases]]\nname = "run"\nduration = "{seconds:g}s"\n'
+    )

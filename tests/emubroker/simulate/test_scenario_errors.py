@@ -1,0 +1,129 @@
+"""A scenario a virtual clock cannot run, or that does not parse, is refused naming its key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emubroker.simulate import SimulationError, load_simulation, parse_simulation
+
+ROOT = Path(__file__).resolve().parents[3]
+
+BASE = """
+name = "bad"
+
+[cluster]
+start = { brokers = 2 }
+
+[[producers]]
+name = "p"
+topic = "t"
+rate = 1
+
+[[phases]]
+name = "run"
+duration = "5s"
+"""
+
+
+def _with(text: str, *, cluster: str | None = None) -> str:
+    base = BASE if cluster is None else BASE.replace("start = { brokers = 2 }", cluster)
+    return base + text
+
+
+def test_a_valid_scenario_gives_each_broker_its_configuration() -> None:
+    simulation = parse_simulation(
+        _with(
+            "[simulate]\nepoch = 1_600_000_000\n"
+            "[simulate.brokers.1]\nconfig = { emubrokerModelMsgRatePerCore = 50 }\n",
+            cluster="start = { brokers = 2, config = { emubrokerModelMsgRatePerCore = 500 } }",
+        )
+    )
+    assert simulation.section.epoch == 1_600_000_000
+    first, second = (simulation.broker_config(index) for index in (0, 1))
+    assert (first.emubrokerModelMsgRatePerCore, second.emubrokerModelMsgRatePerCore) == (500, 50)
+    # The host does not leak into a simulation: model usage on fixed limits.
+    assert first.emubrokerResourceUsageSource == "model"
+    assert first.emubrokerAvailableProcessors == 4
+    assert first.emubrokerMaxMemoryMB == 4096
+
+
+@pytest.mark.parametrize(
+    ("text", "cluster", "expected"),
+    [
+        ("", 'service_url = "pulsar://10.0.0.1:6650"', "line 5: cluster.service_url names an"),
+        ("", 'admin_url = "http://localhost:8080"\nstart = {}', "cluster.admin_url names an"),
+        ("", "", "give cluster.service_url (and admin_url) or cluster.start"),
+        ("", 'start = { storage = "durable" }', 'storage = "durable" writes journals'),
+        (
+            "[[events]]\naction = 'kill_broker'\nat = 1\nbroker = 0\n",
+            None,
+            "event 'kill_broker' needs real processes or the admin REST API",
+        ),
+        (
+            "[[events]]\naction = 'unload_topic'\nat = 1\ntopic = 't'\n",
+            None,
+            "(at $.events[0].action)",
+        ),
+        (
+            "[[events]]\naction = 'stub_stall'\nat = 1\nseconds = 1\n",
+            'start = { brokers = 2, storage = "stub" }',
+            "line 16: event 'stub_stall' needs real processes",
+        ),
+        ("[simulate]\nspeed = 2\n", None, "Object contains unknown field `speed`"),
+        ("[simulate]\nepoch = 'now'\n", None, "(at $.simulate.epoch)"),
+        ("[simulate.brokers.2]\nconfig = {}\n", None, "simulate.brokers.2: no broker 2"),
+        ("[simulate.brokers.x]\nconfig = {}\n", None, "simulate.brokers.x: no broker x"),
+        ("[simulate.brokers.0]\nports = 1\n", None, "unknown field `ports`"),
+        (
+            "",
+            "start = { config = { webServicePort = 9000 } }",
+            "webServicePort is set by the simulator",
+        ),
+        (
+            "[simulate.brokers.1]\nconfig = { emubrokerLoadBalancerTraceDir = '/tmp' }\n",
+            None,
+            "emubrokerLoadBalancerTraceDir is set by the simulator",
+        ),
+        (
+            "",
+            "start = { config = { emubrokerResourceUsageSource = 'psutil' } }",
+            'emubrokerResourceUsageSource = "psutil" measures this host',
+        ),
+        ("", "start = { config = { noSuchKey = 1 } }", "noSuchKey"),
+        (
+            "[simulate.brokers.1]\nconfig = { loadBalancerSheddingIntervalMinutes = -1 }\n",
+            None,
+            "broker 1: invalid configuration",
+        ),
+    ],
+)
+def test_what_a_virtual_clock_cannot_run_is_refused_naming_the_key(
+    text: str, cluster: str | None, expected: str
+) -> None:
+    with pytest.raises(SimulationError) as error:
+        parse_simulation(_with(text, cluster=cluster))
+    assert expected in str(error.value)
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SimulationError, match=r"cannot read .*nothing\.toml"):
+        load_simulation(tmp_path / "nothing.toml")
+
+
+def test_the_command_line_exits_2_naming_the_key(tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.toml"
+    scenario.write_text(_with("", cluster='service_url = "pulsar://10.0.0.1:6650"'))
+    done = subprocess.run(
+        [sys.executable, "-m", "emubroker", "simulate", str(scenario)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "bad.toml: line 5: cluster.service_url names an external cluster" in done.stderr
+    assert not (tmp_path / "runs").exists()

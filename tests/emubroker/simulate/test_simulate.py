@@ -1,0 +1,208 @@
+"""``emubroker simulate``: virtual-time runs that shed load, the same every time, as in real time.
+
+The scenarios (``scenarios.py``) put broker 0, the leader, on a weak machine, so its
+ThresholdShedder unloads broker 0's bundles; their clients reconnect and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from emubroker import simulate
+from emubroker.naming import NamespaceName, bundle_boundaries, topic_hash
+from tests.emubroker.simulate.scenarios import RATES, TOPICS, shedding_scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+
+_RUN_IN_SUBPROCESS = """
+import json, sys
+from emubroker import simulate
+result = simulate.run(sys.argv[1], sys.argv[2])
+print(json.dumps(simulate.trace_digests(result.run_dir, result.traces)))
+"""
+
+
+def _bundle_of(topic: str) -> str:
+    boundaries = bundle_boundaries(9)
+    value = topic_hash(f"persistent://public/default/{topic}")
+    for lower, upper in itertools.pairwise(boundaries):
+        if lower <= value < upper or value == upper == boundaries[-1]:
+            return f"{NamespaceName('public', 'default')}/0x{lower:08x}_0x{upper:08x}"
+    raise AssertionError(value)
+
+
+def _reconnections(run_dir: Path) -> dict[str, int]:
+    rows = pq.read_table(run_dir / "seconds").select(["group", "reconnections"]).to_pylist()
+    counts: collections.Counter[str] = collections.Counter()
+    for row in rows:
+        counts[row["group"]] += row["reconnections"]
+    return dict(counts)
+
+
+def test_a_simulation_sheds_load_and_writes_the_same_traces_every_run(tmp_path: Path) -> None:
+    scenario = tmp_path / "shedding.toml"
+    scenario.write_text(shedding_scenario(seconds=40, shed_minutes=0.0583))
+
+    first = simulate.run(scenario, tmp_path / "first")
+
+    # Forty simulated seconds, in far less wall time, and every message arrived.
+    assert first.simulated_seconds >= 40
+    assert first.run.exit_code == 0
+    assert first.run.checks.lost == 0
+    assert first.run.rows["sends"] == first.run.rows["receives"] == 40 * sum(RATES)
+    # The leader shed broker 0's bundles, at most one per cycle.
+    sheds = [d for d in first.decisions if d.event == "shed"]
+    assert sheds
+    assert {d.source_broker for d in sheds} == {"127.0.0.1:8080"}
+    assert {d.strategy for d in sheds} == {"ThresholdShedder"}
+    # The unloads were real: the clients of the shed bundles' topics reconnected, no others.
+    shed_bundles = {d.bundle for d in sheds}
+    reconnections = _reconnections(first.run_dir)
+    for index, topic in enumerate(TOPICS):
+        moved = _bundle_of(topic) in shed_bundles
+        assert (reconnections[f"p{index}"] > 0) == moved, (topic, reconnections)
+        assert (reconnections[f"c{index}"] > 0) == moved, (topic, reconnections)
+    # Traces of every kind: loadgen's, the brokers' dispatch and load-balancer traces.
+    tables = {name.split("/")[0] for name in first.traces}
+    assert tables == {"sends", "receives", "seconds", "dispatch", "loadbalance"}
+
+    # Run after run, in fresh processes with different string-hash seeds: byte for byte the
+    # same traces, and the same as this run's loadgen and dispatch traces. (This process has
+    # run other tests: its load-balancer traces are not compared; see docs/simulate.md.)
+    digests = []
+    for hash_seed in ("1", "12345"):
+        done = subprocess.run(
+            [sys.executable, "-c", _RUN_IN_SUBPROCESS, str(scenario), str(tmp_path / hash_seed)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
+        digests.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert digests[0] == digests[1]
+    here = simulate.trace_digests(first.run_dir, first.traces)
+    assert set(here) == set(digests[0])
+    for name, digest in here.items():
+        if not name.startswith("loadbalance/"):
+            assert digests[0][name] == digest, name
+
+
+def test_another_seed_gives_other_traces(tmp_path: Path) -> None:
+    scenario = simulate.parse_simulation(shedding_scenario(seconds=5, shed_minutes=1))
+    one = simulate.run(scenario, tmp_path / "one", seed=1)
+    other = simulate.run(scenario, tmp_path / "other", seed=2)
+    one_sends = pq.read_table(one.run_dir / "sends").column("intended_ns").to_pylist()
+    other_sends = pq.read_table(other.run_dir / "sends").column("intended_ns").to_pylist()
+    assert len(one_sends) == len(other_sends)
+    assert one_sends != other_sends  # loadgen's schedule draws from the seed
+    again = simulate.run(scenario, tmp_path / "again", seed=1)
+    assert simulate.trace_digests(again.run_dir, again.traces) == simulate.trace_digests(
+        one.run_dir, one.traces
+    )
+
+
+def test_the_simulated_decisions_match_a_real_time_run(tmp_path: Path) -> None:
+    # Shedding every 6 s: twenty seconds of real time. Compared up to the end of the phases
+    # (the drain after it lasts as long as it lasts on each clock).
+    scenario = simulate.parse_simulation(shedding_scenario(seconds=20, shed_minutes=0.1))
+    virtual = simulate.run(scenario, tmp_path / "virtual")
+    real = simulate.run(scenario, tmp_path / "real", virtual=False)
+
+    def moves(result: simulate.SimulationResult) -> list[tuple[str, str, str, str]]:
+        return [
+            (d.event, d.bundle, d.source_broker, d.dest_broker)
+            for d in result.decisions
+            if d.at < 20
+        ]
+
+    assert moves(virtual)
+    assert moves(real) == moves(virtual)
+    # The real run took its time; the virtual one did not.
+    assert real.wall_seconds >= 20
+    assert virtual.wall_seconds < real.wall_seconds / 2
+    for decision_virtual, decision_real in zip(virtual.decisions, real.decisions, strict=False):
+        assert abs(decision_real.at - decision_virtual.at) < 1.0
+
+
+def test_the_command_line_prints_the_decisions(tmp_path: Path) -> None:
+    scenario = tmp_path / "shedding.toml"
+    scenario.write_text(shedding_scenario(seconds=8, shed_minutes=0.0583))
+    done = subprocess.run(
+        [sys.executable, "-m", "emubroker", "simulate", str(scenario), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "(virtual clock)" in done.stdout
+    assert "shed   ThresholdShedder public/default/0x" in done.stdout
+    assert (tmp_path / "manifest.json").exists()
+
+
+@pytest.mark.spark
+def test_loadgen_analyze_reads_a_simulated_run(tmp_path: Path) -> None:
+    scenario = tmp_path / "shedding.toml"
+    scenario.write_text(shedding_scenario(seconds=20, shed_minutes=0.0583))
+    result = simulate.run(scenario, tmp_path / "run")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "analyze",
+            str(result.run_dir),
+            "--out",
+            str(tmp_path / "report"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    tables = tmp_path / "report" / "tables"
+    timeline = (tables / "lb_timeline.csv").read_text().splitlines()
+    sheds = [line for line in timeline if ",shed," in line]
+    assert len(sheds) == len([d for d in result.decisions if d.event == "shed"])
+    assert all("ThresholdShedder" in line for line in sheds)
+    correctness = (tables / "correctness.csv").read_text().splitlines()[1:]
+    assert len(correctness) == len(TOPICS)
+    assert all(line.split(",")[7] == "0" for line in correctness)  # nothing lost
+
+
+def test_the_shipped_ten_minute_experiment_runs_in_seconds_the_same_every_time(
+    tmp_path: Path,
+) -> None:
+    scenario = ROOT / "loadgen" / "scenarios" / "shedding-simulated.toml"
+    first = simulate.run(scenario, tmp_path / "first")
+    second = simulate.run(scenario, tmp_path / "second")
+
+    assert first.simulated_seconds >= 600
+    assert first.wall_seconds < 120  # about 15 s on the development machine
+    assert first.run.checks.lost == 0
+    sheds = [d for d in first.decisions if d.event == "shed"]
+    assert sheds
+    assert {d.source_broker for d in sheds} == {"127.0.0.1:8080"}  # the weak broker
+    # At a shedding cycle (every minute), and a bundle shed again only after its grace period.
+    last_shed: dict[str, float] = {}
+    for decision in sheds:
+        assert decision.at % 60 == pytest.approx(0, abs=0.01)
+        if decision.bundle in last_shed:
+            assert decision.at - last_shed[decision.bundle] >= 180
+        last_shed[decision.bundle] = decision.at
+    assert second.decisions == first.decisions
+    assert simulate.trace_digests(second.run_dir, second.traces) == simulate.trace_digests(
+        first.run_dir, first.traces
+    )
