@@ -64,9 +64,9 @@ class _Sum:
         self.errors += tick.errors
         self.reconnections += tick.reconnections
         if tick.histogram:
-            self._histogram = _added(self._histogram, decode_histogram(tick.histogram))
+            self._histogram = _decoded_into(self._histogram, tick.histogram)
         if tick.delay_histogram:
-            self._delays = _added(self._delays, decode_histogram(tick.delay_histogram))
+            self._delays = _decoded_into(self._delays, tick.delay_histogram)
 
     def merge(self, other: _Sum) -> None:
         self.messages += other.messages
@@ -77,6 +77,16 @@ class _Sum:
             self._histogram = _added(self._histogram, other._histogram)
         if other._delays is not None:
             self._delays = _added(self._delays, other._delays)
+
+
+def _decoded_into(into: HdrHistogram | None, encoded: bytes) -> HdrHistogram:
+    # A freshly decoded histogram is ours alone, and equal to an empty one plus it: the first
+    # of a sum is kept as it is, saving an allocation and a whole-array addition per group.
+    histogram = decode_histogram(encoded)
+    if into is None:
+        return histogram
+    into.add(histogram)
+    return into
 
 
 def _added(into: HdrHistogram | None, histogram: HdrHistogram) -> HdrHistogram:
@@ -160,6 +170,7 @@ class Aggregator:
         self._open: dict[int, dict[tuple[str, str], _Sum]] = {}
         self._latest: dict[int, int] = {}  # worker -> latest second reported
         self.cumulative: dict[tuple[str, str], int] = {}  # messages so far per group
+        self._produced: dict[str, int] = {}  # messages so far per topic, of its producer groups
         self.total = _Span()  # after the warm-up
         self.interval = _Span()  # since the console last printed
         self.omb = _Span()
@@ -190,11 +201,7 @@ class Aggregator:
     def backlog(self, group: str) -> int:
         """Receipted sends of the group's topic minus what the consumer group received."""
         info = self.groups[("consume", group)]
-        produced = sum(
-            count
-            for (role, name), count in self.cumulative.items()
-            if role == "produce" and self.groups[(role, name)].topic == info.topic
-        )
+        produced = self._produced.get(info.topic, 0)
         return max(produced - self.cumulative.get(("consume", group), 0), 0)
 
     def total_backlog(self) -> int:
@@ -223,16 +230,22 @@ class Aggregator:
         offset = second - self.start_second
         phase = self._phase_at(offset)
         counted = offset >= self._warmup
-        publish, end_to_end = new_histogram(), new_histogram()
+        # The second's sums by role first, then those into each span: one histogram addition
+        # per group and a few per second, rather than one per group and span.
+        produce, consume = _Sum(), _Sum()
         for key, total in sums.items():
             self.cumulative[key] = self.cumulative.get(key, 0) + total.messages
+            if key[0] == "produce":
+                # Kept by topic as it grows: the backlog of every consumer group, every second,
+                # would otherwise go through every group (quadratic in the groups).
+                topic = self.groups[key].topic
+                self._produced[topic] = self._produced.get(topic, 0) + total.messages
             self.reconnections += total.reconnections
             self.last[key] = (second, total)
-            spans = [self.interval, self.omb, *([self.total] if counted else [])]
-            for span in spans:
-                (span.produce if key[0] == "produce" else span.consume).merge(total)
-            if total.histogram is not None:
-                (publish if key[0] == "produce" else end_to_end).add(total.histogram)
+            (produce if key[0] == "produce" else consume).merge(total)
+        for span in [self.interval, self.omb, *([self.total] if counted else [])]:
+            span.produce.merge(produce)
+            span.consume.merge(consume)
         self.interval.seconds += 1
         self.omb.seconds += 1
         if counted:
@@ -241,8 +254,9 @@ class Aggregator:
         self._write_rows(rows)
         if self._hlogs is not None:
             start = float(offset)
-            for writer, histogram in zip(self._hlogs, (publish, end_to_end), strict=True):
-                if histogram.get_total_count():
+            latencies = (produce.histogram, consume.histogram)
+            for writer, histogram in zip(self._hlogs, latencies, strict=True):
+                if histogram is not None and histogram.get_total_count():
                     writer.output_interval_histogram(histogram, start, start + 1.0, 1000.0)
         if self.omb.seconds >= OMB_WINDOW:
             self.omb_points.append(self.omb.window(self.total_backlog()))

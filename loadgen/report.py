@@ -206,18 +206,12 @@ def omb_result(
     ):
         histogram = histogram if histogram is not None else new_histogram()
         count = histogram.get_total_count()
-        for suffix, percentile in (
-            ("50pct", 50),
-            ("75pct", 75),
-            ("95pct", 95),
-            ("99pct", 99),
-            ("999pct", 99.9),
-            ("9999pct", 99.99),
-        ):
-            result[f"{prefix}{suffix}"] = (
-                histogram.get_value_at_percentile(percentile) / scale if count else 0.0
-            )
-        result[f"{prefix}Avg"] = histogram.get_mean_value() / scale if count else 0.0
+        # summarize gives HdrHistogram's own percentiles and mean, without stepping through
+        # all its buckets in pure Python (a third of a second per histogram).
+        summary = summarize(histogram)
+        for suffix in ("50pct", "75pct", "95pct", "99pct", "999pct", "9999pct", "Avg"):
+            value = getattr(summary, _OMB_FIELDS[suffix]) if summary is not None else 0.0
+            result[f"{prefix}{suffix}"] = value / scale
         result[f"{prefix}Max"] = histogram.get_max_value() / scale if count else 0.0
         result[f"{prefix}Quantiles"] = _quantiles(histogram, scale)
     return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import sys
 from array import array
 from collections import Counter
 from typing import Final
@@ -20,6 +21,7 @@ from hdrh.histogram import HdrHistogram
 
 __all__ = [
     "HIGHEST_US",
+    "HistogramEncoder",
     "LatencySummary",
     "decode_histogram",
     "histogram_of",
@@ -48,6 +50,40 @@ def histogram_of(latencies_us: array[int]) -> HdrHistogram:
     its resolution, which is what recording them would do), so `record_value`, a pure-Python
     call of several µs, runs once per bucket rather than once per distinct value.
     """
+    histogram = new_histogram()
+    for value, count in _buckets(latencies_us).items():
+        histogram.record_value(value, count)
+    return histogram
+
+
+class HistogramEncoder:
+    """Encodes arrays of latencies as `histogram_of(...).encode()` would, with one histogram.
+
+    A fresh histogram allocates and zeroes its whole counts array (tens of thousands of
+    counters); a worker encodes a histogram per group every second, so it keeps one and
+    takes back the counts it recorded after each encoding.
+    """
+
+    def __init__(self) -> None:
+        self._histogram = new_histogram()
+
+    def encode(self, latencies_us: array[int]) -> bytes:
+        histogram = self._histogram
+        buckets = _buckets(latencies_us)
+        for value, count in buckets.items():
+            histogram.record_value(value, count)
+        try:
+            encoded: bytes = histogram.encode()
+        finally:
+            for value, count in buckets.items():
+                histogram.record_value(value, -count)  # the total count goes back to 0 too
+            histogram.min_value = sys.maxsize  # as a new histogram's
+            histogram.max_value = 0
+        return encoded
+
+
+def _buckets(latencies_us: array[int]) -> dict[int, int]:
+    """Counts by the lowest value of their histogram bucket."""
     buckets: dict[int, int] = {}
     for value, count in Counter(latencies_us).items():
         value = min(max(value, 1), HIGHEST_US)
@@ -55,10 +91,7 @@ def histogram_of(latencies_us: array[int]) -> HdrHistogram:
         if shift > 0:
             value = value >> shift << shift
         buckets[value] = buckets.get(value, 0) + count
-    histogram = new_histogram()
-    for value, count in buckets.items():
-        histogram.record_value(value, count)
-    return histogram
+    return buckets
 
 
 def decode_histogram(encoded: bytes) -> HdrHistogram:

@@ -14,6 +14,7 @@ timestamps: Spark 3 cannot read nanosecond timestamps without a legacy flag.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any, Final, Union, get_args, get_origin
 
@@ -167,6 +168,7 @@ def arrow_schema(table: str) -> pa.Schema:
     )
 
 
+@functools.cache  # every producer and consumer asks when it starts (a schema built each time)
 def int64_columns(table: str) -> frozenset[str]:
     """The table's integer columns that are never null (buffered as `array("q")`)."""
     return frozenset(

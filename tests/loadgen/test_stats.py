@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import random
+from array import array
 
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from loadgen.stats import HIGHEST_US, LatencySummary, decode_histogram, new_histogram, summarize
+from loadgen.stats import (
+    HIGHEST_US,
+    HistogramEncoder,
+    LatencySummary,
+    decode_histogram,
+    histogram_of,
+    new_histogram,
+    summarize,
+)
 
 
 def by_hdrh(histogram: HdrHistogram) -> LatencySummary:
@@ -46,3 +55,17 @@ def test_summaries_match_hdrhistogram_for_recorded_added_and_decoded_histograms(
 
 def test_an_empty_histogram_has_no_summary() -> None:
     assert summarize(new_histogram()) is None
+
+
+def test_a_reused_encoder_encodes_each_array_as_a_fresh_histogram_would() -> None:
+    rng = random.Random(7)
+    encoder = HistogramEncoder()
+    arrays = [
+        array(
+            "q", [rng.choice([0, 5, 900, 70_000, 4_000_000_000]) for _ in range(rng.randint(1, 50))]
+        )
+        for _ in range(20)
+    ]
+    arrays.append(array("q", [3]))  # after larger values: a leftover maximum would show here
+    for values in arrays:
+        assert encoder.encode(values) == histogram_of(values).encode()
