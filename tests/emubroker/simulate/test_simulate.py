@@ -7,23 +7,20 @@ ThresholdShedder unloads broker 0's bundles; their clients reconnect and nothing
 from __future__ import annotations
 
 import collections
-import contextlib
 import itertools
 import json
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import trio
 
 from emubroker import simulate
 from emubroker.naming import NamespaceName, bundle_boundaries, topic_hash
 from tests.emubroker.simulate.scenarios import RATES, TOPICS, shedding_scenario
+from tests.emubroker.simulate.trio_thread import another_trio_loop_running
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -82,7 +79,7 @@ def test_a_simulation_sheds_load_and_writes_the_same_traces_every_run(tmp_path: 
     # Run after run: again in this process while another trio loop runs in a thread (trio's
     # scheduling generator is the process's; the simulation must draw from its own), and in
     # fresh processes with different string-hash seeds: byte for byte the same traces.
-    with _another_trio_loop_running():
+    with another_trio_loop_running():
         again = simulate.run(scenario, tmp_path / "again")
     here = simulate.trace_digests(first.run_dir, first.traces)
     assert simulate.trace_digests(again.run_dir, again.traces) == here
@@ -96,31 +93,6 @@ def test_a_simulation_sheds_load_and_writes_the_same_traces_every_run(tmp_path: 
             env={**os.environ, "PYTHONHASHSEED": hash_seed},
         )
         assert json.loads(done.stdout.strip().splitlines()[-1]) == here, hash_seed
-
-
-@contextlib.contextmanager
-def _another_trio_loop_running() -> Iterator[None]:
-    """A trio loop in a thread, its tasks waking together every millisecond until the end."""
-    stop = threading.Event()
-
-    async def tick() -> None:
-        while True:
-            await trio.sleep(0.001)
-            if stop.is_set():  # set by the test's thread: no trio.Event
-                return
-
-    async def loop() -> None:
-        async with trio.open_nursery() as nursery:
-            for _ in range(3):
-                nursery.start_soon(tick)
-
-    thread = threading.Thread(target=trio.run, args=(loop,), daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def test_another_seed_gives_other_traces(tmp_path: Path) -> None:
