@@ -161,8 +161,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "cluster":
         return cluster_cli.run(args)
     if args.command == "simulate":
-        from emubroker.simulate import cli as simulate_cli
-
+        try:
+            from emubroker.simulate import cli as simulate_cli
+        except ModuleNotFoundError as exc:
+            if exc.name != "trio":
+                raise
+            # trio is an extra: the simulator's loop is trio's (docs/simulate.md).
+            sys.stderr.write("emubroker simulate needs trio: pip install 'emubroker[trio]'\n")
+            return 2
         return simulate_cli.main(args)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -127,3 +127,19 @@ def test_the_command_line_exits_2_naming_the_key(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "bad.toml: line 5: cluster.service_url names an external cluster" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_without_trio_the_command_says_which_extra_to_install(tmp_path: Path) -> None:
+    scenario = tmp_path / "any.toml"
+    scenario.write_text(_with(""))
+    script = (
+        "import sys\n"
+        "sys.modules['trio'] = None  # as if the trio extra were not installed\n"
+        "from emubroker.__main__ import main\n"
+        f"sys.exit(main(['simulate', {str(scenario)!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "emubroker simulate needs trio: pip install 'emubroker[trio]'" in done.stderr
