@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -26,17 +24,9 @@ RECEIVE_MS = 10_000
 
 
 @pytest.fixture
-def client(pulsar_cluster: PulsarCluster) -> Iterator[pulsar.Client]:
-    c = make_client(pulsar_cluster.service_url)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-@pytest.fixture
-def topic() -> str:
-    return f"persistent://public/default/fixture-{uuid.uuid4().hex[:12]}"
+def service_url(pulsar_cluster: PulsarCluster) -> str:
+    """The cluster's, for the integration tests' ``client`` fixture."""
+    return pulsar_cluster.service_url
 
 
 def other_than(cluster: PulsarCluster, broker: object) -> list[object]:
