@@ -50,8 +50,6 @@ __all__ = [
     "ModularUnloadCounters",
     "SheddingRunner",
     "TraceSink",
-    "UnloadNotAvailableError",
-    "unload_not_available",
 ]
 
 log = logging.getLogger(__name__)
@@ -317,23 +315,3 @@ class SheddingRunner:
             )
             return False
         return True
-
-
-class UnloadNotAvailableError(RuntimeError):
-    """This broker has no bundle unload to carry out a shedding decision with."""
-
-
-async def unload_not_available(bundle: str, destination_broker: str | None = None) -> None:
-    """A :class:`BundleUnloader` for a broker without the bundle unload mechanics.
-
-    Every shedding decision is still decided, logged, traced and counted as attempted; the
-    unload itself fails with :class:`UnloadNotAvailableError`, so the bundle stays where it is
-    and is proposed again at the next cycle.
-
-    Raises:
-        UnloadNotAvailableError: Always.
-    """
-    raise UnloadNotAvailableError(
-        f"unload not available: {bundle} stays with its owner"
-        + (f" (destination {destination_broker})" if destination_broker else "")
-    )

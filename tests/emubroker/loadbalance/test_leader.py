@@ -25,7 +25,6 @@ from emubroker.loadbalance.leader import LoadBalancerLeader, LoadBalancerLeaderS
 from emubroker.loadbalance.leader_election import LeaderElectionService, LeaderElectionState
 from emubroker.loadbalance.owner_calls import parse_bundle
 from emubroker.loadbalance.reporter import LoadReporter
-from emubroker.loadbalance.shedding_runtime import unload_not_available
 from emubroker.loadbalance.trace import LoadBalancerTraceRecord
 from emubroker.loadbalance.usage_sources import ModelUsageSource, ResourceLimits
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
@@ -454,6 +453,11 @@ async def test_transfer_shedder_transfers_to_the_least_loaded_broker(
             f'pulsar_lb_unload_broker_breakdown_total{{{labels}, metric="bundleUnloading", '
             f'reason="HitCount", result="Skip"}} 3'
         ) in text
+
+
+async def unload_not_available(bundle: str, destination_broker: str | None = None) -> None:
+    """An unloader that always fails: the bundle stays with its owner."""
+    raise RuntimeError(f"unload not available: {bundle} stays with its owner")
 
 
 async def test_without_an_unload_mechanism_decisions_are_logged_and_retried(
