@@ -15,7 +15,7 @@ emubrokerAvailableProcessors = 1
 loadBalancerLoadSheddingStrategy = "{impl}ThresholdShedder"
 loadBalancerLoadPlacementStrategy = "{impl}LeastResourceUsageWithWeight"
 loadBalancerAverageResourceUsageDifferenceThresholdPercentage = 1
-loadBalancerBrokerThresholdShedderPercentage = 10
+loadBalancerBrokerThresholdShedderPercentage = {threshold}
 loadBalancerBundleUnloadMinThroughputThreshold = 0.0001
 loadBalancerHistoryResourcePercentage = 0.1
 loadBalancerSheddingIntervalMinutes = {shed}
@@ -55,8 +55,13 @@ def traffic(rates: list[int]) -> str:
     return "\n".join(groups)
 
 
-def shedding_scenario(*, seconds: float, shed_minutes: float, seed: int = 5) -> str:
+def shedding_scenario(
+    *, seconds: float, shed_minutes: float, seed: int = 5, threshold: int = 10
+) -> str:
     """Three brokers, nine bundles of one topic each, shedding every ``shed_minutes``.
+
+    ``threshold`` is ``loadBalancerBrokerThresholdShedderPercentage``: a broker more than that
+    many points above the average sheds.
 
     Placement spreads the bundles evenly, three per broker, then by resource usage among the
     brokers 1 point below the average: a bundle shed from broker 0 never goes back to it.
@@ -64,6 +69,7 @@ def shedding_scenario(*, seconds: float, shed_minutes: float, seed: int = 5) -> 
     config = BROKER_CONFIG.format(
         impl="org.apache.pulsar.broker.loadbalance.impl.",
         shed=shed_minutes,
+        threshold=threshold,
         grace=shed_minutes * 1.5,
         usage=1 / 60,
         report_ms=400,
