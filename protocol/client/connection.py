@@ -172,9 +172,19 @@ class ClientConnection:
     # ---- handshake -----------------------------------------------------------------------------
 
     async def handshake(
-        self, deadline: float | None, *, client_version: str = CLIENT_VERSION
+        self,
+        deadline: float | None,
+        *,
+        client_version: str = CLIENT_VERSION,
+        authentication: c.AuthData | None = None,
     ) -> c.Connected:
         """Send CONNECT and wait for CONNECTED (spec §3.1).
+
+        Args:
+            deadline: when to give up (clock time), None for never.
+            client_version: sent in CONNECT.
+            authentication: the credential CONNECT carries (``auth_method_name`` and
+                ``auth_data``); None: method ``none``, no data.
 
         Raises:
             ConnectionBrokenError: the stream failed, ended or carried something else.
@@ -183,7 +193,9 @@ class ClientConnection:
         connect = c.Connect(
             client_version=client_version,
             protocol_version=PROTOCOL_VERSION,
-            auth_method_name="none",
+            auth_method_name=(authentication.auth_method_name if authentication else None)
+            or "none",
+            auth_data=authentication.auth_data if authentication else None,
             feature_flags=c.FeatureFlags(
                 supports_auth_refresh=True, supports_broker_entry_metadata=True
             ),
