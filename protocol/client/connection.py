@@ -187,6 +187,7 @@ class ClientConnection:
                 ``auth_data``); None: method ``none``, no data.
 
         Raises:
+            BrokerError: the broker refused the CONNECT (ERROR, e.g. `AuthenticationError`).
             ConnectionBrokenError: the stream failed, ended or carried something else.
             OperationTimeoutError: no CONNECTED before `deadline`.
         """
@@ -212,9 +213,14 @@ class ClientConnection:
                     raise ConnectionBrokenError(f"bad handshake from {self.url}: {exc}") from exc
                 if frame is CLOSED:
                     raise ConnectionBrokenError(f"{self.url} closed during the handshake")
-                if frame is not None:
-                    assert isinstance(frame.command, c.Connected)  # Connection enforces it
-                    return frame.command
+                if frame is None:
+                    continue
+                if isinstance(frame.command, c.Error):
+                    # A refused CONNECT (ServerCnx.authenticationFailed): its code, e.g. the
+                    # non-retriable AuthenticationError, not a broken connection to retry.
+                    raise BrokerError.for_code(frame.command.error, frame.command.message or "")
+                assert isinstance(frame.command, c.Connected)  # Connection enforces it
+                return frame.command
 
         try:
             connected = await with_deadline(self._clock, deadline, exchange, "CONNECT")

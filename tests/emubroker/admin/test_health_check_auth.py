@@ -94,3 +94,14 @@ async def test_unusable_broker_client_parameters_fail_the_check_with_their_reaso
             response = await http.get("/admin/v2/brokers/health", headers=ROOT)
         assert response.status == 500
         assert "brokerClientAuthenticationParameters" in (await response.json())["reason"]
+
+
+async def test_a_refused_broker_client_fails_the_check_at_once(fake_clock: FakeClock) -> None:
+    # No broker client credentials and no anonymous role: the CONNECT is refused, and the
+    # check says so at once instead of retrying for 58 s.
+    async for http in _serve(fake_clock, "", ""):
+        with anyio.fail_after(10):
+            response = await http.get("/admin/v2/brokers/health", headers=ROOT)
+        assert response.status == 500
+        reason = (await response.json())["reason"]
+        assert "AuthenticationError: Failed to authenticate" in reason
