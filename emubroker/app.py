@@ -41,6 +41,7 @@ from emubroker.admin.metrics_loadbalance import (
 )
 from emubroker.admin.owner_admin import build_owner_calls
 from emubroker.auth import Security
+from emubroker.auth.broker_client import connect_credentials, plugin_kind
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
@@ -128,9 +129,10 @@ def may_bootstrap(config: BrokerConfig) -> bool:
     """Whether ``pulsar standalone`` would create its defaults under this configuration.
 
     Pulsar's standalone creates them through its own admin client, which has no credentials
-    here (the ``brokerClientAuthenticationPlugin`` credentials serve only the leader's calls to
-    other brokers): with authentication on, it acts as ``anonymousUserRole``, and with
-    authorization on it needs that role to be a super-user.
+    here (the ``brokerClientAuthenticationPlugin`` credentials serve only the broker's calls
+    to brokers: the leader's unloads and splits, the health check): with authentication on,
+    it acts as ``anonymousUserRole``, and with authorization on it needs that role to be a
+    super-user.
     Otherwise Pulsar logs the refusal and starts without them (the operator creates them over
     REST, as the official client's test set-up does).
     """
@@ -754,6 +756,10 @@ async def open_broker(
                 broker_id=broker_id_of(config),
                 connector=lambda host, port: broker.connect_in_memory(host, port),
                 clock=clock,
+                credentials=lambda: connect_credentials(
+                    plugin_kind(dynamic.config.brokerClientAuthenticationPlugin),
+                    dynamic.config.brokerClientAuthenticationParameters,
+                ),
             ),
             security=security,
         )

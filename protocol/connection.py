@@ -5,8 +5,8 @@ Rules (spec/wire-protocol.md §2.5, §3, §4):
 1. A connection starts in HANDSHAKE. The client's first frame is CONNECT; the broker answers
    CONNECTED and nothing else, and only then is the connection OPEN on both sides. The one
    exception is a broker refusing the CONNECT (authentication failed): it sends ERROR and the
-   connection is CLOSED (Pulsar's ``ServerCnx.authenticationFailed``; the client treats any
-   frame but CONNECTED as the end of the connection).
+   connection is CLOSED on both sides (Pulsar's ``ServerCnx.authenticationFailed``); the client
+   hands that ERROR out, so its owner can tell a refusal from a broken connection.
 2. In OPEN, each side accepts only the commands its peer may send: a broker never receives
    CONNECTED or SEND_RECEIPT, a client never receives SUBSCRIBE. The client's acceptance list is
    exactly what the C++ client handles; anything else would make it drop the connection.
@@ -132,6 +132,7 @@ _HANDSHAKE: dict[tuple[Role, State, str, type[c.Record]], State] = {
     (Role.BROKER, State.HANDSHAKE, "send", c.Error): State.CLOSED,
     (Role.CLIENT, State.HANDSHAKE, "send", c.Connect): State.HANDSHAKE,
     (Role.CLIENT, State.HANDSHAKE, "receive", c.Connected): State.OPEN,
+    (Role.CLIENT, State.HANDSHAKE, "receive", c.Error): State.CLOSED,
 }
 
 

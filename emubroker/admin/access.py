@@ -1,39 +1,61 @@
-"""Who may call which REST route: Pulsar's checks, by route, in one table-like function.
+"""Who may call which REST route: Pulsar's check per route, as one table (:data:`ROUTE_RULES`).
 
-Pulsar's admin resources each call one validation before doing anything (``PulsarWebResource``):
+Pulsar's admin resources each call one validation before doing anything (``PulsarWebResource``
+and the ``*Base`` resources; read at Pulsar 4.x, the version the official clients' CI runs):
 
-* ``validateSuperUserAccess`` -> 401 "This operation requires super-user access";
-* ``validateAdminAccessForTenant`` -> 401 "Don't have permission to administrate resources on
-  this tenant" (a super-user or one of the tenant's ``adminRoles``);
+* ``validateSuperUserAccess`` (and the 4.x ``validateBothSuperuserAnd{Broker,Cluster}Operation``,
+  whose provider check is the super-user check again) -> 401 "This operation requires
+  super-user access";
+* ``TenantsBase.validateBothSuperUserAndTenantOperation`` -> a super-user **or** one of the
+  tenant's ``adminRoles`` (``PulsarAuthorizationProvider.allowTenantOperationAsync`` is
+  ``validateTenantAdminAccess`` since apache/pulsar#23660, 4.0.2), else 401
+  "Unauthorized to validateBothTenantOperationAndSuperUser ..." (a missing tenant too);
+* ``validateAdminAccessForTenant`` / ``validateTenantOperation`` -> 401 "Don't have permission
+  to administrate resources on this tenant" (404 "Tenant does not exist" for a missing tenant);
 * ``validateNamespaceOperation`` / ``validateNamespacePolicyOperation`` /
   ``validateTopicPolicyOperation`` -> **403** "Unauthorized to validate...";
 * ``validateTopicOperation`` -> 401 "Unauthorized to validateTopicOperation for operation [X]
-  on topic [t]"; HTTP lookups -> 401 "Don't have permission to connect to this namespace".
+  on topic [t]" (HTTP lookups included: ``TopicLookupBase`` checks ``LOOKUP`` this way).
 
-:func:`rule_for` maps a route (method and canonical path) to its check; a route it does not know
-needs a super-user, so a route added later is closed until someone decides otherwise.
+:data:`ROUTE_RULES` is data: one ``(method, canonical path)`` line per served route. A route it
+does not list needs a super-user (closed until someone decides), and
+``tests/emubroker/admin/test_route_authorization.py`` fails for a served route missing here or
+from its own table of Pulsar's levels: adding a route means adding a line to both.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from emubroker.auth import NamespaceOperation, TopicOperation
 
-__all__ = ["Check", "Rule", "rule_for"]
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["ROUTE_RULES", "Check", "Rule", "TenantOperation", "rule_for"]
 
 
 class Check(enum.Enum):
     ANYONE = "anyone"  # authenticated is enough
     SUPER_USER = "super-user"
+    TENANT_OPERATION = "tenant-operation"  # super-user or tenant admin, 401 either way
     TENANT_ADMIN = "tenant-admin"
     NAMESPACE_OPERATION = "namespace-operation"
     NAMESPACE_POLICY = "namespace-policy"
     TOPIC_OPERATION = "topic-operation"
     TOPIC_POLICY = "topic-policy"
-    LOOKUP = "lookup"
+
+
+class TenantOperation(enum.Enum):
+    """Pulsar's ``TenantOperation`` names that ``TenantsBase`` checks (they appear in messages)."""
+
+    LIST_TENANTS = "list_tenants"
+    GET_TENANT = "get_tenant"
+    CREATE_TENANT = "create_tenant"
+    UPDATE_TENANT = "update_tenant"
+    DELETE_TENANT = "delete_tenant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +64,15 @@ class Rule:
 
     Attributes:
         check: Which validation.
-        topic_operation: For ``TOPIC_OPERATION`` and ``LOOKUP``.
+        topic_operation: For ``TOPIC_OPERATION``.
         namespace_operation: For ``NAMESPACE_OPERATION``.
+        tenant_operation: For ``TENANT_OPERATION``.
     """
 
     check: Check
     topic_operation: TopicOperation | None = None
     namespace_operation: NamespaceOperation | None = None
+    tenant_operation: TenantOperation | None = None
 
 
 ANYONE: Final = Rule(Check.ANYONE)
@@ -66,30 +90,141 @@ def _namespace(operation: NamespaceOperation) -> Rule:
     return Rule(Check.NAMESPACE_OPERATION, namespace_operation=operation)
 
 
-_TOPIC_READS: Final = {
-    "stats": TopicOperation.GET_STATS,
-    "partitioned-stats": TopicOperation.GET_STATS,
-    "internalStats": TopicOperation.GET_STATS,
-    "lastMessageId": TopicOperation.GET_STATS,
-    "subscriptions": TopicOperation.GET_SUBSCRIPTIONS,
-    "unload": TopicOperation.UNLOAD,
-    "compaction": TopicOperation.COMPACT,
-    "all_subscription": TopicOperation.EXPIRE_MESSAGES,
-    "examinemessage": TopicOperation.PEEK_MESSAGES,
-    "ledger": TopicOperation.PEEK_MESSAGES,
+def _tenant(operation: TenantOperation) -> Rule:
+    return Rule(Check.TENANT_OPERATION, tenant_operation=operation)
+
+
+def _policy(
+    path: str, rule: Rule, methods: tuple[str, ...] = ("GET", "POST", "DELETE")
+) -> dict[tuple[str, str], Rule]:
+    """The read/write/remove trio a policy endpoint has."""
+    return {(method, path): rule for method in methods}
+
+
+_V2: Final = "/admin/v2"
+_B: Final = f"{_V2}/brokers"
+_C: Final = f"{_V2}/clusters/{{cluster}}"
+_N: Final = f"{_V2}/namespaces/{{tenant}}/{{namespace}}"
+_T: Final = f"{_V2}/{{domain}}/{{tenant}}/{{namespace}}/{{topic}}"
+_SUB: Final = f"{_T}/subscription/{{subscription}}"
+_SCHEMA: Final = f"{_V2}/schemas/{{tenant}}/{{namespace}}/{{topic}}"
+_LOOKUP: Final = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
+
+_Ns = NamespaceOperation
+_To = TopicOperation
+_Te = TenantOperation
+
+ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
+    # Prometheus: outside the admin resources (authenticateMetricsEndpoint decides on login).
+    ("GET", "/metrics"): ANYONE,
+    ("GET", "/metrics/"): ANYONE,
+    # BrokersBase: everything validateBothSuperuserAndBrokerOperation but ready and version.
+    ("GET", _B): SUPER_USER,
+    ("GET", f"{_B}/{{cluster}}"): SUPER_USER,
+    ("GET", f"{_B}/{{cluster}}/{{broker}}/ownedNamespaces"): SUPER_USER,
+    ("GET", f"{_B}/health"): SUPER_USER,
+    ("GET", f"{_B}/leaderBroker"): SUPER_USER,
+    ("GET", f"{_B}/ready"): ANYONE,
+    ("GET", f"{_B}/version"): ANYONE,
+    ("GET", f"{_B}/configuration"): SUPER_USER,
+    ("GET", f"{_B}/configuration/values"): SUPER_USER,
+    ("GET", f"{_B}/configuration/runtime"): SUPER_USER,
+    ("POST", f"{_B}/configuration/{{key}}/{{value}}"): SUPER_USER,
+    ("DELETE", f"{_B}/configuration/{{key}}"): SUPER_USER,
+    # BrokerStatsBase: validateSuperUserAccess.
+    ("GET", f"{_V2}/broker-stats/load-report"): SUPER_USER,
+    # ClustersBase: getClusters checks nothing; the rest validateBothSuperuserAndCluster*.
+    ("GET", f"{_V2}/clusters"): ANYONE,
+    **_policy(_C, SUPER_USER, ("GET", "PUT", "POST", "DELETE")),
+    ("GET", f"{_C}/namespaceIsolationPolicies"): SUPER_USER,
+    **_policy(f"{_C}/namespaceIsolationPolicies/{{policy}}", SUPER_USER),
+    # TenantsBase: validateBothSuperUserAndTenantOperation.
+    ("GET", f"{_V2}/tenants"): _tenant(_Te.LIST_TENANTS),
+    ("GET", f"{_V2}/tenants/{{tenant}}"): _tenant(_Te.GET_TENANT),
+    ("PUT", f"{_V2}/tenants/{{tenant}}"): _tenant(_Te.CREATE_TENANT),
+    ("POST", f"{_V2}/tenants/{{tenant}}"): _tenant(_Te.UPDATE_TENANT),
+    ("DELETE", f"{_V2}/tenants/{{tenant}}"): _tenant(_Te.DELETE_TENANT),
+    # NamespacesBase.
+    ("GET", f"{_V2}/namespaces/{{tenant}}"): TENANT_ADMIN,  # LIST_NAMESPACES
+    ("GET", _N): NAMESPACE_POLICY,  # getPolicies: ALL / READ
+    ("PUT", _N): TENANT_ADMIN,  # CREATE_NAMESPACE
+    ("DELETE", _N): TENANT_ADMIN,  # DELETE_NAMESPACE
+    ("GET", f"{_N}/topics"): _namespace(_Ns.GET_TOPICS),
+    ("GET", f"{_N}/bundles"): _namespace(_Ns.GET_BUNDLE),
+    ("PUT", f"{_N}/unload"): SUPER_USER,
+    ("PUT", f"{_N}/{{bundle}}/unload"): SUPER_USER,
+    ("PUT", f"{_N}/{{bundle}}/split"): SUPER_USER,
+    ("GET", f"{_N}/permissions"): _namespace(_Ns.GET_PERMISSION),
+    ("GET", f"{_N}/permissions/subscription"): _namespace(_Ns.GET_PERMISSION),
+    ("POST", f"{_N}/permissions/subscription/{{subscription}}"): _namespace(_Ns.GRANT_PERMISSION),
+    ("POST", f"{_N}/permissions/{{role}}"): _namespace(_Ns.GRANT_PERMISSION),
+    ("DELETE", f"{_N}/permissions/{{role}}"): _namespace(_Ns.REVOKE_PERMISSION),
+    ("DELETE", f"{_N}/permissions/{{subscription}}/{{role}}"): _namespace(_Ns.REVOKE_PERMISSION),
+    **_policy(f"{_N}/schemaCompatibilityStrategy", NAMESPACE_POLICY, ("GET", "PUT")),
+    **_policy(f"{_N}/deduplication", NAMESPACE_POLICY),
+    **_policy(f"{_N}/messageTTL", NAMESPACE_POLICY),
+    **_policy(f"{_N}/retention", NAMESPACE_POLICY),
+    **_policy(f"{_N}/maxProducersPerTopic", NAMESPACE_POLICY),
+    **_policy(f"{_N}/maxConsumersPerTopic", NAMESPACE_POLICY),
+    **_policy(f"{_N}/maxConsumersPerSubscription", NAMESPACE_POLICY),
+    **_policy(f"{_N}/maxSubscriptionsPerTopic", NAMESPACE_POLICY),
+    **_policy(f"{_N}/antiAffinity", NAMESPACE_POLICY),
+    **_policy(f"{_N}/dispatchRate", NAMESPACE_POLICY),
+    **_policy(f"{_N}/subscriptionDispatchRate", NAMESPACE_POLICY),
+    # PersistentTopicsBase (NonPersistentTopics: the same levels).
+    ("GET", f"{_V2}/{{domain}}/{{tenant}}/{{namespace}}"): _namespace(_Ns.GET_TOPICS),
+    ("GET", f"{_V2}/{{domain}}/{{tenant}}/{{namespace}}/partitioned"): _namespace(_Ns.GET_TOPICS),
+    ("PUT", _T): _namespace(_Ns.CREATE_TOPIC),
+    ("DELETE", _T): _namespace(_Ns.DELETE_TOPIC),
+    ("PUT", f"{_T}/partitions"): TOPIC_POLICY,  # PARTITION WRITE, then CREATE_TOPIC
+    ("POST", f"{_T}/partitions"): TOPIC_POLICY,  # PARTITION WRITE
+    ("GET", f"{_T}/partitions"): _topic(_To.LOOKUP),  # getPartitionedTopicMetadataAsync
+    ("DELETE", f"{_T}/partitions"): _namespace(_Ns.DELETE_TOPIC),
+    ("GET", f"{_T}/permissions"): TENANT_ADMIN,
+    ("POST", f"{_T}/permissions/{{role}}"): TENANT_ADMIN,
+    ("DELETE", f"{_T}/permissions/{{role}}"): TENANT_ADMIN,
+    ("GET", f"{_T}/stats"): _topic(_To.GET_STATS),
+    ("GET", f"{_T}/partitioned-stats"): _topic(_To.GET_STATS),
+    ("GET", f"{_T}/internalStats"): _topic(_To.GET_STATS),
+    ("GET", f"{_T}/lastMessageId"): _topic(_To.PEEK_MESSAGES),
+    ("PUT", f"{_T}/unload"): _topic(_To.UNLOAD),
+    ("PUT", f"{_T}/compaction"): _topic(_To.COMPACT),
+    ("GET", f"{_T}/compaction"): _topic(_To.COMPACT),
+    ("GET", f"{_T}/subscriptions"): _topic(_To.GET_SUBSCRIPTIONS),
+    ("PUT", _SUB): _topic(_To.SUBSCRIBE),
+    ("DELETE", _SUB): _topic(_To.UNSUBSCRIBE),
+    ("POST", f"{_SUB}/skip/{{numMessages}}"): _topic(_To.SKIP),
+    ("POST", f"{_SUB}/skip_all"): _topic(_To.SKIP),
+    ("POST", f"{_SUB}/resetcursor/{{timestamp}}"): _topic(_To.RESET_CURSOR),
+    ("POST", f"{_SUB}/resetcursor"): _topic(_To.RESET_CURSOR),
+    ("POST", f"{_SUB}/expireMessages/{{expireTimeInSeconds}}"): _topic(_To.EXPIRE_MESSAGES),
+    ("POST", f"{_T}/all_subscription/expireMessages/{{expireTimeInSeconds}}"): _topic(
+        _To.EXPIRE_MESSAGES
+    ),
+    ("GET", f"{_SUB}/position/{{messagePosition}}"): _topic(_To.PEEK_MESSAGES),
+    ("GET", f"{_T}/examinemessage"): _topic(_To.PEEK_MESSAGES),
+    ("GET", f"{_T}/ledger/{{ledgerId}}/entry/{{entryId}}"): _topic(_To.PEEK_MESSAGES),
+    **_policy(f"{_T}/dispatchRate", TOPIC_POLICY),
+    **_policy(f"{_T}/subscriptionDispatchRate", TOPIC_POLICY),
+    **_policy(f"{_T}/{{subName}}/dispatchRate", TOPIC_POLICY),
+    **_policy(f"{_T}/maxProducers", TOPIC_POLICY),
+    **_policy(f"{_T}/maxConsumers", TOPIC_POLICY),
+    **_policy(f"{_T}/maxConsumersPerSubscription", TOPIC_POLICY),
+    **_policy(f"{_T}/maxSubscriptionsPerTopic", TOPIC_POLICY),
+    # SchemasResourceBase: reads GET_METADATA, upload PRODUCE, delete the tenant's admins.
+    ("GET", f"{_SCHEMA}/schema"): _topic(_To.GET_METADATA),
+    ("GET", f"{_SCHEMA}/schema/{{version}}"): _topic(_To.GET_METADATA),
+    ("GET", f"{_SCHEMA}/schemas"): _topic(_To.GET_METADATA),
+    ("POST", f"{_SCHEMA}/schema"): _topic(_To.PRODUCE),
+    ("DELETE", f"{_SCHEMA}/schema"): TENANT_ADMIN,
+    # TopicLookup (v2): validateTopicOperation LOOKUP; the bundle: GET_BUNDLE.
+    ("GET", _LOOKUP): _topic(_To.LOOKUP),
+    ("GET", f"{_LOOKUP}/bundle"): _namespace(_Ns.GET_BUNDLE),
 }
-_SUBSCRIPTION_ACTIONS: Final = {
-    "skip": TopicOperation.SKIP,
-    "skip_all": TopicOperation.SKIP,
-    "resetcursor": TopicOperation.RESET_CURSOR,
-    "expireMessages": TopicOperation.EXPIRE_MESSAGES,
-    "position": TopicOperation.PEEK_MESSAGES,
-}
-_DOMAINS: Final = frozenset({"{domain}", "persistent", "non-persistent"})
 
 
 def rule_for(method: str, canonical: str) -> Rule:
-    """The check of a route (see the module docstring).
+    """The check of a route (see the module docstring); a super-user for an unlisted route.
 
     Args:
         method: The HTTP method (``HEAD`` counts as ``GET``).
@@ -97,86 +232,4 @@ def rule_for(method: str, canonical: str) -> Rule:
     """
     if method == "HEAD":
         method = "GET"
-    segments = canonical.strip("/").split("/")
-    if segments[0] == "metrics":
-        return ANYONE
-    if segments[0] == "lookup":
-        if segments[-1] == "bundle":
-            return _namespace(NamespaceOperation.GET_BUNDLE)
-        return Rule(Check.LOOKUP, topic_operation=TopicOperation.LOOKUP)
-    if segments[:2] != ["admin", "v2"] or len(segments) < 3:
-        return SUPER_USER
-    head, rest = segments[2], segments[3:]
-    if head == "clusters":
-        return ANYONE if not rest and method == "GET" else SUPER_USER
-    if head == "brokers":
-        return ANYONE if rest in (["ready"], ["version"]) else SUPER_USER
-    if head == "tenants":
-        if not rest or method == "PUT":
-            return SUPER_USER
-        return TENANT_ADMIN
-    if head == "namespaces":
-        return _namespace_rule(method, rest)
-    if head == "schemas":
-        return _topic(TopicOperation.GET_METADATA) if method == "GET" else TENANT_ADMIN
-    if head in _DOMAINS:
-        return _topic_rule(method, rest)
-    return SUPER_USER
-
-
-def _namespace_rule(method: str, rest: list[str]) -> Rule:
-    # rest: [tenant, namespace, what...]
-    if len(rest) == 1:
-        return TENANT_ADMIN  # list a tenant's namespaces (validateTenantOperation)
-    if len(rest) == 2:
-        return NAMESPACE_POLICY if method == "GET" else TENANT_ADMIN  # policies / create, delete
-    what = rest[2]
-    if "unload" in (what, *rest[3:4]):
-        return SUPER_USER  # validateSuperUserAccess (a namespace's and a bundle's unload)
-    if rest[3:] == ["split"]:
-        return SUPER_USER  # internalSplitNamespaceBundle: validateSuperUserAccess
-    if what == "topics":
-        return _namespace(NamespaceOperation.GET_TOPICS)
-    if what == "bundles":
-        return _namespace(NamespaceOperation.GET_BUNDLE)
-    if what == "permissions":
-        if method == "GET":
-            return _namespace(NamespaceOperation.GET_PERMISSION)
-        if method == "POST" and rest[3:4] == ["subscription"]:
-            return _namespace(NamespaceOperation.GRANT_PERMISSION)
-        return _namespace(
-            NamespaceOperation.GRANT_PERMISSION
-            if method == "POST"
-            else NamespaceOperation.REVOKE_PERMISSION
-        )
-    return NAMESPACE_POLICY
-
-
-def _topic_rule(method: str, rest: list[str]) -> Rule:
-    # rest: [tenant, namespace, topic-or-"partitioned", what...]
-    if len(rest) < 3 or rest[2] == "partitioned":
-        return _namespace(NamespaceOperation.GET_TOPICS)
-    if len(rest) == 3:
-        return _namespace(
-            NamespaceOperation.DELETE_TOPIC
-            if method == "DELETE"
-            else NamespaceOperation.CREATE_TOPIC
-        )
-    what = rest[3]
-    if what == "partitions":
-        if method == "GET":
-            return _topic(TopicOperation.GET_METADATA)
-        if method == "DELETE":
-            return _namespace(NamespaceOperation.DELETE_TOPIC)
-        return _namespace(NamespaceOperation.CREATE_TOPIC) if method == "PUT" else TOPIC_POLICY
-    if what == "permissions":
-        return TENANT_ADMIN
-    if what == "subscription":
-        if len(rest) == 5:
-            return _topic(
-                TopicOperation.UNSUBSCRIBE if method == "DELETE" else TopicOperation.SUBSCRIBE
-            )
-        return _topic(_SUBSCRIPTION_ACTIONS.get(rest[5], TopicOperation.CONSUME))
-    if what in _TOPIC_READS:
-        return _topic(_TOPIC_READS[what])
-    return TOPIC_POLICY
+    return ROUTE_RULES.get((method, canonical), SUPER_USER)

@@ -9,10 +9,11 @@ closed either way. The heartbeat namespaces exist without policies and belong to
 
 Our client reaches the broker over an in-memory connection (the composition root passes the
 connector), so the check runs the whole binary-protocol path (lookup, producer, subscription,
-dispatch) without a socket. Its CONNECT carries no credentials: with authentication on, the
-broker must let ``anonymousUserRole`` in (Pulsar's broker client authenticates with
-``brokerClientAuthenticationPlugin``; here those credentials serve only the leader's calls to
-other brokers).
+dispatch) without a socket. Its CONNECT carries the broker's own credentials, as Pulsar's broker
+client authenticates with ``brokerClientAuthenticationPlugin`` /
+``brokerClientAuthenticationParameters`` (read at each check: both are dynamic); with
+authentication on, that role must be a super-user (or the anonymous role must be), since the
+heartbeat namespaces belong to no tenant anyone administers.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from typing import TYPE_CHECKING, Final
 import anyio
 
 from emubroker.naming import NamespaceName
+from protocol import commands as c
 from protocol.client import LATEST, open_client
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from protocol.client import Connector
     from protocol.clock import Clock
 
@@ -71,6 +75,8 @@ class HealthChecker:
         connector: Opens a connection to this broker (the service URL's host and port are
             passed and may be ignored).
         clock: Times the check (the timeout is behaviour: 58 s).
+        credentials: The CONNECT ``(auth_method_name, auth_data)`` of the broker's own client
+            at the time of a check, None for none; raises ValueError for unusable parameters.
         timeout: Seconds the check may take.
     """
 
@@ -81,6 +87,7 @@ class HealthChecker:
         broker_id: str,
         connector: Connector,
         clock: Clock,
+        credentials: Callable[[], tuple[str, bytes] | None] = lambda: None,
         timeout: float = HEALTH_CHECK_TIMEOUT,
     ) -> None:
         v1, v2 = heartbeat_namespaces(cluster, broker_id)
@@ -91,6 +98,7 @@ class HealthChecker:
         self._service_url = f"pulsar://{broker_id}"
         self._connector = connector
         self._clock = clock
+        self._credentials = credentials
         self._timeout = timeout
 
     async def check(self, topic_version: str = "V1") -> None:
@@ -103,6 +111,15 @@ class HealthChecker:
             HealthCheckError: It failed or timed out.
         """
         topic = self.topics[topic_version]
+        try:
+            credentials = self._credentials()
+        except ValueError as exc:
+            raise HealthCheckError(f"brokerClientAuthenticationParameters: {exc}") from None
+        authentication = (
+            None
+            if credentials is None
+            else c.AuthData(auth_method_name=credentials[0], auth_data=credentials[1])
+        )
         content = str(uuid.uuid4()).encode()
         log.info("running the health check on %s", topic)
         timed_out = False
@@ -116,20 +133,23 @@ class HealthChecker:
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(watchdog)
-                await self._produce_and_read(topic, content)
+                await self._produce_and_read(topic, content, authentication)
                 tg.cancel_scope.cancel()
         except Exception as exc:
             raise HealthCheckError(f"health check on {topic} failed: {_cause(exc)}") from exc
         if timed_out:
             raise HealthCheckError(f"health check on {topic} timed out after {self._timeout} s")
 
-    async def _produce_and_read(self, topic: str, content: bytes) -> None:
+    async def _produce_and_read(
+        self, topic: str, content: bytes, authentication: c.AuthData | None
+    ) -> None:
         async with open_client(
             self._service_url,
             clock=self._clock,
             connector=self._connector,
             operation_timeout=self._timeout,
             keep_alive_interval=None,
+            authentication=authentication,
         ) as client:
             producer = await client.create_producer(topic, batching_enabled=False)
             reader = await client.create_reader(

@@ -107,6 +107,25 @@ async def _authorize(
             raise RestError(UNAUTHORIZED, "This operation requires super-user access")
         return
     tenant = info.get("tenant", "")
+    if check is Check.TENANT_OPERATION:
+        # TenantsBase: super-user or tenant admin; every refusal (a missing tenant too) is
+        # one 401, as validateBothSuperUserAndTenantOperation swallows the 404.
+        assert rule.tenant_operation is not None
+        try:
+            # No tenant (the tenant list): only the super-user half can pass.
+            allowed = authz.is_super_user(role) or (
+                bool(tenant) and await authz.is_tenant_admin(tenant, role)
+            )
+        except TenantNotFound:
+            allowed = False
+        if not allowed:
+            op = rule.tenant_operation.name
+            raise RestError(
+                UNAUTHORIZED,
+                "Unauthorized to validateBothTenantOperationAndSuperUser for originalPrincipal"
+                f" [null] and clientAppId [{role}] about operation [{op}] ",
+            )
+        return
     if check is Check.TENANT_ADMIN:
         if not await authz.is_tenant_admin(tenant, role):
             raise RestError(
@@ -143,8 +162,6 @@ async def _authorize(
     except AuthorizationDenied as exc:
         raise RestError(UNAUTHORIZED, str(exc)) from None
     if not allowed:
-        if check is Check.LOOKUP:
-            raise RestError(UNAUTHORIZED, "Don't have permission to connect to this namespace")
         raise RestError(
             UNAUTHORIZED,
             f"Unauthorized to validateTopicOperation for operation "

@@ -92,6 +92,7 @@ class Client:
         client_version: str,
         reconnect_initial_delay: float = 0.1,
         reconnect_max_delay: float = 60.0,
+        authentication: c.AuthData | None = None,
     ) -> None:
         self.service_url = service_url.rstrip("/")
         # Discovery goes to the listed brokers in turn, as the C++ client's resolveHost does,
@@ -111,6 +112,7 @@ class Client:
             connection_timeout=connection_timeout,
             keep_alive_interval=keep_alive_interval,
             client_version=client_version,
+            authentication=authentication,
         )
         self._producer_ids = itertools.count()
         self._consumer_ids = itertools.count()
@@ -390,6 +392,7 @@ async def open_client(
     client_version: str = CLIENT_VERSION,
     reconnect_initial_delay: float = 0.1,
     reconnect_max_delay: float = 60.0,
+    authentication: c.AuthData | None = None,
 ) -> AsyncIterator[Client]:
     """Open a client for `service_url` (`pulsar://host:port`) and close it on exit.
 
@@ -403,6 +406,8 @@ async def open_client(
         client_version: sent in CONNECT.
         reconnect_initial_delay: first reconnection backoff (doubles per attempt).
         reconnect_max_delay: the backoff's ceiling.
+        authentication: the credential every CONNECT carries (``auth_method_name`` ``token``,
+            ``basic``...; ``auth_data`` its bytes); None: none.
 
     On a normal exit every handler is closed gracefully (flushes, CLOSE_*); when the body raises
     or is cancelled, everything is torn down at once.
@@ -419,6 +424,7 @@ async def open_client(
             client_version=client_version,
             reconnect_initial_delay=reconnect_initial_delay,
             reconnect_max_delay=reconnect_max_delay,
+            authentication=authentication,
         )
         try:
             yield client

@@ -172,18 +172,31 @@ class ClientConnection:
     # ---- handshake -----------------------------------------------------------------------------
 
     async def handshake(
-        self, deadline: float | None, *, client_version: str = CLIENT_VERSION
+        self,
+        deadline: float | None,
+        *,
+        client_version: str = CLIENT_VERSION,
+        authentication: c.AuthData | None = None,
     ) -> c.Connected:
         """Send CONNECT and wait for CONNECTED (spec §3.1).
 
+        Args:
+            deadline: when to give up (clock time), None for never.
+            client_version: sent in CONNECT.
+            authentication: the credential CONNECT carries (``auth_method_name`` and
+                ``auth_data``); None: method ``none``, no data.
+
         Raises:
+            BrokerError: the broker refused the CONNECT (ERROR, e.g. `AuthenticationError`).
             ConnectionBrokenError: the stream failed, ended or carried something else.
             OperationTimeoutError: no CONNECTED before `deadline`.
         """
         connect = c.Connect(
             client_version=client_version,
             protocol_version=PROTOCOL_VERSION,
-            auth_method_name="none",
+            auth_method_name=(authentication.auth_method_name if authentication else None)
+            or "none",
+            auth_data=authentication.auth_data if authentication else None,
             feature_flags=c.FeatureFlags(
                 supports_auth_refresh=True, supports_broker_entry_metadata=True
             ),
@@ -200,9 +213,14 @@ class ClientConnection:
                     raise ConnectionBrokenError(f"bad handshake from {self.url}: {exc}") from exc
                 if frame is CLOSED:
                     raise ConnectionBrokenError(f"{self.url} closed during the handshake")
-                if frame is not None:
-                    assert isinstance(frame.command, c.Connected)  # Connection enforces it
-                    return frame.command
+                if frame is None:
+                    continue
+                if isinstance(frame.command, c.Error):
+                    # A refused CONNECT (ServerCnx.authenticationFailed): its code, e.g. the
+                    # non-retriable AuthenticationError, not a broken connection to retry.
+                    raise BrokerError.for_code(frame.command.error, frame.command.message or "")
+                assert isinstance(frame.command, c.Connected)  # Connection enforces it
+                return frame.command
 
         try:
             connected = await with_deadline(self._clock, deadline, exchange, "CONNECT")

@@ -7,7 +7,7 @@ ends removes itself; the next request for its URL connects again.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from protocol.client._util import Future, with_deadline
@@ -15,6 +15,9 @@ from protocol.client.connection import ClientConnection
 from protocol.client.transport import Transport
 from protocol.clock import Clock
 from protocol.errors import ClientClosedError, ConnectionBrokenError
+
+if TYPE_CHECKING:
+    from protocol import commands as c
 
 __all__ = ["ConnectionPool", "Connector", "host_port", "service_urls"]
 
@@ -64,6 +67,7 @@ class ConnectionPool:
         connection_timeout: seconds to connect and finish the handshake.
         keep_alive_interval: seconds between PINGs (None disables them).
         client_version: sent in CONNECT.
+        authentication: the credential CONNECT carries (None: none).
     """
 
     def __init__(
@@ -75,8 +79,10 @@ class ConnectionPool:
         connection_timeout: float,
         keep_alive_interval: float | None,
         client_version: str,
+        authentication: c.AuthData | None = None,
     ) -> None:
         self._clock = clock
+        self._authentication = authentication
         self._connector = connector
         self._spawn = spawn
         self._connection_timeout = connection_timeout
@@ -129,7 +135,9 @@ class ConnectionPool:
             keep_alive_interval=self._keep_alive_interval,
             on_closed=self._forget,
         )
-        await cnx.handshake(deadline, client_version=self._client_version)
+        await cnx.handshake(
+            deadline, client_version=self._client_version, authentication=self._authentication
+        )
         self._connections[url] = cnx
         self._spawn(cnx.run)
         return cnx

@@ -93,7 +93,25 @@ async def test_valid_token_connects(broker: Broker) -> None:
     assert isinstance(reply, c.Connected)
 
 
-@pytest.mark.parametrize("token", [None, "garbage", create_token(bytes(32), "alice")])
+def _unsigned(claims: dict[str, object]) -> str:
+    # A JWT with "alg": "none" and no signature: jjwt refuses it, and so must the broker.
+    def part(value: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none'})}.{part(claims)}."
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        None,
+        "garbage",
+        create_token(bytes(32), "alice"),  # another key
+        create_token(SECRET, "alice", expires_at=1_600_000_000),  # before the FakeClock's epoch
+        _unsigned({"sub": "alice"}),
+    ],
+    ids=["no-token", "garbage", "wrong-key", "expired", "alg-none"],
+)
 async def test_bad_credentials_get_authentication_error_and_nothing_else(
     broker: Broker, token: str | None
 ) -> None:

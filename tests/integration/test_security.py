@@ -317,6 +317,13 @@ def test_rest_authorization_statuses(setup: Setup) -> None:
     alice = _bearer("alice")
     assert _rest(f"{admin}/admin/v2/tenants", headers=alice) == (
         401,
+        {
+            "reason": "Unauthorized to validateBothTenantOperationAndSuperUser for"
+            " originalPrincipal [null] and clientAppId [alice] about operation [LIST_TENANTS] "
+        },
+    )
+    assert _rest(f"{admin}/admin/v2/clusters/standalone", "DELETE", headers=alice) == (
+        401,
         {"reason": "This operation requires super-user access"},
     )
     assert _rest(f"{admin}/admin/v2/tenants/sec", headers=alice)[0] == 401

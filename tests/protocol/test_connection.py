@@ -154,9 +154,9 @@ def expected(role: Role, setup: Setup, direction: str, kind: type[c.Record]) -> 
         return State.HANDSHAKE if legal else None
     if setup is Setup.CONNECT_DONE:
         # Rule 1: ... the broker answers CONNECTED and nothing else; then both are OPEN. Or it
-        # refuses the CONNECT with ERROR and the connection is CLOSED.
+        # refuses the CONNECT with ERROR and the connection is CLOSED (on both sides).
         legal = kind is c.Connected and direction == ("receive" if role is Role.CLIENT else "send")
-        if role is Role.BROKER and direction == "send" and kind is c.Error:
+        if kind is c.Error and direction == ("receive" if role is Role.CLIENT else "send"):
             return State.CLOSED
         return State.OPEN if legal else None
     if setup is Setup.OPEN:
@@ -253,6 +253,20 @@ def test_connected_before_connect_is_refused_on_both_sides() -> None:
     client = Connection(Role.CLIENT)
     with pytest.raises(RemoteProtocolError, match="not allowed during the handshake"):
         _receive(client, c.Connected(server_version="s"))
+    assert client.state is State.CLOSED
+
+
+def test_a_refused_connect_reaches_the_client_as_its_error() -> None:
+    # ServerCnx.authenticationFailed: ERROR (request id -1) instead of CONNECTED, then close.
+    client = Connection(Role.CLIENT)
+    client.send(c.Connect(client_version="v", protocol_version=20))
+    refusal = c.Error(
+        request_id=(1 << 64) - 1,
+        error=ServerError.AuthenticationError,
+        message="Failed to authenticate",
+    )
+    frame = _receive(client, refusal)
+    assert frame.command == refusal
     assert client.state is State.CLOSED
 
 
