@@ -3,7 +3,8 @@
 - ``ns-isolation-policy set CLUSTER NAME --namespaces R,.. --primary R,.. [--secondary R,..]
   --auto-failover-policy-type min_available --auto-failover-policy-params
   min_limit=1,usage_threshold=100``; ``get CLUSTER NAME``, ``list CLUSTER``, ``delete CLUSTER
-  NAME`` (``pulsar-admin ns-isolation-policy``);
+  NAME``, ``brokers CLUSTER``, ``broker CLUSTER --broker HOST:PORT``
+  (``pulsar-admin ns-isolation-policy``);
 - ``namespaces set-anti-affinity-group NS --group G``, ``get-anti-affinity-group NS``,
   ``delete-anti-affinity-group NS``.
 """
@@ -43,7 +44,7 @@ def _policies_path(cluster: str) -> str:
 
 
 def isolation_policy_commands(sub: Any) -> None:
-    """Add ``set``, ``get``, ``list`` and ``delete`` to the ``ns-isolation-policy`` subparsers."""
+    """Add the ``ns-isolation-policy`` commands (``set``, ``get``, ``list``, ``delete``, ...)."""
     put = sub.add_parser("set", help="create or replace a namespace isolation policy")
     put.add_argument("cluster")
     put.add_argument("policy")
@@ -86,6 +87,15 @@ def isolation_policy_commands(sub: Any) -> None:
     lst = sub.add_parser("list", help="show every namespace isolation policy of a cluster")
     lst.add_argument("cluster")
     lst.set_defaults(run=lambda c, a: c.call("GET", _policies_path(a.cluster)))
+    brokers = sub.add_parser("brokers", help="every broker with the isolation policy on it")
+    brokers.add_argument("cluster")
+    brokers.set_defaults(run=lambda c, a: c.call("GET", f"{_policies_path(a.cluster)}/brokers"))
+    broker = sub.add_parser("broker", help="one broker with the isolation policy on it")
+    broker.add_argument("cluster")
+    broker.add_argument("--broker", required=True, help="the broker's name (host:port)")
+    broker.set_defaults(
+        run=lambda c, a: c.call("GET", f"{_policies_path(a.cluster)}/brokers/{_quote(a.broker)}")
+    )
 
 
 def anti_affinity_commands(sub: Any, path_of: Callable[[str], str]) -> None:

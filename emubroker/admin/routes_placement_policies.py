@@ -33,6 +33,8 @@ from emubroker.admin.http import (
     read_json,
     valid_name,
 )
+from emubroker.loadbalance.broker_registry import available_brokers
+from emubroker.loadbalance.isolation import re_matches
 from emubroker.naming import bundle_boundaries
 from emubroker.policies import BundlesData, bundles_data, to_json
 from emubroker.policies.isolation import (
@@ -83,6 +85,45 @@ async def get_isolation_policy(request: web.Request) -> web.Response:
             NOT_FOUND, f"Cannot find NamespaceIsolationPolicy {name} for cluster {cluster}"
         )
     return json_response(policy)
+
+
+def broker_isolation_data(
+    broker: str, policies: dict[str, NamespaceIsolationData]
+) -> dict[str, object]:
+    """Pulsar's ``BrokerNamespaceIsolationData`` of a broker (``internalGetBrokerNsIsolationData``).
+
+    The broker name as given (``host:port``) is matched against the primary and secondary
+    regexes, as Pulsar does here (placement matches the host alone). Every matching policy adds
+    its namespace regexes; the last one names the policy and says whether it is primary. The
+    JSON is Jackson's: ``primary`` (the getter ``isPrimary()``), ``policyName`` left out when
+    no policy matches.
+    """
+    data: dict[str, object] = {"brokerName": broker}
+    regexes: list[str] = []
+    primary = False
+    for name, stored in policies.items():
+        if re_matches(stored.primary, broker) or re_matches(stored.secondary, broker):
+            regexes += stored.namespaces or []
+            primary = re_matches(stored.primary, broker)
+            data["policyName"] = name
+    data["primary"] = primary
+    data["namespaceRegex"] = regexes
+    return data
+
+
+async def get_brokers_with_isolation_policies(request: web.Request) -> web.Response:
+    """``GET .../namespaceIsolationPolicies/brokers``: every available broker's view."""
+    cluster = await _cluster(request, PRECONDITION_FAILED)
+    brokers = await available_brokers(context(request).metadata)
+    policies = await _policies(request, cluster)
+    return json_response([broker_isolation_data(b, policies) for b in brokers])
+
+
+async def get_broker_with_isolation_policies(request: web.Request) -> web.Response:
+    """``GET .../namespaceIsolationPolicies/brokers/{broker}`` (any name, registered or not)."""
+    cluster = await _cluster(request, PRECONDITION_FAILED)
+    policies = await _policies(request, cluster)
+    return json_response(broker_isolation_data(request.match_info["broker"], policies))
 
 
 async def set_isolation_policy_route(request: web.Request) -> web.Response:
@@ -151,6 +192,9 @@ def add_routes(app: web.Application) -> None:
     router = app.router
     isolation = "/admin/v2/clusters/{cluster}/namespaceIsolationPolicies"
     router.add_get(isolation, get_isolation_policies)
+    # Before ``{policy}``: ``brokers`` is not a policy name here, as in Pulsar's resource.
+    router.add_get(f"{isolation}/brokers", get_brokers_with_isolation_policies)
+    router.add_get(f"{isolation}/brokers/{{broker}}", get_broker_with_isolation_policies)
     router.add_get(f"{isolation}/{{policy}}", get_isolation_policy)
     router.add_post(f"{isolation}/{{policy}}", set_isolation_policy_route)
     router.add_delete(f"{isolation}/{{policy}}", delete_isolation_policy_route)

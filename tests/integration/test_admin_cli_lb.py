@@ -1,0 +1,74 @@
+"""``emubroker admin`` load-manager commands against an in-process broker: the isolation
+policies' broker views, failure domains and topic lookup."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from emubroker.testing import RunningBroker, run_broker_in_thread
+from tests.integration.test_admin_cli_message_ttl import Cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[RunningBroker]:
+    with run_broker_in_thread() as running:
+        yield running
+
+
+@pytest.fixture
+def cli(broker: RunningBroker, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(broker, capsys)
+
+
+def broker_name(cli: Cli) -> str:
+    [name] = json.loads(cli.ok("brokers", "list", "standalone"))
+    return str(name)
+
+
+def test_isolation_policy_broker_views(cli: Cli) -> None:
+    me = broker_name(cli)
+    policy = f"views-{uuid.uuid4().hex[:6]}"
+    cli.ok(
+        "ns-isolation-policy",
+        "set",
+        "standalone",
+        policy,
+        "--namespaces",
+        "public/views.*",
+        "--primary",
+        re.escape(me),
+        "--auto-failover-policy-params",
+        "min_limit=1,usage_threshold=100",
+    )
+    try:
+        expected = {
+            "brokerName": me,
+            "policyName": policy,
+            "primary": True,
+            "namespaceRegex": ["public/views.*"],
+        }
+        assert json.loads(cli.ok("ns-isolation-policy", "brokers", "standalone")) == [expected]
+        shown = cli.ok("ns-isolation-policy", "broker", "standalone", "--broker", me)
+        assert json.loads(shown) == expected
+        code, _, err = cli("ns-isolation-policy", "broker", "nowhere", "--broker", me)
+        assert (code, err) == (
+            1,
+            "error: 412 Precondition Failed: Cluster nowhere does not exist.\n",
+        )
+    finally:
+        cli.ok("ns-isolation-policy", "delete", "standalone", policy)
+
+
+def test_topics_lookup_prints_the_broker_url(cli: Cli, broker: RunningBroker) -> None:
+    topic = f"persistent://public/default/lookup-{uuid.uuid4().hex[:6]}"
+    assert cli.ok("topics", "lookup", topic) == broker.service_url + "\n"
+    code, _, err = cli("topics", "lookup", "persistent://a/b/c/d/e")
+    assert code == 1
+    assert err.startswith("error: invalid topic name")
