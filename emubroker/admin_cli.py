@@ -24,7 +24,11 @@ import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
 from emubroker.admin_cli_bundles import split_bundle_command
-from emubroker.admin_cli_placement import anti_affinity_commands, isolation_policy_commands
+from emubroker.admin_cli_placement import (
+    anti_affinity_commands,
+    failure_domain_commands,
+    isolation_policy_commands,
+)
 from emubroker.admin_cli_security import (
     CliError,
     add_auth_options,
@@ -240,6 +244,7 @@ def _clusters(sub: Any) -> None:
     delete.set_defaults(
         run=lambda c, a: c.call("DELETE", f"/admin/v2/clusters/{_quote(a.cluster)}")
     )
+    failure_domain_commands(sub)
 
 
 def _tenant_info(client: AdminClient, args: argparse.Namespace) -> dict[str, Any]:

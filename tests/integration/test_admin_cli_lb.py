@@ -72,3 +72,32 @@ def test_topics_lookup_prints_the_broker_url(cli: Cli, broker: RunningBroker) ->
     code, _, err = cli("topics", "lookup", "persistent://a/b/c/d/e")
     assert code == 1
     assert err.startswith("error: invalid topic name")
+
+
+def test_failure_domain_commands(cli: Cli) -> None:
+    d1, d2 = f"d1-{uuid.uuid4().hex[:6]}", f"d2-{uuid.uuid4().hex[:6]}"
+    assert cli.ok("clusters", "create-failure-domain", "standalone", "--domain-name", d1,
+                  "--broker-list", "b1:8080,b2:8080") == ""  # fmt: skip
+    shown = cli.ok("clusters", "get-failure-domain", "standalone", "--domain-name", d1)
+    assert json.loads(shown) == {"brokers": ["b1:8080", "b2:8080"]}
+    code, _, err = cli("clusters", "create-failure-domain", "standalone", "--domain-name", d2,
+                       "--broker-list", "b2:8080")  # fmt: skip
+    assert (code, err) == (1, f"error: 409 Conflict: [b2:8080] already exists in {d1}\n")
+    cli.ok("clusters", "update-failure-domain", "standalone", "--domain-name", d1,
+           "--broker-list", "b1:8080")  # fmt: skip
+    cli.ok("clusters", "create-failure-domain", "standalone", "--domain-name", d2,
+           "--broker-list", "b2:8080")  # fmt: skip
+    listed = json.loads(cli.ok("clusters", "list-failure-domains", "standalone"))
+    assert {d1: {"brokers": ["b1:8080"]}, d2: {"brokers": ["b2:8080"]}}.items() <= listed.items()
+    for domain in (d1, d2):
+        assert (
+            cli.ok("clusters", "delete-failure-domain", "standalone", "--domain-name", domain) == ""
+        )
+    code, _, err = cli("clusters", "get-failure-domain", "standalone", "--domain-name", d1)
+    assert (code, err) == (
+        1,
+        f"error: 404 Not Found: Domain {d1} for cluster standalone does not exist\n",
+    )
+    with pytest.raises(SystemExit) as usage:
+        cli("clusters", "get-failure-domain", "standalone")  # no --domain-name
+    assert usage.value.code == 2
