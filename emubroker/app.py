@@ -50,6 +50,7 @@ from emubroker.loadbalance.assignment import LoadManagerSelector
 from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.lookup import BundleLookup
+from emubroker.loadbalance.placement_policies import PlacementPolicyCache
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.loadbalance.split_runtime import layout_from
 from emubroker.loadbalance.unloading import BundleUnloader
@@ -643,8 +644,13 @@ async def open_broker(
             broker_id=broker_id_of(config),
             service_url=f"http://{broker_id_of(config)}",
         )
+        placement_policies = PlacementPolicyCache(store, config.clusterName)
         placement = LoadManagerSelector(
-            store, clock, broker_id=broker_id_of(config), config=lambda: dynamic.config
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            config=lambda: dynamic.config,
+            policies=placement_policies.policies,
         )
         lookup = BundleLookup(
             store,
@@ -680,6 +686,7 @@ async def open_broker(
         if trace_sink is not None:
             await tg.start(trace_sink.run)
         await tg.start(namespaces.watch, store)
+        await tg.start(placement_policies.watch)
         await tg.start(dynamic.watch)
         # Elected before the ports serve, so that leaderBroker answers once the broker is ready.
         await tg.start(leader_election.run)
@@ -730,6 +737,7 @@ async def open_broker(
             layout=layout_from(lambda ns: ownership.boundaries(NamespaceName.parse(ns))),
             owned_bundles=ownership.owned_bundles,
             trace=load_trace,
+            policies=placement_policies.policies,
         )
         await tg.start(load_leader.run)
         # Placement uses the leader term's load data while this broker leads.
