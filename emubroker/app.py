@@ -102,7 +102,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
-    from emubroker.loadbalance.owner_calls import OwnerAdmin
+    from emubroker.loadbalance.owner_calls import OwnerAdmin, OwnerCalls
     from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
@@ -330,6 +330,7 @@ def _admin_context(
     load_reporter: LoadReporter,
     load_leader: LoadBalancerLeader,
     health: HealthChecker,
+    owner_calls: OwnerCalls,
     security: Security | None = None,
 ) -> AdminContext:
     config = dynamic.config
@@ -381,6 +382,7 @@ def _admin_context(
         leader_election=leader_election,
         lookup=lookup,
         unloader=unloader,
+        owner_calls=owner_calls,
         security=security,
         clock=clock,
         bundle_splitter=build_bundle_splitter(
@@ -763,6 +765,7 @@ async def open_broker(
                 connector=lambda host, port: broker.connect_in_memory(host, port),
                 clock=clock,
             ),
+            owner_calls=owner_calls,
             security=security,
         )
         broker = Broker(
