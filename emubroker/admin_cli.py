@@ -24,7 +24,11 @@ import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
 from emubroker.admin_cli_bundles import split_bundle_command
-from emubroker.admin_cli_placement import anti_affinity_commands, isolation_policy_commands
+from emubroker.admin_cli_placement import (
+    anti_affinity_commands,
+    failure_domain_commands,
+    isolation_policy_commands,
+)
 from emubroker.admin_cli_security import (
     CliError,
     add_auth_options,
@@ -240,6 +244,7 @@ def _clusters(sub: Any) -> None:
     delete.set_defaults(
         run=lambda c, a: c.call("DELETE", f"/admin/v2/clusters/{_quote(a.cluster)}")
     )
+    failure_domain_commands(sub)
 
 
 def _tenant_info(client: AdminClient, args: argparse.Namespace) -> dict[str, Any]:
@@ -426,6 +431,9 @@ def _topics(sub: Any) -> None:
     _topic_command(sub, "subscriptions", "list subscriptions", "GET", "/subscriptions")
     _topic_command(sub, "unload", "unload a topic", "PUT", "/unload")
     _topic_command(sub, "last-message-id", "the id of the last message", "GET", "/lastMessageId")
+    lookup = sub.add_parser("lookup", help="the service URL of the broker serving a topic")
+    lookup.add_argument("topic")
+    lookup.set_defaults(run=_lookup)
     _message_commands(sub)
     for verb, suffix in (("delete", ""), ("delete-partitioned-topic", "/partitions")):
         cmd = sub.add_parser(verb, help=f"{verb.replace('-', ' ')}")
@@ -513,6 +521,19 @@ def _show(message: tuple[dict[str, str], bytes]) -> str:
     except UnicodeDecodeError:
         body = payload.hex(" ")
     return "\n".join([*lines, "", body])
+
+
+def _lookup(client: AdminClient, args: argparse.Namespace) -> str:
+    # pulsar-admin's lookups().lookupTopic: the HTTP lookup's brokerUrl, or its brokerUrlTls
+    # when the admin URL is https and the broker has one.
+    path = topic_admin_path(args.topic).replace("/admin/v2/", "/lookup/v2/topic/", 1)
+    data = client.call("GET", path)
+    if not isinstance(data, dict) or "brokerUrl" not in data:
+        raise AdminError(f"unexpected lookup answer: {data!r}")
+    tls = str(data.get("brokerUrlTls") or "")
+    if client.base_url.startswith("https://") and tls.strip():
+        return tls
+    return str(data["brokerUrl"])
 
 
 def _list_topics(client: AdminClient, args: argparse.Namespace) -> Any:

@@ -3,9 +3,13 @@
 - ``ns-isolation-policy set CLUSTER NAME --namespaces R,.. --primary R,.. [--secondary R,..]
   --auto-failover-policy-type min_available --auto-failover-policy-params
   min_limit=1,usage_threshold=100``; ``get CLUSTER NAME``, ``list CLUSTER``, ``delete CLUSTER
-  NAME`` (``pulsar-admin ns-isolation-policy``);
+  NAME``, ``brokers CLUSTER``, ``broker CLUSTER --broker HOST:PORT``
+  (``pulsar-admin ns-isolation-policy``);
 - ``namespaces set-anti-affinity-group NS --group G``, ``get-anti-affinity-group NS``,
-  ``delete-anti-affinity-group NS``.
+  ``delete-anti-affinity-group NS``;
+- ``clusters create-failure-domain|update-failure-domain CLUSTER --domain-name D
+  [--broker-list B1,B2]``, ``get-failure-domain CLUSTER --domain-name D``,
+  ``list-failure-domains CLUSTER``, ``delete-failure-domain CLUSTER --domain-name D``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["anti_affinity_commands", "isolation_policy_commands"]
+__all__ = ["anti_affinity_commands", "failure_domain_commands", "isolation_policy_commands"]
 
 
 def _quote(part: str) -> str:
@@ -43,7 +47,7 @@ def _policies_path(cluster: str) -> str:
 
 
 def isolation_policy_commands(sub: Any) -> None:
-    """Add ``set``, ``get``, ``list`` and ``delete`` to the ``ns-isolation-policy`` subparsers."""
+    """Add the ``ns-isolation-policy`` commands (``set``, ``get``, ``list``, ``delete``, ...)."""
     put = sub.add_parser("set", help="create or replace a namespace isolation policy")
     put.add_argument("cluster")
     put.add_argument("policy")
@@ -86,6 +90,15 @@ def isolation_policy_commands(sub: Any) -> None:
     lst = sub.add_parser("list", help="show every namespace isolation policy of a cluster")
     lst.add_argument("cluster")
     lst.set_defaults(run=lambda c, a: c.call("GET", _policies_path(a.cluster)))
+    brokers = sub.add_parser("brokers", help="every broker with the isolation policy on it")
+    brokers.add_argument("cluster")
+    brokers.set_defaults(run=lambda c, a: c.call("GET", f"{_policies_path(a.cluster)}/brokers"))
+    broker = sub.add_parser("broker", help="one broker with the isolation policy on it")
+    broker.add_argument("cluster")
+    broker.add_argument("--broker", required=True, help="the broker's name (host:port)")
+    broker.set_defaults(
+        run=lambda c, a: c.call("GET", f"{_policies_path(a.cluster)}/brokers/{_quote(a.broker)}")
+    )
 
 
 def anti_affinity_commands(sub: Any, path_of: Callable[[str], str]) -> None:
@@ -111,3 +124,40 @@ def anti_affinity_commands(sub: Any, path_of: Callable[[str], str]) -> None:
         cmd.set_defaults(
             run=lambda c, a, m=method: c.call(m, f"{path_of(a.namespace)}/antiAffinity")
         )
+
+
+def _domain_path(cluster: str, domain: str | None = None) -> str:
+    path = f"/admin/v2/clusters/{_quote(cluster)}/failureDomains"
+    return path if domain is None else f"{path}/{_quote(domain)}"
+
+
+def failure_domain_commands(sub: Any) -> None:
+    """Add the failure domain commands to the ``clusters`` subparsers."""
+    for verb, help_text in (
+        ("create-failure-domain", "create a failure domain of a cluster"),
+        ("update-failure-domain", "replace a failure domain's brokers (created if missing)"),
+    ):
+        put = sub.add_parser(verb, help=help_text)
+        put.add_argument("cluster")
+        put.add_argument("--domain-name", required=True)
+        put.add_argument("--broker-list", type=_csv, help="brokers (host:port), comma-separated")
+        put.set_defaults(
+            run=lambda c, a: c.call(
+                "POST",
+                _domain_path(a.cluster, a.domain_name),
+                {"brokers": a.broker_list} if a.broker_list else {},
+            )
+        )
+    for verb, method, help_text in (
+        ("get-failure-domain", "GET", "show a failure domain's brokers"),
+        ("delete-failure-domain", "DELETE", "delete a failure domain"),
+    ):
+        cmd = sub.add_parser(verb, help=help_text)
+        cmd.add_argument("cluster")
+        cmd.add_argument("--domain-name", required=True)
+        cmd.set_defaults(
+            run=lambda c, a, m=method: c.call(m, _domain_path(a.cluster, a.domain_name))
+        )
+    lst = sub.add_parser("list-failure-domains", help="show every failure domain of a cluster")
+    lst.add_argument("cluster")
+    lst.set_defaults(run=lambda c, a: c.call("GET", _domain_path(a.cluster)))

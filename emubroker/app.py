@@ -51,6 +51,7 @@ from emubroker.loadbalance.assignment import LoadManagerSelector
 from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.lookup import BundleLookup
+from emubroker.loadbalance.placement_policies import PlacementPolicyCache
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.loadbalance.split_runtime import layout_from
 from emubroker.loadbalance.unloading import BundleUnloader
@@ -102,7 +103,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
-    from emubroker.loadbalance.owner_calls import OwnerAdmin
+    from emubroker.loadbalance.owner_calls import OwnerAdmin, OwnerCalls
     from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
@@ -331,6 +332,7 @@ def _admin_context(
     load_reporter: LoadReporter,
     load_leader: LoadBalancerLeader,
     health: HealthChecker,
+    owner_calls: OwnerCalls,
     security: Security | None = None,
 ) -> AdminContext:
     config = dynamic.config
@@ -382,6 +384,7 @@ def _admin_context(
         leader_election=leader_election,
         lookup=lookup,
         unloader=unloader,
+        owner_calls=owner_calls,
         security=security,
         clock=clock,
         bundle_splitter=build_bundle_splitter(
@@ -645,8 +648,13 @@ async def open_broker(
             broker_id=broker_id_of(config),
             service_url=f"http://{broker_id_of(config)}",
         )
+        placement_policies = PlacementPolicyCache(store, config.clusterName)
         placement = LoadManagerSelector(
-            store, clock, broker_id=broker_id_of(config), config=lambda: dynamic.config
+            store,
+            clock,
+            broker_id=broker_id_of(config),
+            config=lambda: dynamic.config,
+            policies=placement_policies.policies,
         )
         lookup = BundleLookup(
             store,
@@ -682,6 +690,7 @@ async def open_broker(
         if trace_sink is not None:
             await tg.start(trace_sink.run)
         await tg.start(namespaces.watch, store)
+        await tg.start(placement_policies.watch)
         await tg.start(dynamic.watch)
         # Elected before the ports serve, so that leaderBroker answers once the broker is ready.
         await tg.start(leader_election.run)
@@ -732,6 +741,7 @@ async def open_broker(
             layout=layout_from(lambda ns: ownership.boundaries(NamespaceName.parse(ns))),
             owned_bundles=ownership.owned_bundles,
             trace=load_trace,
+            policies=placement_policies.policies,
         )
         await tg.start(load_leader.run)
         # Placement uses the leader term's load data while this broker leads.
@@ -761,6 +771,7 @@ async def open_broker(
                     dynamic.config.brokerClientAuthenticationParameters,
                 ),
             ),
+            owner_calls=owner_calls,
             security=security,
         )
         broker = Broker(

@@ -25,6 +25,7 @@ from emubroker.admin import (
     routes_bundles,
     routes_clusters,
     routes_dispatch_rate,
+    routes_failure_domains,
     routes_limits,
     routes_lookup,
     routes_messages,
@@ -81,6 +82,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
     routes_placement_policies.add_routes(app)
+    routes_failure_domains.add_routes(app)
     routes_unload.add_routes(app)
     routes_bundles.add_routes(app)
     routes_permissions.add_routes(app)

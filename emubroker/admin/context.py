@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.bundle_split import BundleSplitter
     from emubroker.loadbalance.leader_election import LeaderElectionService
     from emubroker.loadbalance.lookup import BundleLookup
+    from emubroker.loadbalance.owner_calls import OwnerCalls
     from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.loadbalance.unloading import BundleUnloader
     from emubroker.metadata import MetadataStore
@@ -58,6 +59,8 @@ class AdminContext:
             topic is served here.
         unloader: Unloads this broker's bundles (the unload endpoints).
         bundle_splitter: Splits bundles this broker owns (``.../{bundle}/split``).
+        owner_calls: Unloads a bundle wherever it is owned (this broker, or its owner through
+            the broker's own admin client, as Pulsar's ``pulsar().getAdminClient()``).
     """
 
     cluster: str
@@ -82,6 +85,7 @@ class AdminContext:
     lookup: BundleLookup | None = None
     unloader: BundleUnloader | None = None
     bundle_splitter: BundleSplitter | None = None
+    owner_calls: OwnerCalls | None = None
 
 
 CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from emubroker.naming import NamespaceBundle
     from protocol.clock import Clock
 
-__all__ = ["HttpOwnerAdmin", "build_owner_calls"]
+__all__ = ["CONNECT_TIMEOUT", "HttpOwnerAdmin", "broker_client_headers", "build_owner_calls"]
 
 CONNECT_TIMEOUT = 10.0
 """Seconds to open a connection to the owner (a dead owner fails here)."""
@@ -60,12 +60,7 @@ class HttpOwnerAdmin:
         await self._put(owner, bundle, "split", query)
 
     def _headers(self) -> dict[str, str]:
-        conf = self._config()
-        header = authorization_header(
-            plugin_kind(conf.brokerClientAuthenticationPlugin),
-            conf.brokerClientAuthenticationParameters,
-        )
-        return {} if header is None else {"Authorization": header}
+        return broker_client_headers(self._config())
 
     async def _put(
         self, owner: BrokerInfo, bundle: NamespaceBundle, action: str, query: dict[str, str]
@@ -87,6 +82,15 @@ class HttpOwnerAdmin:
                     raise OwnerCallError(f"{url} answered {reply.status}: {text}")
         except aiohttp.ClientError as exc:
             raise OwnerCallError(f"{url}: {exc}") from exc
+
+
+def broker_client_headers(conf: BrokerConfig) -> dict[str, str]:
+    """The ``Authorization`` of this broker's own admin client (``brokerClientAuthentication*``)."""
+    header = authorization_header(
+        plugin_kind(conf.brokerClientAuthenticationPlugin),
+        conf.brokerClientAuthenticationParameters,
+    )
+    return {} if header is None else {"Authorization": header}
 
 
 def build_owner_calls(

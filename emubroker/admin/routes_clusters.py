@@ -18,6 +18,7 @@ from emubroker.admin.errors import (
 )
 from emubroker.admin.http import context, json_response, no_content, read_json, valid_name
 from emubroker.policies import ClusterData
+from emubroker.policies.failure_domains import delete_failure_domains
 from emubroker.policies.isolation import delete_isolation_policies
 
 __all__ = ["add_routes"]
@@ -83,6 +84,7 @@ async def delete_cluster(request: web.Request) -> web.Response:
         if found is not None and name in found.replication_clusters:
             raise RestError(PRECONDITION_FAILED, "Cluster not empty")
     await delete_isolation_policies(ctx.metadata, name)
+    await delete_failure_domains(ctx.metadata, name)
     await policies.delete_cluster(name)
     return no_content()
 

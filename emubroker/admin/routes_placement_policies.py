@@ -12,14 +12,18 @@
   (Pulsar labels the bare string JSON), or 204 without a group (Pulsar's null). Stored in the
   namespace's local policies; an unknown namespace is 404 "Namespace does not exist".
 
-Departure: setting an isolation policy does not unload the namespaces it matches (Pulsar's
-``unload_scope``); the next placement of their bundles honours it, and an admin unload moves
-bundles already owned.
+Setting a policy unloads the cluster's namespaces it may move, as Pulsar's
+``filterAndUnloadMatchedNamespaceAsync`` (``policies.isolation.namespaces_to_unload``): by the
+policy's ``unload_scope``, ``changed`` by default (the namespaces matched by an added or removed
+regex, every matching one when the primaries changed), ``all_matching`` or ``none``. Every owned
+bundle of those namespaces is unloaded wherever it is owned (``routes_unload``), so that their
+next lookup is placed under the new policy; the call answers 204 once they are. Deleting a
+policy unloads nothing (Pulsar's neither).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
 
 from aiohttp import web
 
@@ -33,22 +37,26 @@ from emubroker.admin.http import (
     read_json,
     valid_name,
 )
-from emubroker.naming import bundle_boundaries
+from emubroker.admin.routes_unload import unload_namespace_bundles
+from emubroker.loadbalance.broker_registry import available_brokers
+from emubroker.loadbalance.isolation import re_matches
+from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.policies import BundlesData, bundles_data, to_json
 from emubroker.policies.isolation import (
+    UNLOAD_SCOPES,
     InvalidIsolationDataError,
     NamespaceIsolationData,
     delete_isolation_policy,
+    namespaces_to_unload,
     read_anti_affinity_group,
     read_isolation_policies,
     set_anti_affinity_group,
     set_isolation_policy,
 )
 
-if TYPE_CHECKING:
-    from emubroker.naming import NamespaceName
+__all__ = ["add_routes", "broker_isolation_data"]
 
-__all__ = ["add_routes"]
+log = logging.getLogger(__name__)
 
 
 async def _cluster(request: web.Request, missing_status: int) -> str:
@@ -85,19 +93,71 @@ async def get_isolation_policy(request: web.Request) -> web.Response:
     return json_response(policy)
 
 
+def broker_isolation_data(
+    broker: str, policies: dict[str, NamespaceIsolationData]
+) -> dict[str, object]:
+    """Pulsar's ``BrokerNamespaceIsolationData`` of a broker (``internalGetBrokerNsIsolationData``).
+
+    The broker name as given (``host:port``) is matched against the primary and secondary
+    regexes, as Pulsar does here (placement matches the host alone). Every matching policy adds
+    its namespace regexes; the last one names the policy and says whether it is primary. The
+    JSON is Jackson's: ``primary`` (the getter ``isPrimary()``), ``policyName`` left out when
+    no policy matches.
+    """
+    data: dict[str, object] = {"brokerName": broker}
+    regexes: list[str] = []
+    primary = False
+    for name, stored in policies.items():
+        if re_matches(stored.primary, broker) or re_matches(stored.secondary, broker):
+            regexes += stored.namespaces or []
+            primary = re_matches(stored.primary, broker)
+            data["policyName"] = name
+    data["primary"] = primary
+    data["namespaceRegex"] = regexes
+    return data
+
+
+async def get_brokers_with_isolation_policies(request: web.Request) -> web.Response:
+    """``GET .../namespaceIsolationPolicies/brokers``: every available broker's view."""
+    cluster = await _cluster(request, PRECONDITION_FAILED)
+    brokers = await available_brokers(context(request).metadata)
+    policies = await _policies(request, cluster)
+    return json_response([broker_isolation_data(b, policies) for b in brokers])
+
+
+async def get_broker_with_isolation_policies(request: web.Request) -> web.Response:
+    """``GET .../namespaceIsolationPolicies/brokers/{broker}`` (any name, registered or not)."""
+    cluster = await _cluster(request, PRECONDITION_FAILED)
+    policies = await _policies(request, cluster)
+    return json_response(broker_isolation_data(request.match_info["broker"], policies))
+
+
 async def set_isolation_policy_route(request: web.Request) -> web.Response:
     """``POST .../namespaceIsolationPolicies/{policyName}``: create or replace it."""
     cluster = await _cluster(request, PRECONDITION_FAILED)
     name = request.match_info["policy"]
     data = await read_json(request, NamespaceIsolationData, what="policy data")
+    if data.unload_scope not in UNLOAD_SCOPES:
+        data.unload_scope = None  # Jackson's READ_UNKNOWN_ENUM_VALUES_AS_NULL
+    ctx = context(request)
     try:
-        await set_isolation_policy(context(request).metadata, cluster, name, data)
+        old = await set_isolation_policy(ctx.metadata, cluster, name, data)
     except InvalidIsolationDataError as exc:
         raise RestError(
             BAD_REQUEST,
             f"Invalid format of input policy data. policy: {name}; "
             f"data: {to_json(data).decode()} ({exc})",
         ) from None
+    # Pulsar's filterAndUnloadMatchedNamespaceAsync: the namespaces of this cluster the change
+    # may move are unloaded, so that their next placement honours the policy.
+    in_cluster: list[str] = []
+    for known in ctx.namespaces.namespaces():
+        found = ctx.namespaces.policies(known)
+        if found is not None and cluster in found.replication_clusters:
+            in_cluster.append(str(known))
+    for namespace in namespaces_to_unload(sorted(in_cluster), data, old):
+        log.info("isolation policy %s of %s: unloading namespace %s", name, cluster, namespace)
+        await unload_namespace_bundles(ctx, NamespaceName.parse(namespace))
     return no_content()
 
 
@@ -151,6 +211,9 @@ def add_routes(app: web.Application) -> None:
     router = app.router
     isolation = "/admin/v2/clusters/{cluster}/namespaceIsolationPolicies"
     router.add_get(isolation, get_isolation_policies)
+    # Before ``{policy}``: ``brokers`` is not a policy name here, as in Pulsar's resource.
+    router.add_get(f"{isolation}/brokers", get_brokers_with_isolation_policies)
+    router.add_get(f"{isolation}/brokers/{{broker}}", get_broker_with_isolation_policies)
     router.add_get(f"{isolation}/{{policy}}", get_isolation_policy)
     router.add_post(f"{isolation}/{{policy}}", set_isolation_policy_route)
     router.add_delete(f"{isolation}/{{policy}}", delete_isolation_policy_route)

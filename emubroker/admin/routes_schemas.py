@@ -4,10 +4,11 @@ A thin layer over ``emubroker.schemas`` (Pulsar's ``SchemasResource``): ``GET ..
 answers ``GetSchemaResponse`` ``{"version", "type", "timestamp", "data", "properties"}`` (404
 "Schema not found"; the C++ client's HTTP lookup turns that into "no schema", spec §13), ``GET
 .../schemas`` every live version, ``POST .../schema`` with ``PostSchemaPayload`` ``{"type",
-"schema", "properties"}`` registers under the namespace's strategy (409 with the reason when
-incompatible) and answers ``{"version": {"version": n}}``, ``DELETE .../schema[?force=true]``
-answers ``{"version": n}``. Schema ids are per partitioned topic and domain-less, so partitions
-share their topic's schema.
+"schema", "properties"}`` registers under the namespace's strategy (422 "Invalid schema
+definition data for AVRO schema" when the definition does not parse, ``schemas.validation``;
+409 with the reason when incompatible) and answers ``{"version": {"version": n}}``,
+``DELETE .../schema[?force=true]`` answers ``{"version": n}``. Schema ids are per partitioned
+topic and domain-less, so partitions share their topic's schema.
 """
 
 from __future__ import annotations
@@ -17,11 +18,19 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiohttp import web
 
-from emubroker.admin.errors import BAD_REQUEST, CONFLICT, NOT_FOUND, UNAVAILABLE, RestError
+from emubroker.admin.errors import (
+    BAD_REQUEST,
+    CONFLICT,
+    NOT_FOUND,
+    UNAVAILABLE,
+    UNPROCESSABLE,
+    RestError,
+)
 from emubroker.admin.http import context, json_response, path_int, query_bool, read_json, topic_of
 from emubroker.naming import TopicDomain
 from emubroker.schemas.compat import schema_type_from_name, schema_type_name
 from emubroker.schemas.registry import schema_id, version_from_wire
+from emubroker.schemas.validation import InvalidSchemaDataError
 from protocol import commands as c
 from protocol.commands import SchemaType
 from protocol.errors import IncompatibleSchemaError
@@ -99,6 +108,8 @@ async def post_schema(request: web.Request) -> web.Response:
     )
     try:
         version = version_from_wire(await service.get_or_create(name, schema))
+    except InvalidSchemaDataError as exc:
+        raise RestError(UNPROCESSABLE, exc.message) from None
     except IncompatibleSchemaError as exc:
         raise RestError(CONFLICT, exc.message) from None
     return json_response({"version": {"version": version}})

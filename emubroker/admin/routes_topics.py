@@ -16,7 +16,8 @@ a partitioned topic (or the reverse) 409 naming the right call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+import logging
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 from aiohttp import web
@@ -39,6 +40,7 @@ from emubroker.admin.http import (
     read_json,
     topic_of,
 )
+from emubroker.admin.partition_fanout import call_broker, partition_owner, topic_path
 from emubroker.naming import TopicDomain
 from emubroker.topics.compaction import CompactionInProgressError
 from emubroker.topics.namespace_limits import TooManyTopicsError
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from emubroker.topics import TopicHandle
 
 __all__ = ["BASE", "TOPIC", "add_routes", "load_topic", "targets"]
+
+log = logging.getLogger(__name__)
 
 BASE: Final = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}"
 TOPIC: Final = BASE + "/{topic}"
@@ -243,16 +247,41 @@ async def stats(request: web.Request) -> web.Response:
 
 
 async def partitioned_stats(request: web.Request) -> web.Response:
-    """``GET TOPIC/partitioned-stats[?perPartition=false]``: summed, with per-partition stats."""
+    """``GET TOPIC/partitioned-stats[?perPartition=false]``: summed over every partition.
+
+    Each partition is read at its owner (``partition_fanout``); one that cannot be read is
+    left out, as Pulsar does.
+    """
     name = topic_of(request)
     ctx = context(request)
     check_namespace(ctx, name.namespace)
-    if not ctx.topics.partitions_of(name):
+    count = ctx.topics.partitions_of(name)
+    if not count:
         raise RestError(NOT_FOUND, f"Partitioned Topic {name} not found")
-    partitions = {str(p): await load_topic(ctx, p) for p in targets(ctx, name)}
+    local: dict[str, TopicHandle] = {}
+    remote: dict[str, dict[str, Any]] = {}
+    for partition in targets(ctx, name):
+        try:
+            owner = await partition_owner(ctx, partition)
+            if owner is None:
+                local[str(partition)] = await load_topic(ctx, partition)
+                continue
+            status, body = await call_broker(ctx, owner, "GET", topic_path(partition, "/stats"))
+        except RestError as exc:
+            status, body = exc.status, exc.reason
+        if status == 200 and isinstance(body, dict):
+            remote[str(partition)] = body
+        else:
+            log.warning(
+                "partitioned-stats of %s: %s left out (%s %s)", name, partition, status, body
+            )
     ctx.stats.refresh()
+    docs = {p: ctx.stats.stats(topic) for p, topic in local.items()} | remote
+    ordered = {str(p): docs[str(p)] for p in targets(ctx, name) if str(p) in docs}
     per_partition = query_bool(request, "perPartition", default=True)
-    return json_response(ctx.stats.partitioned_stats(partitions, per_partition=per_partition))
+    return json_response(
+        ctx.stats.partitioned_stats(ordered, partitions=count, per_partition=per_partition)
+    )
 
 
 async def internal_stats(request: web.Request) -> web.Response:
@@ -263,13 +292,27 @@ async def internal_stats(request: web.Request) -> web.Response:
 
 
 async def unload(request: web.Request) -> web.Response:
-    """``PUT TOPIC/unload``: close clients with CLOSE_*, drop the topic object (spec §9)."""
+    """``PUT TOPIC/unload``: close clients with CLOSE_*, drop the topic object (spec §9).
+
+    On a partitioned topic's name, every partition is unloaded at its owner
+    (``partition_fanout``); the first failure is the answer.
+    """
     name = topic_of(request)
     ctx = context(request)
     check_namespace(ctx, name.namespace)
     if not ctx.topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
-    await ctx.topics.unload(name)
+    if not ctx.topics.partitions_of(name):
+        await ctx.topics.unload(name)
+        return no_content()
+    for partition in targets(ctx, name):
+        owner = await partition_owner(ctx, partition)
+        if owner is None:
+            await ctx.topics.unload(partition)
+            continue
+        status, reason = await call_broker(ctx, owner, "PUT", topic_path(partition, "/unload"))
+        if status >= 300:
+            raise RestError(status, str(reason))
     return no_content()
 
 

@@ -14,8 +14,9 @@
    204 once its topics are closed and its ownership released. Owned by another broker: 307 to it.
 
 ``PUT /admin/v2/namespaces/{tenant}/{namespace}/unload`` unloads every owned bundle of the
-namespace: those owned here directly, the others through their owner's endpoint above (as
-Pulsar's broker calls itself through its admin client).
+namespace: those owned here directly, the others through their owner's endpoint above with
+``authoritative=true`` and the broker client's credentials (``OwnerCalls``, as Pulsar's broker
+calls itself through its admin client).
 
 The topic form, ``PUT /admin/v2/{domain}/{tenant}/{namespace}/{topic}/unload``, is in
 ``routes_topics`` (sent to the owner by ``topic_owner``).
@@ -27,13 +28,13 @@ import itertools
 import logging
 from typing import TYPE_CHECKING
 
-import aiohttp
 from aiohttp import web
 
 from emubroker.admin.errors import INTERNAL, NOT_FOUND, PRECONDITION_FAILED, RestError
 from emubroker.admin.http import context, namespace_of, no_content, query_bool
 from emubroker.admin.topic_owner import redirect_to_broker
 from emubroker.loadbalance.broker_registry import available_brokers, read_report
+from emubroker.loadbalance.owner_calls import OwnerCallError
 from emubroker.loadbalance.ownership import BrokerInfo
 from emubroker.naming import BundleRange, InvalidNameError, NamespaceBundle
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from emubroker.admin.context import AdminContext
     from emubroker.naming import NamespaceName
 
-__all__ = ["add_routes", "namespace_bundle", "namespace_bundles"]
+__all__ = ["add_routes", "namespace_bundle", "namespace_bundles", "unload_namespace_bundles"]
 
 log = logging.getLogger(__name__)
 
@@ -126,27 +127,28 @@ async def _to_leader(request: web.Request, ctx: AdminContext) -> web.HTTPTempora
     return redirect_to_broker(request, broker, authoritative=False)
 
 
+async def unload_namespace_bundles(ctx: AdminContext, namespace: NamespaceName) -> None:
+    """Unload every owned bundle of ``namespace``, wherever it is owned.
+
+    Those owned here directly, the others at their owner through the broker's own admin calls
+    (``OwnerCalls``, with the broker client's credentials, as Pulsar's broker calls itself
+    through ``pulsar().getAdminClient()``).
+
+    Raises:
+        RestError: 404 for an unknown namespace, 500 when an owner could not unload a bundle.
+    """
+    for bundle in await namespace_bundles(ctx, namespace):
+        if ctx.owner_calls is None:
+            raise RestError(INTERNAL, "this broker cannot reach the owners of bundles")
+        try:
+            await ctx.owner_calls.unload(str(bundle))
+        except OwnerCallError as exc:
+            raise RestError(INTERNAL, f"Failed to unload bundle {bundle}: {exc}") from None
+
+
 async def unload_namespace(request: web.Request) -> web.Response:
     """``PUT /admin/v2/namespaces/{tenant}/{namespace}/unload``: every owned bundle."""
-    ctx = context(request)
-    namespace = namespace_of(request)
-    headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
-    for bundle in await namespace_bundles(ctx, namespace):
-        owner = await ctx.ownership.get_owner(bundle)
-        if owner is None:
-            continue
-        if owner.broker == ctx.ownership.me:
-            if ctx.unloader is not None:
-                await ctx.unloader.unload(bundle)
-            continue
-        url = (
-            f"{owner.broker.http_url}/admin/v2/namespaces/{namespace}/{bundle.bundle_range}/unload"
-        )
-        async with aiohttp.ClientSession() as session, session.put(url, headers=headers) as reply:
-            if reply.status >= 300:
-                raise RestError(
-                    reply.status, f"Failed to unload bundle {bundle}: {await reply.text()}"
-                )
+    await unload_namespace_bundles(context(request), namespace_of(request))
     return no_content()
 
 

@@ -13,8 +13,9 @@ route that acts on one topic (a non-partitioned topic or a partition):
 4. No broker available: 412 ``Failed to find ownership for topic:<topic>``; the bundle is being
    unloaded: 412 ``Can't find owner for topic <topic>``.
 
-Calls on a partitioned topic's own name (its metadata, ``partitioned-stats``), on a namespace's
-topic list and on schemas are answered by any broker: they read the shared metadata store.
+Calls on a partitioned topic's own name (its metadata, ``partitioned-stats``, ``unload``), on a
+namespace's topic list and on schemas are answered by any broker: they read the shared metadata
+store, or reach each partition at its owner (``partition_fanout``).
 """
 
 from __future__ import annotations

@@ -156,12 +156,17 @@ class TopicStatsView:
         return doc
 
     def partitioned_stats(
-        self, partitions: dict[str, TopicHandle], *, per_partition: bool
+        self, docs: dict[str, dict[str, Any]], *, partitions: int, per_partition: bool
     ) -> dict[str, Any]:
-        """``GET .../partitioned-stats``: the partitions' stats summed, with ``metadata``."""
-        docs = {name: self.stats(topic) for name, topic in partitions.items()}
+        """``GET .../partitioned-stats``: the partitions' stats summed, with ``metadata``.
+
+        Args:
+            docs: Partition name -> its ``TopicStats`` (read here or at its owner).
+            partitions: The topic's partition count (``metadata``), even if some are missing.
+            per_partition: Keep each partition's stats under ``partitions``.
+        """
         merged = merge_partitions(list(docs.values()))
-        merged["metadata"] = {"partitions": len(partitions), "deleted": False}
+        merged["metadata"] = {"partitions": partitions, "deleted": False}
         merged["partitions"] = docs if per_partition else {}
         return merged
 

@@ -24,8 +24,9 @@ The leader answers a lookup for a bundle nobody owns by naming a broker (spec §
      (:func:`~emubroker.loadbalance.extensible_placement.select_extensible_broker`); no
      preallocation (Pulsar's state channel holds an assigning bundle instead).
 
-   The namespace isolation policies and anti-affinity groups are read from the metadata store
-   at each choice (:mod:`~emubroker.loadbalance.placement_policies`).
+   The namespace isolation policies, anti-affinity groups and failure domains come from the
+   broker's :class:`~emubroker.loadbalance.placement_policies.PlacementPolicyCache` (read once,
+   kept current by a metadata watch): a choice reads no policy from the store.
 
 Which load data: while this broker leads, its leader term's. A term that has not read the
 reports yet (just elected) reads them first, so a new leader answers with what Pulsar's would
@@ -59,7 +60,6 @@ from emubroker.loadbalance.extensible_placement import (
 )
 from emubroker.loadbalance.isolation import namespace_of
 from emubroker.loadbalance.placement import LeastLongTermMessageRate
-from emubroker.loadbalance.placement_policies import read_placement_policies
 from emubroker.loadbalance.strategies import simple_name
 from emubroker.loadbalance.trace import placement_record
 
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.config import BrokerConfig
+    from emubroker.loadbalance.isolation import PlacementPolicies
     from emubroker.loadbalance.shedding_runtime import TraceSink
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
@@ -119,6 +120,7 @@ class LoadManagerSelector:
         clock: Times the trace rows.
         broker_id: This broker's id (the trace rows' writer).
         config: The live configuration.
+        policies: The current placement policies (``PlacementPolicyCache.policies``).
         seed: Seed of the extensible strategy's randomness.
     """
 
@@ -129,9 +131,11 @@ class LoadManagerSelector:
         *,
         broker_id: str,
         config: Callable[[], BrokerConfig],
+        policies: Callable[[], PlacementPolicies],
         seed: int = 0,
     ) -> None:
         self._store = store
+        self._policies = policies
         self._clock = clock
         self._broker_id = broker_id
         self._config = config
@@ -177,10 +181,7 @@ class LoadManagerSelector:
             await aggregation.refresh()
         manager = aggregation.manager
         manager.conf = conf
-        known = {ns for spaces in manager.ranges.broker_to_namespaces().values() for ns in spaces}
-        manager.policies = await read_placement_policies(
-            self._store, conf.clusterName, namespace_of(name), known
-        )
+        manager.policies = self._policies()
         # Pulsar reads the registry at each choice: a broker gone since the last report update
         # is no candidate; one not reported yet has no load data and is none either.
         registered = set(brokers)

@@ -30,6 +30,7 @@ __all__ = [
     "PlacementPolicies",
     "bundle_range_of",
     "namespace_of",
+    "re_matches",
 ]
 
 
@@ -58,8 +59,9 @@ def bundle_range_of(bundle: str) -> str:
     return _split(bundle)[1]
 
 
-def _matches(patterns: Iterable[str], text: str) -> bool:
-    return any(re.fullmatch(pattern, text) for pattern in patterns)
+def re_matches(patterns: Iterable[str] | None, text: str) -> bool:
+    """Whether ``text`` matches one of the regexes whole (Java's ``String.matches``)."""
+    return any(re.fullmatch(pattern, text) for pattern in patterns or ())
 
 
 class NamespaceIsolationPolicy(msgspec.Struct, frozen=True):
@@ -79,11 +81,11 @@ class NamespaceIsolationPolicy(msgspec.Struct, frozen=True):
 
     def is_primary_broker(self, host: str) -> bool:
         """Whether a broker host matches a primary regex."""
-        return _matches(self.primary, host)
+        return re_matches(self.primary, host)
 
     def is_secondary_broker(self, host: str) -> bool:
         """Whether a broker host matches a secondary regex."""
-        return _matches(self.secondary, host)
+        return re_matches(self.secondary, host)
 
     def should_failover(self, primaries: int) -> bool:
         """Whether secondaries join because fewer than ``min_limit`` primaries are available."""
@@ -98,7 +100,7 @@ class NamespaceIsolationPolicies(msgspec.Struct, frozen=True):
     def policy_for(self, namespace: str) -> NamespaceIsolationPolicy | None:
         """The first policy whose namespace regexes match ``namespace``."""
         for policy in self.policies.values():
-            if _matches(policy.namespaces, namespace):
+            if re_matches(policy.namespaces, namespace):
                 return policy
         return None
 

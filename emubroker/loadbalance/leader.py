@@ -241,15 +241,14 @@ class LoadBalancerLeader:
         with scope:
             self._terms += 1
             conf = self._config()
-            policies = self._policies() if self._policies is not None else PlacementPolicies()
             aggregation = LeaderAggregation(
                 self._store,
                 conf,
-                policies=policies,
+                policies=self._current_policies(),
                 rng=random.Random(self._seed),
                 owned_bundles=lambda: [str(b) for b in self._owned_bundles()],
                 now_ms=self._clock.wall_ms,
-                has_policies=policies.has_policies,
+                has_policies=lambda bundle: self._current_policies().has_policies(bundle),
             )
             term = self._term = _Term(aggregation)
             log.info("leading: starting the load manager's leader tasks (%s)", self._broker_id)
@@ -270,6 +269,9 @@ class LoadBalancerLeader:
                     self._term = None
         if self._scope is scope:
             self._scope = None
+
+    def _current_policies(self) -> PlacementPolicies:
+        return self._policies() if self._policies is not None else PlacementPolicies()
 
     def _extensible(self) -> bool:
         return self._config().loadManagerClassName == EXTENSIBLE_LOAD_MANAGER
@@ -294,6 +296,7 @@ class LoadBalancerLeader:
 
     async def _refresh(self, aggregation: LeaderAggregation) -> None:
         aggregation.manager.conf = self._config()
+        aggregation.manager.policies = self._current_policies()  # the split check reads them
         await self._guarded(aggregation.refresh, "updating the load data")
         if self.splits is not None and self._layout is not None and not self._extensible():
             splits, layout = self.splits, self._layout
@@ -345,6 +348,7 @@ class LoadBalancerLeader:
         conf = self._config()
         manager = term.aggregation.manager
         manager.conf = conf
+        manager.policies = self._current_policies()  # what shedding's policy checks read
         term.cycle += 1
         self._cycles += 1
         if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:

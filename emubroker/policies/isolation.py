@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections import Counter
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -25,12 +26,15 @@ from emubroker.policies.local import LocalPolicies, read_local_policies, write_l
 from emubroker.policies.namespaces import to_json
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceName
     from emubroker.policies.namespaces import BundlesData
 
 __all__ = [
     "MIN_AVAILABLE",
+    "UNLOAD_SCOPES",
     "AutoFailoverPolicyData",
     "InvalidIsolationDataError",
     "NamespaceIsolationData",
@@ -38,11 +42,16 @@ __all__ = [
     "delete_isolation_policies",
     "delete_isolation_policy",
     "isolation_policies_path",
+    "namespaces_to_unload",
     "read_anti_affinity_group",
     "read_isolation_policies",
     "set_anti_affinity_group",
     "set_isolation_policy",
 ]
+
+UNLOAD_SCOPES: Final = ("all_matching", "none", "changed")
+"""``NamespaceIsolationPolicyUnloadScope``; absent (or unknown: Jackson reads it as null) acts
+as ``changed``."""
 
 MIN_AVAILABLE: Final = "min_available"
 """The only auto-failover policy type Pulsar knows (``AutoFailoverPolicyFactory``)."""
@@ -110,6 +119,34 @@ class NamespaceIsolationData(msgspec.Struct, omit_defaults=True):
             return 0
 
 
+def namespaces_to_unload(
+    namespaces: Iterable[str],
+    new: NamespaceIsolationData,
+    old: NamespaceIsolationData | None,
+) -> list[str]:
+    """Which of the cluster's namespaces setting ``new`` (over ``old``) unloads.
+
+    Pulsar's ``ClustersBase.filterAndUnloadMatchedNamespaceAsync``: nothing with
+    ``unload_scope`` ``none``; with ``all_matching``, or when the primary brokers changed, every
+    namespace a regex of either policy matches; otherwise (``changed``, the default) those
+    matched by a regex that was added or removed.
+
+    Args:
+        namespaces: The namespaces of the cluster (``tenant/ns``).
+        new: The policy just stored.
+        old: The policy it replaced, if any.
+    """
+    if new.unload_scope == "none":
+        return []
+    new_regexes = set(new.namespaces or ())
+    old_regexes = set(old.namespaces or ()) if old is not None else set()
+    combined = new_regexes | old_regexes
+    primaries_changed = old is not None and Counter(old.primary or ()) != Counter(new.primary or ())
+    if new.unload_scope != "all_matching" and not primaries_changed:
+        combined -= new_regexes & old_regexes
+    return [ns for ns in namespaces if any(re.fullmatch(r, ns) for r in combined)]
+
+
 _POLICIES = msgspec.json.Decoder(dict[str, NamespaceIsolationData])
 
 
@@ -141,12 +178,13 @@ async def read_isolation_policies(
 
 async def _update(
     store: MetadataStore, cluster: str, change: dict[str, NamespaceIsolationData | None]
-) -> bool:
-    """Apply ``change`` (None deletes) with compare-and-set; whether an entry changed."""
+) -> dict[str, NamespaceIsolationData]:
+    """Apply ``change`` (None deletes) with compare-and-set; the entries it replaced or removed."""
     path = isolation_policies_path(cluster)
     for _ in range(_CAS_ATTEMPTS):
         node = await store.get(path)
         policies = {} if node is None else decode_isolation_policies(node.value)
+        previous = {name: policies[name] for name in change if name in policies}
         changed = False
         for name, data in change.items():
             if data is None:
@@ -155,32 +193,32 @@ async def _update(
                 policies[name] = data
                 changed = True
         if not changed:
-            return False
+            return previous
         try:
             await store.put(
                 path, to_json(policies), expected_version=-1 if node is None else node.version
             )
         except BadVersionError:
             continue
-        return True
+        return previous
     raise BadVersionError(f"{path} keeps changing concurrently")
 
 
 async def set_isolation_policy(
     store: MetadataStore, cluster: str, name: str, data: NamespaceIsolationData
-) -> None:
-    """Create or replace one policy (validated first).
+) -> NamespaceIsolationData | None:
+    """Create or replace one policy (validated first); returns the one it replaced.
 
     Raises:
         InvalidIsolationDataError: The policy is invalid.
     """
     data.validate()
-    await _update(store, cluster, {name: data})
+    return (await _update(store, cluster, {name: data})).get(name)
 
 
 async def delete_isolation_policy(store: MetadataStore, cluster: str, name: str) -> bool:
     """Delete one policy; whether it existed."""
-    return await _update(store, cluster, {name: None})
+    return bool(await _update(store, cluster, {name: None}))
 
 
 async def delete_isolation_policies(store: MetadataStore, cluster: str) -> None:

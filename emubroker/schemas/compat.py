@@ -45,6 +45,7 @@ __all__ = [
     "SchemaData",
     "check_compatible",
     "check_consumer_compatible",
+    "key_value_parts",
     "same_schema",
     "schema_type_from_name",
     "schema_type_name",
@@ -320,7 +321,7 @@ def _check_json(old: SchemaData, new: SchemaData, strategy: CompatibilityStrateg
 _I32 = struct.Struct(">i")
 
 
-def _key_value_parts(schema: SchemaData) -> tuple[SchemaData, SchemaData]:
+def key_value_parts(schema: SchemaData) -> tuple[SchemaData, SchemaData]:
     """Split KEY_VALUE data: ``| i32 len | key data | i32 len | value data |`` (-1 = null)."""
     data, pos, parts = schema.data, 0, []
     for side in ("key", "value"):
@@ -345,10 +346,10 @@ def _key_value_parts(schema: SchemaData) -> tuple[SchemaData, SchemaData]:
 def _check_key_value(
     history: Sequence[SchemaData], new: SchemaData, strategy: CompatibilityStrategy
 ) -> None:
-    new_key, new_value = _key_value_parts(new)
+    new_key, new_value = key_value_parts(new)
     old_keys, old_values = [], []
     for old in history:
-        key, value = _key_value_parts(old)
+        key, value = key_value_parts(old)
         if key.type != new_key.type or value.type != new_value.type:
             raise IncompatibleSchemaError("Key schemas or Value schemas are different schema type")
         old_keys.append(key)

@@ -35,6 +35,7 @@ from emubroker.schemas.compat import (
     check_consumer_compatible,
     same_schema,
 )
+from emubroker.schemas.validation import validate_schema_data
 from protocol.commands import SchemaType
 from protocol.errors import IncompatibleSchemaError
 
@@ -206,9 +207,11 @@ class SchemaRegistry:
             The version number.
 
         Raises:
+            InvalidSchemaDataError: The definition is malformed (``validation``), known or not.
             IncompatibleSchemaError: The schema is new and incompatible, or new and updates are
                 not allowed.
         """
+        validate_schema_data(schema)  # first, as Pulsar's validating registry wrapper
         for _ in range(MAX_WRITE_ATTEMPTS):
             history, node_version = await self._load(topic)
             live = history.live()

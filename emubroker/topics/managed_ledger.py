@@ -53,7 +53,7 @@ from emubroker.topics.ml_meta import (
     encode_info,
 )
 from protocol.framing import decode_payload_section
-from storage_stub.client import ReadTooLargeError, StorageError
+from storage_stub.client import LedgerFencedError, ReadTooLargeError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -545,6 +545,10 @@ class ManagedLedger:
         self._tainted = False
         try:
             await self._bookie.close_ledger(old)
+        except LedgerFencedError:
+            # Expected when a new owner recovers the ledger it has just fenced (a fenced ledger
+            # refuses close); its count is in the ledger list, which recovery reads, not its LAC.
+            logger.info("ledger %s of %s is fenced: left as it is", old, self._path)
         except StorageError:
             # Recovery reads closed ledgers by the count in the ledger list, not their LAC.
             logger.warning("could not close ledger %s of %s", old, self._path)

@@ -151,6 +151,27 @@ BATTERY: list[tuple[str, str, Any, int, str]] = [
         "Invalid schema type",
     ),
     ("POST", "/admin/v2/schemas/public/default/t/schema", {"schema": "x"}, 400, "Invalid schema"),
+    (
+        "POST",
+        "/admin/v2/schemas/public/default/t/schema",
+        {"type": "AVRO", "schema": "not an avro schema"},
+        422,
+        "Invalid schema definition data for AVRO schema",
+    ),
+    (
+        "POST",
+        "/admin/v2/schemas/public/default/t/schema",
+        {"type": "JSON", "schema": '{"type": "record", "name": "R", "fields": "none"}'},
+        422,
+        "Invalid schema definition data for JSON schema",
+    ),
+    (
+        "POST",
+        "/admin/v2/schemas/public/default/t/schema",
+        {"type": "AVRO", "schema": '["null", "string"]'},
+        422,
+        "Avro schema typed [UNION] is not supported",
+    ),
     # conflicts and refusals
     ("PUT", "/admin/v2/tenants/public", {"allowedClusters": ["standalone"]}, 409, "already exist"),
     ("PUT", "/admin/v2/namespaces/public/default", None, 409, "Namespace already exists"),

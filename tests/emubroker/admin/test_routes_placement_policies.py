@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from emubroker.app import Broker
+from emubroker.app import Broker, broker_id_of
 from emubroker.naming import NamespaceName
 from emubroker.policies.isolation import isolation_policies_path, read_anti_affinity_group
 from emubroker.policies.local import read_local_policies
@@ -102,3 +103,37 @@ async def test_deleting_a_cluster_deletes_its_isolation_policies(
     await admin.fails(
         "GET", "/admin/v2/clusters/east/namespaceIsolationPolicies", 404, "does not exist"
     )
+
+
+async def test_brokers_views_show_each_brokers_isolation_policy(
+    admin: Admin, broker: Broker
+) -> None:
+    me = broker_id_of(broker.config)
+    await admin.fails("GET", f"{BASE}/brokers", 404, "NamespaceIsolationPolicies for cluster")
+    primary = {**POLICY, "primary": [re.escape(me)], "secondary": ["other:.*"]}
+    await admin.ok("POST", f"{BASE}/mine", json=primary)
+    # The broker name is matched whole, port included (Pulsar's view; placement uses the host).
+    host_only = {**POLICY, "namespaces": ["public/h"], "primary": [re.escape(me.split(":")[0])]}
+    await admin.ok("POST", f"{BASE}/host-only", json=host_only)
+    mine = {
+        "brokerName": me,
+        "policyName": "mine",
+        "primary": True,
+        "namespaceRegex": ["public/iso.*"],
+    }
+    assert await admin.ok("GET", f"{BASE}/brokers") == [mine]
+    assert await admin.ok("GET", f"{BASE}/brokers/{me}") == mine
+    assert await admin.ok("GET", f"{BASE}/brokers/other:8080") == {
+        "brokerName": "other:8080",
+        "policyName": "mine",
+        "primary": False,
+        "namespaceRegex": ["public/iso.*"],
+    }
+    assert await admin.ok("GET", f"{BASE}/brokers/nobody:1") == {
+        "brokerName": "nobody:1",
+        "primary": False,
+        "namespaceRegex": [],
+    }
+    missing = "/admin/v2/clusters/nowhere/namespaceIsolationPolicies/brokers"
+    await admin.fails("GET", missing, 412, "Cluster nowhere does not exist.")
+    await admin.fails("GET", f"{missing}/{me}", 412, "Cluster nowhere does not exist.")

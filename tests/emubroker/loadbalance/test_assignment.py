@@ -7,8 +7,10 @@ Reports go into a memory metadata store, as the brokers write them; the leader t
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
 
 from emubroker.config import BrokerConfig, load_config
@@ -17,10 +19,12 @@ from emubroker.loadbalance.aggregation import LeaderAggregation
 from emubroker.loadbalance.assignment import LoadManagerSelector
 from emubroker.loadbalance.codec import encode
 from emubroker.loadbalance.data import LocalBrokerData, NamespaceBundleStats
+from emubroker.loadbalance.placement_policies import PlacementPolicyCache
 from emubroker.loadbalance.trace import LoadBalancerTraceRecord
 from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from emubroker.naming import BundleRange, NamespaceBundle, NamespaceName
+from emubroker.policies.failure_domains import FailureDomain, set_failure_domain
 from emubroker.policies.isolation import (
     AutoFailoverPolicyData,
     NamespaceIsolationData,
@@ -65,16 +69,40 @@ class Trace:
         self.rows.append(record)
 
 
+class CountingStore:
+    """The store, counting the reads of policy nodes (everything below ``/admin``)."""
+
+    def __init__(self, store: MemoryMetadataStore) -> None:
+        self._store = store
+        self.policy_reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get(self, path: str) -> Any:
+        self.policy_reads += path.startswith("/admin/")
+        return await self._store.get(path)
+
+    async def children(self, path: str) -> list[str]:
+        self.policy_reads += path.startswith("/admin/")
+        return await self._store.children(path)
+
+
 class Cluster:
-    """A store with reports, a leader term on it and the selector under test."""
+    """A store with reports, a leader term on it, the policy cache and the selector under test."""
 
     def __init__(self, clock: FakeClock, **overrides: Any) -> None:
         self.conf = load_config(overrides=overrides)
-        self.store: MemoryMetadataStore = MemoryMetadataTree().open_session()
+        self.store = CountingStore(MemoryMetadataTree().open_session())
         self.term: LeaderAggregation | None = LeaderAggregation(self.store, self.conf)
         self.trace = Trace()
+        self.policies = PlacementPolicyCache(self.store, self.conf.clusterName)
         self.selector = LoadManagerSelector(
-            self.store, clock, broker_id=A, config=lambda: self.conf
+            self.store,
+            clock,
+            broker_id=A,
+            config=lambda: self.conf,
+            policies=self.policies.policies,
         )
         self.selector.attach(lambda: self.term, self.trace)
 
@@ -87,20 +115,38 @@ class Cluster:
         self.term.sample_broker_loads()
 
     async def select(self, target: NamespaceBundle) -> tuple[str | None, str]:
+        await anyio.wait_all_tasks_blocked()  # the policy watch has applied what was written
         chosen = await self.selector.select(target)
         assert self.selector.last is not None
         return chosen, self.selector.last.reason
 
 
-async def test_no_registered_broker_no_answer(fake_clock: FakeClock) -> None:
-    cluster = Cluster(fake_clock)
+MakeCluster = Callable[..., Awaitable[Cluster]]
+
+
+@pytest.fixture
+async def make_cluster(fake_clock: FakeClock) -> AsyncIterator[MakeCluster]:
+    """Clusters whose policy cache watches the store for the test's duration."""
+    async with anyio.create_task_group() as tg:
+
+        async def make(**overrides: Any) -> Cluster:
+            cluster = Cluster(fake_clock, **overrides)
+            await tg.start(cluster.policies.watch)
+            return cluster
+
+        yield make
+        tg.cancel_scope.cancel()
+
+
+async def test_no_registered_broker_no_answer(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster()
     assert await cluster.selector.select(bundle()) is None
 
 
 async def test_least_long_term_message_rate_picks_the_lightest_broker(
-    fake_clock: FakeClock,
+    make_cluster: MakeCluster,
 ) -> None:
-    cluster = Cluster(fake_clock)
+    cluster = await make_cluster()
     await cluster.report(A, bundles={"public/a/0x00000000_0xffffffff": 900})
     await cluster.report(B, bundles={"public/b/0x00000000_0xffffffff": 100})
     await cluster.report(C, bundles={"public/c/0x00000000_0xffffffff": 500})
@@ -124,8 +170,10 @@ async def test_least_long_term_message_rate_picks_the_lightest_broker(
     assert (row.broker, row.strategy, row.broker_load) == (A, "LeastLongTermMessageRate", 200.0)
 
 
-async def test_an_overloaded_broker_is_avoided_even_when_lightest(fake_clock: FakeClock) -> None:
-    cluster = Cluster(fake_clock)
+async def test_an_overloaded_broker_is_avoided_even_when_lightest(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = await make_cluster()
     await cluster.report(A, cpu=95, bundles={})
     await cluster.report(B, bundles={"public/b/0x00000000_0xffffffff": 400})
     await cluster.report(C, bundles={"public/c/0x00000000_0xffffffff": 300})
@@ -134,9 +182,9 @@ async def test_an_overloaded_broker_is_avoided_even_when_lightest(fake_clock: Fa
 
 
 async def test_a_burst_spreads_through_preallocation_until_the_broker_reports_it(
-    fake_clock: FakeClock,
+    make_cluster: MakeCluster,
 ) -> None:
-    cluster = Cluster(fake_clock)
+    cluster = await make_cluster()
     for broker in (A, B, C):
         await cluster.report(broker)
     await cluster.refresh()
@@ -162,8 +210,8 @@ async def test_a_burst_spreads_through_preallocation_until_the_broker_reports_it
     assert gone not in manager.preallocated_bundle_to_broker.values()
 
 
-async def test_a_destination_broker_is_honoured_once(fake_clock: FakeClock) -> None:
-    cluster = Cluster(fake_clock)
+async def test_a_destination_broker_is_honoured_once(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster()
     await cluster.report(A, bundles={"public/a/0x00000000_0xffffffff": 900})
     await cluster.report(B)
     await cluster.refresh()
@@ -176,8 +224,8 @@ async def test_a_destination_broker_is_honoured_once(fake_clock: FakeClock) -> N
     assert await cluster.select(bundle("public/z")) == (B, "strategy")
 
 
-async def test_an_isolation_policy_pins_a_namespace(fake_clock: FakeClock) -> None:
-    cluster = Cluster(fake_clock)
+async def test_an_isolation_policy_pins_a_namespace(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster()
     await cluster.report(A)
     await cluster.report(B, bundles={"public/b/0x00000000_0xffffffff": 5000})
     await cluster.report(C)
@@ -203,8 +251,8 @@ async def test_an_isolation_policy_pins_a_namespace(fake_clock: FakeClock) -> No
     assert await cluster.select(bundle("public/pinned-2")) == (None, "strategy")
 
 
-async def test_anti_affinity_namespaces_go_to_different_brokers(fake_clock: FakeClock) -> None:
-    cluster = Cluster(fake_clock)
+async def test_anti_affinity_namespaces_go_to_different_brokers(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster()
     # A is so much lighter that the strategy alone would send all three namespaces there.
     await cluster.report(A)
     await cluster.report(B, bundles={"public/b/0x00000000_0xffffffff": 1000})
@@ -224,9 +272,9 @@ async def test_anti_affinity_namespaces_go_to_different_brokers(fake_clock: Fake
 
 
 async def test_a_new_leader_reads_the_reports_before_its_first_choice(
-    fake_clock: FakeClock,
+    make_cluster: MakeCluster,
 ) -> None:
-    cluster = Cluster(fake_clock)
+    cluster = await make_cluster()
     await cluster.report(A, bundles={"public/a/0x00000000_0xffffffff": 900})
     await cluster.report(B)
     # The term was just elected: it has not run updateAll yet.
@@ -235,8 +283,8 @@ async def test_a_new_leader_reads_the_reports_before_its_first_choice(
     assert cluster.term.updates == 1
 
 
-async def test_a_broker_not_leading_decides_from_the_reports(fake_clock: FakeClock) -> None:
-    cluster = Cluster(fake_clock)
+async def test_a_broker_not_leading_decides_from_the_reports(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster()
     cluster.term = None
     await cluster.report(A, bundles={"public/a/0x00000000_0xffffffff": 900})
     await cluster.report(B)
@@ -245,8 +293,8 @@ async def test_a_broker_not_leading_decides_from_the_reports(fake_clock: FakeClo
     assert await cluster.select(bundle()) == (B, "strategy")
 
 
-async def test_round_robin_for_shedding_excluded_namespaces(fake_clock: FakeClock) -> None:
-    cluster = Cluster(fake_clock, loadBalancerSheddingExcludedNamespaces="public/rr")
+async def test_round_robin_for_shedding_excluded_namespaces(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster(loadBalancerSheddingExcludedNamespaces="public/rr")
     for broker in (A, B, C):
         await cluster.report(broker)
     await cluster.refresh()
@@ -258,8 +306,8 @@ async def test_round_robin_for_shedding_excluded_namespaces(fake_clock: FakeCloc
     assert cluster.selector.last.strategy == "RoundRobinBrokerSelector"
 
 
-async def test_the_extensible_manager_places_by_weighted_max_ema(fake_clock: FakeClock) -> None:
-    cluster = Cluster(fake_clock, loadManagerClassName=EXTENSIBLE_LOAD_MANAGER)
+async def test_the_extensible_manager_places_by_weighted_max_ema(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster(loadManagerClassName=EXTENSIBLE_LOAD_MANAGER)
     await cluster.report(A, cpu=80)
     await cluster.report(B, cpu=20)
     await cluster.report(C, cpu=75)
@@ -272,3 +320,65 @@ async def test_the_extensible_manager_places_by_weighted_max_ema(fake_clock: Fak
     assert (placement.strategy, placement.candidates) == ("LeastResourceUsageWithWeight", 3)
     assert placement.score == pytest.approx(0.2)
     assert cluster.trace.rows[-1].load_manager == "extensible"
+
+
+async def group(cluster: Cluster, namespace: str, name: str | None = "group") -> None:
+    layout = bundles_data((0, 0xFFFFFFFF))
+    await set_anti_affinity_group(
+        cluster.store, NamespaceName.parse(namespace), name, bundles=layout
+    )
+
+
+async def test_placements_read_no_policy_from_the_store(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster()
+    for broker in (A, B, C):
+        await cluster.report(broker)
+    await cluster.refresh()
+    names = [f"public/aa-{i}" for i in range(12)]
+    for name in names:
+        await group(cluster, name)
+    await cluster.select(bundle("public/warm"))
+    reads = cluster.store.policy_reads
+    placed = [(await cluster.select(bundle(name)))[0] for name in names]
+    # Twelve choices among a dozen grouped namespaces: not one policy read (Pulsar's cache).
+    assert cluster.store.policy_reads == reads
+    assert set(placed) == {A, B, C}  # and the group spread as before
+
+
+async def test_a_policy_written_after_start_is_seen(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster()
+    await cluster.report(A)
+    await cluster.report(B, bundles={"public/b/0x00000000_0xffffffff": 1000})
+    await cluster.refresh()
+    await group(cluster, "public/g1")
+    assert await cluster.select(bundle("public/g1")) == (A, "strategy")
+    # Without a group, the lighter broker again; the group written now keeps it off A.
+    assert await cluster.select(bundle("public/g2")) == (A, "strategy")
+    await group(cluster, "public/g3")
+    assert await cluster.select(bundle("public/g3")) == (B, "strategy")
+    # Removed: no longer counted.
+    await group(cluster, "public/g1", None)
+    await group(cluster, "public/g3", None)
+    await group(cluster, "public/g4")
+    assert await cluster.select(bundle("public/g4")) == (A, "strategy")
+
+
+@pytest.mark.parametrize(("enabled", "expected"), [(True, C), (False, B)])
+async def test_failure_domains_spread_an_anti_affinity_group(
+    make_cluster: MakeCluster, enabled: bool, expected: str
+) -> None:
+    cluster = await make_cluster(failureDomainsEnabled=enabled)
+    await cluster.report(A)
+    await cluster.report(B, bundles={"public/b/0x00000000_0xffffffff": 100})
+    await cluster.report(C, bundles={"public/c/0x00000000_0xffffffff": 1000})
+    await cluster.refresh()
+    # Written after the cache started: its watch brings them in.
+    await set_failure_domain(cluster.store, "standalone", "d1", FailureDomain([A, B]))
+    await set_failure_domain(cluster.store, "standalone", "d2", FailureDomain([C]))
+    await group(cluster, "public/g1")
+    await group(cluster, "public/g2")
+    assert await cluster.select(bundle("public/g1")) == (A, "strategy")
+    # Domain d1 has one namespace of the group, d2 none: with failureDomainsEnabled the group
+    # goes to d2's broker although it is the busiest; without, to the lighter broker of d1.
+    assert await cluster.select(bundle("public/g2")) == (expected, "strategy")
+    assert cluster.policies.policies().failure_domains == {A: "d1", B: "d1", C: "d2"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -113,6 +114,37 @@ async def test_reopen_fences_the_old_writer_and_recovers_every_entry(
         assert (await _append(new, 5, 1))[0][0] not in old.ledger_ids
         _, _, sections = await new.read_entries(0, 2)
         assert len(sections) == 3
+
+
+async def test_taking_over_a_fenced_ledger_logs_info_not_a_warning(
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="emubroker.topics.managed_ledger")
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        old = await _open(bookie, metadata, fake_clock)
+        await _append(old, 0, 2)
+        caplog.clear()
+        await _open(bookie, metadata, fake_clock)  # fences the open ledger, then rolls over
+    records = [r for r in caplog.records if r.name == "emubroker.topics.managed_ledger"]
+    assert not [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert any(
+        r.levelno == logging.INFO and f"ledger {old.ledger_ids[-1]} of" in r.getMessage()
+        for r in records
+    ), [r.getMessage() for r in records]
+
+
+async def test_a_real_close_failure_on_rollover_is_still_a_warning(
+    fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="emubroker.topics.managed_ledger")
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock, policy=LedgerPolicy(max_entries=2))
+        await _append(ml, 0, 2)
+        first = ml.ledger_ids[0]
+        await bookie.delete_ledger(first)  # gone from the bookie: its close cannot succeed
+        await _append(ml, 2, 1)  # rolls over
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"could not close ledger {first} of {PATH}" in warnings
 
 
 async def test_cache_evicts_oldest_and_reads_misses_back_from_the_stub(
