@@ -138,6 +138,10 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(_C, SUPER_USER, ("GET", "PUT", "POST", "DELETE")),
     ("GET", f"{_C}/namespaceIsolationPolicies"): SUPER_USER,
     **_policy(f"{_C}/namespaceIsolationPolicies/{{policy}}", SUPER_USER),
+    ("GET", f"{_C}/namespaceIsolationPolicies/brokers"): SUPER_USER,
+    ("GET", f"{_C}/namespaceIsolationPolicies/brokers/{{broker}}"): SUPER_USER,
+    ("GET", f"{_C}/failureDomains"): SUPER_USER,
+    **_policy(f"{_C}/failureDomains/{{domain}}", SUPER_USER),
     # TenantsBase: validateBothSuperUserAndTenantOperation.
     ("GET", f"{_V2}/tenants"): _tenant(_Te.LIST_TENANTS),
     ("GET", f"{_V2}/tenants/{{tenant}}"): _tenant(_Te.GET_TENANT),

@@ -108,6 +108,10 @@ TABLE: Final = [
     *_rw(C, SU, 401, "GET PUT POST DELETE"),
     Route("GET", f"{C}/namespaceIsolationPolicies", SU),
     *_rw(f"{C}/namespaceIsolationPolicies/{{policy}}", SU, 401),
+    Route("GET", f"{C}/namespaceIsolationPolicies/brokers", SU),
+    Route("GET", f"{C}/namespaceIsolationPolicies/brokers/{{broker}}", SU),
+    Route("GET", f"{C}/failureDomains", SU),
+    *_rw(f"{C}/failureDomains/{{domain}}", SU, 401),
     # TenantsBase (4.0.2+): super-user or the tenant's admin; the list has no tenant.
     Route("GET", f"{V2}/tenants", SU),
     *_rw(f"{V2}/tenants/{{tenant}}", TA, 401, "GET PUT POST DELETE"),
