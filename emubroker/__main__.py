@@ -203,6 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"emubroker: {exc}", file=sys.stderr)
             return 2
+        data_dir = getattr(args, "data_dir", None)
+        if data_dir is not None and Path(data_dir).exists() and not Path(data_dir).is_dir():
+            print(f"emubroker: --data-dir {data_dir} is not a directory", file=sys.stderr)
+            return 2
         metadata_url = getattr(args, "metadata_url", None)
         if metadata_url is not None and is_etcd_url(metadata_url):
             try:

@@ -26,6 +26,7 @@ from loadgen.events import (
     PauseConsumers,
     ResumeConsumers,
 )
+from loadgen.limits import limit_problems
 from loadgen.schedule import Segment
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "error_from_validation",
     "load_scenario",
     "parse_scenario",
+    "read_scenario_text",
     "segments_for",
 ]
 
@@ -253,6 +255,8 @@ def check(scenario: Scenario, text: str | None = None) -> Scenario:
             low = min(rate.from_, rate.to) if isinstance(rate, Ramp) else rate
             if low < 0:
                 raise _fail(text, ("phases", index, "rates", name), "rates must not be negative")
+    for path, message in limit_problems(scenario):
+        raise _fail(text, path, message)
     _check_events(scenario, text)
     return scenario
 
@@ -306,16 +310,29 @@ def parse_scenario(text: str) -> Scenario:
     return check(scenario, text)
 
 
+def read_scenario_text(path: str | Path) -> str:
+    """A scenario file's text.
+
+    Raises:
+        ScenarioError: the file cannot be read, or is not text.
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not a scenario: not UTF-8 text (byte {exc.start}); scenarios are TOML"
+        ) from None
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read, decode and check a scenario file.
 
     Raises:
         ScenarioError: the file cannot be read or is invalid.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    text = read_scenario_text(path)
     try:
         return parse_scenario(text)
     except ScenarioError as exc:

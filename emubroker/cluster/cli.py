@@ -125,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(args, "log_level", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for flag, value in (("--data-dir", args.data_dir), ("--run-dir", args.run_dir)):
+        if value and Path(value).exists() and not Path(value).is_dir():
+            _echo(f"emubroker cluster: {flag} {value} is not a directory", err=True)
+            return 2
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(args.data_dir)
     match args.cluster_command:
         case None:

@@ -33,6 +33,7 @@ from loadgen.scenario import (
     error_at,
     error_from_validation,
     parse_scenario,
+    read_scenario_text,
 )
 
 __all__ = [
@@ -114,9 +115,9 @@ def load_simulation(path: str | Path) -> Simulation:
             virtual clock cannot give.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SimulationError(f"cannot read {path}: {exc.strerror or exc}") from None
+        text = read_scenario_text(path)
+    except ScenarioError as exc:
+        raise SimulationError(str(exc)) from None
     try:
         return parse_simulation(text, source=str(path))
     except (SimulationError, ScenarioError) as exc:

@@ -114,6 +114,13 @@ def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
         load_simulation(tmp_path / "nothing.toml")
 
 
+def test_a_binary_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.toml"
+    path.write_bytes(b"\x00\xb8\xff" * 100)
+    with pytest.raises(SimulationError, match=r"scenario\.toml: not a scenario: not UTF-8 text"):
+        load_simulation(path)
+
+
 def test_the_command_line_exits_2_naming_the_key(tmp_path: Path) -> None:
     scenario = tmp_path / "bad.toml"
     scenario.write_text(_with("", cluster='service_url = "pulsar://10.0.0.1:6650"'))
