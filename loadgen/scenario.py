@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -342,6 +342,12 @@ def load_scenario(path: str | Path) -> Scenario:
 # ---- error locations -------------------------------------------------------------------------
 
 _PATH_IN_ERROR: Final = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_UNKNOWN_FIELD: Final = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`$")
+_BAD_ACTION: Final = re.compile(r"^Invalid value '(?P<action>[^']*)'$")
+_ACTIONS: Final = tuple(
+    member.__struct_config__.tag
+    for member in get_args(Event)  # the union's tags, in order
+)
 _PATH_PART: Final = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 _HEADER: Final = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY: Final = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
@@ -349,12 +355,19 @@ _KEY: Final = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
 
 def _split_msgspec_error(message: str) -> tuple[str, tuple[str | int, ...]]:
     match = _PATH_IN_ERROR.search(message)
-    if match is None:
-        return message, ()
+    text = message if match is None else message[: match.start()]
     parts: list[str | int] = []
-    for key, index in _PATH_PART.findall(match.group("path")):
-        parts.append(int(index) if index else key)
-    return message[: match.start()], tuple(parts)
+    if match is not None:
+        for key, index in _PATH_PART.findall(match.group("path")):
+            parts.append(int(index) if index else key)
+    # msgspec points an unknown key at the table holding it; the key's own line says more.
+    unknown = _UNKNOWN_FIELD.match(text)
+    if unknown is not None:
+        return f"unknown key `{unknown['key']}`", (*parts, unknown["key"])
+    action = _BAD_ACTION.match(text)
+    if action is not None and len(parts) == 3 and parts[0] == "events" and parts[2] == "action":
+        return f"unknown action {action['action']!r}; actions: {', '.join(_ACTIONS)}", tuple(parts)
+    return text, tuple(parts)
 
 
 def _locate(text: str, path: tuple[str | int, ...]) -> int | None:

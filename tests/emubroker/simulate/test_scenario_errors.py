@@ -73,11 +73,11 @@ def test_a_valid_scenario_gives_each_broker_its_configuration() -> None:
             'start = { brokers = 2, storage = "stub" }',
             "line 16: event 'stub_stall' needs real processes",
         ),
-        ("[simulate]\nspeed = 2\n", None, "Object contains unknown field `speed`"),
+        ("[simulate]\nspeed = 2\n", None, "line 16: unknown key `speed`"),
         ("[simulate]\nepoch = 'now'\n", None, "(at $.simulate.epoch)"),
         ("[simulate.brokers.2]\nconfig = {}\n", None, "simulate.brokers.2: no broker 2"),
         ("[simulate.brokers.x]\nconfig = {}\n", None, "simulate.brokers.x: no broker x"),
-        ("[simulate.brokers.0]\nports = 1\n", None, "unknown field `ports`"),
+        ("[simulate.brokers.0]\nports = 1\n", None, "unknown key `ports`"),
         (
             "",
             "start = { config = { webServicePort = 9000 } }",
