@@ -43,6 +43,7 @@ __all__ = [
     "Start",
     "Topic",
     "check",
+    "decode_scenario",
     "error_at",
     "error_from_validation",
     "load_scenario",
@@ -298,16 +299,27 @@ def parse_scenario(text: str) -> Scenario:
     Raises:
         ScenarioError: bad TOML, a bad field, or a bad reference; the message names the line.
     """
+    return check(decode_scenario(text), text)
+
+
+def decode_scenario(text: str) -> Scenario:
+    """Decode a scenario from TOML text, checking shapes and types but not `check`'s rules.
+
+    A program that runs scenarios its own way (`emubroker simulate`) refuses what it cannot run
+    before `check` asks for what only `loadgen run` needs.
+
+    Raises:
+        ScenarioError: bad TOML or a bad field; the message names the line.
+    """
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"not valid TOML: {exc}") from None
     try:
-        scenario = msgspec.convert(raw, Scenario, dec_hook=dec_hook)
+        return msgspec.convert(raw, Scenario, dec_hook=dec_hook)
     except msgspec.ValidationError as exc:
         message, path = _split_msgspec_error(str(exc))
         raise _fail(text, path, message) from None
-    return check(scenario, text)
 
 
 def read_scenario_text(path: str | Path) -> str:

@@ -71,7 +71,13 @@ def test_a_valid_scenario_gives_each_broker_its_configuration() -> None:
         (
             "[[events]]\naction = 'stub_stall'\nat = 1\nseconds = 1\n",
             'start = { brokers = 2, storage = "stub" }',
-            "line 16: event 'stub_stall' needs real processes",
+            "line 16: event 'stub_stall': simulations cannot run stub fault events",
+        ),
+        (
+            # Not loadgen's advice to use storage = "stub", which simulate would refuse next.
+            "[[events]]\naction = 'stub_fail_next'\nat = 1\ncount = 1\n",
+            None,
+            "line 16: event 'stub_fail_next': simulations cannot run stub fault events",
         ),
         ("[simulate]\nspeed = 2\n", None, "line 16: unknown key `speed`"),
         ("[simulate]\nepoch = 'now'\n", None, "(at $.simulate.epoch)"),
