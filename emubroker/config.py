@@ -44,6 +44,7 @@ __all__ = [
     "env_overrides",
     "load_config",
     "parse_properties",
+    "read_config_file",
     "resolve_keys",
     "split_list_values",
 ]
@@ -268,11 +269,20 @@ def parse_properties(text: str) -> dict[str, str]:
     return result
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The keys and values of a ``.toml`` or properties file, unchecked.
+
+    Raises:
+        ConfigError: The file cannot be read, is not text, or does not parse.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not a configuration file: not UTF-8 text (byte {exc.start})"
+        ) from None
     if path.suffix.lower() == ".toml":
         try:
             return tomllib.loads(text)
@@ -363,7 +373,7 @@ def load_config(
     explicit = {k: v for k, v in (overrides or {}).items() if v is not None}
     sources = [(f"environment ({ENV_PREFIX}<key>)", env), ("command line", explicit)]
     if path is not None:
-        sources.insert(0, (str(path), _read_file(Path(path))))
+        sources.insert(0, (str(path), read_config_file(Path(path))))
     for source, values in sources:
         resolved = resolve_keys(values, source=source)
         raw.update(resolved)
