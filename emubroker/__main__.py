@@ -35,7 +35,7 @@ from emubroker.cluster import cli as cluster_cli
 from emubroker.config import ConfigError, load_config
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from emubroker.config import BrokerConfig
 
@@ -136,21 +136,32 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
                 bookie_url=getattr(args, "bookie_url", None),
                 session_timeout=config.metadataStoreSessionTimeoutMillis / 1000.0,
             ) as (metadata, ledgers),
-            open_broker(config, metadata=metadata, ledgers=ledgers) as broker,
+            open_broker(
+                config,
+                metadata=metadata,
+                ledgers=ledgers,
+                alone=args.command == "standalone",
+            ) as broker,
         ):
-            tls = ""
-            if broker.service_url_tls or broker.admin_url_tls:
-                tls = f" tls {broker.service_url_tls} {broker.admin_url_tls}".rstrip()
-            print(
-                f"emubroker {args.command} ready: service {broker.service_url} "
-                f"admin {broker.admin_url}{tls}",
-                flush=True,
-            )
+            tls = " ".join(filter(None, (broker.service_url_tls, broker.admin_url_tls)))
+            endpoints = [("service", broker.service_url), ("admin", broker.admin_url)]
+            print(ready_line(args.command, [*endpoints, ("tls", tls)]), flush=True)
             async for signum in signals:
                 log.info("%s received, stopping", signal.Signals(signum).name)
                 # Graceful: hand every bundle over before the session (and its locks) ends.
                 await broker.shutdown()
                 return
+
+
+def ready_line(command: str, endpoints: Iterable[tuple[str, str]]) -> str:
+    """``emubroker COMMAND ready: LABEL URL ...``, the line scripts and tests wait for.
+
+    Each endpoint is a label and its URL(s), in order; one whose URL is empty is left out. A new
+    endpoint is one more pair at the end: readers (``emubroker.cluster.supervisor``, the test
+    helpers) find the fields they know by their labels and ignore what follows.
+    """
+    fields = " ".join(f"{label} {url}" for label, url in endpoints if url)
+    return f"emubroker {command} ready: {fields}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -191,6 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 config = _with_local_tls(config, Path(scratch))
         except ConfigError as exc:
             print(f"emubroker: {exc}", file=sys.stderr)
+            return 2
+        data_dir = getattr(args, "data_dir", None)
+        if data_dir is not None and Path(data_dir).exists() and not Path(data_dir).is_dir():
+            print(f"emubroker: --data-dir {data_dir} is not a directory", file=sys.stderr)
             return 2
         metadata_url = getattr(args, "metadata_url", None)
         if metadata_url is not None and is_etcd_url(metadata_url):

@@ -484,6 +484,7 @@ async def open_broker(
     ledgers: LedgerBackend | None = None,
     owner_admin: OwnerAdmin | None = None,
     trace_writes_in_thread: bool = True,
+    alone: bool = False,
 ) -> AsyncIterator[Broker]:
     """Start a broker; stop it (closing every connection) when the block exits.
 
@@ -502,6 +503,8 @@ async def open_broker(
             by default their admin REST API (in-process clusters route the calls themselves).
         trace_writes_in_thread: Write the dispatch and load-balancer traces in worker threads;
             a virtual-time run writes them on the loop (see ``DispatchTraceSink``).
+        alone: This broker is its cluster's only one (``emubroker standalone``): who leads is
+            then no news, and the leader election logs it at DEBUG instead of INFO.
 
     Yields:
         The running broker.
@@ -647,6 +650,7 @@ async def open_broker(
             clock,
             broker_id=broker_id_of(config),
             service_url=f"http://{broker_id_of(config)}",
+            announce=logging.DEBUG if alone else logging.INFO,
         )
         placement_policies = PlacementPolicyCache(store, config.clusterName)
         placement = LoadManagerSelector(
@@ -838,7 +842,8 @@ async def open_broker(
                     ssl_context=security.ssl_context,
                 )
             )
-        log.info(
+        # DEBUG: the command line prints its ready line with the same URLs.
+        log.debug(
             "broker serving %s (admin %s)",
             " ".join(filter(None, (service_url, service_url_tls))),
             " ".join(filter(None, (admin_url, admin_url_tls))) or "off",

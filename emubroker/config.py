@@ -27,7 +27,7 @@ import logging
 import os
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args, get_origin
 
 import msgspec
 
@@ -44,6 +44,7 @@ __all__ = [
     "env_overrides",
     "load_config",
     "parse_properties",
+    "read_config_file",
     "resolve_keys",
     "split_list_values",
 ]
@@ -268,11 +269,20 @@ def parse_properties(text: str) -> dict[str, str]:
     return result
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The keys and values of a ``.toml`` or properties file, unchecked.
+
+    Raises:
+        ConfigError: The file cannot be read, is not text, or does not parse.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not a configuration file: not UTF-8 text (byte {exc.start})"
+        ) from None
     if path.suffix.lower() == ".toml":
         try:
             return tomllib.loads(text)
@@ -358,14 +368,63 @@ def load_config(
         ConfigError: The file cannot be read or parsed, a key is unknown, or a value is invalid.
     """
     raw: dict[str, Any] = {}
-    if path is not None:
-        raw.update(resolve_keys(_read_file(Path(path)), source=str(path)))
+    origin: dict[str, str] = {}  # where each key's winning value came from
     env = env_overrides(os.environ if environ is None else environ)
-    raw.update(resolve_keys(env, source=f"environment ({ENV_PREFIX}<key>)"))
     explicit = {k: v for k, v in (overrides or {}).items() if v is not None}
-    raw.update(resolve_keys(explicit, source="overrides"))
+    sources = [(f"environment ({ENV_PREFIX}<key>)", env), ("command line", explicit)]
+    if path is not None:
+        sources.insert(0, (str(path), read_config_file(Path(path))))
+    for source, values in sources:
+        resolved = resolve_keys(values, source=source)
+        raw.update(resolved)
+        origin.update(dict.fromkeys(resolved, source))
+    values = split_list_values(raw)
     try:
-        return msgspec.convert(split_list_values(raw), BrokerConfig, strict=False)
+        return msgspec.convert(values, BrokerConfig, strict=False)
     except msgspec.ValidationError as exc:
-        # msgspec names the key as ``$.key``; say it plainly too.
-        raise ConfigError(f"invalid configuration: {exc}") from exc
+        raise _invalid(values, origin, exc) from exc
+
+
+_FIELD_TYPES: Final = {f.encode_name: f.type for f in msgspec.structs.fields(BrokerConfig)}
+
+
+def _invalid(
+    values: Mapping[str, Any], origin: Mapping[str, str], exc: msgspec.ValidationError
+) -> ConfigError:
+    """Every bad value, each with its source, key, value and what the key takes.
+
+    msgspec stops at the first bad field, so each value is checked again against its field's
+    type alone; a configuration whose values are each fine fails on a combination, which
+    ``exc`` names (``__post_init__``).
+    """
+    problems = []
+    for key, value in values.items():
+        try:
+            msgspec.convert(value, _FIELD_TYPES[key], strict=False)
+        except msgspec.ValidationError as bad:
+            problems.append(f"{origin[key]}: {key} = {value!r}: {_expected(key, str(bad))}")
+    if not problems:
+        return ConfigError(f"invalid configuration: {exc}")
+    if len(problems) == 1:
+        return ConfigError(f"invalid configuration: {problems[0]}")
+    listed = "".join(f"\n  {problem}" for problem in problems)
+    return ConfigError(f"invalid configuration, {len(problems)} bad values:{listed}")
+
+
+def _expected(key: str, message: str) -> str:
+    """What ``key`` takes: its choices, or msgspec's ``Expected `int` >= 1`` without the rest."""
+    choices = _choices(_FIELD_TYPES[key])
+    if choices:
+        return "expected one of " + ", ".join(map(str, choices))
+    expected = message.split(" - at `", 1)[0].split(", got `", 1)[0].replace("`", "")
+    return expected[:1].lower() + expected[1:]
+
+
+def _choices(field_type: Any) -> tuple[Any, ...]:
+    """The values of the ``Literal`` in a field's type (through ``Annotated``, tuples, unions)."""
+    if get_origin(field_type) is Literal:
+        return get_args(field_type)
+    for inner in get_args(field_type):
+        if choices := _choices(inner):
+            return choices
+    return ()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -26,6 +26,7 @@ from loadgen.events import (
     PauseConsumers,
     ResumeConsumers,
 )
+from loadgen.limits import limit_problems
 from loadgen.schedule import Segment
 
 __all__ = [
@@ -42,10 +43,12 @@ __all__ = [
     "Start",
     "Topic",
     "check",
+    "decode_scenario",
     "error_at",
     "error_from_validation",
     "load_scenario",
     "parse_scenario",
+    "read_scenario_text",
     "segments_for",
 ]
 
@@ -253,6 +256,8 @@ def check(scenario: Scenario, text: str | None = None) -> Scenario:
             low = min(rate.from_, rate.to) if isinstance(rate, Ramp) else rate
             if low < 0:
                 raise _fail(text, ("phases", index, "rates", name), "rates must not be negative")
+    for path, message in limit_problems(scenario):
+        raise _fail(text, path, message)
     _check_events(scenario, text)
     return scenario
 
@@ -294,16 +299,43 @@ def parse_scenario(text: str) -> Scenario:
     Raises:
         ScenarioError: bad TOML, a bad field, or a bad reference; the message names the line.
     """
+    return check(decode_scenario(text), text)
+
+
+def decode_scenario(text: str) -> Scenario:
+    """Decode a scenario from TOML text, checking shapes and types but not `check`'s rules.
+
+    A program that runs scenarios its own way (`emubroker simulate`) refuses what it cannot run
+    before `check` asks for what only `loadgen run` needs.
+
+    Raises:
+        ScenarioError: bad TOML or a bad field; the message names the line.
+    """
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"not valid TOML: {exc}") from None
     try:
-        scenario = msgspec.convert(raw, Scenario, dec_hook=dec_hook)
+        return msgspec.convert(raw, Scenario, dec_hook=dec_hook)
     except msgspec.ValidationError as exc:
         message, path = _split_msgspec_error(str(exc))
         raise _fail(text, path, message) from None
-    return check(scenario, text)
+
+
+def read_scenario_text(path: str | Path) -> str:
+    """A scenario file's text.
+
+    Raises:
+        ScenarioError: the file cannot be read, or is not text.
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{path}: not a scenario: not UTF-8 text (byte {exc.start}); scenarios are TOML"
+        ) from None
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -312,10 +344,7 @@ def load_scenario(path: str | Path) -> Scenario:
     Raises:
         ScenarioError: the file cannot be read or is invalid.
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {path}: {exc.strerror or exc}") from None
+    text = read_scenario_text(path)
     try:
         return parse_scenario(text)
     except ScenarioError as exc:
@@ -325,6 +354,12 @@ def load_scenario(path: str | Path) -> Scenario:
 # ---- error locations -------------------------------------------------------------------------
 
 _PATH_IN_ERROR: Final = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_UNKNOWN_FIELD: Final = re.compile(r"^Object contains unknown field `(?P<key>[^`]+)`$")
+_BAD_ACTION: Final = re.compile(r"^Invalid value '(?P<action>[^']*)'$")
+_ACTIONS: Final = tuple(
+    member.__struct_config__.tag
+    for member in get_args(Event)  # the union's tags, in order
+)
 _PATH_PART: Final = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 _HEADER: Final = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY: Final = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
@@ -332,12 +367,19 @@ _KEY: Final = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
 
 def _split_msgspec_error(message: str) -> tuple[str, tuple[str | int, ...]]:
     match = _PATH_IN_ERROR.search(message)
-    if match is None:
-        return message, ()
+    text = message if match is None else message[: match.start()]
     parts: list[str | int] = []
-    for key, index in _PATH_PART.findall(match.group("path")):
-        parts.append(int(index) if index else key)
-    return message[: match.start()], tuple(parts)
+    if match is not None:
+        for key, index in _PATH_PART.findall(match.group("path")):
+            parts.append(int(index) if index else key)
+    # msgspec points an unknown key at the table holding it; the key's own line says more.
+    unknown = _UNKNOWN_FIELD.match(text)
+    if unknown is not None:
+        return f"unknown key `{unknown['key']}`", (*parts, unknown["key"])
+    action = _BAD_ACTION.match(text)
+    if action is not None and len(parts) == 3 and parts[0] == "events" and parts[2] == "action":
+        return f"unknown action {action['action']!r}; actions: {', '.join(_ACTIONS)}", tuple(parts)
+    return text, tuple(parts)
 
 
 def _locate(text: str, path: tuple[str | int, ...]) -> int | None:

@@ -22,6 +22,7 @@ from aiohttp import web
 from emubroker.admin.access import Check, Rule, rule_for
 from emubroker.admin.context import CONTEXT
 from emubroker.admin.errors import NOT_FOUND, RestError, error_response
+from emubroker.admin.http import topic_of
 from emubroker.auth import (
     AUTH_METHOD_HEADER,
     AuthenticationFailed,
@@ -154,6 +155,10 @@ async def _authorize(
             )
         return
     assert rule.topic_operation is not None
+    if "topic" in info:
+        # Pulsar validates the name before the operation (``validateTopicName`` first in every
+        # topic method): a bad name is 412 "Topic name is not valid" to anyone authenticated.
+        topic_of(request, domain=None if "domain" in info else TopicDomain.PERSISTENT)
     topic = _topic(info)
     try:
         allowed = topic is not None and await authz.allow_topic_operation(

@@ -44,7 +44,7 @@ from emubroker.cluster.state import (
     run_dir_in_use,
 )
 from emubroker.cluster.supervisor import leaf_errors, open_cluster
-from emubroker.config import ConfigError, load_config
+from emubroker.config import ConfigError, load_config, read_config_file
 from protocol.clock import AnyioClock
 
 if TYPE_CHECKING:
@@ -125,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(args, "log_level", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for flag, value in (("--data-dir", args.data_dir), ("--run-dir", args.run_dir)):
+        if value and Path(value).exists() and not Path(value).is_dir():
+            _echo(f"emubroker cluster: {flag} {value} is not a directory", err=True)
+            return 2
     run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(args.data_dir)
     match args.cluster_command:
         case None:
@@ -157,6 +161,7 @@ def _spec(args: argparse.Namespace, run_dir: Path) -> ClusterSpec:
             raise ConfigError(f"{flag} {first} leaves no room for {args.brokers} brokers")
     if args.config is not None:
         load_config(args.config)  # a bad file stops us before any process starts
+        _check_port_keys(Path(args.config), args.brokers)
     return ClusterSpec(
         brokers=args.brokers,
         port=args.port,
@@ -169,6 +174,35 @@ def _spec(args: argparse.Namespace, run_dir: Path) -> ClusterSpec:
         stub_port=args.stub_port,
         log_level=args.log_level,
     )
+
+
+# Each broker's ports come from --port and --admin-port (broker i: first + i), over the file.
+_ASSIGNED_PORT_KEYS: Final = ("brokerServicePort", "webServicePort")
+# Not assigned: one value would be every broker's, so only 0 (a free port each) works for several.
+_SHARED_PORT_KEYS: Final = ("brokerServicePortTls", "webServicePortTls")
+
+
+def _check_port_keys(path: Path, brokers: int) -> None:
+    """Say that the cluster assigns the ports a ``--config`` sets; refuse a shared TLS port.
+
+    Raises:
+        ConfigError: A TLS port other than 0 for several brokers.
+    """
+    raw = read_config_file(path)
+    assigned = [f"{key}={raw[key]}" for key in _ASSIGNED_PORT_KEYS if raw.get(key, "") != ""]
+    if assigned:
+        log.warning(
+            "%s: %s ignored: the cluster assigns each broker its ports (--port, --admin-port)",
+            path,
+            ", ".join(assigned),
+        )
+    for key in _SHARED_PORT_KEYS:
+        value = raw.get(key, "")
+        if brokers > 1 and value != "" and str(value) != "0":
+            raise ConfigError(
+                f"{path}: {key}={value} would be the port of all {brokers} brokers; set it to 0 "
+                "(each broker takes a free one)"
+            )
 
 
 def _brokers(count: int) -> str:

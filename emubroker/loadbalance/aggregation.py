@@ -125,7 +125,7 @@ class LeaderAggregation:
         """
         self._stored = {}
         await self._read_tree(BUNDLE_DATA_ROOT, [], 0)
-        log.info("read the stored data of %d bundles", len(self._stored))
+        log.debug("read the stored data of %d bundles", len(self._stored))
         return len(self._stored)
 
     async def _read_tree(self, path: str, parts: list[str], depth: int) -> None:

@@ -251,7 +251,7 @@ class LoadBalancerLeader:
                 has_policies=lambda bundle: self._current_policies().has_policies(bundle),
             )
             term = self._term = _Term(aggregation)
-            log.info("leading: starting the load manager's leader tasks (%s)", self._broker_id)
+            log.debug("leading: starting the load manager's leader tasks (%s)", self._broker_id)
             try:
                 try:
                     await aggregation.load_stored_bundle_data()

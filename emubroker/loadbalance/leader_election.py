@@ -137,6 +137,9 @@ class LeaderElectionService:
         service_url: This broker's web service URL.
         path: The election node (tests may run several elections in one store).
         retry_delay: Seconds before a failed election is retried.
+        announce: The logging level of who leads and of this broker's state changes: INFO
+            where the cluster has several brokers, DEBUG for a broker alone (standalone),
+            which leads by definition.
     """
 
     def __init__(
@@ -148,8 +151,10 @@ class LeaderElectionService:
         service_url: str,
         path: str = LEADER_PATH,
         retry_delay: float = RETRY_DELAY,
+        announce: int = logging.INFO,
     ) -> None:
         self._store = store
+        self._announce = announce
         self._clock = clock
         self._path = path
         self._retry_delay = retry_delay
@@ -297,18 +302,20 @@ class LeaderElectionService:
     def _learn(self, leader: LeaderBroker | None) -> None:
         if leader is not None and (self._leader is None or not self._leader.same_broker(leader)):
             self._changes += 1
-            log.info("leader broker is now %s (%s)", leader.id, leader.service_url)
+            log.log(self._announce, "leader broker is now %s (%s)", leader.id, leader.service_url)
         self._leader = leader
 
     def _change_state(self, state: LeaderElectionState) -> None:
         if state is not self._state:
             self._state = state
             if state is LeaderElectionState.LEADING:
-                log.info("this broker %s was elected leader", self.proposed.id)
+                log.log(self._announce, "this broker %s was elected leader", self.proposed.id)
             elif state is LeaderElectionState.FOLLOWING and self._leader is not None:
-                log.info("this broker %s follows %s", self.proposed.id, self._leader.id)
+                log.log(
+                    self._announce, "this broker %s follows %s", self.proposed.id, self._leader.id
+                )
             else:
-                log.info("this broker %s knows no leader", self.proposed.id)
+                log.log(self._announce, "this broker %s knows no leader", self.proposed.id)
         if state is self._reported:
             return
         self._reported = state
@@ -327,7 +334,7 @@ class LeaderElectionService:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_RELEASE_TIMEOUT):
             try:
                 await self._store.delete(self._path, expected_version=version)
-                log.info("released the leadership on %s", self._path)
+                log.log(self._announce, "released the leadership on %s", self._path)
             except (NotFoundError, BadVersionError, StoreClosedError):
                 pass  # already gone (session ended) or no longer ours
             except MetadataStoreError as exc:

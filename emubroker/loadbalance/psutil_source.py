@@ -26,6 +26,7 @@ sample taken with no time elapsed repeats the previous one.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -110,11 +111,19 @@ def nic_speed_kbps(override_gbps: float | None) -> float:
         return override_gbps * KBIT_PER_GBIT
     speed = host_nic_speed_kbps()
     if speed <= 0:
-        log.warning(
-            "no network interface reports a speed: bandwidth usage reads 0 %% (set "
-            "loadBalancerOverrideBrokerNicSpeedGbps to measure it)"
-        )
+        _note_unmeasured_bandwidth()
     return speed
+
+
+@functools.cache
+def _note_unmeasured_bandwidth() -> None:
+    # Once per process: the host is the same for every broker this process runs (an in-process
+    # cluster would repeat it per broker), and at INFO: common on virtual machines and
+    # containers, and only the bandwidth share of the load reports is affected.
+    log.info(
+        "no network interface reports a speed: bandwidth usage reads as zero "
+        "(set loadBalancerOverrideBrokerNicSpeedGbps to measure it)"
+    )
 
 
 class PsutilUsageSource:

@@ -259,7 +259,7 @@ class LoadReporter:
         await self._store.put(
             broker_time_average_path(self.broker_id), encode(TimeAverageBrokerData())
         )
-        log.info("registered broker %s at %s", self.broker_id, self.path)
+        log.debug("registered broker %s at %s", self.broker_id, self.path)
 
     async def _acquire(self) -> None:
         """Create the node, or take over our own stale one (``ResourceLockImpl.revalidate``)."""
@@ -317,7 +317,7 @@ class LoadReporter:
                 node = await self._store.get(self.path)
                 if node is not None and node.created_by_self:
                     await self._store.delete(self.path, expected_version=node.version)
-                    log.info("unregistered broker %s", self.broker_id)
+                    log.debug("unregistered broker %s", self.broker_id)
             except (NotFoundError, BadVersionError, StoreClosedError):
                 pass  # already gone (session ended) or no longer ours
             except MetadataStoreError as exc:

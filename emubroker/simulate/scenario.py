@@ -27,12 +27,15 @@ from typing import Any, Final
 import msgspec
 
 from emubroker.config import BrokerConfig, ConfigError, load_config
+from loadgen.events import STUB_ACTIONS
 from loadgen.scenario import (
     Scenario,
     ScenarioError,
+    check,
+    decode_scenario,
     error_at,
     error_from_validation,
-    parse_scenario,
+    read_scenario_text,
 )
 
 __all__ = [
@@ -114,9 +117,9 @@ def load_simulation(path: str | Path) -> Simulation:
             virtual clock cannot give.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SimulationError(f"cannot read {path}: {exc.strerror or exc}") from None
+        text = read_scenario_text(path)
+    except ScenarioError as exc:
+        raise SimulationError(str(exc)) from None
     try:
         return parse_simulation(text, source=str(path))
     except (SimulationError, ScenarioError) as exc:
@@ -130,7 +133,11 @@ def parse_simulation(text: str, *, source: str | None = None) -> Simulation:
         SimulationError: Invalid, or needs real sockets or processes (the message names the key).
     """
     try:
-        scenario = parse_scenario(text)
+        scenario = decode_scenario(text)
+        # Before loadgen's checks, which ask for what only `loadgen run` can give (a stub
+        # process for stub fault events, say).
+        _refuse_events(scenario, text)
+        check(scenario, text)
         try:
             section = msgspec.convert(scenario.simulate, SimulateSection)
         except msgspec.ValidationError as exc:
@@ -152,6 +159,28 @@ def parse_simulation(text: str, *, source: str | None = None) -> Simulation:
         except ConfigError as exc:
             raise SimulationError(f"broker {index}: {exc}") from None
     return simulation
+
+
+def _refuse_events(scenario: Scenario, text: str) -> None:
+    """The events a virtual clock cannot fire, named with their line."""
+    for index, event in enumerate(scenario.events):
+        action = event.__struct_config__.tag
+        if isinstance(event, STUB_ACTIONS):
+            raise error_at(
+                text,
+                ("events", index, "action"),
+                f"event {action!r}: simulations cannot run stub fault events (they reach the "
+                "bookie stub's process over its socket); loadgen run can, with cluster.start "
+                'storage = "stub"',
+            )
+        if action not in _EVENTS_OF_VIRTUAL_TIME:
+            raise error_at(
+                text,
+                ("events", index, "action"),
+                f"event {action!r} needs real processes or the admin REST API; a simulation "
+                f"fires only {' and '.join(_EVENTS_OF_VIRTUAL_TIME)} (the load manager's "
+                "shedding and splits move bundles by themselves)",
+            )
 
 
 def _broker_overrides(
@@ -178,16 +207,6 @@ def _broker_overrides(
             'storage = "durable" writes journals to disk; a simulation keeps the bookie stub '
             'in memory (use "memory" or "stub")',
         )
-    for index, event in enumerate(scenario.events):
-        action = event.__struct_config__.tag
-        if action not in _EVENTS_OF_VIRTUAL_TIME:
-            raise error_at(
-                text,
-                ("events", index, "action"),
-                f"event {action!r} needs real processes or the admin REST API; a simulation "
-                f"fires only {' and '.join(_EVENTS_OF_VIRTUAL_TIME)} (the load manager's "
-                "shedding and splits move bundles by themselves)",
-            )
     for name in section.brokers:
         if not name.isdigit() or int(name) >= start.brokers:
             raise error_at(

@@ -70,6 +70,6 @@ def run_broker_in_thread(**overrides: Any) -> Iterator[RunningBroker]:
     config = load_config(overrides={"brokerServicePort": 0, "webServicePort": 0, **overrides})
     with (
         start_blocking_portal("asyncio") as portal,
-        portal.wrap_async_context_manager(open_broker(config)) as broker,
+        portal.wrap_async_context_manager(open_broker(config, alone=True)) as broker,
     ):
         yield RunningBroker(broker, portal)

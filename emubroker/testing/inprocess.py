@@ -138,7 +138,10 @@ class ThreadCluster:
                     stack.callback(channel.shutdown)
                     broker = await stack.enter_async_context(
                         open_broker(
-                            config, metadata=store, ledgers=BookieBackend(StubClient(channel))
+                            config,
+                            metadata=store,
+                            ledgers=BookieBackend(StubClient(channel)),
+                            alone=len(self._nodes) == 1,
                         )
                     )
                     node.broker, node.store, node.channel = broker, store, channel

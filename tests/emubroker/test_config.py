@@ -70,6 +70,37 @@ def test_invalid_values_are_rejected_with_the_key(key: str, value: str) -> None:
         load_config(overrides={key: value})
 
 
+def test_every_bad_value_is_named_with_its_source_value_and_type(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "loadBalancerSheddingIntervalMinutes=often\n"
+        "brokerServicePort=6650\n"
+        "maxMessageSize=0\n"
+        "allowAutoTopicCreationType=sometimes\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(conf, overrides={"webServicePort": 70000}, environ={})
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "invalid configuration, 4 bad values:"
+    assert sorted(line.strip() for line in lines[1:]) == sorted(
+        [
+            f"{conf}: loadBalancerSheddingIntervalMinutes = 'often': expected float",
+            f"{conf}: maxMessageSize = '0': expected int >= 1",
+            f"{conf}: allowAutoTopicCreationType = 'sometimes': expected one of "
+            "non-partitioned, partitioned",
+            "command line: webServicePort = 70000: expected int <= 65535",
+        ]
+    )
+
+
+def test_one_bad_value_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(overrides={"brokerServicePort": "abc"}, environ={})
+    assert str(caught.value) == (
+        "invalid configuration: command line: brokerServicePort = 'abc': expected int"
+    )
+
+
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.conf")

@@ -403,4 +403,4 @@ def test_an_unknown_strategy_or_algorithm_stops_start_up_naming_the_key(
         timeout=60,
     )
     assert done.returncode == 2, done.stderr
-    assert f"invalid configuration: Invalid enum value '{value}' - at `$.{key}`" in done.stderr
+    assert f"invalid configuration: {conf}: {key} = '{value}': expected one of " in done.stderr

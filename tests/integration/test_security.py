@@ -335,6 +335,18 @@ def test_rest_authorization_statuses(setup: Setup) -> None:
     assert _rest(f"{admin}/metrics")[0] == 200  # authenticateMetricsEndpoint is off
 
 
+@pytest.mark.parametrize("role", ["root", "alice"])
+def test_a_bad_topic_name_is_412_before_authorization(setup: Setup, role: str) -> None:
+    """As Pulsar's ``validateTopicName``, which every topic method calls first."""
+    admin = setup.broker.admin_url
+    for path in ("persistent/sec/ns/a%2Fb/stats", "persistent/sec/ns/a%2Fb/subscriptions"):
+        assert _rest(f"{admin}/admin/v2/{path}", headers=_bearer(role)) == (
+            412,
+            {"reason": "Topic name is not valid"},
+        )
+    assert _rest(f"{admin}/admin/v2/persistent/sec/ns/a%2Fb/stats")[0] == 401  # no credentials
+
+
 def test_grant_and_revoke_with_the_cli(setup: Setup) -> None:
     topic = _topic("closed")
     base = [sys.executable, "-m", "emubroker", "admin", "--admin-url", setup.broker.admin_url]

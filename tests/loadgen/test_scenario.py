@@ -77,9 +77,16 @@ def test_a_full_scenario_decodes_with_durations_ramps_and_events() -> None:
         ),
         (
             ('action = "kill_broker"', 'action = "kill_brokers"'),
-            r"line 39: Invalid value 'kill_brokers'",
+            r"line 39: unknown action 'kill_brokers'; actions: unload_topic, unload_namespace, "
+            r"unload_bundle, split_bundle, kill_broker, restart_broker, .*, pause_consumers, "
+            r"resume_consumers \(at \$\.events\[1\]\.action\)",
         ),
-        (("brokers = 1,", "brokerz = 1,"), r"line 5: Object contains unknown field `brokerz`"),
+        (("brokers = 1,", "brokerz = 1,"), r"line 5: unknown key `brokerz`"),
+        (("seed = 3\n", "seed = 3\nbogus = 1\n"), r"^line 3: unknown key `bogus` \(at \$\.bogus\)"),
+        (
+            ("size = 100\n", "size = 100\nsizee = 1\n"),
+            r"^line 16: unknown key `sizee` \(at \$\.producers\[0\]\.sizee\)",
+        ),
         (('type = "Failover"', 'type = "Fanout"'), r"line 21: Invalid enum value 'Fanout'"),
         (("rates = { in =", "rates = { nope ="), r"line 30: no producer group named 'nope'"),
         (('name = "out"', 'name = "in"'), r"line 18: group name 'in' is used twice"),

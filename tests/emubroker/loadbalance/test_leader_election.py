@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -298,3 +299,27 @@ async def test_a_closed_store_ends_the_service(fake_clock: FakeClock) -> None:
         await tg.start(service.run)
         await store.aclose()
     assert service.state is NO_LEADER
+
+
+@pytest.mark.parametrize(
+    ("announce", "level"), [(None, logging.INFO), (logging.DEBUG, logging.DEBUG)]
+)
+async def test_who_leads_is_logged_at_the_announce_level(
+    caplog: pytest.LogCaptureFixture, announce: int | None, level: int
+) -> None:
+    """INFO where several brokers elect; a broker alone (standalone) says it at DEBUG."""
+    caplog.set_level(logging.DEBUG, logger="emubroker.loadbalance.leader_election")
+    store = MemoryMetadataTree().open_session()
+    options = {} if announce is None else {"announce": announce}
+    service = LeaderElectionService(
+        store, FakeClock(), broker_id="127.0.0.1:1", service_url="http://127.0.0.1:1", **options
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(service.run)
+        tg.cancel_scope.cancel()
+    messages = {r.getMessage(): r.levelno for r in caplog.records}
+    assert messages == {
+        "leader broker is now 127.0.0.1:1 (http://127.0.0.1:1)": level,
+        "this broker 127.0.0.1:1 was elected leader": level,
+        "released the leadership on /loadbalance/leader": level,
+    }

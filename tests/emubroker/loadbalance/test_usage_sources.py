@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from emubroker.config import ConfigError, load_config
+from emubroker.loadbalance import psutil_source
 from emubroker.loadbalance.psutil_source import MIB, PsutilUsageSource
 from emubroker.loadbalance.report_wiring import resource_limits, usage_source
 from emubroker.loadbalance.usage import ResourceUsage
@@ -206,3 +209,30 @@ class TestFromConfig:
             usage_source(load_config(overrides={"emubrokerResourceUsageScript": missing}), "b:1")
         with pytest.raises(ConfigError, match="emubrokerResourceUsageSource"):
             load_config(overrides={"emubrokerResourceUsageSource": "jmx"})
+
+
+class TestUnmeasuredBandwidthNote:
+    """A host whose NICs report no speed: one readable INFO note per process, not a warning."""
+
+    @pytest.fixture(autouse=True)
+    def _no_nic_speed(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+        monkeypatch.setattr(psutil_source, "host_nic_speed_kbps", lambda: 0.0)
+        psutil_source._note_unmeasured_bandwidth.cache_clear()
+        yield
+        psutil_source._note_unmeasured_bandwidth.cache_clear()
+
+    def test_said_once_at_info_however_many_brokers(self, caplog: pytest.LogCaptureFixture) -> None:
+        caplog.set_level(logging.DEBUG, logger=psutil_source.__name__)
+        for _ in range(3):  # three brokers of an in-process cluster
+            assert resource_limits(load_config()).nic_kbps == 0
+        notes = [r for r in caplog.records if "reports a speed" in r.getMessage()]
+        assert [r.levelno for r in notes] == [logging.INFO]
+        message = notes[0].getMessage()
+        assert "%" not in message
+        assert "loadBalancerOverrideBrokerNicSpeedGbps" in message
+
+    def test_no_note_when_the_speed_is_configured(self, caplog: pytest.LogCaptureFixture) -> None:
+        caplog.set_level(logging.DEBUG, logger=psutil_source.__name__)
+        config = load_config(overrides={"loadBalancerOverrideBrokerNicSpeedGbps": 1.0})
+        assert resource_limits(config).nic_kbps == 1_000_000
+        assert not caplog.records

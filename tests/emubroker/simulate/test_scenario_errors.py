@@ -71,13 +71,19 @@ def test_a_valid_scenario_gives_each_broker_its_configuration() -> None:
         (
             "[[events]]\naction = 'stub_stall'\nat = 1\nseconds = 1\n",
             'start = { brokers = 2, storage = "stub" }',
-            "line 16: event 'stub_stall' needs real processes",
+            "line 16: event 'stub_stall': simulations cannot run stub fault events",
         ),
-        ("[simulate]\nspeed = 2\n", None, "Object contains unknown field `speed`"),
+        (
+            # Not loadgen's advice to use storage = "stub", which simulate would refuse next.
+            "[[events]]\naction = 'stub_fail_next'\nat = 1\ncount = 1\n",
+            None,
+            "line 16: event 'stub_fail_next': simulations cannot run stub fault events",
+        ),
+        ("[simulate]\nspeed = 2\n", None, "line 16: unknown key `speed`"),
         ("[simulate]\nepoch = 'now'\n", None, "(at $.simulate.epoch)"),
         ("[simulate.brokers.2]\nconfig = {}\n", None, "simulate.brokers.2: no broker 2"),
         ("[simulate.brokers.x]\nconfig = {}\n", None, "simulate.brokers.x: no broker x"),
-        ("[simulate.brokers.0]\nports = 1\n", None, "unknown field `ports`"),
+        ("[simulate.brokers.0]\nports = 1\n", None, "unknown key `ports`"),
         (
             "",
             "start = { config = { webServicePort = 9000 } }",
@@ -112,6 +118,13 @@ def test_what_a_virtual_clock_cannot_run_is_refused_naming_the_key(
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SimulationError, match=r"cannot read .*nothing\.toml"):
         load_simulation(tmp_path / "nothing.toml")
+
+
+def test_a_binary_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.toml"
+    path.write_bytes(b"\x00\xb8\xff" * 100)
+    with pytest.raises(SimulationError, match=r"scenario\.toml: not a scenario: not UTF-8 text"):
+        load_simulation(path)
 
 
 def test_the_command_line_exits_2_naming_the_key(tmp_path: Path) -> None:
