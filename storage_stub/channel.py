@@ -16,7 +16,14 @@ is queued in one write) and waits for the reply with that id. Around that:
   means the stub restarted, so every session kept alive here is lost (the new stub may even
   hand the same ids to others).
 - **Sessions** registered with :meth:`StubChannel.keep_alive` get a heartbeat every third of
-  their timeout.
+  their timeout. When a heartbeat gets no answer (it times out, or the stub is unreachable)
+  and none was answered for the session's whole timeout, the session is counted as lost
+  (ZooKeeper's ``SessionLost``: nothing proves it still lives on the stub) and
+  :meth:`StubChannel.wait_unreachable` returns: about a timeout after the stub went away,
+  before requests made meanwhile (which wait for the request timeout, 30 s) fail. It also takes
+  :data:`SILENT_HEARTBEATS` unanswered in a row: a process that was frozen (SIGSTOP) past its
+  timeout wakes with one heartbeat in flight, which fails, but the next one is answered
+  ("expired"), so it finds its session expired rather than the stub unreachable.
 """
 
 from __future__ import annotations
@@ -50,12 +57,16 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
     from storage_stub.client_watch import StubWatch
 
-__all__ = ["STUB_BACKOFF", "Backoff", "StubChannel", "parse_stub_url"]
+__all__ = ["SILENT_HEARTBEATS", "STUB_BACKOFF", "Backoff", "StubChannel", "parse_stub_url"]
 
 logger = logging.getLogger(__name__)
 
 RECEIVE_SIZE: Final = 256 * 1024
 
+
+SILENT_HEARTBEATS: Final = 2
+"""Unanswered heartbeats in a row, at least, before a session is lost for the stub's silence:
+more than the one a frozen process wakes up with."""
 
 STUB_BACKOFF: Final = Backoff(initial=0.05, maximum=2.0)
 """Reconnection delays to the stub unless the caller gives others: a local process, retried fast."""
@@ -135,6 +146,10 @@ class StubChannel:
         self._incarnation: int | None = None
         self._sessions: dict[int, tuple[float, float]] = {}  # id -> (timeout, next heartbeat)
         self._lost_sessions: set[int] = set()
+        self._silent: dict[int, int] = {}  # session -> unanswered heartbeats in a row
+        self._answered: dict[int, float] = {}  # session -> when the stub last confirmed it
+        self._unreachable = anyio.Event()
+        self._unreachable_reason = ""
         self._heartbeat_scope: anyio.CancelScope | None = None
         self.watches: dict[int, StubWatch] = {}
         self.reconnects = 0
@@ -197,17 +212,26 @@ class StubChannel:
 
     def keep_alive(self, session: int, session_timeout: float) -> None:
         """Heartbeat ``session`` every third of its timeout from now on."""
-        self._sessions[session] = (session_timeout, self.clock.now() + session_timeout / 3)
+        now = self.clock.now()
+        self._sessions[session] = (session_timeout, now + session_timeout / 3)
+        self._answered[session] = now
         if self._heartbeat_scope is not None:
             self._heartbeat_scope.cancel()
 
     def forget_session(self, session: int) -> None:
         """Stop heartbeating a session and count it as ended."""
         self._sessions.pop(session, None)
+        self._silent.pop(session, None)
+        self._answered.pop(session, None)
         self._lost_sessions.add(session)
 
     def session_alive(self, session: int) -> bool:
         return session not in self._lost_sessions
+
+    async def wait_unreachable(self) -> str:
+        """Wait until a session kept alive here was lost to the stub's silence; says why."""
+        await self._unreachable.wait()
+        return self._unreachable_reason
 
     # ---- connection state -------------------------------------------------------------------
 
@@ -274,16 +298,41 @@ class StubChannel:
                 for session, (session_timeout, next_due) in list(self._sessions.items()):
                     if next_due <= now:
                         self._sessions[session] = (session_timeout, now + session_timeout / 3)
-                        tg.start_soon(self._heartbeat, session, session_timeout / 3)
+                        tg.start_soon(self._heartbeat, session, session_timeout)
 
-    async def _heartbeat(self, session: int, within: float) -> None:
+    async def _heartbeat(self, session: int, session_timeout: float) -> None:
         try:
-            await self.call(partial(m.SessionHeartbeat, session_id=session), within)
+            await self.call(partial(m.SessionHeartbeat, session_id=session), session_timeout / 3)
         except SessionExpiredError:
             logger.warning("metadata session %s expired", session)
             self.forget_session(session)
+        except (StubTimeoutError, StubConnectionError) as exc:
+            silent = self._silent.get(session, 0) + 1
+            self._silent[session] = silent
+            answered = self._answered.get(session)
+            if (
+                silent < SILENT_HEARTBEATS
+                or answered is None  # forgotten meanwhile
+                or self.clock.now() - answered < session_timeout
+            ):
+                logger.info("heartbeat of session %s failed (will retry): %s", session, exc)
+                return
+            reason = (
+                f"the stub answered no heartbeat of metadata session {session} for its "
+                f"{session_timeout:g} s timeout ({exc})"
+            )
+            logger.info("metadata session %s lost: %s", session, reason)
+            self.forget_session(session)
+            if not self._unreachable.is_set():
+                self._unreachable_reason = reason
+                self._unreachable.set()
+            return
         except StorageError as exc:
             logger.info("heartbeat of session %s failed (will retry): %s", session, exc)
+            return
+        self._silent.pop(session, None)
+        if session in self._answered:
+            self._answered[session] = self.clock.now()
 
     async def _maintain(self, first: ByteStream) -> None:
         stream: ByteStream | None = first
@@ -373,6 +422,8 @@ class StubChannel:
             logger.warning("the stub restarted: %d metadata sessions lost", len(self._sessions))
             self._lost_sessions.update(self._sessions)
             self._sessions.clear()
+            self._silent.clear()
+            self._answered.clear()
         self._incarnation = incarnation
         return True
 
