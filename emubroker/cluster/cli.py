@@ -34,6 +34,7 @@ import msgspec
 from emubroker.cluster import control
 from emubroker.cluster.children import ChildStartError
 from emubroker.cluster.leftovers import stop_leftovers
+from emubroker.cluster.running import leaf_errors, open_cluster
 from emubroker.cluster.spec import ClusterEvent, ClusterSpec
 from emubroker.cluster.state import (
     CONTROL_SOCKET,
@@ -43,7 +44,6 @@ from emubroker.cluster.state import (
     read_state,
     run_dir_in_use,
 )
-from emubroker.cluster.supervisor import leaf_errors, open_cluster
 from emubroker.config import ConfigError, load_config
 from protocol.clock import AnyioClock
 
@@ -194,7 +194,11 @@ class _Output:
             self._line(f"broker {broker.index} {broker.service_url} admin {broker.admin_url}")
 
     def event(self, event: ClusterEvent) -> None:
-        self._line(msgspec.json.encode(event).decode() if self.as_json else event.message)
+        if self.as_json:
+            self._line(msgspec.json.encode(event).decode())
+        else:
+            loud = "WARNING: " if event.level == "warning" else ""
+            self._line(loud + event.message)
 
     @staticmethod
     def _line(text: str) -> None:
