@@ -1,16 +1,17 @@
 """The local cluster's supervisor: one ``storage-stub`` process and N broker processes.
 
-``open_cluster(spec)`` starts the stub (bookie stub + metadata service), then every broker at
-once (they share nothing but the stub, DESIGN.md decision 11, so nothing orders them), and
-yields a :class:`Cluster` once every broker printed its ready line. Inside, a task per child waits
-for it to exit: a child that dies while the cluster runs is reported and, with ``restart``,
-started again on the same ports (at once the first time, then backing off while it keeps dying
-young). Leaving the block stops the brokers first, each with SIGTERM so that it releases its
-locks and leadership, waits for them, then stops the stub.
+``Cluster.start_all`` (through ``emubroker.cluster.running.open_cluster``) starts the stub, then
+every broker at once (they share nothing but the stub, DESIGN.md decision 11, so nothing orders
+them). A task per child waits for it to exit: a child that dies while the cluster runs is
+reported and, with ``restart``, started again on the same ports (at once the first time, then
+backing off while it keeps dying young). A stub that starts again brings the brokers back with
+it (an in-memory one restarts them: its data is gone; docs/cluster.md, "When the stub dies").
+``stop_all`` stops the brokers first, each with SIGTERM so that it releases its locks and
+leadership, waits for them, then stops the stub.
 
 The run directory (``emubroker.cluster.state``) is locked for the supervisor's life and holds
 the state file, rewritten after every change, and the control socket through which
-``emubroker cluster kill|start|stop`` reach :meth:`Cluster.handle`.
+``emubroker cluster kill|start|stop`` reach :meth:`Cluster.handle` (``requests``).
 """
 
 from __future__ import annotations

@@ -96,6 +96,9 @@ def test_brokers_stop_cleanly_when_a_durable_stub_stays_down_and_start_with_it(
         stopped = time.monotonic() - killed
         assert stopped < STOP_BOUND
         assert not any(b.is_running() for b in brokers)
+        status = cluster.cli("status").stdout.splitlines()
+        stub_line = next(line for line in status if line.startswith("stub "))
+        assert "dead (exit status -9)  restarts 0  durable " in stub_line
         for index in range(2):
             log = (cluster.run_dir / f"broker-{index}.log").read_text()
             assert "Traceback" not in log
@@ -127,7 +130,9 @@ def test_an_in_memory_stub_restarted_by_the_supervisor_restarts_the_cluster(
     with cluster_process(tmp_path / "run", *args) as cluster:
         topic = f"persistent://public/default/memory-{uuid.uuid4().hex[:8]}"
         _produce_and_consume(cluster.ready["service_url"], topic, 3)
-        _kill_stub(cluster)
+        killed = cluster.cli("kill", "stub", "--signal", "KILL")
+        assert killed.returncode == 0, killed.stderr
+        assert killed.stdout.startswith("sent SIGKILL to the storage-stub (pid ")
         lost = cluster.wait_event("stub-data-lost", timeout=10)
         assert lost["level"] == "warning"
         assert "every topic, subscription and message" in lost["message"]
@@ -138,4 +143,8 @@ def test_an_in_memory_stub_restarted_by_the_supervisor_restarts_the_cluster(
         acked = _send_until_acked(cluster.ready["service_url"], topic, SERVE_AGAIN_BOUND)
         _produce_and_consume(cluster.ready["service_url"], topic + "-after", 3)
         assert "broker-died" not in [e["event"] for e in cluster.seen]
+        status = cluster.cli("status").stdout.splitlines()
+        stub_line = next(line for line in status if line.startswith("stub "))
+        assert "running pid" in stub_line
+        assert "restarts 1  in memory" in stub_line
         print(f"stub restart -> first send acknowledged {acked - restarted:.2f} s")
