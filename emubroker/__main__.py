@@ -139,9 +139,11 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
                 session_timeout=config.metadataStoreSessionTimeoutMillis / 1000.0,
             ) as (metadata, ledgers),
             # Losing the external metadata session stops the broker, as in Pulsar.
-            stop_on_session_loss(metadata) if metadata is not None else nullcontext(),
+            stop_on_session_loss(metadata) if metadata is not None else nullcontext() as guard,
             open_broker(config, metadata=metadata, ledgers=ledgers) as broker,
         ):
+            if guard is not None:
+                guard.serving()
             tls = ""
             if broker.service_url_tls or broker.admin_url_tls:
                 tls = f" tls {broker.service_url_tls} {broker.admin_url_tls}".rstrip()

@@ -12,9 +12,10 @@ as a clean, prompt stop:
 - the block raises :class:`MetadataSessionLostError`, which ``emubroker broker`` turns into exit
   status 1 without a traceback.
 
-A store failure that escapes the broker's own tasks while the session is not yet counted as lost
-(a request to an unreachable store timing out, ``metadataStoreOperationTimeoutSeconds``) ends the
-broker the same way: nothing but a lost store makes them fail for good.
+A store failure that escapes the broker's own tasks once it serves, while the session is not yet
+counted as lost (a request to an unreachable store timing out), ends the broker the same way:
+nothing but a lost store makes them fail for good. Before it serves, such a failure is a failure
+to start, and propagates as it is (``emubroker: cannot start: ...``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from emubroker.metadata.store import MetadataStore
 
-__all__ = ["MetadataSessionLostError", "stop_on_session_loss"]
+__all__ = ["MetadataSessionLostError", "SessionGuard", "stop_on_session_loss"]
 
 log = logging.getLogger(__name__)
 
@@ -41,36 +42,62 @@ class MetadataSessionLostError(RuntimeError):
     """The broker stopped because its metadata session was lost; the message says why."""
 
 
-@asynccontextmanager
-async def stop_on_session_loss(store: MetadataStore) -> AsyncIterator[None]:
-    """Run the block (the broker) until ``store`` loses its session, then cancel it.
+class SessionGuard:
+    """What :func:`stop_on_session_loss` yields; the block says when the broker serves."""
 
-    Raises:
-        MetadataSessionLostError: The session was lost, or the store failed under the block.
-    """
-    lost: list[str] = []
+    def __init__(self) -> None:
+        self.is_serving = False
+        self.lost: str | None = None
 
-    async def watch(scope: anyio.CancelScope) -> None:
-        reason = await store.wait_session_lost()
-        give_up(reason, scope)
-        await store.aclose()  # every later call fails at once: nothing waits on the way out
+    def serving(self) -> None:
+        """From now on a store failure under the block stops a serving broker.
 
-    def give_up(reason: str, scope: anyio.CancelScope) -> None:
-        if not lost:
-            lost.append(reason)
+        Before, it is a failure to start and propagates as it is.
+        """
+        self.is_serving = True
+
+    def give_up(self, reason: str) -> None:
+        if self.lost is None:
+            self.lost = reason
             log.error(
                 "metadata session lost: %s; shutting down the broker "
                 "(zookeeperSessionExpiredPolicy=shutdown)",
                 reason,
             )
-        scope.cancel()
 
+
+@asynccontextmanager
+async def stop_on_session_loss(store: MetadataStore) -> AsyncIterator[SessionGuard]:
+    """Run the block (the broker) until ``store`` loses its session, then cancel it.
+
+    Raises:
+        MetadataSessionLostError: The session was lost, or the store failed under the block
+            once it called :meth:`SessionGuard.serving`.
+        MetadataStoreError: The store failed under the block before that.
+    """
+    guard = SessionGuard()
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        guard.give_up(await store.wait_session_lost())
+        scope.cancel()
+        await store.aclose()  # every later call fails at once: nothing waits on the way out
+
+    failure: MetadataStoreError | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch, tg.cancel_scope)
-            yield
+            yield guard
             tg.cancel_scope.cancel()
     except* MetadataStoreError as group:
-        give_up(f"the metadata store failed: {group.exceptions[0]}", anyio.CancelScope())
-    if lost:
-        raise MetadataSessionLostError(lost[0])
+        failure = _first(group)
+    if failure is not None and guard.lost is None:
+        if not guard.is_serving:
+            raise failure
+        guard.give_up(f"the metadata store failed: {failure}")
+    if guard.lost is not None:
+        raise MetadataSessionLostError(guard.lost)
+
+
+def _first(group: BaseExceptionGroup[MetadataStoreError]) -> MetadataStoreError:
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first

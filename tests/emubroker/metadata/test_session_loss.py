@@ -51,18 +51,23 @@ async def test_a_broker_whose_stub_stays_away_a_session_timeout_stops_at_once(
     assert errors[0].endswith("shutting down the broker (zookeeperSessionExpiredPolicy=shutdown)")
 
 
-async def test_a_store_failure_escaping_the_broker_stops_it_the_same_way(
+async def test_a_store_failure_escaping_a_serving_broker_stops_it_the_same_way(
     fake_clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running_stub(fake_clock) as board, client_of(board, fake_clock) as client:
         store = await RemoteMetadataStore.open(client, session_timeout=SESSION_TIMEOUT)
 
-        async def fail() -> None:
-            async with stop_on_session_loss(store):
+        async def fail(*, serving: bool) -> None:
+            async with stop_on_session_loss(store) as guard:
+                if serving:
+                    guard.serving()
                 raise MetadataStoreError("gone")
 
+        with pytest.raises(MetadataStoreError, match=r"^gone$"):  # a failure to start
+            await fail(serving=False)
+        assert caplog.records == []
         with pytest.raises(MetadataSessionLostError, match="metadata store failed: gone"):
-            await fail()
+            await fail(serving=True)
         await store.aclose()
     assert [r.levelno for r in caplog.records if r.name.endswith("session_loss")] == [logging.ERROR]
 
