@@ -234,6 +234,7 @@ class Cluster:
         self._exited(broker, code)
 
     async def _start_broker_again(self, broker: BrokerState) -> None:
+        broker.restarts += 1  # counted before the start saves the state
         try:
             await self._start_broker(broker)
         except (children.ChildStartError, OSError) as exc:
@@ -242,7 +243,6 @@ class Cluster:
             if self.spec.restart:
                 await self._restart(broker, broker.index)
             return
-        broker.restarts += 1
         self.emit(
             "broker-restarted",
             f"broker {broker.index} restarted with the stub (pid {broker.pid})",

@@ -372,6 +372,7 @@ async def test_with_restart_an_in_memory_stub_that_dies_restarts_the_cluster_lou
         brokers = cluster.state.brokers
         assert all(b.status is ChildStatus.RUNNING for b in brokers)
         assert [b.restarts for b in brokers] == [1, 1]
+        assert [b.restarts for b in read_state(tmp_path / "run").brokers] == [1, 1]
         assert not any(alive(pid) for pid in old)
         # The brokers were killed for the restart: no death of theirs is reported.
         assert "broker-died" not in [e.event for e in events.seen]
