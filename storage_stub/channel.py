@@ -16,14 +16,8 @@ is queued in one write) and waits for the reply with that id. Around that:
   means the stub restarted, so every session kept alive here is lost (the new stub may even
   hand the same ids to others).
 - **Sessions** registered with :meth:`StubChannel.keep_alive` get a heartbeat every third of
-  their timeout. When a heartbeat gets no answer (it times out, or the stub is unreachable)
-  and none was answered for the session's whole timeout, the session is counted as lost
-  (ZooKeeper's ``SessionLost``: nothing proves it still lives on the stub) and
-  :meth:`StubChannel.wait_unreachable` returns: about a timeout after the stub went away,
-  before requests made meanwhile (which wait for the request timeout, 30 s) fail. It also takes
-  :data:`SILENT_HEARTBEATS` unanswered in a row: a process that was frozen (SIGSTOP) past its
-  timeout wakes with one heartbeat in flight, which fails, but the next one is answered
-  ("expired"), so it finds its session expired rather than the stub unreachable.
+  their timeout. One lost to the stub's silence (``storage_stub.sessions`` says when) makes
+  :meth:`StubChannel.wait_unreachable` return.
 """
 
 from __future__ import annotations
@@ -48,6 +42,7 @@ from storage_stub.errors import (
 )
 from storage_stub.ledger import StorageError
 from storage_stub.metadata import SessionExpiredError
+from storage_stub.sessions import SessionBook
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -57,16 +52,12 @@ if TYPE_CHECKING:
     from protocol.clock import Clock
     from storage_stub.client_watch import StubWatch
 
-__all__ = ["SILENT_HEARTBEATS", "STUB_BACKOFF", "Backoff", "StubChannel", "parse_stub_url"]
+__all__ = ["STUB_BACKOFF", "Backoff", "StubChannel", "parse_stub_url"]
 
 logger = logging.getLogger(__name__)
 
 RECEIVE_SIZE: Final = 256 * 1024
 
-
-SILENT_HEARTBEATS: Final = 2
-"""Unanswered heartbeats in a row, at least, before a session is lost for the stub's silence:
-more than the one a frozen process wakes up with."""
 
 STUB_BACKOFF: Final = Backoff(initial=0.05, maximum=2.0)
 """Reconnection delays to the stub unless the caller gives others: a local process, retried fast."""
@@ -144,10 +135,7 @@ class StubChannel:
         self._timer_scope: anyio.CancelScope | None = None
         self._timer_target = math.inf
         self._incarnation: int | None = None
-        self._sessions: dict[int, tuple[float, float]] = {}  # id -> (timeout, next heartbeat)
-        self._lost_sessions: set[int] = set()
-        self._silent: dict[int, int] = {}  # session -> unanswered heartbeats in a row
-        self._answered: dict[int, float] = {}  # session -> when the stub last confirmed it
+        self._sessions = SessionBook()
         self._unreachable = anyio.Event()
         self._unreachable_reason = ""
         self._heartbeat_scope: anyio.CancelScope | None = None
@@ -212,21 +200,16 @@ class StubChannel:
 
     def keep_alive(self, session: int, session_timeout: float) -> None:
         """Heartbeat ``session`` every third of its timeout from now on."""
-        now = self.clock.now()
-        self._sessions[session] = (session_timeout, now + session_timeout / 3)
-        self._answered[session] = now
+        self._sessions.keep(session, session_timeout, self.clock.now())
         if self._heartbeat_scope is not None:
             self._heartbeat_scope.cancel()
 
     def forget_session(self, session: int) -> None:
         """Stop heartbeating a session and count it as ended."""
-        self._sessions.pop(session, None)
-        self._silent.pop(session, None)
-        self._answered.pop(session, None)
-        self._lost_sessions.add(session)
+        self._sessions.end(session)
 
     def session_alive(self, session: int) -> bool:
-        return session not in self._lost_sessions
+        return self._sessions.alive(session)
 
     async def wait_unreachable(self) -> str:
         """Wait until a session kept alive here was lost to the stub's silence; says why."""
@@ -286,19 +269,16 @@ class StubChannel:
 
     async def _run_heartbeats(self) -> None:
         while True:
-            due = min((t for _, t in self._sessions.values()), default=math.inf)
+            due = self._sessions.next_heartbeat()
             with anyio.CancelScope() as scope:
                 self._heartbeat_scope = scope
                 if math.isinf(due):
                     await anyio.sleep_forever()
                 await self.clock.sleep_until(due)
             self._heartbeat_scope = None
-            now = self.clock.now()
             async with anyio.create_task_group() as tg:
-                for session, (session_timeout, next_due) in list(self._sessions.items()):
-                    if next_due <= now:
-                        self._sessions[session] = (session_timeout, now + session_timeout / 3)
-                        tg.start_soon(self._heartbeat, session, session_timeout)
+                for session, session_timeout in self._sessions.due(self.clock.now()):
+                    tg.start_soon(self._heartbeat, session, session_timeout)
 
     async def _heartbeat(self, session: int, session_timeout: float) -> None:
         try:
@@ -307,14 +287,7 @@ class StubChannel:
             logger.warning("metadata session %s expired", session)
             self.forget_session(session)
         except (StubTimeoutError, StubConnectionError) as exc:
-            silent = self._silent.get(session, 0) + 1
-            self._silent[session] = silent
-            answered = self._answered.get(session)
-            if (
-                silent < SILENT_HEARTBEATS
-                or answered is None  # forgotten meanwhile
-                or self.clock.now() - answered < session_timeout
-            ):
+            if not self._sessions.unanswered(session, self.clock.now()):
                 logger.info("heartbeat of session %s failed (will retry): %s", session, exc)
                 return
             reason = (
@@ -322,7 +295,6 @@ class StubChannel:
                 f"{session_timeout:g} s timeout ({exc})"
             )
             logger.info("metadata session %s lost: %s", session, reason)
-            self.forget_session(session)
             if not self._unreachable.is_set():
                 self._unreachable_reason = reason
                 self._unreachable.set()
@@ -330,9 +302,7 @@ class StubChannel:
         except StorageError as exc:
             logger.info("heartbeat of session %s failed (will retry): %s", session, exc)
             return
-        self._silent.pop(session, None)
-        if session in self._answered:
-            self._answered[session] = self.clock.now()
+        self._sessions.answered(session, self.clock.now())
 
     async def _maintain(self, first: ByteStream) -> None:
         stream: ByteStream | None = first
@@ -419,11 +389,8 @@ class StubChannel:
             return False
         incarnation = pending.reply.incarnation
         if self._incarnation is not None and incarnation != self._incarnation:
-            logger.warning("the stub restarted: %d metadata sessions lost", len(self._sessions))
-            self._lost_sessions.update(self._sessions)
-            self._sessions.clear()
-            self._silent.clear()
-            self._answered.clear()
+            lost = self._sessions.end_all()
+            logger.warning("the stub restarted: %d metadata sessions lost", lost)
         self._incarnation = incarnation
         return True
 
