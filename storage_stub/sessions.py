@@ -3,12 +3,12 @@
 A session kept alive gets a heartbeat every third of its timeout (``StubChannel`` sends them).
 It ends when the stub says so (expired, or a new stub incarnation), or, for the client, when the
 stub stays silent: a heartbeat goes unanswered while none was answered for the session's whole
-timeout. Then nothing proves the session still lives on the stub (ZooKeeper's ``SessionLost``),
-about a timeout after the stub went away, and before requests made meanwhile (which wait for the
-request timeout, 30 s) fail. It also takes :data:`SILENT_HEARTBEATS` unanswered in a row: a
-process that was frozen (SIGSTOP) past its timeout wakes with one heartbeat in flight, which
-fails, but the next one is answered ("expired"), so it finds its session expired rather than the
-stub unreachable.
+timeout (give or take the timers' lateness, :data:`_LATE`). Then nothing proves the session
+still lives on the stub (ZooKeeper's ``SessionLost``): about a timeout after the stub went away,
+before requests made meanwhile (which wait for the request timeout, 30 s) fail. It also takes
+:data:`SILENT_HEARTBEATS` unanswered in a row: a process that was frozen (SIGSTOP) past its
+timeout wakes with one heartbeat in flight, which fails, but the next one is answered
+("expired"), so it finds its session expired rather than the stub unreachable.
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ __all__ = ["SILENT_HEARTBEATS", "SessionBook"]
 SILENT_HEARTBEATS: Final = 2
 """Unanswered heartbeats in a row, at least, before a session is lost for the stub's silence:
 more than the one a frozen process wakes up with."""
+
+_LATE: Final = 1 / 6
+"""How much short of a whole timeout the silence may measure and still lose the session, as a
+share of the timeout. The second silent heartbeat fails a timeout after the last answered one
+was sent, give or take the timers' lateness and the answer's latency (milliseconds); without this
+slack the session would be lost a heartbeat later, after requests made meanwhile time out. A
+sixth stays far above the two thirds of a timeout that one silent heartbeat spans."""
 
 
 @dataclass(slots=True)
@@ -90,7 +97,7 @@ class SessionBook:
         if kept is None:
             return False  # ended meanwhile
         kept.silent += 1
-        if kept.silent < SILENT_HEARTBEATS or now - kept.answered < kept.timeout:
+        if kept.silent < SILENT_HEARTBEATS or now - kept.answered < kept.timeout * (1 - _LATE):
             return False
         self.end(session)
         return True

@@ -33,9 +33,18 @@ def test_an_answer_starts_the_count_again() -> None:
     assert not book.unanswered(7, now=2.0)
     book.answered(7, now=2.5)
     assert not book.unanswered(7, now=4.0)
-    assert not book.unanswered(7, now=5.0)  # two in a row, but answered 2.5 s ago
+    assert not book.unanswered(7, now=4.9)  # two in a row, but answered only 2.4 s ago
     assert book.unanswered(7, now=5.5)
     assert not book.alive(7)
+
+
+def test_timers_that_wake_a_little_late_do_not_delay_the_loss_by_a_heartbeat() -> None:
+    book = SessionBook()
+    book.keep(7, 30.0, now=0.0)
+    book.answered(7, now=10.002)  # the heartbeat sent at 10 s, answered 2 ms later
+    assert not book.unanswered(7, now=30.001)  # sent at 20.001 s, a third of a timeout late
+    assert book.unanswered(7, now=40.001)  # a timeout after the last sent answered one
+    # (its answer came 2 ms after it was sent: strictly, 29.999 s of silence)
 
 
 def test_a_process_that_wakes_from_a_freeze_is_not_lost_by_its_one_heartbeat_in_flight() -> None:
