@@ -24,6 +24,7 @@ import logging
 import signal
 import sys
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,6 +124,7 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
     # ``emubroker cluster`` and its control commands, which only spawn or signal brokers, would
     # otherwise pay before doing anything (bench/cluster_startup.py, docs/performance.md).
     from emubroker.app import open_broker, open_storage
+    from emubroker.metadata.session_loss import stop_on_session_loss
     from emubroker.net.accepting import raise_open_files_limit
     from storage_stub.journal import FsyncPolicy
 
@@ -136,6 +138,8 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
                 bookie_url=getattr(args, "bookie_url", None),
                 session_timeout=config.metadataStoreSessionTimeoutMillis / 1000.0,
             ) as (metadata, ledgers),
+            # Losing the external metadata session stops the broker, as in Pulsar.
+            stop_on_session_loss(metadata) if metadata is not None else nullcontext() as guard,
             open_broker(
                 config,
                 metadata=metadata,
@@ -143,6 +147,8 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
                 alone=args.command == "standalone",
             ) as broker,
         ):
+            if guard is not None:
+                guard.serving()
             tls = " ".join(filter(None, (broker.service_url_tls, broker.admin_url_tls)))
             endpoints = [("service", broker.service_url), ("admin", broker.admin_url)]
             print(ready_line(args.command, [*endpoints, ("tls", tls)]), flush=True)
@@ -187,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imported here for the reason given in _standalone.
     from emubroker.metadata import MetadataStoreError
     from emubroker.metadata.etcd_url import is_etcd_url, parse_etcd_url
+    from emubroker.metadata.session_loss import MetadataSessionLostError
 
     with tempfile.TemporaryDirectory(prefix="emubroker-tls-") as scratch:
         try:
@@ -216,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
         try:
             anyio.run(_standalone, config, args, backend="asyncio")
+        except MetadataSessionLostError:
+            return 1  # the broker logged why when it stopped
         except (OSError, RuntimeError, MetadataStoreError) as exc:
             print(f"emubroker: cannot start: {exc}", file=sys.stderr)
             return 1

@@ -5,8 +5,8 @@ reaches the cluster three ways, each behind a small interface:
 
 * `AdminRest`: Pulsar's admin REST v2 paths (unloads, bundle split, dispatch-rate policies,
   dynamic config, partitioned topics). Works against any Pulsar or emubroker admin URL.
-* `BrokerProcesses`: kill and restart a broker. Only a cluster loadgen started has it
-  (`loadgen.local`); a multi-broker `emubroker cluster` plugs in here.
+* `BrokerProcesses`: kill and restart a broker, or the storage-stub (`broker = "stub"`). Only
+  a cluster loadgen started has it (`loadgen.local`); an `emubroker cluster` plugs in here.
 * `StubFaultControl`: the bookie stub's fault injection, reached over the stub's own control
   requests when loadgen started the stub.
 
@@ -76,8 +76,8 @@ class ClusterLayout(msgspec.Struct, frozen=True):
 class BrokerProcesses(Protocol):
     """Broker processes loadgen controls (kill, restart)."""
 
-    async def kill(self, broker: int, signal_name: str) -> str: ...
-    async def restart(self, broker: int) -> str: ...
+    async def kill(self, broker: int | str, signal_name: str) -> str: ...
+    async def restart(self, broker: int | str) -> str: ...
 
 
 class StubFaultControl(Protocol):

@@ -7,7 +7,7 @@ events are the same whatever runs the cluster.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -15,6 +15,7 @@ from loadgen.durations import Seconds
 
 __all__ = [
     "CLUSTER_START_ACTIONS",
+    "STUB",
     "STUB_ACTIONS",
     "Event",
     "KillBroker",
@@ -75,17 +76,28 @@ class SplitBundle(_Event, frozen=True, tag="split_bundle"):
     boundaries: list[int] | None = None
 
 
-class KillBroker(_Event, frozen=True, tag="kill_broker"):
-    """Kill one broker process that loadgen started (`start = {...}`)."""
+STUB: Final = "stub"
+"""The `broker` of a kill or restart event that targets the storage-stub process."""
 
-    broker: int = 0
+
+class KillBroker(_Event, frozen=True, tag="kill_broker"):
+    """Kill one broker process that loadgen started (`start = {...}`).
+
+    `broker = "stub"` kills the storage-stub process of its `emubroker cluster` instead.
+    """
+
+    broker: int | Literal["stub"] = 0
     signal: Literal["KILL", "TERM"] = "KILL"
 
 
 class RestartBroker(_Event, frozen=True, tag="restart_broker"):
-    """Start a killed broker again, on the same ports."""
+    """Start a killed broker (or `broker = "stub"`: the stub) again, on the same ports.
 
-    broker: int = 0
+    A stub in memory comes back empty: the cluster restarts its brokers with it
+    (docs/cluster.md, "When the stub dies").
+    """
+
+    broker: int | Literal["stub"] = 0
 
 
 class SetDispatchRate(_Event, frozen=True, tag="set_dispatch_rate"):
@@ -187,7 +199,7 @@ def event_target(event: Event) -> str:
         ):
             return f"{namespace}/{bundle}"
         case KillBroker(broker=broker) | RestartBroker(broker=broker):
-            return f"broker-{broker}"
+            return STUB if broker == STUB else f"broker-{broker}"
         case SetDispatchRate(target=target, subscription=subscription):
             return f"{target}/{subscription}" if subscription else target
         case SetDynamicConfig(key=key):

@@ -136,14 +136,14 @@ class LocalCluster:
         )
         return self.layout
 
-    async def kill(self, broker: int, signal_name: str) -> str:
+    async def kill(self, broker: int | str, signal_name: str) -> str:
         process = self._broker(broker)
         process.signal(signal.Signals[f"SIG{signal_name}"])
         await process.wait()
         await process.stop()  # closes the log
         return f"{process.name} stopped by SIG{signal_name}"
 
-    async def restart(self, broker: int) -> str:
+    async def restart(self, broker: int | str) -> str:
         process = self._broker(broker)
         if process.process is not None and process.process.returncode is None:
             return f"{process.name} is running"
@@ -154,7 +154,7 @@ class LocalCluster:
         await self.broker.start(_BROKER_READY, self.clock)
         return f"{process.name} restarted"
 
-    def _broker(self, broker: int) -> ChildProcess:
+    def _broker(self, broker: int | str) -> ChildProcess:
         if broker != 0 or self.broker is None:
             raise ClusterStartError(f"no broker {broker}")
         return self.broker
@@ -202,9 +202,14 @@ class StubFaultsClient:
         return "cleared"
 
 
-def start_local_cluster(start: Start, run_dir: Path, clock: Clock) -> LocalCluster | ClusterProcess:
-    """The launcher for `start` (call `launch` on it): one broker, or `emubroker cluster`."""
-    if start.brokers == 1:
+def start_local_cluster(
+    start: Start, run_dir: Path, clock: Clock, *, stub_process: bool = False
+) -> LocalCluster | ClusterProcess:
+    """The launcher for `start` (call `launch` on it): one broker, or `emubroker cluster`.
+
+    `stub_process`: events kill or restart the stub, which only `emubroker cluster` does.
+    """
+    if start.brokers == 1 and not stub_process:
         return LocalCluster(start, run_dir, clock)
     config = None
     if start.config:

@@ -6,7 +6,9 @@ every broker, each broker's URLs, the stub's URL. It implements `control.BrokerP
 the supervisor's own commands, `emubroker cluster kill BROKER --signal SIG` (then waits for the
 supervisor's `broker-died` event) and `emubroker cluster start BROKER` (which returns once the
 broker serves again, on its old ports). The supervisor runs without `--restart`: a killed broker
-stays down until the scenario restarts it.
+stays down until the scenario restarts it. `broker = "stub"` kills and starts the storage-stub
+the same way (`emubroker cluster kill|start stub`); a scenario with such an event always runs
+its cluster this way, even with one broker.
 
 Storage: `memory` and `stub` both keep the stub in memory (its fault injection is reachable
 either way); `durable` gives the cluster `--data-dir RUN/data`. The supervisor's run directory
@@ -27,6 +29,7 @@ from typing import Any, Final
 import anyio
 
 from loadgen.control import BrokerInfo, ClusterLayout, ControlError
+from loadgen.events import STUB
 from loadgen.processes import ChildProcess, ClusterStartError
 from loadgen.scenario import Start
 from protocol.clock import Clock
@@ -119,13 +122,16 @@ class ClusterProcess:
         )
         return self.layout
 
-    async def kill(self, broker: int, signal_name: str) -> str:
+    async def kill(self, broker: int | str, signal_name: str) -> str:
         offset = self._log_size()
         await self._command("kill", str(broker), "--signal", signal_name)
+        if broker == STUB:
+            await self._wait_for_event("stub-died", None, offset)
+            return f"stub stopped by SIG{signal_name}"
         await self._wait_for_event("broker-died", broker, offset)
         return f"broker-{broker} stopped by SIG{signal_name}"
 
-    async def restart(self, broker: int) -> str:
+    async def restart(self, broker: int | str) -> str:
         return await self._command("start", str(broker))
 
     async def _command(self, *args: str) -> str:
@@ -148,7 +154,9 @@ class ClusterProcess:
         path = self.supervisor.log_path
         return path.stat().st_size if path.exists() else 0
 
-    async def _wait_for_event(self, event: str, broker: int, offset: int) -> dict[str, Any]:
+    async def _wait_for_event(
+        self, event: str, broker: int | str | None, offset: int
+    ) -> dict[str, Any]:
         """The supervisor's next `event` about `broker` after `offset` in its output.
 
         Raises:

@@ -34,7 +34,13 @@ from rich.live import Live
 from loadgen.aggregate import Aggregator, GroupInfo
 from loadgen.control import AdminRest, ClusterControl, ClusterLayout, ControlError
 from loadgen.durations import enc_hook
-from loadgen.events import PauseConsumers, ResumeConsumers, event_target
+from loadgen.events import (
+    CLUSTER_START_ACTIONS,
+    STUB,
+    PauseConsumers,
+    ResumeConsumers,
+    event_target,
+)
 from loadgen.inprocess import open_inprocess_workers
 from loadgen.local import (
     ClusterProcess,
@@ -300,7 +306,15 @@ async def run_scenario(
     try:
         if scenario.cluster.start is not None:
             try:
-                local = start_local_cluster(scenario.cluster.start, run.run_dir, run.clock)
+                local = start_local_cluster(
+                    scenario.cluster.start,
+                    run.run_dir,
+                    run.clock,
+                    stub_process=any(
+                        isinstance(event, CLUSTER_START_ACTIONS) and event.broker == STUB
+                        for event in scenario.events
+                    ),
+                )
                 layout = await local.launch()
             except ClusterStartError as exc:
                 raise RunError(f"cannot start the cluster: {exc}", EXIT_CLUSTER) from None

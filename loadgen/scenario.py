@@ -21,6 +21,7 @@ import msgspec
 from loadgen.durations import Seconds, dec_hook
 from loadgen.events import (
     CLUSTER_START_ACTIONS,
+    STUB,
     STUB_ACTIONS,
     Event,
     PauseConsumers,
@@ -283,7 +284,7 @@ def _check_events(scenario: Scenario, text: str | None) -> None:
         if isinstance(event, CLUSTER_START_ACTIONS):
             if start is None:
                 raise _fail(text, ("events", index), "broker kill/restart needs cluster.start")
-            if not 0 <= event.broker < start.brokers:
+            if event.broker != STUB and not 0 <= event.broker < start.brokers:
                 raise _fail(text, ("events", index, "broker"), f"no broker {event.broker}")
         if isinstance(event, STUB_ACTIONS) and (start is None or start.storage != "stub"):
             raise _fail(

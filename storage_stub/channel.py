@@ -16,7 +16,8 @@ is queued in one write) and waits for the reply with that id. Around that:
   means the stub restarted, so every session kept alive here is lost (the new stub may even
   hand the same ids to others).
 - **Sessions** registered with :meth:`StubChannel.keep_alive` get a heartbeat every third of
-  their timeout.
+  their timeout. One lost to the stub's silence (``storage_stub.sessions`` says when) makes
+  :meth:`StubChannel.wait_unreachable` return.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from storage_stub.errors import (
 )
 from storage_stub.ledger import StorageError
 from storage_stub.metadata import SessionExpiredError
+from storage_stub.sessions import SessionBook
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -133,8 +135,9 @@ class StubChannel:
         self._timer_scope: anyio.CancelScope | None = None
         self._timer_target = math.inf
         self._incarnation: int | None = None
-        self._sessions: dict[int, tuple[float, float]] = {}  # id -> (timeout, next heartbeat)
-        self._lost_sessions: set[int] = set()
+        self._sessions = SessionBook()
+        self._unreachable = anyio.Event()
+        self._unreachable_reason = ""
         self._heartbeat_scope: anyio.CancelScope | None = None
         self.watches: dict[int, StubWatch] = {}
         self.reconnects = 0
@@ -197,17 +200,21 @@ class StubChannel:
 
     def keep_alive(self, session: int, session_timeout: float) -> None:
         """Heartbeat ``session`` every third of its timeout from now on."""
-        self._sessions[session] = (session_timeout, self.clock.now() + session_timeout / 3)
+        self._sessions.keep(session, session_timeout, self.clock.now())
         if self._heartbeat_scope is not None:
             self._heartbeat_scope.cancel()
 
     def forget_session(self, session: int) -> None:
         """Stop heartbeating a session and count it as ended."""
-        self._sessions.pop(session, None)
-        self._lost_sessions.add(session)
+        self._sessions.end(session)
 
     def session_alive(self, session: int) -> bool:
-        return session not in self._lost_sessions
+        return self._sessions.alive(session)
+
+    async def wait_unreachable(self) -> str:
+        """Wait until a session kept alive here was lost to the stub's silence; says why."""
+        await self._unreachable.wait()
+        return self._unreachable_reason
 
     # ---- connection state -------------------------------------------------------------------
 
@@ -262,28 +269,40 @@ class StubChannel:
 
     async def _run_heartbeats(self) -> None:
         while True:
-            due = min((t for _, t in self._sessions.values()), default=math.inf)
+            due = self._sessions.next_heartbeat()
             with anyio.CancelScope() as scope:
                 self._heartbeat_scope = scope
                 if math.isinf(due):
                     await anyio.sleep_forever()
                 await self.clock.sleep_until(due)
             self._heartbeat_scope = None
-            now = self.clock.now()
             async with anyio.create_task_group() as tg:
-                for session, (session_timeout, next_due) in list(self._sessions.items()):
-                    if next_due <= now:
-                        self._sessions[session] = (session_timeout, now + session_timeout / 3)
-                        tg.start_soon(self._heartbeat, session, session_timeout / 3)
+                for session, session_timeout in self._sessions.due(self.clock.now()):
+                    tg.start_soon(self._heartbeat, session, session_timeout)
 
-    async def _heartbeat(self, session: int, within: float) -> None:
+    async def _heartbeat(self, session: int, session_timeout: float) -> None:
         try:
-            await self.call(partial(m.SessionHeartbeat, session_id=session), within)
+            await self.call(partial(m.SessionHeartbeat, session_id=session), session_timeout / 3)
         except SessionExpiredError:
             logger.warning("metadata session %s expired", session)
             self.forget_session(session)
+        except (StubTimeoutError, StubConnectionError) as exc:
+            if not self._sessions.unanswered(session, self.clock.now()):
+                logger.info("heartbeat of session %s failed (will retry): %s", session, exc)
+                return
+            reason = (
+                f"the stub answered no heartbeat of metadata session {session} for its "
+                f"{session_timeout:g} s timeout ({exc})"
+            )
+            logger.info("metadata session %s lost: %s", session, reason)
+            if not self._unreachable.is_set():
+                self._unreachable_reason = reason
+                self._unreachable.set()
+            return
         except StorageError as exc:
             logger.info("heartbeat of session %s failed (will retry): %s", session, exc)
+            return
+        self._sessions.answered(session, self.clock.now())
 
     async def _maintain(self, first: ByteStream) -> None:
         stream: ByteStream | None = first
@@ -370,9 +389,8 @@ class StubChannel:
             return False
         incarnation = pending.reply.incarnation
         if self._incarnation is not None and incarnation != self._incarnation:
-            logger.warning("the stub restarted: %d metadata sessions lost", len(self._sessions))
-            self._lost_sessions.update(self._sessions)
-            self._sessions.clear()
+            lost = self._sessions.end_all()
+            logger.warning("the stub restarted: %d metadata sessions lost", lost)
         self._incarnation = incarnation
         return True
 

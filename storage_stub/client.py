@@ -134,6 +134,8 @@ class Channel(Protocol):
 
     def session_alive(self, session: int) -> bool: ...
 
+    async def wait_unreachable(self) -> str: ...
+
     async def wait_connected(self) -> None: ...
 
 
@@ -243,6 +245,13 @@ class StubClient:
     def session_alive(self, session: int) -> bool:
         """False once the session is known to have ended (expired, closed, stub restarted)."""
         return self._channel.session_alive(session)
+
+    async def wait_unreachable(self) -> str:
+        """Wait until a session kept alive here is lost to the stub's silence; returns why.
+
+        Lost: no heartbeat answered for the session's whole timeout (``storage_stub.channel``).
+        """
+        return await self._channel.wait_unreachable()
 
     async def get(
         self, session: int, path: str, *, request_timeout: float | None = None

@@ -111,6 +111,11 @@ class LocalChannel:
     def session_alive(self, session: int) -> bool:
         return session not in self._lost_sessions
 
+    async def wait_unreachable(self) -> str:
+        """Never: the stub is in this process."""
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def wait_connected(self) -> None:
         await anyio.lowlevel.checkpoint()
 

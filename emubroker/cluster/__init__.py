@@ -7,7 +7,8 @@ commands of this distribution as processes and imports no broker internals.
 
 from __future__ import annotations
 
+from emubroker.cluster.running import open_cluster
 from emubroker.cluster.spec import ClusterEvent, ClusterSpec
-from emubroker.cluster.supervisor import Cluster, open_cluster
+from emubroker.cluster.supervisor import Cluster
 
 __all__ = ["Cluster", "ClusterEvent", "ClusterSpec", "open_cluster"]

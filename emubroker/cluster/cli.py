@@ -3,8 +3,8 @@
     emubroker cluster [-n 3] [--port 6650] [--admin-port 8080] [--data-dir DIR] [--config FILE]
                       [--metadata-url URL] [--restart] [--json] [--run-dir DIR]
     emubroker cluster status [--json]        # from another shell
-    emubroker cluster kill BROKER [--signal KILL]
-    emubroker cluster start BROKER
+    emubroker cluster kill BROKER|stub [--signal KILL]
+    emubroker cluster start BROKER|stub
     emubroker cluster stop
 
 The first form runs the supervisor in the foreground: it prints one line containing ``ready``
@@ -13,7 +13,8 @@ per event (a broker died, was restarted, ...). Ctrl-C or SIGTERM stops the clust
 first. ``--json`` prints the ready line and the events as JSON objects, one per line.
 The other forms find the cluster through its run directory (``--run-dir``; by default
 ``<data-dir>/run`` with ``--data-dir``, else one per user under the temp directory). BROKER is an
-index (``0``..``N-1``), ``host:port`` of either of its ports, or one of its URLs.
+index (``0``..``N-1``), ``host:port`` of either of its ports, or one of its URLs; ``stub`` names
+the storage-stub.
 
 Exit codes: 0 done (or stopped by a signal); 1 the cluster could not start, or a request failed,
 or ``status`` found no running cluster; 2 usage or configuration errors.
@@ -34,6 +35,7 @@ import msgspec
 from emubroker.cluster import control
 from emubroker.cluster.children import ChildStartError
 from emubroker.cluster.leftovers import stop_leftovers
+from emubroker.cluster.running import leaf_errors, open_cluster
 from emubroker.cluster.spec import ClusterEvent, ClusterSpec
 from emubroker.cluster.state import (
     CONTROL_SOCKET,
@@ -43,7 +45,6 @@ from emubroker.cluster.state import (
     read_state,
     run_dir_in_use,
 )
-from emubroker.cluster.supervisor import leaf_errors, open_cluster
 from emubroker.config import ConfigError, load_config, read_config_file
 from protocol.clock import AnyioClock
 
@@ -94,7 +95,10 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--metadata-url", help="the brokers' metadata store (default: the stub's metadata service)"
     )
     parser.add_argument(
-        "--restart", action="store_true", help="start a broker that dies again, on its ports"
+        "--restart",
+        action="store_true",
+        help="start a broker or the stub that dies again, on its ports (an in-memory stub "
+        "restarts the brokers too: its data is gone)",
     )
     parser.add_argument("--stub-port", type=int, default=0, help="the stub's port (default: any)")
     parser.add_argument(
@@ -107,12 +111,12 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     actions = parser.add_subparsers(dest="cluster_command", metavar="[ACTION]")
     status = actions.add_parser("status", help="show a running cluster's processes and URLs")
     _location_options(status, default=argparse.SUPPRESS)
-    kill = actions.add_parser("kill", help="send a signal to a broker (default TERM)")
-    kill.add_argument("broker", help="index, host:port or URL")
+    kill = actions.add_parser("kill", help="send a signal to a broker or the stub (default TERM)")
+    kill.add_argument("broker", help="index, host:port or URL of a broker, or 'stub'")
     kill.add_argument("--signal", default="TERM", help="KILL, TERM, STOP, CONT, ... or a number")
     _location_options(kill, default=argparse.SUPPRESS)
-    start = actions.add_parser("start", help="start a broker that is not running")
-    start.add_argument("broker", help="index, host:port or URL")
+    start = actions.add_parser("start", help="start a broker or the stub that is not running")
+    start.add_argument("broker", help="index, host:port or URL of a broker, or 'stub'")
     _location_options(start, default=argparse.SUPPRESS)
     stop = actions.add_parser("stop", help="stop the cluster (brokers first)")
     _location_options(stop, default=argparse.SUPPRESS)
@@ -228,7 +232,11 @@ class _Output:
             self._line(f"broker {broker.index} {broker.service_url} admin {broker.admin_url}")
 
     def event(self, event: ClusterEvent) -> None:
-        self._line(msgspec.json.encode(event).decode() if self.as_json else event.message)
+        if self.as_json:
+            self._line(msgspec.json.encode(event).decode())
+        else:
+            loud = "WARNING: " if event.level == "warning" else ""
+            self._line(loud + event.message)
 
     @staticmethod
     def _line(text: str) -> None:
@@ -309,7 +317,10 @@ def _status(run_dir: Path, *, as_json: bool) -> int:
     _echo(f"service {state.service_url}")
     _echo(f"metadata {state.metadata_url}")
     stub = state.stub
-    _echo(f"stub      {stub.url}  {_child_text(stub.status, stub.pid, stub.exit_code)}")
+    _echo(
+        f"stub      {stub.url}  {_child_text(stub.status, stub.pid, stub.exit_code)}  "
+        f"restarts {stub.restarts}  {'durable ' + stub.data_dir if stub.data_dir else 'in memory'}"
+    )
     for b in state.brokers:
         _echo(
             f"broker {b.index}  {b.host}:{b.port}  admin {b.admin_url}  "

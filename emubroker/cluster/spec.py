@@ -56,11 +56,15 @@ class ClusterEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         event: ``broker-died``, ``broker-restarted``, ``broker-started``, ``broker-signalled``,
-            ``restart-failed``, ``stub-died``, ``stub-restarted``, ``stopping``, ``stopped``.
+            ``restart-failed``, ``stub-died``, ``stub-restarted``, ``stub-started``,
+            ``stub-signalled``, ``stub-data-lost``, ``stopping``, ``stopped``.
         message: The same in words.
         broker: The broker's index, for broker events.
+        level: ``info``, or ``warning`` for what the user must not miss (the text output
+            prefixes it with ``WARNING:``).
     """
 
     event: str
     message: str
     broker: int | None = None
+    level: str = "info"

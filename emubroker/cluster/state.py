@@ -9,9 +9,9 @@
   directory and ``status`` can tell a live cluster from the leftovers of a dead one;
 - ``stub.log``, ``broker-<index>.log``: each child's output.
 
-A broker is named on the command line by its index (``0`` .. ``N-1``, as ``status`` lists them),
-by ``host:port`` of either of its ports (the admin one is its Pulsar broker id, what
-``leaderBroker`` answers), or by one of its URLs.
+The storage-stub is named ``stub`` on the command line; a broker by its index (``0`` ..
+``N-1``, as ``status`` lists them), by ``host:port`` of either of its ports (the admin one is its
+Pulsar broker id, what ``leaderBroker`` answers), or by one of its URLs.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STATE_FILE",
+    "STUB",
     "BrokerState",
     "ChildState",
     "ChildStatus",
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 STATE_FILE: Final = "state.json"
+STUB: Final = "stub"
+"""How ``kill`` and ``start`` name the storage-stub process."""
 CONTROL_SOCKET: Final = "control.sock"
 LOCK_FILE: Final = "lock"
 STATE_VERSION: Final = 1
@@ -263,4 +266,6 @@ def find_broker(state: ClusterState, name: str) -> BrokerState:
             if address in (f"{broker.host}:{broker.port}", broker.broker_id):
                 return broker
     choices = ", ".join(f"{b.index} ({b.host}:{b.port}, {b.broker_id})" for b in state.brokers)
-    raise UnknownBrokerError(f"no broker {name!r} in this cluster; brokers: {choices}")
+    raise UnknownBrokerError(
+        f"no broker {name!r} in this cluster; brokers: {choices} (and {STUB!r}, the storage-stub)"
+    )

@@ -1,16 +1,17 @@
 """The local cluster's supervisor: one ``storage-stub`` process and N broker processes.
 
-``open_cluster(spec)`` starts the stub (bookie stub + metadata service), then every broker at
-once (they share nothing but the stub, DESIGN.md decision 11, so nothing orders them), and
-yields a :class:`Cluster` once every broker printed its ready line. Inside, a task per child waits
-for it to exit: a child that dies while the cluster runs is reported and, with ``restart``,
-started again on the same ports (at once the first time, then backing off while it keeps dying
-young). Leaving the block stops the brokers first, each with SIGTERM so that it releases its
-locks and leadership, waits for them, then stops the stub.
+``Cluster.start_all`` (through ``emubroker.cluster.running.open_cluster``) starts the stub, then
+every broker at once (they share nothing but the stub, DESIGN.md decision 11, so nothing orders
+them). A task per child waits for it to exit: a child that dies while the cluster runs is
+reported and, with ``restart``, started again on the same ports (at once the first time, then
+backing off while it keeps dying young). A stub that starts again brings the brokers back with
+it (an in-memory one restarts them: its data is gone; docs/cluster.md, "When the stub dies").
+``stop_all`` stops the brokers first, each with SIGTERM so that it releases its locks and
+leadership, waits for them, then stops the stub.
 
 The run directory (``emubroker.cluster.state``) is locked for the supervisor's life and holds
 the state file, rewritten after every change, and the control socket through which
-``emubroker cluster kill|start|stop`` reach :meth:`Cluster.handle`.
+``emubroker cluster kill|start|stop`` reach :meth:`Cluster.handle` (``requests``).
 """
 
 from __future__ import annotations
@@ -18,37 +19,32 @@ from __future__ import annotations
 import logging
 import os
 import re
-from contextlib import asynccontextmanager
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from emubroker.cluster import children, control
+from emubroker.cluster import children, control, requests
 from emubroker.cluster.spec import ClusterEvent, ClusterSpec
 from emubroker.cluster.state import (
-    CONTROL_SOCKET,
     BrokerState,
     ChildState,
     ChildStatus,
     ClusterState,
     ClusterStatus,
     StubState,
-    UnknownBrokerError,
-    find_broker,
-    hold_run_dir,
     write_state,
 )
-from protocol.clock import AnyioClock
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
 
     from anyio.abc import Process, TaskGroup
 
     from protocol.clock import Clock
 
-__all__ = ["Cluster", "leaf_errors", "open_cluster"]
+__all__ = ["Cluster", "leaf_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +60,7 @@ _MAX_BACKOFF: Final = 30.0
 
 
 class Cluster:
-    """A running cluster; made by :func:`open_cluster`.
+    """A running cluster; made by ``emubroker.cluster.running.open_cluster``.
 
     Attributes:
         state: What the state file says, kept current.
@@ -112,7 +108,8 @@ class Cluster:
 
     # ---- start and stop ------------------------------------------------------------------
 
-    async def _start(self) -> None:
+    async def start_all(self) -> None:
+        """Start the stub, then every broker; the cluster is ready once they all serve."""
         self._save()
         began = self._clock.now()
         await self._start_stub()
@@ -135,12 +132,13 @@ class Cluster:
         self.state.status = ClusterStatus.READY
         self._save()
 
-    async def _stop(self) -> None:
+    async def stop_all(self) -> None:
+        """Stop the brokers (SIGTERM, together), then the stub."""
         self._stopping = True
         failed = self.state.status is ClusterStatus.FAILED
         self.state.status = ClusterStatus.STOPPING
         self._save()
-        self._emit("stopping", "stopping the brokers, then the stub")
+        self.emit("stopping", "stopping the brokers, then the stub")
         async with anyio.create_task_group() as stopping:
             for index, process in list(self._processes.items()):
                 stopping.start_soon(self._stop_child, self.state.brokers[index], process)
@@ -148,7 +146,7 @@ class Cluster:
             await self._stop_child(self.state.stub, self._stub)
         self.state.status = ClusterStatus.FAILED if failed else ClusterStatus.STOPPED
         self._save()
-        self._emit("stopped", "cluster stopped")
+        self.emit("stopped", "cluster stopped")
 
     async def _stop_child(self, child: ChildState, process: Process) -> None:
         child.exit_code = await children.stop(process)
@@ -190,12 +188,66 @@ class Cluster:
             return
         stub = self.state.stub
         self._exited(stub, code)
-        self._emit(
+        self._stub = None
+        self.emit(
             "stub-died",
             f"storage-stub {children.describe_exit(code)}; the brokers lost their storage",
         )
         if self.spec.restart:
+            await self._forget_lost_cluster()
             await self._restart(stub, None)
+
+    async def _forget_lost_cluster(self) -> None:
+        """Before the stub that died starts again: what it served that cannot come back.
+
+        A stub in memory comes back empty: the cluster it served (the cluster, tenant and
+        namespace records, every topic, subscription and message) is gone, and brokers that
+        kept running would serve a metadata tree that no longer has them. So its brokers are
+        killed first (they hold nothing that survived, and must write nothing into the new
+        stub), then started again, and re-create the defaults as at the cluster's first start.
+        A durable stub comes back with its data; brokers that still run reconnect to it.
+        Either way, once the stub serves, brokers that are down (their session was lost while
+        the stub was away) are started again (:meth:`_start_stopped_brokers`).
+        """
+        if not self.state.stub.data_dir:
+            self.emit(
+                "stub-data-lost",
+                "the storage-stub kept everything in memory: every topic, subscription "
+                "and message of this cluster is gone; restarting the brokers, which re-create "
+                "the cluster, tenant public and namespace public/default (--data-dir keeps data "
+                "across stub restarts)",
+                level=logging.WARNING,
+            )
+            async with anyio.create_task_group() as killing:
+                for index, process in list(self._processes.items()):
+                    del self._processes[index]  # its watcher stays silent: not a death
+                    killing.start_soon(self._kill_broker, self.state.brokers[index], process)
+
+    async def _start_stopped_brokers(self) -> None:
+        async with anyio.create_task_group() as starting:
+            for broker in self.state.brokers:
+                if broker.index not in self._processes and broker.index not in self._busy:
+                    starting.start_soon(self._start_broker_again, broker)
+
+    async def _kill_broker(self, broker: BrokerState, process: Process) -> None:
+        code = await children.stop(process, sig=signal.SIGKILL)
+        self._exited(broker, code)
+
+    async def _start_broker_again(self, broker: BrokerState) -> None:
+        broker.restarts += 1  # counted before the start saves the state
+        try:
+            await self._start_broker(broker)
+        except (children.ChildStartError, OSError) as exc:
+            self._exited(broker, broker.exit_code)
+            self.emit("restart-failed", f"broker {broker.index} did not start: {exc}", broker.index)
+            if self.spec.restart:
+                await self._restart(broker, broker.index)
+            return
+        self.emit(
+            "broker-restarted",
+            f"broker {broker.index} restarted with the stub (pid {broker.pid})",
+            broker.index,
+        )
 
     # ---- brokers -------------------------------------------------------------------------
 
@@ -242,7 +294,7 @@ class Cluster:
             return
         del self._processes[broker.index]
         self._exited(broker, code)
-        self._emit(
+        self.emit(
             "broker-died",
             f"broker {broker.index} ({broker.broker_id}) {children.describe_exit(code)}",
             broker.index,
@@ -272,52 +324,47 @@ class Cluster:
                     await self._start_stub()
             except (children.ChildStartError, OSError) as exc:
                 self._exited(child, child.exit_code)
-                self._emit("restart-failed", f"{name} did not start again: {exc}", index)
+                self.emit("restart-failed", f"{name} did not start again: {exc}", index)
                 delay = _next_backoff(delay)
                 continue
             kind = "stub-restarted" if index is None else "broker-restarted"
-            self._emit(kind, f"{name} restarted (pid {child.pid})", index)
+            self.emit(kind, f"{name} restarted (pid {child.pid})", index)
+            if index is None:
+                await self._start_stopped_brokers()
             return
 
-    # ---- requests from another shell -----------------------------------------------------
+    # ---- what requests from another shell act on (``emubroker.cluster.requests``) ----------
 
     async def handle(self, request: control.Request) -> control.Reply:
         """Carry out a control request (``kill``, ``start``, ``stop``)."""
-        match request:
-            case control.StopCluster():
-                self.stop_requested.set()
-                return control.Reply(ok=True, message="stopping the cluster")
-            case control.KillBroker(name, sig_name):
-                try:
-                    broker = find_broker(self.state, name)
-                    sig = children.parse_signal(sig_name)
-                except (UnknownBrokerError, ValueError) as exc:
-                    return control.Reply(ok=False, message=str(exc))
-                process = self._processes.get(broker.index)
-                if process is None or process.returncode is not None:
-                    return control.Reply(ok=False, message=f"broker {broker.index} is not running")
-                process.send_signal(sig)
-                message = f"sent {sig.name} to broker {broker.index} (pid {process.pid})"
-                self._emit("broker-signalled", message, broker.index)
-                return control.Reply(ok=True, message=message)
-            case control.StartBroker(name):
-                try:
-                    broker = find_broker(self.state, name)
-                except UnknownBrokerError as exc:
-                    return control.Reply(ok=False, message=str(exc))
-                if broker.index in self._processes or broker.index in self._busy:
-                    return control.Reply(
-                        ok=False, message=f"broker {broker.index} is running or starting"
-                    )
-                try:
-                    await self._start_broker(broker)
-                except (children.ChildStartError, OSError) as exc:
-                    self._exited(broker, broker.exit_code)
-                    return control.Reply(ok=False, message=str(exc))
-                message = f"broker {broker.index} started (pid {broker.pid})"
-                self._emit("broker-started", message, broker.index)
-                return control.Reply(ok=True, message=message)
-        raise AssertionError(f"unhandled request {request!r}")  # pragma: no cover
+        return await requests.handle(self, request)
+
+    def process_of(self, child: ChildState) -> Process | None:
+        """The child's running process, if it runs."""
+        process = self._processes.get(child.index) if isinstance(child, BrokerState) else self._stub
+        return process if process is not None and process.returncode is None else None
+
+    def is_starting(self, child: ChildState) -> bool:
+        return isinstance(child, BrokerState) and child.index in self._busy
+
+    async def start_child(self, child: ChildState) -> None:
+        """Start a child that is not running; the stub brings the brokers back with it.
+
+        Raises:
+            ChildStartError, OSError: It did not start.
+        """
+        try:
+            if isinstance(child, BrokerState):
+                await self._start_broker(child)
+            else:
+                await self._forget_lost_cluster()
+                await self._start_stub()
+        except (children.ChildStartError, OSError):
+            self._exited(child, child.exit_code)
+            raise
+        if isinstance(child, StubState):
+            self.emit("stub-started", f"storage-stub started (pid {child.pid})")
+            await self._start_stopped_brokers()
 
     # ---- bookkeeping ---------------------------------------------------------------------
 
@@ -334,9 +381,12 @@ class Cluster:
         child.status = ChildStatus.DEAD
         self._save()
 
-    def _emit(self, event: str, message: str, broker: int | None = None) -> None:
-        log.info("%s", message)
-        self._on_event(ClusterEvent(event=event, message=message, broker=broker))
+    def emit(
+        self, event: str, message: str, broker: int | None = None, *, level: int = logging.INFO
+    ) -> None:
+        log.log(level, "%s", message)
+        name = logging.getLevelName(level).lower()
+        self._on_event(ClusterEvent(event=event, message=message, broker=broker, level=name))
 
     def _save(self) -> None:
         write_state(self.spec.run_dir, self.state)
@@ -351,49 +401,3 @@ def leaf_errors(error: BaseException) -> list[BaseException]:
 
 def _next_backoff(delay: float) -> float:
     return min(_MAX_BACKOFF, max(_FIRST_BACKOFF, 2 * delay))
-
-
-@asynccontextmanager
-async def open_cluster(
-    spec: ClusterSpec,
-    *,
-    on_event: Callable[[ClusterEvent], None] = lambda event: None,
-    clock: Clock | None = None,
-) -> AsyncIterator[Cluster]:
-    """Start a cluster; stop it (brokers first, then the stub) when the block exits.
-
-    Args:
-        spec: What to run.
-        on_event: Told about deaths, restarts and requests while the cluster runs.
-        clock: Times restart back-off; the event loop's by default.
-
-    Yields:
-        The cluster, once every broker serves.
-
-    Raises:
-        RunDirLockedError: Another supervisor runs in ``spec.run_dir``.
-        ChildStartError: The stub or a broker did not start (everything started is stopped).
-        OSError: A child cannot be spawned.
-    """
-    failure: Exception | None = None
-    with hold_run_dir(spec.run_dir):
-        async with anyio.create_task_group() as tg:
-            cluster = Cluster(spec, tg, clock or AnyioClock(), on_event)
-            try:
-                try:
-                    await cluster._start()
-                except (children.ChildStartError, OSError) as exc:
-                    # Raised as itself below, not inside the task group's exception group.
-                    cluster.state.status = ClusterStatus.FAILED
-                    failure = exc
-                else:
-                    await tg.start(
-                        control.serve_control, spec.run_dir / CONTROL_SOCKET, cluster.handle
-                    )
-                    yield cluster
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await cluster._stop()
-                tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure

@@ -386,6 +386,15 @@ class EtcdMetadataStore:
         with _translated():
             await self._session.expire()
 
+    async def wait_session_lost(self) -> str:
+        """See ``MetadataStore.wait_session_lost``.
+
+        Never, for now: the lease is renewed by ``EtcdSession``, which carries on with a new
+        lease when etcd lets one lapse, and an unreachable etcd is not yet told apart.
+        """
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def aclose(self) -> None:
         """See ``MetadataStore.aclose``."""
         if self._closed:

@@ -278,6 +278,11 @@ class MemoryMetadataStore:
         old, self._session = self._session, self._tree._new_session()
         self._tree._end_session(old)
 
+    async def wait_session_lost(self) -> str:
+        """See ``MetadataStore.wait_session_lost``: never, the tree is in this process."""
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def aclose(self) -> None:
         """See ``MetadataStore.aclose``."""
         if not self._closed:

@@ -188,6 +188,14 @@ class RemoteMetadataStore:
             await self._client.session_close(old)  # our own watchers hear the deletions
             self._session = await self._client.session_create(self._session_timeout)
 
+    async def wait_session_lost(self) -> str:
+        """See ``MetadataStore.wait_session_lost``.
+
+        Lost: the stub answered no heartbeat for the session's whole timeout
+        (``storage_stub.channel``).
+        """
+        return await self._client.wait_unreachable()
+
     async def aclose(self) -> None:
         """See ``MetadataStore.aclose``."""
         if self._closed:
@@ -198,6 +206,8 @@ class RemoteMetadataStore:
         for watch in self._watches:
             watch.finish()
         self._watches.clear()
+        if not self._client.session_alive(self._session):
+            return  # ended already (lost, expired): nothing to close, no stub to wait for
         try:
             await self._client.session_close(self._session)
         except (stub.MetadataError, stub.StorageError) as exc:

@@ -259,6 +259,18 @@ class MetadataStore(Protocol):
         """
         ...
 
+    async def wait_session_lost(self) -> str:
+        """Wait until the session is lost for good; returns why.
+
+        Lost means the store stayed unreachable for the session's whole timeout, so nothing
+        can prove the session (its locks, its leadership) still lives: ZooKeeper's
+        ``SessionLost``, on which a Pulsar broker shuts down (``zookeeperSessionExpiredPolicy``,
+        ``shutdown`` by default). A session the store expired while it was reachable is not
+        lost this way: the store carries on with a new one (see :meth:`expire_session`).
+        Stores that cannot lose theirs (in memory) never return.
+        """
+        ...
+
     async def aclose(self) -> None:
         """End the session: delete its ephemeral nodes and end its watches. Idempotent."""
         ...

@@ -133,3 +133,54 @@ def test_a_three_broker_run_survives_an_unload_and_a_broker_killed_and_restarted
     for index in range(3):
         assert (run_dir / "logs" / "cluster" / f"broker-{index}.log").exists()
     assert (run_dir / "logs" / "cluster" / "state.json").exists()
+
+
+STUB_SCENARIO = """
+name = "stub-churn"
+seed = 3
+[cluster]
+start = { brokers = 1, storage = "durable" }
+[[topics]]
+name = "persistent://public/default/stub-churn"
+[[producers]]
+name = "in"
+topic = "persistent://public/default/stub-churn"
+rate = 100
+size = 100
+[[consumers]]
+name = "out"
+topic = "persistent://public/default/stub-churn"
+subscription = "s"
+[[phases]]
+name = "steady"
+duration = "10s"
+[[events]]
+at = "2s"
+action = "kill_broker"
+broker = "stub"
+[[events]]
+at = "3s"
+action = "restart_broker"
+broker = "stub"
+"""
+
+
+def test_a_run_kills_and_restarts_the_durable_stub_and_loses_nothing(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(STUB_SCENARIO)
+    run_dir = tmp_path / "run"
+    code = main(["run", str(scenario), "--trace-dir", str(run_dir), "--no-dashboard"])
+    assert code == 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    # One broker, but under `emubroker cluster`: only its supervisor kills and starts the stub.
+    assert [b["name"] for b in manifest["cluster"]["brokers"]] == ["broker-0"]
+    assert (run_dir / "logs" / "cluster" / "stub.log").exists()
+    events = table(run_dir, "events")
+    assert [(e["action"], e["target"], e["outcome"]) for e in events] == [
+        ("KillBroker", "stub", "ok"),
+        ("RestartBroker", "stub", "ok"),
+    ]
+    assert "stub stopped by SIGKILL" in events[0]["detail"]
+    assert "storage-stub started" in events[1]["detail"]
+    (check,) = manifest["checks"]["subscriptions"]
+    assert (check["lost"], check["out_of_order"]) == (0, 0)

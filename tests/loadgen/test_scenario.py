@@ -4,7 +4,13 @@ import math
 
 import pytest
 
-from loadgen.events import KillBroker, SetDispatchRate, UnloadTopic
+from loadgen.events import (
+    KillBroker,
+    RestartBroker,
+    SetDispatchRate,
+    UnloadTopic,
+    event_target,
+)
 from loadgen.scenario import Ramp, ScenarioError, load_scenario, parse_scenario, segments_for
 from loadgen.schedule import Segment
 
@@ -147,3 +153,20 @@ def test_load_scenario_names_the_file(tmp_path) -> None:
 )
 def test_shipped_examples_are_valid(path) -> None:
     assert load_scenario(path).phases
+
+
+def test_kill_and_restart_events_may_target_the_stub() -> None:
+    text = BASE + '\n[[events]]\nat = "20s"\naction = "restart_broker"\nbroker = "stub"\n'
+    text = text.replace('action = "kill_broker"\n', 'action = "kill_broker"\nbroker = "stub"\n')
+    scenario = parse_scenario(text)
+    assert scenario.events[1:] == [
+        KillBroker(at=15.0, broker="stub"),
+        RestartBroker(at=20.0, broker="stub"),
+    ]
+    assert [event_target(e) for e in scenario.events[1:]] == ["stub", "stub"]
+
+
+def test_a_kill_event_names_a_broker_or_the_stub() -> None:
+    text = BASE.replace('action = "kill_broker"\n', 'action = "kill_broker"\nbroker = "stubb"\n')
+    with pytest.raises(ScenarioError, match=r"line 40: Invalid enum value 'stubb'"):
+        parse_scenario(text)

@@ -201,3 +201,40 @@ async def test_open_needs_a_url_or_a_connector() -> None:
     with pytest.raises(ValueError, match="URL or a connect"):
         async with open_stub_client():
             pass
+
+
+async def test_a_session_is_lost_once_the_stub_answers_no_heartbeat_for_its_timeout(
+    board: Switchboard, client: StubClient, fake_clock: FakeClock
+) -> None:
+    session = await client.session_create(3.0)
+    board.refuse = True
+    await board.cut()
+    lost: list[tuple[float, str]] = []
+
+    async def wait() -> None:
+        reason = await client.wait_unreachable()
+        lost.append((fake_clock.now(), reason))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait)
+        await fake_clock.advance(2.9)
+        assert lost == []  # one heartbeat unanswered: the timeout has not passed
+        assert client.session_alive(session)
+        await fake_clock.advance(1.1)
+    # Confirmed at 0 s; heartbeats at 1 and 2 s, each waiting 1 s: the second is unanswered
+    # at 3 s, the session's whole timeout after its last confirmation.
+    assert [at for at, _ in lost] == [pytest.approx(3.0)]
+    assert "no heartbeat of metadata session" in lost[0][1]
+    assert not client.session_alive(session)
+
+
+async def test_heartbeats_answered_late_do_not_lose_the_session(
+    board: Switchboard, client: StubClient, fake_clock: FakeClock
+) -> None:
+    session = await client.session_create(3.0)
+    await client.stall(2.5)  # the first heartbeat times out, the next ones are answered
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(client.wait_unreachable)
+        await fake_clock.advance(10.0)
+        assert client.session_alive(session)
+        tg.cancel_scope.cancel()

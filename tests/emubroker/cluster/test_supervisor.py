@@ -321,3 +321,72 @@ async def test_a_broker_started_by_hand_during_back_off_is_not_started_twice(
         assert cluster.state.brokers[0].status is ChildStatus.RUNNING
         assert cluster.state.brokers[0].restarts == 1
         assert [e.event for e in ev.seen].count("broker-restarted") == 1
+
+
+async def test_the_stub_is_killed_and_started_on_request_with_its_brokers(
+    tmp_path: Path, python: str, children_dir: Path
+) -> None:
+    async with running(spec(tmp_path, python, brokers=2)) as (cluster, events):
+        stub = cluster.state.stub
+        old_stub = stub.pid
+        reply = await cluster.handle(KillBroker("stub", "KILL"))
+        assert reply.ok, reply
+        assert reply.message == f"sent SIGKILL to the storage-stub (pid {old_stub})"
+        died = await events.next("stub-died")
+        assert "killed by SIGKILL" in died.message
+        assert stub.status is ChildStatus.DEAD
+        assert not (await cluster.handle(KillBroker("stub"))).ok  # not running
+        # The brokers' own session loss stops them (here: by hand) while the stub is away.
+        assert (await cluster.handle(KillBroker("1", "KILL"))).ok
+        await events.next("broker-died")
+        old_broker_0 = cluster.state.brokers[0].pid
+
+        reply = await cluster.handle(StartBroker("stub"))
+        assert reply.ok, reply
+        assert reply.message.endswith("; 2 of 2 brokers run")
+        assert stub.status is ChildStatus.RUNNING
+        assert stub.pid != old_stub
+        assert argv_of(children_dir, "stub", 0) == argv_of(children_dir, "stub", 1)  # its port
+        # In memory, the stub came back empty: a loud warning, and every broker started again.
+        lost = await events.next("stub-data-lost")
+        assert lost.level == "warning"
+        assert lost.message.startswith("the storage-stub kept everything in memory")
+        assert not alive(old_broker_0)
+        assert all(b.status is ChildStatus.RUNNING for b in cluster.state.brokers)
+        assert len((children_dir / "7000.starts").read_text().splitlines()) == 2
+        assert len((children_dir / "7001.starts").read_text().splitlines()) == 2
+        assert not (await cluster.handle(StartBroker("stub"))).ok  # running
+
+
+async def test_with_restart_an_in_memory_stub_that_dies_restarts_the_cluster_loudly(
+    tmp_path: Path, python: str, children_dir: Path
+) -> None:
+    async with running(spec(tmp_path, python, brokers=2, restart=True)) as (cluster, events):
+        old = [b.pid for b in cluster.state.brokers]
+        assert (await cluster.handle(KillBroker("stub", "KILL"))).ok
+        await events.next("stub-died")
+        await events.next("stub-data-lost")
+        await events.next("stub-restarted")
+        await events.next("broker-restarted")
+        await events.next("broker-restarted")
+        brokers = cluster.state.brokers
+        assert all(b.status is ChildStatus.RUNNING for b in brokers)
+        assert [b.restarts for b in brokers] == [1, 1]
+        assert [b.restarts for b in read_state(tmp_path / "run").brokers] == [1, 1]
+        assert not any(alive(pid) for pid in old)
+        # The brokers were killed for the restart: no death of theirs is reported.
+        assert "broker-died" not in [e.event for e in events.seen]
+        assert cluster.state.stub.restarts == 1
+
+
+async def test_with_restart_a_durable_stub_comes_back_under_running_brokers(
+    tmp_path: Path, python: str, children_dir: Path
+) -> None:
+    data = spec(tmp_path, python, brokers=2, restart=True, data_dir=str(tmp_path / "data"))
+    async with running(data) as (cluster, events):
+        pids = [b.pid for b in cluster.state.brokers]
+        assert (await cluster.handle(KillBroker("stub", "KILL"))).ok
+        await events.next("stub-restarted")
+        assert [b.pid for b in cluster.state.brokers] == pids
+        assert all(alive(pid) for pid in pids)
+        assert "stub-data-lost" not in [e.event for e in events.seen]
