@@ -20,6 +20,7 @@ configuration errors.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -31,8 +32,6 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from emubroker import admin_cli
-from emubroker.cluster import cli as cluster_cli
 from emubroker.config import ConfigError, load_config
 
 if TYPE_CHECKING:
@@ -42,8 +41,25 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("emubroker")
 
+# ``admin`` and ``cluster`` keep their arguments with their modules (emubroker.admin_cli,
+# emubroker.cluster.cli), which are imported only when their command runs: a starting broker
+# would otherwise pay for the admin CLI's and the supervisor's imports (PyJWT and cryptography
+# among them; docs/performance.md). Other commands list them with these lines of help.
+ADMIN_HELP = "administer a running broker over its REST API (like pulsar-admin)"
+CLUSTER_HELP = "run a local cluster: a storage-stub process and N broker processes"
 
-def _parser() -> argparse.ArgumentParser:
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (the top has only -h)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``admin``'s and ``cluster``'s arguments for that command only.
+
+    Args:
+        command: The command to run; None (``-h``, or no command) builds every command's parser.
+    """
     parser = argparse.ArgumentParser(prog="emubroker", description="Apache Pulsar emulator")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     standalone = commands.add_parser(
@@ -93,8 +109,18 @@ def _parser() -> argparse.ArgumentParser:
         "[/chroot] of an etcd cluster",
     )
     broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
-    admin_cli.add_parser(commands)
-    cluster_cli.add_parser(commands)
+    if command in (None, "admin"):
+        from emubroker import admin_cli
+
+        admin_cli.add_parser(commands)
+    else:
+        commands.add_parser("admin", help=ADMIN_HELP)
+    if command in (None, "cluster"):
+        from emubroker.cluster import cli as cluster_cli
+
+        cluster_cli.add_parser(commands)
+    else:
+        commands.add_parser("cluster", help=CLUSTER_HELP)
     simulate = commands.add_parser(
         "simulate",
         help="run a loadgen scenario's cluster and traffic in this process on a virtual clock",
@@ -120,6 +146,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
+    # The cyclic collector is off while the broker starts: importing and building it allocates
+    # ~200,000 objects that live as long as the process, which the collector would otherwise walk
+    # again at every full collection (~8 % of the start-up's CPU). Once the broker serves they are
+    # frozen (never walked again, which also spares the hot path) and collection resumes.
+    gc.disable()
+    try:
+        await _serve(config, args)
+    finally:
+        gc.enable()
+
+
+async def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
     # Imported here, not at the top: the broker's modules take ~0.5 s of CPU to import, which
     # ``emubroker cluster`` and its control commands, which only spawn or signal brokers, would
     # otherwise pay before doing anything (bench/cluster_startup.py, docs/performance.md).
@@ -152,6 +190,8 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
             tls = " ".join(filter(None, (broker.service_url_tls, broker.admin_url_tls)))
             endpoints = [("service", broker.service_url), ("admin", broker.admin_url)]
             print(ready_line(args.command, [*endpoints, ("tls", tls)]), flush=True)
+            gc.freeze()
+            gc.enable()
             async for signum in signals:
                 log.info("%s received, stopping", signal.Signals(signum).name)
                 # Graceful: hand every bundle over before the session (and its locks) ends.
@@ -172,10 +212,15 @@ def ready_line(command: str, endpoints: Iterable[tuple[str, str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(_command(argv)).parse_args(argv)
     if args.command == "admin":
+        from emubroker import admin_cli
+
         return admin_cli.run(args)
     if args.command == "cluster":
+        from emubroker.cluster import cli as cluster_cli
+
         return cluster_cli.run(args)
     if args.command == "simulate":
         try:
