@@ -56,7 +56,6 @@ from emubroker.loadbalance.report_wiring import build_load_reporter, load_balanc
 from emubroker.loadbalance.split_runtime import layout_from
 from emubroker.loadbalance.unloading import BundleUnloader
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
-from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
 from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
 from emubroker.metadata.remote import (
@@ -464,6 +463,9 @@ async def open_storage(
             )
             ledgers = BookieBackend(client)
         if metadata_url is not None and is_etcd_url(metadata_url):
+            # The etcd client (nine modules) is imported only by the brokers that use it.
+            from emubroker.metadata.etcd import open_etcd_metadata_store
+
             metadata = await stack.enter_async_context(
                 open_etcd_metadata_store(metadata_url, session_timeout=session_timeout)
             )

@@ -9,7 +9,8 @@ from emubroker.__main__ import _command, _parser
 
 # Loaded on first use, never by ``emubroker standalone`` before it serves: the admin CLI and the
 # cluster supervisor (and PyJWT and cryptography with them), the token and TLS authentication
-# providers, the Pulsar client (the health check's), the Avro schema code, pyarrow and rich.
+# providers, the Pulsar client (the health check's), the etcd client, the Avro schema code,
+# pyarrow and rich.
 NOT_AT_START = (
     "emubroker.admin_cli",
     "emubroker.cluster.cli",
@@ -19,6 +20,7 @@ NOT_AT_START = (
     "jwt",
     "cryptography",
     "protocol.client",
+    "emubroker.metadata.etcd",
     "emubroker.schemas.avro",
     "emubroker.schemas.resolution",
     "pyarrow",
