@@ -368,8 +368,19 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
                     and buf[stop - 1] < 0x80
                 ):
                     # What clients write for a whole entry: a small ledgerId, then entryId and
-                    # nothing else (one id per acknowledged message: read without the loop).
-                    entry_id, after = read_varint(buf, pos + 3, stop)
+                    # nothing else (one id per acknowledged message: read without the loop, an
+                    # entryId of up to three bytes without a call).
+                    size = stop - pos - 3
+                    b0 = buf[pos + 3]
+                    if size == 1:
+                        entry_id, after = b0, stop
+                    elif size == 2 and b0 >= 0x80:
+                        entry_id, after = (b0 & 0x7F) | buf[pos + 4] << 7, stop
+                    elif size == 3 and b0 >= 0x80 and (b1 := buf[pos + 4]) >= 0x80:
+                        entry_id = (b0 & 0x7F) | (b1 & 0x7F) << 7 | buf[pos + 5] << 14
+                        after = stop
+                    else:
+                        entry_id, after = read_varint(buf, pos + 3, stop)
                     if after == stop:
                         if entry_id >= _I64_LIMIT:
                             entry_id -= 1 << 64
