@@ -15,6 +15,7 @@ run directory:
 
 from __future__ import annotations
 
+import math
 import secrets
 import signal
 import threading
@@ -147,6 +148,7 @@ class _Run:
         self.finals: dict[int, FinalReport] = {}
         self.workers: Sequence[WorkerLink] = []
         self.stopping = False
+        self.traffic_end_ns: int | None = None  # the schedule's end, or when it was stopped
 
     def layout_from_scenario(self) -> ClusterLayout:
         cluster = self.scenario.cluster
@@ -267,10 +269,30 @@ class _Run:
                 if self.stopping:
                     continue
                 self.stopping = True
+                self.traffic_end_ns = self.clock.wall_ns()
                 self.console.out(
                     "stopping: finishing sends and draining consumers", highlight=False
                 )
                 await self.broadcast(StopProducers())
+
+    def ends(self, start_ns: int) -> tuple[float, float]:
+        """When production and consumption ended, in seconds after `start_ns`.
+
+        Their messages are a rate over the time up to there (`Aggregator.close_all`).
+
+        Production ended when the producers stopped sending or got their last receipt,
+        whichever was later; consumption with the last delivery, but not before the traffic
+        ended (a consumer that got nothing at the end was still measuring).
+        """
+        finals = self.finals.values()
+        produce_end = max((f.produce_end_ns for f in finals if f.produce_end_ns), default=None)
+        traffic_end = produce_end or self.traffic_end_ns or self.clock.wall_ns()
+        last_receive = max((f.last_receive_ns for f in finals if f.last_receive_ns), default=0)
+        consume_end = max(traffic_end, last_receive)
+        return (
+            ((produce_end or traffic_end) - start_ns) / 1e9,
+            (consume_end - start_ns) / 1e9,
+        )
 
     def drained(self, aggregator: Aggregator) -> bool:
         acked_by_topic: dict[str, int] = {}
@@ -405,7 +427,7 @@ async def _run(
         except WorkerError as exc:
             seconds.close()
             raise RunError(str(exc), EXIT_FAILED) from None
-        aggregator.close_all()
+        aggregator.close_all(*run.ends(start_ns))
     seconds.close()
     return write_results(run, layout, plans, aggregator, started_ns, seconds.rows_written)
 
@@ -452,6 +474,11 @@ async def _drive_tasks(
             if limited and len(run.done) == len(run.workers):
                 break
             await clock.sleep(0.1)
+        if run.traffic_end_ns is None:  # the schedule's end, rather than this poll's
+            run.traffic_end_ns = clock.wall_ns()
+            if math.isfinite(scenario.duration):
+                scheduled_end = start_ns + round(scenario.duration * 1e9)
+                run.traffic_end_ns = min(run.traffic_end_ns, scheduled_end)
         await run.broadcast(StopProducers())
         while len(run.done) < len(run.workers):
             await clock.sleep(0.1)
