@@ -62,6 +62,7 @@ from loadgen.pool import WorkerError, WorkerLink, open_workers
 from loadgen.report import dashboard, perf_lines
 from loadgen.results import RunResult, write_results
 from loadgen.scenario import Scenario
+from loadgen.topics import TopicsError, prepare_topics
 from loadgen.trace.schema import EventRecord
 from loadgen.trace.writer import TableWriter
 from protocol.client import Connector, normalize_topic
@@ -166,23 +167,6 @@ class _Run:
             raise RunError(
                 f"cannot reach the cluster at {layout.service_url}: {exc}", EXIT_CLUSTER
             ) from None
-
-    async def topic_partitions(self, admin: AdminRest | None) -> dict[str, int]:
-        declared = {normalize_topic(t.name): t.partitions for t in self.scenario.topics}
-        used = {normalize_topic(g.topic) for g in self.scenario.producers}
-        used |= {normalize_topic(g.topic) for g in self.scenario.consumers}
-        partitions: dict[str, int] = {}
-        if admin is None:
-            return {t: n for t, n in declared.items() if n}
-        try:
-            for topic, count in declared.items():
-                if count:
-                    await admin.create_partitioned_topic(topic, count)
-            for topic in sorted(used | set(declared)):
-                partitions[topic] = declared.get(topic) or await admin.partitions(topic)
-        except ControlError as exc:
-            raise RunError(f"preparing the topics failed: {exc}", EXIT_CLUSTER) from None
-        return partitions
 
     async def broadcast(self, message: Any) -> None:
         for worker in self.workers:
@@ -368,7 +352,7 @@ async def run_in_process(
     run.run_dir.mkdir(parents=True, exist_ok=True)  # once, before the run
     workers = partial(_inprocess_workers, clock=clock, connector=connector)
     # Events here are consumer pauses only (the runner's own): no cluster control to reach.
-    return await _run(run, layout, ClusterControl(None), workers)
+    return await _run(run, layout, ClusterControl(None), workers, connector)
 
 
 def _inprocess_workers(
@@ -382,9 +366,20 @@ async def _run(
     layout: ClusterLayout,
     control: ClusterControl,
     open_run_workers: WorkersOpener = open_workers,
+    connector: Connector | None = None,
 ) -> RunResult:
+    """The run itself.
+
+    `connector` opens the runner's own connections to the brokers (TCP by default), which
+    learn the topics' partitions.
+    """
     scenario, options, clock = run.scenario, run.options, run.clock
-    partitions = await run.topic_partitions(control.admin)
+    try:
+        partitions = await prepare_topics(
+            scenario, layout.service_url, control.admin, clock=clock, connector=connector
+        )
+    except TopicsError as exc:
+        raise RunError(f"preparing the topics failed: {exc}", EXIT_CLUSTER) from None
     plans = build_plans(
         scenario,
         run_id=run.run_id,
