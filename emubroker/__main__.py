@@ -146,6 +146,7 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
                 f"admin {broker.admin_url}{tls}",
                 flush=True,
             )
+            print(f"dashboard: {broker.admin_url or broker.admin_url_tls}/dashboard/", flush=True)
             async for signum in signals:
                 log.info("%s received, stopping", signal.Signals(signum).name)
                 # Graceful: hand every bundle over before the session (and its locks) ends.

@@ -52,6 +52,7 @@ from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.lookup import BundleLookup
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.loadbalance.split_runtime import layout_from
+from emubroker.loadbalance.trace_ring import TraceRing
 from emubroker.loadbalance.unloading import BundleUnloader
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd import open_etcd_metadata_store
@@ -330,6 +331,7 @@ def _admin_context(
     load_leader: LoadBalancerLeader,
     health: HealthChecker,
     security: Security | None = None,
+    trace_ring: TraceRing | None = None,
 ) -> AdminContext:
     config = dynamic.config
     broker_id = broker_id_of(config)
@@ -382,6 +384,7 @@ def _admin_context(
         unloader=unloader,
         security=security,
         clock=clock,
+        trace_ring=trace_ring,
         bundle_splitter=build_bundle_splitter(
             store,
             ownership,
@@ -693,6 +696,8 @@ async def open_broker(
         )
         if load_trace is not None:
             await tg.start(load_trace.run)
+        # Every broker keeps its recent rows for the dashboard, traced to Parquet or not.
+        trace_ring = TraceRing(load_trace)
         load_reporter = build_load_reporter(
             store,
             clock,
@@ -702,7 +707,7 @@ async def open_broker(
             topics=topics,
             ownership=ownership,
             traffic=traffic.snapshot,
-            trace=load_trace,
+            trace=trace_ring,
         )
         await tg.start(load_reporter.run)
         # The leader's aggregation, shedding and automatic split, while this broker leads; its
@@ -729,11 +734,11 @@ async def open_broker(
             split=owner_calls.split,
             layout=layout_from(lambda ns: ownership.boundaries(NamespaceName.parse(ns))),
             owned_bundles=ownership.owned_bundles,
-            trace=load_trace,
+            trace=trace_ring,
         )
         await tg.start(load_leader.run)
         # Placement uses the leader term's load data while this broker leads.
-        placement.attach(lambda: load_leader.term, load_trace)
+        placement.attach(lambda: load_leader.term, trace_ring)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -756,6 +761,7 @@ async def open_broker(
                 clock=clock,
             ),
             security=security,
+            trace_ring=trace_ring,
         )
         broker = Broker(
             config,

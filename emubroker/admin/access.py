@@ -100,6 +100,10 @@ def rule_for(method: str, canonical: str) -> Rule:
     segments = canonical.strip("/").split("/")
     if segments[0] == "metrics":
         return ANYONE
+    if segments[0] == "dashboard":
+        # The page and its JSON show every broker's load report and the bundles' owners: what
+        # Pulsar's brokers and broker-stats endpoints give super-users only.
+        return SUPER_USER
     if segments[0] == "lookup":
         if segments[-1] == "bundle":
             return _namespace(NamespaceOperation.GET_BUNDLE)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.leader_election import LeaderElectionService
     from emubroker.loadbalance.lookup import BundleLookup
     from emubroker.loadbalance.reporter import LoadReporter
+    from emubroker.loadbalance.trace_ring import TraceRing
     from emubroker.loadbalance.unloading import BundleUnloader
     from emubroker.metadata import MetadataStore
     from emubroker.namespace_registry import NamespaceRegistry
@@ -58,6 +59,7 @@ class AdminContext:
             topic is served here.
         unloader: Unloads this broker's bundles (the unload endpoints).
         bundle_splitter: Splits bundles this broker owns (``.../{bundle}/split``).
+        trace_ring: This broker's recent load-balancer trace rows (the dashboard's timeline).
     """
 
     cluster: str
@@ -82,6 +84,7 @@ class AdminContext:
     lookup: BundleLookup | None = None
     unloader: BundleUnloader | None = None
     bundle_splitter: BundleSplitter | None = None
+    trace_ring: TraceRing | None = None
 
 
 CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)
