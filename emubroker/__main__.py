@@ -5,6 +5,9 @@
 ``emubroker admin [--admin-url URL] RESOURCE COMMAND ...`` administers a running broker over its
 REST API, like ``pulsar-admin`` (see :mod:`emubroker.admin_cli`).
 
+``emubroker dashboard RUN_DIR`` serves the dashboard over a recorded run (see
+:mod:`emubroker.dashboard.cli`).
+
 ``emubroker cluster [-n N] ...`` runs a local cluster of broker processes around one
 ``storage-stub`` process, and ``emubroker cluster status|kill|start|stop`` controls it from
 another shell (see :mod:`emubroker.cluster.cli`).
@@ -33,6 +36,7 @@ import msgspec
 from emubroker import admin_cli
 from emubroker.cluster import cli as cluster_cli
 from emubroker.config import ConfigError, load_config
+from emubroker.dashboard import cli as dashboard_cli
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -94,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
     admin_cli.add_parser(commands)
     cluster_cli.add_parser(commands)
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="serve the dashboard over a recorded run (docs/dashboard.md)",
+        description="Replay a run directory's traces (emubroker simulate, loadgen run) in the "
+        "dashboard, with a time slider.",
+    )
+    dashboard_cli.add_arguments(dashboard)
     simulate = commands.add_parser(
         "simulate",
         help="run a loadgen scenario's cluster and traffic in this process on a virtual clock",
@@ -161,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return admin_cli.run(args)
     if args.command == "cluster":
         return cluster_cli.run(args)
+    if args.command == "dashboard":
+        return dashboard_cli.run(args)
     if args.command == "simulate":
         try:
             from emubroker.simulate import cli as simulate_cli

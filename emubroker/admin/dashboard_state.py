@@ -87,6 +87,7 @@ def _topic(ctx: AdminContext, topic: TopicStats) -> dict[str, Any]:
     return {
         "name": topic.name,
         "broker": ctx.broker_id,
+        "brokers": [ctx.broker_id],
         "rateIn": 0.0 if rates is None else rates.msg_in,
         "rateOut": 0.0 if rates is None else rates.msg_out,
         "throughputIn": 0.0 if rates is None else rates.bytes_in,

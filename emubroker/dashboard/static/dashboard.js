@@ -203,8 +203,12 @@ function drawTimeline(state) {
   const root = $("timeline");
   root.replaceChildren();
   const now = state.now_ms;
-  const rows = [...state.decisions].reverse();
+  // Newest first; a replay then lists the next few decisions, greyed, oldest first.
+  const past = state.decisions.filter((d) => d.at_ms <= now).reverse();
+  const next = state.decisions.filter((d) => d.at_ms > now).slice(0, 5);
+  const rows = [...past, ...next];
   for (const d of rows) {
+    if (d === next[0]) root.append(el("li", { class: "divider" }, "coming next"));
     const move = d.event === "placement" ? `→ ${d.dest}` : d.dest ? `${d.source} → ${d.dest}` : d.source;
     const li = el("li", {
       class: (d.at_ms > now ? "future" : now - d.at_ms <= (replay ? 10000 : 5000) ? "recent" : ""),
@@ -218,7 +222,7 @@ function drawTimeline(state) {
         [move, d.strategy, d.reason && `reason ${d.reason}`, d.label, numbers(d)].filter(Boolean).join(" · ")));
     root.append(li);
   }
-  if (!rows.length) root.append(el("li", { class: "empty" }, "no decision yet"));
+  if (!past.length) root.prepend(el("li", { class: "empty" }, "no decision yet"));
 }
 
 // ---- topics -------------------------------------------------------------------------------------
@@ -249,7 +253,8 @@ function drawTopics(state) {
   for (const t of state.topics) {
     root.append(el("tr", { "data-topic": t.name },
       el("td", { class: "tname" }, t.name),
-      el("td", {}, el("span", { class: "dot", style: `background:${colourOf(t.broker)}` }), shortName(t.broker)),
+      el("td", {}, ...(t.brokers || [t.broker]).flatMap((b) => [
+        el("span", { class: "dot", style: `background:${colourOf(b)}` }), shortName(b) + " "])),
       el("td", { class: "num" }, fmt(t.rateIn)), el("td", { class: "num" }, fmt(t.rateOut)),
       el("td", { class: "num" }, fmt(t.throughputIn / 1024)), el("td", { class: "num" }, fmt(t.backlog)),
       el("td", { class: "num" }, fmt(t.producers)), el("td", { class: "num" }, fmt(t.consumers)),
@@ -263,7 +268,7 @@ function drawTopics(state) {
           el("span", { class: "limit-text" }, `${fmt(s.rateOut)} / ${fmt(limit)} msg/s`));
       }
       root.append(el("tr", { class: "sub", "data-subscription": s.name, "data-limit": limit ? String(limit) : "" },
-        el("td", {}, `↳ ${s.name} (${s.type})`), el("td", {}), el("td", {}),
+        el("td", {}, `↳ ${s.name}` + (s.type ? ` (${s.type})` : "")), el("td", {}), el("td", {}),
         el("td", { class: "num" }, fmt(s.rateOut)), el("td", {}), el("td", { class: "num" }, fmt(s.backlog)),
         el("td", {}), el("td", { class: "num" }, fmt(s.consumers)), cell));
     }
