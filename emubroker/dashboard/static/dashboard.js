@@ -280,6 +280,7 @@ function drawTopics(state) {
 function draw(state) {
   current = state;
   $("cluster").textContent = replay ? `replay of ${state.run.name}` : `cluster ${state.cluster} · via ${state.self}`;
+  document.body.dataset.at = String(state.now_ms); // the moment drawn (tests wait on it)
   for (const b of state.brokers) colourOf(b.id);
   drawBrokers(state);
   drawLegend(state);
