@@ -2,8 +2,9 @@
 
 What every broker can read for itself comes from the metadata store: the registered brokers and
 their load reports (``/loadbalance/brokers/<id>``), each namespace's bundles and their owners
-(the ``/namespace/...`` lock nodes), the leader. What only a broker knows, its loaded topics and
-its recent load-balancer trace rows (``loadbalance.trace_ring``), it serves as its *local* part
+(the ``/namespace/...`` lock nodes), the leader. What only a broker knows, its loaded topics, its
+load report brought up to date and its recent load-balancer trace rows
+(``loadbalance.trace_ring``), it serves as its *local* part
 (``/dashboard/api/local``), and the broker asked for the cluster's state gathers the other
 brokers' local parts over HTTP, with the caller's credentials, within :data:`PEER_TIMEOUT`. A
 broker that does not answer in time is shown as unreachable, with what the store says of it.
@@ -110,7 +111,11 @@ def local_state(ctx: AdminContext) -> dict[str, Any]:
     ]
     rows = [] if ctx.trace_ring is None else ctx.trace_ring.rows()
     decisions = [decision_of(row) for row in rows if row.event in DECISIONS]
-    return {"broker": ctx.broker_id, "topics": topics, "decisions": decisions}
+    # The report brought up to date (what broker-stats/load-report answers): the stored one is
+    # rewritten only on a large change or after loadBalancerReportUpdateMaxIntervalMinutes.
+    report = ctx.load_reporter.load_report()
+    load = load_of(report_record(ctx.broker_id, report, ctx.dynamic.config, wall_ns=0, monotonic=0))
+    return {"broker": ctx.broker_id, "load": load, "topics": topics, "decisions": decisions}
 
 
 async def _fetch_local(
@@ -181,15 +186,19 @@ async def cluster_state(ctx: AdminContext, authorization: str | None) -> dict[st
         async with anyio.create_task_group() as tg:
             for broker, url in peers.items():
                 tg.start_soon(fetch, broker, url)
-    brokers = [
-        {
-            "id": broker,
-            "leader": broker == leader,
-            "reachable": parts.get(broker) is not None,
-            "load": load_of(report_record(broker, report, config, wall_ns=0, monotonic=0.0)),
-        }
-        for broker, report in sorted(reports.items())
-    ]
+    brokers = []
+    for broker, report in sorted(reports.items()):
+        part = parts.get(broker)
+        stored = load_of(report_record(broker, report, config, wall_ns=0, monotonic=0.0))
+        brokers.append(
+            {
+                "id": broker,
+                "leader": broker == leader,
+                "reachable": part is not None,
+                # A broker that does not answer shows its last report in the store.
+                "load": stored if part is None else part["load"],
+            }
+        )
     topics: list[dict[str, Any]] = []
     decisions: list[dict[str, Any]] = []
     for part in parts.values():

@@ -9,6 +9,9 @@ import pytest
 from emubroker.admin.access import Check, rule_for
 from emubroker.app import Broker
 from emubroker.dashboard.assets import ASSETS, asset
+from emubroker.loadbalance.codec import encode
+from emubroker.loadbalance.data import LocalBrokerData
+from emubroker.metadata.paths import load_report_path
 from emubroker.naming import TopicName, topic_hash
 from protocol.clock import FakeClock
 from tests.emubroker.admin.conftest import Admin, Wire
@@ -60,13 +63,22 @@ async def test_the_state_shows_the_broker_its_bundles_and_topics(
 ) -> None:
     await wire.produce(TOPIC, 3)
     await wire.consumer(TOPIC, "sub")
+    await fake_clock.advance(61)  # a bundle-stats sample (statsUpdateFrequencyInSecs)
+    assert broker.admin is not None
+    me = broker.admin.broker_id
+    # The stored report lags (rewritten on large changes only): the page shows the fresh one.
+    await broker.admin.metadata.put(
+        load_report_path(me), encode(LocalBrokerData(web_service_url=f"http://{me}"))
+    )
     status, state = await admin.get("/dashboard/api/state")
     assert status == 200, state
-    me = broker.admin.broker_id if broker.admin is not None else ""
     assert state["self"] == me
     assert state["leader"] == me
     assert [(b["id"], b["leader"], b["reachable"]) for b in state["brokers"]] == [(me, True, True)]
-    assert set(state["brokers"][0]["load"]) >= {"cpu", "memory", "msgRateIn", "bundles"}
+    load = state["brokers"][0]["load"]
+    assert set(load) >= {"cpu", "memory", "msgRateIn", "bundles"}
+    # The report brought up to date, not the one stored at registration (no bundle then).
+    assert (load["bundles"], load["topics"], load["producers"]) == (1, 1, 1)
     (namespace,) = [ns for ns in state["namespaces"] if ns["name"] == "public/default"]
     bundles = namespace["bundles"]
     assert bundles[0]["lower"] == 0
