@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
 from emubroker.dashboard.model import (
     DECISIONS,
     decision_of,
@@ -34,61 +32,24 @@ from emubroker.dashboard.model import (
     namespaces_of,
     split_bundle,
 )
-from emubroker.loadbalance.trace import FIELD_NAMES, SCHEMA_VERSION, LoadBalancerTraceRecord
+from emubroker.dashboard.run_files import (
+    NS,
+    Dispatch,
+    RunError,
+    dispatch_table,
+    load_balancer_rows,
+    seconds_table,
+)
 from emubroker.naming import InvalidNameError, TopicName, topic_hash
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
+    from emubroker.loadbalance.trace import LoadBalancerTraceRecord
     from emubroker.naming import NamespaceBundle
 
 __all__ = ["Recording", "RunError", "load_run"]
 
 HISTORY_SECONDS: Final = 60
 """Seconds of a subscription's dispatch history sent with each state (the page's sparkline)."""
-
-DISPATCH_SCHEMA_VERSION: Final = b"1"
-SECONDS_SCHEMA_VERSION: Final = b"1"
-
-NS: Final = 1_000_000_000
-
-
-class RunError(Exception):
-    """The run directory cannot be replayed; the message is one line naming the problem."""
-
-
-def _parquet_files(directory: Path) -> list[Path]:
-    # Dot-files are traces still being written (or lost with a crash): never complete.
-    return sorted(p for p in directory.glob("*.parquet") if not p.name.startswith("."))
-
-
-def _read(
-    path: Path, kind: str, version_key: bytes, version: bytes, columns: list[str]
-) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    try:
-        schema = pq.read_schema(path)
-    except (OSError, ValueError) as exc:
-        raise RunError(f"{path}: not a readable Parquet file ({exc})") from None
-    found = (schema.metadata or {}).get(version_key)
-    if found != version:
-        shown = "none" if found is None else found.decode(errors="replace")
-        raise RunError(
-            f"{path}: unknown {kind} schema version {shown} (this emubroker reads version "
-            f"{version.decode()})"
-        )
-    present = [name for name in columns if name in schema.names]
-    return pq.read_table(path, columns=present)
-
-
-@dataclass
-class _Dispatch:
-    """A subscription's dispatched messages and limit per second (from the dispatch trace)."""
-
-    seconds: list[int] = field(default_factory=list)
-    messages: list[int] = field(default_factory=list)
-    limits: list[float | None] = field(default_factory=list)
 
 
 @dataclass
@@ -110,7 +71,7 @@ class Recording:
     end_ns: int
     rows: list[LoadBalancerTraceRecord]
     seconds: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    dispatch: dict[tuple[str, str], _Dispatch] = field(default_factory=dict)
+    dispatch: dict[tuple[str, str], Dispatch] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -284,129 +245,6 @@ def _replay_decisions(
     return owners, leader
 
 
-def _load_balancer_rows(directory: Path) -> list[LoadBalancerTraceRecord]:
-    files = _parquet_files(directory)
-    if not files:
-        raise RunError(
-            f"{directory.parent}: no load-balancer trace (no loadbalance/*.parquet): record the "
-            "run with emubroker simulate, or with emubrokerLoadBalancerTraceDir set"
-        )
-    rows: list[LoadBalancerTraceRecord] = []
-    version = str(SCHEMA_VERSION).encode()
-    for path in files:
-        table = _read(
-            path, "load-balancer trace", b"emubroker.schema_version", version, list(FIELD_NAMES)
-        )
-        try:
-            rows.extend(msgspec.convert(table.to_pylist(), list[LoadBalancerTraceRecord]))
-        except msgspec.ValidationError as exc:
-            raise RunError(f"{path}: unreadable load-balancer trace row ({exc})") from None
-    if not rows:
-        raise RunError(f"{directory}: the load-balancer trace has no rows")
-    rows.sort(key=lambda row: row.wall_ns)
-    return rows
-
-
-def _seconds(directory: Path) -> dict[int, list[dict[str, Any]]]:
-    by_second: dict[int, list[dict[str, Any]]] = {}
-    columns = ["second", "role", "topic", "subscription", "messages", "bytes", "backlog"]
-    for path in _parquet_files(directory):
-        table = _read(
-            path,
-            "loadgen seconds table",
-            b"loadgen.schema_version",
-            SECONDS_SCHEMA_VERSION,
-            columns,
-        )
-        for row in table.to_pylist():
-            by_second.setdefault(row["second"], []).append(row)
-    return by_second
-
-
-def _dispatch(directory: Path) -> tuple[dict[tuple[str, str], _Dispatch], dict[str, int]]:
-    """Per subscription, dispatched messages and limits per second; partitions per topic."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    columns = [
-        "wall_ns",
-        "event",
-        "topic",
-        "subscription",
-        "messages",
-        "subscription_msg_rate",
-        "subscription_period",
-        "topic_msg_rate",
-        "topic_period",
-    ]
-    tables = [
-        _read(path, "dispatch trace", b"emubroker.schema_version", DISPATCH_SCHEMA_VERSION, columns)
-        for path in _parquet_files(directory)
-    ]
-    if not tables:
-        return {}, {}
-    table = pa.concat_tables(tables)
-    table = table.filter(pc.equal(table["event"], "dispatch"))
-    second = pc.divide(table["wall_ns"], pa.scalar(NS, pa.int64()))
-
-    def per_second(rate: str, period: str) -> pa.Array:
-        # The limit in msg/s (a rate per period of seconds); -1: none at that level.
-        limited = pc.greater(table[rate], 0)
-        value = pc.divide(
-            pc.cast(table[rate], pa.float64()),
-            pc.cast(pc.max_element_wise(table[period], 1), pa.float64()),
-        )
-        return pc.if_else(limited, value, pa.scalar(-1.0))
-
-    grouped = (
-        pa.table(
-            {
-                "topic": table["topic"],
-                "subscription": table["subscription"],
-                "second": second,
-                "messages": table["messages"],
-                "sub_limit": per_second("subscription_msg_rate", "subscription_period"),
-                "topic_limit": per_second("topic_msg_rate", "topic_period"),
-            }
-        )
-        .group_by(["topic", "subscription", "second"])
-        .aggregate([("messages", "sum"), ("sub_limit", "max"), ("topic_limit", "max")])
-        .sort_by([("topic", "ascending"), ("subscription", "ascending"), ("second", "ascending")])
-    )
-    # loadgen's table names a partitioned topic, the dispatch trace its partitions: a
-    # partitioned topic's subscription shows its partitions' sums (each partition has the limit).
-    sums: dict[tuple[str, str], dict[int, list[float]]] = {}
-    partitions: dict[str, int] = {}
-    for row in grouped.to_pylist():
-        topic, index = _partitioned_name(row["topic"])
-        if index >= 0:
-            partitions[topic] = max(partitions.get(topic, 0), index + 1)
-        limit = row["sub_limit_max"] if row["sub_limit_max"] > 0 else row["topic_limit_max"]
-        numbers = sums.setdefault((topic, row["subscription"]), {}).setdefault(
-            row["second"], [0, 0.0]
-        )
-        numbers[0] += row["messages_sum"]
-        numbers[1] += max(limit, 0.0)
-    result: dict[tuple[str, str], _Dispatch] = {}
-    for key, numbers_by_second in sums.items():
-        entry = result[key] = _Dispatch()
-        for at in sorted(numbers_by_second):
-            messages, limit = numbers_by_second[at]
-            entry.seconds.append(at)
-            entry.messages.append(int(messages))
-            entry.limits.append(limit or None)
-    return result, partitions
-
-
-def _partitioned_name(name: str) -> tuple[str, int]:
-    """The partitioned topic of a partition and its index (-1: not a partition)."""
-    try:
-        topic = TopicName.parse(name)
-    except InvalidNameError:
-        return name, -1
-    return str(topic.partitioned_topic_name), topic.partition_index
-
-
 def load_run(run_dir: str | Path) -> Recording:
     """Read a run directory's traces.
 
@@ -417,9 +255,9 @@ def load_run(run_dir: str | Path) -> Recording:
     root = Path(run_dir)
     if not root.is_dir():
         raise RunError(f"{root}: no such run directory")
-    rows = _load_balancer_rows(root / "loadbalance")
-    seconds = _seconds(root / "seconds")
-    dispatch, partitions = _dispatch(root / "dispatch")
+    rows = load_balancer_rows(root / "loadbalance")
+    seconds = seconds_table(root / "seconds")
+    dispatch, partitions = dispatch_table(root / "dispatch")
     times = [row.wall_ns for row in rows] + [s * NS for s in seconds]
     return Recording(
         name=root.resolve().name,
