@@ -51,7 +51,6 @@ function hex(n) { return "0x" + n.toString(16).padStart(8, "0"); }
 // ---- state kept between polls -------------------------------------------------------------------
 const history = new Map(); // "topic|subscription" -> [[at_ms, rateOut, limit]]
 let replay = null; // {start_ms, end_ms} of a recorded run
-let current = null; // the last state drawn
 let playing = null; // interval id while playing
 
 // ---- brokers ------------------------------------------------------------------------------------
@@ -108,7 +107,8 @@ function drawLegend(state) {
 }
 
 // One SVG per namespace; rects are keyed by bundle and updated in place so that a new owner
-// fades its colour in (CSS transition) and a split's children grow out of their parent's place.
+// fades its colour in (CSS transition, with a flash of the outline), and bundles that appear
+// later (a split's children) fade in where their parent was.
 const bars = new Map(); // namespace -> {svg, rects: Map(bundle -> {rect, text})}
 function drawNamespaces(state) {
   const root = $("namespaces");
@@ -137,6 +137,10 @@ function drawNamespaces(state) {
       let entry = bar.rects.get(b.bundle);
       if (!entry) {
         const rect = svg("rect", { class: "bundle", x: `${x}%`, y: "2", width: `${width}%`, height: "38" });
+        if (bar.drawn) {
+          rect.style.opacity = "0";
+          requestAnimationFrame(() => requestAnimationFrame(() => { rect.style.opacity = ""; }));
+        }
         const title = svg("title", {});
         rect.append(title);
         const text = svg("text", { y: "26", "text-anchor": "middle" });
@@ -160,6 +164,7 @@ function drawNamespaces(state) {
       text.setAttribute("x", `${x + width / 2}%`);
       text.textContent = width > 3.4 ? (b.owner ? shortName(b.owner) : "–") : "";
     }
+    bar.drawn = true;
     for (const [name, entry] of bar.rects) {
       if (!live.has(name)) {
         entry.rect.remove();
@@ -278,7 +283,6 @@ function drawTopics(state) {
 
 // ---- the loop -----------------------------------------------------------------------------------
 function draw(state) {
-  current = state;
   $("cluster").textContent = replay ? `replay of ${state.run.name}` : `cluster ${state.cluster} · via ${state.self}`;
   document.body.dataset.at = String(state.now_ms); // the moment drawn (tests wait on it)
   for (const b of state.brokers) colourOf(b.id);
