@@ -8,10 +8,10 @@ an unknown schema version) is one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import argparse
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -20,18 +20,25 @@ from aiohttp import web
 from emubroker.dashboard.assets import add_page_routes
 from emubroker.dashboard.replay import Recording, RunError, load_run
 
-if TYPE_CHECKING:
-    import argparse
-
 __all__ = ["add_arguments", "build_replay_app", "run"]
 
 _RECORDING = web.AppKey("emubroker.dashboard.recording", Recording)
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535)")
+    return port
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's arguments."""
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory with traces")
-    parser.add_argument("--port", type=int, default=0, help="HTTP port (default 0: any free)")
+    parser.add_argument("--port", type=_port, default=0, help="HTTP port (default 0: any free)")
     parser.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
 
 

@@ -172,3 +172,12 @@ def test_a_trace_of_an_unknown_schema_version_is_refused(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "unknown load-balancer trace schema version 7 (this emubroker reads version 1)" in err
+
+
+def test_a_port_out_of_range_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["dashboard", str(_run_dir(tmp_path)), "--port", "99999"])
+    assert exited.value.code == 2
+    assert "argument --port: '99999' is not a port (0-65535)" in capsys.readouterr().err
