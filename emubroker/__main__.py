@@ -5,6 +5,9 @@
 ``emubroker admin [--admin-url URL] RESOURCE COMMAND ...`` administers a running broker over its
 REST API, like ``pulsar-admin`` (see :mod:`emubroker.admin_cli`).
 
+``emubroker dashboard RUN_DIR`` serves the dashboard over a recorded run (see
+:mod:`emubroker.dashboard.cli`).
+
 ``emubroker cluster [-n N] ...`` runs a local cluster of broker processes around one
 ``storage-stub`` process, and ``emubroker cluster status|kill|start|stop`` controls it from
 another shell (see :mod:`emubroker.cluster.cli`).
@@ -34,6 +37,7 @@ import msgspec
 from emubroker import admin_cli
 from emubroker.cluster import cli as cluster_cli
 from emubroker.config import ConfigError, load_config
+from emubroker.dashboard import cli as dashboard_cli
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -95,6 +99,13 @@ def _parser() -> argparse.ArgumentParser:
     broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
     admin_cli.add_parser(commands)
     cluster_cli.add_parser(commands)
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="serve the dashboard over a recorded run (docs/dashboard.md)",
+        description="Replay a run directory's traces (emubroker simulate, loadgen run) in the "
+        "dashboard, with a time slider.",
+    )
+    dashboard_cli.add_arguments(dashboard)
     simulate = commands.add_parser(
         "simulate",
         help="run a loadgen scenario's cluster and traffic in this process on a virtual clock",
@@ -152,6 +163,7 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
             tls = " ".join(filter(None, (broker.service_url_tls, broker.admin_url_tls)))
             endpoints = [("service", broker.service_url), ("admin", broker.admin_url)]
             print(ready_line(args.command, [*endpoints, ("tls", tls)]), flush=True)
+            print(f"dashboard: {broker.admin_url or broker.admin_url_tls}/dashboard/", flush=True)
             async for signum in signals:
                 log.info("%s received, stopping", signal.Signals(signum).name)
                 # Graceful: hand every bundle over before the session (and its locks) ends.
@@ -177,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return admin_cli.run(args)
     if args.command == "cluster":
         return cluster_cli.run(args)
+    if args.command == "dashboard":
+        return dashboard_cli.run(args)
     if args.command == "simulate":
         try:
             from emubroker.simulate import cli as simulate_cli

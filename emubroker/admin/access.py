@@ -118,6 +118,18 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     # Prometheus: outside the admin resources (authenticateMetricsEndpoint decides on login).
     ("GET", "/metrics"): ANYONE,
     ("GET", "/metrics/"): ANYONE,
+    # The dashboard shows every broker's load report and the bundles' owners: what Pulsar's
+    # brokers and broker-stats endpoints give super-users only.
+    **{
+        ("GET", path): SUPER_USER
+        for path in (
+            "/dashboard",
+            "/dashboard/",
+            "/dashboard/static/{name}",
+            "/dashboard/api/state",
+            "/dashboard/api/local",
+        )
+    },
     # BrokersBase: everything validateBothSuperuserAndBrokerOperation but ready and version.
     ("GET", _B): SUPER_USER,
     ("GET", f"{_B}/{{cluster}}"): SUPER_USER,

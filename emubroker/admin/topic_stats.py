@@ -114,6 +114,10 @@ class TopicStatsView:
             return None
         return None if topic is None else self._rates.topic(name)
 
+    def subscription_rates(self, topic: str, subscription: str) -> Rates:
+        """A subscription's rates over the last sampling window (zeros when unknown)."""
+        return self._rates.subscription(topic, subscription)
+
     # ---- stats ----------------------------------------------------------------------------------
 
     def stats(self, topic: TopicHandle) -> dict[str, Any]:
