@@ -79,13 +79,24 @@ def check_namespace(ctx: AdminContext, namespace: NamespaceName) -> None:
         raise RestError(NOT_FOUND, "Namespace does not exist")
 
 
+def check_topic_namespace(ctx: AdminContext, name: TopicName) -> None:
+    """Raise 404 "Namespace not found" for a topic of an unknown namespace.
+
+    Pulsar's topic operations check the namespace in validateGlobalNamespaceOwnership, whose 404
+    says so; its namespace operations say "Namespace does not exist" (as Pulsar standalone answers,
+    conformance/ scenario unknown_namespace).
+    """
+    if not ctx.namespaces.exists(name.namespace):
+        raise RestError(NOT_FOUND, "Namespace not found")
+
+
 async def load_topic(ctx: AdminContext, name: TopicName) -> TopicHandle:
     """An existing non-partitioned topic or partition, loaded.
 
     Raises:
         RestError: 404 for an unknown namespace or topic, or a partitioned topic's own name.
     """
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     topics = ctx.topics
     if topics.partitions_of(name) or not topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
@@ -127,7 +138,7 @@ async def create_topic(request: web.Request) -> web.Response:
     name = topic_of(request)
     await read_json(request, dict[str, str], what="topic properties", default=None)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if ctx.topics.topic_exists(name):
         raise RestError(CONFLICT, "This topic already exists")
     await ctx.topics.get_topic(name, explicit=True)
@@ -138,7 +149,8 @@ async def delete_topic(request: web.Request) -> web.Response:
     """``DELETE TOPIC[?force=true]``: delete a non-partitioned topic or one partition."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    if not ctx.namespaces.exists(name.namespace):  # as Pulsar: no namespace, no topic
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
     if ctx.topics.partitions_of(name):
         raise RestError(
             CONFLICT,
@@ -172,7 +184,7 @@ async def create_partitioned(request: web.Request) -> web.Response:
     name = topic_of(request, partitioned=True)
     partitions = await _partition_count(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if ctx.topics.topic_exists(name):
         raise RestError(CONFLICT, "This topic already exists")
     try:
@@ -189,7 +201,7 @@ async def update_partitioned(request: web.Request) -> web.Response:
     name = topic_of(request, partitioned=True)
     partitions = await _partition_count(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     current = ctx.topics.partitions_of(name)
     if not current:
         raise RestError(CONFLICT, f"Topic {name} is not the partitioned topic.")
@@ -206,7 +218,7 @@ async def get_partitions(request: web.Request) -> web.Response:
     """``GET TOPIC/partitions[?checkAllowAutoCreation=true]`` (also the HTTP lookup's, §13)."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if query_bool(request, "checkAllowAutoCreation"):
         partitions = await ctx.topics.partitioned_metadata(name)
     else:
@@ -218,7 +230,7 @@ async def delete_partitioned(request: web.Request) -> web.Response:
     """``DELETE TOPIC/partitions[?force=true]``: the topic and every partition."""
     name = topic_of(request, partitioned=True)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.partitions_of(name):
         if ctx.topics.topic_exists(name):
             raise RestError(
@@ -246,7 +258,7 @@ async def partitioned_stats(request: web.Request) -> web.Response:
     """``GET TOPIC/partitioned-stats[?perPartition=false]``: summed, with per-partition stats."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.partitions_of(name):
         raise RestError(NOT_FOUND, f"Partitioned Topic {name} not found")
     partitions = {str(p): await load_topic(ctx, p) for p in targets(ctx, name)}
@@ -266,7 +278,7 @@ async def unload(request: web.Request) -> web.Response:
     """``PUT TOPIC/unload``: close clients with CLOSE_*, drop the topic object (spec §9)."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
     await ctx.topics.unload(name)
@@ -277,7 +289,7 @@ async def compact(request: web.Request) -> web.Response:
     """``PUT TOPIC/compaction``: start compacting (each partition of a partitioned topic)."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
     if ctx.compaction is None:
@@ -299,7 +311,7 @@ async def compaction_status(request: web.Request) -> web.Response:
     """``GET TOPIC/compaction``: ``LongRunningProcessStatus`` of the last compaction."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
     if ctx.compaction is None:
