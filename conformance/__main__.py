@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         with _both(args.pulsar) as (oracle, emu):
+            versions = {t.name: Probe(t).rest("GET", "/admin/v2/brokers/version")["body"]
+                        for t in (oracle, emu)}  # fmt: skip
             records = {"pulsar": run_scenarios(oracle, names)}
             records["emubroker"] = run_scenarios(emu, names)
     except RuntimeError as exc:
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.table(results))
     print(report.details(results))
     if args.docs:
-        report.write_section(Path(args.docs), report.table(results))
+        report.write_section(Path(args.docs), report.table(results), versions)
     return 1 if any(result.verdict == "differs" for result in results) else 0
 
 

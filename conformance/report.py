@@ -53,24 +53,34 @@ def _short(value: object, limit: int = 160) -> str:
 
 
 def details(results: list[Result]) -> str:
-    """One line per difference: unexplained ones with both values, allowed ones with reasons."""
+    """Unexplained differences one per line with both values; allowed ones counted by reason."""
     lines = []
     for r in results:
         for d in r.unexplained:
             lines.append(f"DIFFERS {r.scenario} {d.path}: pulsar {_short(d.pulsar)} "
                          f"emubroker {_short(d.emubroker)}")  # fmt: skip
+        reasons: dict[str, list[str]] = {}
         for d, reason in r.allowed:
-            lines.append(f"allowed {r.scenario} {d.path}: {reason}")
+            reasons.setdefault(reason, []).append(d.path)
+        for reason, paths in reasons.items():
+            lines.append(f"allowed {r.scenario} {_short(paths, 100)} ({len(paths)}): {reason}")
     return "\n".join(lines)
 
 
-def write_section(path: Path, body: str) -> None:
+def write_section(path: Path, body: str, versions: dict[str, object] | None = None) -> None:
     """Replace (or append) our section of the file, leaving the other sections alone."""
+    versions = versions or {}
     intro = (
         "`scripts/differential` runs each scenario of `conformance/scenarios.py` against Apache "
-        "Pulsar standalone and `emubroker standalone` (same `conformance/broker.conf` keys, same "
-        "official Python client) and diffs what a user observes; accepted differences are listed "
-        "with their reasons in `conformance/allowed.toml`. Last run:"
+        "Pulsar standalone (`scripts/pulsar-standalone`) and `emubroker standalone`, each started "
+        "once with the keys of `conformance/broker.conf`, with the same official Python client, "
+        "and diffs what a user observes: wire answers (receipts, client errors, redelivery "
+        "counts), admin REST status codes and JSON bodies, the keys of topic and internal stats, "
+        "the names on `/metrics`, per-second deliveries under a dispatch rate (within 5 % after "
+        "the first second). Only what must differ is normalised: timestamps, addresses, ledger "
+        "ids, versions. Each accepted difference is listed with its reason in "
+        "`conformance/allowed.toml`; any other fails the run. Last run, Pulsar "
+        f"{versions.get('pulsar', '?')} and emubroker {versions.get('emubroker', '?')}:"
     )
     section = f"{HEADING}\n\n{intro}\n\n{body}\n"
     text = path.read_text(encoding="utf-8") if path.exists() else "# Compatibility\n"

@@ -177,6 +177,14 @@ def _traffic(probe: Probe, topic: str, count: int = 3) -> tuple[dict[str, Any], 
             producer.send(f"m{i}".encode())
         for _ in range(count):
             consumer.acknowledge(consumer.receive(TIMEOUT_MS))
+        # The client sends acks in groups (every 100 ms): read the stats once the backlog has
+        # drained (a broker that never drains it shows it after the bound).
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            stats = probe.rest("GET", path + "/stats")["body"]
+            if stats.get("subscriptions", {}).get("s", {}).get("msgBacklog") == 0:
+                break
+            time.sleep(0.05)
         return probe.rest("GET", path + "/stats"), probe.rest("GET", path + "/internalStats")
 
 
@@ -272,7 +280,12 @@ def seek_and_readers(probe: Probe) -> dict[str, Any]:
     topic = T + "cf-seek"
     with probe.client() as client:
         producer = client.create_producer(topic)
-        ids = [producer.send(f"m{i}".encode()) for i in range(10)]
+        ids = []
+        for i in range(10):
+            ids.append(producer.send(f"m{i}".encode()))
+            # Publish times are in milliseconds: a seek by m7's time lands on the first message
+            # of that millisecond, which may be m6 on a fast broker. Distinct times compare seeks.
+            time.sleep(0.005)
 
         def read_all(reader: pulsar.Reader) -> list[str]:
             out = []
@@ -372,3 +385,40 @@ def dispatch_throttling(probe: Probe) -> dict[str, Any]:
             "first_second": seconds[0],
             "per_second_after_first": seconds[1:],
         }
+
+
+@scenario
+def partitioned_topic(probe: Probe) -> dict[str, Any]:
+    """A partitioned topic over the admin API, and keyed sends' receipts across its partitions."""
+    path = "/admin/v2/persistent/public/default/cf-partitioned"
+    created = probe.rest("PUT", path + "/partitions", 3)
+    with probe.client() as client:
+        producer = client.create_producer(T + "cf-partitioned", batching_enabled=False)
+        receipts = [
+            probe.message_id(producer.send(b"x", partition_key=f"key-{i}")) for i in range(6)
+        ]
+        partitions = client.get_topic_partitions(T + "cf-partitioned")
+    return {
+        "create": created,
+        "create_again": probe.rest("PUT", path + "/partitions", 3),
+        "metadata": probe.rest("GET", path + "/partitions"),
+        "receipts": [(r["partition"], r["entry"]) for r in receipts],
+        "partitions": partitions,
+        "non_partitioned_stats_of_it": probe.rest("GET", path + "/stats"),
+        "shrink": probe.rest("POST", path + "/partitions", 2),
+    }
+
+
+@scenario
+def producer_name_conflict(probe: Probe) -> dict[str, Any]:
+    """Two producers with one name, and an exclusive producer beside a shared one."""
+    topic = T + "cf-producers"
+    with probe.client() as client:
+        client.create_producer(topic, producer_name="p1")
+        same_name = outcome(lambda: client.create_producer(topic, producer_name="p1") and "ok")
+        exclusive = outcome(
+            lambda: client.create_producer(
+                topic, access_mode=pulsar.ProducerAccessMode.Exclusive
+            ) and "ok"
+        )  # fmt: skip
+        return {"same_name": same_name, "exclusive_beside_shared": exclusive}
