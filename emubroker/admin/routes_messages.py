@@ -199,6 +199,8 @@ async def last_message_id(request: web.Request) -> web.Response:
     """``GET TOPIC/lastMessageId``: the last entry's id; ``entryId`` -1 when empty."""
     ctx = context(request)
     name = topic_of(request)
+    if not ctx.namespaces.exists(name.namespace):  # as Pulsar: no namespace, no topic
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
     topic = await load_topic(ctx, name)
     if topic.as_persistent() is None:
         raise RestError(

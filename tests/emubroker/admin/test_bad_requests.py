@@ -115,6 +115,13 @@ BATTERY: list[tuple[str, str, Any, int, str]] = [
     ),
     (
         "GET",
+        "/admin/v2/persistent/public/nope/t/lastMessageId",
+        None,
+        404,
+        "Topic persistent://public/nope/t not found",
+    ),
+    (
+        "GET",
         f"{NS}/missing/stats",
         None,
         404,
@@ -132,7 +139,8 @@ BATTERY: list[tuple[str, str, Any, int, str]] = [
     ("POST", f"{T}/subscription/nope/resetcursor/0", None, 404, "Subscription nope not found"),
     ("GET", "/lookup/v2/topic/persistent/nope/ns/t", None, 404, "Topic not found"),
     ("GET", "/admin/v2/brokers/elsewhere", None, 404, "Cluster does not exist"),
-    ("GET", "/admin/v2/schemas/public/nope/t/schema", None, 404, "Namespace does not exist"),
+    # Pulsar 4.0.7 standalone: the schema is looked up without checking the namespace.
+    ("GET", "/admin/v2/schemas/public/nope/t/schema", None, 404, "Schema not found"),
     # bad parameters
     ("PUT", f"{NS}/u/partitions", "-1", 406, "Number of partitions should be more than 0"),
     ("PUT", f"{NS}/u/partitions", "0", 406, "Number of partitions should be more than 0"),
