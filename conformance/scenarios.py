@@ -72,6 +72,7 @@ def produce_consume_receipts(probe: Probe) -> dict[str, Any]:
 def unknown_namespace(probe: Probe) -> dict[str, Any]:
     """A producer, a consumer and admin calls on a namespace that does not exist."""
     topic = "persistent://public/cf-missing/t"
+    schema = "/admin/v2/schemas/public/cf-missing/t/schema"
     with probe.client() as client:
         return {
             "producer": outcome(lambda: client.create_producer(topic) and "created"),
@@ -82,6 +83,18 @@ def unknown_namespace(probe: Probe) -> dict[str, Any]:
             "admin_unknown_topic": probe.rest(
                 "GET", "/admin/v2/persistent/public/default/cf-never-created/stats"
             ),
+            "admin_delete_topic": probe.rest("DELETE", "/admin/v2/persistent/public/cf-missing/t"),
+            "admin_last_message_id": probe.rest(
+                "GET", "/admin/v2/persistent/public/cf-missing/t/lastMessageId"
+            ),
+            "admin_partitions": probe.rest(
+                "GET", "/admin/v2/persistent/public/cf-missing/t/partitions"
+            ),
+            "admin_schema_get": probe.rest("GET", schema),
+            "admin_schema_post": probe.rest(
+                "POST", schema, {"type": "STRING", "schema": "", "properties": {}}
+            ),
+            "admin_schema_delete": probe.rest("DELETE", schema),
         }
 
 
