@@ -180,6 +180,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(f"{_N}/deduplication", NAMESPACE_POLICY),
     **_policy(f"{_N}/messageTTL", NAMESPACE_POLICY),
     **_policy(f"{_N}/retention", NAMESPACE_POLICY),
+    ("GET", f"{_N}/backlogQuotaMap"): NAMESPACE_POLICY,
     **_policy(f"{_N}/maxProducersPerTopic", NAMESPACE_POLICY),
     **_policy(f"{_N}/maxConsumersPerTopic", NAMESPACE_POLICY),
     **_policy(f"{_N}/maxConsumersPerSubscription", NAMESPACE_POLICY),

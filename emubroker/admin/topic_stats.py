@@ -203,7 +203,7 @@ class TopicStatsView:
             "msgOutCounter": sub.msg_out,
             "msgRateRedeliver": sum(d["msgRateRedeliver"] for d in docs),
             "messageAckRate": sum(d["messageAckRate"] for d in docs),
-            "chunkedMessageRate": 0,
+            "chunkedMessageRate": 0.0,
             "msgBacklog": sub.backlog,
             "backlogSize": 0,
             "earliestMsgPublishTimeInBacklog": 0,

@@ -154,6 +154,7 @@ TABLE: Final = [
         )
         for route in _rw(f"{N}/{policy}", TA, 403)
     ],
+    Route("GET", f"{N}/backlogQuotaMap", TA, 403),  # validateNamespacePolicyOperation
     # PersistentTopicsBase.
     Route("GET", f"{V2}/{{domain}}/{{tenant}}/{{namespace}}", LK, 403),
     Route("GET", f"{V2}/{{domain}}/{{tenant}}/{{namespace}}/partitioned", LK, 403),
