@@ -34,7 +34,7 @@ HEADLINE_LABELS: dict[str, str] = {
     "carry_over_periods": "carry-over periods",
     "throttled_s": "time throttled (s, all limiters)",
     "rate_vs_limit": "mean delivered rate / limit (highest)",
-    "unloads": "load-manager unloads",
+    "unloads": "load-manager unloads (shed bundles)",
     "splits": "bundle splits",
     "skew_episodes": "skew episodes",
     "max_time_to_converge_s": "longest time to converge (s)",
@@ -97,12 +97,12 @@ def headline(result: JobResult) -> dict[str, Any]:
         numbers["carry_over_periods"] = _sum(summary, "carry_over_periods")
         numbers["throttled_s"] = sum(summary.column("throttled_s"))
         numbers["rate_vs_limit"] = _max(summary.column("rate_vs_limit"))
-    timeline = tables.get("lb_timeline")
-    if timeline is not None:
-        events = timeline.column("event")
-        numbers["unloads"] = events.count("unload")
-        numbers["splits"] = events.count("split")
-        convergence = tables["lb_convergence"]
+    if run.has("loadbalance"):
+        actions = [e.action for e in result.context.events if e.source == "load-manager"]
+        numbers["unloads"] = actions.count("unload")
+        numbers["splits"] = actions.count("split")
+    convergence = tables.get("lb_convergence")
+    if convergence is not None:
         numbers["skew_episodes"] = len(convergence.rows)
         numbers["max_time_to_converge_s"] = _max(convergence.column("time_to_converge_s"))
     gaps = tables.get("delivery_gaps")

@@ -48,20 +48,28 @@ def overlay(ax: Any, ctx: Context, *, numbers: bool = True) -> None:
             style="italic",
             zorder=2,
         )
+    low, high = ax.get_xlim()
+    labels: dict[float, list[int]] = {}  # events a few pixels apart share one label
     for number, event in enumerate(ctx.events, start=1):
         at = (event.at_ns - ctx.start_ns) / 1e9
         colour = _EVENT_COLOUR if event.source == "loadgen" else _LB_COLOUR
-        ax.axvline(at, color=colour, ls="--", lw=0.8, zorder=3)
-        if numbers and len(ctx.events) <= 30:
+        # A placement ends a move rather than disturbing anything: a fainter, dotted line.
+        style = ":" if event.action == "placement" else "--"
+        ax.axvline(at, color=colour, ls=style, lw=0.8, zorder=3)
+        slot = round(at / max(high - low, 1e-9) * 200) * max(high - low, 1e-9) / 200
+        labels.setdefault(slot, []).append(number)
+    if numbers and len(labels) <= 30:
+        for at, group in labels.items():
+            sources = {ctx.events[n - 1].source for n in group}
             ax.text(
                 at,
                 1.01,
-                str(number),
+                str(group[0]) if len(group) == 1 else f"{group[0]}–{group[-1]}",
                 transform=ax.get_xaxis_transform(),
                 ha="center",
                 va="bottom",
                 fontsize=8,
-                color=colour,
+                color=_EVENT_COLOUR if sources == {"loadgen"} else _LB_COLOUR,
                 fontweight="bold",
                 clip_on=False,
             )

@@ -1,0 +1,157 @@
+"""The load manager's decisions (shed, split, placement rows) are events of the run.
+
+The trace below is what `emubroker simulate` writes for four brokers under OverloadShedder:
+reports, the leader's placements and its `shed` rows, and no owner `unload` row.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import pytest
+
+from tests.support.traces import RunBuilder, topic_name
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.filterwarnings("ignore:Exception ignored in. <socket.socket"),
+]
+
+BROKERS = ("b0", "b1", "b2", "b3")
+QUARTERS = [
+    f"public/default/0x{lo:08x}_0x{min(lo + 0x40000000, 0xFFFFFFFF):08x}"
+    for lo in range(0, 1 << 32, 0x40000000)
+]
+
+
+def _bundle_of(topic: str) -> str:
+    """The quarter bundle of public/default that holds `topic`."""
+    return QUARTERS[zlib.crc32(topic_name(topic).encode()) >> 30]
+
+
+def overload_run(path: Any) -> RunBuilder:
+    run = RunBuilder(path, phases=[("steady", 100.0)])
+    run.subscription("m", "s", "Shared")
+    held = _bundle_of("m")
+    other = next(bundle for bundle in QUARTERS if bundle != held)
+    for bundle, broker in zip(QUARTERS, BROKERS, strict=True):  # the leader places each bundle
+        run.balanced(-0.5, "placement", bundle=bundle, dest_broker=broker, reason="strategy")
+    reports = [
+        *((0.0, broker, 0.0) for broker in BROKERS),
+        (44.0, "b0", 2.2),  # b0 is overloaded: a skew from here
+        (75.0, "b1", 0.2),
+        (75.01, "b2", 0.2),
+        (75.02, "b3", 0.2),
+        (75.03, "b0", 0.0),  # b0 shed its bundles: 0.05 above the mean (0.15), 0.2 apart
+    ]
+    for at, broker, usage in reports:
+        run.balanced(at, "report", broker=broker, source_broker=broker, weighted_max_usage=usage)
+    for bundle, dest in ((held, "b1"), (other, "b2")):
+        run.balanced(
+            59.0,
+            "shed",
+            strategy="OverloadShedder",
+            bundle=bundle,
+            source_broker="b0",
+            dest_broker=dest,
+            reason="Overloaded",
+        )
+    run.balanced(59.1, "placement", bundle=held, dest_broker="b1", reason="affinity")
+    # A TransferShedder cycle that decided nothing is no event.
+    run.balanced(59.2, "shed", label="Skip", reason="CoolDown", strategy="TransferShedder")
+    for i in range(1, 100):  # a delivery every second, none from 58.5 to 61.5
+        if not 58 < i < 61:
+            run.receive("m", "s", "c-0", i, i + 0.5)
+    return run
+
+
+def test_shed_decisions_are_unload_events_everywhere(spark, tmp_path) -> None:
+    from loadgen.analysis.headline import headline
+    from loadgen.analysis.inputs import load_run
+    from loadgen.analysis.jobs import run_jobs
+
+    run = overload_run(tmp_path / "run")
+    result = run_jobs(
+        spark,
+        load_run(spark, str(run.write())),
+        only=("load_balancing", "delivery_gaps"),
+    )
+
+    events = [
+        (e.source, e.action, round((e.at_ns - result.context.start_ns) / 1e9, 1))
+        for e in result.context.events
+    ]
+    assert events == [
+        *[("load-manager", "placement", -0.5)] * 4,
+        ("load-manager", "unload", 59.0),
+        ("load-manager", "unload", 59.0),
+        ("load-manager", "placement", 59.1),
+    ]
+    assert {(e.target, e.detail) for e in result.context.events[4:6]} == {
+        (_bundle_of("m"), "b0 -> b1 (OverloadShedder: Overloaded)"),
+        (
+            next(b for b in QUARTERS if b != _bundle_of("m")),
+            "b0 -> b2 (OverloadShedder: Overloaded)",
+        ),
+    }
+
+    (episode,) = result.tables["lb_convergence"].dicts()
+    assert episode["skew_start_s"] == pytest.approx(44.0)
+    assert episode["unloads"] == 2
+    assert episode["first_unload_after_s"] == pytest.approx(15.0)
+    # b0 emptied by the shedder, the others at 0.2: within the threshold of their mean.
+    assert episode["converged_s"] == pytest.approx(75.03)
+    assert episode["time_to_converge_s"] == pytest.approx(31.03)
+    assert episode["peak_imbalance"] == pytest.approx(2.2 - 2.2 / 4)
+
+    gaps = result.tables["delivery_gaps"].dicts()
+    assert {(g["source"], g["event"]) for g in gaps} == {
+        ("load-manager", f"unload {_bundle_of('m')}")
+    }
+    assert gaps[0]["gap_s"] == pytest.approx(3.0)  # 58.5 to 61.5
+
+    numbers = headline(result)
+    # The disruptions are the unloads that touched a consumer's topics: the bundle of m.
+    assert (numbers["unloads"], numbers["splits"], numbers["disruptions"]) == (2, 0, 1)
+    assert numbers["max_time_to_converge_s"] == pytest.approx(31.03)
+
+
+def test_the_report_shows_the_load_managers_events(spark, tmp_path) -> None:
+    from loadgen.analysis.inputs import load_run
+    from loadgen.analysis.jobs import run_jobs
+    from loadgen.analysis.report import write_report
+
+    run = overload_run(tmp_path / "run")
+    result = run_jobs(spark, load_run(spark, str(run.write())), only=("load_balancing",))
+    html = write_report(tmp_path / "report", [("overload", result)]).read_text()
+
+    timeline = html[html.index("<h2>Event timeline</h2>") : html.index("<h2>Load balancing")]
+    assert "no events" not in timeline
+    assert timeline.count('<td class="text">load-manager</td>') == 7
+    assert "b0 -&gt; b2 (OverloadShedder: Overloaded)" in timeline
+
+
+def test_events_at_one_instant_share_a_label_on_the_plots() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from loadgen.analysis.common import Context, Event
+    from loadgen.analysis.inputs import Run
+    from loadgen.analysis.plots import overlay
+
+    start = 1_800_000_000 * 10**9
+    events = [
+        *(Event(start, "load-manager", "placement", f"q{i}") for i in range(8)),
+        Event(start + 59 * 10**9, "load-manager", "unload", "q0"),
+        Event(start + 59 * 10**9, "load-manager", "unload", "q1"),
+        Event(start + 80 * 10**9, "loadgen", "UnloadTopic", "t"),
+    ]
+    ctx = Context(None, Run("run", {"start_ns": start}), events)
+    ax = Figure().subplots()
+    ax.plot([0, 100], [0, 1])
+    overlay(ax, ctx)
+
+    assert [text.get_text() for text in ax.texts] == ["1–8", "9–10", "11"]
+    styles = [line.get_linestyle() for line in ax.lines[1:]]
+    assert styles == [":"] * 8 + ["--"] * 3  # placements dotted
