@@ -3,7 +3,9 @@
 Reads each run directory (a local path or any Hadoop-compatible URI: hdfs://, s3a://, ...),
 runs the analyses of `loadgen.analysis.jobs` on Spark (`local[*]` unless --master says
 otherwise), and writes REPORT_DIR/report.html, summary.json and tables/*.csv. Several runs
-are put side by side.
+are put side by side. The brokers' traces are read from RUN_DIR/dispatch and RUN_DIR/loadbalance,
+or from the directories --dispatch-trace and --loadbalance-trace name (brokers not started by
+loadgen write where their configuration says), each run keeping the rows of its own time.
 
 Exit codes: 0 report written; 2 bad arguments or a run that cannot be analysed (missing or
 empty tables, an unknown schema version); 3 Spark cannot run here (no pyspark, no Java).
@@ -17,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadgen.analysis.inputs import AnalysisInputError, load_run
+from loadgen.analysis.inputs import AnalysisInputError, attach_trace, load_run
 from loadgen.analysis.session import SMALL_MACHINE_CONF, AnalysisEnvironmentError, open_session
 
 EXIT_OK = 0
@@ -55,9 +57,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=10.0,
         metavar="POINTS",
-        help="brokers' usage spread, in percentage points, that starts a skew episode "
-        "(default 10, ThresholdShedder's default threshold)",
+        help="how far, in percentage points, the busiest broker's weighted usage may stand "
+        "above the brokers' mean before a skew episode starts (default 10, ThresholdShedder's "
+        "default threshold)",
     )
+    for name, what in (("loadbalance", "load-balancer"), ("dispatch", "dispatch")):
+        parser.add_argument(
+            f"--{name}-trace",
+            metavar="DIR",
+            help=f"the brokers' {what} trace directory (their emubroker"
+            f"{'LoadBalancer' if name == 'loadbalance' else 'Dispatch'}TraceDir), "
+            f"instead of RUN_DIR/{name}; each run keeps the rows of its own time",
+        )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
@@ -89,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = []
         for label, path in zip(_labels(args.runs), args.runs, strict=True):
             run = load_run(spark, path)
+            for name in ("loadbalance", "dispatch"):
+                location = getattr(args, f"{name}_trace")
+                if location:
+                    attach_trace(spark, run, name, location)
             for note in run.notes:
                 progress(f"{label}: {note}")
             results.append(

@@ -6,12 +6,14 @@ reports, the leader's placements and its `shed` rows, and no owner `unload` row.
 
 from __future__ import annotations
 
+import re
+import shutil
 import zlib
 from typing import Any
 
 import pytest
 
-from tests.support.traces import RunBuilder, topic_name
+from tests.support.traces import RunBuilder, ns, topic_name
 
 pytestmark = [
     pytest.mark.spark,
@@ -155,3 +157,48 @@ def test_events_at_one_instant_share_a_label_on_the_plots() -> None:
     assert [text.get_text() for text in ax.texts] == ["1–8", "9–10", "11"]
     styles = [line.get_linestyle() for line in ax.lines[1:]]
     assert styles == [":"] * 8 + ["--"] * 3  # placements dotted
+
+
+def test_a_trace_directory_outside_the_run_keeps_the_runs_rows(spark, tmp_path) -> None:
+    from loadgen.analysis.inputs import AnalysisInputError, attach_trace, load_run
+    from loadgen.analysis.jobs import run_jobs
+
+    run = overload_run(tmp_path / "run")
+    run.manifest["prepared_ns"] = ns(-1.0)
+    # An earlier run on the same cluster left its rows in the same directory.
+    run.balanced(-600.0, "report", broker="b0", source_broker="b0", weighted_max_usage=0.9)
+    run.balanced(-500.0, "shed", bundle=QUARTERS[0], source_broker="b0", reason="Overloaded")
+    run.balanced(-400.0, "report", broker="b0", source_broker="b0", weighted_max_usage=0.3)
+    shutil.move(run.write() / "loadbalance", tmp_path / "cluster-traces")
+    loaded = load_run(spark, str(run.path))
+    assert "no load-balancer trace (loadbalance/ does not exist)" in loaded.notes
+
+    attach_trace(spark, loaded, "loadbalance", str(tmp_path / "cluster-traces"))
+    result = run_jobs(spark, loaded, only=("load_balancing",))
+
+    assert not any("load-balancer" in note for note in loaded.notes)
+    actions = [(e.action, e.at_ns) for e in result.context.events]
+    assert ("unload", ns(-500.0)) not in actions
+    assert actions.count(("unload", ns(59.0))) == 2
+    usage = [(r["t_s"], r["broker"]) for r in result.tables["lb_broker_usage"].dicts()]
+    assert (-400.0, "b0") in usage  # b0's last report before the run: where it started from
+    assert (-600.0, "b0") not in usage
+
+    for location, problem in (
+        (tmp_path / "nowhere", "no such load-balancer trace directory"),
+        (
+            tmp_path / "run" / "receives",
+            "not a load-balancer trace: no column schema_version (and 25 more)",
+        ),
+    ):
+        with pytest.raises(AnalysisInputError, match=re.escape(problem)):
+            attach_trace(spark, loaded, "loadbalance", str(location))
+    (tmp_path / "running").mkdir()
+    (tmp_path / "running" / ".loadbalance-b0-00001.parquet.inprogress").write_text("")
+    with pytest.raises(AnalysisInputError, match="stop the cluster before analysing"):
+        attach_trace(spark, loaded, "loadbalance", str(tmp_path / "running"))
+    later = load_run(spark, str(run.path))
+    later.manifest["prepared_ns"] = later.manifest["start_ns"] = ns(10_000.0)
+    later.manifest["end_ns"] = ns(10_100.0)
+    with pytest.raises(AnalysisInputError, match="no load-balancer trace rows in the time of"):
+        attach_trace(spark, later, "loadbalance", str(tmp_path / "cluster-traces"))
