@@ -90,6 +90,12 @@ class Context:
     def phases(self) -> list[Phase]:
         return self.run.phases()
 
+    @property
+    def warmup_s(self) -> float:
+        """The scenario's warm-up (`warmup`, seconds): left out of the mean rates."""
+        value = self.run.scenario.get("warmup")
+        return float(value) if isinstance(value, int | float) and value > 0 else 0.0
+
     def table(self, name: str) -> Any:
         return self.run.tables[name]
 

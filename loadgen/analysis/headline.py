@@ -14,8 +14,8 @@ HEADLINE_LABELS: dict[str, str] = {
     "duration_s": "run length (s)",
     "produced": "messages produced (receipted)",
     "consumed": "deliveries",
-    "produce_rate": "mean produce rate (msg/s)",
-    "consume_rate": "mean delivery rate (msg/s)",
+    "produce_rate": "mean produce rate (msg/s, first to last receipt after the warm-up)",
+    "consume_rate": "mean delivery rate (msg/s, first to last delivery after the warm-up)",
     "peak_backlog": "peak backlog (msg)",
     "publish_p50_ms": "publish latency p50 (ms)",
     "publish_p99_ms": "publish latency p99 (ms)",
@@ -75,11 +75,9 @@ def headline(result: JobResult) -> dict[str, Any]:
     if throughput is not None:
         numbers["produced"] = _sum(throughput, "messages", role="produce")
         numbers["consumed"] = _sum(throughput, "messages", role="consume")
-        for role, key in (("produce", "produce_rate"), ("consume", "consume_rate")):
-            seconds = {r["second"] for r in throughput.dicts() if r["role"] == role}
-            total = _sum(throughput, "messages", role=role)
-            if seconds and total:
-                numbers[key] = total / (max(seconds) - min(seconds) + 1)
+    for row in tables["rates"].dicts() if "rates" in tables else []:
+        if row["topic"] == "all":
+            numbers[f"{row['role']}_rate"] = row["msg_rate"]
     if "backlog" in tables:
         numbers["peak_backlog"] = _max(tables["backlog"].column("backlog"))
     for row in tables["latency_by_phase"].dicts() if "latency_by_phase" in tables else []:

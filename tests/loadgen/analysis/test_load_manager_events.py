@@ -134,31 +134,6 @@ def test_the_report_shows_the_load_managers_events(spark, tmp_path) -> None:
     assert "b0 -&gt; b2 (OverloadShedder: Overloaded)" in timeline
 
 
-def test_events_at_one_instant_share_a_label_on_the_plots() -> None:
-    pytest.importorskip("matplotlib")
-    from matplotlib.figure import Figure
-
-    from loadgen.analysis.common import Context, Event
-    from loadgen.analysis.inputs import Run
-    from loadgen.analysis.plots import overlay
-
-    start = 1_800_000_000 * 10**9
-    events = [
-        *(Event(start, "load-manager", "placement", f"q{i}") for i in range(8)),
-        Event(start + 59 * 10**9, "load-manager", "unload", "q0"),
-        Event(start + 59 * 10**9, "load-manager", "unload", "q1"),
-        Event(start + 80 * 10**9, "loadgen", "UnloadTopic", "t"),
-    ]
-    ctx = Context(None, Run("run", {"start_ns": start}), events)
-    ax = Figure().subplots()
-    ax.plot([0, 100], [0, 1])
-    overlay(ax, ctx)
-
-    assert [text.get_text() for text in ax.texts] == ["1–8", "9–10", "11"]
-    styles = [line.get_linestyle() for line in ax.lines[1:]]
-    assert styles == [":"] * 8 + ["--"] * 3  # placements dotted
-
-
 def test_a_trace_directory_outside_the_run_keeps_the_runs_rows(spark, tmp_path) -> None:
     from loadgen.analysis.inputs import AnalysisInputError, attach_trace, load_run
     from loadgen.analysis.jobs import run_jobs
