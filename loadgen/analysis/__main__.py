@@ -3,9 +3,10 @@
 Reads each run directory (a local path or any Hadoop-compatible URI: hdfs://, s3a://, ...),
 runs the analyses of `loadgen.analysis.jobs` on Spark (`local[*]` unless --master says
 otherwise), and writes REPORT_DIR/report.html, summary.json and tables/*.csv. Several runs
-are put side by side. The brokers' traces are read from RUN_DIR/dispatch and RUN_DIR/loadbalance,
-or from the directories --dispatch-trace and --loadbalance-trace name (brokers not started by
-loadgen write where their configuration says), each run keeping the rows of its own time.
+are put side by side. The brokers' traces are read from RUN_DIR/dispatch and
+RUN_DIR/loadbalance, or from the directories --dispatch-trace and --loadbalance-trace name
+(brokers loadgen did not start write where their configuration says), each run keeping the
+rows of its own time.
 
 Exit codes: 0 report written; 2 bad arguments or a run that cannot be analysed (missing or
 empty tables, an unknown schema version); 3 Spark cannot run here (no pyspark, no Java).

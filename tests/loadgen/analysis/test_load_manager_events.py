@@ -144,14 +144,19 @@ def test_a_trace_directory_outside_the_run_keeps_the_runs_rows(spark, tmp_path) 
     run.balanced(-600.0, "report", broker="b0", source_broker="b0", weighted_max_usage=0.9)
     run.balanced(-500.0, "shed", bundle=QUARTERS[0], source_broker="b0", reason="Overloaded")
     run.balanced(-400.0, "report", broker="b0", source_broker="b0", weighted_max_usage=0.3)
+    run.dispatched(-500.0, topic=topic_name("m"), subscription="s", messages=1)
+    run.dispatched(5.0, topic=topic_name("m"), subscription="s", messages=1)
     shutil.move(run.write() / "loadbalance", tmp_path / "cluster-traces")
+    shutil.move(run.path / "dispatch", tmp_path / "dispatch-traces")
     loaded = load_run(spark, str(run.path))
     assert "no load-balancer trace (loadbalance/ does not exist)" in loaded.notes
 
     attach_trace(spark, loaded, "loadbalance", str(tmp_path / "cluster-traces"))
+    attach_trace(spark, loaded, "dispatch", str(tmp_path / "dispatch-traces"))
+    assert [r["wall_ns"] for r in loaded.tables["dispatch"].collect()] == [ns(5.0)]
     result = run_jobs(spark, loaded, only=("load_balancing",))
 
-    assert not any("load-balancer" in note for note in loaded.notes)
+    assert not any("load-balancer" in note or "dispatch" in note for note in loaded.notes)
     actions = [(e.action, e.at_ns) for e in result.context.events]
     assert ("unload", ns(-500.0)) not in actions
     assert actions.count(("unload", ns(59.0))) == 2
