@@ -20,6 +20,8 @@ __all__ = ["FIGURES", "Figure", "overlay"]
 _PHASE_COLOURS: Final = ("#f2f2f2", "#e3ecf7")
 _EVENT_COLOUR: Final = "#c0392b"
 _LB_COLOUR: Final = "#8e44ad"
+_LABEL_WIDTH: Final = 0.04
+"""Room an event's number takes on a time plot, as a fraction of the time axis."""
 _MAX_LINES: Final = 8
 """Series drawn in one panel; more are summed into `other`."""
 
@@ -49,17 +51,21 @@ def overlay(ax: Any, ctx: Context, *, numbers: bool = True) -> None:
             zorder=2,
         )
     low, high = ax.get_xlim()
-    labels: dict[float, list[int]] = {}  # events a few pixels apart share one label
+    # Events closer than a label's width share one label ("3–8"), placed at the first of them.
+    near = _LABEL_WIDTH * (high - low)
+    labels: list[tuple[float, list[int]]] = []
     for number, event in enumerate(ctx.events, start=1):
         at = (event.at_ns - ctx.start_ns) / 1e9
         colour = _EVENT_COLOUR if event.source == "loadgen" else _LB_COLOUR
         # A placement ends a move rather than disturbing anything: a fainter, dotted line.
         style = ":" if event.action == "placement" else "--"
         ax.axvline(at, color=colour, ls=style, lw=0.8, zorder=3)
-        slot = round(at / max(high - low, 1e-9) * 200) * max(high - low, 1e-9) / 200
-        labels.setdefault(slot, []).append(number)
+        if labels and at - labels[-1][0] < near:
+            labels[-1][1].append(number)
+        else:
+            labels.append((at, [number]))
     if numbers and len(labels) <= 30:
-        for at, group in labels.items():
+        for at, group in labels:
             sources = {ctx.events[n - 1].source for n in group}
             ax.text(
                 at,

@@ -18,7 +18,7 @@ def test_events_at_one_instant_share_a_label_on_the_plots() -> None:
     events = [
         *(Event(START, "load-manager", "placement", f"q{i}") for i in range(8)),
         Event(START + 59 * 10**9, "load-manager", "unload", "q0"),
-        Event(START + 59 * 10**9, "load-manager", "unload", "q1"),
+        Event(START + 59_300_000_000, "load-manager", "unload", "q1"),
         Event(START + 80 * 10**9, "loadgen", "UnloadTopic", "t"),
     ]
     ctx = Context(None, Run("run", {"start_ns": START}), events)
@@ -26,6 +26,7 @@ def test_events_at_one_instant_share_a_label_on_the_plots() -> None:
     ax.plot([0, 100], [0, 1])
     overlay(ax, ctx)
 
+    # Events a few pixels apart (59 s and 59.3 s on a 100 s axis) share a label too.
     assert [text.get_text() for text in ax.texts] == ["1–8", "9–10", "11"]
     styles = [line.get_linestyle() for line in ax.lines[1:]]
     assert styles == [":"] * 8 + ["--"] * 3  # placements dotted
