@@ -5,6 +5,9 @@
 ``emubroker admin [--admin-url URL] RESOURCE COMMAND ...`` administers a running broker over its
 REST API, like ``pulsar-admin`` (see :mod:`emubroker.admin_cli`).
 
+``emubroker dashboard RUN_DIR`` serves the dashboard over a recorded run (see
+:mod:`emubroker.dashboard.cli`).
+
 ``emubroker cluster [-n N] ...`` runs a local cluster of broker processes around one
 ``storage-stub`` process, and ``emubroker cluster status|kill|start|stop`` controls it from
 another shell (see :mod:`emubroker.cluster.cli`).
@@ -41,12 +44,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("emubroker")
 
-# ``admin`` and ``cluster`` keep their arguments with their modules (emubroker.admin_cli,
-# emubroker.cluster.cli), which are imported only when their command runs: a starting broker
-# would otherwise pay for the admin CLI's and the supervisor's imports (PyJWT and cryptography
-# among them; docs/performance.md). Other commands list them with these lines of help.
+# ``admin``, ``cluster`` and ``dashboard`` keep their arguments with their modules
+# (emubroker.admin_cli, emubroker.cluster.cli, emubroker.dashboard.cli), which are imported only
+# when their command runs: a starting broker would otherwise pay for the admin CLI's and the
+# supervisor's imports (PyJWT and cryptography among them), and the supervisor for aiohttp and
+# the replay (docs/performance.md). Other commands list them with these lines of help.
 ADMIN_HELP = "administer a running broker over its REST API (like pulsar-admin)"
 CLUSTER_HELP = "run a local cluster: a storage-stub process and N broker processes"
+DASHBOARD_HELP = "serve the dashboard over a recorded run (docs/dashboard.md)"
 
 SERVING_GC_THRESHOLD = 10_000
 """Allocations between two collections of the youngest generation once a broker serves (see
@@ -59,7 +64,7 @@ def _command(argv: Sequence[str]) -> str | None:
 
 
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The command line's parser; ``admin``'s and ``cluster``'s arguments for that command only.
+    """The command line's parser; a command with its own module has its arguments only when run.
 
     Args:
         command: The command to run; None (``-h``, or no command) builds every command's parser.
@@ -125,6 +130,18 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         cluster_cli.add_parser(commands)
     else:
         commands.add_parser("cluster", help=CLUSTER_HELP)
+    if command in (None, "dashboard"):
+        from emubroker.dashboard import cli as dashboard_cli
+
+        dashboard = commands.add_parser(
+            "dashboard",
+            help=DASHBOARD_HELP,
+            description="Replay a run directory's traces (emubroker simulate, loadgen run) in the "
+            "dashboard, with a time slider.",
+        )
+        dashboard_cli.add_arguments(dashboard)
+    else:
+        commands.add_parser("dashboard", help=DASHBOARD_HELP)
     simulate = commands.add_parser(
         "simulate",
         help="run a loadgen scenario's cluster and traffic in this process on a virtual clock",
@@ -198,6 +215,7 @@ async def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
             tls = " ".join(filter(None, (broker.service_url_tls, broker.admin_url_tls)))
             endpoints = [("service", broker.service_url), ("admin", broker.admin_url)]
             print(ready_line(args.command, [*endpoints, ("tls", tls)]), flush=True)
+            print(f"dashboard: {broker.admin_url or broker.admin_url_tls}/dashboard/", flush=True)
             gc.freeze()
             gc.set_threshold(SERVING_GC_THRESHOLD, *gc.get_threshold()[1:])
             gc.enable()
@@ -231,6 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from emubroker.cluster import cli as cluster_cli
 
         return cluster_cli.run(args)
+    if args.command == "dashboard":
+        from emubroker.dashboard import cli as dashboard_cli
+
+        return dashboard_cli.run(args)
     if args.command == "simulate":
         try:
             from emubroker.simulate import cli as simulate_cli

@@ -54,6 +54,7 @@ from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.placement_policies import PlacementPolicyCache
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.loadbalance.split_runtime import layout_from
+from emubroker.loadbalance.trace_ring import TraceRing
 from emubroker.loadbalance.unloading import BundleUnloader
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -336,6 +337,7 @@ def _admin_context(
     health: HealthChecker,
     owner_calls: OwnerCalls,
     security: Security | None = None,
+    trace_ring: TraceRing | None = None,
 ) -> AdminContext:
     config = dynamic.config
     broker_id = broker_id_of(config)
@@ -389,6 +391,7 @@ def _admin_context(
         owner_calls=owner_calls,
         security=security,
         clock=clock,
+        trace_ring=trace_ring,
         bundle_splitter=build_bundle_splitter(
             store,
             ownership,
@@ -713,6 +716,8 @@ async def open_broker(
         )
         if load_trace is not None:
             await tg.start(load_trace.run)
+        # Every broker keeps its recent rows for the dashboard, traced to Parquet or not.
+        trace_ring = TraceRing(load_trace)
         load_reporter = build_load_reporter(
             store,
             clock,
@@ -722,7 +727,7 @@ async def open_broker(
             topics=topics,
             ownership=ownership,
             traffic=traffic.snapshot,
-            trace=load_trace,
+            trace=trace_ring,
         )
         await tg.start(load_reporter.run)
         # The leader's aggregation, shedding and automatic split, while this broker leads; its
@@ -749,12 +754,12 @@ async def open_broker(
             split=owner_calls.split,
             layout=layout_from(lambda ns: ownership.boundaries(NamespaceName.parse(ns))),
             owned_bundles=ownership.owned_bundles,
-            trace=load_trace,
+            trace=trace_ring,
             policies=placement_policies.policies,
         )
         await tg.start(load_leader.run)
         # Placement uses the leader term's load data while this broker leads.
-        placement.attach(lambda: load_leader.term, load_trace)
+        placement.attach(lambda: load_leader.term, trace_ring)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -782,6 +787,7 @@ async def open_broker(
             ),
             owner_calls=owner_calls,
             security=security,
+            trace_ring=trace_ring,
         )
         broker = Broker(
             config,

@@ -133,7 +133,9 @@ def _connection(parser: argparse.ArgumentParser) -> None:
         "-u", "--service-url", default="pulsar://localhost:6650", help="broker service URL"
     )
     parser.add_argument(
-        "--admin-url", default="http://localhost:8080", help="admin REST URL ('' for none)"
+        "--admin-url",
+        default="http://localhost:8080",
+        help="admin REST URL, to create partitioned topics (-np) ('' for none)",
     )
     parser.add_argument(
         "-time", "--test-duration", type=float, default=0.0, help="seconds (0: until Ctrl-C)"

@@ -41,6 +41,7 @@ from loadgen.events import (
 from protocol.client import normalize_topic
 
 __all__ = [
+    "ADMIN_URL_OPTION",
     "AdminRest",
     "BrokerInfo",
     "BrokerProcesses",
@@ -54,6 +55,10 @@ __all__ = [
 
 class ControlError(Exception):
     """An event could not be carried out; the message says what the cluster answered."""
+
+
+ADMIN_URL_OPTION = "--admin-url (in a scenario: cluster.admin_url)"
+"""Where a user gives the admin REST API's URL, for the messages that need it."""
 
 
 class BrokerInfo(msgspec.Struct, frozen=True):
@@ -135,6 +140,11 @@ class AdminRest:
                     reason = _reason(text) or response.reason or ""
                     raise ControlError(f"{method} {url}: HTTP {response.status} {reason}".rstrip())
                 return json.loads(text) if text.strip() else None
+        except aiohttp.ClientConnectorError as exc:  # nothing listens there
+            raise ControlError(
+                f"no admin REST API answers at {self.admin_url} ({method} {url}: "
+                f"{type(exc).__name__}: {exc}); give the cluster's with {ADMIN_URL_OPTION}"
+            ) from None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ControlError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
 
@@ -193,7 +203,10 @@ class ClusterControl:
 
     def _need_admin(self) -> AdminRest:
         if self.admin is None:
-            raise ControlError("this event needs the cluster's admin_url")
+            raise ControlError(
+                f"this event needs the cluster's admin REST API: give its URL with "
+                f"{ADMIN_URL_OPTION}"
+            )
         return self.admin
 
     def _need_processes(self) -> BrokerProcesses:

@@ -172,6 +172,7 @@ class Final(_Msg, frozen=True, tag="final"):
     rows: dict[str, int]  # table -> trace rows written
     first_send_ns: int | None  # this worker's first send (wall clock)
     last_receive_ns: int | None  # this worker's last delivery
+    produce_end_ns: int | None = None  # when its producers stopped sending or last got a receipt
 
 
 class WorkerFailed(_Msg, frozen=True, tag="failed"):

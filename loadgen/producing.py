@@ -15,6 +15,7 @@ than a step per message.
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 from array import array
@@ -26,7 +27,7 @@ from loadgen.drivers import Driver
 from loadgen.inflight import PartitionSends
 from loadgen.messages import ProducerPlan, ProducerTally
 from loadgen.payload import HEADER, MAGIC, NO_KEY, VERSION, key_chooser, key_name, sampled
-from loadgen.schedule import segment_arrivals
+from loadgen.schedule import segment_arrivals, total_duration
 from loadgen.trace.schema import int64_columns
 from loadgen.trace.writer import ColumnBuffer, TableWriter
 from protocol.client import partition_for_key
@@ -97,6 +98,8 @@ class ProducerRunner:
         self._attachments = 0
         self.stopping = False
         self.first_send_ns: int | None = None
+        self.stopped_ns: int | None = None  # when it stopped sending (`run`)
+        self.last_receipt_ns: int | None = None
         self.sent = 0
         self._counted = 0
 
@@ -162,6 +165,7 @@ class ProducerRunner:
         full, threshold = self._full, self._threshold
         index = partition.index
         take = partition.take
+        runner = self
 
         def add_rows(
             first_seq: int,
@@ -248,6 +252,7 @@ class ProducerRunner:
                 partition.receipted += count
                 latencies.extend([(now - at) // 1000 for at in partition.intended[start:end]])
                 receipt = (now, ledger_id, entry_id, first_batch_index)
+                runner.last_receipt_ns = now
             else:
                 partition.failed += count
                 counters.errors += count
@@ -280,8 +285,29 @@ class ProducerRunner:
         new, self._counted = acked - self._counted, acked
         return new, new * self.plan.size
 
+    @property
+    def end_ns(self) -> int | None:
+        """When its production ended (None before `run` ends).
+
+        That is when it stopped sending or got its last receipt, whichever was later.
+        """
+        if self.stopped_ns is None:
+            return None
+        return max(self.stopped_ns, self.last_receipt_ns or 0)
+
     async def run(self, start_mono: float, start_ns: int) -> None:
-        """Send on schedule until the segments end, the message limit or `stopping`."""
+        """Send on schedule until the segments end, the message limit or `stopping`.
+
+        Sets `stopped_ns`: the schedule's end when it ran to it (a producer at 1 msg/s has sent
+        its last message a second before), else when it stopped.
+        """
+        try:
+            await self._send_on_schedule(start_mono, start_ns)
+        finally:
+            if self.stopped_ns is None:
+                self.stopped_ns = self._clock.wall_ns()
+
+    async def _send_on_schedule(self, start_mono: float, start_ns: int) -> None:
         plan = self.plan
         clock = self._clock
         now = clock.now
@@ -323,7 +349,7 @@ class ProducerRunner:
                         break
                     intended = sent = wall()
                 if self.stopping or self.sent == limit:
-                    return
+                    return  # stopped now (`run`)
                 if self.first_send_ns is None:
                     self.first_send_ns = sent
                 # One message: route it, number it, remember it, hand it to the client.
@@ -350,6 +376,8 @@ class ProducerRunner:
                     payload, key=keys[key] if keyed else None, sequence_id=sequence_id
                 )
                 self.sent += 1
+        scheduled = total_duration(plan.segments)
+        self.stopped_ns = start_ns + round(scheduled * 1e9) if math.isfinite(scheduled) else wall()
 
     async def finish(self) -> None:
         """Wait for every outstanding receipt (or failure), then close the handlers."""

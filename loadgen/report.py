@@ -37,19 +37,26 @@ def _latency(summary: LatencySummary | None) -> str:
     )
 
 
+def _per_second(count: float, seconds: float) -> float:
+    return count / seconds if seconds > 0 else 0.0
+
+
 def perf_lines(window: Window, *, produce: bool, consume: bool) -> list[str]:
     """pulsar-perf's periodic lines for `window` (produced and/or received)."""
-    seconds = max(window.seconds, 1)
     lines = []
     if produce:
-        rate, mbit = window.produced / seconds, window.produced_bytes * 8 / seconds / 1e6
+        seconds = window.produce_seconds
+        rate = _per_second(window.produced, seconds)
+        mbit = _per_second(window.produced_bytes * 8 / 1e6, seconds)
         lines.append(
             f"Throughput produced: {window.produced:,} msg --- {rate:,.1f} msg/s --- "
-            f"{mbit:,.3f} Mbit/s --- failure {window.errors / seconds:,.1f} msg/s --- "
-            f"{_latency(window.publish)}"
+            f"{mbit:,.3f} Mbit/s --- failure {_per_second(window.errors, seconds):,.1f} msg/s"
+            f" --- {_latency(window.publish)}"
         )
     if consume:
-        rate, mbit = window.consumed / seconds, window.consumed_bytes * 8 / seconds / 1e6
+        seconds = window.consume_seconds
+        rate = _per_second(window.consumed, seconds)
+        mbit = _per_second(window.consumed_bytes * 8 / 1e6, seconds)
         lines.append(
             f"Throughput received: {window.consumed:,} msg --- {rate:,.1f} msg/s --- "
             f"{mbit:,.3f} Mbit/s --- backlog {window.backlog:,} msg --- "
@@ -59,8 +66,25 @@ def perf_lines(window: Window, *, produce: bool, consume: bool) -> list[str]:
 
 
 def final_lines(totals: Window, *, produce: bool, consume: bool) -> list[str]:
-    """pulsar-perf's closing 'Aggregated' lines."""
-    lines = [f"Aggregated over {totals.seconds} s (after the warm-up):"]
+    """pulsar-perf's closing 'Aggregated' lines.
+
+    The rates are over the time from the warm-up's end to each role's end (the header says
+    how long), not over the drain seconds after it.
+    """
+    spans = [
+        (what, seconds)
+        for what, seconds, shown in (
+            ("produced", totals.produce_seconds, produce),
+            ("received", totals.consume_seconds, consume),
+        )
+        if shown
+    ]
+    if len({f"{seconds:.1f}" for _what, seconds in spans}) <= 1:
+        over = f" over {spans[0][1]:.1f} s" if spans else ""
+        lines = [f"Aggregated{over} (after the warm-up):"]
+    else:
+        each = ", ".join(f"{what} over {seconds:.1f} s" for what, seconds in spans)
+        lines = [f"Aggregated after the warm-up ({each}):"]
     lines += [f"  {line}" for line in perf_lines(totals, produce=produce, consume=consume)]
     if produce and totals.publish_delay is not None:
         lines.append(
@@ -191,9 +215,9 @@ def omb_result(
         "partitions": partitions,
         "producersPerTopic": producers_per_topic,
         "consumersPerTopic": consumers_per_topic,
-        "publishRate": [p.produced / max(p.seconds, 1) for p in points],
-        "publishErrorRate": [p.errors / max(p.seconds, 1) for p in points],
-        "consumeRate": [p.consumed / max(p.seconds, 1) for p in points],
+        "publishRate": [_per_second(p.produced, p.produce_seconds) for p in points],
+        "publishErrorRate": [_per_second(p.errors, p.produce_seconds) for p in points],
+        "consumeRate": [_per_second(p.consumed, p.consume_seconds) for p in points],
         "backlog": [p.backlog for p in points],
     }
     result |= latency_series("publishLatency", "publish", 1000.0)

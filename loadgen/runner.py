@@ -15,6 +15,7 @@ run directory:
 
 from __future__ import annotations
 
+import math
 import secrets
 import signal
 import threading
@@ -67,6 +68,7 @@ from loadgen.pool import WorkerError, WorkerLink, open_workers
 from loadgen.report import dashboard, perf_lines
 from loadgen.results import RunResult, write_results
 from loadgen.scenario import Scenario
+from loadgen.topics import TopicsError, prepare_topics
 from loadgen.trace.schema import EventRecord
 from loadgen.trace.writer import TableWriter
 from protocol.client import Connector, normalize_topic
@@ -153,6 +155,7 @@ class _Run:
         self.finals: dict[int, FinalReport] = {}
         self.workers: Sequence[WorkerLink] = []
         self.stopping = False
+        self.traffic_end_ns: int | None = None  # the schedule's end, or when it was stopped
 
     def layout_from_scenario(self) -> ClusterLayout:
         cluster = self.scenario.cluster
@@ -170,23 +173,6 @@ class _Run:
             raise RunError(
                 f"cannot reach the cluster at {layout.service_url}: {exc}", EXIT_CLUSTER
             ) from None
-
-    async def topic_partitions(self, admin: AdminRest | None) -> dict[str, int]:
-        declared = {normalize_topic(t.name): t.partitions for t in self.scenario.topics}
-        used = {normalize_topic(g.topic) for g in self.scenario.producers}
-        used |= {normalize_topic(g.topic) for g in self.scenario.consumers}
-        partitions: dict[str, int] = {}
-        if admin is None:
-            return {t: n for t, n in declared.items() if n}
-        try:
-            for topic, count in declared.items():
-                if count:
-                    await admin.create_partitioned_topic(topic, count)
-            for topic in sorted(used | set(declared)):
-                partitions[topic] = declared.get(topic) or await admin.partitions(topic)
-        except ControlError as exc:
-            raise RunError(f"preparing the topics failed: {exc}", EXIT_CLUSTER) from None
-        return partitions
 
     async def broadcast(self, message: Any) -> None:
         for worker in self.workers:
@@ -273,10 +259,30 @@ class _Run:
                 if self.stopping:
                     continue
                 self.stopping = True
+                self.traffic_end_ns = self.clock.wall_ns()
                 self.console.out(
                     "stopping: finishing sends and draining consumers", highlight=False
                 )
                 await self.broadcast(StopProducers())
+
+    def ends(self, start_ns: int) -> tuple[float, float]:
+        """When production and consumption ended, in seconds after `start_ns`.
+
+        Their messages are a rate over the time up to there (`Aggregator.close_all`).
+
+        Production ended when the producers stopped sending or got their last receipt,
+        whichever was later; consumption with the last delivery, but not before the traffic
+        ended (a consumer that got nothing at the end was still measuring).
+        """
+        finals = self.finals.values()
+        produce_end = max((f.produce_end_ns for f in finals if f.produce_end_ns), default=None)
+        traffic_end = produce_end or self.traffic_end_ns or self.clock.wall_ns()
+        last_receive = max((f.last_receive_ns for f in finals if f.last_receive_ns), default=0)
+        consume_end = max(traffic_end, last_receive)
+        return (
+            ((produce_end or traffic_end) - start_ns) / 1e9,
+            (consume_end - start_ns) / 1e9,
+        )
 
     def drained(self, aggregator: Aggregator) -> bool:
         acked_by_topic: dict[str, int] = {}
@@ -360,7 +366,7 @@ async def run_in_process(
     run.run_dir.mkdir(parents=True, exist_ok=True)  # once, before the run
     workers = partial(_inprocess_workers, clock=clock, connector=connector)
     # Events here are consumer pauses only (the runner's own): no cluster control to reach.
-    return await _run(run, layout, ClusterControl(None), workers)
+    return await _run(run, layout, ClusterControl(None), workers, connector)
 
 
 def _inprocess_workers(
@@ -374,9 +380,20 @@ async def _run(
     layout: ClusterLayout,
     control: ClusterControl,
     open_run_workers: WorkersOpener = open_workers,
+    connector: Connector | None = None,
 ) -> RunResult:
+    """The run itself.
+
+    `connector` opens the runner's own connections to the brokers (TCP by default), which
+    learn the topics' partitions.
+    """
     scenario, options, clock = run.scenario, run.options, run.clock
-    partitions = await run.topic_partitions(control.admin)
+    try:
+        partitions = await prepare_topics(
+            scenario, layout.service_url, control.admin, clock=clock, connector=connector
+        )
+    except TopicsError as exc:
+        raise RunError(f"preparing the topics failed: {exc}", EXIT_CLUSTER) from None
     plans = build_plans(
         scenario,
         run_id=run.run_id,
@@ -419,7 +436,7 @@ async def _run(
         except WorkerError as exc:
             seconds.close()
             raise RunError(str(exc), EXIT_FAILED) from None
-        aggregator.close_all()
+        aggregator.close_all(*run.ends(start_ns))
     seconds.close()
     return write_results(run, layout, plans, aggregator, started_ns, seconds.rows_written)
 
@@ -466,6 +483,11 @@ async def _drive_tasks(
             if limited and len(run.done) == len(run.workers):
                 break
             await clock.sleep(0.1)
+        if run.traffic_end_ns is None:  # the schedule's end, rather than this poll's
+            run.traffic_end_ns = clock.wall_ns()
+            if math.isfinite(scenario.duration):
+                scheduled_end = start_ns + round(scenario.duration * 1e9)
+                run.traffic_end_ns = min(run.traffic_end_ns, scheduled_end)
         await run.broadcast(StopProducers())
         while len(run.done) < len(run.workers):
             await clock.sleep(0.1)

@@ -254,6 +254,7 @@ class _Worker:
             last_receive_ns=max(
                 (c.last_receive_ns for c in self.consumers if c.last_receive_ns), default=None
             ),
+            produce_end_ns=max((p.end_ns for p in self.producers if p.end_ns), default=None),
         )
 
 

@@ -48,6 +48,37 @@ def test_a_standalone_broker_imports_none_of_the_modules_it_does_not_serve_with(
     assert done.stdout.split() == []
 
 
+SUPERVISOR_IMPORTS = """
+import sys
+from emubroker.__main__ import _command, _parser
+
+_parser(_command(["cluster", "-n", "3"])).parse_args(["cluster", "-n", "3"])
+import emubroker.cluster.cli
+
+print(" ".join(name for name in sys.argv[1:] if name in sys.modules))
+"""
+
+
+SUPERVISOR_LEAVES_OUT = (
+    "emubroker.app",
+    "emubroker.dashboard.cli",
+    "aiohttp",
+    "emubroker.admin_cli",
+)
+
+
+def test_the_cluster_supervisor_imports_neither_the_broker_nor_the_dashboard() -> None:
+    # It only spawns and watches processes: the broker's modules, aiohttp and the dashboard's
+    # replay would be ~0.4 s of CPU before its first child starts.
+    done = subprocess.run(
+        [sys.executable, "-c", SUPERVISOR_IMPORTS, *SUPERVISOR_LEAVES_OUT],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == []
+
+
 def test_the_command_is_the_first_word_that_is_not_an_option() -> None:
     assert _command(["-h"]) is None
     assert _command(["standalone", "--port", "0"]) == "standalone"
@@ -59,7 +90,7 @@ def test_every_command_lists_the_same_commands_in_the_top_level_help() -> None:
     # as their own parsers give.
     helps = {command: _parser(command).format_help() for command in ("standalone", "admin")}
     assert helps["standalone"] == helps["admin"] == _parser("cluster").format_help()
-    assert helps["standalone"] == _parser().format_help()
+    assert helps["standalone"] == _parser("dashboard").format_help() == _parser().format_help()
     assert "administer a running broker" in helps["standalone"]
 
 
@@ -67,3 +98,4 @@ def test_the_admin_and_cluster_commands_parse_their_own_arguments() -> None:
     args = _parser("admin").parse_args(["admin", "tenants", "list"])
     assert (args.command, args.resource) == ("admin", "tenants")
     assert _parser("cluster").parse_args(["cluster", "-n", "2"]).brokers == 2
+    assert _parser("dashboard").parse_args(["dashboard", "runs/x"]).command == "dashboard"

@@ -109,3 +109,45 @@ def test_folding_values_to_buckets_records_what_recording_each_would() -> None:
     folded = histogram_of(values)
     assert folded.get_total_count() == direct.get_total_count()
     assert summarize(folded) == summarize(direct)
+
+
+def test_rates_are_over_the_time_until_each_role_ended_not_the_drain_seconds() -> None:
+    from loadgen.report import final_lines, omb_result
+
+    aggregator, _rows, _ = make(workers=1, warmup=1)
+    # 2,000 msg/s for 8 s, then a drain second with the last few receipts and deliveries
+    for second in range(100, 109):
+        count = 2000 if second < 108 else 3
+        aggregator.add(
+            Tick(
+                worker=0,
+                second=second,
+                groups=[
+                    group_tick("produce", "in", count, 900),
+                    group_tick("consume", "out", count, 2000),
+                ],
+            )
+        )
+    aggregator.close_all(produce_end=8.0, consume_end=8.5)  # consumers caught up at 8.5 s
+    totals = aggregator.totals()
+    assert (totals.seconds, totals.produce_seconds, totals.consume_seconds) == (8, 7.0, 7.5)
+    header, produced, received, *_ = final_lines(totals, produce=True, consume=True)
+    assert header == "Aggregated after the warm-up (produced over 7.0 s, received over 7.5 s):"
+    assert produced.startswith(
+        "  Throughput produced: 14,003 msg --- 2,000.4 msg/s --- 1.600 Mbit/s --- failure 0.0"
+    )
+    assert received.startswith(
+        "  Throughput received: 14,003 msg --- 1,867.1 msg/s --- 1.494 Mbit/s --- backlog 0 msg"
+    )
+    omb = omb_result(
+        aggregator,
+        workload="w",
+        driver="d",
+        message_size=100,
+        topics=1,
+        partitions=0,
+        producers_per_topic=1,
+        consumers_per_topic=1,
+    )
+    assert omb["publishRate"] == [16_003 / 8.0]  # one point: the warm-up, no drain second
+    assert omb["consumeRate"] == [16_003 / 8.5]

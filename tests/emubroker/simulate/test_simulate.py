@@ -193,6 +193,11 @@ def test_loadgen_analyze_reads_a_simulated_run(tmp_path: Path) -> None:
     sheds = [line for line in timeline if ",shed," in line]
     assert len(sheds) == len([d for d in result.decisions if d.event == "shed"])
     assert all("ThresholdShedder" in line for line in sheds)
+    # The shed decisions are the run's unloads: in the headline and the delivery gaps.
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["runs"][0]["headline"]["unloads"] == len(sheds) > 0
+    gaps = (tables / "delivery_gaps.csv").read_text()
+    assert ",load-manager,unload public/default/" in gaps
     correctness = (tables / "correctness.csv").read_text().splitlines()[1:]
     assert len(correctness) == len(TOPICS)
     assert all(line.split(",")[7] == "0" for line in correctness)  # nothing lost
