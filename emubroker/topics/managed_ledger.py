@@ -632,6 +632,35 @@ class ManagedLedger:
             budget.used -= sum(len(s) for s in self._loaded.values())
             self._loaded.clear()
 
+    def evict_consumed(self, floor: int) -> int:
+        """Drop the cached entries at or below ``floor`` (every durable cursor is past them).
+
+        Pulsar evicts what every cursor has read (``cacheEvictionByMarkDeletedPosition``: up to
+        the slowest mark-delete, the variant that never evicts an entry a cursor may still
+        deliver); without it the cache of a topic whose ledger does not roll over would hold
+        everything written until the budget is full. A reader behind reads back from the
+        bookie. Memory mode has no cache.
+
+        Returns:
+            The bytes freed.
+        """
+        end = min(floor + 1, self.count)
+        if self._nowait is not None:
+            return 0
+        sections, base, freed = self._sections, self.base, 0
+        for i in range(self._evicted_below - base, end - base):
+            section = sections[i]
+            if section is not None:
+                freed += len(section)
+                sections[i] = None
+        self._evicted_below = max(self._evicted_below, end)
+        self._cached_bytes -= freed
+        if self._loaded and min(self._loaded) < end:  # read back for a reader since gone past
+            freed += sum(len(s) for i, s in self._loaded.items() if i < end)
+            self._loaded = {i: s for i, s in self._loaded.items() if i >= end}
+        self._budget.used -= freed
+        return freed
+
     @property
     def cached_bytes(self) -> int:
         """Bytes of this topic's entries in the cache."""
