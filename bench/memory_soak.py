@@ -11,7 +11,8 @@ R unbatched messages a second spread over T topics of ``public/default`` while o
 receives and acknowledges every message. Every ``--interval`` seconds it records the resident
 memory of each broker and of the stub; at the end it prints the samples, and per process the
 growth slope in MiB/s (least squares over the whole run, and over its second half, when a
-rolling cluster should be flat).
+rolling cluster should be flat). With ``--durable`` it also records the size of the stub's data
+directory (its journals, on disk: what compaction keeps bounded).
 
 ``--tracemalloc`` (a debugging aid of this harness only, nothing in the product): the children
 start with a ``sitecustomize`` that runs ``tracemalloc`` and dumps a snapshot every interval;
@@ -170,6 +171,11 @@ class _Load:
         self.client.close()
 
 
+def _disk_mib(directory: Path) -> float:
+    files = directory.rglob("*") if directory.exists() else ()
+    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
+
+
 def _slope(points: list[tuple[float, float]]) -> float:
     if len(points) < 2:
         return float("nan")
@@ -182,6 +188,8 @@ def _slope(points: list[tuple[float, float]]) -> float:
 
 def _tracemalloc_report(snaps: Path, names: dict[int, str]) -> None:
     for pid, name in names.items():
+        if not pid:
+            continue  # the data directory
         files = sorted(snaps.glob(f"{pid}-*.snap"))
         if len(files) < 3:
             print(f"{name}: too few snapshots ({len(files)})")
@@ -227,7 +235,12 @@ def main() -> None:
             while True:
                 now = time.monotonic() - began
                 rss = {pid: p.memory_info().rss / 2**20 for pid, p in procs.items()}
+                rss[0] = _disk_mib(work / "data")
                 samples.append((now, rss, load.sent, load.acked))
+                mib = " ".join(f"{v:.1f}" for v in rss.values())
+                print(
+                    f"{now:.0f} s: {load.sent} sent {load.acked} acked, MiB {mib}", file=sys.stderr
+                )
                 if now >= args.duration:
                     break
                 time.sleep(min(args.interval, args.duration - now + 0.01))
@@ -240,6 +253,8 @@ def main() -> None:
             f"{args.max_entries}, managedLedgerMinLedgerRolloverTimeMinutes={args.min_rollover:g}"
             f", stub {'durable' if args.durable else 'in memory'}"
         )
+        if args.durable:
+            names[0] = "disk"
         header = "".join(f"{names[pid]:>10}" for pid in names)
         print(f"{'t s':>7} {'sent':>9} {'acked':>9}{header}   (RSS MiB)")
         for t, rss, sent, acked in samples:
@@ -248,6 +263,8 @@ def main() -> None:
         half = [s for s in samples if s[0] >= args.duration / 2]
         print(f"{'process':<10} {'start':>7} {'end':>7} {'MiB/s':>9} {'2nd half MiB/s':>15}")
         for pid, name in names.items():
+            if not pid:
+                continue  # the stub's data directory: in the table only
             whole = _slope([(t, rss[pid]) for t, rss, _, _ in samples])
             second = _slope([(t, rss[pid]) for t, rss, _, _ in half])
             start, end = samples[0][1][pid], samples[-1][1][pid]
