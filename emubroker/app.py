@@ -46,18 +46,17 @@ from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import LookupLimit
-from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.assignment import LoadManagerSelector
 from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.lookup import BundleLookup
+from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.placement_policies import PlacementPolicyCache
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.loadbalance.split_runtime import layout_from
 from emubroker.loadbalance.trace_ring import TraceRing
 from emubroker.loadbalance.unloading import BundleUnloader
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
-from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
 from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
 from emubroker.metadata.remote import (
@@ -92,7 +91,6 @@ from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
 from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
-from protocol.client.transport import StreamTransport, memory_byte_stream_pair
 from protocol.clock import AnyioClock
 from protocol.framing import FRAME_PADDING
 from storage_stub.client import open_stub_client
@@ -109,6 +107,7 @@ if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
     from emubroker.topics.handles import TopicHandle
+    from protocol.client.transport import StreamTransport
     from protocol.clock import Clock
 
 __all__ = [
@@ -297,6 +296,9 @@ class Broker:
         A ``protocol.client`` ``Connector`` (host and port are ignored): the broker's own
         health check connects with it.
         """
+        # Imported on first use: ``protocol.client`` is the client, which serving never needs.
+        from protocol.client.transport import StreamTransport, memory_byte_stream_pair
+
         client_end, server_end = memory_byte_stream_pair()
         self.start_session(server_end)
         return StreamTransport(client_end)
@@ -464,6 +466,9 @@ async def open_storage(
             )
             ledgers = BookieBackend(client)
         if metadata_url is not None and is_etcd_url(metadata_url):
+            # The etcd client (nine modules) is imported only by the brokers that use it.
+            from emubroker.metadata.etcd import open_etcd_metadata_store
+
             metadata = await stack.enter_async_context(
                 open_etcd_metadata_store(metadata_url, session_timeout=session_timeout)
             )

@@ -13,11 +13,11 @@ if TYPE_CHECKING:
     from emubroker.admin.topic_stats import TopicStatsView
     from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
-    from emubroker.loadbalance import OwnershipTable
     from emubroker.loadbalance.bundle_split import BundleSplitter
     from emubroker.loadbalance.leader_election import LeaderElectionService
     from emubroker.loadbalance.lookup import BundleLookup
     from emubroker.loadbalance.owner_calls import OwnerCalls
+    from emubroker.loadbalance.ownership import OwnershipTable
     from emubroker.loadbalance.reporter import LoadReporter
     from emubroker.loadbalance.trace_ring import TraceRing
     from emubroker.loadbalance.unloading import BundleUnloader
