@@ -248,9 +248,21 @@ def _clusters(sub: Any) -> None:
 
 
 def _tenant_info(client: AdminClient, args: argparse.Namespace) -> dict[str, Any]:
-    # pulsar-admin: without --allowed-clusters a tenant may use every cluster.
+    # pulsar-admin: without --allowed-clusters a new tenant may use every cluster.
     clusters = _csv(args.allowed_clusters) or client.call("GET", "/admin/v2/clusters")
     return {"adminRoles": _csv(args.admin_roles), "allowedClusters": clusters}
+
+
+def _updated_tenant_info(client: AdminClient, args: argparse.Namespace) -> dict[str, Any]:
+    # pulsar-admin's update keeps what an option leaves out (roles, clusters) as it is.
+    current = client.call("GET", f"/admin/v2/tenants/{_quote(args.tenant)}") or {}
+    roles = current.get("adminRoles", []) if args.admin_roles is None else _csv(args.admin_roles)
+    clusters = (
+        current.get("allowedClusters", [])
+        if args.allowed_clusters is None
+        else _csv(args.allowed_clusters)
+    )
+    return {"adminRoles": roles, "allowedClusters": clusters}
 
 
 def _tenants(sub: Any) -> None:
@@ -260,14 +272,17 @@ def _tenants(sub: Any) -> None:
     get = sub.add_parser("get", help="show a tenant")
     get.add_argument("tenant")
     get.set_defaults(run=lambda c, a: c.call("GET", f"/admin/v2/tenants/{_quote(a.tenant)}"))
-    for verb, method in (("create", "PUT"), ("update", "POST")):
+    for verb, method, info in (
+        ("create", "PUT", _tenant_info),
+        ("update", "POST", _updated_tenant_info),
+    ):
         cmd = sub.add_parser(verb, help=f"{verb} a tenant")
         cmd.add_argument("tenant")
         cmd.add_argument("-c", "--allowed-clusters", help="comma-separated clusters")
         cmd.add_argument("-r", "--admin-roles", help="comma-separated admin roles")
         cmd.set_defaults(
-            run=lambda c, a, m=method: c.call(
-                m, f"/admin/v2/tenants/{_quote(a.tenant)}", _tenant_info(c, a)
+            run=lambda c, a, m=method, info=info: c.call(
+                m, f"/admin/v2/tenants/{_quote(a.tenant)}", info(c, a)
             )
         )
     delete = sub.add_parser("delete", help="delete an empty tenant")

@@ -50,7 +50,8 @@ class PostSchemaPayload(msgspec.Struct):
 
     type: str
     schema: str = ""
-    properties: dict[str, str] = msgspec.field(default_factory=dict)
+    # JSON null too: the Go admin client sends it for no properties, and Pulsar takes it.
+    properties: dict[str, str] | None = None
 
 
 def _response(stored: StoredSchema) -> dict[str, Any]:
@@ -107,7 +108,9 @@ async def post_schema(request: web.Request) -> web.Response:
         name=schema_id(name),
         schema_data=payload.schema.encode(),
         type=schema_type,
-        properties=tuple(c.KeyValue(key=k, value=v) for k, v in sorted(payload.properties.items())),
+        properties=tuple(
+            c.KeyValue(key=k, value=v) for k, v in sorted((payload.properties or {}).items())
+        ),
     )
     try:
         version = version_from_wire(await service.get_or_create(name, schema))

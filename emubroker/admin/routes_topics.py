@@ -170,8 +170,25 @@ async def delete_topic(request: web.Request) -> web.Response:
     return no_content()
 
 
+PARTITIONED_TOPIC_METADATA: Final = "application/vnd.partitioned-topic-metadata+json"
+
+
+class _PartitionedTopicMetadata(msgspec.Struct):
+    partitions: int
+    properties: dict[str, str] | None = None
+
+
 async def _partition_count(request: web.Request) -> int:
-    partitions = await read_json(request, int, what="number of partitions")
+    # A bare integer, or Pulsar's PartitionedTopicMetadata under its own media type (the Go admin
+    # client always, the Java one with properties). Properties are accepted, not kept, as on
+    # PUT TOPIC.
+    if request.content_type == PARTITIONED_TOPIC_METADATA:
+        metadata = await read_json(
+            request, _PartitionedTopicMetadata, what="partitioned topic metadata"
+        )
+        partitions = metadata.partitions
+    else:
+        partitions = await read_json(request, int, what="number of partitions")
     if partitions <= 0:
         raise RestError(NOT_ACCEPTABLE, "Number of partitions should be more than 0")
     configured = context(request).dynamic.config.maxNumPartitionsPerPartitionedTopic
@@ -184,7 +201,7 @@ async def _partition_count(request: web.Request) -> int:
 
 
 async def create_partitioned(request: web.Request) -> web.Response:
-    """``PUT TOPIC/partitions`` with a bare integer body."""
+    """``PUT TOPIC/partitions`` with a bare integer or a PartitionedTopicMetadata body."""
     name = topic_of(request, partitioned=True)
     partitions = await _partition_count(request)
     ctx = context(request)

@@ -196,9 +196,13 @@ class DiscoveryCommands(CommandGroup):
     def _get_topics(self, cmd: c.GetTopicsOfNamespace) -> None:
         try:
             namespace = _namespace(cmd.namespace)
-            if not self._services.namespace_exists(namespace):
-                raise TopicNotFoundError(f"Namespace {namespace} does not exist")
-            topics = self._topics.topics_of_namespace(namespace, cmd.mode)
+            # Pulsar lists the namespace's topic nodes: an unknown namespace has none (an empty
+            # answer, not an error, which the Go client would retry until its timeout).
+            topics = (
+                self._topics.topics_of_namespace(namespace, cmd.mode)
+                if self._services.namespace_exists(namespace)
+                else []
+            )
         except Exception as exc:
             failure = as_broker_error(exc, "GET_TOPICS_OF_NAMESPACE")
             self._send(

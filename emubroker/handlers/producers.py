@@ -397,7 +397,9 @@ class ProducerCommands(CommandGroup):
             request_id=cmd.request_id,
             producer_name=handle.producer_name,
             last_sequence_id=handle.last_sequence_id,
-            schema_version=handle.schema_version,
+            # Pulsar always sets the field: a producer without a schema gets the empty version,
+            # and the Java client reads it unconditionally (unset, it drops the connection).
+            schema_version=b"" if handle.schema_version is None else handle.schema_version,
             topic_epoch=handle.topic_epoch,
         )
 
@@ -416,6 +418,7 @@ class ProducerCommands(CommandGroup):
             c.ProducerSuccess(
                 request_id=cmd.request_id,
                 producer_name=cmd.producer_name or "",
+                schema_version=b"",
                 producer_ready=False,
             )
         )

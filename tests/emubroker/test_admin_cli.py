@@ -191,6 +191,31 @@ def test_tenant_without_clusters_gets_every_cluster() -> None:
     )
 
 
+def test_tenant_update_keeps_what_it_does_not_name() -> None:
+    # As pulsar-admin's `tenants update public -r anonymous`: the clusters stay as they are.
+    fake = FakeClient(
+        {
+            ("GET", "/admin/v2/tenants/public"): {
+                "adminRoles": ["ops"],
+                "allowedClusters": ["standalone"],
+            },
+            ("GET", "/admin/v2/clusters"): ["standalone", "other"],
+        }
+    )
+    run("tenants", "update", "public", "-r", "anonymous", client=fake)
+    assert fake.calls[-1] == (
+        "POST",
+        "/admin/v2/tenants/public",
+        {"adminRoles": ["anonymous"], "allowedClusters": ["standalone"]},
+    )
+    run("tenants", "update", "public", "-c", "other", client=fake)
+    assert fake.calls[-1] == (
+        "POST",
+        "/admin/v2/tenants/public",
+        {"adminRoles": ["ops"], "allowedClusters": ["other"]},
+    )
+
+
 def test_reset_cursor_to_a_relative_time() -> None:
     fake = run("topics", "reset-cursor", "t", "-s", "s", "-t", "10m")
     method, path, _ = fake.calls[0]

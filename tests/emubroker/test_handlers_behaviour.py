@@ -110,7 +110,7 @@ async def test_wait_for_exclusive_is_queued_then_ready(conns: Connections) -> No
     )
     # producer_ready=false first: the client stops its timeout and waits.
     assert await second.receive_command() == c.ProducerSuccess(
-        request_id=42, producer_name="waiter", producer_ready=False
+        request_id=42, producer_name="waiter", schema_version=b"", producer_ready=False
     )
     await first.send(c.CloseProducer(producer_id=1, request_id=5))
     assert await first.receive_command() == c.Success(request_id=5)
@@ -208,7 +208,7 @@ async def test_schema_versions_are_8_byte_big_endian(conns: Connections) -> None
     evolved = await create_producer(client, producer_id=3, schema=V2)
     assert evolved.schema_version == (1).to_bytes(8, "big")
     plain = await create_producer(client, producer_id=4)
-    assert plain.schema_version is None
+    assert plain.schema_version == b""
 
 
 async def test_get_schema_latest_and_by_version(conns: Connections) -> None:

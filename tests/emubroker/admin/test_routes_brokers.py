@@ -119,6 +119,16 @@ async def test_schemas_over_rest(admin: Admin) -> None:
     await admin.fails("GET", f"{base}/schema", 404, "Schema not found")
 
 
+async def test_schema_post_takes_null_properties(admin: Admin) -> None:
+    # What the Go admin client sends for a schema without properties.
+    base = "/admin/v2/schemas/public/default/t"
+    posted = await admin.ok(
+        "POST", f"{base}/schema", json={"type": "STRING", "schema": "", "properties": None}
+    )
+    assert posted == {"version": {"version": 0}}
+    assert (await admin.ok("GET", f"{base}/schema"))["properties"] == {}
+
+
 async def test_metrics_use_pulsars_names(admin: Admin, wire: Wire, fake_clock: FakeClock) -> None:
     await wire.produce(TOPIC, 2)
     await wire.consumer(TOPIC, "s")

@@ -61,6 +61,17 @@ async def test_partitioned_create_update_get_delete(admin: Admin) -> None:
     await admin.fails("DELETE", path, 404, "not found")
 
 
+async def test_partitioned_create_takes_pulsars_metadata_media_type(admin: Admin) -> None:
+    # What the Go admin client sends (and pulsar-admin with properties).
+    response = await admin.client.put(
+        f"{T}/partitions",
+        data='{"partitions": 2, "properties": {"owner": "ops"}}',
+        headers={"Content-Type": "application/vnd.partitioned-topic-metadata+json"},
+    )
+    assert response.status == 204, await response.text()
+    assert await admin.ok("GET", f"{T}/partitions") == {"partitions": 2, "deleted": False}
+
+
 async def test_partition_counts_are_validated(admin: Admin) -> None:
     path = f"{T}/partitions"
     await admin.fails("PUT", path, 406, "Number of partitions should be more than 0", data="0")
