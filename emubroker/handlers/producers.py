@@ -41,12 +41,17 @@ if TYPE_CHECKING:
     from emubroker.topics.entry import EntryInfo
     from protocol.framing import Frame
 
-__all__ = ["SCHEMA_VERSION_ZERO", "ProducerCommands"]
+__all__ = ["SCHEMA_VERSION_EMPTY", "SCHEMA_VERSION_ZERO", "ProducerCommands"]
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION_ZERO: Final = bytes(8)
 """The first schema version: an 8-byte big-endian 0 (spec §6.1, ``test_schema_version``)."""
+
+SCHEMA_VERSION_EMPTY: Final = b""
+"""PRODUCER_SUCCESS's schema_version for a producer without a schema: Pulsar sends its empty
+version (``SchemaVersion.Empty``, zero bytes) rather than leaving the field out, and the Java
+client reads the field unconditionally (an unset one fails the connection: peers/java)."""
 
 INITIAL_SUBSCRIPTION_CONSUMER_ID: Final = -1
 """Consumer id of the throwaway consumer that creates a DLQ producer's initial subscription."""
@@ -401,13 +406,14 @@ class ProducerCommands(CommandGroup):
             topic_epoch=handle.topic_epoch,
         )
 
-    async def _schema_version(self, cmd: c.Producer) -> bytes | None:
+    async def _schema_version(self, cmd: c.Producer) -> bytes:
         # §6.1/§11: the registry's version of the producer's schema (IncompatibleSchema if it
         # may not be used); without a registry every schema is version 0.
         schemas = self._services.schemas
         if schemas is None:
-            return SCHEMA_VERSION_ZERO if cmd.schema is not None else None
-        return await schemas.producer_schema(topic_name(cmd.topic), cmd.schema)
+            return SCHEMA_VERSION_ZERO if cmd.schema is not None else SCHEMA_VERSION_EMPTY
+        version = await schemas.producer_schema(topic_name(cmd.topic), cmd.schema)
+        return SCHEMA_VERSION_EMPTY if version is None else version
 
     def _producer_waiting(self, cmd: c.Producer) -> None:
         # WaitForExclusive producer queued: producer_ready=false stops the client's request
