@@ -174,6 +174,7 @@ class FeatureFlags(Record, frozen=True, kw_only=True):
     supports_broker_entry_metadata: bool = False
     supports_partial_producer: bool = False
     supports_topic_watchers: bool = False
+    supports_get_partitioned_metadata_without_auto_creation: bool = False
 
 
 class KeySharedMeta(Record, frozen=True, kw_only=True):
@@ -312,6 +313,7 @@ class PartitionedTopicMetadata(Record, frozen=True, kw_only=True):
 
     topic: str
     request_id: int
+    metadata_auto_creation_enabled: bool = True
 
 
 class PartitionedTopicMetadataResponse(Record, frozen=True, kw_only=True):

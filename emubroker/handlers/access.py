@@ -43,12 +43,20 @@ if TYPE_CHECKING:
     from emubroker.naming import NamespaceName, TopicName
     from protocol.clock import Clock
 
-__all__ = ["REFRESH_AUTH_DATA", "ConnectionAccess"]
+__all__ = ["BROKER_FEATURES", "REFRESH_AUTH_DATA", "ConnectionAccess"]
 
 log = logging.getLogger(__name__)
 
 REFRESH_AUTH_DATA: Final = b"PulsarAuthRefresh"
 """``AuthData.REFRESH_AUTH_DATA``: the challenge asking a client for fresh credentials."""
+
+BROKER_FEATURES: Final = c.FeatureFlags(
+    supports_get_partitioned_metadata_without_auto_creation=True
+)
+"""CONNECTED's feature flags. PIP-344: the Java client (3.3+) refuses to ask for partition counts
+without auto-creation, which its partition auto-update and pattern consumers do, from a broker
+that does not announce it (``FeatureNotSupportedException``). No ``supports_topic_watchers``:
+there is no CommandWatchTopicList here, so pattern consumers poll (spec §5.1)."""
 
 _NO_REQUEST: Final = (1 << 64) - 1  # request_id -1 as the wire's uint64: "not a request"
 
@@ -128,6 +136,7 @@ class ConnectionAccess:
                 server_version=self._server_version,
                 protocol_version=self._protocol_version,
                 max_message_size=self._max_message_size,
+                feature_flags=BROKER_FEATURES,
             )
         )
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVarTuple
 
 import anyio
 
-from emubroker.handlers.access import ConnectionAccess
+from emubroker.handlers.access import BROKER_FEATURES, ConnectionAccess
 from emubroker.handlers.common import SERVER_VERSION
 from emubroker.handlers.consumers import ConsumerCommands
 from emubroker.handlers.discovery import DiscoveryCommands
@@ -136,6 +136,7 @@ class ConnectionHandler:
                         server_version=SERVER_VERSION,
                         protocol_version=negotiated_version(command.protocol_version),
                         max_message_size=self._services.config.maxMessageSize,
+                        feature_flags=BROKER_FEATURES,
                     )
                 )
             case c.AuthResponse():

@@ -85,7 +85,9 @@ class DiscoveryCommands(CommandGroup):
                 )
             # Learns of a namespace created through another broker a moment ago.
             await self._namespace_known(name.namespace)
-            partitions = await self._topics.partitioned_metadata(name)
+            partitions = await self._topics.partitioned_metadata(
+                name, auto_create=cmd.metadata_auto_creation_enabled
+            )
         except Exception as exc:
             failure = as_broker_error(exc, "PARTITIONED_METADATA")
             # §4.2: the failure form is this response with response=Failed, never ERROR.

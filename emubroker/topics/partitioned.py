@@ -140,11 +140,15 @@ class PartitionedTopics:
         """Names of a namespace's partitioned topics in one domain, sorted."""
         return sorted(str(t) for t in self._counts if t.namespace == ns and t.domain is domain)
 
-    async def metadata(self, name: TopicName) -> int:
+    async def metadata(self, name: TopicName, *, auto_create: bool = True) -> int:
         """Partitions of a topic for PARTITIONED_METADATA (rule 4).
 
+        Without ``auto_create`` (PIP-344's ``metadata_auto_creation_enabled=false``, which the
+        Java client's partition auto-update and pattern consumers send) nothing is created, and
+        a topic that is neither partitioned nor existing is TopicNotFound, as in Pulsar.
+
         Raises:
-            TopicNotFoundError: Unknown namespace.
+            TopicNotFoundError: Unknown namespace; or, without auto-creation, an unknown topic.
         """
         self._catalog.check_namespace(name)
         if name.partition_index >= 0:
@@ -152,6 +156,10 @@ class PartitionedTopics:
         partitions = self._counts.get(name)
         if partitions is not None:
             return partitions
+        if not auto_create:
+            if not self._catalog.exists(name):
+                raise TopicNotFoundError(f"Topic {name} does not exist")
+            return 0
         s = self._settings()
         if (
             s.allow_auto_topic_creation

@@ -63,7 +63,7 @@ class ProducerHandle:
         topic_epoch: The topic epoch for exclusive producers, else None.
         last_sequence_id: The producer name's last sequence id when deduplication is on, else -1
             (``PRODUCER_SUCCESS.last_sequence_id``, §6.1).
-        schema_version: The 8-byte schema version for PRODUCER_SUCCESS, None without a schema.
+        schema_version: The 8-byte schema version for PRODUCER_SUCCESS, empty without a schema.
         closed: Set once removed.
         metadata: ``CommandProducer.metadata`` (admin stats echo it).
         stats_key: Unique among its topic's producers and consumers (set by the topic).

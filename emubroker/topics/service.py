@@ -242,13 +242,15 @@ class TopicService:
 
     # ---- partitioned topics (``partitioned``) -------------------------------------------------
 
-    async def partitioned_metadata(self, name: TopicName) -> int:
+    async def partitioned_metadata(self, name: TopicName, *, auto_create: bool = True) -> int:
         """Partitions of a topic for PARTITIONED_METADATA (§5.1; ``partitioned`` rule 3).
 
+        ``auto_create=False`` is PIP-344's ``metadata_auto_creation_enabled=false``.
+
         Raises:
-            TopicNotFoundError: Unknown namespace.
+            TopicNotFoundError: Unknown namespace; or, without auto-creation, an unknown topic.
         """
-        return await self._partitioned.metadata(name)
+        return await self._partitioned.metadata(name, auto_create=auto_create)
 
     def partitions_of(self, name: TopicName) -> int:
         """Partitions of a partitioned topic, 0 for any other name (never creates anything)."""

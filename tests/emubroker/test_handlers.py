@@ -25,6 +25,7 @@ from emubroker.handlers import (
     BrokerServices,
     ConnectionHandler,
 )
+from emubroker.handlers.access import BROKER_FEATURES
 from emubroker.naming import TopicName
 from emubroker.net.session import Session
 from protocol import commands as c
@@ -118,6 +119,7 @@ async def test_connected_announces_version_and_max_message_size(conns: Connectio
         server_version=SERVER_VERSION,
         protocol_version=20,
         max_message_size=DEFAULT_MAX_MESSAGE_SIZE,
+        feature_flags=BROKER_FEATURES,
     )
     older = await conns.open(handshake=False)
     assert (await older.handshake(protocol_version=12)).protocol_version == 12

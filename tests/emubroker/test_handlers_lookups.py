@@ -28,9 +28,9 @@ class SlowMetadata:
         self._inner = inner
         self.gate = anyio.Event()
 
-    async def partitioned_metadata(self, name: TopicName) -> int:
+    async def partitioned_metadata(self, name: TopicName, *, auto_create: bool = True) -> int:
         await self.gate.wait()
-        result: int = await self._inner.partitioned_metadata(name)
+        result: int = await self._inner.partitioned_metadata(name, auto_create=auto_create)
         return result
 
     def __getattr__(self, name: str) -> Any:
