@@ -84,3 +84,37 @@ def shedding_scenario(
         + traffic(RATES)
         + f'\n[[phases]]\nname = "run"\nduration = "{seconds:g}s"\n'
     )
+
+
+FAILOVER_EVENTS = (10, 28, 32)
+"""When :func:`failover_scenario` kills broker 1, restarts it, and unloads a bundle to it."""
+
+
+def failover_scenario(*, seed: int = 7) -> str:
+    """Two brokers; broker 1 (an owner, not the leader) is killed, restarted, then given a bundle.
+
+    Every owner after each event is decided by the events alone, whatever the first placement:
+    after the kill every bundle is broker 0's (the only one left; shedding is off), the restart
+    moves nothing, and the unload names its destination. The margins: broker 1's session times
+    out 3 s after the kill, and its clients' reconnect backoff (0.1 s doubling) reaches the new
+    owner by about 23 s, 5 s before the restart; the unloaded bundle's clients reconnect at once
+    and have 8 s. Stub faults on the way (a stall, two failed writes) must not lose anything.
+    """
+    kill, restart, unload = FAILOVER_EVENTS
+    return (
+        f'name = "test-failover"\nseed = {seed}\n'
+        '[cluster.start]\nbrokers = 2\nstorage = "stub"\n[cluster.start.config]\n'
+        "defaultNumberOfNamespaceBundles = 9\n"
+        "metadataStoreSessionTimeoutMillis = 3000\n"
+        "loadBalancerSheddingEnabled = false\n"
+        "loadBalancerAutoBundleSplitEnabled = false\n"
+        + "\n[simulate]\nepoch = 1_700_000_000\n"
+        + traffic(RATES)
+        + '\n[[phases]]\nname = "run"\nduration = "40s"\n'
+        + f'[[events]]\naction = "kill_broker"\nat = {kill}\nbroker = 1\n'
+        + f'[[events]]\naction = "restart_broker"\nat = {restart}\nbroker = 1\n'
+        + '[[events]]\naction = "stub_stall"\nat = 30\nseconds = 0.5\n'
+        + '[[events]]\naction = "stub_fail_next"\nat = 31\ncount = 2\nops = ["add"]\n'
+        + f'[[events]]\naction = "unload_bundle"\nat = {unload}\nnamespace = "public/default"\n'
+        + 'bundle = "0x00000000_0x1c71c71c"\ndestination_broker = "127.0.0.1:8081"\n'
+    )
