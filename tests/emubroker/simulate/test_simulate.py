@@ -24,6 +24,7 @@ from tests.emubroker.simulate.scenarios import (
     FAILOVER_EVENTS,
     RATES,
     TOPICS,
+    every_event_scenario,
     failover_scenario,
     shedding_scenario,
 )
@@ -221,6 +222,41 @@ def test_a_failover_runs_in_virtual_time_the_same_every_run(tmp_path: Path) -> N
         env={**os.environ, "PYTHONHASHSEED": "12345"},
     )
     assert json.loads(done.stdout.strip().splitlines()[-1]) == here
+
+
+def test_every_event_fires_in_a_simulation(tmp_path: Path) -> None:
+    scenario = simulate.parse_simulation(every_event_scenario())
+    first = simulate.run(scenario, tmp_path / "first")
+
+    events = pq.read_table(first.run_dir / "events").to_pylist()
+    assert [(e["action"], e["outcome"]) for e in events] == [
+        ("SetDynamicConfig", "ok"),
+        ("SetDispatchRate", "ok"),
+        ("SetDispatchRate", "ok"),
+        ("StubFaults", "ok"),
+        ("StubClear", "ok"),
+        ("UnloadTopic", "ok"),
+        ("UnloadNamespace", "ok"),
+        ("SplitBundle", "ok"),
+        ("KillBroker", "ok"),
+        ("RestartBroker", "ok"),
+        ("UnloadBundle", "error"),
+    ]
+    # The split happened: its parent is no longer one of the namespace's bundles.
+    assert "Cannot find bundle public/default/0x00000000_0x1c71c71c" in events[-1]["detail"]
+    assert first.run.checks.lost == 0
+    assert first.run.rows["sends"] == 20 * sum(RATES)
+    # A graceful stop hands the bundles over at once (no session to wait for): from a second
+    # after it, broker 0 acknowledges every send until the restart.
+    start_ns = json.loads((first.run_dir / "manifest.json").read_text())["start_ns"]
+    sends = pq.read_table(first.run_dir / "sends").to_pylist()
+    between = {r["broker"] for r in sends if 12 <= (r["send_ns"] - start_ns) / 1e9 < 14}
+    assert between == {"pulsar://127.0.0.1:6650"}
+
+    again = simulate.run(scenario, tmp_path / "again")
+    assert simulate.trace_digests(again.run_dir, again.traces) == simulate.trace_digests(
+        first.run_dir, first.traces
+    )
 
 
 def test_a_simulated_failover_matches_a_real_time_run(tmp_path: Path) -> None:
