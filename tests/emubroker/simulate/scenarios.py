@@ -185,3 +185,20 @@ def every_event_scenario() -> str:
     """Two brokers for 20 s, and :data:`EVERY_EVENT`."""
     head, _, _ = failover_scenario().partition("[[events]]")
     return head.replace('duration = "40s"', 'duration = "20s"') + EVERY_EVENT
+
+
+def leader_kill_scenario() -> str:
+    """:func:`failover_scenario`'s cluster for 30 s; the leader, broker 0, killed at 5 s (and
+    again at 6 s, which is an error: it is down), restarted at 15 s; every bundle unloaded at
+    20 s."""
+    head, _, _ = failover_scenario().partition("[[events]]")
+    events = "".join(
+        f"[[events]]\naction = {action!r}\nat = {at}\n{rest}\n"
+        for action, at, rest in (
+            ("kill_broker", 5, "broker = 0"),
+            ("kill_broker", 6, "broker = 0"),
+            ("restart_broker", 15, "broker = 0"),
+            ("unload_namespace", 20, "namespace = 'public/default'"),
+        )
+    )
+    return head.replace('duration = "40s"', 'duration = "30s"') + events

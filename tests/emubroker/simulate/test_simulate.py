@@ -26,6 +26,7 @@ from tests.emubroker.simulate.scenarios import (
     TOPICS,
     every_event_scenario,
     failover_scenario,
+    leader_kill_scenario,
     shedding_scenario,
 )
 from tests.emubroker.simulate.trio_thread import another_trio_loop_running
@@ -269,6 +270,30 @@ def test_every_event_fires_in_a_simulation(tmp_path: Path) -> None:
     assert simulate.trace_digests(again.run_dir, again.traces) == simulate.trace_digests(
         first.run_dir, first.traces
     )
+
+
+def test_a_killed_leader_hands_over_to_the_next_broker(tmp_path: Path) -> None:
+    result = simulate.run(simulate.parse_simulation(leader_kill_scenario()), tmp_path / "run")
+
+    events = pq.read_table(result.run_dir / "events").to_pylist()
+    assert [(e["action"], e["outcome"]) for e in events] == [
+        ("KillBroker", "ok"),
+        ("KillBroker", "error"),  # it is down already
+        ("RestartBroker", "ok"),
+        ("UnloadNamespace", "ok"),
+    ]
+    assert events[1]["detail"] == "broker-0 is not running"
+    assert result.run.checks.lost == 0
+    # Once broker 0's session expired (3 s after the kill), broker 1 led and placed its bundles.
+    start_ns = json.loads((result.run_dir / "manifest.json").read_text())["start_ns"]
+    placements = [
+        ((row["wall_ns"] - start_ns) / 1e9, row["broker"])
+        for row in pq.read_table(result.run_dir / "loadbalance").to_pylist()
+        if row["event"] == "placement" and row["wall_ns"] > start_ns + 5e9
+    ]
+    assert placements
+    assert {broker for _, broker in placements} == {"127.0.0.1:8081"}
+    assert min(at for at, _ in placements) >= 8
 
 
 def test_a_simulated_failover_matches_a_real_time_run(tmp_path: Path) -> None:
