@@ -163,6 +163,28 @@ def test_the_command_line_exits_2_naming_the_key(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_command_line_refuses_a_stub_kill_naming_its_line(tmp_path: Path) -> None:
+    scenario = tmp_path / "stub.toml"
+    scenario.write_text(
+        _with(
+            "[[events]]\naction = 'kill_broker'\nat = 1\nbroker = 'stub'\n",
+            cluster='start = { brokers = 2, storage = "stub" }',
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "emubroker", "simulate", str(scenario), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"emubroker simulate: {scenario}: line 18: event 'kill_broker' with broker = \"stub\""
+    )
+    assert not (tmp_path / "manifest.json").exists()
+
+
 def test_without_trio_the_command_says_which_extra_to_install(tmp_path: Path) -> None:
     scenario = tmp_path / "any.toml"
     scenario.write_text(_with(""))
