@@ -3,8 +3,9 @@
 `ClusterControl.apply(event)` carries out one event and returns what the cluster answered. It
 reaches the cluster three ways, each behind a small interface:
 
-* `AdminRest`: Pulsar's admin REST v2 paths (unloads, bundle split, dispatch-rate policies,
-  dynamic config, partitioned topics). Works against any Pulsar or emubroker admin URL.
+* `AdminActions`: what the admin API does (unloads, bundle split, dispatch-rate policies,
+  dynamic config, partitioned topics). `AdminRest` calls Pulsar's admin REST v2 paths, against
+  any Pulsar or emubroker admin URL; `emubroker simulate` has its own, in its process.
 * `BrokerProcesses`: kill and restart a broker, or the storage-stub (`broker = "stub"`). Only
   a cluster loadgen started has it (`loadgen.local`); an `emubroker cluster` plugs in here.
 * `StubFaultControl`: the bookie stub's fault injection, reached over the stub's own control
@@ -42,6 +43,7 @@ from protocol.client import normalize_topic
 
 __all__ = [
     "ADMIN_URL_OPTION",
+    "AdminActions",
     "AdminRest",
     "BrokerInfo",
     "BrokerProcesses",
@@ -76,6 +78,18 @@ class ClusterLayout(msgspec.Struct, frozen=True):
     stub_url: str | None = None
     started_by_loadgen: bool = False
     storage: str | None = None
+
+
+class AdminActions(Protocol):
+    """What the admin REST API does for events (`AdminRest`; the simulator's in-process one)."""
+
+    async def create_partitioned_topic(self, topic: str, partitions: int) -> str: ...
+    async def unload_topic(self, topic: str) -> str: ...
+    async def unload_namespace(self, namespace: str) -> str: ...
+    async def unload_bundle(self, namespace: str, bundle: str, destination: str | None) -> str: ...
+    async def split_bundle(self, event: SplitBundle) -> str: ...
+    async def set_dispatch_rate(self, event: SetDispatchRate) -> str: ...
+    async def set_dynamic_config(self, key: str, value: str) -> str: ...
 
 
 class BrokerProcesses(Protocol):
@@ -179,6 +193,54 @@ class AdminRest:
             await self.request("PUT", f"{topic_path(name)}/unload")
         return f"unloaded {len(names)} topic(s)"
 
+    async def unload_namespace(self, namespace: str) -> str:
+        await self.request("PUT", f"namespaces/{namespace}/unload")
+        return "unloaded"
+
+    async def unload_bundle(self, namespace: str, bundle: str, destination: str | None) -> str:
+        params = {"destinationBroker": destination} if destination else {}
+        await self.request("PUT", f"namespaces/{namespace}/{bundle}/unload", **params)
+        return "unloaded"
+
+    async def split_bundle(self, event: SplitBundle) -> str:
+        params = {"unload": str(event.unload).lower(), "splitAlgorithmName": event.algorithm}
+        await self.request(
+            "PUT", f"namespaces/{event.namespace}/{event.bundle}/split", event.boundaries, **params
+        )
+        return "split"
+
+    async def set_dynamic_config(self, key: str, value: str) -> str:
+        await self.request(
+            "POST",
+            f"brokers/configuration/{urllib.parse.quote(key, safe='')}/"
+            f"{urllib.parse.quote(value, safe='')}",
+        )
+        return f"{key}={value}"
+
+    async def set_dispatch_rate(self, event: SetDispatchRate) -> str:
+        body = {
+            "dispatchThrottlingRateInMsg": event.msg_rate,
+            "dispatchThrottlingRateInByte": event.byte_rate,
+            "ratePeriodInSecond": event.period_s,
+            "relativeToPublishRate": event.relative_to_publish_rate,
+        }
+        match event.scope:
+            case "namespace":
+                path = f"namespaces/{event.target}/dispatchRate"
+            case "namespace_subscription":
+                path = f"namespaces/{event.target}/subscriptionDispatchRate"
+            case "topic":
+                path = f"{topic_path(event.target)}/dispatchRate"
+            case "topic_subscription":
+                path = f"{topic_path(event.target)}/subscriptionDispatchRate"
+            case _:
+                if not event.subscription:
+                    raise ControlError("scope = 'subscription' needs a subscription")
+                subscription = urllib.parse.quote(event.subscription, safe="")
+                path = f"{topic_path(event.target)}/{subscription}/dispatchRate"
+        await self.request("POST", path, body)
+        return f"{event.scope} dispatch rate {event.msg_rate} msg/{event.period_s}s"
+
 
 def _reason(text: str) -> str:
     try:
@@ -193,7 +255,7 @@ class ClusterControl:
 
     def __init__(
         self,
-        admin: AdminRest | None,
+        admin: AdminActions | None,
         processes: BrokerProcesses | None = None,
         stub: StubFaultControl | None = None,
     ) -> None:
@@ -201,7 +263,7 @@ class ClusterControl:
         self.processes = processes
         self.stub = stub
 
-    def _need_admin(self) -> AdminRest:
+    def _need_admin(self) -> AdminActions:
         if self.admin is None:
             raise ControlError(
                 f"this event needs the cluster's admin REST API: give its URL with "
@@ -231,33 +293,15 @@ class ClusterControl:
             case UnloadTopic(topic=topic):
                 return await self._need_admin().unload_topic(topic)
             case UnloadNamespace(namespace=namespace):
-                await self._need_admin().request("PUT", f"namespaces/{namespace}/unload")
-                return "unloaded"
+                return await self._need_admin().unload_namespace(namespace)
             case UnloadBundle(namespace=namespace, bundle=bundle, destination_broker=destination):
-                params = {"destinationBroker": destination} if destination else {}
-                await self._need_admin().request(
-                    "PUT", f"namespaces/{namespace}/{bundle}/unload", **params
-                )
-                return "unloaded"
+                return await self._need_admin().unload_bundle(namespace, bundle, destination)
             case SplitBundle():
-                params = {
-                    "unload": str(event.unload).lower(),
-                    "splitAlgorithmName": event.algorithm,
-                }
-                body = event.boundaries
-                await self._need_admin().request(
-                    "PUT", f"namespaces/{event.namespace}/{event.bundle}/split", body, **params
-                )
-                return "split"
+                return await self._need_admin().split_bundle(event)
             case SetDispatchRate():
-                return await self._set_dispatch_rate(event)
+                return await self._need_admin().set_dispatch_rate(event)
             case SetDynamicConfig(key=key, value=value):
-                await self._need_admin().request(
-                    "POST",
-                    f"brokers/configuration/{urllib.parse.quote(key, safe='')}/"
-                    f"{urllib.parse.quote(value, safe='')}",
-                )
-                return f"{key}={value}"
+                return await self._need_admin().set_dynamic_config(key, value)
             case KillBroker(broker=broker, signal=signal_name):
                 return await self._need_processes().kill(broker, signal_name)
             case RestartBroker(broker=broker):
@@ -271,27 +315,3 @@ class ClusterControl:
             case StubClear():
                 return await self._need_stub().clear()
         raise ControlError(f"{type(event).__name__} is not a cluster action")
-
-    async def _set_dispatch_rate(self, event: SetDispatchRate) -> str:
-        body = {
-            "dispatchThrottlingRateInMsg": event.msg_rate,
-            "dispatchThrottlingRateInByte": event.byte_rate,
-            "ratePeriodInSecond": event.period_s,
-            "relativeToPublishRate": event.relative_to_publish_rate,
-        }
-        match event.scope:
-            case "namespace":
-                path = f"namespaces/{event.target}/dispatchRate"
-            case "namespace_subscription":
-                path = f"namespaces/{event.target}/subscriptionDispatchRate"
-            case "topic":
-                path = f"{topic_path(event.target)}/dispatchRate"
-            case "topic_subscription":
-                path = f"{topic_path(event.target)}/subscriptionDispatchRate"
-            case _:
-                if not event.subscription:
-                    raise ControlError("scope = 'subscription' needs a subscription")
-                subscription = urllib.parse.quote(event.subscription, safe="")
-                path = f"{topic_path(event.target)}/{subscription}/dispatchRate"
-        await self._need_admin().request("POST", path, body)
-        return f"{event.scope} dispatch rate {event.msg_rate} msg/{event.period_s}s"

@@ -351,13 +351,15 @@ async def run_in_process(
     layout: ClusterLayout,
     connector: Connector,
     run_id: str,
+    control: ClusterControl | None = None,
 ) -> RunResult:
     """Run `scenario` with its workers as tasks of this process (`loadgen.inprocess`).
 
     For a cluster this process hosts (the simulator): the topics must exist already, the
     workers' clients reach the brokers through `connector`, and every wait goes through
     `clock`, so on a virtual clock the whole run is virtual. `run_id` names the run (a virtual
-    run must not draw it at random: it is in every trace row).
+    run must not draw it at random: it is in every trace row). `control` carries out the
+    cluster events (the host's own, in its process); without it only consumer pauses fire.
 
     Raises:
         RunError: a worker failed.
@@ -365,8 +367,7 @@ async def run_in_process(
     run = _Run(scenario, options, console, clock, run_id)
     run.run_dir.mkdir(parents=True, exist_ok=True)  # once, before the run
     workers = partial(_inprocess_workers, clock=clock, connector=connector)
-    # Events here are consumer pauses only (the runner's own): no cluster control to reach.
-    return await _run(run, layout, ClusterControl(None), workers, connector)
+    return await _run(run, layout, control or ClusterControl(None), workers, connector)
 
 
 def _inprocess_workers(

@@ -11,7 +11,7 @@ does not answer, says so in one line naming the option.
 
 from __future__ import annotations
 
-from loadgen.control import ADMIN_URL_OPTION, AdminRest, ControlError
+from loadgen.control import ADMIN_URL_OPTION, AdminActions, ControlError
 from loadgen.scenario import Scenario
 from protocol.client import Connector, normalize_topic, open_client
 from protocol.clock import Clock
@@ -30,7 +30,7 @@ class TopicsError(Exception):
 async def prepare_topics(
     scenario: Scenario,
     service_url: str,
-    admin: AdminRest | None,
+    admin: AdminActions | None,
     *,
     clock: Clock,
     connector: Connector | None = None,
@@ -85,7 +85,7 @@ async def _partition_counts(
     return counts
 
 
-async def _create(admin: AdminRest | None, topic: str, partitions: int) -> None:
+async def _create(admin: AdminActions | None, topic: str, partitions: int) -> None:
     what = f"creating {topic} with {partitions} partitions"
     if admin is None:
         raise TopicsError(f"{what} needs the admin REST API: give its URL with {ADMIN_URL_OPTION}")

@@ -167,10 +167,9 @@ class LoadManagerSelector:
             return None
         name = str(bundle)
         wanted = self._affinity.pop(bundle.bundle_range.name, None)
-        if wanted is not None:
-            if wanted in brokers:
-                return self._decided(Placement(name, wanted, "affinity", "destinationBroker"))
+        if wanted is not None and wanted not in brokers:
             log.info("destination broker %s of %s is not available: placing by load", wanted, name)
+            wanted = None
         conf = self._config()
         aggregation = self._leader_term()
         if aggregation is None:
@@ -186,6 +185,12 @@ class LoadManagerSelector:
         # is no candidate; one not reported yet has no load data and is none either.
         registered = set(brokers)
         manager.available_brokers = [b for b in manager.available_brokers if b in registered]
+        if wanted is not None:
+            # Pulsar's selectBrokerForAssignment preallocates the destination as any choice:
+            # the bundle's other clients, looking up before it is owned, get the same broker.
+            if conf.loadManagerClassName != EXTENSIBLE_LOAD_MANAGER:
+                manager.preallocate(name, wanted)
+            return self._decided(Placement(name, wanted, "affinity", "destinationBroker"))
         if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
             return self._decided(self._select_extensible(name, aggregation, conf))
         return self._decided(self._select_modular(name, aggregation, conf))

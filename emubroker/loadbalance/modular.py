@@ -200,13 +200,22 @@ class ModularLoadManager:
             return preallocated
         broker = self.select_broker(bundle, non_persistent=non_persistent)
         if broker is not None:
-            data = self.load_data.bundle_data.setdefault(
-                bundle, self.bundle_data_or_default(bundle)
-            )
-            self.load_data.broker_data[broker].preallocated_bundle_data[bundle] = data
-            self.preallocated_bundle_to_broker[bundle] = broker
-            self.ranges.add(broker, namespace_of(bundle), bundle_range_of(bundle))
+            self.preallocate(bundle, broker)
         return broker
+
+    def preallocate(self, bundle: str, broker: str) -> None:
+        """``bundle`` is ``broker``'s until its report has it (Pulsar's ``preallocateBundle``).
+
+        Every lookup meanwhile gets the same answer. A broker without load data yet is not
+        preallocated to (its first report would not clear it).
+        """
+        broker_data = self.load_data.broker_data.get(broker)
+        if broker_data is None:
+            return
+        data = self.load_data.bundle_data.setdefault(bundle, self.bundle_data_or_default(bundle))
+        broker_data.preallocated_bundle_data[bundle] = data
+        self.preallocated_bundle_to_broker[bundle] = broker
+        self.ranges.add(broker, namespace_of(bundle), bundle_range_of(bundle))
 
     def select_broker(self, bundle: str, *, non_persistent: bool = False) -> str | None:
         """The selection pipeline alone (no preallocation); a shedding destination."""

@@ -283,6 +283,19 @@ class MemoryMetadataStore:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def abandon(self) -> int:
+        """The process holding this session died: nothing more goes through this store.
+
+        Every further operation fails as on a closed store, but the session (its ephemeral
+        nodes: locks, ownerships) lives on until ``tree.end_session(id)`` ends it, as a crashed
+        broker's session lives until it times out. Returns the session's id.
+        """
+        self._closed = True
+        for watch in list(self._watches):
+            watch.finish()
+        self._watches.clear()
+        return self._session
+
     async def aclose(self) -> None:
         """See ``MetadataStore.aclose``."""
         if not self._closed:

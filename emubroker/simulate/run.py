@@ -43,9 +43,10 @@ from emubroker.simulate.cluster import (
     HOST,
     open_simulated_cluster,
 )
+from emubroker.simulate.control import SimulatedAdmin, SimulatedProcesses, SimulatedStubFaults
 from emubroker.simulate.loop import loop_clock_jump, run_loop
 from emubroker.simulate.scenario import Simulation, load_simulation
-from loadgen.control import BrokerInfo, ClusterLayout
+from loadgen.control import BrokerInfo, ClusterControl, ClusterLayout
 from loadgen.runner import RunOptions, RunResult, run_in_process
 from protocol.client import normalize_topic
 from protocol.clock import AnyioClock, Clock, FakeClock
@@ -200,7 +201,10 @@ async def _run_cluster(
     console: Console,
 ) -> RunResult:
     scenario = simulation.scenario
-    async with open_simulated_cluster(configs, clock=clock) as cluster:
+    async with (
+        open_simulated_cluster(configs, clock=clock) as cluster,
+        cluster.stub.open_local_client() as stub,
+    ):
         for topic in scenario.topics:
             if topic.partitions:
                 name = TopicName.parse(normalize_topic(topic.name))
@@ -232,6 +236,9 @@ async def _run_cluster(
             layout=layout,
             connector=cluster.connect,
             run_id=_run_id(scenario.name, scenario.seed),
+            control=ClusterControl(
+                SimulatedAdmin(cluster), SimulatedProcesses(cluster), SimulatedStubFaults(stub)
+            ),
         )
     return result
 

@@ -11,10 +11,12 @@ optional ``[simulate]`` table adds:
 - ``[simulate.brokers.<index>] config = {...}``: configuration of one broker only (e.g. a
   different model usage per broker), over ``cluster.start.config``.
 
+Every event of loadgen's runs in a simulation (``emubroker.simulate.control``): broker kills,
+stops and restarts, unloads and splits, dispatch rates and dynamic configuration, stub faults.
 A virtual clock cannot wait for anything outside this process, so what needs real sockets or
 processes is refused with an error naming its key: ``cluster.service_url`` / ``admin_url``
-(an external cluster), ``cluster.start.storage = "durable"``, broker kill and restart events
-(processes), admin and stub-fault events (the admin REST API and the stub's socket), and the
+(an external cluster), ``cluster.start.storage = "durable"``, kill and restart events with
+``broker = "stub"`` (the simulation's stub is in memory with every ledger), and the
 ``psutil`` usage source (the host's real usage).
 """
 
@@ -27,7 +29,7 @@ from typing import Any, Final
 import msgspec
 
 from emubroker.config import BrokerConfig, ConfigError, load_config
-from loadgen.events import STUB_ACTIONS
+from loadgen.events import CLUSTER_START_ACTIONS, STUB
 from loadgen.scenario import (
     Scenario,
     ScenarioError,
@@ -66,8 +68,6 @@ SET_BY_SIMULATION: Final = (
     "emubrokerLoadBalancerTraceDir",
 )
 """Keys the simulator sets itself (ports name the brokers; traces go to the run directory)."""
-
-_EVENTS_OF_VIRTUAL_TIME: Final = ("pause_consumers", "resume_consumers")
 
 
 class SimulationError(ValueError):
@@ -134,8 +134,7 @@ def parse_simulation(text: str, *, source: str | None = None) -> Simulation:
     """
     try:
         scenario = decode_scenario(text)
-        # Before loadgen's checks, which ask for what only `loadgen run` can give (a stub
-        # process for stub fault events, say).
+        # Before loadgen's checks, which would accept a stub kill.
         _refuse_events(scenario, text)
         check(scenario, text)
         try:
@@ -164,22 +163,14 @@ def parse_simulation(text: str, *, source: str | None = None) -> Simulation:
 def _refuse_events(scenario: Scenario, text: str) -> None:
     """The events a virtual clock cannot fire, named with their line."""
     for index, event in enumerate(scenario.events):
-        action = event.__struct_config__.tag
-        if isinstance(event, STUB_ACTIONS):
+        if isinstance(event, CLUSTER_START_ACTIONS) and event.broker == STUB:
+            action = event.__struct_config__.tag
             raise error_at(
                 text,
-                ("events", index, "action"),
-                f"event {action!r}: simulations cannot run stub fault events (they reach the "
-                "bookie stub's process over its socket); loadgen run can, with cluster.start "
-                'storage = "stub"',
-            )
-        if action not in _EVENTS_OF_VIRTUAL_TIME:
-            raise error_at(
-                text,
-                ("events", index, "action"),
-                f"event {action!r} needs real processes or the admin REST API; a simulation "
-                f"fires only {' and '.join(_EVENTS_OF_VIRTUAL_TIME)} (the load manager's "
-                "shedding and splits move bundles by themselves)",
+                ("events", index, "broker"),
+                f'event {action!r} with broker = "stub": a simulation cannot kill or restart '
+                "its bookie stub (the stub of a simulation lives in memory, and every broker's "
+                'ledgers with it); loadgen run can, with cluster.start storage = "stub"',
             )
 
 

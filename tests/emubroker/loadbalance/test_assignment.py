@@ -217,6 +217,9 @@ async def test_a_destination_broker_is_honoured_once(make_cluster: MakeCluster) 
     await cluster.refresh()
     cluster.selector.set_affinity(FULL.name, A)
     assert await cluster.select(bundle("public/x")) == (A, "affinity")
+    # Preallocated, as any choice: the bundle's other clients (a topic's producer and consumer
+    # look up at once after an unload) are sent to A too until A reports it.
+    assert await cluster.select(bundle("public/x")) == (A, "preallocated")
     # Consumed: the next bundle of that range goes by load.
     assert await cluster.select(bundle("public/y")) == (B, "strategy")
     # A destination that is no longer registered is skipped.

@@ -84,3 +84,121 @@ def shedding_scenario(
         + traffic(RATES)
         + f'\n[[phases]]\nname = "run"\nduration = "{seconds:g}s"\n'
     )
+
+
+FAILOVER_EVENTS = (10, 28, 32)
+"""When :func:`failover_scenario` kills broker 1, restarts it, and unloads a bundle to it."""
+
+
+def failover_scenario(*, seed: int = 7) -> str:
+    """Two brokers; broker 1 (an owner, not the leader) is killed, restarted, then given a bundle.
+
+    Every owner after each event is decided by the events alone, whatever the first placement:
+    after the kill every bundle is broker 0's (the only one left; shedding is off), the restart
+    moves nothing, and the unload names its destination. The margins: broker 1's session times
+    out 3 s after the kill, and its producers' reconnect backoff (0.1 s doubling) reaches the new
+    owner by about 17 s (23 s at worst), 5 s and more before the restart; the unloaded bundle's
+    clients reconnect at once and have 8 s; its destination is the broker that carries nothing,
+    which the placement strategy would pick as well. Stub faults on the way (a stall, two
+    failed writes) must not lose anything.
+    """
+    kill, restart, unload = FAILOVER_EVENTS
+    return (
+        f'name = "test-failover"\nseed = {seed}\n'
+        '[cluster.start]\nbrokers = 2\nstorage = "stub"\n[cluster.start.config]\n'
+        "defaultNumberOfNamespaceBundles = 9\n"
+        "metadataStoreSessionTimeoutMillis = 3000\n"
+        "loadBalancerSheddingEnabled = false\n"
+        "loadBalancerAutoBundleSplitEnabled = false\n"
+        + "\n[simulate]\nepoch = 1_700_000_000\n"
+        + traffic(RATES)
+        + '\n[[phases]]\nname = "run"\nduration = "40s"\n'
+        + f'[[events]]\naction = "kill_broker"\nat = {kill}\nbroker = 1\n'
+        + f'[[events]]\naction = "restart_broker"\nat = {restart}\nbroker = 1\n'
+        + '[[events]]\naction = "stub_stall"\nat = 30\nseconds = 0.5\n'
+        + '[[events]]\naction = "stub_fail_next"\nat = 31\ncount = 2\nops = ["add"]\n'
+        + f'[[events]]\naction = "unload_bundle"\nat = {unload}\nnamespace = "public/default"\n'
+        + 'bundle = "0x00000000_0x1c71c71c"\ndestination_broker = "127.0.0.1:8081"\n'
+    )
+
+
+EVERY_EVENT = """
+[[events]]
+action = "set_dynamic_config"
+at = 2
+key = "dispatchThrottlingRateInMsg"
+value = "100000"
+[[events]]
+action = "set_dispatch_rate"
+at = 3
+scope = "namespace"
+target = "public/default"
+msg_rate = 100000
+[[events]]
+action = "set_dispatch_rate"
+at = 3
+scope = "subscription"
+target = "topic-1"
+subscription = "s"
+msg_rate = 100000
+[[events]]
+action = "stub_faults"
+at = 4
+config = { seed = 1, ops = { add = { latency = { type = "fixed", ms = 5 } } } }
+[[events]]
+action = "stub_clear"
+at = 5
+[[events]]
+action = "unload_topic"
+at = 6
+topic = "topic-0"
+[[events]]
+action = "unload_namespace"
+at = 7
+namespace = "public/default"
+[[events]]
+action = "split_bundle"
+at = 9
+namespace = "public/default"
+bundle = "0x00000000_0x1c71c71c"
+unload = true
+[[events]]
+action = "kill_broker"
+at = 11
+broker = 1
+signal = "TERM"
+[[events]]
+action = "restart_broker"
+at = 14
+broker = 1
+[[events]]
+action = "unload_bundle"
+at = 16
+namespace = "public/default"
+bundle = "0x00000000_0x1c71c71c"
+"""
+"""One of every event but pauses, on :func:`failover_scenario`'s cluster; the last is refused
+(the bundle was split at 9 s: it is no longer one of the namespace's)."""
+
+
+def every_event_scenario() -> str:
+    """Two brokers for 20 s, and :data:`EVERY_EVENT`."""
+    head, _, _ = failover_scenario().partition("[[events]]")
+    return head.replace('duration = "40s"', 'duration = "20s"') + EVERY_EVENT
+
+
+def leader_kill_scenario() -> str:
+    """:func:`failover_scenario`'s cluster for 30 s; the leader, broker 0, killed at 5 s (and
+    again at 6 s, which is an error: it is down), restarted at 15 s; every bundle unloaded at
+    20 s."""
+    head, _, _ = failover_scenario().partition("[[events]]")
+    events = "".join(
+        f"[[events]]\naction = {action!r}\nat = {at}\n{rest}\n"
+        for action, at, rest in (
+            ("kill_broker", 5, "broker = 0"),
+            ("kill_broker", 6, "broker = 0"),
+            ("restart_broker", 15, "broker = 0"),
+            ("unload_namespace", 20, "namespace = 'public/default'"),
+        )
+    )
+    return head.replace('duration = "40s"', 'duration = "30s"') + events

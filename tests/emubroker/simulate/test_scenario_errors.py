@@ -59,26 +59,22 @@ def test_a_valid_scenario_gives_each_broker_its_configuration() -> None:
         ("", "", "give cluster.service_url (and admin_url) or cluster.start"),
         ("", 'start = { storage = "durable" }', 'storage = "durable" writes journals'),
         (
-            "[[events]]\naction = 'kill_broker'\nat = 1\nbroker = 0\n",
-            None,
-            "event 'kill_broker' needs real processes or the admin REST API",
-        ),
-        (
-            "[[events]]\naction = 'unload_topic'\nat = 1\ntopic = 't'\n",
-            None,
-            "(at $.events[0].action)",
-        ),
-        (
-            "[[events]]\naction = 'stub_stall'\nat = 1\nseconds = 1\n",
+            "[[events]]\naction = 'kill_broker'\nat = 1\nbroker = 'stub'\n",
             'start = { brokers = 2, storage = "stub" }',
-            "line 16: event 'stub_stall': simulations cannot run stub fault events",
+            "line 18: event 'kill_broker' with broker = \"stub\": a simulation cannot kill",
         ),
         (
-            # Not loadgen's advice to use storage = "stub", which simulate would refuse next.
+            "[[events]]\naction = 'restart_broker'\nat = 1\nbroker = 'stub'\n",
+            None,
+            "line 18: event 'restart_broker' with broker = \"stub\"",
+        ),
+        (
+            # As loadgen run says: the same file runs on both.
             "[[events]]\naction = 'stub_fail_next'\nat = 1\ncount = 1\n",
             None,
-            "line 16: event 'stub_fail_next': simulations cannot run stub fault events",
+            'stub fault events need cluster.start with storage = "stub"',
         ),
+        ("[[events]]\naction = 'kill_broker'\nat = 1\nbroker = 2\n", None, "no broker 2"),
         ("[simulate]\nspeed = 2\n", None, "line 16: unknown key `speed`"),
         ("[simulate]\nepoch = 'now'\n", None, "(at $.simulate.epoch)"),
         ("[simulate.brokers.2]\nconfig = {}\n", None, "simulate.brokers.2: no broker 2"),
@@ -115,6 +111,31 @@ def test_what_a_virtual_clock_cannot_run_is_refused_naming_the_key(
     assert expected in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "event",
+    [
+        "action = 'kill_broker'\nbroker = 1",
+        "action = 'kill_broker'\nbroker = 0\nsignal = 'TERM'",
+        "action = 'restart_broker'\nbroker = 1",
+        "action = 'unload_topic'\ntopic = 't'",
+        "action = 'unload_namespace'\nnamespace = 'public/default'",
+        "action = 'unload_bundle'\nnamespace = 'public/default'\nbundle = '0x00000000_0x40000000'",
+        "action = 'split_bundle'\nnamespace = 'public/default'\nbundle = '0x00000000_0x40000000'",
+        "action = 'set_dispatch_rate'\nscope = 'topic'\ntarget = 't'\nmsg_rate = 5",
+        "action = 'set_dynamic_config'\nkey = 'loadBalancerSheddingEnabled'\nvalue = 'false'",
+        "action = 'stub_faults'\nconfig = {}",
+        "action = 'stub_fail_next'\ncount = 2",
+        "action = 'stub_stall'\nseconds = 1",
+        "action = 'stub_clear'",
+    ],
+)
+def test_every_other_event_is_simulated(event: str) -> None:
+    simulation = parse_simulation(
+        _with(f"[[events]]\nat = 1\n{event}\n", cluster='start = { brokers = 2, storage = "stub" }')
+    )
+    assert len(simulation.scenario.events) == 1
+
+
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SimulationError, match=r"cannot read .*nothing\.toml"):
         load_simulation(tmp_path / "nothing.toml")
@@ -140,6 +161,28 @@ def test_the_command_line_exits_2_naming_the_key(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "bad.toml: line 5: cluster.service_url names an external cluster" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_command_line_refuses_a_stub_kill_naming_its_line(tmp_path: Path) -> None:
+    scenario = tmp_path / "stub.toml"
+    scenario.write_text(
+        _with(
+            "[[events]]\naction = 'kill_broker'\nat = 1\nbroker = 'stub'\n",
+            cluster='start = { brokers = 2, storage = "stub" }',
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "emubroker", "simulate", str(scenario), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"emubroker simulate: {scenario}: line 18: event 'kill_broker' with broker = \"stub\""
+    )
+    assert not (tmp_path / "manifest.json").exists()
 
 
 def test_without_trio_the_command_says_which_extra_to_install(tmp_path: Path) -> None:
