@@ -6,9 +6,11 @@ The leader answers a lookup for a bundle nobody owns by naming a broker (spec §
 1. Only registered brokers (``/loadbalance/brokers``) are candidates; none: no answer.
 2. A one-shot affinity set by an unload with ``destinationBroker`` wins
    (``ModularLoadManagerWrapper.getLeastLoaded``'s ``bundleBrokerAffinityMap``): keyed by the
-   bundle's range only, consumed by the next choice for any bundle of that range (§8.14), not
-   preallocated. Unlike Pulsar, a destination that is no longer registered is skipped (Pulsar
-   would redirect the client to a dead broker) and the bundle is placed by load.
+   bundle's range only, consumed by the next choice for any bundle of that range (§8.14). Unlike
+   Pulsar, the destination is then preallocated like any choice (Pulsar returns it without, so
+   the bundle's other clients, looking up before the new owner takes it, would have it placed
+   again by load), and a destination that is no longer registered is skipped (Pulsar would
+   redirect the client to a dead broker) and the bundle is placed by load.
 3. ``loadManagerClassName`` chooses the path:
 
    - the modular manager (default): ``selectBrokerForAssignment`` on the leader's own
@@ -186,9 +188,11 @@ class LoadManagerSelector:
         registered = set(brokers)
         manager.available_brokers = [b for b in manager.available_brokers if b in registered]
         if wanted is not None:
-            # Pulsar's selectBrokerForAssignment preallocates the destination as any choice:
-            # the bundle's other clients, looking up before it is owned, get the same broker.
-            if conf.loadManagerClassName != EXTENSIBLE_LOAD_MANAGER:
+            # Held like any choice (a departure, module docstring): the bundle's other clients,
+            # looking up before it is owned, get the same broker. A destination with no report
+            # yet has no load data to hold it in.
+            known = wanted in manager.load_data.broker_data
+            if known and conf.loadManagerClassName != EXTENSIBLE_LOAD_MANAGER:
                 manager.preallocate(name, wanted)
             return self._decided(Placement(name, wanted, "affinity", "destinationBroker"))
         if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
