@@ -131,7 +131,7 @@ def compacted_consumer(probe: Probe) -> dict[str, Any]:
                 consumer.acknowledge(msg)
 
         compacted = client.subscribe(
-            topic, "compacted", read_compacted=True,
+            topic, "compacted", is_read_compacted=True,
             initial_position=pulsar.InitialPosition.Earliest,
         )  # fmt: skip
         return {
