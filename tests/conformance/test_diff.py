@@ -109,3 +109,16 @@ def test_summary_counts_verdicts() -> None:
         Result("c", [], [Difference("y", 1, 2)]),
     ]
     assert summary(results, 2.0) == "3 scenarios: 1 same, 1 allowed, 1 differ (2.0 minutes)"
+
+
+def test_an_allowance_may_name_several_scenarios_or_a_glob(tmp_path: Path) -> None:
+    listed = tmp_path / "allowed.toml"
+    listed.write_text(
+        '[[allowed]]\nscenario = ["a_stats", "b_stats"]\npath = "keys.x"\nreason = "r"\n'
+        '[[allowed]]\nscenario = "*throttl*"\npath = "first_second"\nreason = "r"\n'
+    )
+    several, glob = load_allowances(listed)
+    assert several.covers("b_stats", Difference("keys.x", 1, MISSING))
+    assert not several.covers("c_stats", Difference("keys.x", 1, MISSING))
+    assert glob.covers("classic_throttle_batches", Difference("first_second", 1, 2))
+    assert not glob.covers("topic_stats", Difference("first_second", 1, 2))
