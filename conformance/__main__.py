@@ -31,8 +31,26 @@ from conformance.probe import Probe
 from conformance.scenarios import PROFILES, REGISTRY, SCENARIOS, TOLERANCES, select
 
 
+def warm_up(target: brokers.Target, count: int = 500) -> None:
+    """Publish and consume some messages before the scenarios, unrecorded.
+
+    A JVM just started compiles its hot paths during its first seconds of traffic: one run saw
+    Pulsar stall two seconds in the first throttled scenario after its start.
+    """
+    topic = "persistent://public/default/cf-warm-up"
+    with Probe(target).client() as client:
+        consumer = client.subscribe(topic, "warm-up")
+        producer = client.create_producer(topic)
+        for i in range(count):
+            producer.send_async(b"w%d" % i, None)
+        producer.flush()
+        for _ in range(count):
+            consumer.acknowledge(consumer.receive(10_000))
+
+
 def run_scenarios(target: brokers.Target, names: list[str]) -> dict[str, Any]:
     """Every named scenario's record on one broker; a scenario that fails records its error."""
+    warm_up(target)
     records: dict[str, Any] = {}
     for name in names:
         print(f"  {target.name}: {name}", file=sys.stderr, flush=True)
