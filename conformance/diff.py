@@ -26,13 +26,13 @@ _ANY = object()
 
 @dataclass(frozen=True)
 class Allowance:
-    """An accepted difference: a scenario, a glob over paths, and why.
+    """An accepted difference: scenarios (a glob, or a list of globs), a glob over paths, and why.
 
     ``emubroker`` (or ``pulsar``), when given, is the value that side must have: an entry for
     names emubroker lacks (``emubroker = "<missing>"``) does not also hide a name it adds.
     """
 
-    scenario: str
+    scenario: str | tuple[str, ...]
     path: str
     reason: str
     pulsar: Any = _ANY
@@ -40,8 +40,9 @@ class Allowance:
 
     def covers(self, scenario: str, difference: Difference) -> bool:
         """Whether this allowance accepts that difference of that scenario."""
+        scenarios = (self.scenario,) if isinstance(self.scenario, str) else self.scenario
         return (
-            scenario == self.scenario
+            any(fnmatch.fnmatchcase(scenario, glob) for glob in scenarios)
             and fnmatch.fnmatchcase(difference.path, self.path)
             and self.pulsar in (_ANY, difference.pulsar)
             and self.emubroker in (_ANY, difference.emubroker)
@@ -60,6 +61,8 @@ def load_allowances(path: Path = ALLOWED) -> list[Allowance]:
         unknown = table.keys() - {"scenario", "path", "reason", "pulsar", "emubroker"}
         if unknown:
             raise ValueError(f"{path}: allowed entry {i + 1} has unknown {', '.join(unknown)}")
+        if isinstance(table["scenario"], list):
+            table = {**table, "scenario": tuple(table["scenario"])}
         allowances.append(Allowance(**table))
     return allowances
 

@@ -52,6 +52,17 @@ def _short(value: object, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def summary(results: list[Result], minutes: float) -> str:
+    """One line: how many scenarios ran, how many were the same, allowed, differing; the time."""
+    counts = dict.fromkeys(("same", "allowed", "differs"), 0)
+    for r in results:
+        counts[r.verdict] += 1
+    return (
+        f"{len(results)} scenarios: {counts['same']} same, {counts['allowed']} allowed, "
+        f"{counts['differs']} differ ({minutes:.1f} minutes)"
+    )
+
+
 def details(results: list[Result]) -> str:
     """Unexplained differences one per line with both values; allowed ones counted by reason."""
     lines = []
@@ -67,20 +78,27 @@ def details(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, body: str, versions: dict[str, object] | None = None) -> None:
+def write_section(
+    path: Path, body: str, versions: dict[str, object] | None = None, minutes: float | None = None
+) -> None:
     """Replace (or append) our section of the file, leaving the other sections alone."""
     versions = versions or {}
     intro = (
-        "`scripts/differential` runs each scenario of `conformance/scenarios.py` against Apache "
-        "Pulsar standalone (`scripts/pulsar-standalone`) and `emubroker standalone`, each started "
-        "once with the keys of `conformance/broker.conf`, with the same official Python client, "
+        "`scripts/differential` runs each scenario of `conformance/scenarios/` (one module per "
+        "area: wire, admin, topics, cluster, stats, data, throttling; `--only AREA|SCENARIO...` "
+        "runs a subset) against Apache Pulsar standalone (`scripts/pulsar-standalone`) and "
+        "`emubroker standalone`, both started once per profile with the keys of "
+        "`conformance/broker.conf` (the `classic-limiter` profile adds "
+        "`dispatchRateLimiterFactoryClassName=...Classic`, so Pulsar starts twice in a whole "
+        "run), with the same official Python client, "
         "and diffs what a user observes: wire answers (receipts, client errors, redelivery "
         "counts), admin REST status codes and JSON bodies, the keys of topic and internal stats, "
         "the names on `/metrics`, per-second deliveries under a dispatch rate (within 5 % after "
         "the first second). Only what must differ is normalised: timestamps, addresses, ledger "
         "ids, versions. Each accepted difference is listed with its reason in "
         "`conformance/allowed.toml`; any other fails the run. Last run, Pulsar "
-        f"{versions.get('pulsar', '?')} and emubroker {versions.get('emubroker', '?')}:"
+        f"{versions.get('pulsar', '?')} and emubroker {versions.get('emubroker', '?')}"
+        + (f", took {minutes:.0f} minutes in all:" if minutes is not None else ":")
     )
     section = f"{HEADING}\n\n{intro}\n\n{body}\n"
     text = path.read_text(encoding="utf-8") if path.exists() else "# Compatibility\n"

@@ -173,7 +173,7 @@ async def update_dynamic(request: web.Request) -> web.Response:
         )
     except DynamicConfigError as exc:
         raise RestError(PRECONDITION_FAILED, str(exc).strip()) from None
-    return no_content()
+    return web.Response(status=200)  # as Pulsar answers it: 200 without a body
 
 
 async def delete_dynamic(request: web.Request) -> web.Response:

@@ -55,7 +55,7 @@ async def create_cluster(request: web.Request) -> web.Response:
     if data is None:
         raise RestError(BAD_REQUEST, "cluster data is required")
     await context(request).policies.create_cluster(name, data)
-    return no_content()
+    return web.Response(status=200)  # Pulsar answers cluster writes 200 without a body
 
 
 async def update_cluster(request: web.Request) -> web.Response:
@@ -65,7 +65,7 @@ async def update_cluster(request: web.Request) -> web.Response:
     if data is None:
         raise RestError(BAD_REQUEST, "cluster data is required")
     await context(request).policies.update_cluster(name, data)
-    return no_content()
+    return web.Response(status=200)
 
 
 async def delete_cluster(request: web.Request) -> web.Response:

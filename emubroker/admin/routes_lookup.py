@@ -24,12 +24,15 @@ __all__ = ["LookupData", "add_routes"]
 
 
 class LookupData(msgspec.Struct, rename="camel"):
-    """Pulsar's ``LookupData`` JSON (``brokerUrlSsl`` is its legacy alias of ``brokerUrlTls``)."""
+    """Pulsar's ``LookupData`` JSON (``brokerUrlSsl`` is its legacy alias of ``brokerUrlTls``).
+
+    A TLS URL the broker lacks is null, so omitted, as Pulsar writes it; the alias is then "".
+    """
 
     broker_url: str
-    broker_url_tls: str
+    broker_url_tls: str | None
     http_url: str
-    http_url_tls: str
+    http_url_tls: str | None
     native_url: str
     broker_url_ssl: str
 
@@ -70,9 +73,9 @@ async def lookup(request: web.Request) -> web.Response:
     return json_response(
         LookupData(
             broker_url=url,
-            broker_url_tls=owner.service_url_tls,
+            broker_url_tls=owner.service_url_tls or None,
             http_url=http_url,
-            http_url_tls=owner.http_url_tls,
+            http_url_tls=owner.http_url_tls or None,
             native_url=url,
             broker_url_ssl=owner.service_url_tls,
         )

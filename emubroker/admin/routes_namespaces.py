@@ -293,14 +293,17 @@ async def set_retention(request: web.Request) -> web.Response:
     namespace_of(request)
     retention = await read_json(request, RetentionPolicies, what="retention policies")
     time, size = retention.retention_time_in_minutes, retention.retention_size_in_mb
-    if size < -1 or time < -1:
-        raise RestError(PRECONDITION_FAILED, "Invalid retention policy: limits must be >= -1")
+    # Pulsar's checkArgument throws IllegalArgumentException, which its mapper makes a 400.
+    if size < -1:
+        raise RestError(BAD_REQUEST, "Invalid retention policy: size limit must be >= -1")
+    if time < -1:
+        raise RestError(BAD_REQUEST, "Invalid retention policy: time limit must be >= -1")
     if (time == 0) != (size == 0):
         raise RestError(
-            PRECONDITION_FAILED,
+            BAD_REQUEST,
             "Invalid retention policy: Setting a single time or size limit to 0 is invalid when "
-            "one of the limits has a non-zero value. To disable retention both limits must be "
-            "set to 0.",
+            "one of the limits has a non-zero value. Use the value of -1 instead of 0 to ignore a "
+            "specific limit. To disable retention both limits must be set to 0.",
         )
     return await _update(request, retention_policies=msgspec.to_builtins(retention))
 

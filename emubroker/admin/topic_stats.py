@@ -156,7 +156,9 @@ class TopicStatsView:
         if not persistent:
             # NonPersistentTopicStats: Pulsar never fills in the topic's own msgDropRate (only
             # the partitioned-stats sum of its partitions' zeros); drops show per subscription.
+            # Nor has it a deduplication status.
             doc["msgDropRate"] = 0.0
+            del doc["deduplicationStatus"]
         return doc
 
     def partitioned_stats(
@@ -235,8 +237,10 @@ class TopicStatsView:
         }
         if not snapshot.persistent:
             # NonPersistentSubscriptionStats: messages dropped per second because no consumer
-            # could take them (no permits, or a connection that is not writable).
+            # could take them (no permits, or a connection that is not writable). Pulsar's
+            # NonPersistentSubscription.getStats names no active consumer.
             doc["msgDropRate"] = rates.msg_dropped
+            del doc["activeConsumerName"]
         return doc
 
     def _consumer(self, topic: str, subscription: str, consumer: ConsumerStats) -> dict[str, Any]:
@@ -378,8 +382,6 @@ def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
         for key in _SUMMED:
             merged[key] += doc[key]
         merged["publishers"].extend(doc["publishers"])
-        if "deduplicationStatus" in doc:
-            merged["deduplicationStatus"] = doc["deduplicationStatus"]
         for name, sub in doc["subscriptions"].items():
             into = merged["subscriptions"].get(name)
             if into is None:

@@ -75,3 +75,50 @@ def test_write_section_replaces_only_its_own_section(tmp_path: Path) -> None:
     assert "new table" in text
     assert "## Other\n\nkept" in text
     assert "## After\n\nkept too" in text
+
+
+def test_only_picks_scenarios_by_name_or_area() -> None:
+    from conformance.scenarios import REGISTRY, select
+
+    throttling = select(["throttling"])
+    assert throttling
+    assert all(REGISTRY[n].area == "throttling" for n in throttling)
+    assert select(["topic_stats", "wire"]) == [
+        n for n, e in REGISTRY.items() if n == "topic_stats" or e.area == "wire"
+    ]
+    assert select(None) == list(REGISTRY)
+    with pytest.raises(ValueError, match="nowhere"):
+        select(["wire", "nowhere"])
+
+
+def test_the_harness_covers_every_area_with_sixty_scenarios_or_more() -> None:
+    from conformance.scenarios import PROFILES, REGISTRY
+
+    assert len(REGISTRY) >= 60
+    areas = {e.area for e in REGISTRY.values()}
+    assert areas == {"wire", "admin", "topics", "cluster", "stats", "data", "throttling"}
+    assert {e.profile for e in REGISTRY.values()} == set(PROFILES)
+
+
+def test_summary_counts_verdicts() -> None:
+    from conformance.report import Result, summary
+
+    results = [
+        Result("a", [], []),
+        Result("b", [(Difference("x", 1, 2), "why")], []),
+        Result("c", [], [Difference("y", 1, 2)]),
+    ]
+    assert summary(results, 2.0) == "3 scenarios: 1 same, 1 allowed, 1 differ (2.0 minutes)"
+
+
+def test_an_allowance_may_name_several_scenarios_or_a_glob(tmp_path: Path) -> None:
+    listed = tmp_path / "allowed.toml"
+    listed.write_text(
+        '[[allowed]]\nscenario = ["a_stats", "b_stats"]\npath = "keys.x"\nreason = "r"\n'
+        '[[allowed]]\nscenario = "*throttl*"\npath = "first_second"\nreason = "r"\n'
+    )
+    several, glob = load_allowances(listed)
+    assert several.covers("b_stats", Difference("keys.x", 1, MISSING))
+    assert not several.covers("c_stats", Difference("keys.x", 1, MISSING))
+    assert glob.covers("classic_throttle_batches", Difference("first_second", 1, 2))
+    assert not glob.covers("topic_stats", Difference("first_second", 1, 2))

@@ -1,37 +1,19 @@
-"""The scenarios: each one runs against a broker and returns what a user observes.
-
-Names (tenants, namespaces, topics, subscriptions) are the same on both brokers, so they are
-compared as they are. Each scenario uses its own topics, so the order they run in does not matter.
-"""
+"""The first scenarios of the harness, over every area (the area modules hold the rest)."""
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pulsar
 from pulsar.schema import Integer, JsonSchema, Record, String
 
 from conformance.probe import Probe, normalise, outcome, shape
-
-Scenario = Callable[[Probe], dict[str, Any]]
-SCENARIOS: dict[str, Scenario] = {}
-# Relative tolerance for the numbers under a record's top-level key (rates measured in real time).
-TOLERANCES: dict[str, dict[str, float]] = {}
-
-T = "persistent://public/default/"
-TIMEOUT_MS = 10_000
+from conformance.scenarios.registry import TIMEOUT_MS, T, scenario
 
 
-def scenario(fn: Scenario) -> Scenario:
-    """Register a scenario under its function's name."""
-    SCENARIOS[fn.__name__] = fn
-    return fn
-
-
-@scenario
+@scenario("wire")
 def produce_consume_receipts(probe: Probe) -> dict[str, Any]:
     """Send receipts, the received messages' metadata, and the producer's sequence ids."""
     topic = T + "cf-receipts"
@@ -68,7 +50,7 @@ def produce_consume_receipts(probe: Probe) -> dict[str, Any]:
         }
 
 
-@scenario
+@scenario("admin")
 def unknown_namespace(probe: Probe) -> dict[str, Any]:
     """A producer, a consumer and admin calls on a namespace that does not exist."""
     topic = "persistent://public/cf-missing/t"
@@ -98,7 +80,7 @@ def unknown_namespace(probe: Probe) -> dict[str, Any]:
         }
 
 
-@scenario
+@scenario("wire")
 def subscription_type_errors(probe: Probe) -> dict[str, Any]:
     """Which second subscribe succeeds, by subscription type."""
     topic = T + "cf-subtypes"
@@ -120,7 +102,7 @@ def subscription_type_errors(probe: Probe) -> dict[str, Any]:
         }
 
 
-@scenario
+@scenario("admin")
 def admin_tenants_crud(probe: Probe) -> dict[str, Any]:
     """Create, read, conflict, delete a tenant, over the admin API."""
     path = "/admin/v2/tenants/cf-tenant"
@@ -143,7 +125,7 @@ def admin_tenants_crud(probe: Probe) -> dict[str, Any]:
     return steps
 
 
-@scenario
+@scenario("admin")
 def admin_namespaces_crud(probe: Probe) -> dict[str, Any]:
     """Create, list, conflict, delete a namespace, and one in a tenant that does not exist."""
     path = "/admin/v2/namespaces/public/cf-ns"
@@ -160,7 +142,7 @@ def admin_namespaces_crud(probe: Probe) -> dict[str, Any]:
     return steps
 
 
-@scenario
+@scenario("admin")
 def namespace_policies(probe: Probe) -> dict[str, Any]:
     """The policies body of a freshly created namespace, and a few policy reads and writes."""
     base = "/admin/v2/namespaces/public/cf-policies"
@@ -201,7 +183,7 @@ def _traffic(probe: Probe, topic: str, count: int = 3) -> tuple[dict[str, Any], 
         return probe.rest("GET", path + "/stats"), probe.rest("GET", path + "/internalStats")
 
 
-@scenario
+@scenario("stats")
 def topic_stats(probe: Probe) -> dict[str, Any]:
     """The keys of a topic's stats with one producer and one consumer, and the counters."""
     answer, _ = _traffic(probe, T + "cf-stats")
@@ -221,7 +203,7 @@ def topic_stats(probe: Probe) -> dict[str, Any]:
     }
 
 
-@scenario
+@scenario("stats")
 def internal_stats(probe: Probe) -> dict[str, Any]:
     """The keys of a topic's internal stats, and its entry counters and cursor positions."""
     _, answer = _traffic(probe, T + "cf-internal")
@@ -243,7 +225,7 @@ def internal_stats(probe: Probe) -> dict[str, Any]:
     }
 
 
-@scenario
+@scenario("stats")
 def metrics_names(probe: Probe) -> dict[str, Any]:
     """The ``pulsar_*`` metric names on /metrics after some traffic."""
     _traffic(probe, T + "cf-metrics")
@@ -259,7 +241,7 @@ def _record(record_name: str, **fields: Any) -> type[Record]:
     return type(record_name, (Record,), dict(fields))
 
 
-@scenario
+@scenario("data")
 def schema_compatibility(probe: Probe) -> dict[str, Any]:
     """JSON schema evolution under the default (FULL) strategy, and the admin schema answers."""
     topic = T + "cf-schema"
@@ -287,7 +269,7 @@ def schema_compatibility(probe: Probe) -> dict[str, Any]:
         }
 
 
-@scenario
+@scenario("data")
 def seek_and_readers(probe: Probe) -> dict[str, Any]:
     """Readers from earliest, from a message id (exclusive, inclusive), and consumer seeks."""
     topic = T + "cf-seek"
@@ -328,7 +310,7 @@ def seek_and_readers(probe: Probe) -> dict[str, Any]:
         }
 
 
-@scenario
+@scenario("wire")
 def redelivery_counts(probe: Probe) -> dict[str, Any]:
     """Redelivery counts after negative acks, and after a consumer closed with unacked messages."""
     topic = T + "cf-redelivery"
@@ -356,51 +338,7 @@ def redelivery_counts(probe: Probe) -> dict[str, Any]:
         }
 
 
-THROTTLE_RATE = 100  # messages per second: 5 % of it is 5 messages, above a second's jitter
-THROTTLE_SECONDS = 6
-TOLERANCES["dispatch_throttling"] = {"per_second_after_first": 0.05}
-
-
-@scenario
-def dispatch_throttling(probe: Probe) -> dict[str, Any]:
-    """Deliveries per second under a namespace's subscription dispatch rate, with a backlog."""
-    base = "/admin/v2/namespaces/public/cf-throttle"
-    topic = "persistent://public/cf-throttle/t"
-    created = probe.rest("PUT", base)
-    rate = {
-        "dispatchThrottlingRateInMsg": THROTTLE_RATE,
-        "dispatchThrottlingRateInByte": -1,
-        "ratePeriodInSecond": 1,
-        "relativeToPublishRate": False,
-    }
-    set_rate = probe.rest("POST", base + "/subscriptionDispatchRate", rate)
-    read_back = probe.rest("GET", base + "/subscriptionDispatchRate")
-    with probe.client() as client:
-        client.subscribe(topic, "s").close()  # the subscription holds the backlog
-        producer = client.create_producer(topic, batching_enabled=False)
-        for i in range(THROTTLE_RATE * (THROTTLE_SECONDS + 2)):
-            producer.send_async(f"m{i}".encode(), None)
-        producer.flush()
-        consumer = client.subscribe(topic, "s")
-        start = time.monotonic()
-        seconds = [0] * THROTTLE_SECONDS
-        while (elapsed := time.monotonic() - start) < THROTTLE_SECONDS:
-            try:
-                msg = consumer.receive(200)
-            except pulsar.Timeout:
-                continue
-            seconds[min(int(elapsed), THROTTLE_SECONDS - 1)] += 1
-            consumer.acknowledge(msg)
-        return {
-            "create": created,
-            "set_rate": set_rate,
-            "read_back": read_back,
-            "first_second": seconds[0],
-            "per_second_after_first": seconds[1:],
-        }
-
-
-@scenario
+@scenario("topics")
 def partitioned_topic(probe: Probe) -> dict[str, Any]:
     """A partitioned topic over the admin API, and keyed sends' receipts across its partitions."""
     path = "/admin/v2/persistent/public/default/cf-partitioned"
@@ -422,7 +360,7 @@ def partitioned_topic(probe: Probe) -> dict[str, Any]:
     }
 
 
-@scenario
+@scenario("wire")
 def producer_name_conflict(probe: Probe) -> dict[str, Any]:
     """Two producers with one name, and an exclusive producer beside a shared one."""
     topic = T + "cf-producers"
