@@ -21,6 +21,16 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # The Spark tests share one SparkSession (tests/loadgen/analysis/conftest.py: a JVM, slow to
 # start): under pytest-xdist their folder is one unit of work, run by one worker.
 SPARK_TESTS = "tests/loadgen/analysis/"
+# Folders whose files take long, mostly waiting on real brokers, clusters and runs: handed out
+# first (the Spark folder, the longest unit, before them), so that the many short files of the
+# rest fill the workers' ends evenly instead of one worker finishing a long file alone.
+LONG_FIRST = (
+    SPARK_TESTS,
+    "tests/emubroker/simulate/",
+    "tests/loadgen/",
+    "tests/integration/",
+    "tests/examples/",
+)
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, never called
@@ -37,9 +47,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    def rank(scope: str) -> int:
+        return next((i for i, p in enumerate(LONG_FIRST) if scope.startswith(p)), len(LONG_FIRST))
+
     class Scheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return SPARK_TESTS if nodeid.startswith(SPARK_TESTS) else super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # Stable and idempotent: within a rank the files keep xdist's order (most tests
+            # first); a few hundred files, sorted again at each assignment.
+            for scope in sorted(self.workqueue, key=rank):
+                self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
 
     return Scheduling(config, log)
 
