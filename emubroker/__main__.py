@@ -5,6 +5,9 @@
 ``emubroker admin [--admin-url URL] RESOURCE COMMAND ...`` administers a running broker over its
 REST API, like ``pulsar-admin`` (see :mod:`emubroker.admin_cli`).
 
+``emubroker dashboard RUN_DIR`` serves the dashboard over a recorded run (see
+:mod:`emubroker.dashboard.cli`).
+
 ``emubroker cluster [-n N] ...`` runs a local cluster of broker processes around one
 ``storage-stub`` process, and ``emubroker cluster status|kill|start|stop`` controls it from
 another shell (see :mod:`emubroker.cluster.cli`).
@@ -20,6 +23,7 @@ configuration errors.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -31,8 +35,6 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from emubroker import admin_cli
-from emubroker.cluster import cli as cluster_cli
 from emubroker.config import ConfigError, load_config
 
 if TYPE_CHECKING:
@@ -42,8 +44,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("emubroker")
 
+# ``admin``, ``cluster`` and ``dashboard`` keep their arguments with their modules
+# (emubroker.admin_cli, emubroker.cluster.cli, emubroker.dashboard.cli), which are imported only
+# when their command runs: a starting broker would otherwise pay for the admin CLI's and the
+# supervisor's imports (PyJWT and cryptography among them), and the supervisor for aiohttp and
+# the replay (docs/performance.md). Other commands list them with these lines of help.
+ADMIN_HELP = "administer a running broker over its REST API (like pulsar-admin)"
+CLUSTER_HELP = "run a local cluster: a storage-stub process and N broker processes"
+DASHBOARD_HELP = "serve the dashboard over a recorded run (docs/dashboard.md)"
 
-def _parser() -> argparse.ArgumentParser:
+SERVING_GC_THRESHOLD = 10_000
+"""Allocations between two collections of the youngest generation once a broker serves (see
+``_standalone``; Python's default is 700)."""
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (the top has only -h)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; a command with its own module has its arguments only when run.
+
+    Args:
+        command: The command to run; None (``-h``, or no command) builds every command's parser.
+    """
     parser = argparse.ArgumentParser(prog="emubroker", description="Apache Pulsar emulator")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     standalone = commands.add_parser(
@@ -93,8 +118,30 @@ def _parser() -> argparse.ArgumentParser:
         "[/chroot] of an etcd cluster",
     )
     broker.add_argument("--bookie-url", required=True, help="stub://host:port of the bookie stub")
-    admin_cli.add_parser(commands)
-    cluster_cli.add_parser(commands)
+    if command in (None, "admin"):
+        from emubroker import admin_cli
+
+        admin_cli.add_parser(commands)
+    else:
+        commands.add_parser("admin", help=ADMIN_HELP)
+    if command in (None, "cluster"):
+        from emubroker.cluster import cli as cluster_cli
+
+        cluster_cli.add_parser(commands)
+    else:
+        commands.add_parser("cluster", help=CLUSTER_HELP)
+    if command in (None, "dashboard"):
+        from emubroker.dashboard import cli as dashboard_cli
+
+        dashboard = commands.add_parser(
+            "dashboard",
+            help=DASHBOARD_HELP,
+            description="Replay a run directory's traces (emubroker simulate, loadgen run) in the "
+            "dashboard, with a time slider.",
+        )
+        dashboard_cli.add_arguments(dashboard)
+    else:
+        commands.add_parser("dashboard", help=DASHBOARD_HELP)
     simulate = commands.add_parser(
         "simulate",
         help="run a loadgen scenario's cluster and traffic in this process on a virtual clock",
@@ -120,6 +167,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
+    # The cyclic collector is off while the broker starts: importing and building it allocates
+    # ~200,000 objects that live as long as the process, which the collector would otherwise walk
+    # again at every full collection (~8 % of the start-up's CPU). Once the broker serves they are
+    # frozen (never walked again) and collection resumes, with a larger youngest generation:
+    # every message allocates a few tracked objects (commands, tuples, entry records), so the
+    # default (a collection every 700) walked the survivors ~15 times per 1,000 messages, ~8 % of
+    # the broker's CPU per unbatched message (docs/performance.md); its garbage is acyclic and
+    # freed by reference counting either way, so a collection every 10,000 costs no memory.
+    gc.disable()
+    try:
+        await _serve(config, args)
+    finally:
+        gc.enable()
+
+
+async def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
     # Imported here, not at the top: the broker's modules take ~0.5 s of CPU to import, which
     # ``emubroker cluster`` and its control commands, which only spawn or signal brokers, would
     # otherwise pay before doing anything (bench/cluster_startup.py, docs/performance.md).
@@ -152,6 +215,10 @@ async def _standalone(config: BrokerConfig, args: argparse.Namespace) -> None:
             tls = " ".join(filter(None, (broker.service_url_tls, broker.admin_url_tls)))
             endpoints = [("service", broker.service_url), ("admin", broker.admin_url)]
             print(ready_line(args.command, [*endpoints, ("tls", tls)]), flush=True)
+            print(f"dashboard: {broker.admin_url or broker.admin_url_tls}/dashboard/", flush=True)
+            gc.freeze()
+            gc.set_threshold(SERVING_GC_THRESHOLD, *gc.get_threshold()[1:])
+            gc.enable()
             async for signum in signals:
                 log.info("%s received, stopping", signal.Signals(signum).name)
                 # Graceful: hand every bundle over before the session (and its locks) ends.
@@ -172,11 +239,20 @@ def ready_line(command: str, endpoints: Iterable[tuple[str, str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(_command(argv)).parse_args(argv)
     if args.command == "admin":
+        from emubroker import admin_cli
+
         return admin_cli.run(args)
     if args.command == "cluster":
+        from emubroker.cluster import cli as cluster_cli
+
         return cluster_cli.run(args)
+    if args.command == "dashboard":
+        from emubroker.dashboard import cli as dashboard_cli
+
+        return dashboard_cli.run(args)
     if args.command == "simulate":
         try:
             from emubroker.simulate import cli as simulate_cli

@@ -46,17 +46,17 @@ from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import LookupLimit
-from emubroker.loadbalance import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.assignment import LoadManagerSelector
 from emubroker.loadbalance.leader import LoadBalancerLeader
 from emubroker.loadbalance.leader_election import LeaderElectionService
 from emubroker.loadbalance.lookup import BundleLookup
+from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.placement_policies import PlacementPolicyCache
 from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
 from emubroker.loadbalance.split_runtime import layout_from
+from emubroker.loadbalance.trace_ring import TraceRing
 from emubroker.loadbalance.unloading import BundleUnloader
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
-from emubroker.metadata.etcd import open_etcd_metadata_store
 from emubroker.metadata.etcd_url import is_etcd_url
 from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
 from emubroker.metadata.remote import (
@@ -91,7 +91,6 @@ from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
 from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
-from protocol.client.transport import StreamTransport, memory_byte_stream_pair
 from protocol.clock import AnyioClock
 from protocol.framing import FRAME_PADDING
 from storage_stub.client import open_stub_client
@@ -108,6 +107,7 @@ if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
     from emubroker.topics.handles import TopicHandle
+    from protocol.client.transport import StreamTransport
     from protocol.clock import Clock
 
 __all__ = [
@@ -296,6 +296,9 @@ class Broker:
         A ``protocol.client`` ``Connector`` (host and port are ignored): the broker's own
         health check connects with it.
         """
+        # Imported on first use: ``protocol.client`` is the client, which serving never needs.
+        from protocol.client.transport import StreamTransport, memory_byte_stream_pair
+
         client_end, server_end = memory_byte_stream_pair()
         self.start_session(server_end)
         return StreamTransport(client_end)
@@ -334,6 +337,7 @@ def _admin_context(
     health: HealthChecker,
     owner_calls: OwnerCalls,
     security: Security | None = None,
+    trace_ring: TraceRing | None = None,
 ) -> AdminContext:
     config = dynamic.config
     broker_id = broker_id_of(config)
@@ -387,6 +391,7 @@ def _admin_context(
         owner_calls=owner_calls,
         security=security,
         clock=clock,
+        trace_ring=trace_ring,
         bundle_splitter=build_bundle_splitter(
             store,
             ownership,
@@ -461,6 +466,9 @@ async def open_storage(
             )
             ledgers = BookieBackend(client)
         if metadata_url is not None and is_etcd_url(metadata_url):
+            # The etcd client (nine modules) is imported only by the brokers that use it.
+            from emubroker.metadata.etcd import open_etcd_metadata_store
+
             metadata = await stack.enter_async_context(
                 open_etcd_metadata_store(metadata_url, session_timeout=session_timeout)
             )
@@ -708,6 +716,8 @@ async def open_broker(
         )
         if load_trace is not None:
             await tg.start(load_trace.run)
+        # Every broker keeps its recent rows for the dashboard, traced to Parquet or not.
+        trace_ring = TraceRing(load_trace)
         load_reporter = build_load_reporter(
             store,
             clock,
@@ -717,7 +727,7 @@ async def open_broker(
             topics=topics,
             ownership=ownership,
             traffic=traffic.snapshot,
-            trace=load_trace,
+            trace=trace_ring,
         )
         await tg.start(load_reporter.run)
         # The leader's aggregation, shedding and automatic split, while this broker leads; its
@@ -744,12 +754,12 @@ async def open_broker(
             split=owner_calls.split,
             layout=layout_from(lambda ns: ownership.boundaries(NamespaceName.parse(ns))),
             owned_bundles=ownership.owned_bundles,
-            trace=load_trace,
+            trace=trace_ring,
             policies=placement_policies.policies,
         )
         await tg.start(load_leader.run)
         # Placement uses the leader term's load data while this broker leads.
-        placement.attach(lambda: load_leader.term, load_trace)
+        placement.attach(lambda: load_leader.term, trace_ring)
         admin_context = _admin_context(
             dynamic,
             store,
@@ -777,6 +787,7 @@ async def open_broker(
             ),
             owner_calls=owner_calls,
             security=security,
+            trace_ring=trace_ring,
         )
         broker = Broker(
             config,

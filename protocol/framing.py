@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import crc32c as _crc32c
@@ -123,6 +123,14 @@ def payload_section(entry: bytes, entry_checksum: int | None) -> bytes:
     if entry_checksum is None:
         return entry
     return MAGIC_CHECKSUM + _U32.pack(entry_checksum) + entry
+
+
+def payload_sections(entries: Iterable[tuple[bytes, int | None, object]]) -> list[bytes]:
+    """``payload_section`` of each ``(entry, checksum, ...)``: one call per run of SENDs."""
+    pack = _U32.pack
+    return [
+        entry if crc is None else MAGIC_CHECKSUM + pack(crc) + entry for entry, crc, _ in entries
+    ]
 
 
 def decode_payload_section(section: bytes | memoryview) -> Payload:

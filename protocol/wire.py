@@ -233,6 +233,9 @@ def parse_send(buf: bytes, start: int, end: int) -> c.Send | None:
             return c.Send(producer_id=buf[start + 5], sequence_id=b0)
         if size == 2 and b0 >= 0x80 and (b1 := buf[start + 8]) < 0x80:
             return c.Send(producer_id=buf[start + 5], sequence_id=(b0 & 0x7F) | b1 << 7)
+        if size == 3 and b0 >= 0x80 and (b1 := buf[start + 8]) >= 0x80 and buf[end - 1] < 0x80:
+            sequence_id = (b0 & 0x7F) | (b1 & 0x7F) << 7 | buf[end - 1] << 14
+            return c.Send(producer_id=buf[start + 5], sequence_id=sequence_id)
         try:
             sequence_id, pos = read_varint(buf, start + 7, end)
         except OffTheFastLane:
@@ -357,6 +360,33 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
                 stop = pos + value
                 if stop > end:
                     return None
+                if (
+                    stop - pos > 3
+                    and buf[pos] == 0x08
+                    and buf[pos + 1] < 0x80
+                    and buf[pos + 2] == 0x10
+                    and buf[stop - 1] < 0x80
+                ):
+                    # What clients write for a whole entry: a small ledgerId, then entryId and
+                    # nothing else (one id per acknowledged message: read without the loop, an
+                    # entryId of up to three bytes without a call).
+                    size = stop - pos - 3
+                    b0 = buf[pos + 3]
+                    if size == 1:
+                        entry_id, after = b0, stop
+                    elif size == 2 and b0 >= 0x80:
+                        entry_id, after = (b0 & 0x7F) | buf[pos + 4] << 7, stop
+                    elif size == 3 and b0 >= 0x80 and (b1 := buf[pos + 4]) >= 0x80:
+                        entry_id = (b0 & 0x7F) | (b1 & 0x7F) << 7 | buf[pos + 5] << 14
+                        after = stop
+                    else:
+                        entry_id, after = read_varint(buf, pos + 3, stop)
+                    if after == stop:
+                        if entry_id >= _I64_LIMIT:
+                            entry_id -= 1 << 64
+                        ids.append(c.MessageIdData(ledger_id=buf[pos + 1], entry_id=entry_id))
+                        pos = stop
+                        continue
                 mid = _parse_message_id(buf, pos, stop)
                 if mid is None:
                     return None

@@ -118,6 +118,18 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     # Prometheus: outside the admin resources (authenticateMetricsEndpoint decides on login).
     ("GET", "/metrics"): ANYONE,
     ("GET", "/metrics/"): ANYONE,
+    # The dashboard shows every broker's load report and the bundles' owners: what Pulsar's
+    # brokers and broker-stats endpoints give super-users only.
+    **{
+        ("GET", path): SUPER_USER
+        for path in (
+            "/dashboard",
+            "/dashboard/",
+            "/dashboard/static/{name}",
+            "/dashboard/api/state",
+            "/dashboard/api/local",
+        )
+    },
     # BrokersBase: everything validateBothSuperuserAndBrokerOperation but ready and version.
     ("GET", _B): SUPER_USER,
     ("GET", f"{_B}/{{cluster}}"): SUPER_USER,
@@ -168,6 +180,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(f"{_N}/deduplication", NAMESPACE_POLICY),
     **_policy(f"{_N}/messageTTL", NAMESPACE_POLICY),
     **_policy(f"{_N}/retention", NAMESPACE_POLICY),
+    ("GET", f"{_N}/backlogQuotaMap"): NAMESPACE_POLICY,
     **_policy(f"{_N}/maxProducersPerTopic", NAMESPACE_POLICY),
     **_policy(f"{_N}/maxConsumersPerTopic", NAMESPACE_POLICY),
     **_policy(f"{_N}/maxConsumersPerSubscription", NAMESPACE_POLICY),

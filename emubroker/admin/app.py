@@ -24,6 +24,7 @@ from emubroker.admin import (
     routes_brokers,
     routes_bundles,
     routes_clusters,
+    routes_dashboard,
     routes_dispatch_rate,
     routes_failure_domains,
     routes_limits,
@@ -93,6 +94,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_messages.add_routes(app)
     routes_schemas.add_routes(app)
     routes_lookup.add_routes(app)
+    routes_dashboard.add_routes(app)
     app.router.add_get("/metrics", _prometheus)
     app.router.add_get("/metrics/", _prometheus)
     return app

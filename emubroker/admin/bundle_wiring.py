@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from emubroker.admin.topic_stats import TopicStatsView
     from emubroker.dynamic_config import DynamicConfig
-    from emubroker.loadbalance import OwnershipTable
+    from emubroker.loadbalance.ownership import OwnershipTable
     from emubroker.loadbalance.split import TopicLoad
     from emubroker.metadata import MetadataStore
     from emubroker.namespace_registry import NamespaceRegistry

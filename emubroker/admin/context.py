@@ -13,12 +13,13 @@ if TYPE_CHECKING:
     from emubroker.admin.topic_stats import TopicStatsView
     from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
-    from emubroker.loadbalance import OwnershipTable
     from emubroker.loadbalance.bundle_split import BundleSplitter
     from emubroker.loadbalance.leader_election import LeaderElectionService
     from emubroker.loadbalance.lookup import BundleLookup
     from emubroker.loadbalance.owner_calls import OwnerCalls
+    from emubroker.loadbalance.ownership import OwnershipTable
     from emubroker.loadbalance.reporter import LoadReporter
+    from emubroker.loadbalance.trace_ring import TraceRing
     from emubroker.loadbalance.unloading import BundleUnloader
     from emubroker.metadata import MetadataStore
     from emubroker.namespace_registry import NamespaceRegistry
@@ -61,6 +62,7 @@ class AdminContext:
         bundle_splitter: Splits bundles this broker owns (``.../{bundle}/split``).
         owner_calls: Unloads a bundle wherever it is owned (this broker, or its owner through
             the broker's own admin client, as Pulsar's ``pulsar().getAdminClient()``).
+        trace_ring: This broker's recent load-balancer trace rows (the dashboard's timeline).
     """
 
     cluster: str
@@ -86,6 +88,7 @@ class AdminContext:
     unloader: BundleUnloader | None = None
     bundle_splitter: BundleSplitter | None = None
     owner_calls: OwnerCalls | None = None
+    trace_ring: TraceRing | None = None
 
 
 CONTEXT = web.AppKey("emubroker.admin.context", AdminContext)

@@ -27,7 +27,6 @@ import anyio
 
 from emubroker.naming import NamespaceName
 from protocol import commands as c
-from protocol.client import LATEST, open_client
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -143,6 +142,10 @@ class HealthChecker:
     async def _produce_and_read(
         self, topic: str, content: bytes, authentication: c.AuthData | None
     ) -> None:
+        # The client is imported on the first check, not when the broker starts (~35 ms of a
+        # broker's start-up imports; docs/performance.md).
+        from protocol.client import LATEST, open_client
+
         async with open_client(
             self._service_url,
             clock=self._clock,

@@ -134,6 +134,14 @@ def no_content() -> web.Response:
     return web.Response(status=204)
 
 
+def unset_value() -> web.Response:
+    """The answer of a GET of an unset policy: Pulsar's null, 200 without a body.
+
+    As Pulsar standalone answers (Content-Length 0, no content type): not 204.
+    """
+    return web.Response(status=200)
+
+
 def query_bool(request: web.Request, name: str, default: bool = False) -> bool:
     """A boolean query parameter; like Java's ``Boolean.valueOf``, only ``true`` is true."""
     value = request.query.get(name)

@@ -38,6 +38,7 @@ from emubroker.admin.http import (
     query_bool,
     read_body,
     topic_of,
+    unset_value,
 )
 from emubroker.admin.routes_topics import TOPIC
 from emubroker.policies import SubscriptionPolicies, TopicPolicies
@@ -116,7 +117,7 @@ async def _namespace_read(request: web.Request, field: str) -> web.Response:
     if policies is None:
         raise RestError(NOT_FOUND, "Namespace does not exist")
     value = getattr(policies, field).get(ctx.cluster)
-    return no_content() if value is None else json_response(value)
+    return unset_value() if value is None else json_response(value)
 
 
 # ---- topic policies -----------------------------------------------------------------------------
@@ -162,7 +163,7 @@ async def _topic_read(request: web.Request, level: str) -> web.Response:
         # The rate in force at that level when the topic sets none (namespace, then broker).
         resolve = resolve_topic_rate if level == "dispatchRate" else resolve_subscription_rate
         value = resolve(throttling.config, throttling.policies_of(name, None))
-    return no_content() if value is None else json_response(value)
+    return unset_value() if value is None else json_response(value)
 
 
 # ---- the routes: one row per resource, POST sets, GET reads, DELETE removes ---------------------

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Final
 import msgspec
 
 from emubroker.admin.errors import PRECONDITION_FAILED, RestError
-from emubroker.admin.http import json_response, no_content, query_bool, read_json
+from emubroker.admin.http import json_response, no_content, query_bool, read_json, unset_value
 from emubroker.admin.routes_dispatch_rate import existing_topic, topic_throttling
 from emubroker.admin.routes_topics import TOPIC
 from emubroker.policies import TopicPolicies
@@ -130,7 +130,7 @@ def _handlers(limit: _TopicLimit) -> tuple[Callable[..., Awaitable[web.Response]
         value: int | None = getattr(policies, limit.field)
         if value is None and query_bool(request, "applied"):
             value = _applied(ctx, name, limit)
-        return no_content() if value is None else json_response(value)
+        return unset_value() if value is None else json_response(value)
 
     async def remove_limit(request: web.Request) -> web.Response:
         return await _store(request, limit, None)

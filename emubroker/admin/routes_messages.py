@@ -39,7 +39,7 @@ from emubroker.admin.errors import (
     RestError,
 )
 from emubroker.admin.http import context, json_response, path_int, topic_of
-from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic
+from emubroker.admin.routes_topics import TOPIC, check_topic_namespace, load_topic
 from protocol.codec import decode_record, encode_record
 from protocol.commands import CompressionType, MessageIdData, MessageMetadata
 from protocol.framing import decode_payload_section
@@ -169,7 +169,7 @@ async def _stored_topic(request: web.Request, what: str, partitioned: str) -> To
     """The persistent, non-partitioned topic of the path (405 ``partitioned`` / ``what``...)."""
     ctx = context(request)
     name = topic_of(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if ctx.topics.partitions_of(name):
         raise RestError(METHOD_NOT_ALLOWED, partitioned)
     topic = (await load_topic(ctx, name)).as_persistent()
@@ -199,6 +199,8 @@ async def last_message_id(request: web.Request) -> web.Response:
     """``GET TOPIC/lastMessageId``: the last entry's id; ``entryId`` -1 when empty."""
     ctx = context(request)
     name = topic_of(request)
+    if not ctx.namespaces.exists(name.namespace):  # as Pulsar: no namespace, no topic
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
     topic = await load_topic(ctx, name)
     if topic.as_persistent() is None:
         raise RestError(

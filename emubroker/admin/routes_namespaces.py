@@ -39,6 +39,7 @@ from emubroker.admin.http import (
     query_bool,
     read_body,
     read_json,
+    unset_value,
     valid_name,
 )
 from emubroker.admin.routes_limits import check_count_limit, read_count_limit
@@ -167,7 +168,9 @@ async def delete_namespace(request: web.Request) -> web.Response:
     ctx = context(request)
     if query_bool(request, "force"):
         raise RestError(METHOD_NOT_ALLOWED, "Broker doesn't allow forced deletion of namespaces")
-    await _policies_of(ctx, namespace)
+    if await ctx.policies.get_namespace(namespace) is None:
+        # NamespacesBase.internalDeleteNamespace's own 404, unlike the other namespace calls'.
+        raise RestError(NOT_FOUND, f"Namespace {namespace} does not exist.")
     if ctx.namespaces.exists(namespace) and ctx.topics.topics_of_namespace(
         namespace, TopicsMode.ALL
     ):
@@ -184,8 +187,24 @@ async def delete_namespace(request: web.Request) -> web.Response:
 
 
 async def get_policies(request: web.Request) -> web.Response:
-    """``GET /admin/v2/namespaces/{tenant}/{namespace}``: its ``Policies``."""
-    return json_response(await _policies_of(context(request), namespace_of(request)))
+    """``GET /admin/v2/namespaces/{tenant}/{namespace}``: its ``Policies``.
+
+    An unset ``is_allow_auto_update_schema`` reads as the broker's
+    ``isAllowAutoUpdateSchemaEnabled``, as Pulsar's AdminResource fills it in when it reads them.
+    """
+    ctx = context(request)
+    policies = await _policies_of(ctx, namespace_of(request))
+    if policies.is_allow_auto_update_schema is None:
+        policies = msgspec.structs.replace(
+            policies, is_allow_auto_update_schema=ctx.dynamic.config.isAllowAutoUpdateSchemaEnabled
+        )
+    return json_response(policies)
+
+
+async def get_backlog_quota_map(request: web.Request) -> web.Response:
+    """``GET .../{namespace}/backlogQuotaMap``: its quotas by type (``{}`` when none is set)."""
+    policies = await _policies_of(context(request), namespace_of(request))
+    return json_response(policies.backlog_quota_map)
 
 
 async def get_bundles(request: web.Request) -> web.Response:
@@ -309,13 +328,13 @@ def _count_limit_setter(segment: str, field: str) -> Handler:
 def _optional_policy(field: str) -> tuple[Handler, Handler]:
     """GET and DELETE of a namespace policy that may be unset (None).
 
-    GET answers 204 while it is unset (Pulsar answers null); DELETE unsets it, back to the
-    broker's default.
+    GET answers 200 with an empty body while it is unset (Pulsar's null: no body and no content
+    type, as Pulsar standalone answers); DELETE unsets it, back to the broker's default.
     """
 
     async def get_policy(request: web.Request) -> web.Response:
         value = getattr(await _policies_of(context(request), namespace_of(request)), field)
-        return no_content() if value is None else json_response(value)
+        return unset_value() if value is None else json_response(value)
 
     async def remove_policy(request: web.Request) -> web.Response:
         return await _update(request, **{field: None})
@@ -344,6 +363,7 @@ def add_routes(app: web.Application) -> None:
     router.add_put(base, create_namespace)
     router.add_delete(base, delete_namespace)
     router.add_get(f"{base}/bundles", get_bundles)
+    router.add_get(f"{base}/backlogQuotaMap", get_backlog_quota_map)
     router.add_get(f"{base}/topics", get_topics)
     router.add_get(f"{base}/schemaCompatibilityStrategy", get_schema_compatibility)
     router.add_put(f"{base}/schemaCompatibilityStrategy", set_schema_compatibility)

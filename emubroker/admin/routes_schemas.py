@@ -63,11 +63,13 @@ def _response(stored: StoredSchema) -> dict[str, Any]:
     }
 
 
-def _target(request: web.Request) -> tuple[SchemaService, TopicName]:
+def _target(
+    request: web.Request, missing_namespace: str = "Namespace does not exist"
+) -> tuple[SchemaService, TopicName]:
     ctx = context(request)
     name = topic_of(request, domain=TopicDomain.PERSISTENT)
     if not ctx.namespaces.exists(name.namespace):
-        raise RestError(NOT_FOUND, "Namespace does not exist")
+        raise RestError(NOT_FOUND, missing_namespace)
     if ctx.schemas is None:
         raise RestError(UNAVAILABLE, "The schema registry is not available on this broker")
     return ctx.schemas, name
@@ -75,7 +77,8 @@ def _target(request: web.Request) -> tuple[SchemaService, TopicName]:
 
 async def get_schema(request: web.Request) -> web.Response:
     """``GET BASE/schema[/{version}]``."""
-    service, name = _target(request)
+    # Pulsar looks the schema up without checking the namespace (Pulsar 4.0.7 standalone's answer).
+    service, name = _target(request, missing_namespace="Schema not found")
     version = path_int(request, "version", minimum=0) if "version" in request.match_info else None
     stored = await service.registry.get(name, version)
     if stored is None:

@@ -39,7 +39,7 @@ from emubroker.admin.http import (
     read_json,
     topic_of,
 )
-from emubroker.admin.routes_topics import TOPIC, check_namespace, load_topic, targets
+from emubroker.admin.routes_topics import TOPIC, check_topic_namespace, load_topic, targets
 from protocol.commands import MessageIdData
 from protocol.errors import ConsumerBusyError, NotAllowedError
 from protocol.ids import EARLIEST, LATEST
@@ -163,7 +163,7 @@ async def create_subscription(request: web.Request) -> web.Response:
             BAD_REQUEST,
             "Create subscription on non-persistent topic can only be done through client",
         )
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.topic_exists(name):
         if not ctx.dynamic.config.allowAutoTopicCreation:
             raise RestError(PRECONDITION_FAILED, "Topic does not exist and cannot be auto-created")
@@ -206,7 +206,7 @@ async def skip(request: web.Request) -> web.Response:
     ctx = context(request)
     name = topic_of(request)
     count = path_int(request, "numMessages", minimum=0)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if ctx.topics.partitions_of(name):
         raise RestError(METHOD_NOT_ALLOWED, "Skip messages on a partitioned topic is not allowed")
     for sub in await _cursors(ctx, name, request.match_info["subscription"], "Skip messages"):
@@ -239,7 +239,7 @@ async def reset_to_id(request: web.Request) -> web.Response:
     name = topic_of(request)
     subscription = request.match_info["subscription"]
     position = await _position(request, required=True)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if ctx.topics.partitions_of(name):
         raise RestError(
             METHOD_NOT_ALLOWED, "Reset-cursor at position is not allowed for partitioned-topic"

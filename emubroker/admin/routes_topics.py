@@ -83,13 +83,24 @@ def check_namespace(ctx: AdminContext, namespace: NamespaceName) -> None:
         raise RestError(NOT_FOUND, "Namespace does not exist")
 
 
+def check_topic_namespace(ctx: AdminContext, name: TopicName) -> None:
+    """Raise 404 "Namespace not found" for a topic of an unknown namespace.
+
+    Pulsar's topic operations check the namespace in validateGlobalNamespaceOwnership, whose 404
+    says so; its namespace operations say "Namespace does not exist" (as Pulsar standalone answers,
+    conformance/ scenario unknown_namespace).
+    """
+    if not ctx.namespaces.exists(name.namespace):
+        raise RestError(NOT_FOUND, "Namespace not found")
+
+
 async def load_topic(ctx: AdminContext, name: TopicName) -> TopicHandle:
     """An existing non-partitioned topic or partition, loaded.
 
     Raises:
         RestError: 404 for an unknown namespace or topic, or a partitioned topic's own name.
     """
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     topics = ctx.topics
     if topics.partitions_of(name) or not topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
@@ -131,7 +142,7 @@ async def create_topic(request: web.Request) -> web.Response:
     name = topic_of(request)
     await read_json(request, dict[str, str], what="topic properties", default=None)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if ctx.topics.topic_exists(name):
         raise RestError(CONFLICT, "This topic already exists")
     await ctx.topics.get_topic(name, explicit=True)
@@ -142,7 +153,8 @@ async def delete_topic(request: web.Request) -> web.Response:
     """``DELETE TOPIC[?force=true]``: delete a non-partitioned topic or one partition."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    if not ctx.namespaces.exists(name.namespace):  # as Pulsar: no namespace, no topic
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
     if ctx.topics.partitions_of(name):
         raise RestError(
             CONFLICT,
@@ -176,7 +188,7 @@ async def create_partitioned(request: web.Request) -> web.Response:
     name = topic_of(request, partitioned=True)
     partitions = await _partition_count(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if ctx.topics.topic_exists(name):
         raise RestError(CONFLICT, "This topic already exists")
     try:
@@ -193,7 +205,7 @@ async def update_partitioned(request: web.Request) -> web.Response:
     name = topic_of(request, partitioned=True)
     partitions = await _partition_count(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     current = ctx.topics.partitions_of(name)
     if not current:
         raise RestError(CONFLICT, f"Topic {name} is not the partitioned topic.")
@@ -210,7 +222,7 @@ async def get_partitions(request: web.Request) -> web.Response:
     """``GET TOPIC/partitions[?checkAllowAutoCreation=true]`` (also the HTTP lookup's, §13)."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if query_bool(request, "checkAllowAutoCreation"):
         partitions = await ctx.topics.partitioned_metadata(name)
     else:
@@ -222,7 +234,7 @@ async def delete_partitioned(request: web.Request) -> web.Response:
     """``DELETE TOPIC/partitions[?force=true]``: the topic and every partition."""
     name = topic_of(request, partitioned=True)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.partitions_of(name):
         if ctx.topics.topic_exists(name):
             raise RestError(
@@ -254,7 +266,7 @@ async def partitioned_stats(request: web.Request) -> web.Response:
     """
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     count = ctx.topics.partitions_of(name)
     if not count:
         raise RestError(NOT_FOUND, f"Partitioned Topic {name} not found")
@@ -299,7 +311,7 @@ async def unload(request: web.Request) -> web.Response:
     """
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
     if not ctx.topics.partitions_of(name):
@@ -320,7 +332,7 @@ async def compact(request: web.Request) -> web.Response:
     """``PUT TOPIC/compaction``: start compacting (each partition of a partitioned topic)."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
     if ctx.compaction is None:
@@ -342,7 +354,7 @@ async def compaction_status(request: web.Request) -> web.Response:
     """``GET TOPIC/compaction``: ``LongRunningProcessStatus`` of the last compaction."""
     name = topic_of(request)
     ctx = context(request)
-    check_namespace(ctx, name.namespace)
+    check_topic_namespace(ctx, name)
     if not ctx.topics.topic_exists(name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
     if ctx.compaction is None:

@@ -84,7 +84,12 @@ async def rest_security(request: web.Request, handler: Handler) -> web.StreamRes
         )
     except AuthenticationFailed as exc:
         log.warning("REST %s %s from %s: %s", request.method, request.path, request.remote, exc)
-        return error_response(UNAUTHORIZED, "Authentication required")
+        refused = error_response(UNAUTHORIZED, "Authentication required")
+        if canonical.startswith("/dashboard"):
+            # A browser opening the dashboard asks its user for a name and password (basic
+            # authentication) only when challenged; other clients send their header unasked.
+            refused.headers["WWW-Authenticate"] = 'Basic realm="emubroker dashboard"'
+        return refused
     request[ROLE] = result.role
     authorization = security.authorization
     if authorization is not None and resource is not None:

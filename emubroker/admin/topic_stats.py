@@ -114,6 +114,10 @@ class TopicStatsView:
             return None
         return None if topic is None else self._rates.topic(name)
 
+    def subscription_rates(self, topic: str, subscription: str) -> Rates:
+        """A subscription's rates over the last sampling window (zeros when unknown)."""
+        return self._rates.subscription(topic, subscription)
+
     # ---- stats ----------------------------------------------------------------------------------
 
     def stats(self, topic: TopicHandle) -> dict[str, Any]:
@@ -199,7 +203,7 @@ class TopicStatsView:
             "msgOutCounter": sub.msg_out,
             "msgRateRedeliver": sum(d["msgRateRedeliver"] for d in docs),
             "messageAckRate": sum(d["messageAckRate"] for d in docs),
-            "chunkedMessageRate": 0,
+            "chunkedMessageRate": 0.0,
             "msgBacklog": sub.backlog,
             "backlogSize": 0,
             "earliestMsgPublishTimeInBacklog": 0,

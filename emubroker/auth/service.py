@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Final
 from emubroker.auth.basic import BasicProvider
 from emubroker.auth.errors import AuthenticationFailed, SecurityConfigError
 from emubroker.auth.provider import Authenticated, AuthenticationProvider, Credentials
-from emubroker.auth.tls import TlsProvider
-from emubroker.auth.token import TokenProvider
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -37,11 +35,26 @@ log = logging.getLogger(__name__)
 
 AUTH_METHOD_HEADER: Final = "X-Pulsar-Auth-Method-Name"
 
+
+# The token and TLS providers are imported when configured: they bring in PyJWT and
+# cryptography (~30 ms and ~15 MiB for a broker that authenticates nothing; docs/performance.md).
+def _token_provider(config: SecurityConfig) -> AuthenticationProvider:
+    from emubroker.auth.token import TokenProvider
+
+    return TokenProvider(config)
+
+
+def _tls_provider(_config: SecurityConfig) -> AuthenticationProvider:
+    from emubroker.auth.tls import TlsProvider
+
+    return TlsProvider()
+
+
 _PACKAGE: Final = "org.apache.pulsar.broker.authentication."
 PROVIDER_CLASSES: Final[Mapping[str, Callable[[SecurityConfig], AuthenticationProvider]]] = {
-    _PACKAGE + "AuthenticationProviderToken": TokenProvider,
+    _PACKAGE + "AuthenticationProviderToken": _token_provider,
     _PACKAGE + "AuthenticationProviderBasic": BasicProvider,
-    _PACKAGE + "AuthenticationProviderTls": lambda _config: TlsProvider(),
+    _PACKAGE + "AuthenticationProviderTls": _tls_provider,
 }
 """``authenticationProviders`` class names -> how to build the provider."""
 

@@ -227,6 +227,8 @@ class _Output:
             f"emubroker cluster ready: {_brokers(len(state.brokers))}, stub {state.stub.url}, "
             f"run dir {state.run_dir}"
         )
+        if state.brokers:  # any broker's page shows the whole cluster
+            self._line(f"dashboard: {state.brokers[0].admin_url}/dashboard/")
         self._line(f"service {state.service_url}")
         for broker in state.brokers:
             self._line(f"broker {broker.index} {broker.service_url} admin {broker.admin_url}")

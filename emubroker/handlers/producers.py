@@ -285,7 +285,7 @@ class ProducerCommands(CommandGroup):
             return None
         if not producer.failed:  # nothing failed on its own: take the whole FIFO at C speed
             sequence_ids = [sequence_id for sequence_id, _ in queue]
-            entries = [cast("_Entry", entry) for _, entry in queue]
+            entries = cast("list[_Entry]", [entry for _, entry in queue])  # one cast, not one each
             queue.clear()
             size, producer.queued_bytes = producer.queued_bytes, 0
             return sequence_ids, entries, size

@@ -7,67 +7,7 @@ The pure part (docs/load-balancing.md): the data model (``data``, ``extensible_d
 (``modular``). ``ownership`` maps bundles to their owning broker over the metadata store;
 ``reporter`` keeps a broker's registration and load report current (with ``usage_sources``,
 ``psutil_source``, ``bundle_sampler``) and ``broker_registry`` reads the registered brokers.
+
+The package imports none of its modules: a broker imports the data model and its runtime
+wiring when it starts, and a strategy module when the leader first runs it (docs/performance.md).
 """
-
-from __future__ import annotations
-
-from emubroker.loadbalance.avg_shedder import AvgShedder
-from emubroker.loadbalance.data import (
-    BrokerData,
-    BundleData,
-    LoadData,
-    LocalBrokerData,
-    NamespaceBundleStats,
-    TimeAverageBrokerData,
-    TimeAverageMessageData,
-)
-from emubroker.loadbalance.extensible_data import (
-    BrokerLoadData,
-    LoadManagerContext,
-    TopBundlesLoadData,
-    Unload,
-    UnloadDecision,
-)
-from emubroker.loadbalance.modular import ModularLoadManager
-from emubroker.loadbalance.ownership import (
-    BrokerInfo,
-    NamespaceEphemeralData,
-    OwnershipTable,
-)
-from emubroker.loadbalance.placement import (
-    LeastLongTermMessageRate,
-    LeastResourceUsageWithWeight,
-    RoundRobinBrokerSelector,
-)
-from emubroker.loadbalance.shedding import OverloadShedder, ThresholdShedder, UniformLoadShedder
-from emubroker.loadbalance.transfer_shedder import TransferShedder
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
-
-__all__ = [
-    "AvgShedder",
-    "BrokerData",
-    "BrokerInfo",
-    "BrokerLoadData",
-    "BundleData",
-    "LeastLongTermMessageRate",
-    "LeastResourceUsageWithWeight",
-    "LoadData",
-    "LoadManagerContext",
-    "LocalBrokerData",
-    "ModularLoadManager",
-    "NamespaceBundleStats",
-    "NamespaceEphemeralData",
-    "OverloadShedder",
-    "OwnershipTable",
-    "ResourceUsage",
-    "RoundRobinBrokerSelector",
-    "SystemResourceUsage",
-    "ThresholdShedder",
-    "TimeAverageBrokerData",
-    "TimeAverageMessageData",
-    "TopBundlesLoadData",
-    "TransferShedder",
-    "UniformLoadShedder",
-    "Unload",
-    "UnloadDecision",
-]

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.ownership import OwnershipTable
+    from emubroker.loadbalance.shedding_runtime import TraceSink
     from emubroker.loadbalance.usage_sources import ResourceUsageSource
     from emubroker.metadata import MetadataStore
     from protocol.clock import Clock
@@ -203,7 +204,7 @@ def build_load_reporter(
     topics: TopicStatsSource,
     ownership: OwnershipTable,
     traffic: Callable[[], tuple[int, int, int]],
-    trace: LoadBalancerTraceSink | None = None,
+    trace: TraceSink | None = None,
 ) -> LoadReporter:
     """The broker's load reporter; run it before the broker serves lookups.
 

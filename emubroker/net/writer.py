@@ -198,7 +198,9 @@ class SessionWriter:
             consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, len(section)
         )
         self._outbox += (head, section)
-        self._count(len(head) + len(section))
+        self._queued += len(head) + len(section)
+        if self._queued > WRITE_BUFFER_HIGH_WATER_MARK:  # _count's rules, past its common case
+            self._count(0)
         if not self._woken:
             self._wake()
 

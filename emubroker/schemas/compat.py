@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from emubroker.schemas.avro import AvroSchemaError, AvroType, parse_avro
-from emubroker.schemas.resolution import can_read
 from protocol.commands import SchemaType
 from protocol.errors import IncompatibleSchemaError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from emubroker.schemas.avro import AvroType
 
 __all__ = [
     "CompatibilityStrategy",
@@ -259,6 +259,9 @@ def _check_avro(history: Sequence[bytes], new: bytes, strategy: CompatibilityStr
     if strategy not in _CAN_READ_OLD and strategy not in _OLD_CAN_READ:
         # ALWAYS_INCOMPATIBLE and UNDEFINED: Pulsar's NeverSchemaValidator.
         raise IncompatibleSchemaError(f"Schema compatibility strategy is {strategy}")
+    # The Avro parser and resolution rules load with the first Avro schema, not with the broker.
+    from emubroker.schemas.avro import AvroSchemaError, parse_avro
+
     try:
         candidate = parse_avro(new)
         olds = [parse_avro(data) for data in history]
@@ -269,6 +272,8 @@ def _check_avro(history: Sequence[bytes], new: bytes, strategy: CompatibilityStr
 
 
 def _avro_pair(old: AvroType, new: AvroType, strategy: CompatibilityStrategy) -> None:
+    from emubroker.schemas.resolution import can_read
+
     problem = None
     if strategy in _CAN_READ_OLD:
         problem = can_read(new, old)
@@ -285,6 +290,8 @@ def _avro_pair(old: AvroType, new: AvroType, strategy: CompatibilityStrategy) ->
 
 
 def _is_avro(data: bytes) -> bool:
+    from emubroker.schemas.avro import AvroSchemaError, parse_avro
+
     try:
         parse_avro(data)
     except AvroSchemaError:

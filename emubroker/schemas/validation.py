@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
-from emubroker.schemas.avro import AvroSchemaError, AvroUnion, parse_avro
 from emubroker.schemas.compat import key_value_parts
 from protocol.commands import SchemaType
 from protocol.errors import IncompatibleSchemaError
@@ -71,6 +70,9 @@ def validate_schema_data(schema: SchemaData) -> None:
         return
     if schema.type not in _STRUCT:
         return
+    # The Avro parser loads with the first struct schema, not with the broker.
+    from emubroker.schemas.avro import AvroSchemaError, AvroUnion, parse_avro
+
     try:
         parsed = parse_avro(schema.data)
     except AvroSchemaError:

@@ -205,7 +205,7 @@ class Acknowledgements:
         """
         cursor = self.cursor
         ledger = self._ledger
-        infos = ledger.infos
+        infos, base = ledger.infos, ledger.base  # index_of names no trimmed entry
         index_of = ledger.index_of
         mark_delete = cursor.mark_delete
         whole: list[int] = []
@@ -214,8 +214,8 @@ class Acknowledgements:
             index = index_of(mid.ledger_id, mid.entry_id)
             if index is None:
                 continue
-            if mid.ack_set and infos[index].batched:
-                size = infos[index].num_messages
+            if mid.ack_set and infos[index - base].batched:
+                size = infos[index - base].num_messages
                 if cursor.ack_batch(index, mask_from_words(mid.ack_set, size), size):
                     done.append(index)
             else:
@@ -229,14 +229,14 @@ class Acknowledgements:
         """A cumulative ACK (rules 1-3): everything up to each id."""
         cursor = self.cursor
         ledger = self._ledger
-        infos = ledger.infos
         mark_delete, backlog = cursor.mark_delete, self.backlog()
         for mid in ids:
             index = ledger.index_of(mid.ledger_id, mid.entry_id)
             if index is None:
                 continue
-            size = infos[index].num_messages
-            partial = bool(mid.ack_set) and infos[index].batched
+            info = ledger.info(index)
+            size = info.num_messages
+            partial = bool(mid.ack_set) and info.batched
             upto = index - 1 if partial else index
             if upto >= 0:
                 self._up_to(upto)
@@ -274,11 +274,11 @@ class Acknowledgements:
                 compacted out.
         """
         cursor = self.cursor
-        infos = self._ledger.infos
+        info = self._ledger.info
         floor = cursor.mark_delete
         done = [index for index in dropped if index > floor and cursor.ack(index)]
         for index, mask in survivors.items():
-            if index > floor and cursor.ack_batch(index, mask, infos[index].num_messages):
+            if index > floor and cursor.ack_batch(index, mask, info(index).num_messages):
                 done.append(index)
         self._settle(done)
         return self._change(cursor.mark_delete != floor, len(done))

@@ -4,7 +4,8 @@ Acknowledgements only move a cursor's ``version`` (a slot write on the ACK hot p
 task of the topic service wakes every ``interval`` seconds (Pulsar rate-limits mark-delete
 persistence the same way: ``managedLedgerDefaultMarkDeleteRateLimit``, 1 per second) and writes
 each cursor whose version it has not written yet once, deletes the nodes of deleted
-subscriptions, and trims ledgers every durable cursor has passed (``ManagedLedger.trim``). The
+subscriptions, evicts from the entry cache what every durable cursor has passed
+(``ManagedLedger.evict_consumed``) and trims ledgers they all passed (``ManagedLedger.trim``). The
 flusher only reads cursors: what it wrote is its own record. A graceful stop flushes once more,
 so only a crash can lose the last interval's acknowledgements, which then come back as
 redeliveries: at-least-once, never a lost message (DESIGN.md decision 8). Layout: ``ml_meta``.
@@ -111,8 +112,11 @@ class CursorFlusher:
             if await self._metadata.exists(path):
                 await self._metadata.delete(path)
             del persisted[name]
-        if state.cursors and may_trim(topic, state, self._retains):
-            floor = min(cursor.mark_delete for cursor in state.cursors.values())
+        if not state.cursors:
+            return
+        floor = min(cursor.mark_delete for cursor in state.cursors.values())
+        ledger.evict_consumed(floor)  # retained or not, what every cursor passed leaves the cache
+        if may_trim(topic, state, self._retains):
             try:
                 await ledger.trim(floor)
             except StorageError:

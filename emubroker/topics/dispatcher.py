@@ -162,9 +162,9 @@ class Dispatcher:
         self._acks.limit_unacked(members.block_at, members.unblock_at)
         picker = members.picker
         if picker.drains_hashes:
-            infos = self._ledger.infos
+            info = self._ledger.info
             self._draining.reassign(
-                members.consumers, picker.owner, lambda index: key_hash(infos[index])
+                members.consumers, picker.owner, lambda index: key_hash(info(index))
             )
         self.wake()
 
@@ -476,7 +476,7 @@ class Dispatcher:
         """
         replay = self._replay
         needs_delivery = self._acks.needs_delivery
-        infos = self._ledger.infos
+        infos, base = self._ledger.infos, self._ledger.base
         picker = self._members.picker
         by_key = self._members.rules.routes_by_key
         draining = self._draining if self._draining else None
@@ -484,11 +484,11 @@ class Dispatcher:
         capacity: bool | None = None  # "some consumer has room"; only a send can change it
         while replay:
             index = replay[0]
-            if not needs_delivery(index):
+            if index < base or not needs_delivery(index):  # acknowledged, or trimmed
                 heapq.heappop(replay)
                 self._replay_set.discard(index)
                 continue
-            info = infos[index]
+            info = infos[index - base]
             consumer = picker.select(info)
             if (
                 consumer is not None
@@ -523,8 +523,13 @@ class Dispatcher:
         """Read and deliver new entries; with ``limit`` (throttled rounds), one read that big."""
         ledger = self._ledger
         cursor = self._acks.cursor
-        infos = ledger.infos
+        infos, base = ledger.infos, ledger.base
         end = ledger.count
+        if self.read_position < base:
+            # A non-durable cursor's entries were trimmed under it (the durable ones hold trims
+            # back): read on from the first entry still stored, as Pulsar's cursor skips to the
+            # next valid position.
+            self.read_position = base
         batch = limit or max(1, self._settings.dispatcher_max_read_batch_size)
         members = self._members
         picker = members.picker
@@ -552,7 +557,7 @@ class Dispatcher:
                 index = first + offset
                 if index in acked:  # after a reload, a redelivery, a skip
                     continue
-                info = infos[index]
+                info = infos[index - base]
                 at = info.deliver_at_time
                 if delayed and at is not None and at > now_ms:
                     heapq.heappush(self._delayed, (at, index))

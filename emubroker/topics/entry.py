@@ -7,6 +7,8 @@ the last-message id.
 
 from __future__ import annotations
 
+import sys
+
 import msgspec
 
 from protocol.codec import peek_entry_metadata, peek_metadata
@@ -19,8 +21,13 @@ NONE_KEY = b"NONE_KEY"
 key-less entries of a Key_Shared subscription all hash to one consumer."""
 
 
-class EntryInfo(msgspec.Struct, frozen=True):
+class EntryInfo(msgspec.Struct, frozen=True, gc=False):
     """The broker's view of one stored entry.
+
+    One is kept per live entry (``ManagedLedger.infos``), so its size counts: it holds no
+    container that could take part in a reference cycle, hence ``gc=False`` (no GC header, not
+    scanned by the collector), and its producer name is interned (one string per producer, not
+    one per entry).
 
     Attributes:
         num_messages: ``num_messages_in_batch`` if present, else 1; a batch of N takes N permits.
@@ -92,6 +99,7 @@ def entry_info_from_entry(entry: bytes) -> EntryInfo:
     if fields is None:
         fields = peek_entry_metadata(entry)
     name, sequence_id, publish_time, batch, partition_key, key, deliver_at = fields
+    name = sys.intern(name)
     if key is None and partition_key is not None:
         key = partition_key.encode()
     if batch is None:

@@ -118,9 +118,9 @@ def newest_matching(first: int, last: int, matches: Callable[[int], bool]) -> in
 def find_expired(ledger: ManagedLedger, ttl_seconds: int, now_ms: int) -> int | None:
     """The newest stored entry published before ``now - ttl`` (rules 2 and 3), else None."""
     cutoff = now_ms - ttl_seconds * 1000
-    infos = ledger.infos
+    info = ledger.info
     return newest_matching(
-        ledger.first_index, ledger.count - 1, lambda index: infos[index].publish_time < cutoff
+        ledger.first_index, ledger.count - 1, lambda index: info(index).publish_time < cutoff
     )
 
 

@@ -31,7 +31,10 @@ Two modes, one class, chosen from what the backend states (``emubroker.storage``
 A failed add leaves the ledger *tainted*: adds after the failed one may have landed with shifted
 ids, so only the prefix before the failure is committed and the next add rolls over to a fresh
 ledger (as Pulsar closes a ledger after a write error). The producer re-sends what failed.
-The :class:`EntryInfo` of every entry stays in memory, aligned with the index.
+The :class:`EntryInfo` of every live entry stays in memory, aligned with the index from
+:attr:`ManagedLedger.base` (the first live entry's index): a trim drops the infos and cache slots
+of the deleted ledgers, so what a topic keeps per entry is bounded by its live ledgers, however
+long it runs.
 """
 
 from __future__ import annotations
@@ -156,6 +159,7 @@ class ManagedLedger:
         "_starts",
         "_tainted",
         "_version",
+        "base",
         "infos",
     )
 
@@ -188,10 +192,15 @@ class ManagedLedger:
         self._version = -1  # of the stored ledger list (-1: not stored yet)
         self._fenced = False
         self._lock = anyio.Lock()
-        self._sections: list[bytes | None] = []  # the cache, aligned with the index
+        # The cache, aligned with ``infos``; ``_evicted_below`` is an index (not a list offset).
+        self._sections: list[bytes | None] = []
         self._evicted_below = 0
         self._cached_bytes = 0
-        self._loaded: dict[int, bytes] = {}  # misses read back from the bookie
+        self._loaded: dict[int, bytes] = {}  # misses read back from the bookie, by index
+        # ``infos[i]`` is the info of index ``base + i``: entries before ``base`` were trimmed.
+        # A trim rebinds ``infos`` (never cuts it in place), so a reader holding the list and
+        # the ``base`` it read with it keeps a consistent pair.
+        self.base = 0
         self.infos: list[EntryInfo] = []
 
     # ---- opening ------------------------------------------------------------------------------
@@ -271,27 +280,26 @@ class ManagedLedger:
     async def _recover(self, stored: ManagedLedgerInfo) -> None:
         records = stored.ledgers
         base = records[0].first_index if records else 0
-        self.infos = [_PLACEHOLDER] * base
-        self._sections = [None] * base
+        self.base = base
         self._evicted_below = base
         for i, record in enumerate(records):
             entries = record.entries
             if i == len(records) - 1 and entries < 0:
                 # The open ledger: fence it, then its last-add-confirmed is its end for good.
                 entries = await self._bookie.fence(record.ledger_id) + 1
-            self._add_segment(record.ledger_id, len(self.infos))
+            self._add_segment(record.ledger_id, self.count)
             self._sizes[-1] = record.size
             infos: list[EntryInfo] = []
             for section in await self._read_range(record.ledger_id, 0, entries - 1):
                 infos.append(entry_info_from_entry(decode_payload_section(section).entry))
             self.infos += infos
             self._sections += [None] * len(infos)
-            self._evicted_below = len(self.infos)
+            self._evicted_below = self.count
         if not self._starts:
             self._add_segment(await self._bookie.create_ledger(), base)
         else:
             await self._rollover()
-        logger.info("recovered managed ledger %s: %s entries", self._path, len(self.infos))
+        logger.info("recovered managed ledger %s: %s entries", self._path, self.count)
 
     async def _read_range(self, ledger_id: int, first: int, last: int) -> list[bytes]:
         out: list[bytes] = []
@@ -313,7 +321,7 @@ class ManagedLedger:
     @property
     def count(self) -> int:
         """Number of entries appended so far (the next entry's index)."""
-        return len(self.infos)
+        return self.base + len(self.infos)
 
     @property
     def first_index(self) -> int:
@@ -344,15 +352,16 @@ class ManagedLedger:
 
     def last_position(self) -> tuple[int, int]:
         """Position of the last entry; an empty topic gives (current ledger, -1) (§7.6)."""
-        if not self.infos:
+        if not self.count:
             return self._ledger_ids[-1], -1
-        return self.position(len(self.infos) - 1)
+        return self.position(self.count - 1)
 
     def last_message_id(self) -> tuple[int, int, int]:
         """``(ledger, entry, batch_index)`` of the last entry for GET_LAST_MESSAGE_ID (§7.6).
 
         ``batch_index`` is ``num_messages - 1`` for a batched last entry, else -1; an empty topic
-        gives ``(current ledger, -1, -1)``.
+        gives ``(current ledger, -1, -1)``; so does a last entry whose ledger was trimmed (its
+        info is gone, as a reopened topic's is).
         """
         ledger_id, entry_id = self.last_position()
         if self.infos and self.infos[-1].batched:
@@ -365,22 +374,22 @@ class ManagedLedger:
             return None
         if ledger_id == self._ledger_ids[-1]:  # the current ledger: what acks name most
             index = self._starts[-1] + entry_id
-            return index if index < len(self.infos) else None
+            return index if index < self.count else None
         k = bisect.bisect_left(self._ledger_ids, ledger_id)
-        if k == len(self._ledger_ids) or self._ledger_ids[k] != ledger_id:
-            return None
+        if k == len(self._ledger_ids) or self._ledger_ids[k] != ledger_id or k < self._first_live:
+            return None  # not ours, or trimmed (deleted from the bookie)
         index = self._starts[k] + entry_id
-        end = self._starts[k + 1] if k + 1 < len(self._starts) else len(self.infos)
+        end = self._starts[k + 1] if k + 1 < len(self._starts) else self.count
         return index if index < end else None
 
     def index_at_or_after(self, ledger_id: int, entry_id: int) -> int:
         """The index of the first entry at or after ``(ledger_id, entry_id)``, up to ``count``."""
         k = bisect.bisect_left(self._ledger_ids, ledger_id)
         if k == len(self._ledger_ids):
-            return len(self.infos)
+            return self.count
         if self._ledger_ids[k] != ledger_id:
             return self._starts[k]  # a ledger between ours: the next ledger's first entry
-        end = self._starts[k + 1] if k + 1 < len(self._starts) else len(self.infos)
+        end = self._starts[k + 1] if k + 1 < len(self._starts) else self.count
         return min(self._starts[k] + max(entry_id, 0), end)
 
     # ---- appending ----------------------------------------------------------------------------
@@ -405,7 +414,7 @@ class ManagedLedger:
         policy = self._policy
         done = 0
         while done < len(sections):
-            index = len(self.infos)
+            index = self.count
             room = policy.max_entries - (index - self._starts[-1])
             try:
                 # By entries exactly; by size once a call's entries filled it (Pulsar checks
@@ -452,14 +461,14 @@ class ManagedLedger:
                 try:
                     if self._full():
                         await self._rollover()
-                    room = self._policy.max_entries - (len(self.infos) - self._starts[-1])
+                    room = self._policy.max_entries - (self.count - self._starts[-1])
                     stop = min(len(sections), done + max(room, 1))
                     stored, error = await self._add_run(sections[done:stop])
                 except StorageError:
                     if positions:
                         return positions
                     raise
-                ledger_id, base = self._ledger_ids[-1], len(self.infos) - self._starts[-1]
+                ledger_id, base = self._ledger_ids[-1], self.count - self._starts[-1]
                 for offset in range(stored):
                     positions.append((ledger_id, base + offset))
                     self._cache(sections[done + offset])
@@ -475,7 +484,7 @@ class ManagedLedger:
     async def _add_run(self, run: Sequence[bytes]) -> tuple[int, StorageError | None]:
         """Add ``run`` to the current ledger, pipelined; returns (committed prefix, error)."""
         ledger_id = self._ledger_ids[-1]
-        expected = len(self.infos) - self._starts[-1]
+        expected = self.count - self._starts[-1]
         add = self._bookie.add_entry
         if len(run) == 1:
             try:
@@ -521,7 +530,7 @@ class ManagedLedger:
         # Pulsar's ManagedLedgerImpl.currentLedgerIsFull, plus a ledger tainted by a failed add.
         if self._tainted:
             return True
-        entries = len(self.infos) - self._starts[-1]
+        entries = self.count - self._starts[-1]
         policy = self._policy
         space = entries >= policy.max_entries or self._sizes[-1] >= policy.max_size
         age = self._age()
@@ -536,7 +545,7 @@ class ManagedLedger:
         """Close the current ledger (best effort) and continue in a fresh one."""
         old = self._ledger_ids[-1]
         new = await self._bookie.create_ledger()
-        self._add_segment(new, len(self.infos))
+        self._add_segment(new, self.count)
         try:
             await self._persist()
         except BaseException:
@@ -581,7 +590,7 @@ class ManagedLedger:
         records = []
         for k in range(self._first_live, len(self._ledger_ids)):
             last = k == len(self._ledger_ids) - 1
-            end = len(self.infos) if last else self._starts[k + 1]
+            end = self.count if last else self._starts[k + 1]
             records.append(
                 LedgerRecord(
                     ledger_id=self._ledger_ids[k],
@@ -613,11 +622,12 @@ class ManagedLedger:
 
     def _evict(self) -> None:
         # Oldest first, until the broker-wide budget holds or this topic has nothing left.
-        sections, budget, i = self._sections, self._budget, self._evicted_below
-        while budget.used > budget.limit and i < len(sections):
-            section = sections[i]
+        sections, budget, base = self._sections, self._budget, self.base
+        i = self._evicted_below
+        while budget.used > budget.limit and i - base < len(sections):
+            section = sections[i - base]
             if section is not None:
-                sections[i] = None
+                sections[i - base] = None
                 budget.used -= len(section)
                 self._cached_bytes -= len(section)
             i += 1
@@ -625,6 +635,35 @@ class ManagedLedger:
         if self._loaded:
             budget.used -= sum(len(s) for s in self._loaded.values())
             self._loaded.clear()
+
+    def evict_consumed(self, floor: int) -> int:
+        """Drop the cached entries at or below ``floor`` (every durable cursor is past them).
+
+        Pulsar evicts what every cursor has read (``cacheEvictionByMarkDeletedPosition``: up to
+        the slowest mark-delete, the variant that never evicts an entry a cursor may still
+        deliver); without it the cache of a topic whose ledger does not roll over would hold
+        everything written until the budget is full. A reader behind reads back from the
+        bookie. Memory mode has no cache.
+
+        Returns:
+            The bytes freed.
+        """
+        end = min(floor + 1, self.count)
+        if self._nowait is not None:
+            return 0
+        sections, base, freed = self._sections, self.base, 0
+        for i in range(self._evicted_below - base, end - base):
+            section = sections[i]
+            if section is not None:
+                freed += len(section)
+                sections[i] = None
+        self._evicted_below = max(self._evicted_below, end)
+        self._cached_bytes -= freed
+        if self._loaded and min(self._loaded) < end:  # read back for a reader since gone past
+            freed += sum(len(s) for i, s in self._loaded.items() if i < end)
+            self._loaded = {i: s for i, s in self._loaded.items() if i >= end}
+        self._budget.used -= freed
+        return freed
 
     @property
     def cached_bytes(self) -> int:
@@ -656,7 +695,7 @@ class ManagedLedger:
                 store.read_nowait(ledger_id, first - start, last - start),
             )
         if first >= self._evicted_below:
-            sections = self._sections[first : last + 1]
+            sections = self._sections[first - self.base : last + 1 - self.base]
             return ledger_id, first - start, sections  # type: ignore[return-value]  # cached: no None
         loaded = self._loaded
         out: list[bytes] = []
@@ -740,13 +779,7 @@ class ManagedLedger:
             except BaseException:
                 self._first_live = previous
                 raise
-            for index in range(self._evicted_below, self._starts[k]):
-                section = self._sections[index]
-                if section is not None:
-                    self._sections[index] = None
-                    self._budget.used -= len(section)
-                    self._cached_bytes -= len(section)
-            self._evicted_below = max(self._evicted_below, self._starts[k])
+            self._forget_below(self._starts[k])
         for ledger_id in doomed:
             try:
                 await self._bookie.delete_ledger(ledger_id)
@@ -757,8 +790,7 @@ class ManagedLedger:
     def trim_nowait(self, floor: int) -> int:
         """``trim`` in memory mode, where the store answers at once and nothing is persisted.
 
-        The trimmed entries' infos are dropped too (a long run keeps one placeholder per entry),
-        as a reopened ledger has placeholders for what was trimmed before it.
+        The trimmed entries' infos are dropped too, as in bookie mode.
 
         Returns:
             How many ledgers were deleted.
@@ -773,12 +805,35 @@ class ManagedLedger:
         doomed = self._ledger_ids[self._first_live : k]
         if not doomed:
             return 0
-        first, self._first_live = self._starts[self._first_live], k
-        end = self._starts[k]
-        self.infos[first:end] = [_PLACEHOLDER] * (end - first)
+        self._first_live = k
+        self._forget_below(self._starts[k])
         for ledger_id in doomed:
             store.delete_ledger_nowait(ledger_id)
         return len(doomed)
+
+    def _forget_below(self, index: int) -> None:
+        """Drop the infos, cached sections and read-back entries of indexes below ``index``.
+
+        The lists are rebound, not cut in place (see ``base``); the cache budget gets back
+        what the dropped sections held.
+        """
+        cut = index - self.base
+        if cut <= 0:
+            return
+        cached = sum(len(s) for s in self._sections[:cut] if s is not None)
+        self._cached_bytes -= cached
+        if self._loaded:
+            cached += sum(len(s) for i, s in self._loaded.items() if i < index)
+            self._loaded = {i: s for i, s in self._loaded.items() if i >= index}
+        self._budget.used -= cached
+        self.infos = self.infos[cut:]
+        self._sections = self._sections[cut:]
+        self.base = index
+        self._evicted_below = max(self._evicted_below, index)
+
+    def info(self, index: int) -> EntryInfo:
+        """The info of an entry; a placeholder for one whose ledger was trimmed (never read)."""
+        return self.infos[index - self.base] if index >= self.base else _PLACEHOLDER
 
     def _trim_point(self, floor: int) -> int:
         """The first segment to keep once every entry at or below ``floor`` is consumed.

@@ -328,7 +328,7 @@ class Subscription:
         """
         ledger = self._ledger
         oldest = max(self.acks.cursor.mark_delete + 1, ledger.first_index)
-        oldest_time = ledger.infos[oldest].publish_time if oldest < ledger.count else None
+        oldest_time = ledger.info(oldest).publish_time if oldest < ledger.count else None
         consumers = bool(self.consumers)
         if not expiry_issued(self.acks.backlog(), consumers, oldest_time, seconds, now_ms):
             return False
@@ -392,7 +392,7 @@ class Subscription:
             return ledger.index_at_or_after(message_id.ledger_id, message_id.entry_id)
         if publish_time is not None:
             # Publish times of several producers interleave, so scan rather than bisect.
-            for index, info in enumerate(ledger.infos):
+            for index, info in enumerate(ledger.infos, ledger.base):
                 if info.publish_time >= publish_time:
                     return index
             return ledger.count

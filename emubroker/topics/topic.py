@@ -32,7 +32,7 @@ from protocol.errors import (
     NotAllowedError,
     PersistenceError,
 )
-from protocol.framing import payload_section
+from protocol.framing import payload_sections
 from protocol.ids import is_latest
 from storage_stub.client import StorageError
 
@@ -281,7 +281,7 @@ class Topic(TopicBase[Subscription]):
             verdicts = (dedup, admission)
         return _Run(
             entries,
-            [payload_section(entry, crc) for entry, crc, _ in entries],
+            payload_sections(entries),
             [info for _, _, info in entries],
             verdicts,
             self._state.ledger.current_ledger_id,

@@ -5,7 +5,10 @@ runs the analyses of `loadgen.analysis.jobs` on Spark (`local[*]` unless --maste
 otherwise), and writes REPORT_DIR/report.html, summary.json and tables/*.csv. Several runs
 are put side by side, but runs that share a topic and overlap in time (a `loadgen produce` and
 a `loadgen consume` run together, as pulsar-perf is run) are joined and analysed as one
-(`loadgen.analysis.grouping`; `--join` joins all the runs given).
+(`loadgen.analysis.grouping`; `--join` joins all the runs given). The brokers' traces are read
+from RUN_DIR/dispatch and RUN_DIR/loadbalance, or from the directories --dispatch-trace and
+--loadbalance-trace name (brokers loadgen did not start write where their configuration says),
+each (joined) run keeping the rows of its own time.
 
 Exit codes: 0 report written; 2 bad arguments or a run that cannot be analysed (missing or
 empty tables, an unknown schema version, --join of runs that cannot be joined); 3 Spark cannot
@@ -21,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadgen.analysis.grouping import group_runs
-from loadgen.analysis.inputs import AnalysisInputError, load_run
+from loadgen.analysis.inputs import AnalysisInputError, attach_trace, load_run
 from loadgen.analysis.session import SMALL_MACHINE_CONF, AnalysisEnvironmentError, open_session
 
 EXIT_OK = 0
@@ -59,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=10.0,
         metavar="POINTS",
-        help="brokers' usage spread, in percentage points, that starts a skew episode "
-        "(default 10, ThresholdShedder's default threshold)",
+        help="how far, in percentage points, the busiest broker's weighted usage may stand "
+        "above the brokers' mean before a skew episode starts (default 10, ThresholdShedder's "
+        "default threshold)",
     )
     parser.add_argument(
         "--join",
@@ -69,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
         "topics), even if their times do not overlap; runs that share a topic and overlap in "
         "time are joined without it",
     )
+    for name, what in (("loadbalance", "load-balancer"), ("dispatch", "dispatch")):
+        parser.add_argument(
+            f"--{name}-trace",
+            metavar="DIR",
+            help=f"the brokers' {what} trace directory (their emubroker"
+            f"{'LoadBalancer' if name == 'loadbalance' else 'Dispatch'}TraceDir), "
+            f"instead of RUN_DIR/{name}; each run keeps the rows of its own time",
+        )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
@@ -108,6 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if line not in said:
                     said.add(line)
                     print(line, flush=True)
+            # Attached after joining: runs joined overlap in time, and each would take the
+            # rows of the shared seconds again.
+            for name in ("loadbalance", "dispatch"):
+                location = getattr(args, f"{name}_trace")
+                if location:
+                    attach_trace(spark, group.run, name, location)
             for note in group.run.notes:
                 progress(f"{group.label}: {note}")
             jobs = run_jobs(

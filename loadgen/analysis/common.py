@@ -11,6 +11,7 @@ from loadgen.analysis.inputs import Phase, Run
 
 __all__ = [
     "DISRUPTIONS",
+    "LOAD_MANAGER_ACTIONS",
     "Context",
     "Event",
     "Table",
@@ -88,6 +89,12 @@ class Context:
     @property
     def phases(self) -> list[Phase]:
         return self.run.phases()
+
+    @property
+    def warmup_s(self) -> float:
+        """The scenario's warm-up (`warmup`, seconds): left out of the mean rates."""
+        value = self.run.scenario.get("warmup")
+        return float(value) if isinstance(value, int | float) and value > 0 else 0.0
 
     def table(self, name: str) -> Any:
         return self.run.tables[name]
@@ -214,26 +221,36 @@ def scenario_events(run: Run) -> list[Event]:
     return events
 
 
+LOAD_MANAGER_ACTIONS: Final = {"shed": "unload", "split": "split", "placement": "placement"}
+"""The load manager's decisions in its trace (docs/load-balancer-trace.md), as event actions.
+
+A `shed` row is the leader's decision to unload a bundle, made just before the unload (the
+event `unload`); TransferShedder's cycles that decide nothing (`label = Skip`) are not events.
+An owner's `unload` row carries out a decision already here (a shed or a split) or an admin
+call (the scenario's own event): it stays in the `lb_timeline` table, not among the events.
+"""
+
+
 def load_manager_events(run: Run) -> list[Event]:
-    """Unloads and splits from the load-balancer trace (shed decisions become unloads)."""
+    """Unloads (shed decisions), splits and placements from the load-balancer trace."""
     if not run.has("loadbalance"):
         return []
     from pyspark.sql import functions as F
 
     rows = (
         run.tables["loadbalance"]
-        .where(F.col("event").isin("unload", "split"))
+        .where(F.col("event").isin(*LOAD_MANAGER_ACTIONS) & (F.col("label") != "Skip"))
         .orderBy("wall_ns")
         .collect()
     )
     events = []
     for row in rows:
-        moved = f"{row['source_broker']} -> {row['dest_broker'] or '?'}"
+        action = LOAD_MANAGER_ACTIONS[row["event"]]
         why = f" ({row['strategy']}: {row['reason']})" if row["reason"] else ""
-        detail = (
-            f"{moved}{why}" if row["event"] == "unload" else f"into {row['split_children']}{why}"
-        )
-        events.append(
-            Event(int(row["wall_ns"]), "load-manager", row["event"], row["bundle"], detail)
-        )
+        if action == "split":
+            detail = f"{row['source_broker']}: into {row['split_children']}{why}"
+        else:
+            moved = f"{row['source_broker']} -> " if row["source_broker"] else "-> "
+            detail = f"{moved}{row['dest_broker'] or '(next lookup)'}{why}"
+        events.append(Event(int(row["wall_ns"]), "load-manager", action, row["bundle"], detail))
     return events

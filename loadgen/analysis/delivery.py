@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from loadgen.analysis.common import (
     Context,
@@ -20,8 +22,9 @@ def throughput(ctx: Context) -> dict[str, Table]:
     """Messages and bytes a second, produced (receipted) and consumed, per topic and broker.
 
     Tables: `throughput` (second, role, topic, subscription, broker, messages, bytes: rows
-    scaled by 1 / trace sample) and `backlog` (per base topic and subscription: receipted so
-    far minus first deliveries so far, at the end of each second).
+    scaled by 1 / trace sample), `rates` (the mean rates, below) and `backlog` (per base topic
+    and subscription: receipted so far minus first deliveries so far, at the end of each
+    second).
     """
     from pyspark.sql import functions as F
 
@@ -38,13 +41,20 @@ def throughput(ctx: Context) -> dict[str, Table]:
                 "broker",
                 "messages",
                 "bytes",
+                "first_ns",
+                "last_ns",
             )
         )
     if run.has("receives"):
         parts.append(
             consumed(ctx)
             .groupBy("second", "topic", "subscription", "broker")
-            .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+            .agg(
+                F.sum("messages").alias("messages"),
+                F.sum("bytes").alias("bytes"),
+                F.min("first_ns").alias("first_ns"),
+                F.max("last_ns").alias("last_ns"),
+            )
             .select(
                 "second",
                 F.lit("consume").alias("role"),
@@ -53,6 +63,8 @@ def throughput(ctx: Context) -> dict[str, Table]:
                 "broker",
                 "messages",
                 "bytes",
+                "first_ns",
+                "last_ns",
             )
         )
     rows = parts[0]
@@ -68,10 +80,79 @@ def throughput(ctx: Context) -> dict[str, Table]:
         F.round(F.col("bytes") * scale).cast("long").alias("bytes"),
     )
     order = ["second", "role", "topic", "subscription", "broker"]
-    tables = {"throughput": collect(per_second, "throughput", order)}
+    tables = {
+        "throughput": collect(per_second, "throughput", order),
+        "rates": _rates(ctx, rows),
+    }
     if run.has("sends", "receives"):
         tables["backlog"] = _backlog(ctx, scale)
     return tables
+
+
+RATE_COLUMNS = (
+    "role",
+    "topic",
+    "subscription",
+    "messages",
+    "first_s",
+    "last_s",
+    "msg_rate",
+    "byte_rate",
+)
+
+
+def _rates(ctx: Context, per_second: Any) -> Table:
+    """Mean rates per role, base topic and subscription, and over all of them (topic `all`).
+
+    pulsar-perf's rule: the messages after the warm-up over the time they took, here the time
+    from the first to the last one (a receipt, or a delivery): (messages - 1) / (last - first),
+    exact for messages at a steady rate. Not messages over a count of one-second buckets,
+    whose first and last are partial (a 6 s run at 2,000 msg/s spans 7 of them).
+    The warm-up is rounded up to whole seconds (the aggregates' buckets).
+    """
+    from pyspark.sql import functions as F
+
+    warm = math.ceil(ctx.warmup_s)
+    rows = (
+        per_second.where(F.col("second") >= warm)
+        .groupBy("role", base_topic(F.col("topic")).alias("topic"), "subscription")
+        .agg(
+            F.sum("messages").alias("messages"),
+            F.sum("bytes").alias("bytes"),
+            F.min("first_ns").alias("first_ns"),
+            F.max("last_ns").alias("last_ns"),
+        )
+        .collect()
+    )
+    per_topic = sorted((tuple(row) for row in rows), key=lambda r: (r[0] != "produce", r[1:3]))
+    totals: dict[str, list[Any]] = {}
+    for role, _topic, _sub, count, size, first, last in per_topic:
+        total = totals.setdefault(role, [role, "all", "", 0, 0, first, last])
+        total[3] += count
+        total[4] += size
+        total[5], total[6] = min(total[5], first), max(total[6], last)
+    scale = 1.0 / ctx.run.sample
+    table = []
+    for role, total in totals.items():
+        for _role, topic, sub, count, size, first, last in [
+            *(row for row in per_topic if row[0] == role),
+            tuple(total),
+        ]:
+            span = (last - first) / 1e9
+            rate = (count - 1) / span if count > 1 and span > 0 else None
+            table.append(
+                (
+                    role,
+                    topic,
+                    sub,
+                    _round(count * scale),
+                    (first - ctx.start_ns) / 1e9,
+                    (last - ctx.start_ns) / 1e9,
+                    None if rate is None else rate * scale,
+                    None if rate is None else rate * scale * size / count,
+                )
+            )
+    return Table("rates", RATE_COLUMNS, table)
 
 
 def _backlog(ctx: Context, scale: float) -> Table:

@@ -14,8 +14,8 @@ HEADLINE_LABELS: dict[str, str] = {
     "duration_s": "run length (s)",
     "produced": "messages produced (receipted)",
     "consumed": "deliveries",
-    "produce_rate": "mean produce rate (msg/s)",
-    "consume_rate": "mean delivery rate (msg/s)",
+    "produce_rate": "mean produce rate (msg/s, first to last receipt after the warm-up)",
+    "consume_rate": "mean delivery rate (msg/s, first to last delivery after the warm-up)",
     "peak_backlog": "peak backlog (msg)",
     "publish_p50_ms": "publish latency p50 (ms)",
     "publish_p99_ms": "publish latency p99 (ms)",
@@ -34,7 +34,7 @@ HEADLINE_LABELS: dict[str, str] = {
     "carry_over_periods": "carry-over periods",
     "throttled_s": "time throttled (s, all limiters)",
     "rate_vs_limit": "mean delivered rate / limit (highest)",
-    "unloads": "load-manager unloads",
+    "unloads": "load-manager unloads (shed bundles)",
     "splits": "bundle splits",
     "skew_episodes": "skew episodes",
     "max_time_to_converge_s": "longest time to converge (s)",
@@ -75,11 +75,9 @@ def headline(result: JobResult) -> dict[str, Any]:
     if throughput is not None:
         numbers["produced"] = _sum(throughput, "messages", role="produce")
         numbers["consumed"] = _sum(throughput, "messages", role="consume")
-        for role, key in (("produce", "produce_rate"), ("consume", "consume_rate")):
-            seconds = {r["second"] for r in throughput.dicts() if r["role"] == role}
-            total = _sum(throughput, "messages", role=role)
-            if seconds and total:
-                numbers[key] = total / (max(seconds) - min(seconds) + 1)
+    for row in tables["rates"].dicts() if "rates" in tables else []:
+        if row["topic"] == "all":
+            numbers[f"{row['role']}_rate"] = row["msg_rate"]
     if "backlog" in tables:
         numbers["peak_backlog"] = _max(tables["backlog"].column("backlog"))
     for row in tables["latency_by_phase"].dicts() if "latency_by_phase" in tables else []:
@@ -97,12 +95,12 @@ def headline(result: JobResult) -> dict[str, Any]:
         numbers["carry_over_periods"] = _sum(summary, "carry_over_periods")
         numbers["throttled_s"] = sum(summary.column("throttled_s"))
         numbers["rate_vs_limit"] = _max(summary.column("rate_vs_limit"))
-    timeline = tables.get("lb_timeline")
-    if timeline is not None:
-        events = timeline.column("event")
-        numbers["unloads"] = events.count("unload")
-        numbers["splits"] = events.count("split")
-        convergence = tables["lb_convergence"]
+    if run.has("loadbalance"):
+        actions = [e.action for e in result.context.events if e.source == "load-manager"]
+        numbers["unloads"] = actions.count("unload")
+        numbers["splits"] = actions.count("split")
+    convergence = tables.get("lb_convergence")
+    if convergence is not None:
         numbers["skew_episodes"] = len(convergence.rows)
         numbers["max_time_to_converge_s"] = _max(convergence.column("time_to_converge_s"))
     gaps = tables.get("delivery_gaps")

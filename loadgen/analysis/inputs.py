@@ -26,6 +26,7 @@ __all__ = [
     "AnalysisInputError",
     "Phase",
     "Run",
+    "attach_trace",
     "load_run",
 ]
 
@@ -310,3 +311,63 @@ def _check_row_versions(frame: Any, path: str, name: str, known: int) -> None:
             f"{path}: table {name} has schema version {found}; this analysis reads version "
             f"{known} only"
         )
+
+
+_BROKER_TRACES: Final = {
+    "dispatch": (DISPATCH_COLUMNS, DISPATCH_SCHEMA_VERSION, "dispatch trace"),
+    "loadbalance": (LOADBALANCE_COLUMNS, LOADBALANCE_SCHEMA_VERSION, "load-balancer trace"),
+}
+
+
+def attach_trace(spark: Any, run: Run, name: str, location: str) -> None:
+    """Read the brokers' trace `name` (`dispatch`, `loadbalance`) from `location` for `run`.
+
+    For brokers that wrote their trace outside the run directory (a cluster started by hand,
+    `emubrokerLoadBalancerTraceDir` naming a directory of its own): such a directory may hold
+    several runs, so the rows kept are those of the run's window, from `prepared_ns` (else
+    `start_ns`) to `end_ns`, and, for the load-balancer trace, each broker's last load report
+    before it (the usage the run started from). It replaces the run directory's own trace.
+
+    Raises:
+        AnalysisInputError: no such directory, no Parquet file in it (a broker completes its
+            file when it stops), no row in the run's window, or an unknown schema version.
+    """
+    from pyspark.sql import functions as F
+
+    columns, known, what = _BROKER_TRACES[name]
+    uri = _uri(location)
+    fs = _FileSystem(spark)
+    if not fs.exists(uri):
+        raise AnalysisInputError(f"{location}: no such {what} directory")
+    if not fs.data_files(uri):
+        raise AnalysisInputError(
+            f"{location}: no {what} files (a broker completes its file when it stops: "
+            "stop the cluster before analysing)"
+        )
+    frame = spark.read.parquet(uri)
+    absent = [c for c in columns if c not in frame.columns]
+    if absent:
+        more = f" (and {len(absent) - 1} more)" if len(absent) > 1 else ""
+        raise AnalysisInputError(f"{location}: not a {what}: no column {absent[0]}{more}")
+    frame = frame.select(*columns)
+    manifest = run.manifest
+    low = int(manifest.get("prepared_ns") or run.start_ns)
+    wall = F.col("wall_ns")
+    window = wall >= F.lit(low)
+    if manifest.get("end_ns"):
+        window &= wall <= F.lit(int(manifest["end_ns"]))
+    kept = frame.where(window)
+    if name == "loadbalance":
+        before = frame.where((F.col("event") == "report") & (wall < F.lit(low)))
+        last = before.groupBy("broker").agg(F.max("wall_ns").alias("wall_ns"))
+        kept = kept.unionByName(before.join(last, ["broker", "wall_ns"]).select(*columns))
+    if kept.where(window).limit(1).count() == 0:
+        raise AnalysisInputError(
+            f"{location}: no {what} rows in the time of run {run.run_id} "
+            "(is it the trace of that run's brokers?)"
+        )
+    _check_row_versions(kept, location, name, known)
+    run.tables[name] = kept
+    run.notes = [
+        note for note in run.notes if not note.startswith((f"no {what} ", f"{what} is empty"))
+    ]

@@ -20,6 +20,8 @@ __all__ = ["FIGURES", "Figure", "overlay"]
 _PHASE_COLOURS: Final = ("#f2f2f2", "#e3ecf7")
 _EVENT_COLOUR: Final = "#c0392b"
 _LB_COLOUR: Final = "#8e44ad"
+_LABEL_WIDTH: Final = 0.04
+"""Room an event's number takes on a time plot, as a fraction of the time axis."""
 _MAX_LINES: Final = 8
 """Series drawn in one panel; more are summed into `other`."""
 
@@ -48,20 +50,32 @@ def overlay(ax: Any, ctx: Context, *, numbers: bool = True) -> None:
             style="italic",
             zorder=2,
         )
+    low, high = ax.get_xlim()
+    # Events closer than a label's width share one label ("3–8"), placed at the first of them.
+    near = _LABEL_WIDTH * (high - low)
+    labels: list[tuple[float, list[int]]] = []
     for number, event in enumerate(ctx.events, start=1):
         at = (event.at_ns - ctx.start_ns) / 1e9
         colour = _EVENT_COLOUR if event.source == "loadgen" else _LB_COLOUR
-        ax.axvline(at, color=colour, ls="--", lw=0.8, zorder=3)
-        if numbers and len(ctx.events) <= 30:
+        # A placement ends a move rather than disturbing anything: a fainter, dotted line.
+        style = ":" if event.action == "placement" else "--"
+        ax.axvline(at, color=colour, ls=style, lw=0.8, zorder=3)
+        if labels and at - labels[-1][0] < near:
+            labels[-1][1].append(number)
+        else:
+            labels.append((at, [number]))
+    if numbers and len(labels) <= 30:
+        for at, group in labels:
+            sources = {ctx.events[n - 1].source for n in group}
             ax.text(
                 at,
                 1.01,
-                str(number),
+                str(group[0]) if len(group) == 1 else f"{group[0]}–{group[-1]}",
                 transform=ax.get_xaxis_transform(),
                 ha="center",
                 va="bottom",
                 fontsize=8,
-                color=colour,
+                color=_EVENT_COLOUR if sources == {"loadgen"} else _LB_COLOUR,
                 fontweight="bold",
                 clip_on=False,
             )
@@ -96,6 +110,24 @@ def _lines(ax: Any, series: dict[str, dict[float, float]], **style: Any) -> None
         _steps(ax, xs, [values[x] for x in xs], label=name, **style)
 
 
+def _rates(ax: Any, result: JobResult, series: dict[str, dict[float, float]], **style: Any) -> None:
+    """Counts per one-second bucket as rates: the bucket the run ends in counts over its part.
+
+    A run ending 0.2 s into its last bucket delivered that bucket's messages in 0.2 s; drawn
+    as a whole second, it would read as a fifth of its rate.
+    """
+    end_ns = result.context.run.manifest.get("end_ns")
+    end = (int(end_ns) - result.context.start_ns) / 1e9 if end_ns else None
+    for name, values in _top_series(series).items():
+        xs = sorted(values)
+        ys = [values[x] for x in xs]
+        if end is not None and xs and xs[-1] < end < xs[-1] + 1:
+            ys[-1] /= end - xs[-1]
+            ax.plot([*xs, end], [*ys, ys[-1]], drawstyle="steps-post", label=name, **style)
+        else:
+            _steps(ax, xs, ys, label=name, **style)
+
+
 def _throughput(ax: Any, result: JobResult) -> bool:
     table = result.tables.get("throughput")
     if table is None or not table.rows:
@@ -109,7 +141,7 @@ def _throughput(ax: Any, result: JobResult) -> bool:
             else (f"consumed {topic} / {row['subscription']}")
         )
         series[name][row["second"]] += row["messages"]
-    _lines(ax, series)
+    _rates(ax, result, series)
     ax.set_ylabel("messages / s")
     return True
 
@@ -140,7 +172,7 @@ def _per_broker(ax: Any, result: JobResult) -> bool:
             ]
     if len({name.split(" ", 1)[1] for name in series}) < 2:
         return False  # one broker: the throughput plot says it all
-    _lines(ax, series)
+    _rates(ax, result, series)
     ax.set_ylabel("messages / s")
     return True
 
@@ -262,7 +294,7 @@ def _fairness(ax: Any, result: JobResult) -> bool:
     series: dict[str, dict[float, float]] = defaultdict(dict)
     for row in table.dicts():
         series[f"{row['subscription']}: {row['consumer']}"][row["second"]] = row["deliveries"]
-    _lines(ax, series)
+    _rates(ax, result, series)
     ax.set_ylabel("deliveries / s")
     return True
 

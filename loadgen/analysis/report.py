@@ -29,7 +29,10 @@ HTML_ROWS: Final = 40
 
 _EXPLAIN: Final = {
     "throughput": "Messages a second the broker receipted (produced) and delivered (consumed), "
-    "per topic and subscription; the backlog is what was receipted and not yet delivered once.",
+    "per topic and subscription (the second the run ends in counts over its part of it); the "
+    "backlog is what was receipted and not yet delivered once. The mean rates (table rates, "
+    "and the headline's) are pulsar-perf's: the messages after the warm-up over the time from "
+    "the first to the last of them, (messages - 1) / (last - first).",
     "latency": "Percentiles computed from every message's row (exact, to the microsecond). "
     "Publish latency runs from the intended send time to the broker's receipt, end-to-end "
     "latency to the delivery: both include any wait before the send (open loop).",
@@ -37,8 +40,10 @@ _EXPLAIN: Final = {
     "period against its limit. Over-delivery is a period above the limit; a carry-over period "
     "starts in debt from an earlier over-delivery and delivers less than the limit.",
     "load_balancing": "From the load-balancer trace: each broker's weighted usage as it "
-    "reported it, the load manager's decisions with their reasons and numbers, and how long "
-    "the brokers' usage stayed apart after a skew.",
+    "reported it, the load manager's decisions with their reasons and numbers (its shed "
+    "decisions are the unloads of the event timeline), and how long the cluster stayed skewed: "
+    "a skew episode lasts while the busiest broker's usage (each broker's latest report) stands "
+    "more than the skew threshold above the brokers' mean, ThresholdShedder's test.",
     "delivery_gaps": "For each unload, split or broker kill, how long each consumer of an "
     "affected topic went without a delivery (last delivery before it to first after it), "
     "next to the consumer's usual gap between deliveries.",
@@ -52,7 +57,7 @@ _EXPLAIN: Final = {
 }
 
 _TABLES: Final = {
-    "throughput": ["backlog"],
+    "throughput": ["rates", "backlog"],
     "latency": ["latency_by_phase"],
     "throttling": ["throttling_summary", "throttling_periods"],
     "load_balancing": ["lb_timeline", "lb_convergence", "lb_broker_usage"],
@@ -254,7 +259,8 @@ def _html(runs: Sequence[tuple[str, JobResult]], headlines: dict[str, dict[str, 
         "Times are seconds since the start of each run. On every time plot the shaded bands "
         "are the scenario's phases and the dashed lines its events "
         "(<span class='key'>red</span>: the scenario's, <span class='lb'>purple</span>: the "
-        "load manager's), numbered as in the event timeline.</p>",
+        "load manager's unloads and splits, dotted: its placements), numbered as in the event "
+        "timeline (events at one instant share a label, e.g. 3–8).</p>",
         "<h2>Headline numbers</h2>",
     ]
     rows = [

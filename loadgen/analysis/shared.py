@@ -39,7 +39,11 @@ SUBSCRIPTION_SCHEMA: Final = (("base", "string"), ("subscription", "string"), ("
 
 
 def produced(ctx: Context) -> Any:  # a DataFrame
-    """Receipted sends per `second` (since the start), `topic`, `broker`: `messages`, `bytes`."""
+    """Receipted sends per `second` (since the start), `topic`, `broker`.
+
+    Columns `messages`, `bytes`, and the second's first and last receipt (`first_ns`,
+    `last_ns`: the mean rates' span).
+    """
     return ctx.shared("produced", _produced)
 
 
@@ -54,12 +58,21 @@ def _produced(ctx: Context) -> Any:
             "topic",
             "broker",
         )
-        .agg(F.count("*").alias("messages"), F.sum("size").alias("bytes"))
+        .agg(
+            F.count("*").alias("messages"),
+            F.sum("size").alias("bytes"),
+            F.min("receipt_ns").alias("first_ns"),
+            F.max("receipt_ns").alias("last_ns"),
+        )
     )
 
 
 def consumed(ctx: Context) -> Any:  # a DataFrame
-    """Deliveries per `second`, `topic`, `subscription`, `broker`, `consumer`: messages, bytes."""
+    """Deliveries per `second`, `topic`, `subscription`, `broker`, `consumer`.
+
+    Columns `messages`, `bytes`, and the second's first and last delivery (`first_ns`,
+    `last_ns`).
+    """
     return ctx.shared("consumed", _consumed)
 
 
@@ -75,7 +88,12 @@ def _consumed(ctx: Context) -> Any:
             "broker",
             "consumer",
         )
-        .agg(F.count("*").alias("messages"), F.sum("size").alias("bytes"))
+        .agg(
+            F.count("*").alias("messages"),
+            F.sum("size").alias("bytes"),
+            F.min("receive_ns").alias("first_ns"),
+            F.max("receive_ns").alias("last_ns"),
+        )
     )
 
 

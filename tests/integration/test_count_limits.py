@@ -70,7 +70,7 @@ def test_namespace_policies_set_over_rest_apply_to_new_clients(plain: RunningBro
     client = make_client(plain.service_url)
     try:
         topic = new_topic()
-        assert rest(plain, "GET", f"{NS}/maxConsumersPerSubscription") == (204, None)
+        assert rest(plain, "GET", f"{NS}/maxConsumersPerSubscription") == (200, None)  # unset
         assert rest(plain, "POST", f"{NS}/maxConsumersPerSubscription", 1)[0] == 204
         assert rest(plain, "POST", f"{NS}/maxProducersPerTopic", 1)[0] == 204
         client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)

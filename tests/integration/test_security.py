@@ -421,3 +421,24 @@ def test_topic_permissions(setup: Setup) -> None:
             client.subscribe(topic, "sub")
     finally:
         client.close()
+
+
+def test_the_dashboard_needs_a_super_user(setup: Setup) -> None:
+    admin = setup.broker.admin_url
+    request = urllib.request.Request(f"{admin}/dashboard/")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    # A browser is asked for credentials (basic authentication) rather than shown an error.
+    assert refused.value.code == 401
+    assert refused.value.headers["WWW-Authenticate"] == 'Basic realm="emubroker dashboard"'
+    refused.value.close()
+    for path in ("/dashboard/", "/dashboard/static/dashboard.js", "/dashboard/api/state"):
+        assert _rest(f"{admin}{path}", headers=_bearer("alice")) == (
+            401,
+            {"reason": "This operation requires super-user access"},
+        ), path
+    status, state = _rest(f"{admin}/dashboard/api/state", headers=_bearer("root"))
+    assert status == 200
+    assert isinstance(state, dict)
+    assert [broker["id"] for broker in state["brokers"]] == [state["self"]]
+    assert _rest(f"{admin}/dashboard/", headers=_basic("admin", "123456"))[0] == 401

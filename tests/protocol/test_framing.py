@@ -32,6 +32,7 @@ from protocol.framing import (
     encode_send_frame,
     encode_send_receipt_frames,
     payload_section,
+    payload_sections,
 )
 from tests.support.bytestreams import drain, feed_chunks, split
 from tests.support.strategies import commands, conforms, cut_points, entries, frames
@@ -277,6 +278,14 @@ def test_build_entry_prefixes_the_metadata_size() -> None:
 def test_section_frame_equals_payload_frame(entry: bytes, crc: int | None, command: Any) -> None:
     section = payload_section(entry, crc)
     assert encode_section_frame(command, section) == encode_payload_frame(command, entry, crc)
+
+
+@given(st.lists(st.tuples(entries(), st.one_of(st.none(), st.integers(0, 2**32 - 1)))))
+def test_payload_sections_is_payload_section_of_each_entry(
+    runs: list[tuple[bytes, int | None]],
+) -> None:
+    pending = [(entry, crc, None) for entry, crc in runs]
+    assert payload_sections(pending) == [payload_section(entry, crc) for entry, crc in runs]
 
 
 @given(

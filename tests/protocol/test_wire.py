@@ -229,6 +229,25 @@ def test_parse_ack_takes_a_grouped_ack_of_the_official_client() -> None:
     assert wire.parse_ack(data, 0, len(data)) == odd
 
 
+@pytest.mark.parametrize(
+    "entry_id",
+    [
+        *(b"\x00", b"\x7f", b"\x80\x01", b"\xff\x7f", b"\x80\x00", b"\x80\x80\x01"),
+        *(b"\xff\xff\x7f", b"\x80\x80\x00", b"\x80\x80\x80\x01", b"\x7f\x7f", b"\x80\x7f\x7f"),
+        b"\x80",
+    ],
+)
+def test_parse_ack_reads_a_plain_id_as_protobuf_does(entry_id: bytes) -> None:
+    # ledgerId then entryId of one to four bytes, canonical or not, or cut short: the ids an
+    # individual ACK carries, read without the generic loop; any other shape is left to protobuf.
+    mid = vfield(1, 7) + b"\x10" + entry_id
+    data = base_command(10, vfield(1, 3) + vfield(2, 0) + lfield(3, mid))
+    fast = wire.parse_ack(data, 0, len(data))
+    assert fast is None or fast == generic_command(data)
+    if entry_id[-1] < 0x80 and all(b >= 0x80 for b in entry_id[:-1]):
+        assert fast == generic_command(data)
+
+
 @given(st.one_of(mutated(acks), st.binary(max_size=60).map(lambda b: b"\x08\x0a\x52" + b)))
 def test_parse_ack_never_accepts_what_protobuf_refuses_or_reads_otherwise(data: bytes) -> None:
     fast = wire.parse_ack(data, 0, len(data))

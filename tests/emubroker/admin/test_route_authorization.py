@@ -89,6 +89,12 @@ def _rw(path: str, level: Level, refusal: int, methods: str = "GET POST DELETE")
 TABLE: Final = [
     Route("GET", "/metrics", ANY),
     Route("GET", "/metrics/", ANY),
+    # The dashboard: the data of BrokersBase and BrokerStatsBase, a super-user's.
+    Route("GET", "/dashboard", SU),
+    Route("GET", "/dashboard/", SU),
+    Route("GET", "/dashboard/static/{name}", SU),
+    Route("GET", "/dashboard/api/state", SU),
+    Route("GET", "/dashboard/api/local", SU),
     # BrokersBase: validateBothSuperuserAndBrokerOperation, but ready and version.
     Route("GET", B, SU),
     Route("GET", f"{B}/{{cluster}}", SU),
@@ -148,6 +154,7 @@ TABLE: Final = [
         )
         for route in _rw(f"{N}/{policy}", TA, 403)
     ],
+    Route("GET", f"{N}/backlogQuotaMap", TA, 403),  # validateNamespacePolicyOperation
     # PersistentTopicsBase.
     Route("GET", f"{V2}/{{domain}}/{{tenant}}/{{namespace}}", LK, 403),
     Route("GET", f"{V2}/{{domain}}/{{tenant}}/{{namespace}}/partitioned", LK, 403),
@@ -225,6 +232,7 @@ VALUES: Final = {
     "ledgerId": "1",
     "entryId": "0",
     "version": "0",
+    "name": "dashboard.js",
 }
 
 

@@ -148,6 +148,8 @@ async def test_cumulative_ack_counts_once_as_in_pulsar(
     consumer.redeliver(None)  # Exclusive: Pulsar keeps no pending acks, so nothing counts
     await fake_clock.advance(1.0)
     assert stats(topic)["subscriptions"]["sub"]["msgRateRedeliver"] == 0.0
+    # A rate is a double in Pulsar's JSON even when zero (0.0, not 0), as its other rates here.
+    assert repr(stats(topic)["subscriptions"]["sub"]["chunkedMessageRate"]) == "0.0"
 
 
 async def test_msg_delayed_counts_entries_waiting_for_their_time(

@@ -110,6 +110,7 @@ def test_another_seed_gives_other_traces(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.timeout(300)  # twenty seconds of real time, and a virtual run, on a busy machine
 def test_the_simulated_decisions_match_a_real_time_run(tmp_path: Path) -> None:
     # Shedding every 6 s: twenty seconds of real time. Compared up to the end of the phases
     # (the drain after it lasts as long as it lasts on each clock).
@@ -193,20 +194,32 @@ def test_loadgen_analyze_reads_a_simulated_run(tmp_path: Path) -> None:
     sheds = [line for line in timeline if ",shed," in line]
     assert len(sheds) == len([d for d in result.decisions if d.event == "shed"])
     assert all("ThresholdShedder" in line for line in sheds)
+    # The shed decisions are the run's unloads: in the headline and the delivery gaps.
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["runs"][0]["headline"]["unloads"] == len(sheds) > 0
+    gaps = (tables / "delivery_gaps.csv").read_text()
+    assert ",load-manager,unload public/default/" in gaps
     correctness = (tables / "correctness.csv").read_text().splitlines()[1:]
     assert len(correctness) == len(TOPICS)
     assert all(line.split(",")[7] == "0" for line in correctness)  # nothing lost
 
 
+# Two ten-minute experiments: about 30 s in all on a quiet machine, several times that on a busy
+# one; the suite's 120 s ceiling is a guard against hangs, not this test's measure.
+@pytest.mark.timeout(600)
 def test_the_shipped_ten_minute_experiment_runs_in_seconds_the_same_every_time(
     tmp_path: Path,
 ) -> None:
     scenario = ROOT / "loadgen" / "scenarios" / "shedding-simulated.toml"
+    cpu_before = time.process_time()
     first = simulate.run(scenario, tmp_path / "first")
+    first_cpu = time.process_time() - cpu_before
     second = simulate.run(scenario, tmp_path / "second")
 
     assert first.simulated_seconds >= 600
-    assert first.wall_seconds < 120  # about 15 s on the development machine
+    # Seconds of CPU for ten simulated minutes (about 15 on the development machine), measured in
+    # CPU rather than wall time, which a loaded machine stretches.
+    assert first_cpu < 120
     assert first.run.checks.lost == 0
     sheds = [d for d in first.decisions if d.event == "shed"]
     assert sheds

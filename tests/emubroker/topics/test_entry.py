@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from emubroker.topics import entry_info_from_metadata
+from emubroker.topics.entry import entry_info_from_entry
 from protocol.codec import encode_record
 from protocol.commands import MessageMetadata
 from protocol.errors import RemoteProtocolError
+from tests.emubroker.topics.helpers import make_entry
 
 
 def test_plain_message_info() -> None:
@@ -44,3 +48,12 @@ def test_partition_key_is_the_fallback_key() -> None:
 def test_garbage_metadata_raises_remote_protocol_error() -> None:
     with pytest.raises(RemoteProtocolError):
         entry_info_from_metadata(b"\xff\xff\xff")
+
+
+def test_an_info_costs_no_gc_header_and_no_producer_name_of_its_own() -> None:
+    # One info is kept per live entry: entries of one producer share its name's string.
+    first, _, _ = make_entry(b"a", sequence_id=1, producer_name="standalone-0-42")
+    second, _, _ = make_entry(b"b", sequence_id=2, producer_name="standalone-0-42")
+    a, b = entry_info_from_entry(first), entry_info_from_entry(second)
+    assert a.producer_name is b.producer_name
+    assert not gc.is_tracked(a)

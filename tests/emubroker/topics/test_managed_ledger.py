@@ -118,11 +118,14 @@ def test_trim_nowait_deletes_whole_consumed_ledgers_never_the_current_one() -> N
     assert ml.oldest_closed_last == 5
     with pytest.raises(StorageError):
         store.read(first, 0, 0)
-    # What is left reads and maps as before; the trimmed entries' infos are placeholders.
+    # What is left reads and maps as before; the trimmed entries' infos are gone.
     assert ml.read(3, 3)[2] == store.read(second, 0, 0)
     assert ml.index_of(*ids[3]) == 3
-    assert ml.infos[0] is ml.infos[2]
-    assert ml.infos[0] is not ml.infos[3]
+    assert ml.index_of(*ids[2]) is None  # a trimmed entry is no longer one of the topic's
+    assert ml.base == 3
+    assert len(ml.infos) == 5
+    assert ml.info(3) is ml.infos[0]
+    assert ml.info(2).producer_name == ""  # the placeholder of a trimmed entry
     assert ml.trim_nowait(100) == 1  # everything consumed: all but the current ledger
     assert ml.ledger_ids == (current,)
     assert ml.oldest_closed_last > ml.count  # only the current ledger: nothing to trim
@@ -150,3 +153,16 @@ def test_memory_mode_rolls_over_by_size_once_a_ledger_holds_max_size() -> None:
     # Three entries fill a ledger's size; the next add goes to a new ledger.
     assert [entry_id for _, entry_id in ids] == [0, 1, 2, 0, 1, 2, 0]
     assert len(ml.ledger_ids) == 3
+
+
+def test_what_a_long_run_keeps_per_entry_is_bounded_by_its_live_ledgers() -> None:
+    store = LedgerStore()
+    ml = _memory(store, 10)
+    for _ in range(100):  # 1,000 entries, each consumed soon after it was written
+        _append(ml, 10)
+        ml.trim_nowait(ml.count - 1)
+    assert ml.count == 1000
+    assert len(ml.infos) <= 10  # the current ledger's entries only, not 1,000 (placeholders)
+    assert ml.base == ml.first_index
+    assert store.statistics().ledgers == 1
+    assert ml.last_message_id()[:2] == ml.last_position()

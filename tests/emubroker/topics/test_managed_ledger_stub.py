@@ -181,6 +181,54 @@ async def test_trim_deletes_ledgers_every_cursor_passed(fake_clock: FakeClock) -
         assert reopened.count == 8
 
 
+async def test_a_trim_drops_the_trimmed_entries_infos_and_cache(fake_clock: FakeClock) -> None:
+    budget = CacheBudget(limit=1 << 20)
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(
+            bookie, metadata, fake_clock, policy=LedgerPolicy(max_entries=10), budget=budget
+        )
+        for round_ in range(50):  # 500 entries, each ledger consumed once it closed
+            await _append(ml, round_ * 10, 10)
+            await ml.trim(ml.count - 1)
+        assert ml.count == 500
+        # What stays in memory is the live ledgers' (two at most: the last closed one is
+        # trimmed at the next round), not one info and one cache slot per entry written.
+        assert len(ml.infos) <= 20
+        assert ml.base == ml.first_index
+        assert budget.used == ml.cached_bytes
+        assert ml.cached_bytes <= 20 * max(len(make_entry(b"%d" % 499)[0]), 1)
+        assert len(await bookie.ledger_ids()) <= 2
+        _, _, sections = ml.read(ml.count - 1, ml.count - 1)
+        assert sections == [make_entry(b"499")[0]]
+
+
+async def test_the_flush_evicts_from_the_cache_what_every_cursor_passed(
+    fake_clock: FakeClock,
+) -> None:
+    budget = CacheBudget(limit=1 << 20)
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        # One ledger that does not roll over (Pulsar's default keeps a ledger 10 minutes), so
+        # no trim can free anything: only the eviction of what was consumed does.
+        ml = await _open(bookie, metadata, fake_clock, policy=LedgerPolicy(), budget=budget)
+        made = [make_entry(b"%d" % i) for i in range(100)]
+        await ml.append_many([e for e, _, _ in made], [i for _, _, i in made])
+        state = TopicState(ml)
+        state.cursors["fast"] = Cursor(89)
+        state.cursors["slow"] = Cursor(59)
+        held = ml.cached_bytes
+        flusher = CursorFlusher(metadata, clock=fake_clock, retains=lambda topic: True)
+        await flusher.flush(TOPIC, state)  # retention keeps the ledger, not the cache
+        assert ml.cached_bytes == sum(len(e) for e, _, _ in made[60:]) < held
+        assert budget.used == ml.cached_bytes
+        _, _, tail = ml.read(60, 99)  # what the slow cursor has still to read stays cached
+        assert tail == [e for e, _, _ in made[60:]]
+        _, _, back = await ml.read_entries(10, 12)  # what it passed reads back from the stub
+        assert back == [e for e, _, _ in made[10:13]]
+        state.cursors["slow"].mark_delete = state.cursors["fast"].mark_delete = 99
+        await flusher.flush(TOPIC, state)
+        assert budget.used == ml.cached_bytes == 0  # the read-back entries went too
+
+
 @pytest.mark.parametrize("keeper", ["retention", "compaction"])
 async def test_the_flush_keeps_consumed_ledgers_under_retention_or_compaction(
     fake_clock: FakeClock, keeper: str

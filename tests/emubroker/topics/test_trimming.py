@@ -9,6 +9,7 @@ import pytest
 from emubroker.policies import Policies
 from emubroker.topics.compacted import Compactor
 from protocol.commands import AckType
+from protocol.ids import EARLIEST
 from tests.emubroker.topics.helpers import (
     FakeConsumerSink,
     add_producer,
@@ -88,3 +89,18 @@ async def test_a_compacted_topic_keeps_its_ledgers() -> None:
         topic.install_compacted(Compactor(retain_null_key=False).result(topic.ledger.count))
         await _publish(topic, 8, producer_id=2)
         assert len(topic.ledger.ledger_ids) == 3
+
+
+async def test_a_seek_to_the_earliest_after_a_trim_reads_from_the_first_stored_entry() -> None:
+    async with open_service(managed_ledger_max_entries_per_ledger=PER_LEDGER) as service:
+        topic = await service.get_topic(topic_name())
+        consumer = await subscribe(topic, FakeConsumerSink())
+        ids = await _publish(topic, 10)
+        consumer.ack(AckType.CUMULATIVE, [mid(*ids[9])])
+        assert topic.ledger.first_index == 8  # the two closed ledgers were trimmed
+        await consumer.seek(message_id=EARLIEST.to_data())
+        sink = FakeConsumerSink()
+        again = await subscribe(topic, sink)
+        again.flow(100)
+        await settle()
+        assert [(m.ledger_id, m.entry_id) for m in sink.messages] == ids[8:]

@@ -1,0 +1,101 @@
+"""A starting broker imports only what serving needs (docs/performance.md, "start-up")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from emubroker.__main__ import _command, _parser
+
+# Loaded on first use, never by ``emubroker standalone`` before it serves: the admin CLI and the
+# cluster supervisor (and PyJWT and cryptography with them), the token and TLS authentication
+# providers, the Pulsar client (the health check's), the etcd client, the Avro schema code,
+# pyarrow and rich.
+NOT_AT_START = (
+    "emubroker.admin_cli",
+    "emubroker.cluster.cli",
+    "emubroker.cluster.running",
+    "emubroker.auth.token",
+    "emubroker.auth.tls",
+    "jwt",
+    "cryptography",
+    "protocol.client",
+    "emubroker.metadata.etcd",
+    "emubroker.schemas.avro",
+    "emubroker.schemas.resolution",
+    "pyarrow",
+    "rich",
+)
+
+STANDALONE_IMPORTS = """
+import sys
+from emubroker.__main__ import _command, _parser
+
+_parser(_command(["standalone", "--port", "0"])).parse_args(["standalone", "--port", "0"])
+import emubroker.app, emubroker.metadata.session_loss, emubroker.net.accepting
+
+print(" ".join(name for name in sys.argv[1:] if name in sys.modules))
+"""
+
+
+def test_a_standalone_broker_imports_none_of_the_modules_it_does_not_serve_with() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STANDALONE_IMPORTS, *NOT_AT_START],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == []
+
+
+SUPERVISOR_IMPORTS = """
+import sys
+from emubroker.__main__ import _command, _parser
+
+_parser(_command(["cluster", "-n", "3"])).parse_args(["cluster", "-n", "3"])
+import emubroker.cluster.cli
+
+print(" ".join(name for name in sys.argv[1:] if name in sys.modules))
+"""
+
+
+SUPERVISOR_LEAVES_OUT = (
+    "emubroker.app",
+    "emubroker.dashboard.cli",
+    "aiohttp",
+    "emubroker.admin_cli",
+)
+
+
+def test_the_cluster_supervisor_imports_neither_the_broker_nor_the_dashboard() -> None:
+    # It only spawns and watches processes: the broker's modules, aiohttp and the dashboard's
+    # replay would be ~0.4 s of CPU before its first child starts.
+    done = subprocess.run(
+        [sys.executable, "-c", SUPERVISOR_IMPORTS, *SUPERVISOR_LEAVES_OUT],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == []
+
+
+def test_the_command_is_the_first_word_that_is_not_an_option() -> None:
+    assert _command(["-h"]) is None
+    assert _command(["standalone", "--port", "0"]) == "standalone"
+    assert _command(["admin", "--admin-url", "http://x", "topics", "list"]) == "admin"
+
+
+def test_every_command_lists_the_same_commands_in_the_top_level_help() -> None:
+    # admin and cluster are listed with a line of help when another command runs: the same line
+    # as their own parsers give.
+    helps = {command: _parser(command).format_help() for command in ("standalone", "admin")}
+    assert helps["standalone"] == helps["admin"] == _parser("cluster").format_help()
+    assert helps["standalone"] == _parser("dashboard").format_help() == _parser().format_help()
+    assert "administer a running broker" in helps["standalone"]
+
+
+def test_the_admin_and_cluster_commands_parse_their_own_arguments() -> None:
+    args = _parser("admin").parse_args(["admin", "tenants", "list"])
+    assert (args.command, args.resource) == ("admin", "tenants")
+    assert _parser("cluster").parse_args(["cluster", "-n", "2"]).brokers == 2
+    assert _parser("dashboard").parse_args(["dashboard", "runs/x"]).command == "dashboard"
