@@ -159,8 +159,19 @@ def topic_in(namespace: str, bundle: BundleRange, prefix: str) -> str:
     raise AssertionError(f"no topic hashes into {bundle}")
 
 
-def owner_of(admin_url: str, topic: str) -> str:
-    status, body = rest_call(admin_url, "GET", "/lookup/v2/topic/" + topic.replace("://", "/"))
+def owner_of(admin_url: str, topic: str, *, within: float = 10.0) -> str:
+    """The topic's owner, as an HTTP lookup answers it.
+
+    While the leader sheds the topic's bundle, its lookups answer "being unloaded" for that
+    moment; as a client would, this asks again until the bundle has an owner (``within`` s).
+    """
+    deadline = time.monotonic() + within
+    while True:
+        status, body = rest_call(admin_url, "GET", "/lookup/v2/topic/" + topic.replace("://", "/"))
+        unloading = status == 500 and "is being unloaded" in str(body)
+        if not unloading or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert status == 200, body
     return str(body["brokerUrl"])
 
