@@ -3,18 +3,16 @@ brokers, each with its REST API; the remote unloads go through the broker's owne
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
-from emubroker.admin import build_admin_app
 from emubroker.naming import TopicName
 from protocol import commands as c
 from protocol.clock import FakeClock
+from tests.emubroker.admin import test_routes_unload as routes_unload
 from tests.emubroker.admin.conftest import Admin
-from tests.support.inprocess_cluster import InProcessCluster, Node, inprocess_cluster
+from tests.support.inprocess_cluster import InProcessCluster, Node
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -26,22 +24,13 @@ def anyio_backend() -> str:
     return "asyncio"  # aiohttp
 
 
-@asynccontextmanager
-async def cluster_with_admins(
+def cluster_with_admins(
     clock: FakeClock,
-) -> AsyncIterator[tuple[InProcessCluster, list[Admin]]]:
-    async with (
-        inprocess_cluster(
-            clock, node_overrides=lambda i: {"advertisedAddress": f"127.0.0.{i + 1}"}
-        ) as cluster,
-        AsyncExitStack() as stack,
-    ):
-        admins = []
-        for node in cluster.nodes:
-            assert node.broker.admin is not None
-            app = build_admin_app(node.broker.admin)
-            admins.append(Admin(await stack.enter_async_context(TestClient(TestServer(app)))))
-        yield cluster, admins
+) -> AbstractAsyncContextManager[tuple[InProcessCluster, list[Admin]]]:
+    """Three brokers with their own hosts (isolation policies match hosts), and their admins."""
+    return routes_unload.cluster_with_admins(
+        clock, node_overrides=lambda i: {"advertisedAddress": f"127.0.0.{i + 1}"}
+    )
 
 
 async def take(node: Node, namespace: str) -> None:

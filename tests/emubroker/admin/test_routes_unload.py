@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -29,9 +30,11 @@ def anyio_backend() -> str:
 
 @asynccontextmanager
 async def cluster_with_admins(
-    clock: FakeClock,
+    clock: FakeClock, **options: Any
 ) -> AsyncIterator[tuple[InProcessCluster, list[Admin]]]:
-    async with inprocess_cluster(clock) as cluster, AsyncExitStack() as stack:
+    """An in-process cluster (``options`` as ``inprocess_cluster`` takes them) and an admin
+    REST client of each broker."""
+    async with inprocess_cluster(clock, **options) as cluster, AsyncExitStack() as stack:
         admins = []
         for node in cluster.nodes:
             assert node.broker.admin is not None
