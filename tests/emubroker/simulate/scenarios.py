@@ -14,7 +14,7 @@ emubrokerModelMsgRatePerCore = 1000
 emubrokerAvailableProcessors = 1
 loadBalancerLoadSheddingStrategy = "{impl}ThresholdShedder"
 loadBalancerLoadPlacementStrategy = "{impl}LeastResourceUsageWithWeight"
-loadBalancerAverageResourceUsageDifferenceThresholdPercentage = 1
+loadBalancerAverageResourceUsageDifferenceThresholdPercentage = {margin}
 loadBalancerBrokerThresholdShedderPercentage = {threshold}
 loadBalancerBundleUnloadMinThroughputThreshold = 0.0001
 loadBalancerHistoryResourcePercentage = 0.1
@@ -56,7 +56,13 @@ def traffic(rates: list[int]) -> str:
 
 
 def shedding_scenario(
-    *, seconds: float, shed_minutes: float, seed: int = 5, threshold: int = 10
+    *,
+    seconds: float,
+    shed_minutes: float,
+    seed: int = 5,
+    threshold: int = 10,
+    margin: int = 1,
+    broker_2_rate: int = 1000,
 ) -> str:
     """Three brokers, nine bundles of one topic each, shedding every ``shed_minutes``.
 
@@ -64,12 +70,15 @@ def shedding_scenario(
     many points above the average sheds.
 
     Placement spreads the bundles evenly, three per broker, then by resource usage among the
-    brokers 1 point below the average: a bundle shed from broker 0 never goes back to it.
+    brokers ``margin`` points (``loadBalancerAverageResourceUsageDifferenceThresholdPercentage``)
+    below the average: a bundle shed from broker 0 never goes back to it. ``broker_2_rate`` is
+    broker 2's model msg/s per core: below the others' 1,000 it is loaded more than broker 1.
     """
     config = BROKER_CONFIG.format(
         impl="org.apache.pulsar.broker.loadbalance.impl.",
         shed=shed_minutes,
         threshold=threshold,
+        margin=margin,
         grace=shed_minutes * 1.5,
         usage=1 / 60,
         report_ms=400,
@@ -81,6 +90,7 @@ def shedding_scenario(
         + config
         + "\n[simulate]\nepoch = 1_700_000_000\n"
         + "[simulate.brokers.0]\nconfig = { emubrokerModelMsgRatePerCore = 100 }\n"
+        + f"[simulate.brokers.2]\nconfig = {{ emubrokerModelMsgRatePerCore = {broker_2_rate} }}\n"
         + traffic(RATES)
         + f'\n[[phases]]\nname = "run"\nduration = "{seconds:g}s"\n'
     )
