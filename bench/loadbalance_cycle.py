@@ -24,7 +24,7 @@ broker runs it:
 
 - ``refresh``: list ``/loadbalance/brokers``, read and decode every report node, ``update_all``,
   delete what vanished (``LeaderAggregation.refresh``);
-- ``shed``: ``SheddingRunner.modular_cycle``: the decisions, each explained (log line and
+- ``shed``: ``modular_kind.shed``: the decisions, each explained (log line and
   ``shed`` trace row) and passed to a no-op unloader;
 - ``write``: ``write_bundle_data`` (one more ``updateBundleData``, the top-K bundle data and the
   time averages encoded and stored; Pulsar runs it every 15 minutes, not every cycle);
@@ -54,6 +54,7 @@ from emubroker.loadbalance.aggregation import LeaderAggregation
 from emubroker.loadbalance.codec import decode, encode
 from emubroker.loadbalance.data import LocalBrokerData, NamespaceBundleStats
 from emubroker.loadbalance.modular import ModularLoadManager
+from emubroker.loadbalance.modular_kind import shed as modular_shed
 from emubroker.loadbalance.shedding_runtime import SheddingRunner
 from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
 from emubroker.metadata import MemoryMetadataTree
@@ -218,7 +219,7 @@ async def _runtime_case(
         t0 = time.perf_counter()
         await aggregation.refresh()
         t1 = time.perf_counter()
-        unloads = await runner.modular_cycle(aggregation.manager, cycle)
+        unloads = await modular_shed(runner, aggregation.manager, cycle)
         t2 = time.perf_counter()
         await aggregation.write_bundle_data()
         t3 = time.perf_counter()

@@ -11,7 +11,8 @@ The leader answers a lookup for a bundle nobody owns by naming a broker (spec §
    the bundle's other clients, looking up before the new owner takes it, would have it placed
    again by load), and a destination that is no longer registered is skipped (Pulsar would
    redirect the client to a dead broker) and the bundle is placed by load.
-3. ``loadManagerClassName`` chooses the path:
+3. The load manager ``loadManagerClassName`` names places it
+   (:class:`~emubroker.loadbalance.load_manager.LoadManager`):
 
    - the modular manager (default): ``selectBrokerForAssignment`` on the leader's own
      :class:`~emubroker.loadbalance.modular.ModularLoadManager` (the one its aggregation keeps
@@ -45,24 +46,14 @@ Every choice is logged with its reason and written to the load-balancer trace as
 from __future__ import annotations
 
 import logging
-import math
 import random
 from typing import TYPE_CHECKING, Protocol
 
-import msgspec
-
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.aggregation import LeaderAggregation
 from emubroker.loadbalance.broker_registry import available_brokers
-from emubroker.loadbalance.data import weighted_max_usage
-from emubroker.loadbalance.extensible_data import LoadManagerContext
-from emubroker.loadbalance.extensible_placement import (
-    LeastResourceUsageWithWeight,
-    select_extensible_broker,
-)
-from emubroker.loadbalance.isolation import namespace_of
-from emubroker.loadbalance.placement import LeastLongTermMessageRate
-from emubroker.loadbalance.strategies import simple_name
+from emubroker.loadbalance.extensible_placement import LeastResourceUsageWithWeight
+from emubroker.loadbalance.load_manager import Placement
+from emubroker.loadbalance.load_managers import load_manager
 from emubroker.loadbalance.trace import placement_record
 
 if TYPE_CHECKING:
@@ -90,28 +81,6 @@ class BrokerSelector(Protocol):
     def set_affinity(self, bundle_range: str, broker_id: str) -> None:
         """Send the next bundle of this range to ``broker_id`` (unload ``destinationBroker``)."""
         ...
-
-
-class Placement(msgspec.Struct, frozen=True):
-    """One choice, as it is logged and traced.
-
-    Attributes:
-        bundle: ``tenant/ns/range``.
-        broker: The broker chosen, None when there was none.
-        reason: ``affinity``, ``preallocated`` or ``strategy``.
-        strategy: Pulsar's simple name of the strategy that chose (``destinationBroker`` for
-            an affinity).
-        candidates: How many brokers the strategy chose among (-1: not applicable).
-        score: The chosen broker's score when it was chosen: LeastLongTermMessageRate's
-            long-term msg/s, else its load as a fraction (-1: not applicable).
-    """
-
-    bundle: str
-    broker: str | None
-    reason: str
-    strategy: str
-    candidates: int = -1
-    score: float = -1.0
 
 
 class LoadManagerSelector:
@@ -187,76 +156,13 @@ class LoadManagerSelector:
         # is no candidate; one not reported yet has no load data and is none either.
         registered = set(brokers)
         manager.available_brokers = [b for b in manager.available_brokers if b in registered]
+        kind = load_manager(conf)
         if wanted is not None:
             # Held like any choice (a departure, module docstring): the bundle's other clients,
-            # looking up before it is owned, get the same broker. A destination with no report
-            # yet has no load data to hold it in.
-            known = wanted in manager.load_data.broker_data
-            if known and conf.loadManagerClassName != EXTENSIBLE_LOAD_MANAGER:
-                manager.preallocate(name, wanted)
+            # looking up before it is owned, get the same broker.
+            kind.hold_affinity(manager, name, wanted)
             return self._decided(Placement(name, wanted, "affinity", "destinationBroker"))
-        if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
-            return self._decided(self._select_extensible(name, aggregation, conf))
-        return self._decided(self._select_modular(name, aggregation, conf))
-
-    def _select_modular(
-        self, bundle: str, aggregation: LeaderAggregation, conf: BrokerConfig
-    ) -> Placement:
-        manager = aggregation.manager
-        strategy = simple_name(conf.loadBalancerLoadPlacementStrategy)
-        if namespace_of(bundle) in conf.loadBalancerSheddingExcludedNamespaces:
-            strategy = "RoundRobinBrokerSelector"
-        preallocated = manager.preallocated_bundle_to_broker.get(bundle)
-        if preallocated is not None:
-            return Placement(bundle, preallocated, "preallocated", strategy)
-        manager.last_candidates.clear()
-        broker = manager.select_broker_for_assignment(bundle)
-        score = -1.0
-        data = manager.load_data.broker_data.get(broker) if broker is not None else None
-        if data is not None:
-            if strategy == "LeastLongTermMessageRate":
-                score = LeastLongTermMessageRate.score(data, conf)
-                if math.isfinite(score):  # as it was before this bundle's preallocation
-                    rates = manager.load_data.bundle_data[bundle].long_term_data
-                    score -= rates.msg_rate_in + rates.msg_rate_out
-            else:
-                score = weighted_max_usage(data.local_data, conf)
-        return Placement(
-            bundle,
-            broker,
-            "strategy",
-            strategy,
-            candidates=len(manager.last_candidates),
-            score=score,
-        )
-
-    def _select_extensible(
-        self, bundle: str, aggregation: LeaderAggregation, conf: BrokerConfig
-    ) -> Placement:
-        manager = aggregation.manager
-        context = LoadManagerContext(conf, broker_load_data_store=aggregation.broker_loads)
-        considered: list[str] = []
-        broker = select_extensible_broker(
-            bundle,
-            manager.available_brokers,
-            context,
-            load_data=manager.load_data,
-            policies=manager.policies,
-            ranges=manager.ranges,
-            strategy=self._extensible,
-            round_robin=manager.round_robin,
-            considered=considered,
-        )
-        load = aggregation.broker_loads.get(broker) if broker is not None else None
-        excluded = namespace_of(bundle) in conf.loadBalancerSheddingExcludedNamespaces
-        return Placement(
-            bundle,
-            broker,
-            "strategy",
-            "RoundRobinBrokerSelector" if excluded else "LeastResourceUsageWithWeight",
-            candidates=len(considered),
-            score=load.weighted_max_ema if load is not None else -1.0,
-        )
+        return self._decided(kind.place(name, aggregation, conf, self._extensible))
 
     def _decided(self, placement: Placement) -> str | None:
         self.last = placement
@@ -278,7 +184,6 @@ class LoadManagerSelector:
             placement.score,
         )
         if self._trace is not None:
-            extensible = self._config().loadManagerClassName == EXTENSIBLE_LOAD_MANAGER
             self._trace.append(
                 placement_record(
                     placement.bundle,
@@ -286,7 +191,7 @@ class LoadManagerSelector:
                     wall_ns=self._clock.wall_ns(),
                     monotonic=self._clock.now(),
                     broker=self._broker_id,
-                    load_manager="extensible" if extensible else "modular",
+                    load_manager=load_manager(self._config()).name,
                     strategy=placement.strategy,
                     reason=placement.reason,
                     candidates=placement.candidates,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import random
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -36,6 +36,7 @@ from emubroker.loadbalance.javaorder import (
     table_capacity,
     to_int,
 )
+from emubroker.loadbalance.shedding import BYTES, MESSAGES
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -73,11 +74,15 @@ class AvgShedder:
         self.broker_score: dict[str, float] = {}
         self.hit_count_high: dict[str, int] = {}
         self.hit_count_low: dict[str, int] = {}
+        # The high hit counts as the last cycle found them (it resets a ripe pair's): what
+        # ``explain`` reads to tell which count fired.
+        self._hit_count_high_before: dict[str, int] = {}
 
     def find_bundles_for_unloading(
         self, load_data: LoadData, conf: BrokerConfig
     ) -> dict[str, list[str]]:
         """Which bundles to move from the busy broker of each ripe pair."""
+        self._hit_count_high_before = dict(self.hit_count_high)
         result: dict[str, list[str]] = {}
         brokers = self._scores_sorted(load_data, conf)
         pairs = self._pairs(
@@ -238,3 +243,43 @@ class AvgShedder:
 
     def on_active_brokers_change(self, active_brokers: Collection[str]) -> None:
         """Nothing to forget (Pulsar keeps bindings and counters of departed brokers)."""
+
+    def explain(
+        self, load_data: LoadData, conf: BrokerConfig, broker: str, destination: str
+    ) -> dict[str, Any]:
+        """See ``LoadSheddingStrategy.explain``: the pair's scores and the hit count that fired.
+
+        ``HighHitCount`` or ``LowHitCount``, and the amount the pair's gap asks for.
+        """
+        local = load_data.broker_data[broker].local_data
+        score = self.broker_score
+        busy, idle = score.get(broker, 0.0), score.get(destination, 0.0)
+        high_hits = self._hit_count_high_before
+        high = conf.loadBalancerAvgShedderHitCountHighThreshold
+        gap_high = busy - idle >= conf.loadBalancerAvgShedderHighThreshold
+        ripe_high = gap_high and any(high_hits.get(b, 0) + 1 >= high for b in (broker, destination))
+        threshold = (
+            conf.loadBalancerAvgShedderHighThreshold
+            if ripe_high
+            else conf.loadBalancerAvgShedderLowThreshold
+        )
+        numbers: dict[str, Any] = {
+            "reason": "HighHitCount" if ripe_high else "LowHitCount",
+            "broker_load": busy / 100,
+            "cluster_load": idle / 100,
+            "dest_load": idle / 100,
+            "threshold": threshold / 100,
+        }
+        partner = load_data.broker_data.get(destination)
+        if partner is None:
+            return numbers
+        idle_local = partner.local_data
+        rate = local.msg_rate_in + local.msg_rate_out
+        idle_rate = idle_local.msg_rate_in + idle_local.msg_rate_out
+        rate_needed = (rate - idle_rate) * conf.maxUnloadPercentage
+        if rate_needed > conf.minUnloadMessage:
+            return numbers | {"to_offload": rate_needed, "offload_unit": MESSAGES}
+        throughput = local.msg_throughput_in + local.msg_throughput_out
+        idle_throughput = idle_local.msg_throughput_in + idle_local.msg_throughput_out
+        tp_needed = (throughput - idle_throughput) * conf.maxUnloadPercentage
+        return numbers | {"to_offload": tp_needed, "offload_unit": BYTES}

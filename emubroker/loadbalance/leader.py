@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Final, Protocol
 import anyio
 import msgspec
 
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.aggregation import LeaderAggregation
 from emubroker.loadbalance.isolation import PlacementPolicies
 from emubroker.loadbalance.leader_election import LeaderElectionState
+from emubroker.loadbalance.load_manager import LeaderTerm
+from emubroker.loadbalance.load_managers import load_manager
 from emubroker.loadbalance.shedding_runtime import SheddingRunner
 from emubroker.loadbalance.split_runtime import SplitRunner
 from emubroker.loadbalance.transfer_shedder import TransferShedder
@@ -106,17 +107,6 @@ class LoadBalancerLeaderStatistics(msgspec.Struct, frozen=True):
     bundles_split: int = 0
 
 
-class _Term:
-    """One leadership term's state."""
-
-    def __init__(self, aggregation: LeaderAggregation) -> None:
-        self.aggregation = aggregation
-        self.bundle_data_writes = 0
-        self.cycle = 0
-        self.recently_unloaded_bundles: dict[str, int] = {}
-        self.recently_unloaded_brokers: dict[str, int] = {}
-
-
 class LoadBalancerLeader:
     """The leader's load-manager tasks; run :meth:`run` in the broker's task group.
 
@@ -171,7 +161,7 @@ class LoadBalancerLeader:
         self._layout = layout
         self._tg: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
-        self._term: _Term | None = None
+        self._term: LeaderTerm | None = None
         self._terms = 0
         self._cycles = 0
 
@@ -184,15 +174,7 @@ class LoadBalancerLeader:
 
     def statistics(self) -> LoadBalancerLeaderStatistics:
         term = self._term
-        counters = self.runner.modular
-        if self._extensible():
-            unload_brokers = self.runner.extensible.unload_broker_count
-            unload_bundles = self.runner.extensible.unload_bundle_count
-        else:
-            unload_brokers, unload_bundles = (
-                counters.unload_broker_count,
-                counters.unload_bundle_count,
-            )
+        unload_brokers, unload_bundles = load_manager(self._config()).unload_counts(self)
         return LoadBalancerLeaderStatistics(
             leading=term is not None,
             terms=self._terms,
@@ -201,9 +183,24 @@ class LoadBalancerLeader:
             shedding_cycles=self._cycles,
             unload_broker_count=unload_brokers,
             unload_bundle_count=unload_bundles,
-            split_checks=self.splits.checks if self.splits is not None else 0,
-            bundles_split=self.splits.split_count if self.splits is not None else 0,
+            split_checks=self.split_checks,
+            bundles_split=self.bundles_split,
         )
+
+    @property
+    def shedding_cycles(self) -> int:
+        """Shedding cycles run since the broker started."""
+        return self._cycles
+
+    @property
+    def split_checks(self) -> int:
+        """Automatic split checks run since the broker started."""
+        return self.splits.checks if self.splits is not None else 0
+
+    @property
+    def bundles_split(self) -> int:
+        """Bundles split automatically since the broker started."""
+        return self.splits.split_count if self.splits is not None else 0
 
     # ---- the service -----------------------------------------------------------------------
 
@@ -250,7 +247,7 @@ class LoadBalancerLeader:
                 now_ms=self._clock.wall_ms,
                 has_policies=lambda bundle: self._current_policies().has_policies(bundle),
             )
-            term = self._term = _Term(aggregation)
+            term = self._term = LeaderTerm(aggregation)
             log.debug("leading: starting the load manager's leader tasks (%s)", self._broker_id)
             try:
                 try:
@@ -259,10 +256,7 @@ class LoadBalancerLeader:
                     log.warning("could not read the stored bundle data (%s); using defaults", exc)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._watch_reports, aggregation)
-                    if self._extensible():
-                        tg.start_soon(self._load_sampler, aggregation)
-                    else:
-                        tg.start_soon(self._bundle_data_writer, term)
+                    tg.start_soon(load_manager(conf).run_term_task, self, term)
                     tg.start_soon(self._shedding_loop, term)
             finally:
                 if self._term is term:
@@ -272,9 +266,6 @@ class LoadBalancerLeader:
 
     def _current_policies(self) -> PlacementPolicies:
         return self._policies() if self._policies is not None else PlacementPolicies()
-
-    def _extensible(self) -> bool:
-        return self._config().loadManagerClassName == EXTENSIBLE_LOAD_MANAGER
 
     # ---- aggregation -----------------------------------------------------------------------
 
@@ -298,12 +289,17 @@ class LoadBalancerLeader:
         aggregation.manager.conf = self._config()
         aggregation.manager.policies = self._current_policies()  # the split check reads them
         await self._guarded(aggregation.refresh, "updating the load data")
-        if self.splits is not None and self._layout is not None and not self._extensible():
-            splits, layout = self.splits, self._layout
-            await self._guarded(
-                lambda: splits.check(aggregation, self._config(), layout, aggregation.updates),
-                "checking bundles to split",
-            )
+        await load_manager(self._config()).after_update(self, aggregation)
+
+    async def check_splits(self, aggregation: LeaderAggregation) -> None:
+        """Split the hot bundles (``checkNamespaceBundleSplit``), if splitting is wired."""
+        if self.splits is None or self._layout is None:
+            return
+        splits, layout = self.splits, self._layout
+        await self._guarded(
+            lambda: splits.check(aggregation, self._config(), layout, aggregation.updates),
+            "checking bundles to split",
+        )
 
     async def _guarded(self, action: Callable[[], Awaitable[object]], what: str) -> None:
         try:
@@ -316,7 +312,8 @@ class LoadBalancerLeader:
 
     # ---- periodic tasks --------------------------------------------------------------------
 
-    async def _bundle_data_writer(self, term: _Term) -> None:
+    async def write_bundle_data_periodically(self, term: LeaderTerm) -> None:
+        """``LoadResourceQuotaUpdaterTask``: write the bundle data at its interval, forever."""
         deadline = self._clock.now()
         while True:
             deadline += self._config().loadBalancerResourceQuotaUpdateIntervalMinutes * 60
@@ -325,7 +322,8 @@ class LoadBalancerLeader:
             await self._guarded(term.aggregation.write_bundle_data, "writing the bundle data")
             term.bundle_data_writes += 1
 
-    async def _load_sampler(self, aggregation: LeaderAggregation) -> None:
+    async def sample_loads_periodically(self, aggregation: LeaderAggregation) -> None:
+        """Sample every broker's ``BrokerLoadData`` at the report interval, forever."""
         deadline = self._clock.now()
         while True:
             deadline += self._config().loadBalancerReportUpdateMinIntervalMillis / 1000
@@ -333,32 +331,19 @@ class LoadBalancerLeader:
             aggregation.manager.conf = self._config()
             aggregation.sample_broker_loads()
 
-    async def _shedding_loop(self, term: _Term) -> None:
+    async def _shedding_loop(self, term: LeaderTerm) -> None:
         deadline = self._clock.now()
         while True:
-            interval = self._config().loadBalancerSheddingIntervalMinutes * 60
-            if self._extensible():
-                deadline += interval  # UnloadScheduler: fixed rate
-                await self._clock.sleep_until(deadline)
-            else:
-                await self._clock.sleep(interval)  # LoadSheddingTask: fixed delay
+            conf = self._config()
+            interval = conf.loadBalancerSheddingIntervalMinutes * 60
+            deadline = await load_manager(conf).wait_for_shedding(self._clock, deadline, interval)
             await self._guarded(lambda: self._shed(term), "load shedding")
 
-    async def _shed(self, term: _Term) -> None:
+    async def _shed(self, term: LeaderTerm) -> None:
         conf = self._config()
         manager = term.aggregation.manager
         manager.conf = conf
         manager.policies = self._current_policies()  # what shedding's policy checks read
         term.cycle += 1
         self._cycles += 1
-        if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
-            await self.runner.extensible_cycle(
-                self.transfer_shedder,
-                term.aggregation,
-                conf,
-                term.cycle,
-                term.recently_unloaded_bundles,
-                term.recently_unloaded_brokers,
-            )
-        else:
-            await self.runner.modular_cycle(manager, term.cycle)
+        await load_manager(conf).shed(self, term, conf)

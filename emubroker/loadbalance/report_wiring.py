@@ -15,9 +15,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Protocol
 
 from emubroker.config import ConfigError
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.bundle_sampler import TopicTraffic
 from emubroker.loadbalance.data import AdvertisedListener, LocalBrokerData
+from emubroker.loadbalance.load_managers import load_manager
 from emubroker.loadbalance.psutil_source import (
     PsutilUsageSource,
     host_memory_mb,
@@ -230,9 +230,6 @@ def build_load_reporter(
 
         def on_written(report: LocalBrokerData, why: str) -> None:
             live = config()
-            manager = (
-                "extensible" if live.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER else "modular"
-            )
             sink.append(
                 report_record(
                     broker_id,
@@ -241,7 +238,7 @@ def build_load_reporter(
                     wall_ns=clock.wall_ns(),
                     monotonic=clock.now(),
                     reason=why,
-                    load_manager=manager,
+                    load_manager=load_manager(live).name,
                 )
             )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from emubroker.loadbalance.data import weighted_max_usage
 from emubroker.loadbalance.javaorder import double_key, to_int
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.data import BrokerData, BundleData, LoadData, LocalBrokerData
 
 __all__ = [
+    "BYTES",
+    "MESSAGES",
     "LoadSheddingStrategy",
     "OverloadShedder",
     "ThresholdShedder",
@@ -40,6 +42,10 @@ MIB: Final = 1024 * 1024
 ADDITIONAL_THRESHOLD_PERCENT_MARGIN: Final = 0.05
 """Shed a little more than the excess so the broker does not sit right at the threshold."""
 LOWER_BOUNDARY_THRESHOLD_MARGIN: Final = 0.5
+BYTES: Final = "bytes/s"
+"""``offload_unit`` of an amount in bytes per second (an explanation's)."""
+MESSAGES: Final = "msg/s"
+"""``offload_unit`` of an amount in messages per second."""
 
 
 class LoadSheddingStrategy(Protocol):
@@ -54,6 +60,34 @@ class LoadSheddingStrategy(Protocol):
     def on_active_brokers_change(self, active_brokers: Collection[str]) -> None:
         """Forget brokers that left the cluster."""
         ...
+
+    def explain(
+        self, load_data: LoadData, conf: BrokerConfig, broker: str, destination: str
+    ) -> dict[str, Any]:
+        """The numbers behind moving a bundle off ``broker`` (to ``destination``).
+
+        For the decision of the cycle just run: its log line and ``shed`` trace row
+        (docs/load-balancer-trace.md).
+        The keys are the trace row's decision fields (``reason``, ``broker_load``,
+        ``cluster_load``, ``threshold``, ``to_offload``, ``offload_unit``, ``dest_load``),
+        each present when the strategy has that figure; they are recomputed with the
+        strategy's own formulas from the same inputs and its state after the cycle.
+        """
+        ...
+
+
+def _throughput(local: LocalBrokerData) -> float:
+    return local.msg_throughput_in + local.msg_throughput_out
+
+
+def _rate(local: LocalBrokerData) -> float:
+    return local.msg_rate_in + local.msg_rate_out
+
+
+def dest_usage(load_data: LoadData, conf: BrokerConfig, destination: str) -> dict[str, Any]:
+    """``dest_load`` of an explanation: the destination's weighted maximum usage."""
+    data = load_data.broker_data.get(destination)
+    return {} if data is None else {"dest_load": weighted_max_usage(data.local_data, conf)}
 
 
 def _short_term_throughput(data: BundleData) -> float:
@@ -163,6 +197,23 @@ class OverloadShedder:
     def on_active_brokers_change(self, active_brokers: Collection[str]) -> None:
         """Nothing to forget."""
 
+    def explain(
+        self, load_data: LoadData, conf: BrokerConfig, broker: str, destination: str
+    ) -> dict[str, Any]:
+        """See ``LoadSheddingStrategy.explain``: the broker's usage over the threshold."""
+        local = load_data.broker_data[broker].local_data
+        usage = weighted_max_usage(local, conf)
+        threshold = conf.loadBalancerBrokerOverloadedThresholdPercentage / 100.0
+        return {
+            "reason": "Overloaded",
+            "broker_load": usage,
+            "threshold": threshold,
+            "to_offload": _throughput(local)
+            * (usage - threshold + ADDITIONAL_THRESHOLD_PERCENT_MARGIN),
+            "offload_unit": BYTES,
+            **dest_usage(load_data, conf, destination),
+        }
+
 
 class ThresholdShedder:
     """Shed from brokers whose usage average exceeds the cluster average by the threshold.
@@ -268,6 +319,42 @@ class ThresholdShedder:
         for broker in [b for b in self.broker_avg_resource_usage if b not in active_brokers]:
             del self.broker_avg_resource_usage[broker]
 
+    def explain(
+        self, load_data: LoadData, conf: BrokerConfig, broker: str, destination: str
+    ) -> dict[str, Any]:
+        """See ``LoadSheddingStrategy.explain``: the averages after the cycle.
+
+        Against the cluster's mean, over (``Overloaded``) or under (``Underloaded``) it by the
+        threshold.
+        """
+        local = load_data.broker_data[broker].local_data
+        averages = self.broker_avg_resource_usage
+        known = [averages.get(b, 0.0) for b in load_data.broker_data]
+        cluster = sum(known) / len(known) if known else 0.0
+        threshold = conf.loadBalancerBrokerThresholdShedderPercentage / 100.0
+        usage = averages.get(broker, 0.0)
+        numbers: dict[str, Any] = {
+            "broker_load": usage,
+            "cluster_load": cluster,
+            "offload_unit": BYTES,
+            "dest_load": averages.get(destination, -1.0),
+        }
+        if usage >= cluster + threshold:
+            share = usage - cluster - threshold + ADDITIONAL_THRESHOLD_PERCENT_MARGIN
+            return numbers | {
+                "reason": "Overloaded",
+                "threshold": cluster + threshold,
+                "to_offload": _throughput(local) * share,
+            }
+        # The lower-boundary path: some broker is below the average by the threshold. (A broker
+        # above the upper threshold but short of the minimum throughput is not chosen there
+        # either: its lower-boundary amount, threshold * 0.5 of its throughput, is never larger.)
+        return numbers | {
+            "reason": "Underloaded",
+            "threshold": cluster - threshold,
+            "to_offload": _throughput(local) * threshold * LOWER_BOUNDARY_THRESHOLD_MARGIN,
+        }
+
 
 class UniformLoadShedder:
     """Even out message rate (or throughput) between the busiest and the idlest broker.
@@ -337,3 +424,36 @@ class UniformLoadShedder:
 
     def on_active_brokers_change(self, active_brokers: Collection[str]) -> None:
         """Nothing to forget."""
+
+    def explain(
+        self, load_data: LoadData, conf: BrokerConfig, broker: str, destination: str
+    ) -> dict[str, Any]:
+        """See ``LoadSheddingStrategy.explain``: the busiest and idlest brokers' difference.
+
+        In message rate, or else in throughput.
+        """
+        local = load_data.broker_data[broker].local_data
+        locals_ = [data.local_data for data in load_data.broker_data.values()]
+        min_rate = min(_rate(b) for b in locals_) or 1.0
+        max_rate = max(_rate(b) for b in locals_)
+        min_tp = min(_throughput(b) for b in locals_) or 1.0
+        max_tp = max(_throughput(b) for b in locals_)
+        rate_threshold = conf.loadBalancerMsgRateDifferenceShedderThreshold
+        if rate_threshold > 0 and (max_rate - min_rate) * 100 / min_rate > rate_threshold:
+            return {
+                "reason": "MsgRateDifference",
+                "broker_load": _rate(local),
+                "cluster_load": min_rate,
+                "threshold": min_rate * (1 + rate_threshold / 100),
+                "to_offload": float(to_int((max_rate - min_rate) * conf.maxUnloadPercentage)),
+                "offload_unit": MESSAGES,
+            }
+        multiplier = conf.loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold
+        return {
+            "reason": "ThroughputDifference",
+            "broker_load": _throughput(local),
+            "cluster_load": min_tp,
+            "threshold": min_tp * multiplier,
+            "to_offload": float(to_int((max_tp - min_tp) * conf.maxUnloadPercentage)),
+            "offload_unit": BYTES,
+        }

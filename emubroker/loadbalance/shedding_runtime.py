@@ -1,10 +1,11 @@
-"""One shedding cycle of the leader, performed: decisions, unloads, log lines, trace rows, counters.
+"""Shedding decisions performed: unloads, log lines, trace rows, counters.
 
 The decisions are the pure strategies' (``ModularLoadManager.do_load_shedding`` for the modular
-shedders, ``TransferShedder.find_bundles_for_unloading`` for the extensible manager); this module
-carries them out through an injected :class:`BundleUnloader`, Pulsar's admin call
-``unloadNamespaceBundle(namespace, range, destinationBroker)`` (modular) or its unload event on
-the service-unit state channel (extensible). For every decision it writes:
+shedders, ``TransferShedder.find_bundles_for_unloading`` for the extensible manager), taken by
+the load manager's ``shed`` (``modular_kind``, ``extensible_kind``); this module carries them
+out through an injected :class:`BundleUnloader`, Pulsar's admin call ``unloadNamespaceBundle(
+namespace, range, destinationBroker)`` (modular) or its unload event on the service-unit state
+channel (extensible). For every decision it writes:
 
 - a log line naming the strategy, the bundle, both brokers, the reason and the numbers;
 - a ``shed`` row in the load-balancer trace (docs/load-balancer-trace.md);
@@ -25,24 +26,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from emubroker.loadbalance.avg_shedder import AvgShedder
-from emubroker.loadbalance.extensible_data import (
-    Label,
-    LoadManagerContext,
-    Reason,
-    UnloadCounter,
-    UnloadDecision,
-)
-from emubroker.loadbalance.shed_explain import bundle_numbers, explain
-from emubroker.loadbalance.strategies import simple_name
+from emubroker.loadbalance.extensible_data import UnloadCounter, UnloadDecision
 from emubroker.loadbalance.trace import LoadBalancerTraceRecord, unload_record
 
 if TYPE_CHECKING:
-    from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.aggregation import LeaderAggregation
+    from emubroker.loadbalance.data import LoadData
     from emubroker.loadbalance.extensible_data import Unload
-    from emubroker.loadbalance.modular import ModularLoadManager
-    from emubroker.loadbalance.transfer_shedder import TransferShedder
     from protocol.clock import Clock
 
 __all__ = [
@@ -50,6 +39,7 @@ __all__ = [
     "ModularUnloadCounters",
     "SheddingRunner",
     "TraceSink",
+    "bundle_numbers",
 ]
 
 log = logging.getLogger(__name__)
@@ -89,8 +79,21 @@ class ModularUnloadCounters(msgspec.Struct):
     cycles: int = 0  # cycles that got past the enabled and broker-count checks
 
 
+def bundle_numbers(load_data: LoadData, bundle: str) -> dict[str, Any]:
+    """The bundle's short-term rate and throughput and its topics (none when unknown)."""
+    data = load_data.bundle_data.get(bundle)
+    if data is None:
+        return {}
+    short = data.short_term_data
+    return {
+        "bundle_msg_rate": short.msg_rate_in + short.msg_rate_out,
+        "bundle_throughput": short.msg_throughput_in + short.msg_throughput_out,
+        "bundle_topics": data.topics,
+    }
+
+
 class SheddingRunner:
-    """Carries out shedding decisions for the leader.
+    """Carries out shedding decisions for the leader (the load manager's ``shed`` decides).
 
     Args:
         clock: The leader's clock (wall milliseconds stamp the unloads, as Pulsar's
@@ -108,144 +111,14 @@ class SheddingRunner:
         unload: BundleUnloader,
         trace: TraceSink | None = None,
     ) -> None:
-        self._clock = clock
+        self._clock = self.clock = clock
         self._broker_id = broker_id
         self._unload = unload
         self._trace = trace
         self.modular = ModularUnloadCounters()
         self.extensible = UnloadCounter()
 
-    # ---- the modular load manager ----------------------------------------------------------
-
-    async def modular_cycle(self, manager: ModularLoadManager, cycle: int) -> list[Unload]:
-        """``doLoadShedding``: decide, then unload each bundle to its destination.
-
-        Returns:
-            The unloads that went through.
-        """
-        conf = manager.conf
-        strategy = manager.shedding
-        avg_hits = (
-            (dict(strategy.hit_count_high), dict(strategy.hit_count_low))
-            if isinstance(strategy, AvgShedder)
-            else ({}, {})
-        )
-        now = self._clock.wall_ms()
-        decisions = manager.do_load_shedding(now)
-        if not (conf.loadBalancerEnabled and conf.loadBalancerSheddingEnabled):
-            return []
-        if len(manager.available_brokers) <= 1:
-            return []  # Pulsar returns before updating its unload metrics
-        self.modular.cycles += 1
-        name = simple_name(conf.loadBalancerLoadSheddingStrategy)
-        done: list[Unload] = []
-        for decision in decisions:
-            numbers = explain(
-                strategy,
-                manager.load_data,
-                conf,
-                decision.source_broker,
-                decision.dest_broker or "",
-                avg_hits=avg_hits,
-            ) | bundle_numbers(manager.load_data, decision.service_unit)
-            self._record(decision, name, cycle, "modular", numbers)
-            if await self._perform(name, decision):
-                done.append(decision)
-                self.modular.unload_bundle_count += 1
-            else:
-                manager.load_data.recently_unloaded_bundles.pop(decision.service_unit, None)
-        self.modular.unload_broker_count += len({u.source_broker for u in done})
-        return done
-
-    # ---- the extensible load manager -------------------------------------------------------
-
-    async def extensible_cycle(
-        self,
-        shedder: TransferShedder,
-        aggregation: LeaderAggregation,
-        conf: BrokerConfig,
-        cycle: int,
-        recently_unloaded_bundles: dict[str, int],
-        recently_unloaded_brokers: dict[str, int],
-    ) -> list[UnloadDecision]:
-        """``UnloadScheduler.execute``: TransferShedder's decisions, each unloaded (transferred).
-
-        Returns:
-            The decisions whose unload went through.
-        """
-        if not (conf.loadBalancerEnabled and conf.loadBalancerSheddingEnabled):
-            return []
-        now = self._clock.wall_ms()
-        expiry = now - conf.loadBalancerSheddingGracePeriodMinutes * _MINUTE_MS
-        for bundle in [b for b, at in recently_unloaded_bundles.items() if at < expiry]:
-            del recently_unloaded_bundles[bundle]
-        brokers = aggregation.manager.available_brokers
-        if len(brokers) <= 1:
-            log.info("Only 1 broker available: no load shedding will be performed. Skipping.")
-            return []
-        counter = self.extensible
-        skips_before = dict(counter.breakdown_counters[Label.Skip])
-        context = LoadManagerContext(
-            broker_configuration=conf,
-            broker_load_data_store=aggregation.broker_loads,
-            top_bundle_load_data_store=aggregation.top_bundles,
-            available_brokers=frozenset(brokers),
-            now=now,
-        )
-        decisions = shedder.find_bundles_for_unloading(
-            context, recently_unloaded_bundles, recently_unloaded_brokers
-        )
-        name = "TransferShedder"
-        if not decisions:
-            self._record_skip(skips_before, cycle, shedder)
-            return []
-        done: list[UnloadDecision] = []
-        loads = aggregation.broker_loads
-        for decision in sorted(
-            decisions, key=lambda d: (d.unload.source_broker, d.unload.service_unit)
-        ):
-            unload = decision.unload
-            source = loads.get(unload.source_broker)
-            dest = loads.get(unload.dest_broker or "")
-            numbers: dict[str, Any] = {
-                "broker_load": source.weighted_max_ema if source else -1.0,
-                "dest_load": dest.weighted_max_ema if dest else -1.0,
-                "cluster_load": shedder.stats.avg,
-                "threshold": conf.loadBalancerBrokerLoadTargetStd,
-            } | bundle_numbers(aggregation.manager.load_data, unload.service_unit)
-            self._record(decision, name, cycle, "extensible", numbers)
-            if await self._perform(name, unload):
-                counter.update(Label.Success, decision.reason)
-                recently_unloaded_bundles[unload.service_unit] = now
-                recently_unloaded_brokers[unload.source_broker] = now
-                done.append(decision)
-            else:
-                counter.update(Label.Failure, Reason.Unknown)
-        counter.unload_broker_count += len({d.unload.source_broker for d in done})
-        return done
-
-    def _record_skip(self, before: dict[Reason, int], cycle: int, shedder: TransferShedder) -> None:
-        after = self.extensible.breakdown_counters[Label.Skip]
-        reason = next((r for r, n in after.items() if n > before.get(r, 0)), None)
-        if reason is None:
-            return  # a failure, already logged by the shedder
-        log.info("[TransferShedder] cycle %d: no unload (%s)", cycle, reason)
-        if self._trace is not None:
-            self._trace.append(
-                self._row(
-                    event="shed",
-                    load_manager="extensible",
-                    cycle=cycle,
-                    strategy="TransferShedder",
-                    label=str(Label.Skip),
-                    reason=str(reason),
-                    cluster_load=shedder.stats.avg,
-                )
-            )
-
-    # ---- shared ----------------------------------------------------------------------------
-
-    def _record(
+    def record(
         self,
         decision: Unload | UnloadDecision,
         strategy: str,
@@ -253,6 +126,7 @@ class SheddingRunner:
         load_manager: str,
         numbers: dict[str, Any],
     ) -> None:
+        """Log one decision with its numbers and write its ``shed`` row."""
         # A modular decision's reason comes with its numbers; TransferShedder's with the decision
         # (and unload_record copies it from there).
         fields = dict(numbers)
@@ -292,7 +166,13 @@ class SheddingRunner:
             )
         )
 
-    def _row(self, **fields: Any) -> LoadBalancerTraceRecord:
+    def append(self, record: LoadBalancerTraceRecord) -> None:
+        """Write ``record`` to the trace, if there is one."""
+        if self._trace is not None:
+            self._trace.append(record)
+
+    def row(self, **fields: Any) -> LoadBalancerTraceRecord:
+        """A trace row stamped now by this broker."""
         return LoadBalancerTraceRecord(
             wall_ns=self._clock.wall_ns(),
             monotonic=self._clock.now(),
@@ -300,7 +180,8 @@ class SheddingRunner:
             **fields,
         )
 
-    async def _perform(self, strategy: str, unload: Unload) -> bool:
+    async def perform(self, strategy: str, unload: Unload) -> bool:
+        """Unload one bundle; False (logged) when the unload failed."""
         try:
             await self._unload(unload.service_unit, unload.dest_broker)
         except Exception as exc:

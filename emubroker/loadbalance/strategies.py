@@ -1,23 +1,24 @@
-"""Strategy objects by Pulsar class name.
+"""Strategy objects by Pulsar class name, built from the registry (``strategy_registry``).
 
 The keys are ``loadBalancerLoadPlacementStrategy`` and ``loadBalancerLoadSheddingStrategy``.
 
-The configuration already accepts only the names listed here (``emubroker.config_loadbalancer``),
-so a lookup cannot fail for a validated ``BrokerConfig``. AvgShedder named for both keys is one
-object serving both roles, as in ``ModularLoadManagerImpl.initialize``.
+The configuration already accepts only the registered names (``emubroker.config_loadbalancer``
+reads the same registry), so a lookup cannot fail for a validated ``BrokerConfig``. A strategy
+named for both keys (AvgShedder) is one object serving both roles, as in
+``ModularLoadManagerImpl.initialize``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, NamedTuple
+import importlib
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from emubroker.loadbalance.avg_shedder import AvgShedder
-from emubroker.loadbalance.placement import (
-    LeastLongTermMessageRate,
-    LeastResourceUsageWithWeight,
-    RoundRobinBrokerSelector,
+from emubroker.loadbalance.strategy_registry import (
+    MODULAR_LOAD_MANAGER,
+    STRATEGIES,
+    StrategyEntry,
+    simple_name,
 )
-from emubroker.loadbalance.shedding import OverloadShedder, ThresholdShedder, UniformLoadShedder
 
 if TYPE_CHECKING:
     import random
@@ -26,14 +27,7 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.placement import ModularLoadManagerStrategy
     from emubroker.loadbalance.shedding import LoadSheddingStrategy
 
-__all__ = ["ModularStrategies", "create_modular_strategies", "simple_name"]
-
-_PACKAGE: Final = "org.apache.pulsar.broker.loadbalance.impl."
-
-
-def simple_name(class_name: str) -> str:
-    """``ThresholdShedder`` of ``org.apache...impl.ThresholdShedder``."""
-    return class_name.rsplit(".", 1)[-1]
+__all__ = ["ModularStrategies", "build", "create_modular_strategies", "simple_name"]
 
 
 class ModularStrategies(NamedTuple):
@@ -41,6 +35,13 @@ class ModularStrategies(NamedTuple):
 
     placement: ModularLoadManagerStrategy
     shedding: LoadSheddingStrategy
+
+
+def build(entry: StrategyEntry, rng: random.Random | None = None) -> Any:
+    """A new object of the strategy ``entry`` names (its module imported now)."""
+    module, _, name = entry.implementation.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    return cls(rng) if entry.takes_rng else cls()
 
 
 def create_modular_strategies(
@@ -58,32 +59,18 @@ def create_modular_strategies(
     """
     placement_name = conf.loadBalancerLoadPlacementStrategy
     shedding_name = conf.loadBalancerLoadSheddingStrategy
-    placements: dict[str, type[LeastLongTermMessageRate | LeastResourceUsageWithWeight]] = {
-        _PACKAGE + "LeastLongTermMessageRate": LeastLongTermMessageRate,
-        _PACKAGE + "LeastResourceUsageWithWeight": LeastResourceUsageWithWeight,
-    }
-    shedders: dict[str, type[OverloadShedder | ThresholdShedder | UniformLoadShedder]] = {
-        _PACKAGE + "OverloadShedder": OverloadShedder,
-        _PACKAGE + "ThresholdShedder": ThresholdShedder,
-        _PACKAGE + "UniformLoadShedder": UniformLoadShedder,
-    }
-    avg: AvgShedder | None = None
-    placement: ModularLoadManagerStrategy
-    if placement_name in placements:
-        placement = placements[placement_name](rng)
-    elif placement_name == _PACKAGE + "RoundRobinBrokerSelector":
-        placement = RoundRobinBrokerSelector()
-    elif placement_name == _PACKAGE + "AvgShedder":
-        placement = avg = AvgShedder(rng)
-    else:
+    placement_entry = STRATEGIES.get(placement_name)
+    if placement_entry is None or not placement_entry.placement:
         raise ValueError(f"loadBalancerLoadPlacementStrategy: unknown strategy {placement_name}")
-    shedding: LoadSheddingStrategy
-    if shedding_name in shedders:
-        shedding = shedders[shedding_name]()
-    elif shedding_name == _PACKAGE + "AvgShedder":
-        shedding = avg if avg is not None else AvgShedder(rng)
-    else:
+    shedding_entry = STRATEGIES.get(shedding_name)
+    if (
+        shedding_entry is None
+        or not shedding_entry.shedding
+        or MODULAR_LOAD_MANAGER not in shedding_entry.load_managers
+    ):
         raise ValueError(
             f"loadBalancerLoadSheddingStrategy: {shedding_name} is not a modular shedder"
         )
+    placement = build(placement_entry, rng)
+    shedding = placement if shedding_entry is placement_entry else build(shedding_entry, rng)
     return ModularStrategies(placement, shedding)

@@ -17,7 +17,7 @@ from the idle broker count as gained traffic only when ``loadBalancerDebugModeEn
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from emubroker.loadbalance.data import bundle_namespace
 from emubroker.loadbalance.extensible_data import (
@@ -150,6 +150,22 @@ class TransferShedder:
         else:
             self.unload_condition_hit_count = 0
         return decisions
+
+    def explain(self, decision: UnloadDecision, context: LoadManagerContext) -> dict[str, Any]:
+        """The numbers behind ``decision`` of the cycle just run (its log line and trace row).
+
+        The two brokers' ``weightedMaxEMA`` (-1 when unknown), the cluster's mean load and the
+        target deviation (docs/load-balancer-trace.md); the reason comes with the decision.
+        """
+        loads = context.broker_load_data_store
+        source = loads.get(decision.unload.source_broker)
+        dest = loads.get(decision.unload.dest_broker or "")
+        return {
+            "broker_load": source.weighted_max_ema if source else -1.0,
+            "dest_load": dest.weighted_max_ema if dest else -1.0,
+            "cluster_load": self.stats.avg,
+            "threshold": context.broker_configuration.loadBalancerBrokerLoadTargetStd,
+        }
 
     def _is_underloaded(self, context: LoadManagerContext, broker: str) -> bool:
         store = context.broker_load_data_store
