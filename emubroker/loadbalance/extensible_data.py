@@ -48,8 +48,12 @@ DEFAULT_RESOURCE_USAGE: Final = 1.0
 """``BrokerLoadData`` reports full usage until its first update."""
 
 
-class BrokerLoadData(msgspec.Struct, rename="camel"):
-    """A broker's load as the extensible load manager sees it (``extensions.data``)."""
+class BrokerLoadData(msgspec.Struct, rename="camel", dict=True):
+    """A broker's load as the extensible load manager sees it (``extensions.data``).
+
+    The resource usages start at ``ResourceUsage()``, ``(0, 0)``, as Pulsar's constructor has
+    them (a measured ``SystemResourceUsage`` starts at ``(-1, -1)``: unmeasured).
+    """
 
     cpu: ResourceUsage = ResourceUsage()
     memory: ResourceUsage = ResourceUsage()
@@ -82,8 +86,11 @@ class BrokerLoadData(msgspec.Struct, rename="camel"):
     ) -> None:
         """Take a new measurement at ``now`` (ms) and move the moving averages.
 
-        The first update (``updated_at == 0``) sets both averages to the new values; later ones
-        keep ``loadBalancerHistoryResourcePercentage`` of the old value.
+        The first update sets both averages to the new values; later ones keep
+        ``loadBalancerHistoryResourcePercentage`` of the old value. Departure: Pulsar tells the
+        first update by ``updatedAt == 0``, which a run whose clock starts at the epoch (the
+        simulator's) would meet at every update of its first millisecond; here the object
+        remembers that it was updated (an attribute the JSON does not carry).
         """
         self.cpu, self.memory, self.direct_memory = usage.cpu, usage.memory, usage.direct_memory
         self.bandwidth_in, self.bandwidth_out = usage.bandwidth_in, usage.bandwidth_out
@@ -102,7 +109,7 @@ class BrokerLoadData(msgspec.Struct, rename="camel"):
         history = conf.loadBalancerHistoryResourcePercentage
         weighted_max = self.max_resource_usage_with_weight(conf)
         throughput = msg_throughput_in + msg_throughput_out
-        first = self.updated_at == 0
+        first = not self.__dict__.get("sampled", False)
         self.weighted_max_ema = (
             weighted_max
             if first
@@ -112,11 +119,13 @@ class BrokerLoadData(msgspec.Struct, rename="camel"):
             throughput if first else self.msg_throughput_ema * history + (1 - history) * throughput
         )
         self.updated_at = now
+        self.__dict__["sampled"] = True
 
     def update_from(self, other: BrokerLoadData) -> None:
         """Copy every field of ``other`` (``update(BrokerLoadData)``)."""
         for name in self.__struct_fields__:
             setattr(self, name, getattr(other, name))
+        self.__dict__["sampled"] = other.__dict__.get("sampled", False)
 
     def max_resource_usage_with_weight(self, conf: BrokerConfig) -> float:
         """``max(resource% * weight) / 100``, memory included with its (deprecated) weight."""

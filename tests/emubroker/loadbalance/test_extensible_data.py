@@ -82,6 +82,25 @@ def test_update_by_broker_load_data() -> None:
     assert data == BrokerLoadData()
 
 
+def test_updates_at_time_zero_move_the_averages() -> None:
+    # A simulation's clock starts at the epoch: the second update at ``now == 0`` is not a
+    # first one, so the averages keep their history (Pulsar's ``updatedAt == 0`` test would
+    # restart them at every update of that millisecond).
+    data = BrokerLoadData()
+    data.update(usage(1.0, 800.0), 1, 2, 3, 4, 5, 6, HALF, 0)
+    assert (data.weighted_max_ema, data.msg_throughput_ema) == (2, 3)
+    data.update(usage(300.0, 200.0), 5, 6, 7, 8, 9, 10, HALF, 0)
+    assert data.weighted_max_ema == 1.875  # 2 * 0.75 + 1.5 * 0.25
+    assert data.msg_throughput_ema == 5  # 3 * 0.75 + 11 * 0.25
+    copy = BrokerLoadData()
+    copy.update_from(data)
+    copy.update(usage(300.0, 200.0), 5, 6, 7, 8, 9, 10, HALF, 0)
+    assert copy.msg_throughput_ema == 6.5  # 5 * 0.75 + 11 * 0.25
+    data.clear()
+    data.update(usage(1.0, 800.0), 1, 2, 3, 4, 5, 6, HALF, 0)
+    assert data.msg_throughput_ema == 3  # cleared: a first update again
+
+
 B1, B2, B3, B4 = (f"my-tenant/my-namespace{i}/0x00000000_0x0FFFFFFF" for i in range(1, 5))
 
 
