@@ -35,6 +35,7 @@ from emubroker.loadbalance.bundle_stats import (
 )
 from emubroker.loadbalance.javaorder import hash_map_order
 from emubroker.loadbalance.usage import (
+    NO_USAGE,
     ResourceUsage,
     SystemResourceUsage,
     f32,
@@ -91,11 +92,11 @@ class LocalBrokerData(msgspec.Struct, rename="camel"):
     pulsar_service_url_tls: str | None = None
     persistent_topics_enabled: bool = True
     non_persistent_topics_enabled: bool = True
-    cpu: ResourceUsage = ResourceUsage()
-    memory: ResourceUsage = ResourceUsage()
-    direct_memory: ResourceUsage = ResourceUsage()
-    bandwidth_in: ResourceUsage = ResourceUsage()
-    bandwidth_out: ResourceUsage = ResourceUsage()
+    cpu: ResourceUsage = NO_USAGE
+    memory: ResourceUsage = NO_USAGE
+    direct_memory: ResourceUsage = NO_USAGE
+    bandwidth_in: ResourceUsage = NO_USAGE
+    bandwidth_out: ResourceUsage = NO_USAGE
     msg_throughput_in: float = 0.0
     msg_throughput_out: float = 0.0
     msg_rate_in: float = 0.0

@@ -20,7 +20,12 @@ from emubroker.loadbalance.data import (
     is_system_service_namespace,
 )
 from emubroker.loadbalance.javaorder import java_sort
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage, max_with_weights
+from emubroker.loadbalance.usage import (
+    NO_USAGE,
+    ResourceUsage,
+    SystemResourceUsage,
+    max_with_weights,
+)
 from emubroker.loadbalance.usage import resource_weights as _weights
 
 if TYPE_CHECKING:
@@ -51,15 +56,15 @@ DEFAULT_RESOURCE_USAGE: Final = 1.0
 class BrokerLoadData(msgspec.Struct, rename="camel", dict=True):
     """A broker's load as the extensible load manager sees it (``extensions.data``).
 
-    The resource usages start at ``ResourceUsage()``, ``(0, 0)``, as Pulsar's constructor has
-    them (a measured ``SystemResourceUsage`` starts at ``(-1, -1)``: unmeasured).
+    The resource usages start at :data:`~emubroker.loadbalance.usage.NO_USAGE`, as Pulsar's
+    constructor has them (see :mod:`~emubroker.loadbalance.usage` for the defaults).
     """
 
-    cpu: ResourceUsage = ResourceUsage()
-    memory: ResourceUsage = ResourceUsage()
-    direct_memory: ResourceUsage = ResourceUsage()
-    bandwidth_in: ResourceUsage = ResourceUsage()
-    bandwidth_out: ResourceUsage = ResourceUsage()
+    cpu: ResourceUsage = NO_USAGE
+    memory: ResourceUsage = NO_USAGE
+    direct_memory: ResourceUsage = NO_USAGE
+    bandwidth_in: ResourceUsage = NO_USAGE
+    bandwidth_out: ResourceUsage = NO_USAGE
     msg_throughput_in: float = 0.0
     msg_throughput_out: float = 0.0
     msg_rate_in: float = 0.0

@@ -1,5 +1,11 @@
 """Resource samples and the usage arithmetic every strategy shares (spec/pulsar-behaviour.md §0).
 
+Defaults, as Pulsar's constructors have them and on purpose different: a load record
+(``LocalBrokerData``, ``BrokerLoadData``) starts at :data:`NO_USAGE`, ``(0, 0)``: no load yet,
+0 % to every strategy; a measurement (``SystemResourceUsage``) starts at :data:`UNMEASURED`,
+``(-1, -1)``: a resource its source does not measure, whose limit is unknown (0 % as well, as
+``percent_usage`` reads a limit that is not positive).
+
 ``ResourceUsage.percentUsage()`` is computed in 32-bit floats in Pulsar; the error is visible
 (``30/100`` gives ``30.000001907348633``) and Pulsar's tests assert such values, so we round
 through float32 at the same steps. Weighted maxima combine those percentages in doubles.
@@ -9,7 +15,7 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import msgspec
 
@@ -17,6 +23,8 @@ if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
 
 __all__ = [
+    "NO_USAGE",
+    "UNMEASURED",
     "ResourceUsage",
     "ResourceWeights",
     "SystemResourceUsage",
@@ -66,14 +74,20 @@ class ResourceUsage(msgspec.Struct, frozen=True):
         return f32(proportion * f32(100.0))
 
 
-class SystemResourceUsage(msgspec.Struct, rename="camel"):
-    """The five samples a broker measures; unmeasured ones are ``(-1, -1)`` as in Pulsar."""
+NO_USAGE: Final = ResourceUsage(0.0, 0.0)
+"""A load record's resource before any report: Pulsar's ``new ResourceUsage()``."""
+UNMEASURED: Final = ResourceUsage(-1.0, -1.0)
+"""A sample of a resource not measured: ``SystemResourceUsage``'s ``new ResourceUsage(-1, -1)``."""
 
-    bandwidth_in: ResourceUsage = ResourceUsage(-1, -1)
-    bandwidth_out: ResourceUsage = ResourceUsage(-1, -1)
-    cpu: ResourceUsage = ResourceUsage(-1, -1)
-    memory: ResourceUsage = ResourceUsage(-1, -1)
-    direct_memory: ResourceUsage = ResourceUsage(-1, -1)
+
+class SystemResourceUsage(msgspec.Struct, rename="camel"):
+    """The five samples a broker measures; unmeasured ones are :data:`UNMEASURED`."""
+
+    bandwidth_in: ResourceUsage = UNMEASURED
+    bandwidth_out: ResourceUsage = UNMEASURED
+    cpu: ResourceUsage = UNMEASURED
+    memory: ResourceUsage = UNMEASURED
+    direct_memory: ResourceUsage = UNMEASURED
 
 
 class ResourceWeights(NamedTuple):

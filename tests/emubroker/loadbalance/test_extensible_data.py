@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import NamespaceBundleStats
+from emubroker.loadbalance.data import LocalBrokerData, NamespaceBundleStats
 from emubroker.loadbalance.extensible_data import BrokerLoadData, partition_sort, top_k_bundles
 from emubroker.loadbalance.isolation import (
     NamespaceIsolationPolicies,
@@ -188,3 +188,13 @@ def test_partition_sort_random_cases_like_pulsars() -> None:
         items = list(values)
         partition_sort(items, k, lambda a, b: (a > b) - (a < b))
         assert items[:k] == sorted(values, reverse=True)[:k]
+
+
+def test_defaults_are_pulsars() -> None:
+    # A load record starts at new ResourceUsage() = (0, 0); a measurement at (-1, -1).
+    record_fields = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+    for record in (LocalBrokerData(), BrokerLoadData()):
+        assert {getattr(record, f) for f in record_fields} == {ResourceUsage(0, 0)}
+    sample = SystemResourceUsage()
+    assert {getattr(sample, f) for f in record_fields} == {ResourceUsage(-1, -1)}
+    assert ResourceUsage(-1, -1).percent_usage() == ResourceUsage(0, 0).percent_usage() == 0
