@@ -50,13 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import anyio
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.aggregation import LeaderAggregation
-from emubroker.loadbalance.codec import decode, encode
-from emubroker.loadbalance.data import LocalBrokerData, NamespaceBundleStats
-from emubroker.loadbalance.modular import ModularLoadManager
-from emubroker.loadbalance.modular_kind import shed as modular_shed
-from emubroker.loadbalance.shedding_runtime import SheddingRunner
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.leader.aggregation import LeaderAggregation
+from emubroker.loadbalance.leader.shedding_runtime import SheddingRunner
+from emubroker.loadbalance.model.codec import decode, encode
+from emubroker.loadbalance.model.data import LocalBrokerData, NamespaceBundleStats
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.modular.kind import shed as modular_shed
+from emubroker.loadbalance.modular.manager import ModularLoadManager
 from emubroker.metadata import MemoryMetadataTree
 from emubroker.metadata.paths import load_report_path
 from protocol.clock import FakeClock

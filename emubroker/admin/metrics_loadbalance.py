@@ -23,18 +23,18 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Final
 
 from emubroker.loadbalance.load_managers import load_manager
-from emubroker.loadbalance.usage import f32
+from emubroker.loadbalance.model.usage import f32
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.bundle_stats import NamespaceBundleStats
-    from emubroker.loadbalance.extensible_data import UnloadCounter
-    from emubroker.loadbalance.leader import LoadBalancerLeader
-    from emubroker.loadbalance.reporter import LoadReportStatistics
-    from emubroker.loadbalance.shedding_runtime import ModularUnloadCounters
-    from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+    from emubroker.loadbalance.leader.shedding_runtime import ModularUnloadCounters
+    from emubroker.loadbalance.leader.tasks import LoadBalancerLeader
+    from emubroker.loadbalance.model.bundle_stats import NamespaceBundleStats
+    from emubroker.loadbalance.model.extensible_data import UnloadCounter
+    from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+    from emubroker.loadbalance.reporting.reporter import LoadReportStatistics
 
 __all__ = [
     "java_double_string",

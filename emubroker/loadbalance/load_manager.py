@@ -5,8 +5,8 @@ default) or ``ExtensibleLoadManagerImpl`` (PIP-192). The leader's tasks, the pla
 unowned bundles, the reports' trace rows and ``/metrics`` are the same code for both; where the
 two differ they ask a :class:`LoadManager`, which
 :func:`~emubroker.loadbalance.load_managers.load_manager` chooses from the class name in one
-place. The implementations are :class:`~emubroker.loadbalance.modular_kind.ModularKind` and
-:class:`~emubroker.loadbalance.extensible_kind.ExtensibleKind`.
+place. The implementations are :class:`~emubroker.loadbalance.modular.kind.ModularKind` and
+:class:`~emubroker.loadbalance.extensible.kind.ExtensibleKind`.
 
 The interface is stateless: the state a load manager keeps (its unload counters, the
 TransferShedder's statistics, the placement strategies' randomness) lives with the broker that
@@ -22,12 +22,12 @@ import msgspec
 
 if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.aggregation import LeaderAggregation
-    from emubroker.loadbalance.extensible_data import UnloadCounter
-    from emubroker.loadbalance.extensible_placement import LeastResourceUsageWithWeight
-    from emubroker.loadbalance.modular import ModularLoadManager
-    from emubroker.loadbalance.shedding_runtime import ModularUnloadCounters, SheddingRunner
-    from emubroker.loadbalance.transfer_shedder import TransferShedder
+    from emubroker.loadbalance.leader.aggregation import LeaderAggregation
+    from emubroker.loadbalance.leader.shedding_runtime import ModularUnloadCounters, SheddingRunner
+    from emubroker.loadbalance.model.extensible_data import UnloadCounter
+    from emubroker.loadbalance.modular.manager import ModularLoadManager
+    from emubroker.loadbalance.strategies.extensible_placement import LeastResourceUsageWithWeight
+    from emubroker.loadbalance.strategies.transfer_shedder import TransferShedder
     from protocol.clock import Clock
 
 __all__ = [
@@ -83,7 +83,7 @@ class ExportedCounters(NamedTuple):
 class LeaderTasks(Protocol):
     """What the leader lends a load manager: its periodic tasks, state that outlives a term.
 
-    Implemented by :class:`~emubroker.loadbalance.leader.LoadBalancerLeader`.
+    Implemented by :class:`~emubroker.loadbalance.leader.tasks.LoadBalancerLeader`.
     """
 
     @property

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
-from emubroker.loadbalance.extensible_kind import ExtensibleKind
-from emubroker.loadbalance.modular_kind import ModularKind
+from emubroker.loadbalance.extensible.kind import ExtensibleKind
+from emubroker.loadbalance.modular.kind import ModularKind
 
 if TYPE_CHECKING:
     from emubroker.config import BrokerConfig

@@ -8,14 +8,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import LocalBrokerData, NamespaceBundleStats
-from emubroker.loadbalance.extensible_data import BrokerLoadData, partition_sort, top_k_bundles
-from emubroker.loadbalance.isolation import (
+from emubroker.loadbalance.model.data import LocalBrokerData, NamespaceBundleStats
+from emubroker.loadbalance.model.extensible_data import (
+    BrokerLoadData,
+    partition_sort,
+    top_k_bundles,
+)
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.strategies.isolation import (
     NamespaceIsolationPolicies,
     NamespaceIsolationPolicy,
     PlacementPolicies,
 )
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
 
 HALF = BrokerConfig(
     loadBalancerCPUResourceWeight=0.5,

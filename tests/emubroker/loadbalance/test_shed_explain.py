@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.avg_shedder import AvgShedder
-from emubroker.loadbalance.data import LoadData, LocalBrokerData
-from emubroker.loadbalance.shedding import OverloadShedder, ThresholdShedder, UniformLoadShedder
-from emubroker.loadbalance.shedding_runtime import bundle_numbers
-from emubroker.loadbalance.usage import ResourceUsage
+from emubroker.loadbalance.leader.shedding_runtime import bundle_numbers
+from emubroker.loadbalance.model.data import LoadData, LocalBrokerData
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.strategies.avg_shedder import AvgShedder
+from emubroker.loadbalance.strategies.shedding import (
+    OverloadShedder,
+    ThresholdShedder,
+    UniformLoadShedder,
+)
 from tests.support.loadbalance import MIB, broker, short_term
 
 

@@ -8,8 +8,8 @@ from typing import get_args
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.strategies import build, create_modular_strategies
-from emubroker.loadbalance.strategy_registry import (
+from emubroker.loadbalance.strategies.factory import build, create_modular_strategies
+from emubroker.loadbalance.strategies.registry import (
     EXTENSIBLE_LOAD_MANAGER,
     MODULAR_LOAD_MANAGER,
     STRATEGIES,
