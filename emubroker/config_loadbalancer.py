@@ -7,7 +7,7 @@ docs/load-balancing.md. Departures from Pulsar:
 - the minute-valued interval keys accept fractions (DESIGN.md decision 12:
   ``loadBalancerSheddingIntervalMinutes=0.05`` sheds every 3 s);
 - strategy and algorithm names are checked at start-up (the strategies' names and checks are
-  ``emubroker.loadbalance.strategies.registry``'s): Pulsar loads any class by reflection
+  ``emubroker.config_strategies``'): Pulsar loads any class by reflection
   and fails (or, for the extensible manager, falls back to TransferShedder) when it cannot; we
   accept exactly the class names of the strategies we emulate and stop naming the key otherwise;
 - list keys (``loadBalancerSheddingExcludedNamespaces``, ``supportedNamespaceBundleSplit
@@ -21,7 +21,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from emubroker.config_security import SecurityConfig
-from emubroker.loadbalance.strategies.registry import (
+from emubroker.config_strategies import (
     EXTENSIBLE_LOAD_MANAGER,
     MODULAR_LOAD_MANAGER,
     LoadManagerClassName,
@@ -160,7 +160,7 @@ class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True
     flowOrQpsDifferenceThresholdPercentage: _Percent = 10
 
     def __post_init__(self) -> None:
-        """Reject combinations Pulsar refuses at start-up (``strategy_registry``).
+        """Reject combinations Pulsar refuses at start-up (``config_strategies``).
 
         Raises:
             ValueError: AvgShedder placement without AvgShedder shedding (``ModularLoadManager

@@ -106,6 +106,12 @@ if TYPE_CHECKING:
         select_extensible_broker as select_extensible_broker,
     )
     from emubroker.loadbalance.strategies.factory import (
+        STRATEGIES as STRATEGIES,
+    )
+    from emubroker.loadbalance.strategies.factory import (
+        StrategyEntry as StrategyEntry,
+    )
+    from emubroker.loadbalance.strategies.factory import (
         create_modular_strategies as create_modular_strategies,
     )
     from emubroker.loadbalance.strategies.filters import (
@@ -143,12 +149,6 @@ if TYPE_CHECKING:
     )
     from emubroker.loadbalance.strategies.placement import (
         RoundRobinBrokerSelector as RoundRobinBrokerSelector,
-    )
-    from emubroker.loadbalance.strategies.registry import (
-        STRATEGIES as STRATEGIES,
-    )
-    from emubroker.loadbalance.strategies.registry import (
-        StrategyEntry as StrategyEntry,
     )
     from emubroker.loadbalance.strategies.selection import (
         select_broker as select_broker,
@@ -317,8 +317,8 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "split_bundle": ("strategies.split", "split_bundle"),
     "topic_count_equally_divide": ("strategies.split", "topic_count_equally_divide"),
     # the registry and the modular manager's decisions
-    "STRATEGIES": ("strategies.registry", "STRATEGIES"),
-    "StrategyEntry": ("strategies.registry", "StrategyEntry"),
+    "STRATEGIES": ("strategies.factory", "STRATEGIES"),
+    "StrategyEntry": ("strategies.factory", "StrategyEntry"),
     "create_modular_strategies": ("strategies.factory", "create_modular_strategies"),
     "ModularLoadManager": ("modular.manager", "ModularLoadManager"),
     # the load managers

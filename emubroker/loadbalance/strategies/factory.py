@@ -1,4 +1,4 @@
-"""Strategy objects by Pulsar class name, built from the registry (``strategy_registry``).
+"""Strategy objects by Pulsar class name, built from the registry (``emubroker.config_strategies``).
 
 The keys are ``loadBalancerLoadPlacementStrategy`` and ``loadBalancerLoadSheddingStrategy``.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from emubroker.loadbalance.strategies.registry import (
+from emubroker.config_strategies import (
     MODULAR_LOAD_MANAGER,
     STRATEGIES,
     StrategyEntry,
@@ -27,7 +27,14 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.strategies.placement import ModularLoadManagerStrategy
     from emubroker.loadbalance.strategies.shedding import LoadSheddingStrategy
 
-__all__ = ["ModularStrategies", "build", "create_modular_strategies", "simple_name"]
+__all__ = [
+    "STRATEGIES",
+    "ModularStrategies",
+    "StrategyEntry",
+    "build",
+    "create_modular_strategies",
+    "simple_name",
+]
 
 
 class ModularStrategies(NamedTuple):

@@ -8,8 +8,7 @@ from typing import get_args
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.strategies.factory import build, create_modular_strategies
-from emubroker.loadbalance.strategies.registry import (
+from emubroker.config_strategies import (
     EXTENSIBLE_LOAD_MANAGER,
     MODULAR_LOAD_MANAGER,
     STRATEGIES,
@@ -19,6 +18,7 @@ from emubroker.loadbalance.strategies.registry import (
     combination_errors,
     simple_name,
 )
+from emubroker.loadbalance.strategies.factory import build, create_modular_strategies
 
 
 def test_the_configuration_types_name_the_registered_strategies() -> None:
