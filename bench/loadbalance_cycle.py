@@ -24,7 +24,7 @@ broker runs it:
 
 - ``refresh``: list ``/loadbalance/brokers``, read and decode every report node, ``update_all``,
   delete what vanished (``LeaderAggregation.refresh``);
-- ``shed``: ``SheddingRunner.modular_cycle``: the decisions, each explained (log line and
+- ``shed``: ``modular_kind.shed``: the decisions, each explained (log line and
   ``shed`` trace row) and passed to a no-op unloader;
 - ``write``: ``write_bundle_data`` (one more ``updateBundleData``, the top-K bundle data and the
   time averages encoded and stored; Pulsar runs it every 15 minutes, not every cycle);
@@ -50,12 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import anyio
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.aggregation import LeaderAggregation
-from emubroker.loadbalance.codec import decode, encode
-from emubroker.loadbalance.data import LocalBrokerData, NamespaceBundleStats
-from emubroker.loadbalance.modular import ModularLoadManager
-from emubroker.loadbalance.shedding_runtime import SheddingRunner
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.leader.aggregation import LeaderAggregation
+from emubroker.loadbalance.leader.shedding_runtime import SheddingRunner
+from emubroker.loadbalance.model.codec import decode, encode
+from emubroker.loadbalance.model.data import LocalBrokerData, NamespaceBundleStats
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.modular.kind import shed as modular_shed
+from emubroker.loadbalance.modular.manager import ModularLoadManager
 from emubroker.metadata import MemoryMetadataTree
 from emubroker.metadata.paths import load_report_path
 from protocol.clock import FakeClock
@@ -218,7 +219,7 @@ async def _runtime_case(
         t0 = time.perf_counter()
         await aggregation.refresh()
         t1 = time.perf_counter()
-        unloads = await runner.modular_cycle(aggregation.manager, cycle)
+        unloads = await modular_shed(runner, aggregation.manager, cycle)
         t2 = time.perf_counter()
         await aggregation.write_bundle_data()
         t3 = time.perf_counter()

@@ -46,16 +46,16 @@ from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import LookupLimit
-from emubroker.loadbalance.assignment import LoadManagerSelector
-from emubroker.loadbalance.leader import LoadBalancerLeader
-from emubroker.loadbalance.leader_election import LeaderElectionService
-from emubroker.loadbalance.lookup import BundleLookup
-from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
-from emubroker.loadbalance.placement_policies import PlacementPolicyCache
-from emubroker.loadbalance.report_wiring import build_load_reporter, load_balancer_trace
-from emubroker.loadbalance.split_runtime import layout_from
-from emubroker.loadbalance.trace_ring import TraceRing
-from emubroker.loadbalance.unloading import BundleUnloader
+from emubroker.loadbalance.leader.election import LeaderElectionService
+from emubroker.loadbalance.leader.split_runtime import layout_from
+from emubroker.loadbalance.leader.tasks import LoadBalancerLeader
+from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
+from emubroker.loadbalance.ownership.lookup import BundleLookup
+from emubroker.loadbalance.ownership.placement_policies import PlacementPolicyCache
+from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
+from emubroker.loadbalance.ownership.unloading import BundleUnloader
+from emubroker.loadbalance.reporting.wiring import build_load_reporter, load_balancer_trace
+from emubroker.loadbalance.trace.ring import TraceRing
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd_url import is_etcd_url
 from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
@@ -102,8 +102,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
-    from emubroker.loadbalance.owner_calls import OwnerAdmin, OwnerCalls
-    from emubroker.loadbalance.reporter import LoadReporter
+    from emubroker.loadbalance.leader.owner_calls import OwnerAdmin, OwnerCalls
+    from emubroker.loadbalance.reporting.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
     from emubroker.topics.handles import TopicHandle
@@ -221,9 +221,9 @@ class Broker:
             application (tests run it without a socket).
         guards: The limits every connection counts against (``emubroker.net.guards``).
         leader_election: This broker's part in the cluster's leader election.
-        lookup: Answers lookups across the cluster's brokers (``loadbalance.lookup``).
-        unloader: Unloads this broker's bundles (``loadbalance.unloading``); a bundle's unload
-            is ``await broker.unloader.unload(bundle)``.
+        lookup: Answers lookups across the cluster's brokers (``loadbalance.ownership.lookup``).
+        unloader: Unloads this broker's bundles (``loadbalance.ownership.unloading``); a
+            bundle's unload is ``await broker.unloader.unload(bundle)``.
         load_reporter: This broker's load report (its registration under
             ``/loadbalance/brokers``).
         load_leader: The load manager's leader tasks (running while this broker leads).

@@ -6,7 +6,8 @@ docs/load-balancing.md. Departures from Pulsar:
 
 - the minute-valued interval keys accept fractions (DESIGN.md decision 12:
   ``loadBalancerSheddingIntervalMinutes=0.05`` sheds every 3 s);
-- strategy and algorithm names are checked at start-up: Pulsar loads any class by reflection
+- strategy and algorithm names are checked at start-up (the strategies' names and checks are
+  ``emubroker.config_strategies``'): Pulsar loads any class by reflection
   and fails (or, for the extensible manager, falls back to TransferShedder) when it cannot; we
   accept exactly the class names of the strategies we emulate and stop naming the key otherwise;
 - list keys (``loadBalancerSheddingExcludedNamespaces``, ``supportedNamespaceBundleSplit
@@ -20,6 +21,14 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from emubroker.config_security import SecurityConfig
+from emubroker.config_strategies import (
+    EXTENSIBLE_LOAD_MANAGER,
+    MODULAR_LOAD_MANAGER,
+    LoadManagerClassName,
+    PlacementStrategyName,
+    SheddingStrategyName,
+    combination_errors,
+)
 
 __all__ = [
     "EXTENSIBLE_LOAD_MANAGER",
@@ -30,35 +39,12 @@ __all__ = [
     "SplitAlgorithmName",
 ]
 
-MODULAR_LOAD_MANAGER: Final = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
-EXTENSIBLE_LOAD_MANAGER: Final = (
-    "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
-)
 AVG_SHEDDER: Final = "org.apache.pulsar.broker.loadbalance.impl.AvgShedder"
 THRESHOLD_SHEDDER: Final = "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"
 TRANSFER_SHEDDER: Final = (
     "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"
 )
 
-LoadManagerClassName = Literal[
-    "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
-    "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
-]
-PlacementStrategyName = Literal[
-    "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate",
-    "org.apache.pulsar.broker.loadbalance.impl.LeastResourceUsageWithWeight",
-    "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
-    "org.apache.pulsar.broker.loadbalance.impl.RoundRobinBrokerSelector",
-]
-"""``loadBalancerLoadPlacementStrategy``: Pulsar's ``ModularLoadManagerStrategy`` classes."""
-SheddingStrategyName = Literal[
-    "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
-    "org.apache.pulsar.broker.loadbalance.impl.OverloadShedder",
-    "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder",
-    "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
-    "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder",
-]
-"""``loadBalancerLoadSheddingStrategy``: the modular shedders and the extensible TransferShedder."""
 SplitAlgorithmName = Literal[
     "range_equally_divide",
     "topic_count_equally_divide",
@@ -174,24 +160,17 @@ class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True
     flowOrQpsDifferenceThresholdPercentage: _Percent = 10
 
     def __post_init__(self) -> None:
-        """Reject combinations Pulsar refuses at start-up.
+        """Reject combinations Pulsar refuses at start-up (``config_strategies``).
 
         Raises:
             ValueError: AvgShedder placement without AvgShedder shedding (``ModularLoadManager
                 Impl.initialize``), or TransferShedder with the modular load manager (it is not
                 a ``LoadSheddingStrategy``).
         """
-        placement, shedding = (
+        errors = combination_errors(
+            self.loadManagerClassName,
             self.loadBalancerLoadPlacementStrategy,
             self.loadBalancerLoadSheddingStrategy,
         )
-        if placement == AVG_SHEDDER and shedding != AVG_SHEDDER:
-            raise ValueError(
-                f"loadBalancerLoadSheddingStrategy: {shedding} can't work with the placement "
-                f"strategy {placement} (loadBalancerLoadPlacementStrategy)"
-            )
-        if shedding == TRANSFER_SHEDDER and self.loadManagerClassName == MODULAR_LOAD_MANAGER:
-            raise ValueError(
-                f"loadBalancerLoadSheddingStrategy: {shedding} needs loadManagerClassName="
-                f"{EXTENSIBLE_LOAD_MANAGER}"
-            )
+        if errors:
+            raise ValueError(errors[0])

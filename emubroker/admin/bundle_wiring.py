@@ -1,15 +1,15 @@
 """Wiring of the bundle splitter: the topic service and the topic rates it reads, its unload.
 
 The composition root (``app.py``) calls :func:`build_bundle_splitter`; the load layer's
-:class:`~emubroker.loadbalance.bundle_split.BundleSplitter` reaches the topics only through the
-callables built here (``topics`` and ``loadbalance`` are independent layers).
+:class:`~emubroker.loadbalance.ownership.bundle_split.BundleSplitter` reaches the topics only
+through the callables built here (``topics`` and ``loadbalance`` are independent layers).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from emubroker.loadbalance.bundle_split import BundleSplitter
+from emubroker.loadbalance.ownership.bundle_split import BundleSplitter
 from protocol.commands import TopicsMode
 from protocol.errors import TopicNotFoundError
 
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from emubroker.admin.topic_stats import TopicStatsView
     from emubroker.dynamic_config import DynamicConfig
-    from emubroker.loadbalance.ownership import OwnershipTable
-    from emubroker.loadbalance.split import TopicLoad
+    from emubroker.loadbalance.ownership.table import OwnershipTable
+    from emubroker.loadbalance.strategies.split import TopicLoad
     from emubroker.metadata import MetadataStore
     from emubroker.namespace_registry import NamespaceRegistry
     from emubroker.naming import NamespaceBundle, NamespaceName
@@ -75,8 +75,8 @@ def build_bundle_splitter(
 ) -> BundleSplitter:
     """The broker's bundle splitter (``PUT .../{bundle}/split``).
 
-    ``unload`` is the cluster's unload of a bundle (``loadbalance.unloading``), through which a
-    split with ``unload=true`` unloads its children (§6.3).
+    ``unload`` is the cluster's unload of a bundle (``loadbalance.ownership.unloading``), through
+    which a split with ``unload=true`` unloads its children (§6.3).
     """
 
     async def unload_child(bundle: NamespaceBundle) -> None:

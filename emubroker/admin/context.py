@@ -13,14 +13,14 @@ if TYPE_CHECKING:
     from emubroker.admin.topic_stats import TopicStatsView
     from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
-    from emubroker.loadbalance.bundle_split import BundleSplitter
-    from emubroker.loadbalance.leader_election import LeaderElectionService
-    from emubroker.loadbalance.lookup import BundleLookup
-    from emubroker.loadbalance.owner_calls import OwnerCalls
-    from emubroker.loadbalance.ownership import OwnershipTable
-    from emubroker.loadbalance.reporter import LoadReporter
-    from emubroker.loadbalance.trace_ring import TraceRing
-    from emubroker.loadbalance.unloading import BundleUnloader
+    from emubroker.loadbalance.leader.election import LeaderElectionService
+    from emubroker.loadbalance.leader.owner_calls import OwnerCalls
+    from emubroker.loadbalance.ownership.bundle_split import BundleSplitter
+    from emubroker.loadbalance.ownership.lookup import BundleLookup
+    from emubroker.loadbalance.ownership.table import OwnershipTable
+    from emubroker.loadbalance.ownership.unloading import BundleUnloader
+    from emubroker.loadbalance.reporting.reporter import LoadReporter
+    from emubroker.loadbalance.trace.ring import TraceRing
     from emubroker.metadata import MetadataStore
     from emubroker.namespace_registry import NamespaceRegistry
     from emubroker.policies import PolicyStore

@@ -4,7 +4,7 @@ What every broker can read for itself comes from the metadata store: the registe
 their load reports (``/loadbalance/brokers/<id>``), each namespace's bundles and their owners
 (the ``/namespace/...`` lock nodes), the leader. What only a broker knows, its loaded topics, its
 load report brought up to date and its recent load-balancer trace rows
-(``loadbalance.trace_ring``), it serves as its *local* part
+(``loadbalance.trace.ring``), it serves as its *local* part
 (``/dashboard/api/local``), and the broker asked for the cluster's state gathers the other
 brokers' local parts over HTTP, with the caller's credentials, within :data:`PEER_TIMEOUT`. A
 broker that does not answer in time is shown as unreachable, with what the store says of it.
@@ -25,8 +25,8 @@ from emubroker.dashboard.model import (
     load_of,
     namespaces_of,
 )
-from emubroker.loadbalance.broker_registry import read_reports
-from emubroker.loadbalance.trace import report_record
+from emubroker.loadbalance.ownership.broker_registry import read_reports
+from emubroker.loadbalance.trace.records import report_record
 from emubroker.naming import BundleRange, NamespaceBundle, TopicName
 
 if TYPE_CHECKING:

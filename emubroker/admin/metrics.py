@@ -39,12 +39,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from emubroker.loadbalance.leader_election import LeaderElectionState
+from emubroker.loadbalance.leader.election import LeaderElectionState
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from emubroker.loadbalance.leader_election import LeaderElectionStatistics
+    from emubroker.loadbalance.leader.election import LeaderElectionStatistics
     from emubroker.topics.stats import ServiceStats, SubscriptionStats, TopicStats
     from protocol.clock import Clock
 

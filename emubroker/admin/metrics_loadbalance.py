@@ -22,19 +22,19 @@ import math
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
 
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
-from emubroker.loadbalance.usage import f32
+from emubroker.loadbalance.load_managers import load_manager
+from emubroker.loadbalance.model.usage import f32
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.bundle_stats import NamespaceBundleStats
-    from emubroker.loadbalance.extensible_data import UnloadCounter
-    from emubroker.loadbalance.leader import LoadBalancerLeader
-    from emubroker.loadbalance.reporter import LoadReportStatistics
-    from emubroker.loadbalance.shedding_runtime import ModularUnloadCounters
-    from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+    from emubroker.loadbalance.leader.shedding_runtime import ModularUnloadCounters
+    from emubroker.loadbalance.leader.tasks import LoadBalancerLeader
+    from emubroker.loadbalance.model.bundle_stats import NamespaceBundleStats
+    from emubroker.loadbalance.model.extensible_data import UnloadCounter
+    from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+    from emubroker.loadbalance.reporting.reporter import LoadReportStatistics
 
 __all__ = [
     "java_double_string",
@@ -202,21 +202,17 @@ def render_unload_metrics(
 
 def render_leader_unload_metrics(leader: LoadBalancerLeader, conf: BrokerConfig) -> str:
     """This broker's unload and split counters, once it ran a shedding cycle or split check."""
-    runner = leader.runner
-    if conf.loadManagerClassName == EXTENSIBLE_LOAD_MANAGER:
-        if leader.statistics().shedding_cycles == 0:
-            return ""
-        return render_unload_metrics(
-            None, runner.extensible, cluster=conf.clusterName, broker=conf.advertised_host()
-        )
+    counters = load_manager(conf).exported_counters(leader)
     text = ""
-    if runner.modular.cycles > 0:
+    if counters.modular is not None or counters.extensible is not None:
         text = render_unload_metrics(
-            runner.modular, None, cluster=conf.clusterName, broker=conf.advertised_host()
+            counters.modular,
+            counters.extensible,
+            cluster=conf.clusterName,
+            broker=conf.advertised_host(),
         )
-    splits = leader.splits
-    if splits is not None and splits.checks > 0:
-        text += render_split_metrics(splits.split_count, cluster=conf.clusterName)
+    if counters.bundles_split is not None:
+        text += render_split_metrics(counters.bundles_split, cluster=conf.clusterName)
     return text
 
 

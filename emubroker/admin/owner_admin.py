@@ -1,4 +1,4 @@
-"""The leader's admin calls to a bundle's owner over its REST API (``loadbalance.owner_calls``).
+"""The leader's admin calls to a bundle's owner over its REST API (``leader.owner_calls``).
 
 Pulsar's leader reaches the owner through its ``PulsarAdmin`` client, authenticated with
 ``brokerClientAuthenticationPlugin`` and ``brokerClientAuthenticationParameters``. Here the
@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from emubroker.auth.broker_client import authorization_header, plugin_kind
-from emubroker.loadbalance.bundle_split import stored_children
-from emubroker.loadbalance.owner_calls import OwnerCallError, OwnerCalls
+from emubroker.loadbalance.leader.owner_calls import OwnerCallError, OwnerCalls
+from emubroker.loadbalance.ownership.bundle_split import stored_children
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.bundle_split import BundleSplitter
-    from emubroker.loadbalance.owner_calls import OwnerAdmin
-    from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
-    from emubroker.loadbalance.unloading import BundleUnloader
+    from emubroker.loadbalance.leader.owner_calls import OwnerAdmin
+    from emubroker.loadbalance.ownership.bundle_split import BundleSplitter
+    from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
+    from emubroker.loadbalance.ownership.unloading import BundleUnloader
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
     from protocol.clock import Clock
@@ -43,7 +43,7 @@ CONNECT_TIMEOUT = 10.0
 
 
 class HttpOwnerAdmin:
-    """:class:`~emubroker.loadbalance.owner_calls.OwnerAdmin` over HTTP.
+    """:class:`~emubroker.loadbalance.leader.owner_calls.OwnerAdmin` over HTTP.
 
     Args:
         config: The live configuration (the broker client's credentials).

@@ -27,13 +27,13 @@ import aiohttp
 
 from emubroker.admin.errors import PRECONDITION_FAILED, RestError
 from emubroker.admin.owner_admin import CONNECT_TIMEOUT, broker_client_headers
-from emubroker.loadbalance.lookup import BundleUnloadingError
+from emubroker.loadbalance.ownership.lookup import BundleUnloadingError
 from emubroker.naming import TopicDomain
 from protocol.errors import ServiceNotReadyError
 
 if TYPE_CHECKING:
     from emubroker.admin.context import AdminContext
-    from emubroker.loadbalance.ownership import BrokerInfo
+    from emubroker.loadbalance.ownership.table import BrokerInfo
     from emubroker.naming import TopicName
 
 __all__ = ["call_broker", "partition_owner", "topic_path"]

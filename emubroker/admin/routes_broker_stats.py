@@ -3,8 +3,8 @@
 ``GET /admin/v2/broker-stats/load-report`` answers what ``pulsar-admin broker-stats load-report``
 prints: the modular load manager's ``generateLoadReport()``, i.e. this broker's
 ``LocalBrokerData`` brought up to date with its latest usage and bundle samples, in the JSON Pulsar
-stores at ``/loadbalance/brokers/<broker>`` (``emubroker.loadbalance.codec``). Super-users only,
-as in Pulsar.
+stores at ``/loadbalance/brokers/<broker>`` (``emubroker.loadbalance.model.codec``). Super-users
+only, as in Pulsar.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from emubroker.admin.http import context
-from emubroker.loadbalance.codec import encode
+from emubroker.loadbalance.model.codec import encode
 
 __all__ = ["add_routes"]
 

@@ -16,8 +16,8 @@ The checks come in Pulsar's order (``NamespacesBase.internalSplitNamespaceBundle
    tenant/ns/0x00000000_0x10000000 in the bundles list").
 5. Another broker owning the bundle answers 307 to its admin URL (``authoritative`` set when this
    broker is the leader); a bundle nobody owns is acquired by this broker, which splits it.
-6. The split itself (``loadbalance.bundle_split``): an invalid request is 412 "Split bundle
-   failed due to invalid request"; other failures are 500 with the reason.
+6. The split itself (``loadbalance.ownership.bundle_split``): an invalid request is 412 "Split
+   bundle failed due to invalid request"; other failures are 500 with the reason.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from emubroker.admin.http import (
     read_json,
     redirect_to,
 )
-from emubroker.loadbalance.bundle_split import (
+from emubroker.loadbalance.ownership.bundle_split import (
     BundleSplitter,
     InvalidSplitError,
     SplitFailedError,

@@ -13,7 +13,7 @@
 
 All of them need a super-user (``validateBothSuperuserAndClusterOperation``; ``admin/access.py``
 gives every cluster sub-path that rule). Placement reads the domains through its cache
-(``loadbalance.placement_policies``) when ``failureDomainsEnabled``.
+(``loadbalance.ownership.placement_policies``) when ``failureDomainsEnabled``.
 """
 
 from __future__ import annotations

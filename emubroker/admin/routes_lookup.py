@@ -4,11 +4,12 @@ A client whose service URL is ``http://host:admin-port`` looks topics up here an
 to the returned ``brokerUrl`` with the binary protocol. The answer is Pulsar's ``LookupData``;
 the C++ client requires both ``brokerUrl`` and ``brokerUrlTls`` (``""`` when there is no TLS
 port; a client whose service URL is ``https://`` connects to ``brokerUrlTls``), ``httpUrl`` is
-optional. The answer comes from the same lookup as binary LOOKUPs (``loadbalance.lookup``), so
-both paths agree on which broker serves a topic; where the binary lookup answers Redirect, this
-one answers **307** to the same path on the broker to ask, with ``?authoritative=`` (and
-``listenerName``) as Pulsar's ``TopicLookupBase`` builds it; no broker available is 503. As in
-Pulsar, a topic that neither exists nor may be auto-created is 404 "Topic not found <topic>".
+optional. The answer comes from the same lookup as binary LOOKUPs
+(``loadbalance.ownership.lookup``), so both paths agree on which broker serves a topic; where the
+binary lookup answers Redirect, this one answers **307** to the same path on the broker to ask, with
+``?authoritative=`` (and ``listenerName``) as Pulsar's ``TopicLookupBase`` builds it; no broker
+available is 503. As in Pulsar, a topic that neither exists nor may be auto-created is 404 "Topic
+not found <topic>".
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@
    broker``). The leader records it as the bundle range's one-shot affinity (§8.14): a broker
    that does not lead sends the call to the leader (307, ``authoritative=false``); the leader
    passes it on to the owner with ``authoritative=true``, which then skips this step.
-3. A bundle nobody owns: nothing to do (204). Owned here: unloaded (``loadbalance.unloading``),
-   204 once its topics are closed and its ownership released. Owned by another broker: 307 to it.
+3. A bundle nobody owns: nothing to do (204). Owned here: unloaded
+   (``loadbalance.ownership.unloading``), 204 once its topics are closed and its ownership released.
+   Owned by another broker: 307 to it.
 
 ``PUT /admin/v2/namespaces/{tenant}/{namespace}/unload`` unloads every owned bundle of the
 namespace: those owned here directly, the others through their owner's endpoint above with
@@ -33,9 +34,9 @@ from aiohttp import web
 from emubroker.admin.errors import INTERNAL, NOT_FOUND, PRECONDITION_FAILED, RestError
 from emubroker.admin.http import context, namespace_of, no_content, query_bool
 from emubroker.admin.topic_owner import redirect_to_broker
-from emubroker.loadbalance.broker_registry import available_brokers, read_report
-from emubroker.loadbalance.owner_calls import OwnerCallError
-from emubroker.loadbalance.ownership import BrokerInfo
+from emubroker.loadbalance.leader.owner_calls import OwnerCallError
+from emubroker.loadbalance.ownership.broker_registry import available_brokers, read_report
+from emubroker.loadbalance.ownership.table import BrokerInfo
 from emubroker.naming import BundleRange, InvalidNameError, NamespaceBundle
 
 if TYPE_CHECKING:

@@ -3,8 +3,9 @@
 One aiohttp middleware in front of every ``/admin/v2/{persistent|non-persistent}/...{topic}``
 route that acts on one topic (a non-partitioned topic or a partition):
 
-1. The broker looks the topic up as a lookup would (``loadbalance.lookup``), with the request's
-   ``authoritative`` flag: a bundle nobody owns may be taken here, or placed by the leader.
+1. The broker looks the topic up as a lookup would (``loadbalance.ownership.lookup``), with the
+   request's ``authoritative`` flag: a bundle nobody owns may be taken here, or placed by the
+   leader.
 2. If this broker is the owner, the call goes on. Otherwise it is a **307** to the owner's (or
    the broker to ask's) web service URL, same path and query, with ``authoritative`` replaced by
    whether this broker leads (Pulsar's ``newAuthoritative = isLeaderBroker()``).
@@ -27,7 +28,7 @@ from aiohttp import web
 
 from emubroker.admin.errors import PRECONDITION_FAILED, RestError
 from emubroker.admin.http import context, query_bool, topic_of
-from emubroker.loadbalance.lookup import BundleUnloadingError
+from emubroker.loadbalance.ownership.lookup import BundleUnloadingError
 from emubroker.metadata.paths import managed_ledger_path
 from emubroker.naming import TopicDomain
 from protocol.errors import ServiceNotReadyError
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from aiohttp.typedefs import Handler
 
     from emubroker.admin.context import AdminContext
-    from emubroker.loadbalance.ownership import BrokerInfo
+    from emubroker.loadbalance.ownership.table import BrokerInfo
     from emubroker.naming import TopicName
 
 __all__ = ["redirect_to_broker", "topic_ownership"]

@@ -20,7 +20,7 @@ from emubroker.naming import BundleRange, InvalidNameError, NamespaceBundle, Nam
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from emubroker.loadbalance.trace import LoadBalancerTraceRecord
+    from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord
 
 __all__ = [
     "DECISIONS",

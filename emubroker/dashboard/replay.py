@@ -43,7 +43,7 @@ from emubroker.dashboard.run_files import (
 from emubroker.naming import InvalidNameError, TopicName, topic_hash
 
 if TYPE_CHECKING:
-    from emubroker.loadbalance.trace import LoadBalancerTraceRecord
+    from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord
     from emubroker.naming import NamespaceBundle
 
 __all__ = ["Recording", "RunError", "load_run"]

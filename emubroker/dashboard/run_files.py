@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from emubroker.loadbalance.trace import FIELD_NAMES, SCHEMA_VERSION, LoadBalancerTraceRecord
+from emubroker.loadbalance.trace.records import FIELD_NAMES, SCHEMA_VERSION, LoadBalancerTraceRecord
 from emubroker.naming import InvalidNameError, TopicName
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from emubroker.auth import Security
     from emubroker.config import BrokerConfig
     from emubroker.handlers.access import ConnectionAccess
-    from emubroker.loadbalance.lookup import BundleLookup
-    from emubroker.loadbalance.ownership import OwnershipTable
+    from emubroker.loadbalance.ownership.lookup import BundleLookup
+    from emubroker.loadbalance.ownership.table import OwnershipTable
     from emubroker.naming import NamespaceName
     from emubroker.schemas import SchemaService
     from emubroker.topics import TopicService

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from emubroker.auth import NamespaceOperation, TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.handlers.lookups import TOO_MANY_LOOKUPS
-from emubroker.loadbalance.lookup import LookupAnswer
+from emubroker.loadbalance.ownership.lookup import LookupAnswer
 from emubroker.naming import InvalidNameError, NamespaceName, TopicName
 from protocol import commands as c
 from protocol.errors import (
@@ -111,7 +111,7 @@ class DiscoveryCommands(CommandGroup):
     async def on_lookup(self, cmd: c.LookupTopic) -> None:
         """LOOKUP: Connect to the owner, Redirect to the broker to ask, or the Failed form.
 
-        Spec §5.2; spec/pulsar-behaviour.md §3.1 (``loadbalance.lookup``).
+        Spec §5.2; spec/pulsar-behaviour.md §3.1 (``loadbalance.ownership.lookup``).
         """
         services = self._services
         try:

@@ -3,7 +3,7 @@
 Each domain is one node, ``/admin/clusters/<cluster>/failureDomain/<domain>``, holding
 ``{"brokers": [...]}`` (broker names as the load manager spells them, ``host:webServicePort``),
 as Pulsar's ``ClusterResources.FailureDomainResources`` stores them. The load manager's
-placement reads them (``loadbalance.placement_policies``) when ``failureDomainsEnabled``.
+placement reads them (``loadbalance.ownership.placement_policies``) when ``failureDomainsEnabled``.
 """
 
 from __future__ import annotations

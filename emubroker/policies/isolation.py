@@ -8,7 +8,7 @@
 - A namespace's anti-affinity group is ``namespaceAntiAffinityGroup`` of its local policies
   (``/admin/local-policies/<tenant>/<ns>``), beside the bundle layout.
 
-The load manager's placement reads both (``loadbalance.placement_policies``).
+The load manager's placement reads both (``loadbalance.ownership.placement_policies``).
 """
 
 from __future__ import annotations

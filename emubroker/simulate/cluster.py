@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 
 from emubroker.app import Broker, open_broker
-from emubroker.loadbalance.owner_calls import OwnerCallError
+from emubroker.loadbalance.leader.owner_calls import OwnerCallError
 from emubroker.metadata import MemoryMetadataTree
 from emubroker.storage import BookieBackend
 from protocol.errors import ConnectionBrokenError
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.ownership import BrokerInfo
+    from emubroker.loadbalance.ownership.table import BrokerInfo
     from emubroker.metadata import MemoryMetadataStore
     from emubroker.naming import NamespaceBundle
     from protocol.client.transport import StreamTransport

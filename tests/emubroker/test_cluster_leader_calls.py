@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from emubroker.loadbalance.leader import LoadBalancerLeader
+from emubroker.loadbalance.leader.tasks import LoadBalancerLeader
 from emubroker.naming import BundleRange, NamespaceBundle, TopicName, name_hash
 from protocol import commands as c
 from protocol.clock import FakeClock

@@ -1,10 +1,10 @@
 """Lookup across brokers (spec/pulsar-behaviour.md §3.1): three brokers in one process.
 
-The decision table of ``loadbalance.lookup``: an unowned bundle asked of a follower redirects to
-the leader (not authoritative), the leader places it (authoritative redirect, or Connect when it
-picks itself), an authoritative lookup makes the named broker take it, an owned bundle connects
-to its owner from anywhere, and a bundle being unloaded fails with MetadataError. Producers and
-consumers of a topic a broker does not serve are refused with ServiceNotReady.
+The decision table of ``loadbalance.ownership.lookup``: an unowned bundle asked of a follower
+redirects to the leader (not authoritative), the leader places it (authoritative redirect, or
+Connect when it picks itself), an authoritative lookup makes the named broker take it, an owned
+bundle connects to its owner from anywhere, and a bundle being unloaded fails with MetadataError.
+Producers and consumers of a topic a broker does not serve are refused with ServiceNotReady.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from emubroker.loadbalance.assignment import LoadManagerSelector
+from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
 from emubroker.naming import BundleRange, NamespaceBundle, NamespaceName
 from emubroker.policies import PolicyStore, default_policies
 from emubroker.policies.isolation import (
@@ -73,7 +73,7 @@ def leader_selector(cluster: InProcessCluster) -> LoadManagerSelector:
 async def test_new_bundles_go_where_least_long_term_message_rate_says(
     fake_clock: FakeClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="emubroker.loadbalance.assignment")
+    caplog.set_level(logging.INFO, logger="emubroker.loadbalance.ownership.assignment")
     async with inprocess_cluster(
         fake_clock,
         node_overrides=lambda i: {"advertisedAddress": f"127.0.0.{i + 1}"},

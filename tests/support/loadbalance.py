@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from emubroker.loadbalance.data import (
+from emubroker.loadbalance.model.data import (
     BrokerData,
     BundleData,
     LoadData,
     LocalBrokerData,
     TimeAverageMessageData,
 )
-from emubroker.loadbalance.usage import ResourceUsage
+from emubroker.loadbalance.model.usage import ResourceUsage
 
 MIB = 1024 * 1024
 OVERLOADED = {"bandwidth_in": ResourceUsage(999, 1000), "bandwidth_out": ResourceUsage(999, 1000)}

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from emubroker.loadbalance.trace import LoadBalancerTraceRecord, LoadBalancerTraceWriter
+from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord, LoadBalancerTraceWriter
 from emubroker.ratelimit.trace import DispatchTraceRecord, DispatchTraceWriter
 from loadgen.trace.schema import (
     EventRecord,

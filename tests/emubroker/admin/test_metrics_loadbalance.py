@@ -9,9 +9,9 @@ from emubroker.admin.metrics_loadbalance import (
     java_float_string,
     render_load_balancing_metrics,
 )
-from emubroker.loadbalance.bundle_stats import NamespaceBundleStats
-from emubroker.loadbalance.reporter import LoadReportStatistics
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.model.bundle_stats import NamespaceBundleStats
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.reporting.reporter import LoadReportStatistics
 from tests.support.prometheus import parse_exposition
 
 

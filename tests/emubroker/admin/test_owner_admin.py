@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestServer
 
 from emubroker.admin.owner_admin import HttpOwnerAdmin
 from emubroker.config import BrokerConfig, ConfigError, load_config
-from emubroker.loadbalance.owner_calls import OwnerCallError, parse_bundle
-from emubroker.loadbalance.ownership import BrokerInfo
+from emubroker.loadbalance.leader.owner_calls import OwnerCallError, parse_bundle
+from emubroker.loadbalance.ownership.table import BrokerInfo
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ import pytest
 from emubroker.admin.access import Check, rule_for
 from emubroker.app import Broker
 from emubroker.dashboard.assets import ASSETS, asset
-from emubroker.loadbalance.codec import encode
-from emubroker.loadbalance.data import LocalBrokerData
+from emubroker.loadbalance.model.codec import encode
+from emubroker.loadbalance.model.data import LocalBrokerData
 from emubroker.metadata.paths import load_report_path
 from emubroker.naming import TopicName, topic_hash
 from protocol.clock import FakeClock

@@ -10,7 +10,7 @@ import pytest
 
 from emubroker.__main__ import main
 from emubroker.dashboard.replay import RunError, load_run
-from emubroker.loadbalance.trace import LoadBalancerTraceRecord, LoadBalancerTraceWriter
+from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord, LoadBalancerTraceWriter
 from emubroker.ratelimit.trace import DispatchTraceRecord, DispatchTraceWriter
 
 EPOCH = 1_700_000_000 * 10**9

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from emubroker.config import BrokerConfig, load_config
-from emubroker.loadbalance.aggregation import LeaderAggregation, bundle_data_node
-from emubroker.loadbalance.codec import encode
-from emubroker.loadbalance.data import (
+from emubroker.loadbalance.leader.aggregation import LeaderAggregation, bundle_data_node
+from emubroker.loadbalance.model.codec import encode
+from emubroker.loadbalance.model.data import (
     BundleData,
     LocalBrokerData,
     NamespaceBundleStats,
     TimeAverageMessageData,
 )
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 
 pytestmark = pytest.mark.anyio

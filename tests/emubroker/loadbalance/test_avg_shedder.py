@@ -8,9 +8,9 @@ import random
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.avg_shedder import AvgShedder
-from emubroker.loadbalance.data import BundleData, LoadData, LocalBrokerData
-from emubroker.loadbalance.usage import ResourceUsage
+from emubroker.loadbalance.model.data import BundleData, LoadData, LocalBrokerData
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.strategies.avg_shedder import AvgShedder
 from tests.support.loadbalance import broker, short_term
 
 HIGH = BrokerConfig(

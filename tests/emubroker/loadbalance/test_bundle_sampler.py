@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from emubroker.loadbalance.bundle_sampler import BundleStatsSampler, TopicTraffic
-from emubroker.loadbalance.bundle_stats import NamespaceBundleStats
+from emubroker.loadbalance.model.bundle_stats import NamespaceBundleStats
+from emubroker.loadbalance.reporting.bundle_sampler import BundleStatsSampler, TopicTraffic
 
 A = "public/default/0x00000000_0x40000000"
 B = "public/default/0x40000000_0x80000000"

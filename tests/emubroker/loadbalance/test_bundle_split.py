@@ -11,14 +11,14 @@ import anyio.lowlevel
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.bundle_split import (
+from emubroker.loadbalance.ownership.bundle_split import (
     SPLIT_RETRIES,
     BundleSplitter,
     InvalidSplitError,
     SplitFailedError,
 )
-from emubroker.loadbalance.ownership import BrokerInfo, OwnershipTable
-from emubroker.loadbalance.split import TopicLoad
+from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
+from emubroker.loadbalance.strategies.split import TopicLoad
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from emubroker.metadata.paths import local_policies_path, ownership_path
 from emubroker.naming import FULL_RANGE, BundleRange, NamespaceBundle, NamespaceName, name_hash

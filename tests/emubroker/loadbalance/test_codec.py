@@ -8,20 +8,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emubroker.loadbalance.codec import LoadDataDecodeError, decode, encode
-from emubroker.loadbalance.data import (
+from emubroker.loadbalance.model.codec import LoadDataDecodeError, decode, encode
+from emubroker.loadbalance.model.data import (
     BundleData,
     LocalBrokerData,
     NamespaceBundleStats,
     TimeAverageBrokerData,
     default_bundle_stats,
 )
-from emubroker.loadbalance.extensible_data import (
+from emubroker.loadbalance.model.extensible_data import (
     BrokerLoadData,
     BundleLoadData,
     TopBundlesLoadData,
 )
-from emubroker.loadbalance.usage import ResourceUsage
+from emubroker.loadbalance.model.usage import ResourceUsage
 
 BUNDLE = "pulsar/pulsar/10.244.2.23:8080/0x00000000_0xffffffff"
 # A report written by a Pulsar 2.11 broker (Pulsar's LocalBrokerDataTest), unknown and

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emubroker.loadbalance.data import (
+from emubroker.loadbalance.model.data import (
     NUM_LONG_SAMPLES,
     NUM_SHORT_SAMPLES,
     BundleData,
@@ -18,7 +18,7 @@ from emubroker.loadbalance.data import (
     default_bundle_stats,
     is_sla_or_heartbeat_namespace,
 )
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
 
 
 def sample(rate: float) -> NamespaceBundleStats:

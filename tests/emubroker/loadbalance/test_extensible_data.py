@@ -8,14 +8,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import NamespaceBundleStats
-from emubroker.loadbalance.extensible_data import BrokerLoadData, partition_sort, top_k_bundles
-from emubroker.loadbalance.isolation import (
+from emubroker.loadbalance.model.data import LocalBrokerData, NamespaceBundleStats
+from emubroker.loadbalance.model.extensible_data import (
+    BrokerLoadData,
+    partition_sort,
+    top_k_bundles,
+)
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.strategies.isolation import (
     NamespaceIsolationPolicies,
     NamespaceIsolationPolicy,
     PlacementPolicies,
 )
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
 
 HALF = BrokerConfig(
     loadBalancerCPUResourceWeight=0.5,
@@ -80,6 +84,25 @@ def test_update_by_broker_load_data() -> None:
     assert data == other
     data.clear()
     assert data == BrokerLoadData()
+
+
+def test_updates_at_time_zero_move_the_averages() -> None:
+    # A simulation's clock starts at the epoch: the second update at ``now == 0`` is not a
+    # first one, so the averages keep their history (Pulsar's ``updatedAt == 0`` test would
+    # restart them at every update of that millisecond).
+    data = BrokerLoadData()
+    data.update(usage(1.0, 800.0), 1, 2, 3, 4, 5, 6, HALF, 0)
+    assert (data.weighted_max_ema, data.msg_throughput_ema) == (2, 3)
+    data.update(usage(300.0, 200.0), 5, 6, 7, 8, 9, 10, HALF, 0)
+    assert data.weighted_max_ema == 1.875  # 2 * 0.75 + 1.5 * 0.25
+    assert data.msg_throughput_ema == 5  # 3 * 0.75 + 11 * 0.25
+    copy = BrokerLoadData()
+    copy.update_from(data)
+    copy.update(usage(300.0, 200.0), 5, 6, 7, 8, 9, 10, HALF, 0)
+    assert copy.msg_throughput_ema == 6.5  # 5 * 0.75 + 11 * 0.25
+    data.clear()
+    data.update(usage(1.0, 800.0), 1, 2, 3, 4, 5, 6, HALF, 0)
+    assert data.msg_throughput_ema == 3  # cleared: a first update again
 
 
 B1, B2, B3, B4 = (f"my-tenant/my-namespace{i}/0x00000000_0x0FFFFFFF" for i in range(1, 5))
@@ -169,3 +192,13 @@ def test_partition_sort_random_cases_like_pulsars() -> None:
         items = list(values)
         partition_sort(items, k, lambda a, b: (a > b) - (a < b))
         assert items[:k] == sorted(values, reverse=True)[:k]
+
+
+def test_defaults_are_pulsars() -> None:
+    # A load record starts at new ResourceUsage() = (0, 0); a measurement at (-1, -1).
+    record_fields = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+    for record in (LocalBrokerData(), BrokerLoadData()):
+        assert {getattr(record, f) for f in record_fields} == {ResourceUsage(0, 0)}
+    sample = SystemResourceUsage()
+    assert {getattr(sample, f) for f in record_fields} == {ResourceUsage(-1, -1)}
+    assert ResourceUsage(-1, -1).percent_usage() == ResourceUsage(0, 0).percent_usage() == 0

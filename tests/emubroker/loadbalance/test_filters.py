@@ -7,9 +7,9 @@ import pytest
 
 from emubroker.config import BrokerConfig
 from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
-from emubroker.loadbalance.data import BrokerData, BundleData, LoadData, LocalBrokerData
-from emubroker.loadbalance.extensible_data import BrokerLoadData
-from emubroker.loadbalance.filters import (
+from emubroker.loadbalance.model.data import BrokerData, BundleData, LoadData, LocalBrokerData
+from emubroker.loadbalance.model.extensible_data import BrokerLoadData
+from emubroker.loadbalance.strategies.filters import (
     BrokerFilterError,
     SemanticVersion,
     filter_brokers_with_large_topic_count,
@@ -18,8 +18,8 @@ from emubroker.loadbalance.filters import (
     filter_by_version,
     latest_version,
 )
-from emubroker.loadbalance.isolation import BundleRangeCache
-from emubroker.loadbalance.selection import remove_most_servicing_brokers_for_namespace
+from emubroker.loadbalance.strategies.isolation import BundleRangeCache
+from emubroker.loadbalance.strategies.selection import remove_most_servicing_brokers_for_namespace
 
 
 def versions(**by_broker: str | None) -> LoadData:

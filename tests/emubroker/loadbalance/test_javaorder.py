@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emubroker.loadbalance.javaorder import (
+from emubroker.loadbalance.model.javaorder import (
     double_key,
     hash_map_order,
     java_sort,

@@ -18,15 +18,15 @@ import pytest
 
 from emubroker.admin.metrics_loadbalance import render_leader_unload_metrics
 from emubroker.config import BrokerConfig, load_config
-from emubroker.loadbalance.bundle_sampler import TopicTraffic
-from emubroker.loadbalance.codec import encode
-from emubroker.loadbalance.data import LocalBrokerData
-from emubroker.loadbalance.leader import LoadBalancerLeader, LoadBalancerLeaderStatistics
-from emubroker.loadbalance.leader_election import LeaderElectionService, LeaderElectionState
-from emubroker.loadbalance.owner_calls import parse_bundle
-from emubroker.loadbalance.reporter import LoadReporter
-from emubroker.loadbalance.trace import LoadBalancerTraceRecord
-from emubroker.loadbalance.usage_sources import ModelUsageSource, ResourceLimits
+from emubroker.loadbalance.leader.election import LeaderElectionService, LeaderElectionState
+from emubroker.loadbalance.leader.owner_calls import parse_bundle
+from emubroker.loadbalance.leader.tasks import LoadBalancerLeader, LoadBalancerLeaderStatistics
+from emubroker.loadbalance.model.codec import encode
+from emubroker.loadbalance.model.data import LocalBrokerData
+from emubroker.loadbalance.reporting.bundle_sampler import TopicTraffic
+from emubroker.loadbalance.reporting.reporter import LoadReporter
+from emubroker.loadbalance.reporting.usage_sources import ModelUsageSource, ResourceLimits
+from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from emubroker.naming import BundleRange, name_hash
 from protocol.clock import FakeClock

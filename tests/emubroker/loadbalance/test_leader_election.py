@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from emubroker.loadbalance.leader_election import (
+from emubroker.loadbalance.leader.election import (
     LeaderBroker,
     LeaderElectionService,
     LeaderElectionState,
@@ -308,7 +308,7 @@ async def test_who_leads_is_logged_at_the_announce_level(
     caplog: pytest.LogCaptureFixture, announce: int | None, level: int
 ) -> None:
     """INFO where several brokers elect; a broker alone (standalone) says it at DEBUG."""
-    caplog.set_level(logging.DEBUG, logger="emubroker.loadbalance.leader_election")
+    caplog.set_level(logging.DEBUG, logger="emubroker.loadbalance.leader.election")
     store = MemoryMetadataTree().open_session()
     options = {} if announce is None else {"announce": announce}
     service = LeaderElectionService(

@@ -8,13 +8,13 @@ import pytest
 
 from emubroker.config import BrokerConfig
 from emubroker.config_loadbalancer import MODULAR_LOAD_MANAGER
-from emubroker.loadbalance.avg_shedder import AvgShedder
-from emubroker.loadbalance.data import BundleData, LocalBrokerData, NamespaceBundleStats
-from emubroker.loadbalance.extensible_data import Unload
-from emubroker.loadbalance.modular import ModularLoadManager, SplitDecision
-from emubroker.loadbalance.placement import LeastResourceUsageWithWeight
-from emubroker.loadbalance.shedding import ThresholdShedder, UniformLoadShedder
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.model.data import BundleData, LocalBrokerData, NamespaceBundleStats
+from emubroker.loadbalance.model.extensible_data import Unload
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.modular.manager import ModularLoadManager, SplitDecision
+from emubroker.loadbalance.strategies.avg_shedder import AvgShedder
+from emubroker.loadbalance.strategies.placement import LeastResourceUsageWithWeight
+from emubroker.loadbalance.strategies.shedding import ThresholdShedder, UniformLoadShedder
 
 MIB = 1024 * 1024
 IMPL = "org.apache.pulsar.broker.loadbalance.impl."

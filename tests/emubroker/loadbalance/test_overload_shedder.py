@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import LoadData, LocalBrokerData
-from emubroker.loadbalance.shedding import OverloadShedder
-from emubroker.loadbalance.usage import ResourceUsage
+from emubroker.loadbalance.model.data import LoadData, LocalBrokerData
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.strategies.shedding import OverloadShedder
 from tests.support.loadbalance import MIB, OVERLOADED, broker, short_term, ten_bundles
 
 CONF = BrokerConfig(loadBalancerBrokerOverloadedThresholdPercentage=85)

@@ -1,4 +1,4 @@
-"""The leader's unloads and splits reach the bundle's owner (``loadbalance.owner_calls``)."""
+"""The leader's unloads and splits reach the bundle's owner (``loadbalance.leader.owner_calls``)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from emubroker.loadbalance.owner_calls import (
+from emubroker.loadbalance.leader.owner_calls import (
     OWNER_CALL_TIMEOUT,
     OwnerCallError,
     OwnerCalls,
     parse_bundle,
 )
-from emubroker.loadbalance.ownership import BrokerInfo, BundleOwner
+from emubroker.loadbalance.ownership.table import BrokerInfo, BundleOwner
 from emubroker.naming import BundleRange, NamespaceBundle
 from protocol.clock import FakeClock
 

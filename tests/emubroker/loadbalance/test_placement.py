@@ -8,21 +8,21 @@ import random
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance import extensible_placement
-from emubroker.loadbalance.data import (
+from emubroker.loadbalance.model.data import (
     BrokerData,
     BundleData,
     LoadData,
     LocalBrokerData,
     TimeAverageBrokerData,
 )
-from emubroker.loadbalance.extensible_data import BrokerLoadData, LoadManagerContext
-from emubroker.loadbalance.placement import (
+from emubroker.loadbalance.model.extensible_data import BrokerLoadData, LoadManagerContext
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.strategies import extensible_placement
+from emubroker.loadbalance.strategies.placement import (
     LeastLongTermMessageRate,
     LeastResourceUsageWithWeight,
     RoundRobinBrokerSelector,
 )
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
 
 WEIGHTED = BrokerConfig(
     loadBalancerCPUResourceWeight=1.0,

@@ -7,16 +7,16 @@ import math
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import LocalBrokerData
-from emubroker.loadbalance.extensible_data import BrokerLoadData
-from emubroker.loadbalance.report_update import (
+from emubroker.loadbalance.model.data import LocalBrokerData
+from emubroker.loadbalance.model.extensible_data import BrokerLoadData
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.reporting.report_update import (
     ReportUpdateReason,
     need_broker_data_update,
     need_broker_load_data_update,
     percent_change,
     report_update_reason,
 )
-from emubroker.loadbalance.usage import ResourceUsage
 
 CONF = BrokerConfig()
 NOW = 10 * 60_000

@@ -13,12 +13,12 @@ import msgspec
 import pytest
 
 from emubroker.config import BrokerConfig, load_config
-from emubroker.loadbalance.broker_registry import available_brokers, read_report
-from emubroker.loadbalance.bundle_sampler import TopicTraffic
-from emubroker.loadbalance.data import LocalBrokerData
-from emubroker.loadbalance.reporter import BrokerRegistrationError, LoadReporter
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
-from emubroker.loadbalance.usage_sources import (
+from emubroker.loadbalance.model.data import LocalBrokerData
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.ownership.broker_registry import available_brokers, read_report
+from emubroker.loadbalance.reporting.bundle_sampler import TopicTraffic
+from emubroker.loadbalance.reporting.reporter import BrokerRegistrationError, LoadReporter
+from emubroker.loadbalance.reporting.usage_sources import (
     BrokerActivity,
     ModelUsageSource,
     ResourceLimits,
@@ -181,7 +181,7 @@ async def test_a_report_is_written_only_when_usage_moves_past_the_threshold(
 ) -> None:
     usage = SteppedUsage()
     reasons: list[tuple[str, float]] = []
-    caplog.set_level(logging.INFO, logger="emubroker.loadbalance.reporter")
+    caplog.set_level(logging.INFO, logger="emubroker.loadbalance.reporting.reporter")
     async with (
         tree.open_session() as store,
         running(reporter(store, fake_clock, usage=usage, written=reasons)),
@@ -240,7 +240,7 @@ async def test_max_interval_forces_a_write_and_accepts_fractions(
     fake_clock: FakeClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="emubroker.loadbalance.reporter")
+    caplog.set_level(logging.INFO, logger="emubroker.loadbalance.reporting.reporter")
     config = conf(loadBalancerReportUpdateMaxIntervalMinutes=0.25)  # 15 s
     written: list[tuple[str, float]] = []
     async with (

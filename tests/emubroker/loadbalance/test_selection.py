@@ -6,21 +6,24 @@ import random
 
 from emubroker.config import BrokerConfig
 from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
-from emubroker.loadbalance.data import BrokerData, BundleData, LoadData, LocalBrokerData
-from emubroker.loadbalance.isolation import (
+from emubroker.loadbalance.model.data import BrokerData, BundleData, LoadData, LocalBrokerData
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.strategies.isolation import (
     BundleRangeCache,
     NamespaceIsolationPolicies,
     NamespaceIsolationPolicy,
     PlacementPolicies,
 )
-from emubroker.loadbalance.placement import LeastLongTermMessageRate, RoundRobinBrokerSelector
-from emubroker.loadbalance.selection import (
+from emubroker.loadbalance.strategies.placement import (
+    LeastLongTermMessageRate,
+    RoundRobinBrokerSelector,
+)
+from emubroker.loadbalance.strategies.selection import (
     apply_namespace_policies,
     filter_anti_affinity_group_owned_brokers,
     select_broker,
     should_anti_affinity_namespace_unload,
 )
-from emubroker.loadbalance.usage import ResourceUsage
 
 BUNDLE = "t/ns/0x00000000_0x40000000"
 BROKERS = ["b1:8080", "b2:8080", "b3:8080"]

@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.avg_shedder import AvgShedder
-from emubroker.loadbalance.data import LoadData, LocalBrokerData
-from emubroker.loadbalance.shed_explain import bundle_numbers, explain
-from emubroker.loadbalance.shedding import OverloadShedder, ThresholdShedder, UniformLoadShedder
-from emubroker.loadbalance.usage import ResourceUsage
+from emubroker.loadbalance.leader.shedding_runtime import bundle_numbers
+from emubroker.loadbalance.model.data import LoadData, LocalBrokerData
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.strategies.avg_shedder import AvgShedder
+from emubroker.loadbalance.strategies.shedding import (
+    OverloadShedder,
+    ThresholdShedder,
+    UniformLoadShedder,
+)
 from tests.support.loadbalance import MIB, broker, short_term
 
 
@@ -37,7 +41,7 @@ def test_overload_shedder_numbers() -> None:
     load_data = cluster((95, 10, 10), (2000, 100, 100))
     conf = BrokerConfig()
     assert OverloadShedder().find_bundles_for_unloading(load_data, conf) == {"broker1": ["b-big"]}
-    numbers = explain(OverloadShedder(), load_data, conf, "broker1", "broker2")
+    numbers = OverloadShedder().explain(load_data, conf, "broker1", "broker2")
     assert numbers["reason"] == "Overloaded"
     assert numbers["broker_load"] == pytest.approx(0.95)
     assert numbers["threshold"] == 0.85
@@ -51,7 +55,7 @@ def test_threshold_shedder_numbers_use_the_averages_after_the_cycle() -> None:
     conf = BrokerConfig(loadBalancerBundleUnloadMinThroughputThreshold=1)
     shedder = ThresholdShedder()
     assert shedder.find_bundles_for_unloading(load_data, conf) == {"broker1": ["b-big"]}
-    numbers = explain(shedder, load_data, conf, "broker1", "broker2")
+    numbers = shedder.explain(load_data, conf, "broker1", "broker2")
     cluster_avg = (0.95 + 0.10 + 0.10) / 3
     assert numbers["reason"] == "Overloaded"
     assert numbers["broker_load"] == pytest.approx(0.95)
@@ -68,7 +72,7 @@ def test_threshold_shedder_lower_boundary_numbers() -> None:
     )
     shedder = ThresholdShedder()
     assert shedder.find_bundles_for_unloading(load_data, conf) == {"broker1": ["b-big"]}
-    numbers = explain(shedder, load_data, conf, "broker1", "broker3")
+    numbers = shedder.explain(load_data, conf, "broker1", "broker3")
     assert numbers["reason"] == "Underloaded"
     assert numbers["threshold"] == pytest.approx((0.44 + 0.40 + 0.2) / 3 - 0.1)
     assert numbers["to_offload"] == pytest.approx(20 * MIB * 0.1 * 0.5)
@@ -81,7 +85,7 @@ def test_uniform_load_shedder_numbers_by_message_rate() -> None:
     assert UniformLoadShedder().find_bundles_for_unloading(load_data, conf) == {
         "broker1": ["b-small"]
     }
-    numbers = explain(UniformLoadShedder(), load_data, conf, "broker1", "broker2")
+    numbers = UniformLoadShedder().explain(load_data, conf, "broker1", "broker2")
     assert numbers["reason"] == "MsgRateDifference"
     assert (numbers["broker_load"], numbers["cluster_load"]) == (2000, 100)
     assert numbers["threshold"] == pytest.approx(150)  # min rate + 50 %
@@ -94,10 +98,9 @@ def test_avg_shedder_numbers_name_the_hit_count_that_fired() -> None:
     conf = BrokerConfig(maxUnloadPercentage=0.5, minUnloadMessage=10)
     shedder = AvgShedder()
     assert shedder.find_bundles_for_unloading(load_data, conf) == {}  # first high hit
-    hits = (dict(shedder.hit_count_high), dict(shedder.hit_count_low))
     result = shedder.find_bundles_for_unloading(load_data, conf)
     assert list(result) == ["broker1"]
-    numbers = explain(shedder, load_data, conf, "broker1", "broker2", avg_hits=hits)
+    numbers = shedder.explain(load_data, conf, "broker1", "broker2")
     assert numbers["reason"] == "HighHitCount"
     assert numbers["broker_load"] == pytest.approx(0.8)
     assert numbers["dest_load"] == pytest.approx(0.3)

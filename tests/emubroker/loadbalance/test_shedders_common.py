@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.avg_shedder import AvgShedder
-from emubroker.loadbalance.data import LoadData, LocalBrokerData
-from emubroker.loadbalance.shedding import (
+from emubroker.loadbalance.model.data import LoadData, LocalBrokerData
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.strategies.avg_shedder import AvgShedder
+from emubroker.loadbalance.strategies.shedding import (
     LoadSheddingStrategy,
     OverloadShedder,
     ThresholdShedder,
     UniformLoadShedder,
 )
-from emubroker.loadbalance.usage import ResourceUsage
 from tests.support.loadbalance import OVERLOADED, broker, short_term
 
 CONF = BrokerConfig(loadBalancerBrokerOverloadedThresholdPercentage=85)

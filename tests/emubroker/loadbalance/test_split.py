@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import (
+from emubroker.loadbalance.model.data import (
     BrokerData,
     BundleData,
     LoadData,
@@ -19,7 +19,7 @@ from emubroker.loadbalance.data import (
     NamespaceBundleStats,
     TimeAverageMessageData,
 )
-from emubroker.loadbalance.split import (
+from emubroker.loadbalance.strategies.split import (
     ALGORITHMS,
     find_bundles_to_split,
     flow_or_qps_equally_divide,

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import LoadData, LocalBrokerData
-from emubroker.loadbalance.shedding import ThresholdShedder
-from emubroker.loadbalance.usage import ResourceUsage
+from emubroker.loadbalance.model.data import LoadData, LocalBrokerData
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.strategies.shedding import ThresholdShedder
 from tests.support.loadbalance import MIB, OVERLOADED, broker, short_term, ten_bundles
 
 CONF = BrokerConfig()

@@ -6,10 +6,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import LocalBrokerData
-from emubroker.loadbalance.extensible_data import Label, Reason, Unload, UnloadDecision
-from emubroker.loadbalance.modular import SplitDecision
-from emubroker.loadbalance.trace import (
+from emubroker.loadbalance.model.data import LocalBrokerData
+from emubroker.loadbalance.model.extensible_data import Label, Reason, Unload, UnloadDecision
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.modular.manager import SplitDecision
+from emubroker.loadbalance.trace.records import (
     FIELD_NAMES,
     LoadBalancerTraceRecord,
     LoadBalancerTraceWriter,
@@ -19,7 +20,6 @@ from emubroker.loadbalance.trace import (
     trace_schema,
     unload_record,
 )
-from emubroker.loadbalance.usage import ResourceUsage
 
 BUNDLE = "public/default/0x00000000_0x40000000"
 

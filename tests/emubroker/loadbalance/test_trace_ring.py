@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from emubroker.loadbalance.trace import LoadBalancerTraceRecord
-from emubroker.loadbalance.trace_ring import TraceRing
+from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord
+from emubroker.loadbalance.trace.ring import TraceRing
 
 
 def _row(n: int) -> LoadBalancerTraceRecord:

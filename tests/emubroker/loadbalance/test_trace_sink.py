@@ -9,7 +9,7 @@ import pytest
 
 from emubroker.app import open_broker
 from emubroker.config import load_config
-from emubroker.loadbalance.trace import SCHEMA_VERSION
+from emubroker.loadbalance.trace.records import SCHEMA_VERSION
 from protocol.clock import FakeClock
 
 pytestmark = pytest.mark.anyio

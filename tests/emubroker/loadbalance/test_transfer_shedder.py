@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import NamespaceBundleStats
-from emubroker.loadbalance.extensible_data import (
+from emubroker.loadbalance.model.data import NamespaceBundleStats
+from emubroker.loadbalance.model.extensible_data import (
     BrokerLoadData,
     Label,
     LoadManagerContext,
@@ -29,9 +29,9 @@ from emubroker.loadbalance.extensible_data import (
     UnloadDecision,
     top_k_bundles,
 )
-from emubroker.loadbalance.filters import BrokerFilterError
-from emubroker.loadbalance.transfer_shedder import LoadStats, TransferShedder
-from emubroker.loadbalance.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.strategies.filters import BrokerFilterError
+from emubroker.loadbalance.strategies.transfer_shedder import LoadStats, TransferShedder
 
 NOW = 1_700_000_000_000
 SETUP_AVG = 0.36400000000000005

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import LoadData, LocalBrokerData
-from emubroker.loadbalance.shedding import UniformLoadShedder
+from emubroker.loadbalance.model.data import LoadData, LocalBrokerData
+from emubroker.loadbalance.strategies.shedding import UniformLoadShedder
 from tests.support.loadbalance import MIB, broker, short_term
 
 

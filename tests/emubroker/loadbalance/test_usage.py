@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.data import LocalBrokerData, weighted_max_usage
-from emubroker.loadbalance.usage import ResourceUsage, f32, java_div, resource_weights
+from emubroker.loadbalance.model.data import LocalBrokerData, weighted_max_usage
+from emubroker.loadbalance.model.usage import ResourceUsage, f32, java_div, resource_weights
 
 
 def is_float32(value: float) -> bool:

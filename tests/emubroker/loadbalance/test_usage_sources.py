@@ -11,11 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 from emubroker.config import ConfigError, load_config
-from emubroker.loadbalance import psutil_source
-from emubroker.loadbalance.psutil_source import MIB, PsutilUsageSource
-from emubroker.loadbalance.report_wiring import resource_limits, usage_source
-from emubroker.loadbalance.usage import ResourceUsage
-from emubroker.loadbalance.usage_sources import (
+from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.reporting import psutil_source
+from emubroker.loadbalance.reporting.psutil_source import MIB, PsutilUsageSource
+from emubroker.loadbalance.reporting.usage_sources import (
     BrokerActivity,
     ModelUsageSource,
     ResourceLimits,
@@ -23,6 +22,7 @@ from emubroker.loadbalance.usage_sources import (
     UsageScriptError,
     load_usage_script,
 )
+from emubroker.loadbalance.reporting.wiring import resource_limits, usage_source
 
 LIMITS = ResourceLimits(processors=4, memory_mb=2048, nic_kbps=1_000_000)
 

@@ -1,0 +1,132 @@
+"""Unloading bundles, as Pulsar's ``OwnedBundle.handleUnloadRequest`` does (spec §6.3).
+
+:meth:`BundleUnloader.unload` is the one way a bundle leaves its owner on purpose (the admin
+API's unloads, a split's children, a graceful shutdown):
+
+1. The bundle turns inactive: lookups answer "being unloaded" (``MetadataError``) and new
+   producers and consumers are refused, so clients look up again.
+2. Its topics close: producers and consumers get CLOSE_PRODUCER / CLOSE_CONSUMER (the client
+   keeps its connection and looks up again), appends in flight finish, the cursors are flushed,
+   and nothing about the topics stays cached here (the next owner reads the stored state). At
+   most ``namespaceBundleUnloadingTimeoutMs``: a close that takes longer is abandoned (logged)
+   and the bundle released anyway, as Pulsar does.
+3. The ownership node is deleted; the next lookup goes to the leader, which places the bundle.
+
+A bundle *lost* (its node went with an expired session: ``ownership`` rule 3) closes its topics
+without flushing anything: another broker may own them already, and only it may write.
+:meth:`BundleUnloader.unload_all` unloads every bundle held, within ``brokerShutdownTimeoutMs``
+(SIGTERM).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeAlias
+
+import anyio
+
+from emubroker.naming import NamespaceBundle
+
+if TYPE_CHECKING:
+    from emubroker.loadbalance.ownership.table import OwnershipTable
+    from protocol.clock import Clock
+
+__all__ = ["BundleUnloader", "CloseBundleTopics"]
+
+log = logging.getLogger(__name__)
+
+CloseBundleTopics: TypeAlias = Callable[[NamespaceBundle, bool], Awaitable[int]]
+"""``close(bundle, graceful)``: close the bundle's topics (flushing their cursors when graceful)
+and forget them; returns how many were closed."""
+
+
+class BundleUnloader:
+    """Unloads this broker's bundles (see the module docstring).
+
+    Args:
+        ownership: This broker's ownership table.
+        close_topics: Closes a bundle's topics (the topic service's part).
+        clock: Times the unload timeouts.
+        unload_timeout: Seconds an unload may spend closing topics
+            (``namespaceBundleUnloadingTimeoutMs``).
+    """
+
+    def __init__(
+        self,
+        ownership: OwnershipTable,
+        close_topics: CloseBundleTopics,
+        *,
+        clock: Clock,
+        unload_timeout: float,
+    ) -> None:
+        self._ownership = ownership
+        self._close_topics = close_topics
+        self._clock = clock
+        self._timeout = unload_timeout
+
+    async def unload(self, bundle: NamespaceBundle) -> bool:
+        """Unload an owned bundle (rules 1-3); False if this broker does not own it.
+
+        Raises:
+            MetadataStoreError: Releasing the ownership node failed (the bundle is no longer
+                served here; its node goes with the session).
+        """
+        ownership = self._ownership
+        if not ownership.is_owned(bundle):
+            return False
+        ownership.disable(bundle)
+        log.info("unloading bundle %s", bundle)
+        try:
+            closed = await self._within(self._timeout, bundle, graceful=True)
+        finally:
+            await ownership.release(bundle)  # whatever closing the topics did
+        log.info("unloaded bundle %s (%s topics closed)", bundle, closed)
+        return True
+
+    async def unload_all(self, seconds: float) -> None:
+        """Unload every bundle held, together, within ``seconds`` (graceful shutdown)."""
+        bundles = self._ownership.owned_bundles()
+        if not bundles:
+            return
+        log.info("unloading %d bundles before stopping", len(bundles))
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._cancel_after, seconds, scope)
+                async with anyio.create_task_group() as unloads:
+                    for bundle in bundles:
+                        unloads.start_soon(self._unload_quietly, bundle)
+                tg.cancel_scope.cancel()
+        if scope.cancelled_caught:
+            log.warning("shutdown: bundles not unloaded within %s s", seconds)
+
+    async def lost(self, bundle: NamespaceBundle) -> None:
+        """A bundle whose ownership went with the session: close its topics, write nothing."""
+        closed = await self._within(self._timeout, bundle, graceful=False)
+        log.warning("bundle %s lost: %s topics closed", bundle, closed)
+
+    async def _unload_quietly(self, bundle: NamespaceBundle) -> None:
+        try:
+            await self.unload(bundle)
+        except Exception:
+            log.exception("could not unload bundle %s", bundle)
+
+    async def _within(self, seconds: float, bundle: NamespaceBundle, *, graceful: bool) -> int:
+        closed = 0
+
+        async def close() -> None:
+            nonlocal closed
+            closed = await self._close_topics(bundle, graceful)
+
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._cancel_after, seconds, scope)
+                await close()
+                tg.cancel_scope.cancel()
+        if scope.cancelled_caught:
+            log.warning("closing the topics of bundle %s timed out after %s s", bundle, seconds)
+        return closed
+
+    async def _cancel_after(self, seconds: float, scope: anyio.CancelScope) -> None:
+        await self._clock.sleep(seconds)
+        scope.cancel()

@@ -1,0 +1,1 @@
+"""Each broker's load report: its usage sources, its bundles' traffic, when it is rewritten."""
