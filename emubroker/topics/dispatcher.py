@@ -506,7 +506,11 @@ class Dispatcher:
             ledger_id, entry_id, sections = self._ledger.read(index, index)  # may miss: keep it
             heapq.heappop(replay)
             self._replay_set.discard(index)
-            self._send(consumer, index, ledger_id, entry_id, info, sections[0])
+            self._count_out(
+                1,
+                self._send(consumer, index, ledger_id, entry_id, info, sections[0]),
+                len(sections[0]),
+            )
             capacity = None
             if limit:
                 limit -= 1
@@ -553,6 +557,7 @@ class Dispatcher:
             first = self.read_position
             ledger_id, first_entry, sections = ledger.read(first, min(end, first + batch) - 1)
             acked = cursor.acked_among(first, first + len(sections))
+            sent = messages = size = 0  # this read's deliveries, counted once (_count_out)
             for offset, section in enumerate(sections):
                 index = first + offset
                 if index in acked:  # after a reload, a redelivery, a skip
@@ -585,9 +590,15 @@ class Dispatcher:
                         self._push_replay(index, dirty=False)
                         continue
                     self.read_position = index
+                    self._count_out(sent, messages, size)
                     return
-                self._send(consumer, index, ledger_id, first_entry + offset, info, section)
+                messages += self._send(
+                    consumer, index, ledger_id, first_entry + offset, info, section
+                )
+                size += len(section)
+                sent += 1
                 capacity = None
+            self._count_out(sent, messages, size)
             self.read_position = first + len(sections)
             if limit:
                 return
@@ -600,7 +611,8 @@ class Dispatcher:
         entry_id: int,
         info: EntryInfo,
         section: bytes,
-    ) -> None:
+    ) -> int:
+        """Deliver one entry; its messages charged (the caller adds them up: ``_count_out``)."""
         charged, ack_set, redelivery_count = self._acks.deliver(consumer, index, info.num_messages)
         consumer.permits -= charged
         consumer.sink.send_message(
@@ -612,13 +624,19 @@ class Dispatcher:
             ack_set,
             section,
         )
-        size = len(section)
-        counters = self._counters
-        counters.msg_out += charged
-        counters.bytes_out += size
-        self.msg_out += charged
-        self.bytes_out += size
-        self.entries_out += 1
         consumer.msg_out += charged  # per consumer, for admin stats
-        consumer.bytes_out += size
+        consumer.bytes_out += len(section)
         consumer.last_consumed = self._round_ms
+        return charged
+
+    def _count_out(self, entries: int, messages: int, size: int) -> None:
+        """Add a run of deliveries to the subscription's and the topic's out counters.
+
+        Once per read rather than once per entry: the loops add up locals instead.
+        """
+        counters = self._counters
+        counters.msg_out += messages
+        counters.bytes_out += size
+        self.msg_out += messages
+        self.bytes_out += size
+        self.entries_out += entries

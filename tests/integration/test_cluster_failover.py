@@ -230,11 +230,19 @@ def test_a_frozen_owner_whose_session_expired_cannot_write(tmp_path: Path) -> No
             # Frozen past its session timeout: its locks expire while its process lives on.
             assert cluster.cli("kill", str(frozen["broker_id"]), "--signal", "STOP").returncode == 0
             traffic.send_round(5)  # these reach the frozen broker's sockets and wait there
-            time.sleep(SESSION_TIMEOUT + FAILOVER_SLACK)
+            # Its session expires: the leader stops listing it (its registration and its bundle
+            # locks are ephemeral nodes of that session and go at the same point).
+            leader = next(b for b in brokers if b["broker_id"] == leader_id)
+            leader_admin = AdminClient(str(leader["admin_url"]))
+            began = time.monotonic()
+            while str(frozen["broker_id"]) in leader_admin.call(
+                "GET", "/admin/v2/brokers/standalone"
+            ):
+                assert time.monotonic() - began < SESSION_TIMEOUT + FAILOVER_SLACK
+                time.sleep(0.1)
             # A new client's lookups (through the leader: the frozen broker accepts connections
             # it never answers) place the frozen broker's bundles elsewhere, and their new owner
             # fences the topics' ledgers.
-            leader = next(b for b in brokers if b["broker_id"] == leader_id)
             reader = make_client(str(leader["service_url"]))
             try:
                 for topic in topics:

@@ -146,7 +146,7 @@ def test_the_page_says_when_its_broker_stops_answering(
 def simulated_run(tmp_path_factory: pytest.TempPathFactory) -> simulate.SimulationResult:
     root = tmp_path_factory.mktemp("replay")
     scenario = root / "shedding.toml"
-    scenario.write_text(shedding_scenario(seconds=40, shed_minutes=0.0583))
+    scenario.write_text(shedding_scenario(seconds=10, shed_minutes=0.0583))
     return simulate.run(scenario, root / "run")
 
 

@@ -94,9 +94,11 @@ def test_repeated_kill_9_under_load_loses_nothing_acknowledged(tmp_path: Path) -
     with _process(_standalone(tmp_path)) as broker:
         client = make_client(broker.url)
         consumer = client.subscribe(topic, "soak")
-        while True:
+        # Until every acknowledged message has arrived (all the test asserts), rather than until
+        # two quiet seconds: a lost one ends the wait at the receive timeout and fails below.
+        while not tally.acknowledged <= tally.received:
             try:
-                message = consumer.receive(2000)
+                message = consumer.receive(10_000)
             except pulsar.Timeout:
                 break
             tally.received.add(struct.unpack(">Q", message.data())[0])

@@ -58,17 +58,22 @@ def _reconnections(run_dir: Path) -> dict[str, int]:
     return dict(counts)
 
 
+# Four simulations (~2.5 s of CPU each, two of them in fresh processes): at a load average of 25
+# on two cores the forty-second version did not finish within pytest's 120 s.
+@pytest.mark.timeout(300)
 def test_a_simulation_sheds_load_and_writes_the_same_traces_every_run(tmp_path: Path) -> None:
     scenario = tmp_path / "shedding.toml"
-    scenario.write_text(shedding_scenario(seconds=40, shed_minutes=0.0583))
+    # Twenty seconds: the one shed comes at the first cycle (3.5 s), and five more cycles find
+    # nothing to shed (forty seconds, run four times here, made the same decisions).
+    scenario.write_text(shedding_scenario(seconds=20, shed_minutes=0.0583))
 
     first = simulate.run(scenario, tmp_path / "first")
 
-    # Forty simulated seconds, in far less wall time, and every message arrived.
-    assert first.simulated_seconds >= 40
+    # Twenty simulated seconds, in far less wall time, and every message arrived.
+    assert first.simulated_seconds >= 20
     assert first.run.exit_code == 0
     assert first.run.checks.lost == 0
-    assert first.run.rows["sends"] == first.run.rows["receives"] == 40 * sum(RATES)
+    assert first.run.rows["sends"] == first.run.rows["receives"] == 20 * sum(RATES)
     # The leader shed broker 0's bundles, at most one per cycle.
     sheds = [d for d in first.decisions if d.event == "shed"]
     assert sheds
