@@ -136,6 +136,9 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
         delayedDeliveryEnabled: Honour ``deliver_at_time`` on Shared/Key_Shared subscriptions.
         subscriptionKeySharedConsistentHashingReplicaPoints: Key_Shared hash-ring points per
             consumer.
+        subscriptionKeySharedUseConsistentHashing: Key_Shared AUTO_SPLIT hashes keys onto a
+            ring of consumer points (Pulsar 4's default); false: the hash range is split in
+            halves as consumers join (Pulsar's ``HashRangeAutoSplitStickyKeyConsumerSelector``).
         schemaCompatibilityStrategy: The schema compatibility strategy of namespaces whose
             policies leave it ``UNDEFINED``; ``FULL``, Pulsar's default, so that a client
             sees the refusals Pulsar gives (the official client's schema tests rely on them).
@@ -191,6 +194,7 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     statsUpdateFrequencyInSecs: Annotated[int, msgspec.Meta(gt=0)] = 60
     delayedDeliveryEnabled: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: Positive = 100
+    subscriptionKeySharedUseConsistentHashing: bool = True
     schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "FULL"
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False

@@ -9,12 +9,14 @@ layer never reads configuration anywhere else (STYLE.md §5, no globals).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar, overload
 
 import msgspec
 
 from emubroker.config import BrokerConfig
+from emubroker.topics.keyshared import AutoSplitSelector, KeySelector, RangeSplitSelector
 
 __all__ = ["TopicSettings"]
 
@@ -99,6 +101,7 @@ class TopicSettings:
     delayed_delivery_enabled = _Key[bool]("delayedDeliveryEnabled")
     key_shared_hash_points = _Key[int]("subscriptionKeySharedConsistentHashingReplicaPoints")
     """Ring points per consumer for Key_Shared AUTO_SPLIT."""
+    key_shared_use_consistent_hashing = _Key[bool]("subscriptionKeySharedUseConsistentHashing")
     stats_update_frequency = _Key[float]("statsUpdateFrequencyInSecs", float)
     """How often topic publish rates are refreshed (relative-to-publish-rate dispatch limits)."""
     max_producers_per_topic = _Key[int]("maxProducersPerTopic")
@@ -123,6 +126,17 @@ class TopicSettings:
             changes[key.key] = value if key.write is None else key.write(value)
         self.config = msgspec.structs.replace(base, **changes) if changes else base
         self.broker_id = broker_id
+
+    @property
+    def key_shared_auto_split(self) -> Callable[[], KeySelector[Any]]:
+        """What makes a Key_Shared AUTO_SPLIT selector, chosen once from the configuration.
+
+        Pulsar's consistent-hashing ring, or its auto-split hash ranges when
+        ``subscriptionKeySharedUseConsistentHashing`` is false.
+        """
+        if self.key_shared_use_consistent_hashing:
+            return functools.partial(AutoSplitSelector, self.key_shared_hash_points)
+        return RangeSplitSelector
 
     def __repr__(self) -> str:
         return f"TopicSettings(broker_id={self.broker_id}, config={self.config!r})"
