@@ -21,6 +21,7 @@ from emubroker.topics.dedup import Admission, DedupState, Pending
 from emubroker.topics.expiry import is_expirable
 from emubroker.topics.limits import (
     LimitResolver,
+    check_new_subscription,
     check_subscriptions,
     check_topic_consumers,
 )
@@ -345,6 +346,7 @@ class Topic(TopicBase[Subscription]):
         sub = self._subs.get(name)
         created = sub is None
         if sub is None:
+            check_new_subscription(limits, request.durable)
             check_subscriptions(limits, self.name, len(self._subs))
             sub = self._new_subscription(name, request)
         consumer = sub.add_consumer(
