@@ -126,6 +126,15 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
         ttlDurationDefaultInSeconds: Message TTL of namespaces whose policies set none (0: no
             TTL; ``emubroker.topics.expiry``).
         messageExpiryCheckIntervalInMinutes: Period of the message TTL check.
+        backlogQuotaCheckEnabled: Check topics' backlogs against their quotas periodically
+            (``emubroker.topics.backlog_quota``).
+        backlogQuotaCheckIntervalInSeconds: That check's period.
+        backlogQuotaDefaultLimitBytes: The size quota of topics whose policies set none (-1:
+            none); ``backlogQuotaDefaultLimitGB`` wins when positive.
+        backlogQuotaDefaultLimitGB: The same in GiB (fractions allowed; -1: unset).
+        backlogQuotaDefaultLimitSecond: The age quota of topics whose policies set none (-1:
+            none).
+        backlogQuotaDefaultRetentionPolicy: What exceeding a default quota does.
         managedLedgerMaxEntriesPerLedger: Entries per ledger before a topic rolls over.
         managedLedgerMaxSizePerLedgerMbytes: Bytes (MiB) per ledger before it rolls over.
         managedLedgerMinLedgerRolloverTimeMinutes: No rollover of a younger ledger.
@@ -188,6 +197,15 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     # Message TTL (neither is dynamic in Pulsar).
     ttlDurationDefaultInSeconds: Annotated[int, msgspec.Meta(ge=0)] = 0
     messageExpiryCheckIntervalInMinutes: Positive = 5
+    # Backlog quotas (none is dynamic in Pulsar).
+    backlogQuotaCheckEnabled: bool = True
+    backlogQuotaCheckIntervalInSeconds: Positive = 60
+    backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitGB: float = -1.0
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: Literal[
+        "producer_request_hold", "producer_exception", "consumer_backlog_eviction"
+    ] = "producer_request_hold"
     managedLedgerMaxEntriesPerLedger: Positive = 50_000
     managedLedgerMaxSizePerLedgerMbytes: Positive = 2048
     managedLedgerMinLedgerRolloverTimeMinutes: Annotated[float, msgspec.Meta(ge=0)] = 10.0

@@ -50,6 +50,8 @@ class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
     maxSubscriptionsPerTopic: int | None = None
     # ``{"allowAutoSubscriptionCreation": bool}`` (``topics.limits``), as the namespace's.
     autoSubscriptionCreationOverride: Any = None
+    # Backlog quotas by type (``policies.backlog_quota``), under Pulsar's spelling.
+    backLogQuotaMap: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -63,6 +65,7 @@ class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
             and self.maxConsumersPerSubscription is None
             and self.maxSubscriptionsPerTopic is None
             and self.autoSubscriptionCreationOverride is None
+            and not self.backLogQuotaMap
         )
 
 

@@ -114,6 +114,13 @@ class TopicSettings:
     ttl_duration_default_in_seconds = _Key[int]("ttlDurationDefaultInSeconds")
     """The message TTL of namespaces whose policies set none (0: no TTL; ``expiry``)."""
     message_expiry_check_interval_in_minutes = _Key[int]("messageExpiryCheckIntervalInMinutes")
+    backlog_quota_check_enabled = _Key[bool]("backlogQuotaCheckEnabled")
+    backlog_quota_check_interval = _Key[float]("backlogQuotaCheckIntervalInSeconds", float)
+    """Seconds between backlog quota checks (``backlog_quota``)."""
+    backlog_quota_default_limit_bytes = _Key[int]("backlogQuotaDefaultLimitBytes")
+    backlog_quota_default_limit_gb = _Key[float]("backlogQuotaDefaultLimitGB")
+    backlog_quota_default_limit_second = _Key[int]("backlogQuotaDefaultLimitSecond")
+    backlog_quota_default_retention_policy = _Key[str]("backlogQuotaDefaultRetentionPolicy")
 
     def __init__(
         self, config: BrokerConfig | None = None, *, broker_id: int = 0, **overrides: Any
