@@ -34,7 +34,8 @@ Rules (Pulsar 4.0's ``BrokerService.monitorBacklogQuota``, ``PersistentTopic`` a
    ``oldestBacklogMessageAgeSeconds`` (-1 before one found a backlog), with the subscription
    holding it (``oldestBacklogMessageSubscriptionName``).
 
-Nothing here runs on the publish path: the sizes are summed when a check or a PRODUCER asks.
+Nothing here runs on the publish path: the sizes are summed when a check or a PRODUCER asks
+(whole ledgers by their sizes, ``ManagedLedger.bytes_from``).
 """
 
 from __future__ import annotations
@@ -140,10 +141,7 @@ def backlog_size(topic: QuotaTopic) -> int:
     slowest = _slowest(topic)
     if slowest is None:
         return 0
-    ledger = topic.ledger
-    info = ledger.info
-    first = max(slowest.cursor.mark_delete + 1, ledger.first_index)
-    return sum(info(index).size for index in range(first, ledger.count))
+    return topic.ledger.bytes_from(slowest.cursor.mark_delete + 1)
 
 
 def find_oldest(topic: QuotaTopic) -> OldestBacklog | None:

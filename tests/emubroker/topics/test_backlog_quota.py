@@ -78,6 +78,22 @@ def test_the_broker_default_prefers_gigabytes_when_positive() -> None:
     )
 
 
+async def test_backlog_bytes_count_whole_ledgers_and_part_of_the_first_by_its_average() -> None:
+    async with open_service(managed_ledger_max_entries_per_ledger=3) as service:
+        topic = await service.get_topic(topic_name())
+        await subscribe(topic, FakeConsumerSink())  # keeps every ledger
+        producer = await add_producer(topic)
+        for _ in range(8):  # ledgers of 3, 3 and 2 entries, all of one size
+            await publish(topic, producer, PAYLOAD)
+        ledger = topic.ledger
+        assert len(ledger.ledger_ids) == 3
+        whole = ledger.bytes_from(0)
+        assert whole % 8 == 0
+        assert whole >= 8 * ENTRY  # stored entries carry their checksum
+        for index in (2, 3, 7, 8, 99):
+            assert ledger.bytes_from(index) == max(8 - index, 0) * whole // 8, index
+
+
 async def test_held_producers_are_disconnected_at_the_check_and_refused_until_it_drains() -> None:
     clock = FakeClock()
     policies = {topic_name().namespace: _quota("destination_storage", "producer_request_hold")}
