@@ -40,8 +40,13 @@ from emubroker.admin.metrics_loadbalance import (
     render_load_balancing_metrics,
 )
 from emubroker.admin.owner_admin import build_owner_calls
-from emubroker.auth import Security
-from emubroker.auth.broker_client import connect_credentials, plugin_kind
+from emubroker.auth import Security, SecurityConfigError
+from emubroker.auth.broker_client import (
+    broker_client_role,
+    client_certificate,
+    connect_credentials,
+    plugin_kind,
+)
 from emubroker.config import BrokerConfig
 from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
@@ -74,6 +79,7 @@ from emubroker.net import (
     listener_from_sockets,
     serve_pulsar,
 )
+from emubroker.net.certified import CertifiedStream
 from emubroker.policies import (
     ClusterData,
     Policies,
@@ -126,23 +132,31 @@ DEFAULT_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("public"
 """What ``pulsar standalone`` creates at first start."""
 
 
-def may_bootstrap(config: BrokerConfig) -> bool:
+def may_bootstrap(config: BrokerConfig, *, wall_time: float) -> bool:
     """Whether ``pulsar standalone`` would create its defaults under this configuration.
 
-    Pulsar's standalone creates them through its own admin client, which has no credentials
-    here (the ``brokerClientAuthenticationPlugin`` credentials serve only the broker's calls
-    to brokers: the leader's unloads and splits, the health check): with authentication on,
-    it acts as ``anonymousUserRole``, and with authorization on it needs that role to be a
-    super-user.
+    Pulsar's standalone creates them through its own admin client, which authenticates with
+    ``brokerClientAuthenticationPlugin`` (``auth.broker_client.broker_client_role``: without
+    one, as ``anonymousUserRole``); with authorization on, that role must be a super-user.
     Otherwise Pulsar logs the refusal and starts without them (the operator creates them over
-    REST, as the official client's test set-up does).
+    REST).
     """
     if not config.authenticationEnabled:
         return True
-    anonymous = config.anonymousUserRole
-    if not anonymous:
+    role = broker_client_role(config, wall_time=wall_time)
+    if not role:
         return False
-    return not config.authorizationEnabled or anonymous in config.csv(config.superUserRoles)
+    return not config.authorizationEnabled or role in config.csv(config.superUserRoles)
+
+
+def _broker_client_certificate(config: BrokerConfig) -> bytes | None:
+    # The health check's client certificate; unusable parameters fail its CONNECT instead
+    # (its credentials say why), so none is presented then.
+    kind = plugin_kind(config.brokerClientAuthenticationPlugin)
+    try:
+        return client_certificate(kind, config.brokerClientAuthenticationParameters)
+    except (ValueError, SecurityConfigError):
+        return None
 
 
 async def bootstrap_metadata(
@@ -151,6 +165,7 @@ async def bootstrap_metadata(
     *,
     http_url: str,
     tls_urls: tuple[str, str] = ("", ""),
+    wall_time: float = 0.0,
 ) -> None:
     """Create the cluster, the ``public`` tenant and its default namespaces if missing.
 
@@ -164,12 +179,14 @@ async def bootstrap_metadata(
         config: The broker configuration.
         http_url: The admin API's ``http://`` URL (``serviceUrl``).
         tls_urls: ``(https URL, pulsar+ssl URL)``, empty without TLS ports.
+        wall_time: Now, epoch seconds (the broker client's token may expire).
     """
-    if not may_bootstrap(config):
+    if not may_bootstrap(config, wall_time=wall_time):
         log.warning(
-            "authentication is on and the anonymous role %r may not administer the cluster: "
-            "the cluster, tenant 'public' and its namespaces are not created (create them "
-            "over REST as a super-user)",
+            "authentication is on and the broker's own client (brokerClientAuthentication"
+            "Plugin, else the anonymous role %r) may not administer the cluster: the cluster, "
+            "tenant 'public' and its namespaces are not created (create them over REST as a "
+            "super-user)",
             config.anonymousUserRole,
         )
         return
@@ -290,17 +307,22 @@ class Broker:
             guards=self.guards,
         )
 
-    async def connect_in_memory(self, host: str, port: int) -> StreamTransport:
+    async def connect_in_memory(
+        self, host: str, port: int, *, certificate: bytes | None = None
+    ) -> StreamTransport:
         """A client transport to this broker over an in-memory stream.
 
         A ``protocol.client`` ``Connector`` (host and port are ignored): the broker's own
-        health check connects with it.
+        health check connects with it. ``certificate`` (DER) is the client certificate the
+        connection presents (the broker client's ``AuthenticationTls``, ``net.certified``).
         """
         # Imported on first use: ``protocol.client`` is the client, which serving never needs.
         from protocol.client.transport import StreamTransport, memory_byte_stream_pair
 
         client_end, server_end = memory_byte_stream_pair()
-        self.start_session(server_end)
+        self.start_session(
+            server_end if certificate is None else CertifiedStream(server_end, certificate)
+        )
         return StreamTransport(client_end)
 
 
@@ -568,7 +590,11 @@ async def open_broker(
         )
 
         await bootstrap_metadata(
-            store, config, http_url=admin_url, tls_urls=(admin_url_tls, service_url_tls)
+            store,
+            config,
+            http_url=admin_url,
+            tls_urls=(admin_url_tls, service_url_tls),
+            wall_time=clock.wall_ms() / 1000,
         )
         dynamic = DynamicConfig(config, store)
         await dynamic.load()  # overrides set through the admin API before this broker started
@@ -778,7 +804,9 @@ async def open_broker(
             health=HealthChecker(
                 cluster=config.clusterName,
                 broker_id=broker_id_of(config),
-                connector=lambda host, port: broker.connect_in_memory(host, port),
+                connector=lambda host, port: broker.connect_in_memory(
+                    host, port, certificate=_broker_client_certificate(dynamic.config)
+                ),
                 clock=clock,
                 credentials=lambda: connect_credentials(
                     plugin_kind(dynamic.config.brokerClientAuthenticationPlugin),

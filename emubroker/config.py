@@ -107,6 +107,8 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
         maxMessageSize: Largest message (metadata + payload); announced in CONNECTED.
         allowAutoTopicCreation: Create topics on first use.
         allowAutoTopicCreationType: ``non-partitioned`` or ``partitioned``.
+        allowAutoSubscriptionCreation: A durable consumer may create a missing subscription
+            (dynamic; namespace and topic policies win, ``emubroker.topics.limits``).
         defaultNumPartitions: Partitions of an auto-created partitioned topic.
         defaultNumberOfNamespaceBundles: Bundles of a new namespace.
         dispatcherMaxReadBatchSize: Entries a dispatcher reads from storage at once.
@@ -124,6 +126,15 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
         ttlDurationDefaultInSeconds: Message TTL of namespaces whose policies set none (0: no
             TTL; ``emubroker.topics.expiry``).
         messageExpiryCheckIntervalInMinutes: Period of the message TTL check.
+        backlogQuotaCheckEnabled: Check topics' backlogs against their quotas periodically
+            (``emubroker.topics.backlog_quota``).
+        backlogQuotaCheckIntervalInSeconds: That check's period.
+        backlogQuotaDefaultLimitBytes: The size quota of topics whose policies set none (-1:
+            none); ``backlogQuotaDefaultLimitGB`` wins when positive.
+        backlogQuotaDefaultLimitGB: The same in GiB (fractions allowed; -1: unset).
+        backlogQuotaDefaultLimitSecond: The age quota of topics whose policies set none (-1:
+            none).
+        backlogQuotaDefaultRetentionPolicy: What exceeding a default quota does.
         managedLedgerMaxEntriesPerLedger: Entries per ledger before a topic rolls over.
         managedLedgerMaxSizePerLedgerMbytes: Bytes (MiB) per ledger before it rolls over.
         managedLedgerMinLedgerRolloverTimeMinutes: No rollover of a younger ledger.
@@ -136,6 +147,9 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
         delayedDeliveryEnabled: Honour ``deliver_at_time`` on Shared/Key_Shared subscriptions.
         subscriptionKeySharedConsistentHashingReplicaPoints: Key_Shared hash-ring points per
             consumer.
+        subscriptionKeySharedUseConsistentHashing: Key_Shared AUTO_SPLIT hashes keys onto a
+            ring of consumer points (Pulsar 4's default); false: the hash range is split in
+            halves as consumers join (Pulsar's ``HashRangeAutoSplitStickyKeyConsumerSelector``).
         schemaCompatibilityStrategy: The schema compatibility strategy of namespaces whose
             policies leave it ``UNDEFINED``; ``FULL``, Pulsar's default, so that a client
             sees the refusals Pulsar gives (the official client's schema tests rely on them).
@@ -169,6 +183,7 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     maxMessageSize: Positive = 5 * 1024 * 1024
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: Literal["non-partitioned", "partitioned"] = "non-partitioned"
+    allowAutoSubscriptionCreation: bool = True
     defaultNumPartitions: Positive = 1
     defaultNumberOfNamespaceBundles: Annotated[int, msgspec.Meta(ge=1, le=0xFFFFFFFF)] = 4
     keepAliveIntervalSeconds: Positive = 30
@@ -182,6 +197,15 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     # Message TTL (neither is dynamic in Pulsar).
     ttlDurationDefaultInSeconds: Annotated[int, msgspec.Meta(ge=0)] = 0
     messageExpiryCheckIntervalInMinutes: Positive = 5
+    # Backlog quotas (none is dynamic in Pulsar).
+    backlogQuotaCheckEnabled: bool = True
+    backlogQuotaCheckIntervalInSeconds: Positive = 60
+    backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitGB: float = -1.0
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: Literal[
+        "producer_request_hold", "producer_exception", "consumer_backlog_eviction"
+    ] = "producer_request_hold"
     managedLedgerMaxEntriesPerLedger: Positive = 50_000
     managedLedgerMaxSizePerLedgerMbytes: Positive = 2048
     managedLedgerMinLedgerRolloverTimeMinutes: Annotated[float, msgspec.Meta(ge=0)] = 10.0
@@ -191,6 +215,7 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     statsUpdateFrequencyInSecs: Annotated[int, msgspec.Meta(gt=0)] = 60
     delayedDeliveryEnabled: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: Positive = 100
+    subscriptionKeySharedUseConsistentHashing: bool = True
     schemaCompatibilityStrategy: SchemaCompatibilityStrategy = "FULL"
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False

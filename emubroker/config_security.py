@@ -66,11 +66,13 @@ class SecurityConfig(DispatchThrottlingConfig, frozen=True):
         tokenAllowedClockSkewSeconds: Leeway on ``exp`` and ``nbf``.
         basicAuthConf: The htpasswd-style users file of basic authentication (a path, a
             ``file:``/``data:`` URL, or base64 text).
-        brokerClientAuthenticationPlugin: The credentials this broker sends in its own calls to
-            other brokers (the leader's unloads and splits): Pulsar's ``AuthenticationToken``
-            or ``AuthenticationBasic`` class name; empty: none.
+        brokerClientAuthenticationPlugin: The identity of this broker's own clients (the
+            standalone's bootstrap, the health check, the leader's unloads and splits):
+            Pulsar's ``AuthenticationToken``, ``AuthenticationBasic`` or ``AuthenticationTls``
+            class name; empty: none (``emubroker.auth.broker_client``).
         brokerClientAuthenticationParameters: That plugin's parameters (``token:<jwt>``,
-            ``file:///path``; ``{"userId": ..., "password": ...}``).
+            ``file:///path``; ``{"userId": ..., "password": ...}``;
+            ``{"tlsCertFile": ..., "tlsKeyFile": ...}``).
     """
 
     brokerServicePortTls: _Port | None = None
@@ -105,6 +107,7 @@ class SecurityConfig(DispatchThrottlingConfig, frozen=True):
         "",
         "org.apache.pulsar.client.impl.auth.AuthenticationToken",
         "org.apache.pulsar.client.impl.auth.AuthenticationBasic",
+        "org.apache.pulsar.client.impl.auth.AuthenticationTls",
     ] = ""
     brokerClientAuthenticationParameters: str = ""
 

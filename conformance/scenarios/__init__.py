@@ -3,7 +3,9 @@
 Areas: ``wire`` (client-visible answers), ``admin`` (tenants, namespaces, policies),
 ``topics`` (topic and subscription admin), ``cluster`` (brokers, clusters, isolation, failure
 domains, bundles, permissions), ``stats`` (stats, internal stats, metrics), ``data`` (schemas,
-compaction, seeks, readers, TTL), ``throttling`` (dispatch rates, per second).
+compaction, seeks, readers, TTL), ``throttling`` (dispatch rates, per second), ``policies``
+(backlog quotas, auto subscription creation, Key_Shared hash ranges; the ``broker-policies``
+profile).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from conformance.scenarios import (  # noqa: F401  (imported to register their s
     cluster,
     core,
     data,
+    policies,
     stats,
     throttling,
     topics,

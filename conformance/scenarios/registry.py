@@ -28,6 +28,11 @@ PROFILES: dict[str, list[str]] = {
         "dispatchRateLimiterFactoryClassName="
         "org.apache.pulsar.broker.service.persistent.DispatchRateLimiterFactoryClassic"
     ],
+    # The Go client's test broker's Key_Shared selector, and a quick backlog quota check.
+    "broker-policies": [
+        "subscriptionKeySharedUseConsistentHashing=false",
+        "backlogQuotaCheckIntervalInSeconds=1",
+    ],
 }
 
 

@@ -181,6 +181,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(f"{_N}/messageTTL", NAMESPACE_POLICY),
     **_policy(f"{_N}/retention", NAMESPACE_POLICY),
     ("GET", f"{_N}/backlogQuotaMap"): NAMESPACE_POLICY,
+    **_policy(f"{_N}/backlogQuota", NAMESPACE_POLICY, ("POST", "DELETE")),
     **_policy(f"{_N}/maxProducersPerTopic", NAMESPACE_POLICY),
     **_policy(f"{_N}/maxConsumersPerTopic", NAMESPACE_POLICY),
     **_policy(f"{_N}/maxConsumersPerSubscription", NAMESPACE_POLICY),
@@ -228,6 +229,8 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(f"{_T}/maxConsumers", TOPIC_POLICY),
     **_policy(f"{_T}/maxConsumersPerSubscription", TOPIC_POLICY),
     **_policy(f"{_T}/maxSubscriptionsPerTopic", TOPIC_POLICY),
+    **_policy(f"{_T}/backlogQuota", TOPIC_POLICY, ("POST", "DELETE")),
+    ("GET", f"{_T}/backlogQuotaMap"): TOPIC_POLICY,
     # SchemasResourceBase: reads GET_METADATA, upload PRODUCE, delete the tenant's admins.
     ("GET", f"{_SCHEMA}/schema"): _topic(_To.GET_METADATA),
     ("GET", f"{_SCHEMA}/schema/{{version}}"): _topic(_To.GET_METADATA),

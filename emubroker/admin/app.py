@@ -20,6 +20,7 @@ import anyio
 from aiohttp import web
 
 from emubroker.admin import (
+    routes_backlog_quota,
     routes_broker_stats,
     routes_brokers,
     routes_bundles,
@@ -90,6 +91,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)
     routes_limits.add_routes(app)
+    routes_backlog_quota.add_routes(app)
     routes_subscriptions.add_routes(app)
     routes_messages.add_routes(app)
     routes_schemas.add_routes(app)

@@ -152,6 +152,7 @@ class TopicStatsView:
             "nonContiguousDeletedMessagesRangesSerializedSize": 0,
             "delayedMessageIndexSizeInBytes": 0,
             "ownerBroker": self._broker_id,
+            **self._topics.quotas.stats(topic.as_persistent()),
         }
         if not persistent:
             # NonPersistentTopicStats: Pulsar never fills in the topic's own msgDropRate (only
@@ -392,6 +393,18 @@ def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
             if "msgDropRate" in sub:  # non-persistent subscriptions only
                 into["msgDropRate"] = into.get("msgDropRate", 0.0) + sub["msgDropRate"]
             into["consumers"].extend(sub["consumers"])
+    for doc in docs:  # PartitionedTopicStatsImpl.add: the last limits, the oldest backlog
+        for key in ("backlogQuotaLimitSize", "backlogQuotaLimitTime"):
+            if key in doc:
+                merged[key] = doc[key]
+        age = doc.get("oldestBacklogMessageAgeSeconds")
+        if age is not None and age > merged.get("oldestBacklogMessageAgeSeconds", -1):
+            merged["oldestBacklogMessageAgeSeconds"] = age
+            if "oldestBacklogMessageSubscriptionName" in doc:
+                merged["oldestBacklogMessageSubscriptionName"] = doc[
+                    "oldestBacklogMessageSubscriptionName"
+                ]
+        merged.setdefault("oldestBacklogMessageAgeSeconds", -1)
     if merged["msgRateIn"]:
         merged["averageMsgSize"] = merged["msgThroughputIn"] / merged["msgRateIn"]
     return merged

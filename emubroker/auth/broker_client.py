@@ -8,25 +8,43 @@ client's:
 
 - ``AuthenticationToken``: ``token:<jwt>``, ``file:///path`` (the token read from the file), or
   the JWT itself; a JSON object ``{"token": "..."}`` too;
-- ``AuthenticationBasic``: ``{"userId": "...", "password": "..."}`` (or ``userId:password``).
+- ``AuthenticationBasic``: ``{"userId": "...", "password": "..."}`` (or ``userId:password``);
+- ``AuthenticationTls``: ``{"tlsCertFile": "...", "tlsKeyFile": "..."}`` (or
+  ``tlsCertFile:/path,tlsKeyFile:/path``): the client certificate (PEM) the broker's client
+  presents. Its CONNECT says method ``tls`` with no data, as the Java client's does.
 
-TLS client certificates (``AuthenticationTls``) are not sent by the broker's own client: the
-configuration refuses that plugin for ``brokerClientAuthenticationPlugin``.
+The broker's own binary-protocol client (the health check) reaches this broker in memory, so
+there is no handshake to carry a certificate: the session is handed the configured certificate
+as the one a handshake would have verified (:func:`client_certificate`), and the broker's TLS
+provider reads its CN as for any client. The broker's HTTP calls to other brokers are plain HTTP
+here and carry no certificate. :func:`broker_client_role` is the role the broker acts as.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from emubroker.auth.errors import AuthenticationFailed, SecurityConfigError
 from emubroker.auth.keys import read_key
+from emubroker.auth.provider import Credentials
+from emubroker.auth.service import AuthenticationService
+
+if TYPE_CHECKING:
+    from emubroker.config_security import SecurityConfig
 
 __all__ = [
     "AUTH_PACKAGE",
     "BASIC",
+    "TLS",
     "TOKEN",
     "authorization_header",
+    "broker_client_role",
+    "client_certificate",
     "connect_credentials",
     "plugin_kind",
 ]
@@ -34,6 +52,7 @@ __all__ = [
 AUTH_PACKAGE: Final = "org.apache.pulsar.client.impl.auth."
 TOKEN: Final = "token"
 BASIC: Final = "basic"
+TLS: Final = "tls"
 
 
 def plugin_kind(name: str | None) -> str:
@@ -74,7 +93,67 @@ def connect_credentials(kind: str, params: str) -> tuple[str, bytes] | None:
     if kind == BASIC:
         user, password = _user_password(params)
         return BASIC, f"{user}:{password}".encode()
+    if kind == TLS:
+        return TLS, b""
     return None
+
+
+def client_certificate(kind: str, params: str) -> bytes | None:
+    """The DER certificate a TLS plugin presents (``tlsCertFile``); None for other kinds.
+
+    Raises:
+        ValueError: Parameters without a ``tlsCertFile``, or a file that is no PEM certificate.
+        SecurityConfigError: The file cannot be read.
+    """
+    if kind != TLS:
+        return None
+    path = _tls_params(params).get("tlsCertFile")
+    if not path:
+        raise ValueError('tls parameters: {"tlsCertFile": "...", "tlsKeyFile": "..."}')
+    try:
+        certificate = x509.load_pem_x509_certificate(read_key(path))
+    except ValueError:
+        raise ValueError(f"tlsCertFile {path}: not a PEM certificate") from None
+    return certificate.public_bytes(Encoding.DER)
+
+
+def broker_client_role(config: SecurityConfig, *, wall_time: float) -> str | None:
+    """The role this broker's own client authenticates as; None when it is refused.
+
+    Without authentication every client is accepted: the role is ``anonymousUserRole`` (maybe
+    empty). With it, the broker's credentials go through the broker's own providers, as a
+    CONNECT of its client would.
+    """
+    service = AuthenticationService.from_config(config)
+    if service is None:
+        return config.anonymousUserRole
+    kind = plugin_kind(config.brokerClientAuthenticationPlugin)
+    params = config.brokerClientAuthenticationParameters
+    try:
+        found = connect_credentials(kind, params)
+        credentials = Credentials(
+            command_data=None if found is None else found[1],
+            peer_certificate=client_certificate(kind, params),
+        )
+        return service.authenticate_connect(
+            None if found is None else found[0], None, credentials, wall_time=wall_time
+        ).role
+    except (ValueError, SecurityConfigError, AuthenticationFailed):
+        return None
+
+
+def _tls_params(params: str) -> dict[str, str]:
+    params = params.strip()
+    if params.startswith("{"):
+        try:
+            values = json.loads(params)
+        except ValueError:
+            values = None
+        if not isinstance(values, dict):
+            raise ValueError('tls parameters: {"tlsCertFile": "...", "tlsKeyFile": "..."}')
+        return {str(k): str(v) for k, v in values.items()}
+    pairs = (item.split(":", 1) for item in params.split(",") if ":" in item)
+    return {key.strip(): value.strip() for key, value in pairs}
 
 
 def _token(params: str) -> str:

@@ -11,7 +11,7 @@ namespace changed so that live limiters follow at once.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -48,6 +48,10 @@ class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
     maxConsumerPerTopic: int | None = None
     maxConsumersPerSubscription: int | None = None
     maxSubscriptionsPerTopic: int | None = None
+    # ``{"allowAutoSubscriptionCreation": bool}`` (``topics.limits``), as the namespace's.
+    autoSubscriptionCreationOverride: Any = None
+    # Backlog quotas by type (``policies.backlog_quota``), under Pulsar's spelling.
+    backLogQuotaMap: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -60,6 +64,8 @@ class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
             and self.maxConsumerPerTopic is None
             and self.maxConsumersPerSubscription is None
             and self.maxSubscriptionsPerTopic is None
+            and self.autoSubscriptionCreationOverride is None
+            and not self.backLogQuotaMap
         )
 
 

@@ -1,4 +1,4 @@
-"""Key_Shared routing: Pulsar's sticky-key hash and the two consumer selectors.
+"""Key_Shared routing: Pulsar's sticky-key hash and its consumer selectors.
 
 * The key hash is Murmur3 x86 32-bit, seed 0 (Guava's ``murmur3_32``, which Pulsar's
   ``Murmur3_32Hash`` wraps, computed by ``protocol.murmur``), masked to 31 bits; hashes of
@@ -15,6 +15,12 @@
   attached consumer of that name holds (so same-named consumers get points of their own); a
   key goes to the first point at or after its slot, wrapping around. A point two consumers
   share belongs to the one that joined first, then to the next in join order.
+* AUTO_SPLIT with ``subscriptionKeySharedUseConsistentHashing=false`` uses Pulsar's
+  ``HashRangeAutoSplitStickyKeyConsumerSelector`` instead (:class:`RangeSplitSelector`): a
+  hash ``h`` is the slot ``h % 65536`` (0 read as 1); the first consumer owns every slot, each
+  later one takes the upper half of the widest range (the first widest from the bottom), and a
+  leaving consumer's range goes to the range above it (the top range to the one below it).
+  ``TopicSettings.key_shared_auto_split`` picks one of the two classes once, from the key.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ __all__ = [
     "HASH_RANGE_SIZE",
     "AutoSplitSelector",
     "KeySelector",
+    "RangeSplitSelector",
     "StickySelector",
     "auto_split_slot",
     "sticky_key_hash",
@@ -120,6 +127,57 @@ class AutoSplitSelector(Generic[C]):
             return None
         i = bisect.bisect_left(self._ring_slots, auto_split_slot(key_hash))
         return self._ring_owners[i if i < len(self._ring_owners) else 0]
+
+
+class RangeSplitSelector(Generic[C]):
+    """AUTO_SPLIT by splitting the hash range in halves as consumers join (module docstring).
+
+    Each consumer owns the slots from the end of the range below its own (exclusive) up to its
+    range's end (inclusive); the ends are kept sorted.
+
+    Args:
+        size: The slots split (Pulsar's ``rangeSize``; a smaller one only in tests).
+    """
+
+    def __init__(self, size: int = HASH_RANGE_SIZE) -> None:
+        self._size = size
+        self._ends: list[int] = []  # sorted range ends; the top one is always ``size``
+        self._owners: list[C] = []  # the owner of each end
+
+    def add(self, consumer: C, name: str, ranges: Sequence[IntRange]) -> None:
+        del ranges  # AUTO_SPLIT consumers declare none
+        if not self._ends:
+            self._ends, self._owners = [self._size], [consumer]
+            return
+        # Pulsar's findBiggestRange: the widest (end - previous end), the lowest one on a tie.
+        widths = [end - low for low, end in zip([0, *self._ends], self._ends, strict=False)]
+        i = widths.index(max(widths))
+        if widths[i] <= 1:
+            raise ConsumerAssignError(
+                f"No more range can be assigned to consumer {name!r}: "
+                f"{len(self._ends)} consumers hold the whole range"
+            )
+        split = self._ends[i] - (widths[i] >> 1)
+        self._ends.insert(i, split)
+        self._owners.insert(i, consumer)
+
+    def remove(self, consumer: C) -> None:
+        i = next((i for i, owner in enumerate(self._owners) if owner is consumer), None)
+        if i is None:
+            return
+        if i == len(self._ends) - 1 and i > 0:
+            # The top end stays: the consumer below takes it (and gives up its own end).
+            self._owners[i] = self._owners[i - 1]
+            i -= 1
+        del self._ends[i]
+        del self._owners[i]
+
+    def select(self, key_hash: int) -> C | None:
+        if not self._ends:
+            return None
+        # Pulsar's makeStickyKeyHash over the range 0..65535, where 0 means "no hash".
+        slot = key_hash % self._size or 1
+        return self._owners[bisect.bisect_left(self._ends, slot)]
 
 
 class StickySelector(Generic[C]):

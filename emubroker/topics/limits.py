@@ -34,15 +34,28 @@ What is counted, per topic object (so per partition of a partitioned topic), as 
 
 A consumer or producer re-sent on the same connection with an id that already exists is
 answered before any of this (the handlers), as Pulsar's ``ServerCnx`` does.
+
+The same hierarchy decides whether a SUBSCRIBE may create a missing subscription
+(``BrokerService.isAllowAutoSubscriptionCreationAsync``): the topic policy
+``autoSubscriptionCreationOverride``, else the namespace's, else ``allowAutoSubscriptionCreation``
+(dynamic). When it is off, a durable consumer of a persistent topic naming a subscription the
+topic does not have is refused with ``SubscriptionNotFound`` "Subscription does not exist",
+right after the topic's consumer count (``ServerCnx.handleSubscribe``); readers (non-durable)
+and non-persistent topics are not concerned.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from protocol.errors import ConsumerBusyError, NotAllowedError, ProducerBusyError
+from protocol.errors import (
+    ConsumerBusyError,
+    NotAllowedError,
+    ProducerBusyError,
+    SubscriptionNotFoundError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,7 +70,9 @@ __all__ = [
     "LimitOverrides",
     "LimitResolver",
     "TopicLimitPolicies",
+    "auto_subscription_override",
     "broker_limits",
+    "check_new_subscription",
     "check_producers",
     "check_subscription_consumers",
     "check_subscriptions",
@@ -75,12 +90,14 @@ class CountLimits(msgspec.Struct, frozen=True):
         max_consumers: Consumers of the topic, over all its subscriptions.
         max_consumers_per_subscription: Consumers of one subscription.
         max_subscriptions: Subscriptions of a persistent topic.
+        allow_auto_subscription_creation: A SUBSCRIBE may create a missing subscription.
     """
 
     max_producers: int = 0
     max_consumers: int = 0
     max_consumers_per_subscription: int = 0
     max_subscriptions: int = 0
+    allow_auto_subscription_creation: bool = True
 
 
 class LimitOverrides(msgspec.Struct, frozen=True):
@@ -90,6 +107,7 @@ class LimitOverrides(msgspec.Struct, frozen=True):
     max_consumers: int | None = None
     max_consumers_per_subscription: int | None = None
     max_subscriptions: int | None = None
+    allow_auto_subscription_creation: bool | None = None
 
 
 class TopicLimitPolicies(Protocol):
@@ -107,7 +125,19 @@ def broker_limits(settings: TopicSettings) -> CountLimits:
         max_consumers=settings.max_consumers_per_topic,
         max_consumers_per_subscription=settings.max_consumers_per_subscription,
         max_subscriptions=settings.max_subscriptions_per_topic,
+        allow_auto_subscription_creation=settings.allow_auto_subscription_creation,
     )
+
+
+def auto_subscription_override(override: object) -> bool | None:
+    """What an ``autoSubscriptionCreationOverride`` policy says; None when it is unset.
+
+    Pulsar's JSON for it is ``{"allowAutoSubscriptionCreation": bool}``.
+    """
+    if isinstance(override, dict):
+        value = override.get("allowAutoSubscriptionCreation")
+        return value if isinstance(value, bool) else None
+    return None
 
 
 def namespace_overrides(policies: Policies) -> LimitOverrides:
@@ -117,6 +147,9 @@ def namespace_overrides(policies: Policies) -> LimitOverrides:
         max_consumers=policies.max_consumers_per_topic,
         max_consumers_per_subscription=policies.max_consumers_per_subscription,
         max_subscriptions=policies.max_subscriptions_per_topic,
+        allow_auto_subscription_creation=auto_subscription_override(
+            policies.autoSubscriptionCreationOverride
+        ),
     )
 
 
@@ -131,7 +164,7 @@ def resolve_limits(
     topic: LimitOverrides | None = None,
 ) -> CountLimits:
     """Each limit from the first level that sets it: topic, namespace, then broker."""
-    resolved: dict[str, int] = {}
+    resolved: dict[str, Any] = {}  # the permission (a bool) resolves as the counts do
     for field in CountLimits.__struct_fields__:
         value: int = getattr(broker, field)
         for level in (namespace, topic):  # later levels win
@@ -152,18 +185,25 @@ class LimitResolver:
         namespace_policies: A namespace's policies (answering None: unknown namespace); None:
             no namespace policies, the broker's values apply.
         topic_policies: Where topic-level policies are read; None: there are none.
+        live_settings: The broker's settings now (dynamic configuration:
+            ``allowAutoSubscriptionCreation`` applies to loaded topics at once); None: the
+            settings each call passes.
     """
 
     def __init__(
         self,
         namespace_policies: Callable[[NamespaceName], Policies | None] | None = None,
         topic_policies: TopicLimitPolicies | None = None,
+        live_settings: Callable[[], TopicSettings] | None = None,
     ) -> None:
         self._namespace_policies = namespace_policies
         self._topic_policies = topic_policies
+        self._live_settings = live_settings
 
     def limits(self, topic: TopicName, settings: TopicSettings) -> CountLimits:
-        """The limits in force on ``topic`` (``settings`` gives the broker's)."""
+        """The limits in force on ``topic`` (``settings``, or the live ones, give the broker's)."""
+        if self._live_settings is not None:
+            settings = self._live_settings()
         lookup = self._namespace_policies
         policies = None if lookup is None else lookup(topic.namespace)
         source = self._topic_policies
@@ -207,6 +247,16 @@ def check_subscription_consumers(limit: int, rules: SubTypeRules, consumers: int
     """
     if rules.limits_consumers and 0 < limit <= consumers:
         raise ConsumerBusyError("Subscription reached max consumers limit")
+
+
+def check_new_subscription(limits: CountLimits, durable: bool) -> None:
+    """Refuse to create a missing subscription for a durable consumer when creation is off.
+
+    Raises:
+        SubscriptionNotFoundError: Auto-creation of subscriptions is off.
+    """
+    if durable and not limits.allow_auto_subscription_creation:
+        raise SubscriptionNotFoundError("Subscription does not exist")
 
 
 def check_subscriptions(limits: CountLimits, topic: TopicName, subscriptions: int) -> None:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import TopicName
     from emubroker.storage import LedgerBackend
+    from emubroker.topics.backlog_quota import BacklogQuotas
     from emubroker.topics.catalog import TopicCatalog
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.handles import TopicHandle
@@ -70,6 +71,7 @@ class TopicLoader:
         limits: Where count limits come from.
         retains: Whether a topic's namespace sets a retention policy (no trimming).
         room: ``maxTopicsPerNamespace``, checked before a persistent topic is created.
+        quotas: Backlog quotas of persistent topics (``backlog_quota``); None: none.
         hand_overs: How many times a topic's bundle started leaving this broker (rule 5); None:
             bundles never leave.
     """
@@ -88,8 +90,10 @@ class TopicLoader:
         retains: Callable[[TopicName], bool],
         room: NamespaceRoom,
         hand_overs: Callable[[TopicName], int] | None = None,
+        quotas: BacklogQuotas | None = None,
     ) -> None:
         self._catalog = catalog
+        self._quotas = quotas
         self._room = room
         self._hand_overs = hand_overs
         self._settings = settings
@@ -212,6 +216,7 @@ class TopicLoader:
                 throttling=self._throttling,
                 limits=self._limits,
                 retains=self._retains,
+                quotas=self._quotas,
             )
         catalog.loaded[name] = topic
         return topic

@@ -835,6 +835,21 @@ class ManagedLedger:
         """The info of an entry; a placeholder for one whose ledger was trimmed (never read)."""
         return self.infos[index - self.base] if index >= self.base else _PLACEHOLDER
 
+    def bytes_from(self, index: int) -> int:
+        """The stored bytes from ``index`` on, estimated as Pulsar estimates a backlog's size.
+
+        ``ManagedLedgerImpl.getEstimatedBacklogSize``: the ledgers after the one holding
+        ``index`` count whole; of that one, its size less its entries before ``index`` at its
+        average entry size. No walk through the entries.
+        """
+        index = max(index, self.first_index)
+        if index >= self.count:
+            return 0
+        k = bisect.bisect_right(self._starts, index) - 1
+        end = self._starts[k + 1] if k + 1 < len(self._starts) else self.count
+        size, entries, consumed = self._sizes[k], end - self._starts[k], index - self._starts[k]
+        return size - consumed * (size // entries) + sum(self._sizes[k + 1 :])
+
     def _trim_point(self, floor: int) -> int:
         """The first segment to keep once every entry at or below ``floor`` is consumed.
 

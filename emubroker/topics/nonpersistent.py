@@ -145,7 +145,7 @@ class NonPersistentSubscription:
             topic=str(topic.name),
             partition=max(topic.partition, 0),
             max_unacked=0,
-            hash_points=topic.settings.key_shared_hash_points,
+            auto_split=topic.settings.key_shared_auto_split,
             writable_only=True,
         )
 

@@ -31,15 +31,17 @@ from __future__ import annotations
 
 import bisect
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from emubroker.ratelimit.readsize import multiple_consumers_permits
 from emubroker.topics.entry import NONE_KEY
-from emubroker.topics.keyshared import AutoSplitSelector, StickySelector, sticky_key_hash
+from emubroker.topics.keyshared import StickySelector, sticky_key_hash
 from protocol.commands import KeySharedMeta, KeySharedMode
 from protocol.errors import ConsumerBusyError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from emubroker.topics.entry import EntryInfo
     from emubroker.topics.keyshared import KeySelector
     from emubroker.topics.sinks import ConsumerSink
@@ -103,13 +105,14 @@ class PickerContext(NamedTuple):
     Attributes:
         topic: The full topic name (a non-partitioned Failover topic picks its active by it).
         partition: The topic's partition index, -1 when not a partition.
-        hash_points: Ring points per consumer for Key_Shared AUTO_SPLIT.
+        auto_split: Makes the selector of a Key_Shared AUTO_SPLIT subscription
+            (``TopicSettings.key_shared_auto_split``).
         writable_only: Pick only consumers whose connection is writable.
     """
 
     topic: str
     partition: int
-    hash_points: int
+    auto_split: Callable[[], KeySelector[Any]]
     writable_only: bool = False
 
 
@@ -317,7 +320,7 @@ class KeySharedPicker(_MultiplePicker[M]):
         self._selector: KeySelector[M] = (
             StickySelector()
             if meta.key_shared_mode is KeySharedMode.STICKY
-            else AutoSplitSelector(context.hash_points)
+            else context.auto_split()
         )
         # Pulsar's drainingHashesRequired: AUTO_SPLIT without allowOutOfOrderDelivery. STICKY
         # ranges never move between attached consumers (they cannot overlap).

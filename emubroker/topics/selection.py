@@ -18,7 +18,7 @@ Rules (spec/wire-protocol.md §7.1):
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from emubroker.topics.pickers import ConsumerPicker, M, PickerContext
 from emubroker.topics.subtypes import RULES, SubTypeRules
@@ -26,7 +26,10 @@ from protocol.commands import SubType
 from protocol.errors import ConsumerBusyError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from emubroker.topics.entry import EntryInfo
+    from emubroker.topics.keyshared import KeySelector
     from protocol.commands import KeySharedMeta
 
 __all__ = ["ConsumerSet"]
@@ -40,7 +43,7 @@ class ConsumerSet(Generic[M]):
         partition: The topic's partition index, -1 when not a partition.
         max_unacked: ``maxUnackedMessagesPerConsumer`` where unacked messages are tracked;
             0 disables.
-        hash_points: Ring points per consumer for Key_Shared AUTO_SPLIT.
+        auto_split: Makes the selector of a Key_Shared AUTO_SPLIT subscription.
         writable_only: Pick only consumers whose connection is writable.
     """
 
@@ -50,10 +53,10 @@ class ConsumerSet(Generic[M]):
         topic: str,
         partition: int,
         max_unacked: int,
-        hash_points: int,
+        auto_split: Callable[[], KeySelector[Any]],
         writable_only: bool = False,
     ) -> None:
-        self._context = PickerContext(topic, partition, hash_points, writable_only)
+        self._context = PickerContext(topic, partition, auto_split, writable_only)
         self._max_unacked = max_unacked
         self.consumers: list[M] = []
         self.sub_type = SubType.EXCLUSIVE

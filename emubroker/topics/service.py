@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Self
 
 import anyio
 
+from emubroker.topics.backlog_quota import BacklogQuotas
 from emubroker.topics.catalog import TopicCatalog
 from emubroker.topics.expiry import MessageExpiry
 from emubroker.topics.limits import LimitResolver
@@ -97,6 +98,12 @@ class TopicService:
             settings=self._current_settings,
             namespace_ttl=_namespace_ttl(namespace_policies),
         )
+        self.quotas = BacklogQuotas(
+            clock=clock,
+            settings=self._current_settings,
+            namespace_policies=namespace_policies,
+            topic_policies=None if throttling is None else throttling.topic_policies,
+        )
         self._catalog = TopicCatalog(namespaces)
         room = NamespaceRoom(
             self._catalog, settings=self._current_settings, namespace_policies=namespace_policies
@@ -109,10 +116,11 @@ class TopicService:
             metadata=metadata,
             features=features,
             throttling=throttling,
-            limits=LimitResolver(namespace_policies, throttling),
+            limits=LimitResolver(namespace_policies, throttling, self._current_settings),
             retains=_retains(namespace_policies),
             room=room,
             hand_overs=hand_overs,
+            quotas=self.quotas,
         )
         self._partitioned = PartitionedTopics(
             self._catalog, settings=self._current_settings, room=room, metadata=metadata
@@ -163,6 +171,7 @@ class TopicService:
                 if flusher is not None:
                     tg.start_soon(flusher.run, self._catalog.states.items)
                 tg.start_soon(self.expiry.run, self._catalog.persistent_topics)
+                tg.start_soon(self.quotas.run, self._catalog.persistent_topics)
                 yield self
             finally:
                 await self.aclose()

@@ -9,12 +9,14 @@ layer never reads configuration anywhere else (STYLE.md §5, no globals).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar, overload
 
 import msgspec
 
 from emubroker.config import BrokerConfig
+from emubroker.topics.keyshared import AutoSplitSelector, KeySelector, RangeSplitSelector
 
 __all__ = ["TopicSettings"]
 
@@ -77,6 +79,7 @@ class TopicSettings:
     """Prefixes generated producer names (``standalone-0-3``)."""
     allow_auto_topic_creation = _Key[bool]("allowAutoTopicCreation")
     allow_auto_topic_creation_type = _Key[str]("allowAutoTopicCreationType")
+    allow_auto_subscription_creation = _Key[bool]("allowAutoSubscriptionCreation")
     default_num_partitions = _Key[int]("defaultNumPartitions")
     dispatcher_max_read_batch_size = _Key[int]("dispatcherMaxReadBatchSize")
     """Entries read from storage per read call of a dispatch round."""
@@ -99,6 +102,7 @@ class TopicSettings:
     delayed_delivery_enabled = _Key[bool]("delayedDeliveryEnabled")
     key_shared_hash_points = _Key[int]("subscriptionKeySharedConsistentHashingReplicaPoints")
     """Ring points per consumer for Key_Shared AUTO_SPLIT."""
+    key_shared_use_consistent_hashing = _Key[bool]("subscriptionKeySharedUseConsistentHashing")
     stats_update_frequency = _Key[float]("statsUpdateFrequencyInSecs", float)
     """How often topic publish rates are refreshed (relative-to-publish-rate dispatch limits)."""
     max_producers_per_topic = _Key[int]("maxProducersPerTopic")
@@ -110,6 +114,13 @@ class TopicSettings:
     ttl_duration_default_in_seconds = _Key[int]("ttlDurationDefaultInSeconds")
     """The message TTL of namespaces whose policies set none (0: no TTL; ``expiry``)."""
     message_expiry_check_interval_in_minutes = _Key[int]("messageExpiryCheckIntervalInMinutes")
+    backlog_quota_check_enabled = _Key[bool]("backlogQuotaCheckEnabled")
+    backlog_quota_check_interval = _Key[float]("backlogQuotaCheckIntervalInSeconds", float)
+    """Seconds between backlog quota checks (``backlog_quota``)."""
+    backlog_quota_default_limit_bytes = _Key[int]("backlogQuotaDefaultLimitBytes")
+    backlog_quota_default_limit_gb = _Key[float]("backlogQuotaDefaultLimitGB")
+    backlog_quota_default_limit_second = _Key[int]("backlogQuotaDefaultLimitSecond")
+    backlog_quota_default_retention_policy = _Key[str]("backlogQuotaDefaultRetentionPolicy")
 
     def __init__(
         self, config: BrokerConfig | None = None, *, broker_id: int = 0, **overrides: Any
@@ -123,6 +134,17 @@ class TopicSettings:
             changes[key.key] = value if key.write is None else key.write(value)
         self.config = msgspec.structs.replace(base, **changes) if changes else base
         self.broker_id = broker_id
+
+    @property
+    def key_shared_auto_split(self) -> Callable[[], KeySelector[Any]]:
+        """What makes a Key_Shared AUTO_SPLIT selector, chosen once from the configuration.
+
+        Pulsar's consistent-hashing ring, or its auto-split hash ranges when
+        ``subscriptionKeySharedUseConsistentHashing`` is false.
+        """
+        if self.key_shared_use_consistent_hashing:
+            return functools.partial(AutoSplitSelector, self.key_shared_hash_points)
+        return RangeSplitSelector
 
     def __repr__(self) -> str:
         return f"TopicSettings(broker_id={self.broker_id}, config={self.config!r})"

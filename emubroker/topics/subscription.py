@@ -91,7 +91,7 @@ class Subscription:
             topic=topic,
             partition=partition,
             max_unacked=settings.max_unacked_messages_per_consumer,
-            hash_points=settings.key_shared_hash_points,
+            auto_split=settings.key_shared_auto_split,
             # Entries wait (in the ledger) while a consumer's connection is unwritable: its
             # session then queues no more than its high water mark (``emubroker.net.writer``).
             writable_only=True,

@@ -21,6 +21,7 @@ from emubroker.topics.dedup import Admission, DedupState, Pending
 from emubroker.topics.expiry import is_expirable
 from emubroker.topics.limits import (
     LimitResolver,
+    check_new_subscription,
     check_subscriptions,
     check_topic_consumers,
 )
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from emubroker.naming import TopicName
+    from emubroker.topics.backlog_quota import BacklogQuotas, OldestBacklog
     from emubroker.topics.compacted import CompactedView
     from emubroker.topics.consumer import Consumer
     from emubroker.topics.entry import EntryInfo
@@ -137,6 +139,8 @@ class Topic(TopicBase[Subscription]):
         limits: Where its count limits come from (``limits``); None: the broker's only.
         retains: Whether a topic's namespace sets a retention policy (then consumed ledgers
             are kept, see :meth:`trim_consumed`); None: never.
+        quotas: Backlog quotas (``backlog_quota``: producers are refused while one is
+            exceeded); None: none.
     """
 
     def __init__(
@@ -152,11 +156,14 @@ class Topic(TopicBase[Subscription]):
         throttling: DispatchThrottling | None = None,
         limits: LimitResolver | None = None,
         retains: Callable[[TopicName], bool] | None = None,
+        quotas: BacklogQuotas | None = None,
     ) -> None:
         super().__init__(
             name, settings, state.counters, producer_names, limits, topic_epoch=state.topic_epoch
         )
         self._retains = retains
+        self._quotas = quotas
+        self.oldest_backlog: OldestBacklog | None = None  # as of the last quota check
         self._throttling = throttling
         self._state = state
         self._clock = clock
@@ -179,6 +186,8 @@ class Topic(TopicBase[Subscription]):
     # ---- producers ----------------------------------------------------------------------------
 
     async def _admitting(self) -> None:
+        if self._quotas is not None:
+            self._quotas.check_producer(self)  # ``backlog_quota`` rule 3
         # The namespace's deduplication switch is read as producers attach (``dedup``).
         if self._features is not None:
             enabled = await self._features.dedup_enabled(self.name)
@@ -345,6 +354,7 @@ class Topic(TopicBase[Subscription]):
         sub = self._subs.get(name)
         created = sub is None
         if sub is None:
+            check_new_subscription(limits, request.durable)
             check_subscriptions(limits, self.name, len(self._subs))
             sub = self._new_subscription(name, request)
         consumer = sub.add_consumer(
@@ -461,6 +471,16 @@ class Topic(TopicBase[Subscription]):
         cursors = [*state.cursors.values(), *(sub.cursor for sub in self._subs.values())]
         floor = min((c.mark_delete for c in cursors), default=ledger.count - 1)
         return ledger.trim_nowait(floor)
+
+    # ---- backlog quotas (``backlog_quota``) ---------------------------------------------------
+
+    def durable_subscriptions(self) -> list[Subscription]:
+        """The durable subscriptions, by name."""
+        return [sub for _, sub in sorted(self._subs.items()) if sub.durable]
+
+    def disconnect_producers(self) -> None:
+        """CLOSE_PRODUCER to every producer, which may come back (``backlog_quota`` rule 2)."""
+        self._producers.disconnect_all()
 
     # ---- message expiry -----------------------------------------------------------------------
 

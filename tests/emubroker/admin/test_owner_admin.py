@@ -106,5 +106,5 @@ async def test_a_refusal_or_a_dead_owner_raises_with_the_reason(
 def test_an_unknown_broker_client_plugin_stops_start_up_naming_the_key() -> None:
     with pytest.raises(ConfigError, match="brokerClientAuthenticationPlugin"):
         conf(
-            brokerClientAuthenticationPlugin="org.apache.pulsar.client.impl.auth.AuthenticationTls"
+            brokerClientAuthenticationPlugin="org.apache.pulsar.client.impl.auth.AuthenticationSasl"
         )

@@ -155,6 +155,7 @@ TABLE: Final = [
         for route in _rw(f"{N}/{policy}", TA, 403)
     ],
     Route("GET", f"{N}/backlogQuotaMap", TA, 403),  # validateNamespacePolicyOperation
+    *_rw(f"{N}/backlogQuota", TA, 403, "POST DELETE"),
     # PersistentTopicsBase.
     Route("GET", f"{V2}/{{domain}}/{{tenant}}/{{namespace}}", LK, 403),
     Route("GET", f"{V2}/{{domain}}/{{tenant}}/{{namespace}}/partitioned", LK, 403),
@@ -199,6 +200,8 @@ TABLE: Final = [
         )
         for route in _rw(f"{T}/{policy}", TA, 403)
     ],
+    *_rw(f"{T}/backlogQuota", TA, 403, "POST DELETE"),
+    Route("GET", f"{T}/backlogQuotaMap", TA, 403),
     # SchemasResourceBase.
     Route("GET", f"{SCHEMA}/schema", LK),
     Route("GET", f"{SCHEMA}/schema/{{version}}", LK),

@@ -272,6 +272,29 @@ async def test_key_shared_sends_one_key_to_one_consumer() -> None:
         assert sum(1 for s in sinks if s.messages) > 1
 
 
+async def test_key_shared_without_consistent_hashing_splits_the_hash_range() -> None:
+    # subscriptionKeySharedUseConsistentHashing=false: the first consumer owns every slot, the
+    # second the lower half, the third the lowest quarter (Pulsar's auto-split hash ranges).
+    async with open_service(key_shared_use_consistent_hashing=False) as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sinks = [FakeConsumerSink() for _ in range(3)]
+        for i, s in enumerate(sinks):
+            c = await subscribe(topic, s, consumer_id=i, sub_type=SubType.KEY_SHARED)
+            c.flow(1000)
+        keys = [f"key-{i}" for i in range(40)]
+        for key in keys:
+            await publish(topic, producer, key.encode(), key=key)
+        await settle()
+        got = {
+            split_section(m.section)[1].decode(): i for i, s in enumerate(sinks) for m in s.messages
+        }
+        for key in keys:
+            slot = sticky_key_hash(key.encode()) % HASH_RANGE_SIZE or 1
+            expected = 2 if slot <= 16384 else 1 if slot <= 32768 else 0
+            assert got[key] == expected, key
+
+
 async def test_key_shared_blocked_consumer_does_not_block_other_keys() -> None:
     async with open_service() as service:
         topic = await service.get_topic(topic_name())

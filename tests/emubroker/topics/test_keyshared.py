@@ -4,6 +4,7 @@ import pytest
 
 from emubroker.topics.keyshared import (
     AutoSplitSelector,
+    RangeSplitSelector,
     StickySelector,
     sticky_key_hash,
 )
@@ -127,3 +128,41 @@ def test_auto_split_reuses_the_lowest_free_name_index() -> None:
     for i in range(300):
         h = sticky_key_hash(f"key-{i}".encode())
         assert sel.select(h) == _pulsar_ring_pick(members, h, 20)
+
+
+def test_range_split_halves_the_widest_range_as_consumers_join() -> None:
+    # Pulsar's HashRangeAutoSplitStickyKeyConsumerSelector: range ends 65536 (first), then
+    # 32768 (second: the lower half goes to it), then 16384 (the widest is 0..32768).
+    sel: RangeSplitSelector[str] = RangeSplitSelector()
+    assert sel.select(7) is None
+    sel.add("a", "a", [])
+    assert [sel.select(h) for h in (0, 1, 65535)] == ["a", "a", "a"]
+    sel.add("b", "b", [])
+    assert [sel.select(h) for h in (1, 32768, 32769, 65535)] == ["b", "b", "a", "a"]
+    sel.add("c", "c", [])
+    assert [sel.select(h) for h in (1, 16384, 16385, 32768, 32769)] == ["c", "c", "b", "b", "a"]
+    # The slot is hash % 65536, with 0 read as 1 (0 means "no hash" in Pulsar).
+    assert sel.select(65536 + 40000) == "a"
+    assert sel.select(65536) == "c"
+
+
+def test_range_split_gives_a_leaving_range_to_the_one_above_or_the_top_to_the_one_below() -> None:
+    sel: RangeSplitSelector[str] = RangeSplitSelector()
+    for name in ("a", "b", "c"):  # ends: c 16384, b 32768, a 65536
+        sel.add(name, name, [])
+    sel.remove("b")  # b's slots go to a, the range above
+    assert [sel.select(h) for h in (16384, 16385, 40000)] == ["c", "a", "a"]
+    sel.remove("a")  # the top range: c (below it) now ends at 65536
+    assert [sel.select(h) for h in (1, 40000, 65535)] == ["c", "c", "c"]
+    sel.add("d", "d", [])  # and the range splits again from the whole
+    assert [sel.select(h) for h in (1, 32768, 32769)] == ["d", "d", "c"]
+    sel.remove("nobody")  # unknown consumers are ignored
+
+
+def test_range_split_refuses_a_consumer_once_no_range_can_be_split() -> None:
+    sel: RangeSplitSelector[int] = RangeSplitSelector(size=4)  # 65536 works alike, slowly
+    for i in range(4):
+        sel.add(i, f"c{i}", [])
+    assert [sel.select(h) for h in (1, 2, 3, 4)] == [2, 1, 3, 2]  # slot 4 % 4 = 0 reads as 1
+    with pytest.raises(ConsumerAssignError, match="No more range"):
+        sel.add(-1, "late", [])

@@ -15,7 +15,12 @@ from emubroker.topics.limits import (
 )
 from emubroker.topics.throttling import topic_limit_overrides
 from protocol.commands import AckType, SubType
-from protocol.errors import ConsumerBusyError, NotAllowedError, ProducerBusyError
+from protocol.errors import (
+    ConsumerBusyError,
+    NotAllowedError,
+    ProducerBusyError,
+    SubscriptionNotFoundError,
+)
 from tests.emubroker.topics.helpers import (
     FakeConsumerSink,
     add_producer,
@@ -185,6 +190,49 @@ async def test_new_subscriptions_over_the_limit_are_not_allowed() -> None:
             topic, FakeConsumerSink(), subscription="b", sub_type=SubType.SHARED, consumer_id=6
         )
         assert topic.subscriptions() == ["a", "b"]
+
+
+async def test_missing_subscriptions_are_not_found_while_auto_creation_is_off() -> None:
+    # allowAutoSubscriptionCreation=false: a durable consumer may only join a subscription that
+    # exists; readers still make theirs. The key is dynamic and reaches loaded topics at once.
+    async with open_service(allow_auto_subscription_creation=False) as service:
+        topic = await service.get_topic(topic_name("nosub"))
+        assert isinstance(topic, Topic)
+        with pytest.raises(SubscriptionNotFoundError, match=r"^Subscription does not exist$"):
+            await subscribe(topic, FakeConsumerSink(), subscription="a", consumer_id=1)
+        await subscribe(topic, FakeConsumerSink(), subscription="r", consumer_id=2, durable=False)
+        service.reconfigure(TopicSettings(allow_auto_subscription_creation=True))
+        shared = SubType.SHARED
+        await subscribe(topic, FakeConsumerSink(), subscription="a", consumer_id=3, sub_type=shared)
+        service.reconfigure(TopicSettings(allow_auto_subscription_creation=False))
+        # It exists now.
+        await subscribe(topic, FakeConsumerSink(), subscription="a", consumer_id=4, sub_type=shared)
+        assert topic.subscriptions() == ["a", "r"]
+
+
+async def test_auto_subscription_creation_policies_win_topic_over_namespace_over_broker() -> None:
+    on = {"allowAutoSubscriptionCreation": True}
+    off = {"allowAutoSubscriptionCreation": False}
+    policies = {DEFAULT: Policies(autoSubscriptionCreationOverride=off)}
+    async with open_service(namespace_policies=policies.get) as service:
+        topic = await service.get_topic(topic_name("nosub-ns"))
+        with pytest.raises(SubscriptionNotFoundError):
+            await subscribe(topic, FakeConsumerSink(), subscription="a", consumer_id=1)
+    resolver = LimitResolver(policies.get, _TopicLevel(topic_limit_overrides(TopicPolicies())))
+    settings = TopicSettings(allow_auto_subscription_creation=True)
+    name = topic_name()
+    assert not resolver.limits(name, settings).allow_auto_subscription_creation
+    topic_level = _TopicLevel(
+        topic_limit_overrides(TopicPolicies(autoSubscriptionCreationOverride=on))
+    )
+    assert (
+        LimitResolver(policies.get, topic_level)
+        .limits(name, settings)
+        .allow_auto_subscription_creation
+    )
+    policies[DEFAULT] = Policies()
+    off_broker = TopicSettings(allow_auto_subscription_creation=False)
+    assert not LimitResolver(policies.get).limits(name, off_broker).allow_auto_subscription_creation
 
 
 # ---- non-persistent topics --------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from emubroker.topics.pickers import ConsumerPicker, PickerContext
+from emubroker.topics.settings import TopicSettings
 from emubroker.topics.subtypes import RULES
 from protocol.commands import SubType
 
@@ -12,7 +13,9 @@ from protocol.commands import SubType
 def test_every_subscription_type_has_rules_and_a_picker() -> None:
     assert set(RULES) == set(SubType)
     for rules in RULES.values():
-        picker = rules.picker([], PickerContext("persistent://t/n/x", -1, 100), None)
+        picker = rules.picker(
+            [], PickerContext("persistent://t/n/x", -1, TopicSettings().key_shared_auto_split), None
+        )
         assert isinstance(picker, ConsumerPicker)
 
 
