@@ -2,11 +2,12 @@
 
 Each scenario sets one rate (messages or bytes) at one level, publishes a backlog (all of it, in
 full batches), waits ``IDLE_S``, attaches a consumer and counts what it receives in each second
-of ``SECONDS``, all compared within 5 %. The idle wait fixes the limiter's phase: a token bucket
-first read less than one period after it was built nets the first read's tokens against its
-first refill and lets a second full bucket out within the first second (one run saw Pulsar
-deliver 200 at 100/s); read more than a period after, both brokers start with one bucket. A slow
-consumer's cycle is longer than a second, so it is compared per refill instead (``_bursts``).
+of ``SECONDS``, all compared within 5 %. The idle wait fixes the limiter's phase: the bucket is
+built with the subscription, before the backlog is published, and its first refill nets what
+the first read took before the capacity cap, so a refill inside the consumer's first second let
+a second bucket out (one run saw Pulsar deliver 200 at 100/s); attached more than a period
+after the build, both brokers start with one bucket. A slow consumer's cycle is longer than a
+second, so it is compared per refill instead (``_bursts``).
 Both limiter implementations of ``dispatchRateLimiterFactoryClassName`` are covered: the
 default (AsyncTokenBucket) in the default profile, the classic one in the ``classic-limiter``
 profile.
