@@ -13,6 +13,7 @@ reports an idle feature (0, false, empty). Positions are ``"ledger:entry"`` stri
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
 
-__all__ = ["TopicStatsView", "merge_partitions"]
+__all__ = ["TopicStatsView", "iso_time", "merge_partitions"]
 
 _NO_THROTTLE: Final = ThrottleStats(0, 0, 0, 0, 0, 0)
 
@@ -65,6 +66,7 @@ _SUB_SUMMED: Final = (
     "msgBacklog",
     "msgBacklogNoDelayed",
     "msgDelayed",
+    "msgInReplay",
     "unackedMessages",
     "msgRateExpired",
     "totalMsgExpired",
@@ -74,6 +76,19 @@ _SUB_SUMMED: Final = (
 
 def _pos(position: tuple[int, int]) -> str:
     return f"{position[0]}:{position[1]}"
+
+
+def iso_time(epoch_ms: int) -> str:
+    """Pulsar's ``DateFormatter.format``: ISO_OFFSET_DATE_TIME in the broker's zone.
+
+    As Java prints it: the fraction only when not zero, without trailing zeros; ``Z`` for UTC.
+    """
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).astimezone()
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if millis := epoch_ms % 1000:
+        text += f".{millis:03d}".rstrip("0")
+    offset = moment.strftime("%z")
+    return text + ("Z" if offset == "+0000" else f"{offset[:3]}:{offset[3:]}")
 
 
 class TopicStatsView:
@@ -212,6 +227,7 @@ class TopicStatsView:
             "msgBacklogNoDelayed": max(sub.backlog - sub.delayed, 0),
             "blockedSubscriptionOnUnackedMsgs": False,
             "msgDelayed": sub.delayed,
+            "msgInReplay": sub.in_replay,
             "unackedMessages": sub.unacked,
             "type": sub.type,
             "activeConsumerName": None if active is None else active.name,
@@ -261,6 +277,8 @@ class TopicStatsView:
             "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
             "lastAckedTimestamp": consumer.last_acked,
             "lastConsumedTimestamp": consumer.last_consumed,
+            "lastAckedTime": iso_time(consumer.last_acked),
+            "lastConsumedTime": iso_time(consumer.last_consumed),
             "lastConsumedFlowTimestamp": consumer.last_flow,
             "firstConsumedFlowTimestamp": consumer.first_flow,
             "metadata": dict(consumer.metadata),

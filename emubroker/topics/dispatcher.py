@@ -319,6 +319,11 @@ class Dispatcher:
         self._wake.set()
 
     @property
+    def replay_count(self) -> int:
+        """Entries waiting to be sent again (Pulsar's ``msgInReplay``)."""
+        return len(self._replay_set)
+
+    @property
     def delayed_count(self) -> int:
         """Entries read and held back until their ``deliver_at_time`` (Pulsar's ``msgDelayed``)."""
         return len(self._delayed)

@@ -203,6 +203,7 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
         msg_dropped: Non-persistent messages dropped because no consumer could take them (no
             permits, or its connection not writable); Pulsar's ``msgDrop``, behind
             ``msgDropRate``.
+        in_replay: Entries waiting in the dispatcher's replay set (Pulsar's ``msgInReplay``).
     """
 
     name: str
@@ -222,6 +223,7 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
     msg_expired: int = 0
     last_expire: int = 0
     msg_dropped: int = 0
+    in_replay: int = 0
 
 
 class TopicStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -426,4 +426,5 @@ class Subscription:
             consumer_stats=consumer_stats,
             msg_expired=self.expiry.total,
             last_expire=self.expiry.last_expire,
+            in_replay=dispatcher.replay_count,
         )
