@@ -67,6 +67,9 @@ _SUB_SUMMED: Final = (
     "msgBacklogNoDelayed",
     "msgDelayed",
     "msgInReplay",
+    "drainingHashesCount",
+    "drainingHashesUnackedMessages",
+    "drainingHashesClearedTotal",
     "unackedMessages",
     "msgRateExpired",
     "totalMsgExpired",
@@ -76,6 +79,16 @@ _SUB_SUMMED: Final = (
 
 def _pos(position: tuple[int, int]) -> str:
     return f"{position[0]}:{position[1]}"
+
+
+def _draining(counts: tuple[int, int, int]) -> dict[str, int]:
+    """Key_Shared draining hashes (PIP-379) under Pulsar's stats names (0 on other types)."""
+    count, unacked, cleared = counts
+    return {
+        "drainingHashesCount": count,
+        "drainingHashesUnackedMessages": unacked,
+        "drainingHashesClearedTotal": cleared,
+    }
 
 
 def iso_time(epoch_ms: int) -> str:
@@ -228,6 +241,7 @@ class TopicStatsView:
             "blockedSubscriptionOnUnackedMsgs": False,
             "msgDelayed": sub.delayed,
             "msgInReplay": sub.in_replay,
+            **_draining(sub.draining),
             "unackedMessages": sub.unacked,
             "type": sub.type,
             "activeConsumerName": None if active is None else active.name,
@@ -281,6 +295,7 @@ class TopicStatsView:
             "lastConsumedTime": iso_time(consumer.last_consumed),
             "lastConsumedFlowTimestamp": consumer.last_flow,
             "firstConsumedFlowTimestamp": consumer.first_flow,
+            **_draining(consumer.draining),
             "metadata": dict(consumer.metadata),
         }
 

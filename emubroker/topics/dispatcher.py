@@ -323,6 +323,10 @@ class Dispatcher:
         """Entries waiting to be sent again (Pulsar's ``msgInReplay``)."""
         return len(self._replay_set)
 
+    def draining_summary(self) -> tuple[dict[Consumer, tuple[int, int, int]], int]:
+        """Per consumer its draining-hash counts, and the hashes cleared in all (stats)."""
+        return self._draining.summary(), self._draining.cleared_total
+
     @property
     def delayed_count(self) -> int:
         """Entries read and held back until their ``deliver_at_time`` (Pulsar's ``msgDelayed``)."""
