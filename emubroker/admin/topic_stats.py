@@ -20,6 +20,7 @@ import msgspec
 
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.ratelimit.readsize import ThrottleStats
+from emubroker.topics.compaction import CompactionRecord
 from protocol.commands import AccessMode
 from storage_stub.client import StorageError
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["TopicStatsView", "iso_time", "merge_partitions"]
 
 _NO_THROTTLE: Final = ThrottleStats(0, 0, 0, 0, 0, 0)
+_NO_COMPACTION: Final = CompactionRecord()
 
 _ACCESS_MODES: Final = {
     AccessMode.SHARED: "Shared",
@@ -113,6 +115,8 @@ class TopicStatsView:
         ledgers: For ledger sizes in ``internalStats``.
         broker_id: ``ownerBroker``.
         dedup_enabled: Whether deduplication applies to a topic (``deduplicationStatus``).
+        compaction_record: A topic's last compactions (``CompactionService.record``), for the
+            ``compaction`` block; None: no compaction service (zeros).
     """
 
     def __init__(
@@ -123,8 +127,10 @@ class TopicStatsView:
         *,
         broker_id: str,
         dedup_enabled: Callable[[TopicHandle], bool],
+        compaction_record: Callable[[TopicName], CompactionRecord | None] | None = None,
     ) -> None:
         self._topics = topics
+        self._compaction_record = compaction_record
         self._rates = rates
         self._ledgers = ledgers
         self._broker_id = broker_id
@@ -180,6 +186,7 @@ class TopicStatsView:
             "nonContiguousDeletedMessagesRangesSerializedSize": 0,
             "delayedMessageIndexSizeInBytes": 0,
             "ownerBroker": self._broker_id,
+            "compaction": self._compaction(topic.name),
         }
         if not persistent:
             # NonPersistentTopicStats: Pulsar never fills in the topic's own msgDropRate (only
@@ -188,6 +195,17 @@ class TopicStatsView:
             doc["msgDropRate"] = 0.0
             del doc["deduplicationStatus"]
         return doc
+
+    def _compaction(self, name: TopicName) -> dict[str, int]:
+        """Pulsar's ``CompactionStats`` of topic stats (zeros until a compaction ran here)."""
+        found = None if self._compaction_record is None else self._compaction_record(name)
+        record = found or _NO_COMPACTION
+        return {
+            "lastCompactionRemovedEventCount": record.removed_events,
+            "lastCompactionSucceedTimestamp": record.succeed_ms,
+            "lastCompactionFailedTimestamp": record.failed_ms,
+            "lastCompactionDurationTimeInMills": record.duration_ms,
+        }
 
     def partitioned_stats(
         self, docs: dict[str, dict[str, Any]], *, partitions: int, per_partition: bool

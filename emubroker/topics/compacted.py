@@ -129,6 +129,9 @@ class Compactor:
         self._whole: set[int] = set()  # unreadable batches, kept whole
         self._sizes: dict[int, int] = {}  # batched entry index -> its number of messages
         self._horizon = -1  # the last entry that is not wholly deletions (rule 4)
+        # Pulsar's compaction "removed events": a value replaced, a tombstone, a keyless
+        # message dropped (lastCompactionRemovedEventCount of topic stats).
+        self.removed_events = 0
 
     def feed(self, entries: Iterable[tuple[int, bytes]]) -> None:
         """Phase one over ``(index, section)`` pairs, in index order.
@@ -165,11 +168,14 @@ class Compactor:
             if self._retain_null:
                 self._kept_null.append((index, batch_index))
                 return False
+            self.removed_events += 1
             return True
         if size > 0:
+            self.removed_events += key in self._latest
             self._latest[key] = (index, batch_index)
             return False
         self._latest.pop(key, None)  # a tombstone deletes its key
+        self.removed_events += 1
         return True
 
     def result(self, count: int) -> CompactedView:

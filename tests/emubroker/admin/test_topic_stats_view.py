@@ -15,6 +15,7 @@ import pytest
 from emubroker.admin.metrics import RateTracker
 from emubroker.admin.topic_stats import TopicStatsView
 from emubroker.topics import TopicService
+from emubroker.topics.compaction import CompactionRecord
 from emubroker.topics.pickers import failover_ring_pick
 from protocol.clock import FakeClock
 from protocol.commands import AckType, SubType
@@ -292,3 +293,34 @@ def _parsed(text: str) -> int:
     assert text[10] == "T", text
     assert text.endswith("Z") or text[-6] in "+-", text
     return round(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+async def test_the_compaction_block_reports_the_last_compactions(
+    service: tuple[TopicService, _Stats], fake_clock: FakeClock
+) -> None:
+    topics, stats = service
+    topic = await topics.get_topic(topic_name("compacted"))
+    zeros = {
+        "lastCompactionRemovedEventCount": 0,
+        "lastCompactionSucceedTimestamp": 0,
+        "lastCompactionFailedTimestamp": 0,
+        "lastCompactionDurationTimeInMills": 0,
+    }
+    assert stats(topic)["compaction"] == zeros  # no compaction service: as Pulsar's never-run
+    records = {topic.name: CompactionRecord(3, 1_000, 2_000, 7)}
+    stats.view = TopicStatsView(
+        topics,
+        RateTracker(clock=fake_clock),
+        LedgerStore(),
+        broker_id="localhost:8080",
+        dedup_enabled=lambda _topic: False,
+        compaction_record=records.get,
+    )
+    assert stats(topic)["compaction"] == {
+        "lastCompactionRemovedEventCount": 3,
+        "lastCompactionSucceedTimestamp": 1_000,
+        "lastCompactionFailedTimestamp": 2_000,
+        "lastCompactionDurationTimeInMills": 7,
+    }
+    other = await topics.get_topic(topic_name("never-compacted"))
+    assert stats(other)["compaction"] == zeros

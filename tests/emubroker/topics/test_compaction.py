@@ -171,14 +171,18 @@ def test_nothing_surviving_and_parse_errors() -> None:
 
 
 @asynccontextmanager
-async def services(**kw: Any) -> AsyncIterator[tuple[TopicService, CompactionService]]:
+async def services(
+    clock: FakeClock | None = None, **kw: Any
+) -> AsyncIterator[tuple[TopicService, CompactionService]]:
+    clock = clock or FakeClock()
     service = TopicService(
         config=TopicSettings(**kw),
-        clock=FakeClock(),
+        clock=clock,
         ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
     )
-    async with service.running(), CompactionService(service).running() as compaction:
+    compacting = CompactionService(service, clock=clock)
+    async with service.running(), compacting.running() as compaction:
         yield service, compaction
 
 
@@ -321,6 +325,38 @@ async def test_rules_and_errors() -> None:
         status = compaction.status(name)
         assert status.status is CompactionStatus.ERROR
         assert status.lastError
+
+
+async def test_the_last_compaction_is_recorded_for_topic_stats() -> None:
+    # Pulsar's CompactionRecord: removed events (a value replaced, a tombstone, a keyless
+    # message dropped), the last success's and failure's times, the last success's duration.
+    clock = FakeClock()
+    async with services(clock=clock) as (service, compaction):
+        name = topic_name("rec")
+        topic: Any = await service.get_topic(name)
+        assert compaction.record(name) is None
+        values = [("a", b"1"), ("a", b"2"), ("b", b"1"), ("b", b""), (None, b"n"), ("c", b"1")]
+        await fill(topic, [single(key, value) for key, value in values])
+        await clock.advance(2.0)
+        await compaction.compact(topic)
+        record = compaction.record(name)
+        assert record is not None
+        assert (record.removed_events, record.succeed_ms, record.failed_ms) == (
+            3,
+            clock.wall_ms(),
+            0,
+        )
+        assert record.duration_ms == 0  # no virtual time passed during the run
+        producer = await add_producer(topic, producer_id=9)
+        _, _, info = single("a", b"1")
+        await topic.publish(producer, b"\x00\x00\x00\x09garbage!!", None, info)
+        await clock.advance(1.0)
+        await compaction.trigger(name)
+        await settle()
+        failed = compaction.record(name)
+        assert failed is not None
+        assert (failed.failed_ms, failed.succeed_ms) == (clock.wall_ms(), record.succeed_ms)
+        assert failed.removed_events == 3  # the last success's
 
 
 async def test_partitioned_topics_compact_every_partition() -> None:
