@@ -13,14 +13,13 @@ reports an idle feature (0, false, empty). Positions are ``"ledger:entry"`` stri
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from emubroker.admin.stats_fields import NO_COMPACTION, compaction_block, draining_counts, iso_time
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.ratelimit.readsize import ThrottleStats
-from emubroker.topics.compaction import CompactionRecord
 from protocol.commands import AccessMode
 from storage_stub.client import StorageError
 
@@ -29,14 +28,14 @@ if TYPE_CHECKING:
 
     from emubroker.admin.metrics import Rates, RateTracker
     from emubroker.topics import Topic, TopicHandle, TopicService
+    from emubroker.topics.compaction import CompactionRecord
     from emubroker.topics.producer import ProducerHandle
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
 
-__all__ = ["TopicStatsView", "iso_time", "merge_partitions"]
+__all__ = ["TopicStatsView", "merge_partitions"]
 
 _NO_THROTTLE: Final = ThrottleStats(0, 0, 0, 0, 0, 0)
-_NO_COMPACTION: Final = CompactionRecord()
 
 _ACCESS_MODES: Final = {
     AccessMode.SHARED: "Shared",
@@ -81,29 +80,6 @@ _SUB_SUMMED: Final = (
 
 def _pos(position: tuple[int, int]) -> str:
     return f"{position[0]}:{position[1]}"
-
-
-def _draining(counts: tuple[int, int, int]) -> dict[str, int]:
-    """Key_Shared draining hashes (PIP-379) under Pulsar's stats names (0 on other types)."""
-    count, unacked, cleared = counts
-    return {
-        "drainingHashesCount": count,
-        "drainingHashesUnackedMessages": unacked,
-        "drainingHashesClearedTotal": cleared,
-    }
-
-
-def iso_time(epoch_ms: int) -> str:
-    """Pulsar's ``DateFormatter.format``: ISO_OFFSET_DATE_TIME in the broker's zone.
-
-    As Java prints it: the fraction only when not zero, without trailing zeros; ``Z`` for UTC.
-    """
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).astimezone()
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if millis := epoch_ms % 1000:
-        text += f".{millis:03d}".rstrip("0")
-    offset = moment.strftime("%z")
-    return text + ("Z" if offset == "+0000" else f"{offset[:3]}:{offset[3:]}")
 
 
 class TopicStatsView:
@@ -199,13 +175,7 @@ class TopicStatsView:
     def _compaction(self, name: TopicName) -> dict[str, int]:
         """Pulsar's ``CompactionStats`` of topic stats (zeros until a compaction ran here)."""
         found = None if self._compaction_record is None else self._compaction_record(name)
-        record = found or _NO_COMPACTION
-        return {
-            "lastCompactionRemovedEventCount": record.removed_events,
-            "lastCompactionSucceedTimestamp": record.succeed_ms,
-            "lastCompactionFailedTimestamp": record.failed_ms,
-            "lastCompactionDurationTimeInMills": record.duration_ms,
-        }
+        return compaction_block(found or NO_COMPACTION)
 
     def partitioned_stats(
         self, docs: dict[str, dict[str, Any]], *, partitions: int, per_partition: bool
@@ -259,7 +229,7 @@ class TopicStatsView:
             "blockedSubscriptionOnUnackedMsgs": False,
             "msgDelayed": sub.delayed,
             "msgInReplay": sub.in_replay,
-            **_draining(sub.draining),
+            **draining_counts(sub.draining),
             "unackedMessages": sub.unacked,
             "type": sub.type,
             "activeConsumerName": None if active is None else active.name,
@@ -313,7 +283,7 @@ class TopicStatsView:
             "lastConsumedTime": iso_time(consumer.last_consumed),
             "lastConsumedFlowTimestamp": consumer.last_flow,
             "firstConsumedFlowTimestamp": consumer.first_flow,
-            **_draining(consumer.draining),
+            **draining_counts(consumer.draining),
             "metadata": dict(consumer.metadata),
         }
 
@@ -427,6 +397,8 @@ def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
             "nonContiguousDeletedMessagesRanges": 0,
             "nonContiguousDeletedMessagesRangesSerializedSize": 0,
             "delayedMessageIndexSizeInBytes": 0,
+            # TopicStatsImpl.add leaves the compaction block as reset: zeros.
+            "compaction": compaction_block(NO_COMPACTION),
         }
     )
     for doc in docs:
