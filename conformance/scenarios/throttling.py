@@ -2,15 +2,13 @@
 
 Each scenario sets one rate (messages or bytes) at one level, publishes a backlog (all of it, in
 full batches), waits ``IDLE_S``, attaches a consumer and counts what it receives in each second
-of ``SECONDS``, all compared within 5 %. The idle wait fixes the limiter's phase: the bucket is
-built with the subscription, before the backlog is published, and its first refill nets what
-the first read took before the capacity cap, so a refill inside the consumer's first second let
-a second bucket out (one run saw Pulsar deliver 200 at 100/s); attached more than a period
-after the build, both brokers start with one bucket. A slow consumer's cycle is longer than a
-second, so it is compared per refill instead (``_bursts``).
-Both limiter implementations of ``dispatchRateLimiterFactoryClassName`` are covered: the
-default (AsyncTokenBucket) in the default profile, the classic one in the ``classic-limiter``
-profile.
+of ``SECONDS``, all compared within 5 %. The idle wait fixes the limiter's phase: its bucket is
+built with the subscription, before the backlog is published, and a consumer attached less than
+a period after that left the start to chance (one run saw Pulsar deliver 200 in the first second
+at 100/s); attached later, both brokers start from one full bucket. A slow consumer's cycle is
+longer than a second, so it is compared per refill instead (``_bursts``). Both limiter
+implementations of ``dispatchRateLimiterFactoryClassName`` are covered: the default
+(AsyncTokenBucket) in the default profile, the classic one in the ``classic-limiter`` profile.
 """
 
 from __future__ import annotations
