@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -98,8 +99,18 @@ def _both(
         yield oracle, emu
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM (a CI job's timeout, ``kill``) into ``SystemExit`` in the main thread.
+
+    The default action ends the process at once, skipping the ``finally`` blocks that stop
+    Pulsar: its JVM, started detached by ``scripts/pulsar-standalone``, would outlive the run.
+    """
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    exit_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m conformance", description=__doc__)
     parser.add_argument(
         "--only", nargs="+", metavar="NAME",

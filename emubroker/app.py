@@ -380,7 +380,12 @@ def _admin_context(
         return dynamic.config.brokerDeduplicationEnabled
 
     stats = TopicStatsView(
-        topics, tracker, ledgers, broker_id=broker_id, dedup_enabled=dedup_enabled
+        topics,
+        tracker,
+        ledgers,
+        broker_id=broker_id,
+        dedup_enabled=dedup_enabled,
+        compaction_record=None if compaction is None else compaction.record,
     )
     return AdminContext(
         cluster=config.clusterName,
@@ -652,7 +657,9 @@ async def open_broker(
         schema_registry = SchemaRegistry(store, clock)
         # Entered after the topics: it stops (cancelling running compactions) before they close.
         compaction = await stack.enter_async_context(
-            CompactionService(topics, retain_null_key=config.topicCompactionRetainNullKey).running()
+            CompactionService(
+                topics, clock=clock, retain_null_key=config.topicCompactionRetainNullKey
+            ).running()
         )
         ownership = OwnershipTable(
             store,

@@ -9,18 +9,22 @@ Topic policies (``PersistentTopics``, both domains routed as Pulsar's paths are)
 * ``.../{topic}/maxSubscriptionsPerTopic``.
 
 A negative value is 412 with Pulsar's reason (``PersistentTopicsBase.internalSetMax*``); a body
-that is not a Java ``int`` is 400, as Jersey answers. A GET of a value never set answers 204;
-``maxProducers`` and ``maxConsumers`` take ``applied=true`` and then answer the namespace's value,
-else the broker's (``internalGetMaxProducers``). The policies are stored with the dispatch-rate
-ones (``routes_dispatch_rate``: the topic must exist) and apply to the next producer or consumer
+that is not a Java ``int`` is 400, as Jersey answers. A GET of a value never set answers without
+a body: 200 for ``maxProducers`` and ``maxConsumers``, 204 for the other two (their Pulsar
+resources return ``void``, as Pulsar 4.0.7 answers). ``maxProducers`` and ``maxConsumers`` take
+``applied=true`` and then answer the namespace's value, else the broker's
+(``internalGetMaxProducers``). The policies are stored with the dispatch-rate ones
+(``routes_dispatch_rate``: the topic must exist) and apply to the next producer or consumer
 (``emubroker.topics.limits``); a partitioned topic's apply to each partition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Final
 
 import msgspec
+from aiohttp import web
 
 from emubroker.admin.errors import PRECONDITION_FAILED, RestError
 from emubroker.admin.http import json_response, no_content, query_bool, read_json, unset_value
@@ -29,9 +33,7 @@ from emubroker.admin.routes_topics import TOPIC
 from emubroker.policies import TopicPolicies
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
-    from aiohttp import web
+    from collections.abc import Awaitable
 
     from emubroker.admin.context import AdminContext
     from emubroker.naming import TopicName
@@ -63,13 +65,15 @@ def check_count_limit(value: int, invalid: str) -> int:
 
 
 class _TopicLimit(msgspec.Struct, frozen=True):
-    # One topic-level limit: its path, its TopicPolicies field, Pulsar's 412 reason, and the
-    # namespace field and broker key ``applied=true`` falls back to (None: no ``applied``).
+    # One topic-level limit: its path, its TopicPolicies field, Pulsar's 412 reason, the
+    # namespace field and broker key ``applied=true`` falls back to (None: no ``applied``), and
+    # the answer to a GET of the value unset (Pulsar's resource returns a null value or void).
     segment: str
     field: str
     invalid: str
     namespace_field: str | None = None
     broker_key: str | None = None
+    unset: Callable[[], web.Response] = unset_value
 
 
 _TOPIC_LIMITS: Final = (
@@ -91,11 +95,13 @@ _TOPIC_LIMITS: Final = (
         "maxConsumersPerSubscription",
         "maxConsumersPerSubscription",
         "Invalid value for maxConsumersPerSubscription",
+        unset=no_content,
     ),
     _TopicLimit(
         "maxSubscriptionsPerTopic",
         "maxSubscriptionsPerTopic",
         "maxSubscriptionsPerTopic must be 0 or more",
+        unset=no_content,
     ),
 )
 
@@ -130,7 +136,7 @@ def _handlers(limit: _TopicLimit) -> tuple[Callable[..., Awaitable[web.Response]
         value: int | None = getattr(policies, limit.field)
         if value is None and query_bool(request, "applied"):
             value = _applied(ctx, name, limit)
-        return unset_value() if value is None else json_response(value)
+        return limit.unset() if value is None else json_response(value)
 
     async def remove_limit(request: web.Request) -> web.Response:
         return await _store(request, limit, None)

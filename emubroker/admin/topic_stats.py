@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from emubroker.admin.stats_fields import NO_COMPACTION, compaction_block, draining_counts, iso_time
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.ratelimit.readsize import ThrottleStats
 from protocol.commands import AccessMode
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from emubroker.admin.metrics import Rates, RateTracker
     from emubroker.topics import Topic, TopicHandle, TopicService
+    from emubroker.topics.compaction import CompactionRecord
     from emubroker.topics.producer import ProducerHandle
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
@@ -65,6 +67,10 @@ _SUB_SUMMED: Final = (
     "msgBacklog",
     "msgBacklogNoDelayed",
     "msgDelayed",
+    "msgInReplay",
+    "drainingHashesCount",
+    "drainingHashesUnackedMessages",
+    "drainingHashesClearedTotal",
     "unackedMessages",
     "msgRateExpired",
     "totalMsgExpired",
@@ -85,6 +91,8 @@ class TopicStatsView:
         ledgers: For ledger sizes in ``internalStats``.
         broker_id: ``ownerBroker``.
         dedup_enabled: Whether deduplication applies to a topic (``deduplicationStatus``).
+        compaction_record: A topic's last compactions (``CompactionService.record``), for the
+            ``compaction`` block; None: no compaction service (zeros).
     """
 
     def __init__(
@@ -95,8 +103,10 @@ class TopicStatsView:
         *,
         broker_id: str,
         dedup_enabled: Callable[[TopicHandle], bool],
+        compaction_record: Callable[[TopicName], CompactionRecord | None] | None = None,
     ) -> None:
         self._topics = topics
+        self._compaction_record = compaction_record
         self._rates = rates
         self._ledgers = ledgers
         self._broker_id = broker_id
@@ -153,6 +163,7 @@ class TopicStatsView:
             "delayedMessageIndexSizeInBytes": 0,
             "ownerBroker": self._broker_id,
             **self._topics.quotas.stats(topic.as_persistent()),
+            "compaction": self._compaction(topic.name),
         }
         if not persistent:
             # NonPersistentTopicStats: Pulsar never fills in the topic's own msgDropRate (only
@@ -161,6 +172,11 @@ class TopicStatsView:
             doc["msgDropRate"] = 0.0
             del doc["deduplicationStatus"]
         return doc
+
+    def _compaction(self, name: TopicName) -> dict[str, int]:
+        """Pulsar's ``CompactionStats`` of topic stats (zeros until a compaction ran here)."""
+        found = None if self._compaction_record is None else self._compaction_record(name)
+        return compaction_block(found or NO_COMPACTION)
 
     def partitioned_stats(
         self, docs: dict[str, dict[str, Any]], *, partitions: int, per_partition: bool
@@ -213,6 +229,8 @@ class TopicStatsView:
             "msgBacklogNoDelayed": max(sub.backlog - sub.delayed, 0),
             "blockedSubscriptionOnUnackedMsgs": False,
             "msgDelayed": sub.delayed,
+            "msgInReplay": sub.in_replay,
+            **draining_counts(sub.draining),
             "unackedMessages": sub.unacked,
             "type": sub.type,
             "activeConsumerName": None if active is None else active.name,
@@ -262,8 +280,11 @@ class TopicStatsView:
             "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
             "lastAckedTimestamp": consumer.last_acked,
             "lastConsumedTimestamp": consumer.last_consumed,
+            "lastAckedTime": iso_time(consumer.last_acked),
+            "lastConsumedTime": iso_time(consumer.last_consumed),
             "lastConsumedFlowTimestamp": consumer.last_flow,
             "firstConsumedFlowTimestamp": consumer.first_flow,
+            **draining_counts(consumer.draining),
             "metadata": dict(consumer.metadata),
         }
 
@@ -377,6 +398,8 @@ def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
             "nonContiguousDeletedMessagesRanges": 0,
             "nonContiguousDeletedMessagesRangesSerializedSize": 0,
             "delayedMessageIndexSizeInBytes": 0,
+            # TopicStatsImpl.add leaves the compaction block as reset: zeros.
+            "compaction": compaction_block(NO_COMPACTION),
         }
     )
     for doc in docs:

@@ -1,7 +1,8 @@
 """The compacted view of a topic: what ``read_compacted`` consumers see (pure).
 
 Pulsar's two-phase compactor (``AbstractTwoPhaseCompactor`` with ``PublishingOrderCompactor``)
-reads a topic up to its last entry, the *horizon*, and keeps only the latest message of each key:
+reads a topic up to its last entry and, up to the *horizon* (rule 4), keeps only the latest
+message of each key:
 
 1. The key is the message's ``partition_key`` (the batch's per-message key inside batches).
    A message whose payload is empty is a *tombstone*: it removes its key, and is itself dropped.
@@ -14,6 +15,11 @@ reads a topic up to its last entry, the *horizon*, and keeps only the latest mes
    last compacted message while nothing was appended after the horizon
    (``ServerCnx.getLargestBatchIndexWhenPossible``), so readers, ``has_message_available`` and the
    client's TableView stop where the compacted data ends.
+4. The horizon is the last entry phase one did not find wholly made of deletions (tombstones,
+   messages without a key it drops): deletions after it are not covered and reach compacted
+   readers from the topic, as Pulsar 4.0.7's readers receive a tombstone that was the topic's
+   last message (its phase one ends the compaction at the last message it did not delete). A
+   topic of deletions only is covered whole.
 
 Pulsar writes the survivors into a separate compacted ledger. Here the stored entries stay as they
 are and the view records which of them are compacted out: whole entries (``dropped``) and, for
@@ -122,7 +128,10 @@ class Compactor:
         self._kept_null: list[Slot] = []
         self._whole: set[int] = set()  # unreadable batches, kept whole
         self._sizes: dict[int, int] = {}  # batched entry index -> its number of messages
-        self._horizon = -1
+        self._horizon = -1  # the last entry that is not wholly deletions (rule 4)
+        # Pulsar's compaction "removed events": a value replaced, a tombstone, a keyless
+        # message dropped (lastCompactionRemovedEventCount of topic stats).
+        self.removed_events = 0
 
     def feed(self, entries: Iterable[tuple[int, bytes]]) -> None:
         """Phase one over ``(index, section)`` pairs, in index order.
@@ -131,39 +140,52 @@ class Compactor:
             RemoteProtocolError: A stored section is not a valid payload section.
         """
         for index, section in entries:
-            self._horizon = index
             stored = decode_payload_section(section)
             meta = decode_record(MessageMetadata, stored.metadata)
             payload = stored.body
             if meta.num_messages_in_batch is None or meta.encryption_keys:
                 size = meta.uncompressed_size if meta.uncompressed_size is not None else None
-                self._message(meta.partition_key, len(payload) if size is None else size, index, -1)
+                size = len(payload) if size is None else size
+                if not self._message(meta.partition_key, size, index, -1):
+                    self._horizon = index
                 continue
             keys = _batch_keys(meta, payload)
             self._sizes[index] = meta.num_messages_in_batch if keys is None else len(keys)
             if keys is None:
                 self._whole.add(index)
+                self._horizon = index
                 continue
+            deleted = 0
             for batch_index, (key, length) in enumerate(keys):
                 if length >= 0:
-                    self._message(key, length, index, batch_index)
+                    deleted += self._message(key, length, index, batch_index)
+            if deleted < len(keys):
+                self._horizon = index
 
-    def _message(self, key: str | None, size: int, index: int, batch_index: int) -> None:
+    def _message(self, key: str | None, size: int, index: int, batch_index: int) -> bool:
+        """Fold in one message; whether it is a deletion (a dropped null key, a tombstone)."""
         if key is None:
             if self._retain_null:
                 self._kept_null.append((index, batch_index))
-            return
+                return False
+            self.removed_events += 1
+            return True
         if size > 0:
+            self.removed_events += key in self._latest
             self._latest[key] = (index, batch_index)
-        else:
-            self._latest.pop(key, None)  # a tombstone deletes its key
+            return False
+        self._latest.pop(key, None)  # a tombstone deletes its key
+        self.removed_events += 1
+        return True
 
     def result(self, count: int) -> CompactedView:
         """Phase two: the view over the first ``count`` entries fed.
 
         Args:
-            count: Entries fed (the horizon is ``count - 1``).
+            count: Entries fed.
         """
+        # Rule 4: only deletions after the last other entry: they stay after the horizon.
+        horizon = self._horizon if self._horizon >= 0 else count - 1
         survivors: dict[int, int] = {}  # index -> bitmask of surviving messages; -1: unbatched
         for index, batch_index in (*self._latest.values(), *self._kept_null):
             if batch_index < 0:
@@ -177,7 +199,7 @@ class Compactor:
             for index, mask in survivors.items()
             if mask != -1 and mask != (1 << self._sizes[index]) - 1
         }
-        dropped = frozenset(i for i in range(count) if i not in survivors)
+        dropped = frozenset(i for i in range(horizon + 1) if i not in survivors)
         last: Slot | None = None
         if survivors:
             index = max(survivors)
@@ -186,4 +208,4 @@ class Compactor:
                 last = (index, self._sizes[index] - 1 if index in self._sizes else -1)
             else:
                 last = (index, mask.bit_length() - 1)
-        return CompactedView(count - 1, dropped, partial, last)
+        return CompactedView(horizon, dropped, partial, last)

@@ -34,9 +34,11 @@ if TYPE_CHECKING:
 
     from emubroker.naming import TopicName
     from emubroker.topics.service import TopicService
+    from protocol.clock import Clock
 
 __all__ = [
     "CompactionInProgressError",
+    "CompactionRecord",
     "CompactionService",
     "CompactionStatus",
     "LongRunningProcessStatus",
@@ -57,6 +59,24 @@ class CompactionStatus(enum.StrEnum):
     ERROR = "ERROR"
 
 
+class CompactionRecord(msgspec.Struct, frozen=True):
+    """A topic's last compactions, as Pulsar's ``CompactionRecord`` reports them in topic stats.
+
+    Attributes:
+        removed_events: Of the last successful run: values replaced, tombstones, keyless
+            messages dropped (``lastCompactionRemovedEventCount``; a run reads the whole topic,
+            where Pulsar's reads on from its previous horizon).
+        succeed_ms: Epoch ms the last successful run ended, 0 before one.
+        failed_ms: Epoch ms the last failed run ended, 0 before one.
+        duration_ms: How long the last successful run took.
+    """
+
+    removed_events: int = 0
+    succeed_ms: int = 0
+    failed_ms: int = 0
+    duration_ms: int = 0
+
+
 class LongRunningProcessStatus(msgspec.Struct, frozen=True):
     """Pulsar's ``LongRunningProcessStatus`` JSON: ``{"status": ..., "lastError": ...}``."""
 
@@ -73,13 +93,18 @@ class CompactionService:
 
     Args:
         topics: The topic registry.
+        clock: For the records' times (:meth:`record`).
         retain_null_key: ``topicCompactionRetainNullKey``.
     """
 
-    def __init__(self, topics: TopicService, *, retain_null_key: bool = False) -> None:
+    def __init__(
+        self, topics: TopicService, *, clock: Clock, retain_null_key: bool = False
+    ) -> None:
         self._topics = topics
+        self._clock = clock
         self._retain_null = retain_null_key
         self._status: dict[TopicName, LongRunningProcessStatus] = {}
+        self._records: dict[TopicName, CompactionRecord] = {}
         self._tg: TaskGroup | None = None
 
     @asynccontextmanager
@@ -141,11 +166,19 @@ class CompactionService:
             return LongRunningProcessStatus(CompactionStatus.SUCCESS)
         return LongRunningProcessStatus(CompactionStatus.NOT_RUN)
 
+    def record(self, name: TopicName) -> CompactionRecord | None:
+        """The topic's last compactions since this broker started (None: never run here)."""
+        return self._records.get(name)
+
     async def _run(self, topic: Topic) -> None:
         try:
             await self.compact(topic)
         except Exception as exc:
             log.exception("compaction of %s failed", topic.name)
+            record = self._records.get(topic.name, CompactionRecord())
+            self._records[topic.name] = msgspec.structs.replace(
+                record, failed_ms=self._clock.wall_ms()
+            )
             self._status[topic.name] = LongRunningProcessStatus(
                 CompactionStatus.ERROR, f"{type(exc).__name__}: {exc}"
             )
@@ -162,6 +195,7 @@ class CompactionService:
             RemoteProtocolError: A stored entry is not a valid payload section.
             StorageError: Its entries cannot be read.
         """
+        began = self._clock.now()
         ledger = topic.ledger
         count = ledger.count
         compactor = Compactor(retain_null_key=self._retain_null)
@@ -173,6 +207,13 @@ class CompactionService:
             await anyio.lowlevel.checkpoint()
         view = compactor.result(count)
         topic.install_compacted(view)
+        record = self._records.get(topic.name, CompactionRecord())
+        self._records[topic.name] = msgspec.structs.replace(
+            record,
+            removed_events=compactor.removed_events,
+            succeed_ms=self._clock.wall_ms(),
+            duration_ms=round((self._clock.now() - began) * 1000),
+        )
         log.info(
             "compacted %s up to entry index %d: %d entries compacted out",
             topic.name,

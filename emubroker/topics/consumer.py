@@ -147,15 +147,22 @@ class Consumer(ConsumerRecord):
         """Topic's last entry (with batch index) and the subscription's mark-delete position."""
         return self._owner.last_message_id()
 
-    def stats(self, *, unacked_tracked: bool = True) -> ConsumerStats:
+    def stats(
+        self, *, unacked_tracked: bool = True, draining: tuple[int, int, int] = (0, 0, 0)
+    ) -> ConsumerStats:
         """A snapshot for metrics and admin.
 
         ``unacked_tracked`` False reports 0 unacked messages, as Pulsar does on Exclusive and
-        Failover subscriptions.
+        Failover subscriptions; ``draining`` is its dispatcher's ``DrainingHashes.summary``.
         """
         unacked = self.unacked if unacked_tracked else 0
         return self.snapshot(
-            self.name, self.consumer_id, self.permits, unacked, blocked_on_unacked=self.blocked
+            self.name,
+            self.consumer_id,
+            self.permits,
+            unacked,
+            blocked_on_unacked=self.blocked,
+            draining=draining,
         )
 
     async def close(self) -> None:

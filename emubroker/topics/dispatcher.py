@@ -319,6 +319,15 @@ class Dispatcher:
         self._wake.set()
 
     @property
+    def replay_count(self) -> int:
+        """Entries waiting to be sent again (Pulsar's ``msgInReplay``)."""
+        return len(self._replay_set)
+
+    def draining_summary(self) -> tuple[dict[Consumer, tuple[int, int, int]], int]:
+        """Per consumer its draining-hash counts, and the hashes cleared in all (stats)."""
+        return self._draining.summary(), self._draining.cleared_total
+
+    @property
     def delayed_count(self) -> int:
         """Entries read and held back until their ``deliver_at_time`` (Pulsar's ``msgDelayed``)."""
         return len(self._delayed)

@@ -65,6 +65,10 @@ class DrainingHashes(Generic[C]):
 
     def __init__(self) -> None:
         self._hashes: dict[int, _Draining[C]] = {}
+        # Hashes found drained (rule 3), in all and per attached consumer: Pulsar's
+        # drainingHashesClearedTotal of the subscription and of each consumer.
+        self.cleared_total = 0
+        self._cleared: dict[C, int] = {}
 
     def __len__(self) -> int:
         """Hashes registered as draining (some may have drained since: see ``statistics``)."""
@@ -109,6 +113,8 @@ class DrainingHashes(Generic[C]):
             key_hash: The sticky-key hash of an entry index.
         """
         self._hashes.clear()
+        consumers = list(consumers)
+        self._cleared = {c: n for c, n in self._cleared.items() if c in consumers}
         for consumer in consumers:
             for index in consumer.pending:
                 h = key_hash(index)
@@ -124,10 +130,17 @@ class DrainingHashes(Generic[C]):
         draining = self._hashes.get(key_hash)
         if draining is None:
             return False
-        if draining.consumer is not consumer and not draining.drained():
+        drained = draining.drained()
+        if draining.consumer is not consumer and not drained:
             return True
         del self._hashes[key_hash]
+        if drained:
+            self._count_cleared(draining.consumer)
         return False
+
+    def _count_cleared(self, consumer: C) -> None:
+        self.cleared_total += 1
+        self._cleared[consumer] = self._cleared.get(consumer, 0) + 1
 
     def statistics(self) -> dict[int, tuple[C, int]]:
         """Hash -> (draining consumer, its pending entries with that hash), drained ones dropped.
@@ -139,4 +152,20 @@ class DrainingHashes(Generic[C]):
             d.indexes = [i for i in d.indexes if i in held]
             if not d.indexes:
                 del self._hashes[h]
+                self._count_cleared(d.consumer)
         return {h: (d.consumer, len(d.indexes)) for h, d in self._hashes.items()}
+
+    def summary(self) -> dict[C, tuple[int, int, int]]:
+        """Per consumer: its draining hashes, their pending messages, the hashes it cleared.
+
+        Pulsar's ``drainingHashesCount``, ``drainingHashesUnackedMessages`` and
+        ``drainingHashesClearedTotal`` of ``ConsumerStats`` (their sums: the subscription's,
+        whose cleared total is :attr:`cleared_total`, consumers that left included).
+        """
+        out: dict[C, tuple[int, int, int]] = {c: (0, 0, n) for c, n in self._cleared.items()}
+        for h, (consumer, _) in self.statistics().items():
+            held = consumer.pending
+            messages = sum(held[i] for i in self._hashes[h].indexes)
+            count, unacked, cleared = out.get(consumer, (0, 0, self._cleared.get(consumer, 0)))
+            out[consumer] = (count + 1, unacked + messages, cleared)
+        return out

@@ -541,6 +541,15 @@ class ManagedLedger:
     def _age(self) -> float:
         return 0.0 if self._clock is None else self._clock.now() - self._created[-1]
 
+    async def reopen(self) -> None:
+        """Continue in a fresh ledger, as Pulsar's managed ledger does when a topic is reopened.
+
+        An unloaded topic's next owner (this broker again, after an unload) writes entry 0 of a
+        new ledger; a current ledger with no entries is kept (Pulsar deletes an empty one).
+        """
+        if self.count > self._starts[-1]:
+            await self._rollover()
+
     async def _rollover(self) -> None:
         """Close the current ledger (best effort) and continue in a fresh one."""
         old = self._ledger_ids[-1]

@@ -65,11 +65,18 @@ class TopicOperations:
         return [name.partition(i) for i in range(partitions)] if partitions else [name]
 
     async def unload(self, name: TopicName) -> None:
-        """Close a topic's producers and consumers and drop the topic object (rule 1)."""
+        """Close a topic's producers and consumers and drop the topic object (rule 1).
+
+        The stored state stays; its managed ledger goes on in a fresh ledger, as the reopened
+        one does in Pulsar (the first send after an unload is entry 0 of a new ledger).
+        """
         for target in self._targets(name):
             topic = self._catalog.loaded.pop(target, None)
             if topic is not None:
                 await topic.close(notify=True)
+                state = self._catalog.states.get(target)
+                if state is not None:
+                    await state.ledger.reopen()
 
     async def delete_topic(self, name: TopicName, *, force: bool = False) -> None:
         """Delete a non-partitioned topic or a partition (rule 2).

@@ -64,6 +64,8 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
         metadata: ``CommandSubscribe.metadata``.
         blocked_on_unacked: It gets nothing until acks take it down to half of
             ``maxUnackedMessagesPerConsumer`` (Pulsar's ``blockedConsumerOnUnackedMsgs``).
+        draining: Key_Shared draining hashes it holds, their pending messages and the hashes it
+            cleared (``DrainingHashes.summary``; Pulsar's ``drainingHashes*`` counts).
     """
 
     key: int
@@ -81,6 +83,7 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
     first_flow: int = 0
     metadata: dict[str, str] = {}
     blocked_on_unacked: bool = False
+    draining: tuple[int, int, int] = (0, 0, 0)
 
 
 class ConsumerActivity:
@@ -140,6 +143,7 @@ class ConsumerActivity:
         unacked: int,
         *,
         blocked_on_unacked: bool = False,
+        draining: tuple[int, int, int] = (0, 0, 0),
     ) -> ConsumerStats:
         """The counters with the consumer's identity and state, for metrics and admin."""
         return ConsumerStats(
@@ -158,6 +162,7 @@ class ConsumerActivity:
             first_flow=self.first_flow,
             metadata=self.metadata,
             blocked_on_unacked=blocked_on_unacked,
+            draining=draining,
         )
 
 
@@ -203,6 +208,9 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
         msg_dropped: Non-persistent messages dropped because no consumer could take them (no
             permits, or its connection not writable); Pulsar's ``msgDrop``, behind
             ``msgDropRate``.
+        in_replay: Entries waiting in the dispatcher's replay set (Pulsar's ``msgInReplay``).
+        draining: Key_Shared draining hashes, their pending messages, and the hashes cleared
+            since the subscription opened (Pulsar's ``drainingHashes*`` counts).
     """
 
     name: str
@@ -222,6 +230,8 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
     msg_expired: int = 0
     last_expire: int = 0
     msg_dropped: int = 0
+    in_replay: int = 0
+    draining: tuple[int, int, int] = (0, 0, 0)
 
 
 class TopicStats(msgspec.Struct, frozen=True, kw_only=True):

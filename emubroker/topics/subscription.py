@@ -406,8 +406,10 @@ class Subscription:
         """
         dispatcher = self.dispatcher
         rules = self.rules
+        draining, cleared = dispatcher.draining_summary()
         consumer_stats = tuple(
-            c.stats(unacked_tracked=rules.tracks_unacked) for c in self.consumers
+            c.stats(unacked_tracked=rules.tracks_unacked, draining=draining.get(c, (0, 0, 0)))
+            for c in self.consumers
         )
         return SubscriptionStats(
             name=self.name,
@@ -426,4 +428,10 @@ class Subscription:
             consumer_stats=consumer_stats,
             msg_expired=self.expiry.total,
             last_expire=self.expiry.last_expire,
+            in_replay=dispatcher.replay_count,
+            draining=(
+                sum(d[0] for d in draining.values()),
+                sum(d[1] for d in draining.values()),
+                cleared,
+            ),
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from conformance.diff import MISSING, Allowance, Difference, diff, load_allowances
 from conformance.probe import normalise, shape
 from conformance.report import HEADING, judge, write_section
+from conformance.scenarios.throttling import _bursts
 
 
 def test_diff_names_each_differing_path_with_both_values() -> None:
@@ -122,3 +126,30 @@ def test_an_allowance_may_name_several_scenarios_or_a_glob(tmp_path: Path) -> No
     assert not several.covers("c_stats", Difference("keys.x", 1, MISSING))
     assert glob.covers("classic_throttle_batches", Difference("first_second", 1, 2))
     assert not glob.covers("topic_stats", Difference("first_second", 1, 2))
+
+
+def test_sigterm_unwinds_so_pulsar_is_stopped() -> None:
+    # The brokers are stopped in finally blocks; SIGTERM must reach them (no JVM left behind).
+    code = (
+        "import os, signal\n"
+        "from conformance.__main__ import exit_on_sigterm\n"
+        "exit_on_sigterm()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    signal.pause()\n"
+        "finally:\n"
+        "    print('stopped')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert (done.returncode, done.stdout) == (128 + signal.SIGTERM, "stopped\n")
+
+
+def test_bursts_split_deliveries_at_pauses_and_drop_the_last() -> None:
+    # A slow consumer's refills: runs of arrivals apart by less than PAUSE_S; the last run may
+    # be cut by the end of the window, so it is not reported.
+    arrivals = [0.0, 0.1, 0.2, 1.3, 1.45, 1.5, 3.0, 3.1]
+    assert _bursts(arrivals) == [3, 3]
+    assert _bursts([]) == []
+    assert _bursts([0.0, 0.39]) == []

@@ -172,14 +172,15 @@ def test_read_compacted_sees_the_latest_value_per_key(
     assert len(read_compacted(client, topic)) == 10  # nothing compacted yet
     compact(broker, topic)
     # b and c were deleted by tombstones, the keyless message dropped, d's older value (in the
-    # same batch as e) compacted out.
-    assert read_compacted(client, topic) == [("a", b"2"), ("e", b"1"), ("d", b"2")]
+    # same batch as e) compacted out; c's tombstone, the topic's last message, is after the
+    # compaction horizon and read as it is (as Pulsar 4.0.7's compacted readers receive it).
+    assert read_compacted(client, topic) == [("a", b"2"), ("e", b"1"), ("d", b"2"), ("c", b"")]
     # Compacted consumers too; and what comes after the compaction is read as it is.
     client.create_producer(topic).send(b"3", partition_key="a")
     consumer = client.subscribe(
         topic, "compacted", is_read_compacted=True, initial_position=pulsar.InitialPosition.Earliest
     )
-    assert drain(consumer) == [b"2", b"1", b"2", b"3"]
+    assert drain(consumer) == [b"2", b"1", b"2", b"", b"3"]
     plain = client.create_reader(topic, pulsar.MessageId.earliest)
     assert len([plain.read_next(RECEIVE_MS) for _ in range(11)]) == 11  # all still stored
     assert not plain.has_message_available()

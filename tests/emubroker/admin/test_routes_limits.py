@@ -109,6 +109,22 @@ async def test_topic_limit_paths_answer_pulsars_errors(admin: Admin, wire: Wire)
         assert await admin.get(path) == (200, 4)
 
 
+async def test_an_unset_topic_limit_answers_as_pulsar_does(admin: Admin, wire: Wire) -> None:
+    # Pulsar 4.0.7: the per-subscription and subscriptions-per-topic resources return void
+    # (204), maxProducers and maxConsumers an empty 200; both without a body.
+    await wire.produce(TOPIC, 1)
+    for segment, status in (
+        ("maxProducers", 200),
+        ("maxConsumers", 200),
+        ("maxConsumersPerSubscription", 204),
+        ("maxSubscriptionsPerTopic", 204),
+    ):
+        assert await admin.get(f"{TOPIC_PATH}/{segment}") == (status, None), segment
+        await admin.ok("POST", f"{TOPIC_PATH}/{segment}", json=4)
+        await admin.ok("DELETE", f"{TOPIC_PATH}/{segment}")
+        assert await admin.get(f"{TOPIC_PATH}/{segment}") == (status, None), segment
+
+
 async def test_a_topic_subscription_limit_refuses_new_subscriptions(
     admin: Admin, broker: Broker, wire: Wire
 ) -> None:

@@ -56,8 +56,16 @@ def test_counters_add_up_and_subscriptions_merge_by_name() -> None:
     assert [c["consumerName"] for c in sub["consumers"]] == ["a", "b", "c"]
     # The inputs are left alone (the per-partition documents are served too).
     assert [c["consumerName"] for c in first["subscriptions"]["s"]["consumers"]] == ["a"]
-    # Pulsar's PartitionedTopicStatsImpl.add does not carry the partitions' status over.
+    # Pulsar's PartitionedTopicStatsImpl.add does not carry the partitions' status over, nor
+    # their compaction blocks (it stays reset: zeros).
     assert "deduplicationStatus" not in merged
+    assert set(merged["compaction"].values()) == {0}
+    assert sorted(merged["compaction"]) == [
+        "lastCompactionDurationTimeInMills",
+        "lastCompactionFailedTimestamp",
+        "lastCompactionRemovedEventCount",
+        "lastCompactionSucceedTimestamp",
+    ]
 
 
 def test_no_partitions_give_zeros() -> None:

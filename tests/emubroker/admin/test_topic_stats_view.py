@@ -7,6 +7,7 @@ timestamps (epoch ms of the injected clock) come from the topic's snapshot.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from emubroker.admin.metrics import RateTracker
 from emubroker.admin.topic_stats import TopicStatsView
 from emubroker.topics import TopicService
+from emubroker.topics.compaction import CompactionRecord
 from emubroker.topics.pickers import failover_ring_pick
 from protocol.clock import FakeClock
 from protocol.commands import AckType, SubType
@@ -253,3 +255,72 @@ async def test_active_consumer_name_is_the_single_active_consumer_only(
         subscriptions["fo"]["activeConsumerName"] == "ab"[failover_ring_pick(str(name), ["a", "b"])]
     )
     assert subscriptions["sh"]["activeConsumerName"] is None
+
+
+async def test_replay_set_size_and_readable_times(
+    service: tuple[TopicService, _Stats], fake_clock: FakeClock
+) -> None:
+    # msgInReplay: entries waiting in the dispatcher's replay set; lastAckedTime and
+    # lastConsumedTime: the ISO-8601 twins of the epoch-ms timestamps (Pulsar's DateFormatter,
+    # ISO_OFFSET_DATE_TIME in the broker's zone; epoch 0 before the first).
+    topics, stats = service
+    topic = await topics.get_topic(topic_name("replay"))
+    producer = await add_producer(topic)
+    sink = FakeConsumerSink()
+    consumer = await subscribe(topic, sink, sub_type=SubType.SHARED)
+    before = stats(topic)["subscriptions"]["sub"]
+    assert before["msgInReplay"] == 0
+    assert _parsed(before["consumers"][0]["lastAckedTime"]) == 0
+    consumer.flow(3)
+    await topic.publish_many(producer, [make_entry(b"x", sequence_id=i) for i in range(3)])
+    await settle()
+    await fake_clock.advance(1.25)
+    ledger = sink.messages[0].ledger_id
+    consumer.ack(AckType.INDIVIDUAL, [mid(ledger, 0)])
+    consumer.redeliver([mid(ledger, 1), mid(ledger, 2)])  # no permits left: they wait
+    sub = stats(topic)["subscriptions"]["sub"]
+    assert sub["msgInReplay"] == 2
+    (con,) = sub["consumers"]
+    assert _parsed(con["lastAckedTime"]) == con["lastAckedTimestamp"] == _ms(fake_clock)
+    assert _parsed(con["lastConsumedTime"]) == con["lastConsumedTimestamp"]
+    consumer.flow(2)
+    await settle()
+    assert stats(topic)["subscriptions"]["sub"]["msgInReplay"] == 0
+
+
+def _parsed(text: str) -> int:
+    """Epoch ms of an ISO_OFFSET_DATE_TIME string (``Z`` or ``+hh:mm``)."""
+    assert text[10] == "T", text
+    assert text.endswith("Z") or text[-6] in "+-", text
+    return round(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+async def test_the_compaction_block_reports_the_last_compactions(
+    service: tuple[TopicService, _Stats], fake_clock: FakeClock
+) -> None:
+    topics, stats = service
+    topic = await topics.get_topic(topic_name("compacted"))
+    zeros = {
+        "lastCompactionRemovedEventCount": 0,
+        "lastCompactionSucceedTimestamp": 0,
+        "lastCompactionFailedTimestamp": 0,
+        "lastCompactionDurationTimeInMills": 0,
+    }
+    assert stats(topic)["compaction"] == zeros  # no compaction service: as Pulsar's never-run
+    records = {topic.name: CompactionRecord(3, 1_000, 2_000, 7)}
+    stats.view = TopicStatsView(
+        topics,
+        RateTracker(clock=fake_clock),
+        LedgerStore(),
+        broker_id="localhost:8080",
+        dedup_enabled=lambda _topic: False,
+        compaction_record=records.get,
+    )
+    assert stats(topic)["compaction"] == {
+        "lastCompactionRemovedEventCount": 3,
+        "lastCompactionSucceedTimestamp": 1_000,
+        "lastCompactionFailedTimestamp": 2_000,
+        "lastCompactionDurationTimeInMills": 7,
+    }
+    other = await topics.get_topic(topic_name("never-compacted"))
+    assert stats(other)["compaction"] == zeros

@@ -136,10 +136,32 @@ def test_zlib_batches_are_read_and_unknown_codecs_kept_whole() -> None:
     assert view.last == (1, 0)
 
 
+def test_trailing_deletions_stay_after_the_horizon() -> None:
+    # Pulsar 4.0.7 ends the compaction at the last message phase one did not delete: the
+    # tombstones (and dropped null-key messages) after it reach compacted readers from the topic.
+    view = compact(
+        [
+            single("k1", b"a"),  # 0: overwritten
+            single("k2", b"a"),  # 1: latest k2
+            single("k1", b"b"),  # 2: latest k1
+            single("k3", b"a"),  # 3: deleted by 4, the last message not itself a deletion
+            single("k3", b""),  # 4: tombstone, after the horizon
+            single(None, b"n"),  # 5: no key, after the horizon
+        ]
+    )
+    assert view.horizon == 3
+    assert view.dropped == frozenset({0, 3})
+    assert view.last == (2, -1)
+    fully_deleted_batch = compact([single("a", b"1"), batch([("a", b""), (None, b"n")])])
+    assert (fully_deleted_batch.horizon, fully_deleted_batch.dropped) == (0, frozenset({0}))
+    only_deletions = compact([single("a", b""), single(None, b"n")])
+    assert (only_deletions.horizon, only_deletions.dropped) == (1, frozenset({0, 1}))
+
+
 def test_nothing_surviving_and_parse_errors() -> None:
     view = compact([single("a", b"1"), single("a", b"")])
     assert view.last is None
-    assert view.dropped == frozenset({0, 1})
+    assert view.dropped == frozenset({0})
     meta, payload = split_section(payload_section(*single("k", b"v")[:2]))
     assert meta.partition_key == "k"
     assert payload == b"v"
@@ -149,14 +171,18 @@ def test_nothing_surviving_and_parse_errors() -> None:
 
 
 @asynccontextmanager
-async def services(**kw: Any) -> AsyncIterator[tuple[TopicService, CompactionService]]:
+async def services(
+    clock: FakeClock | None = None, **kw: Any
+) -> AsyncIterator[tuple[TopicService, CompactionService]]:
+    clock = clock or FakeClock()
     service = TopicService(
         config=TopicSettings(**kw),
-        clock=FakeClock(),
+        clock=clock,
         ledgers=MemoryBackend(LedgerStore()),
         namespaces=KNOWN_NAMESPACES.__contains__,
     )
-    async with service.running(), CompactionService(service).running() as compaction:
+    compacting = CompactionService(service, clock=clock)
+    async with service.running(), compacting.running() as compaction:
         yield service, compaction
 
 
@@ -243,11 +269,21 @@ async def test_a_running_reader_switches_to_a_new_view_and_reads_nothing_removed
         assert reader.last_message_id()[0][1] == 2
         view = await compaction.compact(topic)
         assert view.last is None
-        # Everything is compacted away: the reader is told there is no message at all.
+        # Every value is compacted away; the closing tombstone is after the horizon (rule 4).
+        assert reader.last_message_id()[0][1] == 2
+        reader.flow(10)
+        await settle()
+        assert sink.entry_ids == [2]
+        only_deletions = await service.get_topic(topic_name("c2-deletions"))
+        again = FakeConsumerSink()
+        reader = await compacted_reader(only_deletions, again)
+        await fill(only_deletions, [single("a", b""), single(None, b"n")])
+        assert (await compaction.compact(only_deletions)).last is None
+        # Nothing but deletions: all covered, the reader is told there is no message at all.
         assert reader.last_message_id()[0][1] == -1
         reader.flow(10)
         await settle()
-        assert sink.messages == []
+        assert again.messages == []
 
 
 async def test_compaction_survives_unload_and_applies_to_durable_subscriptions() -> None:
@@ -289,6 +325,38 @@ async def test_rules_and_errors() -> None:
         status = compaction.status(name)
         assert status.status is CompactionStatus.ERROR
         assert status.lastError
+
+
+async def test_the_last_compaction_is_recorded_for_topic_stats() -> None:
+    # Pulsar's CompactionRecord: removed events (a value replaced, a tombstone, a keyless
+    # message dropped), the last success's and failure's times, the last success's duration.
+    clock = FakeClock()
+    async with services(clock=clock) as (service, compaction):
+        name = topic_name("rec")
+        topic: Any = await service.get_topic(name)
+        assert compaction.record(name) is None
+        values = [("a", b"1"), ("a", b"2"), ("b", b"1"), ("b", b""), (None, b"n"), ("c", b"1")]
+        await fill(topic, [single(key, value) for key, value in values])
+        await clock.advance(2.0)
+        await compaction.compact(topic)
+        record = compaction.record(name)
+        assert record is not None
+        assert (record.removed_events, record.succeed_ms, record.failed_ms) == (
+            3,
+            clock.wall_ms(),
+            0,
+        )
+        assert record.duration_ms == 0  # no virtual time passed during the run
+        producer = await add_producer(topic, producer_id=9)
+        _, _, info = single("a", b"1")
+        await topic.publish(producer, b"\x00\x00\x00\x09garbage!!", None, info)
+        await clock.advance(1.0)
+        await compaction.trigger(name)
+        await settle()
+        failed = compaction.record(name)
+        assert failed is not None
+        assert (failed.failed_ms, failed.succeed_ms) == (clock.wall_ms(), record.succeed_ms)
+        assert failed.removed_events == 3  # the last success's
 
 
 async def test_partitioned_topics_compact_every_partition() -> None:

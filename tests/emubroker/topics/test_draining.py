@@ -45,10 +45,12 @@ def test_a_draining_hash_blocks_others_until_its_entries_are_gone() -> None:
     del a.pending[5]  # acked
     assert tracker.blocks(b, 42)
     assert tracker.statistics() == {42: (a, 1)}
+    assert tracker.summary() == {a: (1, 1, 0)}  # one hash, one message, none cleared
     del a.pending[1]  # redelivered, released or acked: gone from pending either way
     assert not tracker.blocks(b, 42)
     assert len(tracker) == 0
     assert tracker.statistics() == {}
+    assert (tracker.summary(), tracker.cleared_total) == ({a: (0, 0, 1)}, 1)
 
 
 def test_a_hash_drains_for_one_consumer_and_its_own_ask_ends_it() -> None:
@@ -76,6 +78,11 @@ def test_reassign_drains_exactly_the_pending_entries_whose_hash_moved() -> None:
     owners[20] = a  # given back
     tracker.reassign([a, b], owners.get, hashes.__getitem__)
     assert tracker.statistics() == {30: (b, 1)}
+    del b.pending[3]
+    assert tracker.statistics() == {}
+    assert tracker.summary() == {b: (0, 0, 1)}
+    tracker.reassign([a], owners.get, hashes.__getitem__)  # b left: its count goes
+    assert (tracker.summary(), tracker.cleared_total) == ({}, 1)
 
 
 # ---- the dispatcher ---------------------------------------------------------------------------
@@ -185,3 +192,20 @@ async def test_allow_out_of_order_delivery_does_not_block_moved_keys() -> None:
         assert sorted(keyed(sb.messages)) == sorted((k, b"2-" + k.encode()) for k in moved)
         with pytest.raises(ConsumerBusyError, match="out of order"):
             await subscribe(topic, FakeConsumerSink(), consumer_id=3, sub_type=KS)
+
+
+@pytest.mark.anyio
+async def test_stats_count_draining_hashes_per_consumer_and_subscription() -> None:
+    moved = moved_keys()
+    async with open_service() as service:
+        topic, _, a, held, _, _ = await joined_while_a_holds(service)
+        (sub,) = topic.stats().subscriptions
+        by_name = {c.name: c.draining for c in sub.consumer_stats}
+        # "a" drains every moved key's hash with one pending message each; nothing cleared.
+        assert by_name == {"a": (len(moved), len(moved), 0), "b": (0, 0, 0)}
+        assert sub.draining == (len(moved), len(moved), 0)
+        a.ack(AckType.INDIVIDUAL, [mid(m.ledger_id, m.entry_id) for m in held])
+        await settle()
+        (sub,) = topic.stats().subscriptions
+        assert {c.name: c.draining for c in sub.consumer_stats}["a"] == (0, 0, len(moved))
+        assert sub.draining == (0, 0, len(moved))
