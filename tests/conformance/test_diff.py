@@ -100,7 +100,16 @@ def test_the_harness_covers_every_area_with_sixty_scenarios_or_more() -> None:
 
     assert len(REGISTRY) >= 60
     areas = {e.area for e in REGISTRY.values()}
-    assert areas == {"wire", "admin", "topics", "cluster", "stats", "data", "throttling"}
+    assert areas == {
+        "wire",
+        "admin",
+        "topics",
+        "cluster",
+        "stats",
+        "data",
+        "throttling",
+        "policies",
+    }
     assert {e.profile for e in REGISTRY.values()} == set(PROFILES)
 
 
