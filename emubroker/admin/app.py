@@ -30,6 +30,7 @@ from emubroker.admin import (
     routes_limits,
     routes_lookup,
     routes_messages,
+    routes_namespace_policies,
     routes_namespaces,
     routes_permissions,
     routes_placement_policies,
@@ -82,6 +83,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
+    routes_namespace_policies.add_routes(app)
     routes_placement_policies.add_routes(app)
     routes_failure_domains.add_routes(app)
     routes_unload.add_routes(app)

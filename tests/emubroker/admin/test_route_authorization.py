@@ -151,9 +151,23 @@ TABLE: Final = [
             "antiAffinity",
             "dispatchRate",
             "subscriptionDispatchRate",
+            "autoTopicCreation",
+            "autoSubscriptionCreation",
+            "subscriptionExpirationTime",
+            "maxTopicsPerNamespace",
+            "persistence",
         )
         for route in _rw(f"{N}/{policy}", TA, 403)
     ],
+    *_rw(f"{N}/compactionThreshold", TA, 403, "GET PUT DELETE"),
+    *_rw(f"{N}/offloadThreshold", TA, 403, "GET PUT"),
+    *_rw(f"{N}/offloadThresholdInSeconds", TA, 403, "GET PUT"),
+    *_rw(f"{N}/offloadDeletionLagMs", TA, 403, "GET PUT DELETE"),
+    # validateAdminAccessForTenant (401), validateSuperUserAccess.
+    *_rw(f"{N}/properties", TA, 401, "GET PUT DELETE"),
+    *_rw(f"{N}/property/{{key}}", TA, 401, "GET DELETE"),
+    Route("PUT", f"{N}/property/{{key}}/{{value}}", TA),
+    *_rw(f"{N}/persistence/bookieAffinity", SU, 401),
     Route("GET", f"{N}/backlogQuotaMap", TA, 403),  # validateNamespacePolicyOperation
     # PersistentTopicsBase.
     Route("GET", f"{V2}/{{domain}}/{{tenant}}/{{namespace}}", LK, 403),
