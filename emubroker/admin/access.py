@@ -242,6 +242,27 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(f"{_T}/maxConsumers", TOPIC_POLICY),
     **_policy(f"{_T}/maxConsumersPerSubscription", TOPIC_POLICY),
     **_policy(f"{_T}/maxSubscriptionsPerTopic", TOPIC_POLICY),
+    **{
+        key: TOPIC_POLICY
+        for segment in (
+            "messageTTL",
+            "retention",
+            "subscribeRate",
+            "publishRate",
+            "replicatorDispatchRate",
+            "offloadPolicies",
+            "autoSubscriptionCreation",
+            "persistence",
+            "maxMessageSize",
+            "maxUnackedMessagesOnConsumer",
+            "maxUnackedMessagesOnSubscription",
+            "deduplicationSnapshotInterval",
+            "schemaValidationEnforced",
+            "replication",
+            "delayedDelivery",
+        )
+        for key in _policy(f"{_T}/{segment}", TOPIC_POLICY)
+    },
     # SchemasResourceBase: reads GET_METADATA, upload PRODUCE, delete the tenant's admins.
     ("GET", f"{_SCHEMA}/schema"): _topic(_To.GET_METADATA),
     ("GET", f"{_SCHEMA}/schema/{{version}}"): _topic(_To.GET_METADATA),

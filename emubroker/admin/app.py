@@ -37,6 +37,7 @@ from emubroker.admin import (
     routes_schemas,
     routes_subscriptions,
     routes_tenants,
+    routes_topic_policies,
     routes_topics,
     routes_unload,
 )
@@ -92,6 +93,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)
     routes_limits.add_routes(app)
+    routes_topic_policies.add_routes(app)
     routes_subscriptions.add_routes(app)
     routes_messages.add_routes(app)
     routes_schemas.add_routes(app)

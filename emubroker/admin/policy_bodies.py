@@ -24,10 +24,12 @@ __all__ = [
     "JavaLong",
     "PersistencePolicies",
     "PublishRate",
+    "RetentionPolicies",
     "SubscribeRate",
     "check_auto_topic_creation",
     "check_not_negative",
     "check_persistence",
+    "check_retention",
 ]
 
 JavaInt = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
@@ -69,6 +71,29 @@ class BookieAffinityGroupData(msgspec.Struct):
 
     bookkeeperAffinityGroupPrimary: str | None = None
     bookkeeperAffinityGroupSecondary: str | None = None
+
+
+class RetentionPolicies(msgspec.Struct):
+    """Pulsar's ``RetentionPolicies`` (stored and served; retention itself is not emulated)."""
+
+    retention_time_in_minutes: int = msgspec.field(default=0, name="retentionTimeInMinutes")
+    retention_size_in_mb: int = msgspec.field(default=0, name="retentionSizeInMB")
+
+
+def check_retention(retention: RetentionPolicies) -> None:
+    """``AdminResource.validateRetentionPolicies``: 400 (Pulsar's ``checkArgument``)."""
+    time, size = retention.retention_time_in_minutes, retention.retention_size_in_mb
+    if size < -1:
+        raise RestError(BAD_REQUEST, "Invalid retention policy: size limit must be >= -1")
+    if time < -1:
+        raise RestError(BAD_REQUEST, "Invalid retention policy: time limit must be >= -1")
+    if (time == 0) != (size == 0):
+        raise RestError(
+            BAD_REQUEST,
+            "Invalid retention policy: Setting a single time or size limit to 0 is invalid when "
+            "one of the limits has a non-zero value. Use the value of -1 instead of 0 to ignore a "
+            "specific limit. To disable retention both limits must be set to 0.",
+        )
 
 
 class SubscribeRate(msgspec.Struct):

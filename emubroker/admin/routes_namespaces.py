@@ -42,6 +42,7 @@ from emubroker.admin.http import (
     unset_value,
     valid_name,
 )
+from emubroker.admin.policy_bodies import RetentionPolicies, check_retention
 from emubroker.admin.routes_limits import check_count_limit, read_count_limit
 from emubroker.naming import MAX_HASH, bundle_boundaries
 from emubroker.policies import (
@@ -282,30 +283,11 @@ async def set_schema_compatibility(request: web.Request) -> web.Response:
     return await _update(request, schema_compatibility_strategy=strategy)
 
 
-class RetentionPolicies(msgspec.Struct):
-    """Pulsar's ``RetentionPolicies`` (stored and served; retention itself is not emulated)."""
-
-    retention_time_in_minutes: int = msgspec.field(default=0, name="retentionTimeInMinutes")
-    retention_size_in_mb: int = msgspec.field(default=0, name="retentionSizeInMB")
-
-
 async def set_retention(request: web.Request) -> web.Response:
     """``POST .../{namespace}/retention`` (Pulsar's ``validateRetentionPolicies`` rules)."""
     namespace_of(request)
     retention = await read_json(request, RetentionPolicies, what="retention policies")
-    time, size = retention.retention_time_in_minutes, retention.retention_size_in_mb
-    # Pulsar's checkArgument throws IllegalArgumentException, which its mapper makes a 400.
-    if size < -1:
-        raise RestError(BAD_REQUEST, "Invalid retention policy: size limit must be >= -1")
-    if time < -1:
-        raise RestError(BAD_REQUEST, "Invalid retention policy: time limit must be >= -1")
-    if (time == 0) != (size == 0):
-        raise RestError(
-            BAD_REQUEST,
-            "Invalid retention policy: Setting a single time or size limit to 0 is invalid when "
-            "one of the limits has a non-zero value. Use the value of -1 instead of 0 to ignore a "
-            "specific limit. To disable retention both limits must be set to 0.",
-        )
+    check_retention(retention)
     return await _update(request, retention_policies=msgspec.to_builtins(retention))
 
 
