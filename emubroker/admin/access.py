@@ -218,6 +218,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("GET", f"{_T}/partitioned-stats"): _topic(_To.GET_STATS),
     ("GET", f"{_T}/internalStats"): _topic(_To.GET_STATS),
     ("GET", f"{_T}/lastMessageId"): _topic(_To.PEEK_MESSAGES),
+    ("GET", f"{_T}/messageid/{{timestamp}}"): _topic(_To.PEEK_MESSAGES),
     ("PUT", f"{_T}/unload"): _topic(_To.UNLOAD),
     ("PUT", f"{_T}/compaction"): _topic(_To.COMPACT),
     ("GET", f"{_T}/compaction"): _topic(_To.COMPACT),

@@ -1,8 +1,9 @@
 """Read-only message routes under ``/admin/v2/{domain}/{tenant}/{namespace}/{topic}``.
 
-Pulsar's ``PersistentTopics`` calls that show stored entries: ``lastMessageId`` (a JSON message
-id), and three that answer one entry as ``application/octet-stream`` with its metadata in
-``X-Pulsar-*`` headers (``PersistentTopicsBase.generateResponseWithEntry``):
+Pulsar's ``PersistentTopics`` calls that show stored entries: ``lastMessageId`` and
+``messageid/{timestamp}`` (a JSON message id), and three that answer one entry as
+``application/octet-stream`` with its metadata in ``X-Pulsar-*`` headers
+(``PersistentTopicsBase.generateResponseWithEntry``):
 
 * ``subscription/{sub}/position/{n}`` (peek): the n-th entry after the mark-delete position,
   individually acknowledged entries skipped. An unknown subscription is created at earliest,
@@ -270,10 +271,34 @@ async def message_by_id(request: web.Request) -> web.Response:
     return await _entry_response(topic, index)
 
 
+async def message_id_at(request: web.Request) -> web.Response:
+    """``GET TOPIC/messageid/{timestamp}``: the first message published at or after it.
+
+    Past the last message, the position after it, as Pulsar's ``asyncFindPosition`` answers.
+    """
+    timestamp = path_int(request, "timestamp")
+    topic = await _stored_topic(
+        request,
+        "Get message ID by timestamp",
+        "Get message ID by timestamp on a partitioned topic is not allowed, "
+        "please try do it on specific topic partition",
+    )
+    ledger = topic.ledger
+    found = ledger.count
+    # Publish times of several producers interleave, so scan rather than bisect.
+    for index in range(ledger.first_index, ledger.count):
+        if ledger.infos[index - ledger.base].publish_time >= timestamp:
+            found = index
+            break
+    ledger_id, entry_id = ledger.position(found)
+    return json_response(_message_id(ledger_id, entry_id, topic_of(request).partition_index, -1))
+
+
 def add_routes(app: web.Application) -> None:
     """Register the message routes of both domains."""
     router = app.router
     router.add_get(f"{TOPIC}/lastMessageId", last_message_id)
+    router.add_get(TOPIC + "/messageid/{timestamp}", message_id_at)
     router.add_get(f"{TOPIC}/subscription/{{subscription}}/position/{{messagePosition}}", peek_nth)
     router.add_get(f"{TOPIC}/examinemessage", examine)
     router.add_get(f"{TOPIC}/ledger/{{ledgerId}}/entry/{{entryId}}", message_by_id)

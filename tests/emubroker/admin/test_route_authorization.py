@@ -185,6 +185,7 @@ TABLE: Final = [
     Route("GET", f"{T}/partitioned-stats", LK),
     Route("GET", f"{T}/internalStats", LK),
     Route("GET", f"{T}/lastMessageId", CO),  # PEEK_MESSAGES
+    Route("GET", f"{T}/messageid/{{timestamp}}", CO),  # PEEK_MESSAGES
     Route("PUT", f"{T}/unload", TA),
     Route("PUT", f"{T}/compaction", TA),
     Route("GET", f"{T}/compaction", TA),
