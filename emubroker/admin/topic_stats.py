@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
 
-__all__ = ["TopicStatsView", "merge_partitions"]
+__all__ = ["TopicStatsView", "leave_out", "merge_partitions"]
 
 _NO_THROTTLE: Final = ThrottleStats(0, 0, 0, 0, 0, 0)
 
@@ -152,6 +152,8 @@ class TopicStatsView:
             "nonContiguousDeletedMessagesRangesSerializedSize": 0,
             "delayedMessageIndexSizeInBytes": 0,
             "ownerBroker": self._broker_id,
+            "topicCreationTimeStamp": snapshot.created_ms,
+            "lastPublishTimeStamp": snapshot.last_publish_ms,
         }
         if not persistent:
             # NonPersistentTopicStats: Pulsar never fills in the topic's own msgDropRate (only
@@ -357,6 +359,20 @@ def _next(topic: Topic) -> tuple[int, int]:
     return ledger_id, entry_id + 1
 
 
+def leave_out(doc: dict[str, Any], *, publishers: bool, consumers: bool) -> dict[str, Any]:
+    """A topic's stats without its publishers and/or its subscriptions' consumers.
+
+    Pulsar's ``excludePublishers`` / ``excludeConsumers`` stats options (``GetStatsOptions``):
+    the lists are empty, everything else (the counts and rates included) stays.
+    """
+    if publishers:
+        doc = {**doc, "publishers": []}
+    if consumers:
+        subs = doc["subscriptions"]
+        doc = {**doc, "subscriptions": {k: {**s, "consumers": []} for k, s in subs.items()}}
+    return doc
+
+
 def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum the stats of partitions as Pulsar's ``PartitionedTopicStatsImpl.add`` does.
 
@@ -392,6 +408,12 @@ def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
             if "msgDropRate" in sub:  # non-persistent subscriptions only
                 into["msgDropRate"] = into.get("msgDropRate", 0.0) + sub["msgDropRate"]
             into["consumers"].extend(sub["consumers"])
+    # TopicStatsImpl.add: the earliest creation (0: unknown), the latest publish.
+    created = [doc.get("topicCreationTimeStamp", 0) for doc in docs]
+    merged["topicCreationTimeStamp"] = min((t for t in created if t), default=0)
+    merged["lastPublishTimeStamp"] = max(
+        (doc.get("lastPublishTimeStamp", 0) for doc in docs), default=0
+    )
     if merged["msgRateIn"]:
         merged["averageMsgSize"] = merged["msgThroughputIn"] / merged["msgRateIn"]
     return merged

@@ -24,9 +24,23 @@ __all__ = [
 class TopicCounters:
     """Mutable running totals of one topic, updated on the hot path."""
 
-    __slots__ = ("_handles", "bytes_in", "bytes_out", "msg_dropped", "msg_in", "msg_out")
+    __slots__ = (
+        "_handles",
+        "bytes_in",
+        "bytes_out",
+        "created_ms",
+        "last_publish_ms",
+        "msg_dropped",
+        "msg_in",
+        "msg_out",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, created_ms: int = 0) -> None:
+        # Epoch ms of the injected clock: when this broker created or first opened the topic's
+        # state, and when a message was last stored (admin stats' topicCreationTimeStamp and
+        # lastPublishTimeStamp; 0: never).
+        self.created_ms = created_ms
+        self.last_publish_ms = 0
         self.msg_in = 0
         self.bytes_in = 0
         self.msg_out = 0
@@ -242,6 +256,8 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
         backlog: Sum of the subscriptions' backlogs.
         subscriptions: Per-subscription snapshots.
         publisher_stats: Per-producer snapshots, oldest first.
+        created_ms: When the topic's state was created or first opened here (epoch ms).
+        last_publish_ms: When a message was last published (epoch ms, 0: never).
     """
 
     name: str
@@ -258,6 +274,8 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
     backlog: int
     subscriptions: tuple[SubscriptionStats, ...]
     publisher_stats: tuple[PublisherStats, ...] = ()
+    created_ms: int = 0
+    last_publish_ms: int = 0
 
 
 class ServiceStats(msgspec.Struct, frozen=True, kw_only=True):

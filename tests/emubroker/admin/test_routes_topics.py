@@ -159,6 +159,26 @@ async def test_partitioned_stats_sum_the_partitions(admin: Admin, wire: Wire) ->
     await admin.fails("GET", f"{NS}/flat/partitioned-stats", 404, "Partitioned Topic")
 
 
+async def test_stats_options_leave_out_publishers_and_consumers(admin: Admin, wire: Wire) -> None:
+    await admin.ok("PUT", f"{T}/partitions", data="2")
+    for partition in (f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"):
+        await wire.produce(partition, 1)
+        await wire.consumer(partition, "s")
+    one = f"{T}-partition-0/stats"
+    both = "excludePublishers=true&excludeConsumers=true"
+    full = await admin.ok("GET", one)
+    assert (len(full["publishers"]), len(full["subscriptions"]["s"]["consumers"])) == (1, 1)
+    bare = await admin.ok("GET", f"{one}?{both}")
+    assert (bare["publishers"], bare["subscriptions"]["s"]["consumers"]) == ([], [])
+    assert bare["msgInCounter"] == 1  # only the lists go
+    only = await admin.ok("GET", f"{one}?excludeConsumers=true")
+    assert (len(only["publishers"]), only["subscriptions"]["s"]["consumers"]) == (1, [])
+    merged = await admin.ok("GET", f"{T}/partitioned-stats?{both}")
+    assert (merged["publishers"], merged["subscriptions"]["s"]["consumers"]) == ([], [])
+    for doc in merged["partitions"].values():
+        assert (doc["publishers"], doc["subscriptions"]["s"]["consumers"]) == ([], [])
+
+
 async def test_internal_stats_describe_ledgers_and_cursors(admin: Admin, wire: Wire) -> None:
     await wire.produce(TOPIC, 3)
     await admin.ok("PUT", f"{T}/subscription/s", json="earliest")

@@ -65,3 +65,11 @@ def test_no_partitions_give_zeros() -> None:
     assert merged["msgInCounter"] == 0
     assert merged["subscriptions"] == {}
     assert merged["averageMsgSize"] == 0.0
+
+
+def test_partitions_give_the_earliest_creation_and_the_latest_publish() -> None:
+    docs = [partition(1, 0, [], 0.0) for _ in range(3)]
+    for doc, created, published in zip(docs, (0, 200, 100), (5, 0, 9), strict=True):
+        doc.update(topicCreationTimeStamp=created, lastPublishTimeStamp=published)
+    merged = merge_partitions(docs)
+    assert (merged["topicCreationTimeStamp"], merged["lastPublishTimeStamp"]) == (100, 9)
