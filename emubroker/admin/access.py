@@ -145,6 +145,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("DELETE", f"{_B}/configuration/{{key}}"): SUPER_USER,
     # BrokerStatsBase: validateSuperUserAccess.
     ("GET", f"{_V2}/broker-stats/load-report"): SUPER_USER,
+    ("GET", f"{_V2}/broker-stats/topics"): SUPER_USER,
     # ClustersBase: getClusters checks nothing; the rest validateBothSuperuserAndCluster*.
     ("GET", f"{_V2}/clusters"): ANYONE,
     **_policy(_C, SUPER_USER, ("GET", "PUT", "POST", "DELETE")),

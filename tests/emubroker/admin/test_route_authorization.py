@@ -109,6 +109,7 @@ TABLE: Final = [
     Route("POST", f"{B}/configuration/{{key}}/{{value}}", SU),
     Route("DELETE", f"{B}/configuration/{{key}}", SU),
     Route("GET", f"{V2}/broker-stats/load-report", SU),  # BrokerStatsBase
+    Route("GET", f"{V2}/broker-stats/topics", SU),
     # ClustersBase: the list is open; the rest validateBothSuperuserAndCluster*.
     Route("GET", f"{V2}/clusters", ANY),
     *_rw(C, SU, 401, "GET PUT POST DELETE"),

@@ -335,3 +335,24 @@ async def test_compaction_trigger_and_status(admin: Admin, wire: Wire) -> None:
     await admin.fails(
         "PUT", "/admin/v2/non-persistent/public/default/n/compaction", 404, "not found"
     )
+
+
+async def test_broker_stats_topics_streams_the_loaded_topics_by_namespace_and_bundle(
+    admin: Admin, wire: Wire
+) -> None:
+    await wire.produce(TOPIC, 2)
+    await wire.consumer(TOPIC, "s")
+    await admin.ok("PUT", "/admin/v2/non-persistent/public/default/np")
+    tree = await admin.ok("GET", "/admin/v2/broker-stats/topics")
+    bundle = await admin.ok("GET", "/lookup/v2/topic/persistent/public/default/t/bundle")
+    persistent = tree["public/default"][bundle]["persistent"][TOPIC]
+    assert persistent["msgInCount"] == 2
+    assert persistent["producerCount"] == 1
+    assert persistent["publishers"][0]["producerName"].startswith("standalone-")
+    assert persistent["subscriptions"]["s"]["msgBacklog"] == 2
+    assert persistent["subscriptions"]["s"]["type"] == "Shared"
+    assert len(persistent["subscriptions"]["s"]["consumers"]) == 1
+    np_bundle = await admin.ok("GET", "/lookup/v2/topic/non-persistent/public/default/np/bundle")
+    assert list(tree["public/default"][np_bundle]["non-persistent"]) == [
+        "non-persistent://public/default/np"
+    ]
