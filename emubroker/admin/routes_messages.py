@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
@@ -39,7 +38,7 @@ from emubroker.admin.errors import (
     PRECONDITION_FAILED,
     RestError,
 )
-from emubroker.admin.http import context, json_response, path_int, topic_of
+from emubroker.admin.http import context, format_time, json_response, path_int, topic_of
 from emubroker.admin.routes_topics import TOPIC, check_topic_namespace, load_topic
 from protocol.codec import decode_record, encode_record
 from protocol.commands import CompressionType, MessageIdData, MessageMetadata
@@ -58,15 +57,6 @@ _GSON_ESCAPES: Final = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&='"})
 
 
 # ---- headers --------------------------------------------------------------------------------
-
-
-def format_time(ms: int) -> str:
-    """Java's ``ISO_OFFSET_DATE_TIME`` of epoch ms in UTC: fraction digits only as needed."""
-    seconds, millis = divmod(ms, 1000)
-    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if millis:
-        text += f".{millis:03d}".rstrip("0")
-    return text + "Z"
 
 
 def _text(value: object) -> str:

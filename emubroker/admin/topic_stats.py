@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from emubroker.admin.http import format_time
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.ratelimit.readsize import ThrottleStats
 from protocol.commands import AccessMode
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from emubroker.admin.metrics import Rates, RateTracker
     from emubroker.topics import Topic, TopicHandle, TopicService
     from emubroker.topics.producer import ProducerHandle
+    from emubroker.topics.requests import ClientInfo
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
 
@@ -70,6 +72,19 @@ _SUB_SUMMED: Final = (
     "totalMsgExpired",
     *ThrottleStats.__struct_fields__,
 )
+
+
+def _client(client: ClientInfo) -> dict[str, Any]:
+    # Pulsar's address is the remote InetSocketAddress's toString ("/host:port"), its
+    # connectedSince when the producer or consumer was created; nulls (unknown) are left out.
+    doc: dict[str, Any] = {}
+    if client.address:
+        doc["address"] = f"/{client.address}"
+    if client.since_ms:
+        doc["connectedSince"] = format_time(client.since_ms)
+    if client.client_version:
+        doc["clientVersion"] = client.client_version
+    return doc
 
 
 def _pos(position: tuple[int, int]) -> str:
@@ -189,6 +204,7 @@ class TopicStatsView:
             "producerId": producer.producer_id,
             "supportsPartialProducer": False,
             "producerName": producer.producer_name,
+            **_client(producer.client),
             "metadata": dict(producer.metadata),
         }
 
@@ -265,6 +281,7 @@ class TopicStatsView:
             "lastConsumedTimestamp": consumer.last_consumed,
             "lastConsumedFlowTimestamp": consumer.last_flow,
             "firstConsumedFlowTimestamp": consumer.first_flow,
+            **_client(consumer.client),
             "metadata": dict(consumer.metadata),
         }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from emubroker.ratelimit.readsize import ThrottleStats
+from emubroker.topics.requests import ClientInfo
 
 __all__ = [
     "ConsumerActivity",
@@ -76,6 +77,7 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
         last_flow: Epoch ms of its last FLOW, 0 before the first.
         first_flow: Epoch ms of its first FLOW, 0 before the first.
         metadata: ``CommandSubscribe.metadata``.
+        client: Who opened it.
         blocked_on_unacked: It gets nothing until acks take it down to half of
             ``maxUnackedMessagesPerConsumer`` (Pulsar's ``blockedConsumerOnUnackedMsgs``).
     """
@@ -95,6 +97,7 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
     first_flow: int = 0
     metadata: dict[str, str] = {}
     blocked_on_unacked: bool = False
+    client: ClientInfo = ClientInfo()
 
 
 class ConsumerActivity:
@@ -105,6 +108,7 @@ class ConsumerActivity:
 
     Attributes:
         metadata: ``CommandSubscribe.metadata`` (admin stats echo it).
+        client: Who opened it (admin stats).
         stats_key: Unique among its topic's producers and consumers (keys its rates).
         msg_out: Messages delivered to it, redeliveries included.
         bytes_out: Bytes delivered to it.
@@ -118,6 +122,7 @@ class ConsumerActivity:
 
     __slots__ = (
         "bytes_out",
+        "client",
         "first_flow",
         "last_acked",
         "last_consumed",
@@ -131,6 +136,7 @@ class ConsumerActivity:
 
     def __init__(self) -> None:
         self.metadata: dict[str, str] = {}
+        self.client = ClientInfo()
         self.stats_key = 0
         self.msg_out = 0
         self.bytes_out = 0
@@ -172,6 +178,7 @@ class ConsumerActivity:
             first_flow=self.first_flow,
             metadata=self.metadata,
             blocked_on_unacked=blocked_on_unacked,
+            client=self.client,
         )
 
 

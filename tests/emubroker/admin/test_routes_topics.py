@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from emubroker.admin.http import format_time
 from emubroker.app import Broker
 from emubroker.naming import TopicName
 from protocol import commands as c
@@ -356,3 +357,22 @@ async def test_broker_stats_topics_streams_the_loaded_topics_by_namespace_and_bu
     assert list(tree["public/default"][np_bundle]["non-persistent"]) == [
         "non-persistent://public/default/np"
     ]
+
+
+async def test_publishers_and_consumers_show_address_client_version_and_since(
+    admin: Admin, wire: Wire, fake_clock: FakeClock
+) -> None:
+    await fake_clock.advance(5.0)
+    await wire.produce(TOPIC, 1)
+    since = format_time(fake_clock.wall_ms())
+    await fake_clock.advance(1.0)
+    await wire.consumer(TOPIC, "s")
+    stats = await admin.ok("GET", f"{T}/stats")
+    (publisher,) = stats["publishers"]
+    (consumer,) = stats["subscriptions"]["s"]["consumers"]
+    # CONNECT's client_version; the address as Java prints a socket address ("/host:port").
+    assert publisher["clientVersion"] == consumer["clientVersion"] == "Pulsar-CPP-v4.2.0"
+    assert publisher["address"].startswith("/")
+    assert consumer["address"].startswith("/")
+    assert publisher["connectedSince"] == since  # when the producer was created
+    assert consumer["connectedSince"] == format_time(fake_clock.wall_ms())
