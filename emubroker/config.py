@@ -107,6 +107,8 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
         maxMessageSize: Largest message (metadata + payload); announced in CONNECTED.
         allowAutoTopicCreation: Create topics on first use.
         allowAutoTopicCreationType: ``non-partitioned`` or ``partitioned``.
+        allowAutoSubscriptionCreation: A durable SUBSCRIBE may create a missing subscription of
+            a persistent topic (namespace and topic policies may override it).
         defaultNumPartitions: Partitions of an auto-created partitioned topic.
         defaultNumberOfNamespaceBundles: Bundles of a new namespace.
         dispatcherMaxReadBatchSize: Entries a dispatcher reads from storage at once.
@@ -169,6 +171,7 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     maxMessageSize: Positive = 5 * 1024 * 1024
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: Literal["non-partitioned", "partitioned"] = "non-partitioned"
+    allowAutoSubscriptionCreation: bool = True
     defaultNumPartitions: Positive = 1
     defaultNumberOfNamespaceBundles: Annotated[int, msgspec.Meta(ge=1, le=0xFFFFFFFF)] = 4
     keepAliveIntervalSeconds: Positive = 30

@@ -38,7 +38,7 @@ answered before any of this (the handlers), as Pulsar's ``ServerCnx`` does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -75,12 +75,17 @@ class CountLimits(msgspec.Struct, frozen=True):
         max_consumers: Consumers of the topic, over all its subscriptions.
         max_consumers_per_subscription: Consumers of one subscription.
         max_subscriptions: Subscriptions of a persistent topic.
+        allow_auto_subscription_creation: Whether a durable SUBSCRIBE may create a missing
+            subscription of a persistent topic (``allowAutoSubscriptionCreation``, overridden
+            by ``autoSubscriptionCreationOverride`` as ``BrokerService`` does); else it is
+            refused with ``SubscriptionNotFound`` "Subscription does not exist".
     """
 
     max_producers: int = 0
     max_consumers: int = 0
     max_consumers_per_subscription: int = 0
     max_subscriptions: int = 0
+    allow_auto_subscription_creation: bool = True
 
 
 class LimitOverrides(msgspec.Struct, frozen=True):
@@ -90,6 +95,12 @@ class LimitOverrides(msgspec.Struct, frozen=True):
     max_consumers: int | None = None
     max_consumers_per_subscription: int | None = None
     max_subscriptions: int | None = None
+    allow_auto_subscription_creation: bool | None = None
+
+
+def auto_subscription_override(override: dict[str, Any] | None) -> bool | None:
+    """``allowAutoSubscriptionCreation`` of an ``AutoSubscriptionCreationOverride`` JSON, if set."""
+    return None if override is None else bool(override.get("allowAutoSubscriptionCreation"))
 
 
 class TopicLimitPolicies(Protocol):
@@ -107,6 +118,7 @@ def broker_limits(settings: TopicSettings) -> CountLimits:
         max_consumers=settings.max_consumers_per_topic,
         max_consumers_per_subscription=settings.max_consumers_per_subscription,
         max_subscriptions=settings.max_subscriptions_per_topic,
+        allow_auto_subscription_creation=settings.allow_auto_subscription_creation,
     )
 
 
@@ -117,6 +129,9 @@ def namespace_overrides(policies: Policies) -> LimitOverrides:
         max_consumers=policies.max_consumers_per_topic,
         max_consumers_per_subscription=policies.max_consumers_per_subscription,
         max_subscriptions=policies.max_subscriptions_per_topic,
+        allow_auto_subscription_creation=auto_subscription_override(
+            policies.autoSubscriptionCreationOverride
+        ),
     )
 
 
@@ -131,7 +146,7 @@ def resolve_limits(
     topic: LimitOverrides | None = None,
 ) -> CountLimits:
     """Each limit from the first level that sets it: topic, namespace, then broker."""
-    resolved: dict[str, int] = {}
+    resolved: dict[str, Any] = {}
     for field in CountLimits.__struct_fields__:
         value: int = getattr(broker, field)
         for level in (namespace, topic):  # later levels win
@@ -152,23 +167,32 @@ class LimitResolver:
         namespace_policies: A namespace's policies (answering None: unknown namespace); None:
             no namespace policies, the broker's values apply.
         topic_policies: Where topic-level policies are read; None: there are none.
+        live_settings: The broker's current settings: ``allowAutoSubscriptionCreation`` is read
+            there at every check, as ``BrokerService`` reads its configuration (the count limits
+            come from the topic's own settings); None: the topic's.
     """
 
     def __init__(
         self,
         namespace_policies: Callable[[NamespaceName], Policies | None] | None = None,
         topic_policies: TopicLimitPolicies | None = None,
+        live_settings: Callable[[], TopicSettings] | None = None,
     ) -> None:
         self._namespace_policies = namespace_policies
         self._topic_policies = topic_policies
+        self._live_settings = live_settings
 
     def limits(self, topic: TopicName, settings: TopicSettings) -> CountLimits:
         """The limits in force on ``topic`` (``settings`` gives the broker's)."""
         lookup = self._namespace_policies
         policies = None if lookup is None else lookup(topic.namespace)
         source = self._topic_policies
+        broker = broker_limits(settings)
+        if self._live_settings is not None:
+            live = self._live_settings().allow_auto_subscription_creation
+            broker = msgspec.structs.replace(broker, allow_auto_subscription_creation=live)
         return resolve_limits(
-            broker_limits(settings),
+            broker,
             None if policies is None else namespace_overrides(policies),
             None if source is None else source.limit_overrides(topic),
         )

@@ -109,7 +109,7 @@ class TopicService:
             metadata=metadata,
             features=features,
             throttling=throttling,
-            limits=LimitResolver(namespace_policies, throttling),
+            limits=LimitResolver(namespace_policies, throttling, self._current_settings),
             retains=_retains(namespace_policies),
             room=room,
             hand_overs=hand_overs,

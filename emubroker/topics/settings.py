@@ -77,6 +77,7 @@ class TopicSettings:
     """Prefixes generated producer names (``standalone-0-3``)."""
     allow_auto_topic_creation = _Key[bool]("allowAutoTopicCreation")
     allow_auto_topic_creation_type = _Key[str]("allowAutoTopicCreationType")
+    allow_auto_subscription_creation = _Key[bool]("allowAutoSubscriptionCreation")
     default_num_partitions = _Key[int]("defaultNumPartitions")
     dispatcher_max_read_batch_size = _Key[int]("dispatcherMaxReadBatchSize")
     """Entries read from storage per read call of a dispatch round."""

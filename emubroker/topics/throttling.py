@@ -60,7 +60,7 @@ from emubroker.ratelimit.readsize import (
     cap_entries_by_average,
 )
 from emubroker.ratelimit.trace import dispatch_row
-from emubroker.topics.limits import LimitOverrides
+from emubroker.topics.limits import LimitOverrides, auto_subscription_override
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -95,6 +95,9 @@ def topic_limit_overrides(policies: TopicPolicies) -> LimitOverrides:
         max_consumers=policies.maxConsumerPerTopic,
         max_consumers_per_subscription=policies.maxConsumersPerSubscription,
         max_subscriptions=policies.maxSubscriptionsPerTopic,
+        allow_auto_subscription_creation=auto_subscription_override(
+            policies.autoSubscriptionCreationOverride
+        ),
     )
 
 

@@ -31,6 +31,7 @@ from protocol.commands import InitialPosition
 from protocol.errors import (
     NotAllowedError,
     PersistenceError,
+    SubscriptionNotFoundError,
 )
 from protocol.framing import payload_sections
 from protocol.ids import is_latest
@@ -346,6 +347,9 @@ class Topic(TopicBase[Subscription]):
         sub = self._subs.get(name)
         created = sub is None
         if sub is None:
+            if request.durable and not limits.allow_auto_subscription_creation:
+                # ServerCnx.handleSubscribe refuses it before the topic is asked.
+                raise SubscriptionNotFoundError("Subscription does not exist")
             check_subscriptions(limits, self.name, len(self._subs))
             sub = self._new_subscription(name, request)
         consumer = sub.add_consumer(
