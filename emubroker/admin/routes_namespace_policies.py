@@ -25,8 +25,8 @@ and the auto-creation overrides.
 Besides the table: ``properties`` (``PUT`` merges a map, ``GET`` answers it, ``DELETE`` clears
 it; ``property/{key}`` reads or removes one, ``property/{key}/{value}`` sets one), which Pulsar
 lets the tenant's admins change; and ``persistence/bookieAffinity``, kept in the namespace's
-*local* policies as Pulsar does (super-user only; a GET without local policies is 404
-"Namespace local-policies does not exist").
+*local* policies as Pulsar does (super-user only; a GET before anything wrote local policies
+answers null, where Pulsar is 404 until a broker loaded the namespace's bundles).
 """
 
 from __future__ import annotations
@@ -277,9 +277,10 @@ async def _get_bookie_affinity(request: web.Request) -> web.Response:
     ctx = context(request)
     await policies_of(ctx, namespace)
     found = await read_local_policies(ctx.metadata, namespace)
-    if found is None:
-        raise RestError(NOT_FOUND, "Namespace local-policies does not exist")
-    group = found.policies.bookie_affinity_group
+    # Pulsar answers 404 "Namespace local-policies does not exist" until a broker has loaded
+    # the namespace's bundles (which copies them there); emubroker does not copy them on load,
+    # so an existing namespace without local policies reads as one with no group.
+    group = None if found is None else found.policies.bookie_affinity_group
     return unset_value() if group is None else json_response(group)
 
 

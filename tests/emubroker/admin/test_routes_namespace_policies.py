@@ -190,6 +190,7 @@ async def test_properties_merge_read_and_clear(admin: Admin) -> None:
 
 async def test_bookie_affinity_lives_in_local_policies(admin: Admin) -> None:
     path = f"{NS}/persistence/bookieAffinity"
+    assert await admin.get(path) == (200, None)  # no local policies yet: no group
     group = {
         "bookkeeperAffinityGroupPrimary": "primary-group",
         "bookkeeperAffinityGroupSecondary": "secondary-group",
