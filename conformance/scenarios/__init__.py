@@ -13,6 +13,7 @@ from conformance.scenarios import (  # noqa: F401  (imported to register their s
     cluster,
     core,
     data,
+    policies,
     stats,
     throttling,
     topics,

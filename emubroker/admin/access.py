@@ -259,12 +259,12 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
             "maxUnackedMessagesOnConsumer",
             "maxUnackedMessagesOnSubscription",
             "deduplicationSnapshotInterval",
-            "schemaValidationEnforced",
             "replication",
             "delayedDelivery",
         )
         for key in _policy(f"{_T}/{segment}", TOPIC_POLICY)
     },
+    **_policy(f"{_T}/schemaValidationEnforced", TOPIC_POLICY, ("GET", "POST")),
     # SchemasResourceBase: reads GET_METADATA, upload PRODUCE, delete the tenant's admins.
     ("GET", f"{_SCHEMA}/schema"): _topic(_To.GET_METADATA),
     ("GET", f"{_SCHEMA}/schema/{{version}}"): _topic(_To.GET_METADATA),

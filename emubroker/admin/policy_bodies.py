@@ -57,12 +57,15 @@ class AutoSubscriptionCreationOverride(msgspec.Struct):
 
 
 class PersistencePolicies(msgspec.Struct):
-    """Pulsar's ``PersistencePolicies`` (defaults of its no-argument constructor)."""
+    """Pulsar's ``PersistencePolicies``.
+
+    A field the body leaves out reads back as Pulsar 4.0.7 answers it: quorums 2, rate 0.0.
+    """
 
     bookkeeperEnsemble: int = 2
     bookkeeperWriteQuorum: int = 2
     bookkeeperAckQuorum: int = 2
-    managedLedgerMaxMarkDeleteRate: float = -1.0
+    managedLedgerMaxMarkDeleteRate: float = 0.0
     managedLedgerStorageClassName: str | None = None
 
 

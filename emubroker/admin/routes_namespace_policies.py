@@ -87,6 +87,7 @@ class _Policy(NamedTuple):
     write: Callable[[Policies, Any], Policies]
     set_method: str = "POST"
     removable: bool = True
+    set_status: int = 204
 
 
 def _no_check(_value: Any, _ctx: AdminContext) -> None:
@@ -108,6 +109,23 @@ def _field(name: str) -> tuple[Callable[[Policies], Any], Callable[[Policies, An
     return read, write
 
 
+OFFLOAD_DEFAULTS: Final = {
+    # What a new OffloadPoliciesImpl serializes with (Pulsar 4.0.7 standalone's answer).
+    "offloadersDirectory": "./offloaders",
+    "managedLedgerOffloadMaxThreads": 2,
+    "managedLedgerOffloadPrefetchRounds": 1,
+    "managedLedgerExtraConfigurations": {},
+    "s3ManagedLedgerOffloadMaxBlockSizeInBytes": 64 * 1024 * 1024,
+    "s3ManagedLedgerOffloadReadBufferSizeInBytes": 1024 * 1024,
+    "s3ManagedLedgerOffloadRoleSessionName": "pulsar-s3-offload",
+    "gcsManagedLedgerOffloadMaxBlockSizeInBytes": 128 * 1024 * 1024,
+    "gcsManagedLedgerOffloadReadBufferSizeInBytes": 1024 * 1024,
+    "s3Driver": False,
+    "gcsDriver": False,
+    "fileSystemDriver": False,
+}
+
+
 def _offload(key: str, legacy: str | None) -> tuple[Callable[..., Any], Callable[..., Policies]]:
     # NamespacesBase writes the value into offload_policies (creating them) and empties the
     # legacy field; a GET reads offload_policies' value, else the legacy field.
@@ -118,7 +136,7 @@ def _offload(key: str, legacy: str | None) -> tuple[Callable[..., Any], Callable
         return offload.get(key)
 
     def write(policies: Policies, value: Any) -> Policies:
-        offload = dict(policies.offload_policies or {})
+        offload = dict(policies.offload_policies or OFFLOAD_DEFAULTS)
         offload[key] = value
         return msgspec.structs.replace(
             policies, offload_policies=offload, **({} if legacy is None else {legacy: -1})
@@ -150,7 +168,8 @@ _POLICIES: Final = {
     "maxTopicsPerNamespace": _Policy(
         JavaInt,
         _at_least_zero("maxTopicsPerNamespace must be 0 or more"),
-        *_field("max_topics_per_namespace"),
+        lambda policies: policies.max_topics_per_namespace or 0,  # unset reads 0, as Pulsar
+        _field("max_topics_per_namespace")[1],
     ),
     "compactionThreshold": _Policy(
         JavaLong,
@@ -172,6 +191,7 @@ _POLICIES: Final = {
         *_offload("managedLedgerOffloadThresholdInSeconds", "offload_threshold_in_seconds"),
         set_method="PUT",
         removable=False,
+        set_status=200,  # an async resource resumed with null: 200, not 204
     ),
     "offloadDeletionLagMs": _Policy(
         JavaLong,
@@ -189,7 +209,8 @@ def _handlers(
         namespace_of(request)  # a bad name before a bad body
         value = await read_json(request, policy.body, what=segment)
         policy.check(value, context(request))
-        return await _update(request, lambda old: policy.write(old, value))
+        await _update(request, lambda old: policy.write(old, value))
+        return web.Response(status=policy.set_status)
 
     async def get_policy(request: web.Request) -> web.Response:
         value = policy.read(await policies_of(context(request), namespace_of(request)))

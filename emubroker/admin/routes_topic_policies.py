@@ -3,10 +3,11 @@
 Each row of :data:`_POLICIES` is ``/admin/v2/{domain}/{tenant}/{namespace}/{topic}/<segment>``
 with ``POST`` (set), ``GET`` (read; Pulsar's null, 200 without a body, while unset) and
 ``DELETE`` (unset). As in ``PersistentTopicsBase``: a body that does not decode into Pulsar's
-type is 400 (Jersey), then a missing topic 404 "Topic not found" (``preValidation``), then a bad
-value 412 or 400 with Pulsar's reason. The values are kept with the other topic policies
-(``TopicPolicies``, ``routes_dispatch_rate.topic_throttling``; a partitioned topic's apply to each
-partition), under Pulsar's ``TopicPolicies`` names:
+type is 400 (Jersey), then a missing topic 404 "Topic <name> not found" (``preValidation``),
+then a bad value 412 or 400 with Pulsar's reason. A GET of an unset value answers 200 without a
+body, but 204 for ``maxMessageSize`` and ``publishRate`` (as Pulsar 4.0.7 does). The values are
+kept with the other topic policies (``TopicPolicies``, ``routes_dispatch_rate.topic_throttling``;
+a partitioned topic's apply to each partition), under Pulsar's ``TopicPolicies`` names:
 
 * ``messageTTL`` (``?messageTTL=`` seconds, no body; 412 below 0): ``messageTTLInSeconds``;
 * ``retention`` (``RetentionPolicies``, 400 as the namespace's), ``subscribeRate``,
@@ -14,7 +15,8 @@ partition), under Pulsar's ``TopicPolicies`` names:
   ``autoSubscriptionCreation``, ``persistence`` (400 for Pulsar's quorum checks);
 * ``maxMessageSize`` (412 below 0 or above the broker's ``maxMessageSize``),
   ``maxUnackedMessagesOnConsumer`` / ``OnSubscription`` (412 below 0),
-  ``deduplicationSnapshotInterval`` (412 below 0), ``schemaValidationEnforced``;
+  ``deduplicationSnapshotInterval`` (412 below 0), ``schemaValidationEnforced`` (no DELETE, and
+  false while unset, as Pulsar);
 * ``replication`` (a list of clusters: 412 when empty, naming ``global``, or leaving out this
   cluster, as a local topic policy may not);
 * ``delayedDelivery`` (``DelayedDeliveryPolicies``, stored as Pulsar does in three fields).
@@ -26,13 +28,15 @@ topic's own value (``applied=true`` is not resolved against the namespace for th
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import msgspec
 from aiohttp import web
 
-from emubroker.admin.errors import BAD_REQUEST, PRECONDITION_FAILED, RestError
+from emubroker.admin.errors import BAD_REQUEST, NOT_FOUND, PRECONDITION_FAILED, RestError
 from emubroker.admin.http import (
+    context,
     json_response,
     no_content,
     read_body,
@@ -59,6 +63,7 @@ from emubroker.ratelimit.quotas import InvalidDispatchRateError, decode_dispatch
 
 if TYPE_CHECKING:
     from emubroker.admin.context import AdminContext
+    from emubroker.naming import TopicName
 
 __all__ = ["add_routes"]
 
@@ -67,12 +72,19 @@ Check = Callable[[Any, "AdminContext"], None]
 
 
 class _Policy(NamedTuple):
-    """One resource: how a value is read from the request and checked, and where it lives."""
+    """One resource: how a value is read from the request and checked, and where it lives.
+
+    ``unset`` is the GET's answer while the value is unset: Pulsar's null, which its resources
+    answer 200 without a body, or 204 (``maxMessageSize``, ``publishRate``), or a default value
+    (``schemaValidationEnforced``: false). ``removable``: Pulsar has a DELETE for it.
+    """
 
     decode: Decode
     check: Check
     read: Callable[[TopicPolicies], Any]
     write: Callable[[TopicPolicies, Any], TopicPolicies]
+    unset: Callable[[], web.Response] = unset_value
+    removable: bool = True
 
 
 def _json(kind: Any) -> Decode:
@@ -183,7 +195,9 @@ _POLICIES: Final = {
         *_field("retentionPolicies"),
     ),
     "subscribeRate": _Policy(_json(SubscribeRate), _none, *_field("subscribeRate")),
-    "publishRate": _Policy(_json(PublishRate), _none, *_field("publishRate")),
+    "publishRate": _Policy(
+        _json(PublishRate), _none, *_field("publishRate"), unset=partial(web.Response, status=204)
+    ),
     "replicatorDispatchRate": _Policy(_dispatch_rate, _none, *_field("replicatorDispatchRate")),
     "offloadPolicies": _Policy(_json(dict[str, Any]), _none, *_field("offloadPolicies")),
     "autoSubscriptionCreation": _Policy(
@@ -194,7 +208,12 @@ _POLICIES: Final = {
         _struct_check(PersistencePolicies, check_persistence),
         *_field("persistence"),
     ),
-    "maxMessageSize": _Policy(_json(JavaInt), _max_message_size, *_field("maxMessageSize")),
+    "maxMessageSize": _Policy(
+        _json(JavaInt),
+        _max_message_size,
+        *_field("maxMessageSize"),
+        unset=partial(web.Response, status=204),
+    ),
     "maxUnackedMessagesOnConsumer": _Policy(
         _json(JavaInt),
         _at_least_zero("maxUnackedNum must be 0 or more"),
@@ -210,7 +229,13 @@ _POLICIES: Final = {
         _at_least_zero("interval must be 0 or more"),
         *_field("deduplicationSnapshotIntervalSeconds"),
     ),
-    "schemaValidationEnforced": _Policy(_json(bool), _none, *_field("schemaValidationEnforced")),
+    "schemaValidationEnforced": _Policy(
+        _json(bool),
+        _none,
+        *_field("schemaValidationEnforced"),
+        unset=partial(json_response, False),
+        removable=False,
+    ),
     "replication": _Policy(_json(list[str]), _replication, *_field("replicationClusters")),
     "delayedDelivery": _Policy(
         _json(DelayedDeliveryPolicies), _none, _read_delayed_delivery, _write_delayed_delivery
@@ -218,8 +243,16 @@ _POLICIES: Final = {
 }
 
 
+def _existing_topic(request: web.Request) -> tuple[AdminContext, TopicName]:
+    # As existing_topic, with the reason PersistentTopicsBase gives these resources.
+    ctx, name = context(request), topic_of(request)
+    if ctx.namespaces.exists(name.namespace) and not ctx.topics.topic_exists(name):
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
+    return existing_topic(request)
+
+
 async def _store(request: web.Request, policy: _Policy, value: Any) -> web.Response:
-    ctx, name = existing_topic(request)
+    ctx, name = _existing_topic(request)
     throttling = topic_throttling(ctx)
     current = throttling.topic_policies(name) or TopicPolicies()
     await throttling.store_topic_policies(name, policy.write(current, value))
@@ -230,14 +263,14 @@ def _handlers(policy: _Policy) -> tuple[Decode, Decode, Decode]:
     async def set_policy(request: web.Request) -> web.Response:
         topic_of(request)  # a bad name before a bad body
         value = await policy.decode(request)
-        ctx, _ = existing_topic(request)  # 404 before 412, as PersistentTopics' preValidation
+        ctx, _ = _existing_topic(request)  # 404 before 412, as PersistentTopics' preValidation
         policy.check(value, ctx)
         return await _store(request, policy, value)
 
     async def get_policy(request: web.Request) -> web.Response:
-        ctx, name = existing_topic(request)
+        ctx, name = _existing_topic(request)
         value = policy.read(topic_throttling(ctx).topic_policies(name) or TopicPolicies())
-        return unset_value() if value is None else json_response(value)
+        return policy.unset() if value is None else json_response(value)
 
     async def remove_policy(request: web.Request) -> web.Response:
         return await _store(request, policy, None)
@@ -253,4 +286,5 @@ def add_routes(app: web.Application) -> None:
         path = f"{TOPIC}/{segment}"
         router.add_post(path, setter)
         router.add_get(path, getter)
-        router.add_delete(path, remover)
+        if policy.removable:
+            router.add_delete(path, remover)

@@ -224,12 +224,12 @@ TABLE: Final = [
             "maxUnackedMessagesOnConsumer",
             "maxUnackedMessagesOnSubscription",
             "deduplicationSnapshotInterval",
-            "schemaValidationEnforced",
             "replication",
             "delayedDelivery",
         )
         for route in _rw(f"{T}/{policy}", TA, 403)
     ],
+    *_rw(f"{T}/schemaValidationEnforced", TA, 403, "GET POST"),
     # SchemasResourceBase.
     Route("GET", f"{SCHEMA}/schema", LK),
     Route("GET", f"{SCHEMA}/schema/{{version}}", LK),
