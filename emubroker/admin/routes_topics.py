@@ -42,7 +42,7 @@ from emubroker.admin.http import (
     topic_of,
 )
 from emubroker.admin.partition_fanout import call_broker, partition_owner, topic_path
-from emubroker.admin.topic_stats import leave_out
+from emubroker.admin.stats_merge import leave_out
 from emubroker.naming import TopicDomain
 from emubroker.topics.compaction import CompactionInProgressError
 from emubroker.topics.namespace_limits import TooManyTopicsError

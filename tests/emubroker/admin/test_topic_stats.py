@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emubroker.admin.topic_stats import merge_partitions
+from emubroker.admin.stats_merge import merge_partitions
 
 
 def partition(msg_in: int, backlog: int, consumers: list[str], rate: float) -> dict[str, Any]:
