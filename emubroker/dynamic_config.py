@@ -133,6 +133,17 @@ PULSAR_DYNAMIC_KEYS: Final = frozenset(
 _MAP = msgspec.json.Decoder(dict[str, str])
 
 
+_BOOLEAN_KEYS: Final = frozenset(
+    field.name for field in msgspec.structs.fields(BrokerConfig) if field.type is bool
+)
+
+
+def _java_boolean(value: Any) -> Any:
+    # Pulsar parses a boolean key with Boolean.valueOf: "true" in any case is true, anything
+    # else false, never an error (the stored text stays as it was sent).
+    return value.lower() == "true" if isinstance(value, str) else value
+
+
 class DynamicConfigError(ValueError):
     """A dynamic configuration update was refused; the message says why."""
 
@@ -271,7 +282,8 @@ class DynamicConfig:
 
     def _build(self, overrides: dict[str, str], *, strict_key: str | None = None) -> BrokerConfig:
         values = msgspec.structs.asdict(self._base)
-        for key, value in split_list_values(overrides).items():
+        for key, text in split_list_values(overrides).items():
+            value = _java_boolean(text) if key in _BOOLEAN_KEYS else text
             if key not in BrokerConfig.__struct_fields__:
                 continue  # written by a broker that emulates more keys than this one
             try:

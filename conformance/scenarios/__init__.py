@@ -1,6 +1,7 @@
 """The scenarios, one module per area; importing this package registers them all.
 
-Areas: ``wire`` (client-visible answers), ``admin`` (tenants, namespaces, policies),
+Areas: ``wire`` (client-visible answers), ``admin`` (tenants, namespaces, policies; the
+further namespace and topic policies in ``admin_policies``),
 ``topics`` (topic and subscription admin), ``cluster`` (brokers, clusters, isolation, failure
 domains, bundles, permissions), ``stats`` (stats, internal stats, metrics), ``data`` (schemas,
 compaction, seeks, readers, TTL), ``throttling`` (dispatch rates, per second), ``policies``
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from conformance.scenarios import (  # noqa: F401  (imported to register their scenarios)
     admin,
+    admin_policies,
     cluster,
     core,
     data,

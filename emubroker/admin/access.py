@@ -145,6 +145,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("DELETE", f"{_B}/configuration/{{key}}"): SUPER_USER,
     # BrokerStatsBase: validateSuperUserAccess.
     ("GET", f"{_V2}/broker-stats/load-report"): SUPER_USER,
+    ("GET", f"{_V2}/broker-stats/topics"): SUPER_USER,
     # ClustersBase: getClusters checks nothing; the rest validateBothSuperuserAndCluster*.
     ("GET", f"{_V2}/clusters"): ANYONE,
     **_policy(_C, SUPER_USER, ("GET", "PUT", "POST", "DELETE")),
@@ -189,6 +190,20 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(f"{_N}/antiAffinity", NAMESPACE_POLICY),
     **_policy(f"{_N}/dispatchRate", NAMESPACE_POLICY),
     **_policy(f"{_N}/subscriptionDispatchRate", NAMESPACE_POLICY),
+    **_policy(f"{_N}/autoTopicCreation", NAMESPACE_POLICY),
+    **_policy(f"{_N}/autoSubscriptionCreation", NAMESPACE_POLICY),
+    **_policy(f"{_N}/subscriptionExpirationTime", NAMESPACE_POLICY),
+    **_policy(f"{_N}/maxTopicsPerNamespace", NAMESPACE_POLICY),
+    **_policy(f"{_N}/persistence", NAMESPACE_POLICY),
+    **_policy(f"{_N}/compactionThreshold", NAMESPACE_POLICY, ("GET", "PUT", "DELETE")),
+    **_policy(f"{_N}/offloadThreshold", NAMESPACE_POLICY, ("GET", "PUT")),
+    **_policy(f"{_N}/offloadThresholdInSeconds", NAMESPACE_POLICY, ("GET", "PUT")),
+    **_policy(f"{_N}/offloadDeletionLagMs", NAMESPACE_POLICY, ("GET", "PUT", "DELETE")),
+    # Properties: validateAdminAccessForTenant; bookie affinity: validateSuperUserAccess.
+    **_policy(f"{_N}/properties", TENANT_ADMIN, ("GET", "PUT", "DELETE")),
+    **_policy(f"{_N}/property/{{key}}", TENANT_ADMIN, ("GET", "DELETE")),
+    ("PUT", f"{_N}/property/{{key}}/{{value}}"): TENANT_ADMIN,
+    **_policy(f"{_N}/persistence/bookieAffinity", SUPER_USER),
     # PersistentTopicsBase (NonPersistentTopics: the same levels).
     ("GET", f"{_V2}/{{domain}}/{{tenant}}/{{namespace}}"): _namespace(_Ns.GET_TOPICS),
     ("GET", f"{_V2}/{{domain}}/{{tenant}}/{{namespace}}/partitioned"): _namespace(_Ns.GET_TOPICS),
@@ -205,6 +220,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("GET", f"{_T}/partitioned-stats"): _topic(_To.GET_STATS),
     ("GET", f"{_T}/internalStats"): _topic(_To.GET_STATS),
     ("GET", f"{_T}/lastMessageId"): _topic(_To.PEEK_MESSAGES),
+    ("GET", f"{_T}/messageid/{{timestamp}}"): _topic(_To.PEEK_MESSAGES),
     ("PUT", f"{_T}/unload"): _topic(_To.UNLOAD),
     ("PUT", f"{_T}/compaction"): _topic(_To.COMPACT),
     ("GET", f"{_T}/compaction"): _topic(_To.COMPACT),
@@ -231,6 +247,27 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(f"{_T}/maxSubscriptionsPerTopic", TOPIC_POLICY),
     **_policy(f"{_T}/backlogQuota", TOPIC_POLICY, ("POST", "DELETE")),
     ("GET", f"{_T}/backlogQuotaMap"): TOPIC_POLICY,
+    **{
+        key: TOPIC_POLICY
+        for segment in (
+            "messageTTL",
+            "retention",
+            "subscribeRate",
+            "publishRate",
+            "replicatorDispatchRate",
+            "offloadPolicies",
+            "autoSubscriptionCreation",
+            "persistence",
+            "maxMessageSize",
+            "maxUnackedMessagesOnConsumer",
+            "maxUnackedMessagesOnSubscription",
+            "deduplicationSnapshotInterval",
+            "replication",
+            "delayedDelivery",
+        )
+        for key in _policy(f"{_T}/{segment}", TOPIC_POLICY)
+    },
+    **_policy(f"{_T}/schemaValidationEnforced", TOPIC_POLICY, ("GET", "POST")),
     # SchemasResourceBase: reads GET_METADATA, upload PRODUCE, delete the tenant's admins.
     ("GET", f"{_SCHEMA}/schema"): _topic(_To.GET_METADATA),
     ("GET", f"{_SCHEMA}/schema/{{version}}"): _topic(_To.GET_METADATA),

@@ -31,12 +31,14 @@ from emubroker.admin import (
     routes_limits,
     routes_lookup,
     routes_messages,
+    routes_namespace_policies,
     routes_namespaces,
     routes_permissions,
     routes_placement_policies,
     routes_schemas,
     routes_subscriptions,
     routes_tenants,
+    routes_topic_policies,
     routes_topics,
     routes_unload,
 )
@@ -83,6 +85,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_clusters.add_routes(app)
     routes_tenants.add_routes(app)
     routes_namespaces.add_routes(app)
+    routes_namespace_policies.add_routes(app)
     routes_placement_policies.add_routes(app)
     routes_failure_domains.add_routes(app)
     routes_unload.add_routes(app)
@@ -92,6 +95,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_dispatch_rate.add_routes(app)
     routes_limits.add_routes(app)
     routes_backlog_quota.add_routes(app)
+    routes_topic_policies.add_routes(app)
     routes_subscriptions.add_routes(app)
     routes_messages.add_routes(app)
     routes_schemas.add_routes(app)

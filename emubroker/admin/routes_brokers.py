@@ -197,7 +197,8 @@ def add_routes(app: web.Application) -> None:
     router.add_get(f"{base}/configuration", dynamic_names)
     router.add_get(f"{base}/configuration/values", dynamic_values)
     router.add_get(f"{base}/configuration/runtime", runtime_values)
-    router.add_post(f"{base}/configuration/{{key}}/{{value}}", update_dynamic)
+    # The value may hold "/" (a JSON map of URLs, sent %2F-encoded): it is the rest of the path.
+    router.add_post(f"{base}/configuration/{{key}}/{{value:.+}}", update_dynamic)
     router.add_delete(f"{base}/configuration/{{key}}", delete_dynamic)
     router.add_get(f"{base}/{{cluster}}", active_brokers)
     router.add_get(f"{base}/{{cluster}}/{{broker}}/ownedNamespaces", owned_namespaces)

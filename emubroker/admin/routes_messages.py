@@ -1,8 +1,9 @@
 """Read-only message routes under ``/admin/v2/{domain}/{tenant}/{namespace}/{topic}``.
 
-Pulsar's ``PersistentTopics`` calls that show stored entries: ``lastMessageId`` (a JSON message
-id), and three that answer one entry as ``application/octet-stream`` with its metadata in
-``X-Pulsar-*`` headers (``PersistentTopicsBase.generateResponseWithEntry``):
+Pulsar's ``PersistentTopics`` calls that show stored entries: ``lastMessageId`` and
+``messageid/{timestamp}`` (a JSON message id), and three that answer one entry as
+``application/octet-stream`` with its metadata in ``X-Pulsar-*`` headers
+(``PersistentTopicsBase.generateResponseWithEntry``):
 
 * ``subscription/{sub}/position/{n}`` (peek): the n-th entry after the mark-delete position,
   individually acknowledged entries skipped. An unknown subscription is created at earliest,
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
@@ -38,7 +38,7 @@ from emubroker.admin.errors import (
     PRECONDITION_FAILED,
     RestError,
 )
-from emubroker.admin.http import context, json_response, path_int, topic_of
+from emubroker.admin.http import context, format_time, json_response, path_int, topic_of
 from emubroker.admin.routes_topics import TOPIC, check_topic_namespace, load_topic
 from protocol.codec import decode_record, encode_record
 from protocol.commands import CompressionType, MessageIdData, MessageMetadata
@@ -57,15 +57,6 @@ _GSON_ESCAPES: Final = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&='"})
 
 
 # ---- headers --------------------------------------------------------------------------------
-
-
-def format_time(ms: int) -> str:
-    """Java's ``ISO_OFFSET_DATE_TIME`` of epoch ms in UTC: fraction digits only as needed."""
-    seconds, millis = divmod(ms, 1000)
-    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if millis:
-        text += f".{millis:03d}".rstrip("0")
-    return text + "Z"
 
 
 def _text(value: object) -> str:
@@ -270,10 +261,34 @@ async def message_by_id(request: web.Request) -> web.Response:
     return await _entry_response(topic, index)
 
 
+async def message_id_at(request: web.Request) -> web.Response:
+    """``GET TOPIC/messageid/{timestamp}``: the first message published at or after it.
+
+    Past the last message, the position after it, as Pulsar's ``asyncFindPosition`` answers.
+    """
+    timestamp = path_int(request, "timestamp")
+    topic = await _stored_topic(
+        request,
+        "Get message ID by timestamp",
+        "Get message ID by timestamp on a partitioned topic is not allowed, "
+        "please try do it on specific topic partition",
+    )
+    ledger = topic.ledger
+    found = ledger.count
+    # Publish times of several producers interleave, so scan rather than bisect.
+    for index in range(ledger.first_index, ledger.count):
+        if ledger.infos[index - ledger.base].publish_time >= timestamp:
+            found = index
+            break
+    ledger_id, entry_id = ledger.position(found)
+    return json_response(_message_id(ledger_id, entry_id, topic_of(request).partition_index, -1))
+
+
 def add_routes(app: web.Application) -> None:
     """Register the message routes of both domains."""
     router = app.router
     router.add_get(f"{TOPIC}/lastMessageId", last_message_id)
+    router.add_get(TOPIC + "/messageid/{timestamp}", message_id_at)
     router.add_get(f"{TOPIC}/subscription/{{subscription}}/position/{{messagePosition}}", peek_nth)
     router.add_get(f"{TOPIC}/examinemessage", examine)
     router.add_get(f"{TOPIC}/ledger/{{ledgerId}}/entry/{{entryId}}", message_by_id)

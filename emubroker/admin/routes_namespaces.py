@@ -42,6 +42,7 @@ from emubroker.admin.http import (
     unset_value,
     valid_name,
 )
+from emubroker.admin.policy_bodies import RetentionPolicies, check_retention
 from emubroker.admin.routes_limits import check_count_limit, read_count_limit
 from emubroker.naming import MAX_HASH, bundle_boundaries
 from emubroker.policies import (
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 
     Handler = Callable[[web.Request], Awaitable[web.Response]]
 
-__all__ = ["add_routes", "checked_bundles"]
+__all__ = ["add_routes", "checked_bundles", "policies_of"]
 
 FORBIDDEN: Final = 403
 
@@ -113,7 +114,8 @@ def checked_bundles(bundles: BundlesData | None, default_count: int) -> BundlesD
     return bundles_data(ordered)
 
 
-async def _policies_of(ctx: AdminContext, namespace: NamespaceName) -> Policies:
+async def policies_of(ctx: AdminContext, namespace: NamespaceName) -> Policies:
+    """The namespace's policies (404 "Namespace does not exist" without them)."""
     policies = await ctx.policies.get_namespace(namespace)
     if policies is None:
         raise RestError(NOT_FOUND, "Namespace does not exist")
@@ -193,7 +195,7 @@ async def get_policies(request: web.Request) -> web.Response:
     ``isAllowAutoUpdateSchemaEnabled``, as Pulsar's AdminResource fills it in when it reads them.
     """
     ctx = context(request)
-    policies = await _policies_of(ctx, namespace_of(request))
+    policies = await policies_of(ctx, namespace_of(request))
     if policies.is_allow_auto_update_schema is None:
         policies = msgspec.structs.replace(
             policies, is_allow_auto_update_schema=ctx.dynamic.config.isAllowAutoUpdateSchemaEnabled
@@ -203,13 +205,13 @@ async def get_policies(request: web.Request) -> web.Response:
 
 async def get_backlog_quota_map(request: web.Request) -> web.Response:
     """``GET .../{namespace}/backlogQuotaMap``: its quotas by type (``{}`` when none is set)."""
-    policies = await _policies_of(context(request), namespace_of(request))
+    policies = await policies_of(context(request), namespace_of(request))
     return json_response(policies.backlog_quota_map)
 
 
 async def get_bundles(request: web.Request) -> web.Response:
     """``GET .../{namespace}/bundles``: its ``BundlesData``."""
-    policies = await _policies_of(context(request), namespace_of(request))
+    policies = await policies_of(context(request), namespace_of(request))
     return json_response(policies.bundles)
 
 
@@ -221,7 +223,7 @@ async def get_topics(request: web.Request) -> web.Response:
     if mode is None:
         raise RestError(BAD_REQUEST, f"Invalid mode '{request.query['mode']}'")
     ctx = context(request)
-    await _policies_of(ctx, namespace)
+    await policies_of(ctx, namespace)
     if not ctx.namespaces.exists(namespace):
         return json_response([])  # created by another broker a moment ago: no topics yet
     return json_response(ctx.topics.topics_of_namespace(namespace, mode))
@@ -230,7 +232,7 @@ async def get_topics(request: web.Request) -> web.Response:
 async def _update(request: web.Request, **changes: object) -> web.Response:
     namespace = namespace_of(request)
     ctx = context(request)
-    await _policies_of(ctx, namespace)
+    await policies_of(ctx, namespace)
     policies = await ctx.policies.update_namespace(
         namespace, lambda old: msgspec.structs.replace(old, **changes)
     )
@@ -256,7 +258,7 @@ async def set_message_ttl(request: web.Request) -> web.Response:
 
 async def get_schema_compatibility(request: web.Request) -> web.Response:
     """``GET .../{namespace}/schemaCompatibilityStrategy``: the strategy name as a JSON string."""
-    policies = await _policies_of(context(request), namespace_of(request))
+    policies = await policies_of(context(request), namespace_of(request))
     return json_response(policies.schema_compatibility_strategy.value)
 
 
@@ -281,30 +283,11 @@ async def set_schema_compatibility(request: web.Request) -> web.Response:
     return await _update(request, schema_compatibility_strategy=strategy)
 
 
-class RetentionPolicies(msgspec.Struct):
-    """Pulsar's ``RetentionPolicies`` (stored and served; retention itself is not emulated)."""
-
-    retention_time_in_minutes: int = msgspec.field(default=0, name="retentionTimeInMinutes")
-    retention_size_in_mb: int = msgspec.field(default=0, name="retentionSizeInMB")
-
-
 async def set_retention(request: web.Request) -> web.Response:
     """``POST .../{namespace}/retention`` (Pulsar's ``validateRetentionPolicies`` rules)."""
     namespace_of(request)
     retention = await read_json(request, RetentionPolicies, what="retention policies")
-    time, size = retention.retention_time_in_minutes, retention.retention_size_in_mb
-    # Pulsar's checkArgument throws IllegalArgumentException, which its mapper makes a 400.
-    if size < -1:
-        raise RestError(BAD_REQUEST, "Invalid retention policy: size limit must be >= -1")
-    if time < -1:
-        raise RestError(BAD_REQUEST, "Invalid retention policy: time limit must be >= -1")
-    if (time == 0) != (size == 0):
-        raise RestError(
-            BAD_REQUEST,
-            "Invalid retention policy: Setting a single time or size limit to 0 is invalid when "
-            "one of the limits has a non-zero value. Use the value of -1 instead of 0 to ignore a "
-            "specific limit. To disable retention both limits must be set to 0.",
-        )
+    check_retention(retention)
     return await _update(request, retention_policies=msgspec.to_builtins(retention))
 
 
@@ -336,7 +319,7 @@ def _optional_policy(field: str) -> tuple[Handler, Handler]:
     """
 
     async def get_policy(request: web.Request) -> web.Response:
-        value = getattr(await _policies_of(context(request), namespace_of(request)), field)
+        value = getattr(await policies_of(context(request), namespace_of(request)), field)
         return unset_value() if value is None else json_response(value)
 
     async def remove_policy(request: web.Request) -> web.Response:

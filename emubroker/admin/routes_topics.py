@@ -17,6 +17,7 @@ a partitioned topic (or the reverse) 409 naming the right call.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -41,6 +42,7 @@ from emubroker.admin.http import (
     topic_of,
 )
 from emubroker.admin.partition_fanout import call_broker, partition_owner, topic_path
+from emubroker.admin.stats_merge import leave_out
 from emubroker.naming import TopicDomain
 from emubroker.topics.compaction import CompactionInProgressError
 from emubroker.topics.namespace_limits import TooManyTopicsError
@@ -48,6 +50,8 @@ from protocol.commands import TopicsMode
 from protocol.errors import NotAllowedError, TopicNotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from emubroker.admin.context import AdminContext
     from emubroker.naming import NamespaceName, TopicName
     from emubroker.topics import TopicHandle
@@ -267,16 +271,27 @@ async def delete_partitioned(request: web.Request) -> web.Response:
     return no_content()
 
 
+def _options(request: web.Request) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    # The stats options that leave parts out (excludePublishers, excludeConsumers).
+    return partial(
+        leave_out,
+        publishers=query_bool(request, "excludePublishers"),
+        consumers=query_bool(request, "excludeConsumers"),
+    )
+
+
 async def stats(request: web.Request) -> web.Response:
-    """``GET TOPIC/stats``: ``TopicStats`` of a non-partitioned topic or partition."""
+    """``GET TOPIC/stats[?excludePublishers=true][&excludeConsumers=true]``: ``TopicStats``."""
     ctx = context(request)
     topic = await load_topic(ctx, topic_of(request))
     ctx.stats.refresh()
-    return json_response(ctx.stats.stats(topic))
+    return json_response(_options(request)(ctx.stats.stats(topic)))
 
 
 async def partitioned_stats(request: web.Request) -> web.Response:
     """``GET TOPIC/partitioned-stats[?perPartition=false]``: summed over every partition.
+
+    The stats options ``excludePublishers`` and ``excludeConsumers`` apply to every partition.
 
     Each partition is read at its owner (``partition_fanout``); one that cannot be read is
     left out, as Pulsar does.
@@ -306,7 +321,8 @@ async def partitioned_stats(request: web.Request) -> web.Response:
             )
     ctx.stats.refresh()
     docs = {p: ctx.stats.stats(topic) for p, topic in local.items()} | remote
-    ordered = {str(p): docs[str(p)] for p in targets(ctx, name) if str(p) in docs}
+    options = _options(request)
+    ordered = {str(p): options(docs[str(p)]) for p in targets(ctx, name) if str(p) in docs}
     per_partition = query_bool(request, "perPartition", default=True)
     return json_response(
         ctx.stats.partitioned_stats(ordered, partitions=count, per_partition=per_partition)

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from emubroker.admin.http import format_time
 from emubroker.admin.stats_fields import NO_COMPACTION, compaction_block, draining_counts, iso_time
+from emubroker.admin.stats_merge import merge_partitions
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.ratelimit.readsize import ThrottleStats
 from protocol.commands import AccessMode
@@ -30,10 +32,11 @@ if TYPE_CHECKING:
     from emubroker.topics import Topic, TopicHandle, TopicService
     from emubroker.topics.compaction import CompactionRecord
     from emubroker.topics.producer import ProducerHandle
+    from emubroker.topics.requests import ClientInfo
     from emubroker.topics.stats import ConsumerStats, SubscriptionStats, TopicStats
     from storage_stub.ledger import LedgerStore
 
-__all__ = ["TopicStatsView", "merge_partitions"]
+__all__ = ["TopicStatsView"]
 
 _NO_THROTTLE: Final = ThrottleStats(0, 0, 0, 0, 0, 0)
 
@@ -44,38 +47,18 @@ _ACCESS_MODES: Final = {
     AccessMode.EXCLUSIVE_WITH_FENCING: "ExclusiveWithFencing",
 }
 
-_SUMMED: Final = (
-    "msgRateIn",
-    "msgThroughputIn",
-    "msgRateOut",
-    "msgThroughputOut",
-    "bytesInCounter",
-    "msgInCounter",
-    "bytesOutCounter",
-    "msgOutCounter",
-    "storageSize",
-    "backlogSize",
-    "waitingPublishers",
-)
-_SUB_SUMMED: Final = (
-    "msgRateOut",
-    "msgThroughputOut",
-    "bytesOutCounter",
-    "msgOutCounter",
-    "msgRateRedeliver",
-    "messageAckRate",
-    "msgBacklog",
-    "msgBacklogNoDelayed",
-    "msgDelayed",
-    "msgInReplay",
-    "drainingHashesCount",
-    "drainingHashesUnackedMessages",
-    "drainingHashesClearedTotal",
-    "unackedMessages",
-    "msgRateExpired",
-    "totalMsgExpired",
-    *ThrottleStats.__struct_fields__,
-)
+
+def _client(client: ClientInfo) -> dict[str, Any]:
+    # Pulsar's address is the remote InetSocketAddress's toString ("/host:port"), its
+    # connectedSince when the producer or consumer was created; nulls (unknown) are left out.
+    doc: dict[str, Any] = {}
+    if client.address:
+        doc["address"] = f"/{client.address}"
+    if client.since_ms:
+        doc["connectedSince"] = format_time(client.since_ms)
+    if client.client_version:
+        doc["clientVersion"] = client.client_version
+    return doc
 
 
 def _pos(position: tuple[int, int]) -> str:
@@ -164,6 +147,8 @@ class TopicStatsView:
             "ownerBroker": self._broker_id,
             **self._topics.quotas.stats(topic.as_persistent()),
             "compaction": self._compaction(topic.name),
+            "topicCreationTimeStamp": snapshot.created_ms,
+            "lastPublishTimeStamp": snapshot.last_publish_ms,
         }
         if not persistent:
             # NonPersistentTopicStats: Pulsar never fills in the topic's own msgDropRate (only
@@ -204,6 +189,7 @@ class TopicStatsView:
             "producerId": producer.producer_id,
             "supportsPartialProducer": False,
             "producerName": producer.producer_name,
+            **_client(producer.client),
             "metadata": dict(producer.metadata),
         }
 
@@ -285,6 +271,7 @@ class TopicStatsView:
             "lastConsumedFlowTimestamp": consumer.last_flow,
             "firstConsumedFlowTimestamp": consumer.first_flow,
             **draining_counts(consumer.draining),
+            **_client(consumer.client),
             "metadata": dict(consumer.metadata),
         }
 
@@ -377,57 +364,3 @@ def _next(topic: Topic) -> tuple[int, int]:
     # Where the next entry will be written: after the last one in the current ledger.
     ledger_id, entry_id = topic.ledger.last_position()
     return ledger_id, entry_id + 1
-
-
-def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sum the stats of partitions as Pulsar's ``PartitionedTopicStatsImpl.add`` does.
-
-    Counters and rates add up; publishers are concatenated; subscriptions of the same name are
-    merged (their counters summed, consumers concatenated).
-    """
-    merged: dict[str, Any] = dict.fromkeys(_SUMMED, 0)
-    merged.update(
-        {
-            "averageMsgSize": 0.0,
-            "msgChunkPublished": False,
-            "earliestMsgPublishTimeInBacklogs": 0,
-            "offloadedStorageSize": 0,
-            "publishers": [],
-            "subscriptions": {},
-            "replication": {},
-            "nonContiguousDeletedMessagesRanges": 0,
-            "nonContiguousDeletedMessagesRangesSerializedSize": 0,
-            "delayedMessageIndexSizeInBytes": 0,
-            # TopicStatsImpl.add leaves the compaction block as reset: zeros.
-            "compaction": compaction_block(NO_COMPACTION),
-        }
-    )
-    for doc in docs:
-        for key in _SUMMED:
-            merged[key] += doc[key]
-        merged["publishers"].extend(doc["publishers"])
-        for name, sub in doc["subscriptions"].items():
-            into = merged["subscriptions"].get(name)
-            if into is None:
-                merged["subscriptions"][name] = {**sub, "consumers": list(sub["consumers"])}
-                continue
-            for key in _SUB_SUMMED:
-                into[key] = into.get(key, 0) + sub.get(key, 0)
-            if "msgDropRate" in sub:  # non-persistent subscriptions only
-                into["msgDropRate"] = into.get("msgDropRate", 0.0) + sub["msgDropRate"]
-            into["consumers"].extend(sub["consumers"])
-    for doc in docs:  # PartitionedTopicStatsImpl.add: the last limits, the oldest backlog
-        for key in ("backlogQuotaLimitSize", "backlogQuotaLimitTime"):
-            if key in doc:
-                merged[key] = doc[key]
-        age = doc.get("oldestBacklogMessageAgeSeconds")
-        if age is not None and age > merged.get("oldestBacklogMessageAgeSeconds", -1):
-            merged["oldestBacklogMessageAgeSeconds"] = age
-            if "oldestBacklogMessageSubscriptionName" in doc:
-                merged["oldestBacklogMessageSubscriptionName"] = doc[
-                    "oldestBacklogMessageSubscriptionName"
-                ]
-        merged.setdefault("oldestBacklogMessageAgeSeconds", -1)
-    if merged["msgRateIn"]:
-        merged["averageMsgSize"] = merged["msgThroughputIn"] / merged["msgRateIn"]
-    return merged

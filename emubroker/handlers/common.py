@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVarTuple
 
 from emubroker.handlers.lookups import LookupLimit
 from emubroker.naming import InvalidNameError, TopicName
+from emubroker.topics.requests import ClientInfo
 from emubroker.topics.sinks import ConsumerSink, ProducerSink
 from protocol.errors import BrokerError, InvalidTopicNameError, UnknownError
 
@@ -30,6 +31,7 @@ __all__ = [
     "SERVER_VERSION",
     "BrokerServices",
     "CommandGroup",
+    "ConnectionInfo",
     "SessionPort",
     "StartSoon",
     "as_broker_error",
@@ -134,6 +136,15 @@ class BrokerServices:
     lookups: LookupLimit = field(default_factory=LookupLimit)
 
 
+class ConnectionInfo:
+    """What the connection's CONNECT said of the client (the admin stats show it)."""
+
+    __slots__ = ("client_version",)
+
+    def __init__(self) -> None:
+        self.client_version = ""
+
+
 class CommandGroup:
     """Base of the per-connection command groups (producers, consumers, discovery).
 
@@ -142,6 +153,7 @@ class CommandGroup:
         session: The connection.
         start: Starts request tasks in the connection's task group.
         access: The connection's identity and permission checks; None without authentication.
+        info: What CONNECT said, shared by the connection's groups.
     """
 
     def __init__(
@@ -150,13 +162,24 @@ class CommandGroup:
         session: SessionPort,
         start: StartSoon,
         access: ConnectionAccess | None = None,
+        info: ConnectionInfo | None = None,
     ) -> None:
+        self._info = ConnectionInfo() if info is None else info
         self._access = access
         self._services = services
         self._topics = services.topics
         self._session = session
         self._send = session.send_command
         self._start = start
+
+    def _client(self) -> ClientInfo:
+        """Who is asking, for a new producer or consumer (admin stats), as of now."""
+        clock = self._services.clock
+        return ClientInfo(
+            address=self._session.peer,
+            client_version=self._info.client_version,
+            since_ms=0 if clock is None else clock.wall_ms(),
+        )
 
     async def _check_serving(self, name: TopicName) -> None:
         """Refuse a topic this broker does not serve (``ServiceNotReadyError``, §3.1)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVarTuple
 import anyio
 
 from emubroker.handlers.access import BROKER_FEATURES, ConnectionAccess
-from emubroker.handlers.common import SERVER_VERSION
+from emubroker.handlers.common import SERVER_VERSION, ConnectionInfo
 from emubroker.handlers.consumers import ConsumerCommands
 from emubroker.handlers.discovery import DiscoveryCommands
 from emubroker.handlers.producers import ProducerCommands
@@ -63,8 +63,9 @@ class ConnectionHandler:
                 peer_certificate=session.peer_certificate,
             )
         access = self._access
-        self._producers = ProducerCommands(services, session, self._start, access)
-        self._consumers = ConsumerCommands(services, session, self._start, access)
+        self._info = info = ConnectionInfo()
+        self._producers = ProducerCommands(services, session, self._start, access, info)
+        self._consumers = ConsumerCommands(services, session, self._start, access, info)
         self._discovery = DiscoveryCommands(services, session, self._start, access)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -128,6 +129,7 @@ class ConnectionHandler:
             case c.GetOrCreateSchema():
                 discovery.on_get_or_create_schema(command)
             case c.Connect():
+                self._info.client_version = command.client_version
                 if self._access is not None:
                     self._access.on_connect(command)
                     return

@@ -19,7 +19,12 @@ from protocol.errors import BrokerError, ConsumerNotFoundError, MetadataError, S
 
 if TYPE_CHECKING:
     from emubroker.handlers.access import ConnectionAccess
-    from emubroker.handlers.common import BrokerServices, SessionPort, StartSoon
+    from emubroker.handlers.common import (
+        BrokerServices,
+        ConnectionInfo,
+        SessionPort,
+        StartSoon,
+    )
     from emubroker.topics import ConsumerHandle
 
 __all__ = ["ConsumerCommands"]
@@ -50,8 +55,9 @@ class ConsumerCommands(CommandGroup):
         session: SessionPort,
         start: StartSoon,
         access: ConnectionAccess | None = None,
+        info: ConnectionInfo | None = None,
     ) -> None:
-        super().__init__(services, session, start, access)
+        super().__init__(services, session, start, access, info)
         self._consumers: dict[int, _Consumer] = {}
         # Creations in flight: id -> "closed by the client meanwhile" (see ProducerCommands).
         self._pending_consumers: dict[int, bool] = {}
@@ -130,6 +136,7 @@ class ConsumerCommands(CommandGroup):
                 key_shared_meta=cmd.key_shared_meta,
                 read_compacted=cmd.read_compacted,
                 metadata={kv.key: kv.value for kv in cmd.metadata},
+                client=self._client(),
             )
             handle = await topic.subscribe(request, self._session)
         except Exception as exc:

@@ -36,7 +36,12 @@ from protocol.framing import checksum
 
 if TYPE_CHECKING:
     from emubroker.handlers.access import ConnectionAccess
-    from emubroker.handlers.common import BrokerServices, SessionPort, StartSoon
+    from emubroker.handlers.common import (
+        BrokerServices,
+        ConnectionInfo,
+        SessionPort,
+        StartSoon,
+    )
     from emubroker.topics import ProducerHandle, TopicHandle
     from emubroker.topics.entry import EntryInfo
     from protocol.framing import Frame
@@ -151,8 +156,9 @@ class ProducerCommands(CommandGroup):
         session: SessionPort,
         start: StartSoon,
         access: ConnectionAccess | None = None,
+        info: ConnectionInfo | None = None,
     ) -> None:
-        super().__init__(services, session, start, access)
+        super().__init__(services, session, start, access, info)
         self._producers: dict[int, _Producer] = {}
         # Creations in flight: id -> "closed by the client meanwhile" (the client gave up on a
         # slow request and sent CLOSE_PRODUCER: undo the creation when it completes).
@@ -447,6 +453,7 @@ class ProducerCommands(CommandGroup):
                 epoch=cmd.epoch,
                 topic_epoch=cmd.topic_epoch,
                 metadata={kv.key: kv.value for kv in cmd.metadata},
+                client=self._client(),
             )
             handle = await topic.add_producer(
                 request, self._session, on_waiting=partial(self._producer_waiting, cmd)

@@ -22,7 +22,7 @@ import msgspec
 
 from emubroker.metadata import BadVersionError, NotFoundError
 from emubroker.metadata.paths import cluster_path
-from emubroker.policies.local import LocalPolicies, read_local_policies, write_local_policies
+from emubroker.policies.local import read_local_policies, set_local_policy
 from emubroker.policies.namespaces import to_json
 
 if TYPE_CHECKING:
@@ -246,19 +246,6 @@ async def set_anti_affinity_group(
     (Pulsar's ``setLocalPoliciesWithCreate`` writes its default layout there, which would
     disagree with a namespace created with another bundle count).
     """
-    for _ in range(_CAS_ATTEMPTS):
-        found = await read_local_policies(store, namespace)
-        if found is None:
-            if group is None:
-                return
-            policies = LocalPolicies(bundles=bundles)
-            version = -1
-        else:
-            policies, version = found
-        policies.namespace_anti_affinity_group = group
-        try:
-            await write_local_policies(store, namespace, policies, version)
-        except BadVersionError:
-            continue
-        return
-    raise BadVersionError(f"local policies of {namespace} keep changing concurrently")
+    await set_local_policy(
+        store, namespace, "namespace_anti_affinity_group", group, bundles=bundles
+    )

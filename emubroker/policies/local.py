@@ -28,6 +28,7 @@ __all__ = [
     "VersionedLocalPolicies",
     "delete_local_policies",
     "read_local_policies",
+    "set_local_policy",
     "write_local_policies",
 ]
 
@@ -89,3 +90,37 @@ async def delete_local_policies(store: MetadataStore, namespace: NamespaceName) 
     """Delete the namespace's local policies, if any (Pulsar's ``deleteLocalPoliciesAsync``)."""
     with contextlib.suppress(NotFoundError):  # no broker ever wrote them
         await store.delete(local_policies_path(namespace))
+
+
+_CAS_ATTEMPTS = 16
+"""Read-modify-write retries before giving up (another writer keeps winning)."""
+
+
+async def set_local_policy(
+    store: MetadataStore, namespace: NamespaceName, field: str, value: Any, *, bundles: BundlesData
+) -> None:
+    """Set (or with None remove) one field of the local policies, keeping the rest.
+
+    Local policies that do not exist yet are created with ``bundles``, the namespace's layout
+    (Pulsar's ``setLocalPoliciesWithCreate`` writes its default layout there, which would
+    disagree with a namespace created with another bundle count).
+
+    Raises:
+        BadVersionError: Other writers kept winning.
+    """
+    for _ in range(_CAS_ATTEMPTS):
+        found = await read_local_policies(store, namespace)
+        if found is None:
+            if value is None:
+                return
+            policies = LocalPolicies(bundles=bundles)
+            version = -1
+        else:
+            policies, version = found
+        setattr(policies, field, value)
+        try:
+            await write_local_policies(store, namespace, policies, version)
+        except BadVersionError:
+            continue
+        return
+    raise BadVersionError(f"local policies of {namespace} keep changing concurrently")

@@ -11,7 +11,7 @@ namespace changed so that live limiters follow at once.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -37,7 +37,7 @@ class SubscriptionPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Pulsar's ``TopicPolicies``, the dispatch-rate and count-limit parts, in its JSON shape."""
+    """Pulsar's ``TopicPolicies``, the parts served over REST, in its JSON shape."""
 
     dispatchRate: DispatchRate | None = None
     subscriptionDispatchRate: DispatchRate | None = None
@@ -48,26 +48,36 @@ class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
     maxConsumerPerTopic: int | None = None
     maxConsumersPerSubscription: int | None = None
     maxSubscriptionsPerTopic: int | None = None
-    # ``{"allowAutoSubscriptionCreation": bool}`` (``topics.limits``), as the namespace's.
-    autoSubscriptionCreationOverride: Any = None
+    # Stored and served (``admin.routes_topic_policies``; docs/broker-behaviour.md says which
+    # the broker acts on). The values are Pulsar's JSON objects as the admin API decoded them.
+    messageTTLInSeconds: int | None = None
+    retentionPolicies: dict[str, Any] | None = None
+    subscribeRate: dict[str, Any] | None = None
+    maxMessageSize: int | None = None
+    schemaValidationEnforced: bool | None = None
+    deduplicationSnapshotIntervalSeconds: int | None = None
+    replicatorDispatchRate: dict[str, Any] | None = None
+    offloadPolicies: dict[str, Any] | None = None
+    autoSubscriptionCreationOverride: dict[str, Any] | None = None
+    replicationClusters: list[str] | None = None
+    maxUnackedMessagesOnConsumer: int | None = None
+    maxUnackedMessagesOnSubscription: int | None = None
+    persistence: dict[str, Any] | None = None
+    delayedDeliveryEnabled: bool | None = None
+    delayedDeliveryTickTimeMillis: int | None = None
+    delayedDeliveryMaxDelayInMillis: int | None = None
+    publishRate: dict[str, Any] | None = None
     # Backlog quotas by type (``policies.backlog_quota``), under Pulsar's spelling.
     backLogQuotaMap: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         """Nothing is set (the stored node can go)."""
-        return (
-            self.dispatchRate is None
-            and self.subscriptionDispatchRate is None
-            and not any(p.dispatchRate is not None for p in self.subscriptionPolicies.values())
-            and self.maxProducerPerTopic is None
-            and self.maxConsumerPerTopic is None
-            and self.maxConsumersPerSubscription is None
-            and self.maxSubscriptionsPerTopic is None
-            and self.autoSubscriptionCreationOverride is None
-            and not self.backLogQuotaMap
-        )
+        kept = {k: p for k, p in self.subscriptionPolicies.items() if p.dispatchRate is not None}
+        return msgspec.structs.replace(self, subscriptionPolicies=kept) == _NONE
 
+
+_NONE: Final = TopicPolicies()
 
 _decode_topic_policies = msgspec.json.Decoder(TopicPolicies).decode
 

@@ -86,6 +86,7 @@ class ConsumerRecord(ConsumerActivity):
         self.sink = sink
         self.priority_level = request.priority_level
         self.metadata = dict(request.metadata)
+        self.client = request.client
         self.stats_key = stats_key
         self.permits = 0  # a new subscribe starts from zero (§7.1, checklist item 10)
         self.unacked = 0

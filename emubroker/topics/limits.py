@@ -207,8 +207,12 @@ class LimitResolver:
         lookup = self._namespace_policies
         policies = None if lookup is None else lookup(topic.namespace)
         source = self._topic_policies
+        broker = broker_limits(settings)
+        if self._live_settings is not None:
+            live = self._live_settings().allow_auto_subscription_creation
+            broker = msgspec.structs.replace(broker, allow_auto_subscription_creation=live)
         return resolve_limits(
-            broker_limits(settings),
+            broker,
             None if policies is None else namespace_overrides(policies),
             None if source is None else source.limit_overrides(topic),
         )

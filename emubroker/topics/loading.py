@@ -266,6 +266,7 @@ class TopicLoader:
             if ledger is None:
                 raise TopicNotFoundError(f"Topic {name} does not exist")
             state = TopicState(ledger)
+            state.counters.created_ms = self._clock.wall_ms()
             flusher = self.flusher
             if flusher is not None:
                 state.cursors.update(await flusher.load(name, path))

@@ -225,7 +225,7 @@ class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
         clock: Clock,
         limits: LimitResolver | None = None,
     ) -> None:
-        self.counters = TopicCounters()
+        self.counters = TopicCounters(created_ms=clock.wall_ms())
         super().__init__(name, settings, self.counters, producer_names, limits)
         self._clock = clock
         self._now_ms = 0  # of the SENDs being delivered: their consumers' lastConsumedTimestamp
@@ -277,8 +277,8 @@ class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
             ServiceNotReadyError: The producer or the topic was closed; drop the SENDs.
         """
         self._check_producer(producer)
-        if self._subs:
-            self._now_ms = self.wall_ms()  # one clock read per run of SENDs
+        self._now_ms = self.wall_ms()  # one clock read per run of SENDs
+        self.counters.last_publish_ms = self._now_ms
         deliver = self._deliver
         positions = [deliver(entry, crc, info) for entry, crc, info in entries]
         for entry, _, info in entries:
@@ -409,6 +409,8 @@ class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
             backlog=0,
             subscriptions=subs,
             publisher_stats=tuple(p.stats() for p in self._producers.producers),
+            created_ms=c.created_ms,
+            last_publish_ms=c.last_publish_ms,
         )
 
     async def close(self, *, notify: bool = True) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import anyio
 
 from emubroker.topics.limits import check_producers
+from emubroker.topics.requests import ClientInfo
 from emubroker.topics.stats import PublisherStats
 from protocol.commands import AccessMode
 from protocol.errors import ProducerBusyError, ProducerFencedError, ServiceNotReadyError
@@ -66,6 +67,7 @@ class ProducerHandle:
         schema_version: The 8-byte schema version for PRODUCER_SUCCESS, empty without a schema.
         closed: Set once removed.
         metadata: ``CommandProducer.metadata`` (admin stats echo it).
+        client: Who opened it (admin stats).
         stats_key: Unique among its topic's producers and consumers (set by the topic).
         msg_in: Messages it published (a batch of N counts N).
         bytes_in: Entry bytes it published.
@@ -74,6 +76,7 @@ class ProducerHandle:
     __slots__ = (
         "access_mode",
         "bytes_in",
+        "client",
         "closed",
         "epoch",
         "last_sequence_id",
@@ -105,6 +108,7 @@ class ProducerHandle:
         self.schema_version: bytes | None = None
         self.closed = False
         self.metadata: dict[str, str] = {}
+        self.client = ClientInfo()
         self.stats_key = 0
         self.msg_in = 0
         self.bytes_in = 0
@@ -188,6 +192,7 @@ class ProducerRegistry:
             on_waiting=on_waiting,
         )
         handle.metadata = dict(request.metadata)
+        handle.client = request.client
         handle.stats_key = self._counters.next_handle_key()
         return handle
 

@@ -10,7 +10,23 @@ import msgspec
 
 from protocol.commands import AccessMode, InitialPosition, KeySharedMeta, MessageIdData, SubType
 
-__all__ = ["ProducerRequest", "SubscribeRequest"]
+__all__ = ["ClientInfo", "ProducerRequest", "SubscribeRequest"]
+
+
+class ClientInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """Who opened a producer or consumer, for the admin stats.
+
+    Pulsar's ``address``, ``clientVersion`` and ``connectedSince`` of a publisher or consumer.
+
+    Attributes:
+        address: The client's ``host:port``.
+        client_version: ``CommandConnect.client_version`` of its connection.
+        since_ms: When the producer or consumer was created (epoch ms of the broker's clock).
+    """
+
+    address: str = ""
+    client_version: str = ""
+    since_ms: int = 0
 
 
 class ProducerRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,6 +40,7 @@ class ProducerRequest(msgspec.Struct, frozen=True, kw_only=True):
         epoch: The client's reconnection counter.
         topic_epoch: The topic epoch it got before, if any.
         metadata: ``CommandProducer.metadata``, echoed by the admin stats.
+        client: Who asks (admin stats).
     """
 
     producer_id: int
@@ -32,6 +49,7 @@ class ProducerRequest(msgspec.Struct, frozen=True, kw_only=True):
     epoch: int = 0
     topic_epoch: int | None = None
     metadata: dict[str, str] = {}
+    client: ClientInfo = ClientInfo()
 
 
 class SubscribeRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,6 +67,7 @@ class SubscribeRequest(msgspec.Struct, frozen=True, kw_only=True):
         key_shared_meta: Key_Shared mode and STICKY ranges.
         read_compacted: Read the compacted view (Exclusive and Failover only).
         metadata: ``CommandSubscribe.metadata``, echoed by the admin stats.
+        client: Who asks (admin stats).
     """
 
     subscription: str
@@ -62,3 +81,4 @@ class SubscribeRequest(msgspec.Struct, frozen=True, kw_only=True):
     key_shared_meta: KeySharedMeta | None = None
     read_compacted: bool = False
     metadata: dict[str, str] = {}
+    client: ClientInfo = ClientInfo()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from emubroker.ratelimit.readsize import ThrottleStats
+from emubroker.topics.requests import ClientInfo
 
 __all__ = [
     "ConsumerActivity",
@@ -24,9 +25,23 @@ __all__ = [
 class TopicCounters:
     """Mutable running totals of one topic, updated on the hot path."""
 
-    __slots__ = ("_handles", "bytes_in", "bytes_out", "msg_dropped", "msg_in", "msg_out")
+    __slots__ = (
+        "_handles",
+        "bytes_in",
+        "bytes_out",
+        "created_ms",
+        "last_publish_ms",
+        "msg_dropped",
+        "msg_in",
+        "msg_out",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, created_ms: int = 0) -> None:
+        # Epoch ms of the injected clock: when this broker created or first opened the topic's
+        # state, and when a message was last stored (admin stats' topicCreationTimeStamp and
+        # lastPublishTimeStamp; 0: never).
+        self.created_ms = created_ms
+        self.last_publish_ms = 0
         self.msg_in = 0
         self.bytes_in = 0
         self.msg_out = 0
@@ -62,6 +77,7 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
         last_flow: Epoch ms of its last FLOW, 0 before the first.
         first_flow: Epoch ms of its first FLOW, 0 before the first.
         metadata: ``CommandSubscribe.metadata``.
+        client: Who opened it.
         blocked_on_unacked: It gets nothing until acks take it down to half of
             ``maxUnackedMessagesPerConsumer`` (Pulsar's ``blockedConsumerOnUnackedMsgs``).
         draining: Key_Shared draining hashes it holds, their pending messages and the hashes it
@@ -84,6 +100,7 @@ class ConsumerStats(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] = {}
     blocked_on_unacked: bool = False
     draining: tuple[int, int, int] = (0, 0, 0)
+    client: ClientInfo = ClientInfo()
 
 
 class ConsumerActivity:
@@ -94,6 +111,7 @@ class ConsumerActivity:
 
     Attributes:
         metadata: ``CommandSubscribe.metadata`` (admin stats echo it).
+        client: Who opened it (admin stats).
         stats_key: Unique among its topic's producers and consumers (keys its rates).
         msg_out: Messages delivered to it, redeliveries included.
         bytes_out: Bytes delivered to it.
@@ -107,6 +125,7 @@ class ConsumerActivity:
 
     __slots__ = (
         "bytes_out",
+        "client",
         "first_flow",
         "last_acked",
         "last_consumed",
@@ -120,6 +139,7 @@ class ConsumerActivity:
 
     def __init__(self) -> None:
         self.metadata: dict[str, str] = {}
+        self.client = ClientInfo()
         self.stats_key = 0
         self.msg_out = 0
         self.bytes_out = 0
@@ -163,6 +183,7 @@ class ConsumerActivity:
             metadata=self.metadata,
             blocked_on_unacked=blocked_on_unacked,
             draining=draining,
+            client=self.client,
         )
 
 
@@ -252,6 +273,8 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
         backlog: Sum of the subscriptions' backlogs.
         subscriptions: Per-subscription snapshots.
         publisher_stats: Per-producer snapshots, oldest first.
+        created_ms: When the topic's state was created or first opened here (epoch ms).
+        last_publish_ms: When a message was last published (epoch ms, 0: never).
     """
 
     name: str
@@ -268,6 +291,8 @@ class TopicStats(msgspec.Struct, frozen=True, kw_only=True):
     backlog: int
     subscriptions: tuple[SubscriptionStats, ...]
     publisher_stats: tuple[PublisherStats, ...] = ()
+    created_ms: int = 0
+    last_publish_ms: int = 0
 
 
 class ServiceStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -315,6 +315,7 @@ class Topic(TopicBase[Subscription]):
         counters = state.counters
         counters.msg_in += messages
         counters.bytes_in += size
+        counters.last_publish_ms = self._clock.wall_ms()
         producer.msg_in += messages
         producer.bytes_in += size
         for sub in self._subs.values():
@@ -552,6 +553,8 @@ class Topic(TopicBase[Subscription]):
             backlog=sum(s.backlog for s in subs),
             subscriptions=subs,
             publisher_stats=tuple(p.stats() for p in self._producers.producers),
+            created_ms=counters.created_ms,
+            last_publish_ms=counters.last_publish_ms,
         )
 
     # ---- closing ------------------------------------------------------------------------------

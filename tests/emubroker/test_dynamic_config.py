@@ -87,12 +87,20 @@ async def test_every_broker_of_a_cluster_applies_a_change() -> None:
 
 async def test_a_late_broker_loads_the_stored_map_and_skips_bad_values() -> None:
     async with MemoryMetadataStore() as store:
-        stored = {"defaultNumPartitions": "5", "allowAutoTopicCreation": "maybe", "future": "1"}
+        stored = {
+            "defaultNumPartitions": "5",
+            "dispatcherMaxReadBatchSize": "many",
+            "allowAutoTopicCreation": "maybe",
+            "future": "1",
+        }
         await store.put(DYNAMIC_CONFIGURATION_PATH, json.dumps(stored).encode())
         dynamic = DynamicConfig(BrokerConfig(), store)
         await dynamic.load()
         assert dynamic.config.defaultNumPartitions == 5
-        assert dynamic.config.allowAutoTopicCreation is True  # the bad value is ignored
+        default = BrokerConfig().dispatcherMaxReadBatchSize
+        assert dynamic.config.dispatcherMaxReadBatchSize == default  # the bad value is ignored
+        # Boolean.valueOf: anything but "true" is false, as Pulsar reads it.
+        assert dynamic.config.allowAutoTopicCreation is False
 
 
 async def test_without_a_store_updates_stay_local() -> None:

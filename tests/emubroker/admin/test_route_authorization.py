@@ -109,6 +109,7 @@ TABLE: Final = [
     Route("POST", f"{B}/configuration/{{key}}/{{value}}", SU),
     Route("DELETE", f"{B}/configuration/{{key}}", SU),
     Route("GET", f"{V2}/broker-stats/load-report", SU),  # BrokerStatsBase
+    Route("GET", f"{V2}/broker-stats/topics", SU),
     # ClustersBase: the list is open; the rest validateBothSuperuserAndCluster*.
     Route("GET", f"{V2}/clusters", ANY),
     *_rw(C, SU, 401, "GET PUT POST DELETE"),
@@ -151,9 +152,23 @@ TABLE: Final = [
             "antiAffinity",
             "dispatchRate",
             "subscriptionDispatchRate",
+            "autoTopicCreation",
+            "autoSubscriptionCreation",
+            "subscriptionExpirationTime",
+            "maxTopicsPerNamespace",
+            "persistence",
         )
         for route in _rw(f"{N}/{policy}", TA, 403)
     ],
+    *_rw(f"{N}/compactionThreshold", TA, 403, "GET PUT DELETE"),
+    *_rw(f"{N}/offloadThreshold", TA, 403, "GET PUT"),
+    *_rw(f"{N}/offloadThresholdInSeconds", TA, 403, "GET PUT"),
+    *_rw(f"{N}/offloadDeletionLagMs", TA, 403, "GET PUT DELETE"),
+    # validateAdminAccessForTenant (401), validateSuperUserAccess.
+    *_rw(f"{N}/properties", TA, 401, "GET PUT DELETE"),
+    *_rw(f"{N}/property/{{key}}", TA, 401, "GET DELETE"),
+    Route("PUT", f"{N}/property/{{key}}/{{value}}", TA),
+    *_rw(f"{N}/persistence/bookieAffinity", SU, 401),
     Route("GET", f"{N}/backlogQuotaMap", TA, 403),  # validateNamespacePolicyOperation
     *_rw(f"{N}/backlogQuota", TA, 403, "POST DELETE"),
     # PersistentTopicsBase.
@@ -172,6 +187,7 @@ TABLE: Final = [
     Route("GET", f"{T}/partitioned-stats", LK),
     Route("GET", f"{T}/internalStats", LK),
     Route("GET", f"{T}/lastMessageId", CO),  # PEEK_MESSAGES
+    Route("GET", f"{T}/messageid/{{timestamp}}", CO),  # PEEK_MESSAGES
     Route("PUT", f"{T}/unload", TA),
     Route("PUT", f"{T}/compaction", TA),
     Route("GET", f"{T}/compaction", TA),
@@ -197,11 +213,26 @@ TABLE: Final = [
             "maxConsumers",
             "maxConsumersPerSubscription",
             "maxSubscriptionsPerTopic",
+            "messageTTL",
+            "retention",
+            "subscribeRate",
+            "publishRate",
+            "replicatorDispatchRate",
+            "offloadPolicies",
+            "autoSubscriptionCreation",
+            "persistence",
+            "maxMessageSize",
+            "maxUnackedMessagesOnConsumer",
+            "maxUnackedMessagesOnSubscription",
+            "deduplicationSnapshotInterval",
+            "replication",
+            "delayedDelivery",
         )
         for route in _rw(f"{T}/{policy}", TA, 403)
     ],
     *_rw(f"{T}/backlogQuota", TA, 403, "POST DELETE"),
     Route("GET", f"{T}/backlogQuotaMap", TA, 403),
+    *_rw(f"{T}/schemaValidationEnforced", TA, 403, "GET POST"),
     # SchemasResourceBase.
     Route("GET", f"{SCHEMA}/schema", LK),
     Route("GET", f"{SCHEMA}/schema/{{version}}", LK),

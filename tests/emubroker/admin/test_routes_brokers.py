@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import urllib.parse
+
 import pytest
 
 from emubroker.app import Broker
@@ -62,6 +64,22 @@ async def test_dynamic_configuration_applies_live(admin: Admin, broker: Broker) 
     await admin.ok("DELETE", f"{base}/allowAutoTopicCreation")
     assert await admin.ok("GET", f"{base}/values") == {}
     await broker.topics.get_topic(TopicName.parse("persistent://public/default/new"))
+
+
+async def test_a_dynamic_value_may_hold_slashes_and_booleans_parse_as_java(
+    admin: Admin, broker: Broker
+) -> None:
+    base = "/admin/v2/brokers/configuration"
+    value = '{"key/123":"https://example.com/"}'
+    # Sent %2F-encoded, as the Go admin client's custom-URL test does; Boolean.valueOf reads
+    # anything but "true" as false, and the text is kept as sent.
+    encoded = urllib.parse.quote(value, safe="")
+    response = await admin.client.post(f"{base}/allowAutoTopicCreation/{encoded}")
+    assert response.status == 200
+    assert await admin.ok("GET", f"{base}/values") == {"allowAutoTopicCreation": value}
+    assert broker.dynamic.config.allowAutoTopicCreation is False
+    await admin.ok("POST", f"{base}/allowAutoTopicCreation/TRUE")
+    assert broker.dynamic.config.allowAutoTopicCreation is True
 
 
 async def test_dynamic_configuration_refusals(admin: Admin) -> None:

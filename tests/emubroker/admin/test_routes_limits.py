@@ -169,3 +169,47 @@ async def test_the_subscription_limit_refuses_subscriptions_created_over_rest(
     )
     await admin.ok("DELETE", f"{NS}/maxSubscriptionsPerTopic")
     await admin.ok("PUT", f"{TOPIC_PATH}/subscription/second")
+
+
+async def subscribe_answer(
+    wire: Wire, topic: str, subscription: str, *, durable: bool
+) -> c.Command:
+    client = await wire.client()
+    await client.send(
+        c.Subscribe(
+            topic=topic,
+            subscription=subscription,
+            sub_type=c.SubType.SHARED,
+            consumer_id=1,
+            request_id=9,
+            durable=durable,
+        )
+    )
+    return await client.receive_command()
+
+
+async def test_auto_subscription_creation_broker_namespace_and_topic_levels(
+    admin: Admin, wire: Wire
+) -> None:
+    await wire.consumer(TOPIC, "existing")
+    await admin.ok("POST", "/admin/v2/brokers/configuration/allowAutoSubscriptionCreation/false")
+    refused = await subscribe_answer(wire, TOPIC, "new", durable=True)
+    assert refused == c.Error(
+        request_id=9,
+        error=ServerError.SubscriptionNotFound,
+        message="Subscription does not exist",
+    )
+    # An existing subscription and a reader are not affected.
+    assert await subscribe_answer(wire, TOPIC, "existing", durable=True) == c.Success(request_id=9)
+    assert await subscribe_answer(wire, TOPIC, "reader", durable=False) == c.Success(request_id=9)
+    # The namespace's override wins over the broker, the topic's over the namespace.
+    override = {"allowAutoSubscriptionCreation": True}
+    await admin.ok("POST", f"{NS}/autoSubscriptionCreation", json=override)
+    assert await subscribe_answer(wire, TOPIC, "new", durable=True) == c.Success(request_id=9)
+    override = {"allowAutoSubscriptionCreation": False}
+    await admin.ok("POST", f"{TOPIC_PATH}/autoSubscriptionCreation", json=override)
+    refused = await subscribe_answer(wire, TOPIC, "newer", durable=True)
+    assert isinstance(refused, c.Error)
+    assert refused.error == ServerError.SubscriptionNotFound
+    await admin.ok("DELETE", f"{TOPIC_PATH}/autoSubscriptionCreation")
+    assert await subscribe_answer(wire, TOPIC, "newer", durable=True) == c.Success(request_id=9)

@@ -217,3 +217,30 @@ async def test_partitioned_and_non_persistent(admin: Admin) -> None:
     await admin.ok("PUT", np)
     await admin.fails("GET", f"{np}/lastMessageId", 405, "GetLastMessageId on a non-persistent")
     await admin.fails("GET", f"{np}/examinemessage", 405, "Examine messages on a non-persistent")
+
+
+async def test_message_id_by_timestamp(admin: Admin, wire: Wire) -> None:
+    await produce(
+        wire,
+        TOPIC,
+        [(plain(PUBLISHED), b"a"), (plain(PUBLISHED + 10), b"b"), (plain(PUBLISHED + 20), b"c")],
+    )
+    ledger = await ledger_of(admin)
+
+    async def at(timestamp: int) -> tuple[int, int, int]:
+        found = await admin.ok("GET", f"{T}/messageid/{timestamp}")
+        return found["ledgerId"], found["entryId"], found["partitionIndex"]
+
+    assert await at(0) == (ledger, 0, -1)
+    assert await at(PUBLISHED) == (ledger, 0, -1)
+    assert await at(PUBLISHED + 1) == (ledger, 1, -1)
+    assert await at(PUBLISHED + 20) == (ledger, 2, -1)
+    assert await at(PUBLISHED + 21) == (ledger, 3, -1)  # past the end: the next position
+    await admin.fails("GET", f"{T}/messageid/x", 400, "timestamp")
+    p = f"{NS}/p"
+    await admin.ok("PUT", f"{p}/partitions", data="2")
+    await admin.fails(
+        "GET", f"{p}/messageid/0", 405, "Get message ID by timestamp on a partitioned"
+    )
+    found = await admin.ok("GET", f"{p}-partition-1/messageid/0")
+    assert (found["partitionIndex"], found["entryId"]) == (1, 0)

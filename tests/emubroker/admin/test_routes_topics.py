@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from emubroker.admin.http import format_time
 from emubroker.app import Broker
 from emubroker.naming import TopicName
 from protocol import commands as c
@@ -157,6 +158,26 @@ async def test_partitioned_stats_sum_the_partitions(admin: Admin, wire: Wire) ->
     brief = await admin.ok("GET", f"{T}/partitioned-stats?perPartition=false")
     assert brief["partitions"] == {}
     await admin.fails("GET", f"{NS}/flat/partitioned-stats", 404, "Partitioned Topic")
+
+
+async def test_stats_options_leave_out_publishers_and_consumers(admin: Admin, wire: Wire) -> None:
+    await admin.ok("PUT", f"{T}/partitions", data="2")
+    for partition in (f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"):
+        await wire.produce(partition, 1)
+        await wire.consumer(partition, "s")
+    one = f"{T}-partition-0/stats"
+    both = "excludePublishers=true&excludeConsumers=true"
+    full = await admin.ok("GET", one)
+    assert (len(full["publishers"]), len(full["subscriptions"]["s"]["consumers"])) == (1, 1)
+    bare = await admin.ok("GET", f"{one}?{both}")
+    assert (bare["publishers"], bare["subscriptions"]["s"]["consumers"]) == ([], [])
+    assert bare["msgInCounter"] == 1  # only the lists go
+    only = await admin.ok("GET", f"{one}?excludeConsumers=true")
+    assert (len(only["publishers"]), only["subscriptions"]["s"]["consumers"]) == (1, [])
+    merged = await admin.ok("GET", f"{T}/partitioned-stats?{both}")
+    assert (merged["publishers"], merged["subscriptions"]["s"]["consumers"]) == ([], [])
+    for doc in merged["partitions"].values():
+        assert (doc["publishers"], doc["subscriptions"]["s"]["consumers"]) == ([], [])
 
 
 async def test_internal_stats_describe_ledgers_and_cursors(admin: Admin, wire: Wire) -> None:
@@ -315,3 +336,43 @@ async def test_compaction_trigger_and_status(admin: Admin, wire: Wire) -> None:
     await admin.fails(
         "PUT", "/admin/v2/non-persistent/public/default/n/compaction", 404, "not found"
     )
+
+
+async def test_broker_stats_topics_streams_the_loaded_topics_by_namespace_and_bundle(
+    admin: Admin, wire: Wire
+) -> None:
+    await wire.produce(TOPIC, 2)
+    await wire.consumer(TOPIC, "s")
+    await admin.ok("PUT", "/admin/v2/non-persistent/public/default/np")
+    tree = await admin.ok("GET", "/admin/v2/broker-stats/topics")
+    bundle = await admin.ok("GET", "/lookup/v2/topic/persistent/public/default/t/bundle")
+    persistent = tree["public/default"][bundle]["persistent"][TOPIC]
+    assert persistent["msgInCount"] == 2
+    assert persistent["producerCount"] == 1
+    assert persistent["publishers"][0]["producerName"].startswith("standalone-")
+    assert persistent["subscriptions"]["s"]["msgBacklog"] == 2
+    assert persistent["subscriptions"]["s"]["type"] == "Shared"
+    assert len(persistent["subscriptions"]["s"]["consumers"]) == 1
+    np_bundle = await admin.ok("GET", "/lookup/v2/topic/non-persistent/public/default/np/bundle")
+    assert list(tree["public/default"][np_bundle]["non-persistent"]) == [
+        "non-persistent://public/default/np"
+    ]
+
+
+async def test_publishers_and_consumers_show_address_client_version_and_since(
+    admin: Admin, wire: Wire, fake_clock: FakeClock
+) -> None:
+    await fake_clock.advance(5.0)
+    await wire.produce(TOPIC, 1)
+    since = format_time(fake_clock.wall_ms())
+    await fake_clock.advance(1.0)
+    await wire.consumer(TOPIC, "s")
+    stats = await admin.ok("GET", f"{T}/stats")
+    (publisher,) = stats["publishers"]
+    (consumer,) = stats["subscriptions"]["s"]["consumers"]
+    # CONNECT's client_version; the address as Java prints a socket address ("/host:port").
+    assert publisher["clientVersion"] == consumer["clientVersion"] == "Pulsar-CPP-v4.2.0"
+    assert publisher["address"].startswith("/")
+    assert consumer["address"].startswith("/")
+    assert publisher["connectedSince"] == since  # when the producer was created
+    assert consumer["connectedSince"] == format_time(fake_clock.wall_ms())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emubroker.admin.topic_stats import merge_partitions
+from emubroker.admin.stats_merge import merge_partitions
 
 
 def partition(msg_in: int, backlog: int, consumers: list[str], rate: float) -> dict[str, Any]:
@@ -73,3 +73,11 @@ def test_no_partitions_give_zeros() -> None:
     assert merged["msgInCounter"] == 0
     assert merged["subscriptions"] == {}
     assert merged["averageMsgSize"] == 0.0
+
+
+def test_partitions_give_the_earliest_creation_and_the_latest_publish() -> None:
+    docs = [partition(1, 0, [], 0.0) for _ in range(3)]
+    for doc, created, published in zip(docs, (0, 200, 100), (5, 0, 9), strict=True):
+        doc.update(topicCreationTimeStamp=created, lastPublishTimeStamp=published)
+    merged = merge_partitions(docs)
+    assert (merged["topicCreationTimeStamp"], merged["lastPublishTimeStamp"]) == (100, 9)

@@ -324,3 +324,21 @@ async def test_the_compaction_block_reports_the_last_compactions(
     }
     other = await topics.get_topic(topic_name("never-compacted"))
     assert stats(other)["compaction"] == zeros
+
+
+@pytest.mark.parametrize("domain", ["persistent", "non-persistent"])
+async def test_creation_and_last_publish_times_come_from_the_clock(
+    service: tuple[TopicService, _Stats], fake_clock: FakeClock, domain: str
+) -> None:
+    topics, stats = service
+    await fake_clock.advance(3.0)
+    created_at = _ms(fake_clock)
+    topic = await topics.get_topic(topic_name("times", domain))
+    producer = await add_producer(topic)
+    await fake_clock.advance(2.0)
+    doc = stats(topic)
+    assert doc["topicCreationTimeStamp"] == created_at
+    assert doc["lastPublishTimeStamp"] == 0  # nothing published yet
+    await publish(topic, producer, b"x")
+    await settle()
+    assert stats(topic)["lastPublishTimeStamp"] == _ms(fake_clock) == created_at + 2_000

@@ -1,0 +1,181 @@
+"""Pulsar's policy value types as REST bodies: their JSON names, defaults and checks.
+
+The namespace and topic policy routes (``routes_namespace_policies``, ``routes_topic_policies``)
+decode a body into one of these and store its builtins form, so a value reads back as Pulsar
+serializes the class (Jackson, ``NON_NULL``): every field, its default when the body left it
+out. The checks raise Pulsar's status and reason (``AdminResource.validatePersistencePolicies``,
+``AutoTopicCreationOverrideImpl.validateOverride``, ``NamespacesBase``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+import msgspec
+
+from emubroker.admin.errors import BAD_REQUEST, NOT_ACCEPTABLE, PRECONDITION_FAILED, RestError
+
+__all__ = [
+    "AutoSubscriptionCreationOverride",
+    "AutoTopicCreationOverride",
+    "BookieAffinityGroupData",
+    "DelayedDeliveryPolicies",
+    "JavaInt",
+    "JavaLong",
+    "PersistencePolicies",
+    "PublishRate",
+    "RetentionPolicies",
+    "SubscribeRate",
+    "check_auto_topic_creation",
+    "check_not_negative",
+    "check_persistence",
+    "check_retention",
+]
+
+JavaInt = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+"""What Jersey accepts for an ``int``/``Integer`` parameter."""
+
+JavaLong = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+"""What Jersey accepts for a ``long``/``Long`` parameter."""
+
+PARTITIONED: Final = "partitioned"
+NON_PARTITIONED: Final = "non-partitioned"
+
+
+class AutoTopicCreationOverride(msgspec.Struct):
+    """Pulsar's ``AutoTopicCreationOverride``."""
+
+    allowAutoTopicCreation: bool = False
+    topicType: str | None = None
+    defaultNumPartitions: int | None = None
+
+
+class AutoSubscriptionCreationOverride(msgspec.Struct):
+    """Pulsar's ``AutoSubscriptionCreationOverride``."""
+
+    allowAutoSubscriptionCreation: bool = False
+
+
+class PersistencePolicies(msgspec.Struct):
+    """Pulsar's ``PersistencePolicies``.
+
+    A field the body leaves out reads back as Pulsar 4.0.7 answers it: quorums 2, rate 0.0.
+    """
+
+    bookkeeperEnsemble: int = 2
+    bookkeeperWriteQuorum: int = 2
+    bookkeeperAckQuorum: int = 2
+    managedLedgerMaxMarkDeleteRate: float = 0.0
+    managedLedgerStorageClassName: str | None = None
+
+
+class BookieAffinityGroupData(msgspec.Struct):
+    """Pulsar's ``BookieAffinityGroupData``."""
+
+    bookkeeperAffinityGroupPrimary: str | None = None
+    bookkeeperAffinityGroupSecondary: str | None = None
+
+
+class RetentionPolicies(msgspec.Struct):
+    """Pulsar's ``RetentionPolicies`` (stored and served; retention itself is not emulated)."""
+
+    retention_time_in_minutes: int = msgspec.field(default=0, name="retentionTimeInMinutes")
+    retention_size_in_mb: int = msgspec.field(default=0, name="retentionSizeInMB")
+
+
+def check_retention(retention: RetentionPolicies) -> None:
+    """``AdminResource.validateRetentionPolicies``: 400 (Pulsar's ``checkArgument``)."""
+    time, size = retention.retention_time_in_minutes, retention.retention_size_in_mb
+    if size < -1:
+        raise RestError(BAD_REQUEST, "Invalid retention policy: size limit must be >= -1")
+    if time < -1:
+        raise RestError(BAD_REQUEST, "Invalid retention policy: time limit must be >= -1")
+    if (time == 0) != (size == 0):
+        raise RestError(
+            BAD_REQUEST,
+            "Invalid retention policy: Setting a single time or size limit to 0 is invalid when "
+            "one of the limits has a non-zero value. Use the value of -1 instead of 0 to ignore a "
+            "specific limit. To disable retention both limits must be set to 0.",
+        )
+
+
+class SubscribeRate(msgspec.Struct):
+    """Pulsar's ``SubscribeRate``."""
+
+    subscribeThrottlingRatePerConsumer: int = -1
+    ratePeriodInSecond: int = 30
+
+
+class PublishRate(msgspec.Struct):
+    """Pulsar's ``PublishRate``."""
+
+    publishThrottlingRateInMsg: int = -1
+    publishThrottlingRateInByte: int = -1
+
+
+class DelayedDeliveryPolicies(msgspec.Struct):
+    """Pulsar's ``DelayedDeliveryPolicies``."""
+
+    tickTime: int = 0
+    active: bool = False
+    maxDeliveryDelayInMillis: int = 0
+
+
+def check_not_negative(value: int | None, reason: str) -> None:
+    """412 ``reason`` for a negative value (Pulsar's "... must be 0 or more" checks)."""
+    if value is not None and value < 0:
+        raise RestError(PRECONDITION_FAILED, reason)
+
+
+def check_auto_topic_creation(value: AutoTopicCreationOverride, max_partitions: int) -> None:
+    """``AutoTopicCreationOverrideImpl.validateOverride`` (412), then the partition limit (406)."""
+    detail: str | None = None
+    if value.allowAutoTopicCreation:
+        if value.topicType not in (PARTITIONED, NON_PARTITIONED):
+            detail = f"Unknown topic type [{value.topicType}]"
+        elif value.topicType == PARTITIONED:
+            if value.defaultNumPartitions is None:
+                detail = "[defaultNumPartitions] cannot be null when the type is partitioned."
+            elif value.defaultNumPartitions <= 0:
+                detail = "[defaultNumPartitions] cannot be less than 1 for partition type."
+        elif value.defaultNumPartitions is not None:
+            detail = (
+                "[defaultNumPartitions] is not allowed to be set when the type is non-partition."
+            )
+    if detail is not None:
+        raise RestError(
+            PRECONDITION_FAILED,
+            f"Invalid configuration for autoTopicCreationOverride. the detail is {detail}",
+        )
+    if (
+        value.topicType == PARTITIONED
+        and max_partitions > 0
+        and (value.defaultNumPartitions or 0) > max_partitions
+    ):
+        raise RestError(
+            NOT_ACCEPTABLE, f"Number of partitions should be less than or equal to {max_partitions}"
+        )
+
+
+MAX_QUORUM: Final = 5
+"""Pulsar's default ``managedLedgerMax{EnsembleSize,WriteQuorum,AckQuorum}``: there are no
+bookies here, so those keys are accepted and ignored and the checks use Pulsar's defaults."""
+
+
+def check_persistence(value: PersistencePolicies) -> None:
+    """``AdminResource.validatePersistencePolicies``: 400 (Pulsar's ``checkArgument``)."""
+    ensemble, write = value.bookkeeperEnsemble, value.bookkeeperWriteQuorum
+    ack = value.bookkeeperAckQuorum
+    limits = (
+        ("Bookkeeper-Ensemble", ensemble),
+        ("Bookkeeper-WriteQuorum", write),
+        ("Bookkeeper-AckQuorum", ack),
+    )
+    for what, number in limits:
+        if not 0 < number <= MAX_QUORUM:
+            raise RestError(BAD_REQUEST, f"{what} must be <= {MAX_QUORUM} and > 0.")
+    if not ensemble >= write >= ack:
+        raise RestError(
+            BAD_REQUEST,
+            f"Bookkeeper Ensemble ({ensemble}) >= WriteQuorum ({write}) >= AckQuorum ({ack})",
+        )
