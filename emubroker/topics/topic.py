@@ -30,6 +30,7 @@ from emubroker.topics.subtypes import RULES
 from protocol.commands import InitialPosition
 from protocol.errors import (
     NotAllowedError,
+    ProducerBusyError,
     PersistenceError,
 )
 from protocol.framing import payload_sections
@@ -331,6 +332,7 @@ class Topic(TopicBase[Subscription]):
             NotAllowedError: Durable/non-durable clash, a compacted read on a type that has
                 none, or the subscription limit reached.
             ConsumerAssignError: Key_Shared STICKY range conflict.
+            ProducerBusyError: A blank subscription name (Pulsar's code for it).
             ServiceNotReadyError: The topic is being unloaded.
         """
         self._check_open()
@@ -342,6 +344,10 @@ class Topic(TopicBase[Subscription]):
             raise NotAllowedError(
                 "readCompacted only allowed on failover or exclusive subscriptions"
             )
+        if not name.strip():
+            # PersistentTopic.subscribe: a blank name is a NamingException, which Pulsar's
+            # getClientErrorCode answers as ProducerBusy (non-persistent topics do not check).
+            raise ProducerBusyError("Empty subscription name")
         sub = self._subs.get(name)
         created = sub is None
         if sub is None:

@@ -455,6 +455,22 @@ async def test_subscribe_errors_are_error_replies(conns: Connections) -> None:
     assert (reply.request_id, reply.error) == (3, ServerError.ConsumerBusy)
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+async def test_subscribe_with_a_blank_subscription_name_is_refused(
+    conns: Connections, name: str
+) -> None:
+    # Pulsar's PersistentTopic.subscribe: NamingException, answered as ProducerBusy.
+    client = await conns.open()
+    await client.send(
+        c.Subscribe(
+            topic=TOPIC, subscription=name, sub_type=c.SubType.SHARED, consumer_id=1, request_id=5
+        )
+    )
+    assert await client.receive_command() == c.Error(
+        request_id=5, error=ServerError.ProducerBusy, message="Empty subscription name"
+    )
+
+
 async def test_last_message_id_for_empty_partition_and_batched_entries(
     broker: Broker, conns: Connections
 ) -> None:
