@@ -30,8 +30,8 @@ from emubroker.topics.subtypes import RULES
 from protocol.commands import InitialPosition
 from protocol.errors import (
     NotAllowedError,
-    ProducerBusyError,
     PersistenceError,
+    ProducerBusyError,
 )
 from protocol.framing import payload_sections
 from protocol.ids import is_latest
