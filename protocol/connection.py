@@ -117,6 +117,7 @@ _CLIENT_RECEIVES: frozenset[type[c.Record]] = frozenset(
         c.GetLastMessageIdResponse,
         c.GetTopicsOfNamespaceResponse,
         c.GetSchemaResponse,
+        c.GetOrCreateSchemaResponse,
         c.AckResponse,
     }
 )

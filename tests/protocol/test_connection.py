@@ -59,6 +59,7 @@ CLIENT_ACCEPTS: frozenset[type[c.Record]] = frozenset(
         c.GetLastMessageIdResponse,
         c.GetTopicsOfNamespaceResponse,
         c.GetSchemaResponse,
+        c.GetOrCreateSchemaResponse,
         c.AckResponse,
     }
 )
