@@ -110,6 +110,12 @@ class TopicSettings:
     ttl_duration_default_in_seconds = _Key[int]("ttlDurationDefaultInSeconds")
     """The message TTL of namespaces whose policies set none (0: no TTL; ``expiry``)."""
     message_expiry_check_interval_in_minutes = _Key[int]("messageExpiryCheckIntervalInMinutes")
+    active_consumer_failover_delay = _Key[float](
+        "activeConsumerFailoverDelayTimeMillis", lambda ms: ms / 1000, lambda s: round(s * 1000)
+    )
+    """Seconds after a Failover active-consumer change before its consumers hear of it."""
+    batch_index_acks = _Key[bool]("acknowledgmentAtBatchIndexLevelEnabled")
+    """A partly acknowledged batch keeps its acknowledged indexes (false: it comes back whole)."""
 
     def __init__(
         self, config: BrokerConfig | None = None, *, broker_id: int = 0, **overrides: Any

@@ -101,7 +101,10 @@ class Subscription:
         self._on_consumed = on_consumed
         self._closed = False
         self._clock = clock
+        self._settings = settings
         self._counters = counters
+        self._tg: TaskGroup | None = None  # set by ``start``
+        self._announcing = False  # an ACTIVE_CONSUMER_CHANGE notice is scheduled
         # Epoch ms of the last FLOW of any consumer, and of the last ACK that moved the
         # mark-delete position (Pulsar's lastConsumedFlowTimestamp, lastMarkDeleteAdvanced...).
         self.last_flow = 0
@@ -122,7 +125,33 @@ class Subscription:
 
     def start(self, task_group: TaskGroup) -> None:
         """Start the dispatcher task."""
+        self._tg = task_group
         task_group.start_soon(self.dispatcher.run, name=f"dispatcher {self.name}")
+        self._announce_later()
+
+    def _announce_later(self) -> None:
+        """Tell a Failover active-consumer change after ``active_consumer_failover_delay``.
+
+        Pulsar's ``scheduleReadOnActiveConsumer`` notifies the consumers that long after the
+        change (at once for 0), so a joining consumer hears it after its SUCCESS (the Go client
+        drops a notice for a consumer it has not registered yet). One notice is pending at a
+        time, and it tells the consumers the active one of its own moment.
+        """
+        picker = self.members.picker
+        if not picker.change_unannounced or self._announcing:
+            return
+        delay = self._settings.active_consumer_failover_delay
+        if delay <= 0:
+            picker.announce_active()
+        elif self._tg is not None:
+            self._announcing = True
+            self._tg.start_soon(self._announce_after, delay)
+
+    async def _announce_after(self, delay: float) -> None:
+        await self._clock.sleep(delay)
+        self._announcing = False
+        if not self._closed:
+            self.members.picker.announce_active()
 
     @property
     def cursor(self) -> Cursor:
@@ -181,12 +210,14 @@ class Subscription:
         check_subscription_consumers(max_consumers, self.rules, len(self.consumers))
         consumer = Consumer(request, sink, self._counters.next_handle_key(), self)
         dispatcher.add_consumer(consumer, request.key_shared_meta)
+        self._announce_later()
         return consumer
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; its unacked entries become redeliverable (§7.7)."""
         consumer.closed = True
         self.dispatcher.remove_consumer(consumer, redeliver=True)
+        self._announce_later()
         if not self.durable and not self.consumers:
             self._end(deleted=False)
 
