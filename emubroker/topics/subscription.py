@@ -86,7 +86,7 @@ class Subscription:
         on_consumed: Callable[[], object] = lambda: None,
     ) -> None:
         self.name = name
-        self.acks = Acknowledgements(cursor, ledger)
+        self.acks = Acknowledgements(cursor, ledger, batch_index=settings.batch_index_acks)
         self.members: ConsumerSet[Consumer] = ConsumerSet(
             topic=topic,
             partition=partition,
