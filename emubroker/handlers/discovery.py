@@ -255,10 +255,12 @@ class DiscoveryCommands(CommandGroup):
             if not self._topics.topic_exists(name):
                 raise TopicNotFoundError(f"Topic not found {cmd.topic}")
             await self._topics.get_topic(name, create=False)
+            # ServerCnx.handleGetOrCreateSchema: a NONE schema is no schema (the empty version).
+            schema = None if cmd.schema.type is c.SchemaType.NONE else cmd.schema
             if schemas is None:
-                version = SCHEMA_VERSION_ZERO if cmd.schema.type is not c.SchemaType.NONE else b""
+                version = b"" if schema is None else SCHEMA_VERSION_ZERO
             else:
-                version = await schemas.producer_schema(name, cmd.schema) or b""
+                version = await schemas.producer_schema(name, schema) or b""
         except Exception as exc:
             failure = as_broker_error(exc, "GET_OR_CREATE_SCHEMA")
             self._send(

@@ -145,6 +145,10 @@ CONF
         -d "{\"serviceUrl\":\"$admin\",\"brokerServiceUrl\":\"$service\"}" || true
     curl "${auth[@]}" -X PUT "$admin/admin/v2/tenants/public" -d '{"allowedClusters":["standalone"]}'
     curl "${auth[@]}" -X PUT "$admin/admin/v2/namespaces/public/default" -d '{}'
+    # And, as Pulsar's standalone, the system namespace: a transactional client looks up its
+    # coordinator topic there (no coordinator: 0 partitions, TransactionCoordinatorClientException).
+    curl "${auth[@]}" -X PUT "$admin/admin/v2/tenants/pulsar" -d '{"allowedClusters":["standalone"]}'
+    curl "${auth[@]}" -X PUT "$admin/admin/v2/namespaces/pulsar/system" -d '{}'
     local rc=0
     run_tests standalone -Demubroker.mode=standalone -Demubroker.serviceUrl="$service" \
         -Demubroker.adminUrl="$admin" -Demubroker.tlsServiceUrl="$tls_service" \

@@ -352,6 +352,18 @@ async def test_get_or_create_schema_registers_as_a_producer_would(conns: Connect
     assert refused.schema_version is None
 
 
+async def test_a_producer_with_a_none_schema_registers_it(conns: Connections) -> None:
+    # The Go client's bytes schema is type NONE; Pulsar's handleProducer registers it (version
+    # 0), so its messages carry that version and a consumer's GET_SCHEMA finds it.
+    client = await conns.open()
+    none = c.Schema(name="bytes", schema_data=b"", type=c.SchemaType.NONE)
+    assert (await create_producer(client, producer_id=1, schema=none)).schema_version == bytes(8)
+    await client.send(c.GetSchema(request_id=7, topic=TOPIC, schema_version=bytes(8)))
+    found = await client.receive_command()
+    assert isinstance(found, c.GetSchemaResponse), found
+    assert found.schema is not None and found.schema.type is c.SchemaType.NONE
+
+
 async def test_get_or_create_schema_of_a_missing_topic_is_topic_not_found(
     conns: Connections,
 ) -> None:

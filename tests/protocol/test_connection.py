@@ -60,6 +60,7 @@ CLIENT_ACCEPTS: frozenset[type[c.Record]] = frozenset(
         c.GetTopicsOfNamespaceResponse,
         c.GetSchemaResponse,
         c.GetOrCreateSchemaResponse,
+        c.ReachedEndOfTopic,
         c.AckResponse,
     }
 )
@@ -86,6 +87,11 @@ BROKER_ACCEPTS: frozenset[type[c.Record]] = frozenset(
         c.ConsumerStats,
         c.GetSchema,
         c.GetOrCreateSchema,
+        c.TcClientConnectRequest,
+        c.NewTxn,
+        c.AddPartitionToTxn,
+        c.AddSubscriptionToTxn,
+        c.EndTxn,
     }
 )
 ACCEPTS = {Role.CLIENT: CLIENT_ACCEPTS, Role.BROKER: BROKER_ACCEPTS}
