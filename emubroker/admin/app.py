@@ -36,6 +36,7 @@ from emubroker.admin import (
     routes_schemas,
     routes_subscriptions,
     routes_tenants,
+    routes_termination,
     routes_topics,
     routes_unload,
 )
@@ -92,6 +93,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_limits.add_routes(app)
     routes_subscriptions.add_routes(app)
     routes_messages.add_routes(app)
+    routes_termination.add_routes(app)
     routes_schemas.add_routes(app)
     routes_lookup.add_routes(app)
     routes_dashboard.add_routes(app)

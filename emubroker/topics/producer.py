@@ -289,6 +289,12 @@ class ProducerRegistry:
         self._changed.set()
         self._changed = anyio.Event()
 
+    def disconnect_all(self) -> None:
+        """Detach every producer with CLOSE_PRODUCER, the topic staying open (termination)."""
+        for handle in list(self._by_name.values()):
+            self._remove(handle)
+            handle.sink.close_producer(handle.producer_id)
+
     def close_all(self, *, notify: bool) -> None:
         """Detach every producer, sending CLOSE_PRODUCER when ``notify`` (unload, §9)."""
         self._closed = True

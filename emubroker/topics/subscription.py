@@ -268,6 +268,9 @@ class Subscription:
         self.last_flow = consumer.last_flow
         consumer.permits += permits
         self.dispatcher.wake()
+        if self._ledger.terminated:
+            # Pulsar's dispatcher finds nothing more to read (NoMoreEntriesToRead).
+            self._check_end_of_topic()
 
     def resume_delivery(self, consumer: Consumer) -> None:
         """``consumer``'s connection drained: a dispatch round (the last ones skipped it)."""
@@ -291,6 +294,24 @@ class Subscription:
             self.last_mark_delete_advanced = now_ms
             if self.acks.cursor.mark_delete >= self._ledger.oldest_closed_last:
                 self._on_consumed()  # a whole ledger is consumed here: maybe by everyone
+        if self._ledger.terminated:
+            self._check_end_of_topic()
+
+    def topic_terminated(self) -> None:
+        """The topic was terminated: consumers that have consumed everything hear it now."""
+        self._check_end_of_topic()
+
+    def _check_end_of_topic(self) -> None:
+        """REACHED_END_OF_TOPIC to every consumer once nothing is left to acknowledge.
+
+        As Pulsar's ``PersistentSubscription`` (on termination and after each ack) and its
+        dispatchers (a read that finds no more entries): the backlog of a terminated topic is
+        empty, so no message will ever come again.
+        """
+        if self.acks.backlog():
+            return
+        for consumer in self.consumers:
+            consumer.sink.reached_end_of_topic(consumer.consumer_id)
 
     def redeliver(self, consumer: Consumer, ids: Sequence[MessageIdData] | None) -> None:
         """Redeliver entries pending on ``consumer`` (all of them when ``ids`` is empty)."""

@@ -32,6 +32,7 @@ from protocol.errors import (
     NotAllowedError,
     PersistenceError,
     ProducerBusyError,
+    TopicTerminatedError,
 )
 from protocol.framing import payload_sections
 from protocol.ids import is_latest
@@ -179,7 +180,37 @@ class Topic(TopicBase[Subscription]):
 
     # ---- producers ----------------------------------------------------------------------------
 
+    @property
+    def terminated(self) -> bool:
+        """Whether the topic was terminated (``terminate``): it takes no message any more."""
+        return self._state.ledger.terminated
+
+    async def terminate(self) -> tuple[int, int]:
+        """Take no message any more (``POST .../terminate``, ``PersistentTopic.terminate``).
+
+        The managed ledger is terminated (persisted, so it outlives unloads and restarts), every
+        producer is disconnected (its client's PRODUCER is then refused, ``TopicTerminated``)
+        and consumers that consumed everything hear REACHED_END_OF_TOPIC. Terminating again
+        answers the same position.
+
+        Returns:
+            The last entry's ``(ledger_id, entry_id)`` (``entry_id`` -1 for an empty topic).
+
+        Raises:
+            ServiceNotReadyError: The topic is being unloaded.
+            MetadataStoreError: The ledger list could not be written.
+        """
+        self._check_open()
+        position = await self._state.ledger.terminate()
+        self._producers.disconnect_all()
+        for sub in list(self._subs.values()):
+            sub.topic_terminated()
+        return position
+
     async def _admitting(self) -> None:
+        if self._state.ledger.terminated:
+            # AbstractTopic.addProducer refuses a terminated topic's producers.
+            raise TopicTerminatedError("Topic was already terminated")
         # The namespace's deduplication switch is read as producers attach (``dedup``).
         if self._features is not None:
             enabled = await self._features.dedup_enabled(self.name)
