@@ -6,11 +6,10 @@ ownership table, the binary-protocol listener and the admin HTTP server. ``serve
 ``serve_*`` form (STYLE.md §1.15) used by the CLI.
 
 Metadata bootstrap follows Pulsar's layout (spec/pulsar-behaviour.md §6.1): cluster
-``/admin/clusters/<cluster>``, tenants ``/admin/policies/public`` and ``/admin/policies/pulsar``
-and namespaces ``/admin/policies/public/default``, ``/admin/policies/public/default-2`` and
-``/admin/policies/pulsar/system`` (what ``pulsar standalone`` creates), as msgspec JSON, written
-only when missing. The topic service asks a :class:`NamespaceRegistry`, an in-memory view of
-those nodes kept current by a metadata watch.
+``/admin/clusters/<cluster>``, tenant ``/admin/policies/public`` and namespaces
+``/admin/policies/public/default`` and ``/admin/policies/public/default-2`` (what
+``pulsar standalone`` creates), as msgspec JSON, written only when missing. The topic service asks
+a :class:`NamespaceRegistry`, an in-memory view of those nodes kept current by a metadata watch.
 """
 
 from __future__ import annotations
@@ -123,16 +122,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "public"
-SYSTEM_TENANT = "pulsar"
-DEFAULT_NAMESPACES = (
-    NamespaceName("public", "default"),
-    NamespaceName("public", "default-2"),
-    NamespaceName(SYSTEM_TENANT, "system"),
-)
-"""What ``pulsar standalone`` creates at first start. ``pulsar/system`` is created by Pulsar's
-standalone and cluster set-up alike: a transactional client looks up its coordinator topic there
-(without a coordinator it finds 0 partitions and fails with "The broker doesn't enable the
-transaction coordinator")."""
+DEFAULT_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("public", "default-2"))
+"""What ``pulsar standalone`` creates at first start."""
 
 
 def may_bootstrap(config: BrokerConfig) -> bool:
@@ -195,7 +186,6 @@ async def bootstrap_metadata(
     nodes = [
         (cluster_path(config.clusterName), cluster),
         (tenant_path(DEFAULT_TENANT), TenantInfo([], [config.clusterName])),
-        (tenant_path(SYSTEM_TENANT), TenantInfo([], [config.clusterName])),
         *((namespace_path(namespace), policies) for namespace in DEFAULT_NAMESPACES),
     ]
     for path, value in nodes:

@@ -494,19 +494,6 @@ async def test_transaction_requests_are_refused_as_without_a_coordinator(
     await create_producer(client)
 
 
-async def test_the_coordinator_topic_has_no_partitions_without_a_coordinator(
-    conns: Connections,
-) -> None:
-    # A transactional client first asks for its coordinator topic in pulsar/system (which
-    # Pulsar's set-up creates): no partitions means no coordinator, and the client says so.
-    client = await conns.open()
-    topic = "persistent://pulsar/system/transaction_coordinator_assign"
-    await client.send(c.PartitionedTopicMetadata(topic=topic, request_id=1))
-    assert await client.receive_command() == c.PartitionedTopicMetadataResponse(
-        request_id=1, partitions=0, response=c.MetadataResult.SUCCESS
-    )
-
-
 async def test_last_message_id_for_empty_partition_and_batched_entries(
     broker: Broker, conns: Connections
 ) -> None:
