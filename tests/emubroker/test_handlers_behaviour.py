@@ -361,7 +361,8 @@ async def test_a_producer_with_a_none_schema_registers_it(conns: Connections) ->
     await client.send(c.GetSchema(request_id=7, topic=TOPIC, schema_version=bytes(8)))
     found = await client.receive_command()
     assert isinstance(found, c.GetSchemaResponse), found
-    assert found.schema is not None and found.schema.type is c.SchemaType.NONE
+    assert found.schema is not None
+    assert found.schema.type is c.SchemaType.NONE
 
 
 async def test_get_or_create_schema_of_a_missing_topic_is_topic_not_found(
