@@ -160,6 +160,10 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
             topic that has one.
         topicCompactionRetainNullKey: Compaction keeps messages without a key (Pulsar's default
             drops them).
+        activeConsumerFailoverDelayTimeMillis: How long after a Failover subscription's active
+            consumer changed its consumers hear ACTIVE_CONSUMER_CHANGE (0: at once).
+        acknowledgmentAtBatchIndexLevelEnabled: Keep the acknowledged indexes of a partly
+            acknowledged batch (false, Pulsar 4.0's default: such a batch comes back whole).
         metadataStoreSessionTimeoutMillis: The broker's metadata session ends this long after
             its last heartbeat; its ephemeral nodes (bundle ownership, the leader node) go with
             it, so it bounds how long a dead broker keeps them.
@@ -220,6 +224,8 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
     topicCompactionRetainNullKey: bool = False
+    activeConsumerFailoverDelayTimeMillis: Annotated[int, msgspec.Meta(ge=0)] = 1000
+    acknowledgmentAtBatchIndexLevelEnabled: bool = False
     metadataStoreSessionTimeoutMillis: Positive = 30_000
     brokerShutdownTimeoutMs: Annotated[int, msgspec.Meta(ge=0)] = 60_000
     namespaceBundleUnloadingTimeoutMs: Positive = 60_000

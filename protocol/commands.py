@@ -503,6 +503,12 @@ class ActiveConsumerChange(Record, frozen=True, kw_only=True):
     is_active: bool = False
 
 
+class ReachedEndOfTopic(Record, frozen=True, kw_only=True):
+    """``CommandReachedEndOfTopic`` of pulsar.proto."""
+
+    consumer_id: int
+
+
 class Unsubscribe(Record, frozen=True, kw_only=True):
     """``CommandUnsubscribe`` of pulsar.proto."""
 
@@ -614,6 +620,49 @@ class GetOrCreateSchemaResponse(Record, frozen=True, kw_only=True):
     schema_version: bytes | None = None
 
 
+class TcClientConnectRequest(Record, frozen=True, kw_only=True):
+    """``CommandTcClientConnectRequest`` of pulsar.proto."""
+
+    request_id: int
+    tc_id: int = 0
+
+
+class NewTxn(Record, frozen=True, kw_only=True):
+    """``CommandNewTxn`` of pulsar.proto."""
+
+    request_id: int
+    txn_ttl_seconds: int = 0
+    tc_id: int = 0
+
+
+class AddPartitionToTxn(Record, frozen=True, kw_only=True):
+    """``CommandAddPartitionToTxn`` of pulsar.proto (the partitions are not read)."""
+
+    request_id: int
+    txnid_least_bits: int = 0
+    txnid_most_bits: int = 0
+
+
+class AddSubscriptionToTxn(Record, frozen=True, kw_only=True):
+    """``CommandAddSubscriptionToTxn`` of pulsar.proto (the subscriptions are not read)."""
+
+    request_id: int
+    txnid_least_bits: int = 0
+    txnid_most_bits: int = 0
+
+
+class EndTxn(Record, frozen=True, kw_only=True):
+    """``CommandEndTxn`` of pulsar.proto (the action is not read)."""
+
+    request_id: int
+    txnid_least_bits: int = 0
+    txnid_most_bits: int = 0
+
+
+TxnRequest = TcClientConnectRequest | NewTxn | AddPartitionToTxn | AddSubscriptionToTxn | EndTxn
+"""The transaction coordinator requests a broker without a coordinator refuses."""
+
+
 class Success(Record, frozen=True, kw_only=True):
     """``CommandSuccess`` of pulsar.proto."""
 
@@ -654,6 +703,7 @@ Command = (
     | Ack
     | AckResponse
     | ActiveConsumerChange
+    | ReachedEndOfTopic
     | Unsubscribe
     | Seek
     | CloseConsumer
@@ -666,6 +716,11 @@ Command = (
     | GetSchemaResponse
     | GetOrCreateSchema
     | GetOrCreateSchemaResponse
+    | TcClientConnectRequest
+    | NewTxn
+    | AddPartitionToTxn
+    | AddSubscriptionToTxn
+    | EndTxn
     | Success
     | Error
 )

@@ -95,6 +95,11 @@ _BROKER_RECEIVES: frozenset[type[c.Record]] = frozenset(
         c.ConsumerStats,
         c.GetSchema,
         c.GetOrCreateSchema,
+        c.TcClientConnectRequest,
+        c.NewTxn,
+        c.AddPartitionToTxn,
+        c.AddSubscriptionToTxn,
+        c.EndTxn,
     }
 )
 _CLIENT_RECEIVES: frozenset[type[c.Record]] = frozenset(
@@ -114,9 +119,11 @@ _CLIENT_RECEIVES: frozenset[type[c.Record]] = frozenset(
         c.Pong,
         c.AuthChallenge,
         c.ActiveConsumerChange,
+        c.ReachedEndOfTopic,
         c.GetLastMessageIdResponse,
         c.GetTopicsOfNamespaceResponse,
         c.GetSchemaResponse,
+        c.GetOrCreateSchemaResponse,
         c.AckResponse,
     }
 )

@@ -224,6 +224,8 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("PUT", f"{_T}/unload"): _topic(_To.UNLOAD),
     ("PUT", f"{_T}/compaction"): _topic(_To.COMPACT),
     ("GET", f"{_T}/compaction"): _topic(_To.COMPACT),
+    ("POST", f"{_T}/terminate"): _topic(_To.TERMINATE),
+    ("POST", f"{_T}/terminate/partitions"): _topic(_To.TERMINATE),
     ("GET", f"{_T}/subscriptions"): _topic(_To.GET_SUBSCRIPTIONS),
     ("PUT", _SUB): _topic(_To.SUBSCRIBE),
     ("DELETE", _SUB): _topic(_To.UNSUBSCRIBE),

@@ -38,6 +38,7 @@ from emubroker.admin import (
     routes_schemas,
     routes_subscriptions,
     routes_tenants,
+    routes_termination,
     routes_topic_policies,
     routes_topics,
     routes_unload,
@@ -98,6 +99,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_topic_policies.add_routes(app)
     routes_subscriptions.add_routes(app)
     routes_messages.add_routes(app)
+    routes_termination.add_routes(app)
     routes_schemas.add_routes(app)
     routes_lookup.add_routes(app)
     routes_dashboard.add_routes(app)

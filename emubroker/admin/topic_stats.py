@@ -306,7 +306,7 @@ class TopicStatsView:
             "waitingCursorsCount": 0,
             "pendingAddEntriesCount": 0,
             "lastConfirmedEntry": _pos(ledger.last_position()),
-            "state": "LedgerOpened",
+            "state": "Terminated" if ledger.terminated else "LedgerOpened",
             "ledgers": ledgers,
             "cursors": {name: _cursor(stored, name) for name in stored.subscriptions()},
             "schemaLedgers": [],

@@ -20,6 +20,7 @@ from emubroker.handlers.discovery import DiscoveryCommands
 from emubroker.handlers.producers import ProducerCommands
 from protocol import commands as c
 from protocol.connection import negotiated_version
+from protocol.errors import ServerError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -128,6 +129,22 @@ class ConnectionHandler:
                 discovery.on_get_schema(command)
             case c.GetOrCreateSchema():
                 discovery.on_get_or_create_schema(command)
+            case (
+                c.TcClientConnectRequest()
+                | c.NewTxn()
+                | c.AddPartitionToTxn()
+                | c.AddSubscriptionToTxn()
+                | c.EndTxn()
+            ):
+                # No transaction coordinator (Pulsar's transactionCoordinatorEnabled=false, its
+                # default): ServerCnx.checkTransactionEnableAndSendError's answer.
+                self._send(
+                    c.Error(
+                        request_id=command.request_id,
+                        error=ServerError.NotAllowedError,
+                        message="Transactions are not enabled.",
+                    )
+                )
             case c.Connect():
                 self._info.client_version = command.client_version
                 if self._access is not None:

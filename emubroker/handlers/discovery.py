@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from emubroker.auth import NamespaceOperation, TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.handlers.lookups import TOO_MANY_LOOKUPS
+from emubroker.handlers.producers import SCHEMA_VERSION_ZERO
 from emubroker.loadbalance.ownership.lookup import LookupAnswer
 from emubroker.naming import InvalidNameError, NamespaceName, TopicName
 from protocol import commands as c
@@ -235,20 +236,42 @@ class DiscoveryCommands(CommandGroup):
         self._send(reply)
 
     def on_get_or_create_schema(self, cmd: c.GetOrCreateSchema) -> None:
-        """GET_OR_CREATE_SCHEMA: refused with ERROR.
+        """GET_OR_CREATE_SCHEMA: register a schema as a producer would, in a request task.
 
-        The C++ client never sends it, and a GET_OR_CREATE_SCHEMA_RESPONSE would make it drop the
-        connection (§2.5), so the protocol core does not let a broker send that response at all.
-        Other clients get an ERROR, which fails their request at once rather than leaving it to
-        time out; they register schemas with PRODUCER or the REST API instead.
+        A producer sending messages of several schemas (the Go and Java clients) asks for each
+        new one before sending with it. As Pulsar's ``ServerCnx.handleGetOrCreateSchema``: only
+        an existing topic (else TopicNotFound), the namespace's compatibility check and
+        switches as for PRODUCER (a NONE schema is the empty version, unless validation is
+        enforced on a topic with a schema), answered in its own form with ``schema_version`` or
+        ``error_code``. The C++ client never sends it, so never receives the response.
         """
-        self._send(
-            c.Error(
-                request_id=cmd.request_id,
-                error=ServerError.NotAllowedError,
-                message="GET_OR_CREATE_SCHEMA is not served; a PRODUCER registers its schema",
+        self._start(self._get_or_create_schema, cmd)
+
+    async def _get_or_create_schema(self, cmd: c.GetOrCreateSchema) -> None:
+        schemas = self._services.schemas
+        try:
+            name = topic_name(cmd.topic)
+            await self._check_serving(name)
+            if not self._topics.topic_exists(name):
+                raise TopicNotFoundError(f"Topic not found {cmd.topic}")
+            await self._topics.get_topic(name, create=False)
+            # ServerCnx.handleGetOrCreateSchema: a NONE schema is no schema (the empty version).
+            schema = None if cmd.schema.type is c.SchemaType.NONE else cmd.schema
+            if schemas is None:
+                version = b"" if schema is None else SCHEMA_VERSION_ZERO
+            else:
+                version = await schemas.producer_schema(name, schema) or b""
+        except Exception as exc:
+            failure = as_broker_error(exc, "GET_OR_CREATE_SCHEMA")
+            self._send(
+                c.GetOrCreateSchemaResponse(
+                    request_id=cmd.request_id,
+                    error_code=failure.code,
+                    error_message=failure.message,
+                )
             )
-        )
+            return
+        self._send(c.GetOrCreateSchemaResponse(request_id=cmd.request_id, schema_version=version))
 
 
 def _namespace(text: str) -> NamespaceName:

@@ -146,6 +146,9 @@ class _NullSink:
     def active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         pass
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        pass
+
 
 class ProducerCommands(CommandGroup):
     """The producers of one connection."""

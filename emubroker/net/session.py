@@ -405,6 +405,10 @@ class Session(SessionWriter):
         """Tell a Failover consumer whether it is now the active one (§7.1)."""
         self.send_command(c.ActiveConsumerChange(consumer_id=consumer_id, is_active=is_active))
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        """Tell a consumer its terminated topic has nothing more for it."""
+        self.send_command(c.ReachedEndOfTopic(consumer_id=consumer_id))
+
     def close_producer(self, producer_id: int) -> None:
         """Tell the client the broker closed a producer (§9); it reconnects and re-sends."""
         self._handler.producer_closed_by_broker(producer_id)

@@ -107,6 +107,9 @@ class SchemaService:
     async def producer_schema(self, topic: TopicName, schema: c.Schema | None) -> bytes | None:
         """The ``schema_version`` for a producer's PRODUCER_SUCCESS.
 
+        A schema of type NONE (the Go client's bytes schema) is registered like any other, as
+        Pulsar's ``ServerCnx.handleProducer`` keeps it; GET_OR_CREATE_SCHEMA passes None for it.
+
         Returns:
             The version's 8 bytes, or None for a producer without a schema.
 
@@ -115,7 +118,7 @@ class SchemaService:
                 or missing while validation is enforced on a topic with a schema.
         """
         policy = await self._features.schema_policy(topic)
-        if schema is None or schema.type is c.SchemaType.NONE:
+        if schema is None:
             if policy.validation_enforced and await self.registry.get(topic) is not None:
                 raise IncompatibleSchemaError(
                     "Producers cannot connect or send message without a schema to topics with a "

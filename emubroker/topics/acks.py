@@ -23,7 +23,11 @@ the entries and batch masks it removed. Rules (spec §7.2, §7.3):
    topic (a reader's cumulative ack of entry -1, ids from another ledger) are no-ops.
 2. A batch-index ack (``ack_set`` on a batched entry) intersects the entry's still-unacked mask;
    the entry is acknowledged when the mask empties. A cumulative ack with an ``ack_set`` covers
-   the entries before it and acknowledges inside its batch.
+   the entries before it and acknowledges inside its batch. Without batch-index acks
+   (``acknowledgmentAtBatchIndexLevelEnabled=false``, Pulsar 4.0's default) the cursor keeps no
+   masks, as Pulsar's ``ManagedCursorImpl`` without ``batchDeletedIndexes``: an individual ack
+   with an ``ack_set`` changes nothing, a cumulative one covers the entries before its batch
+   only, so a partly acknowledged batch is delivered again whole.
 3. An entry that becomes fully acknowledged is no longer pending on any consumer: its charged
    messages are *settled*, which may unblock the consumer holding it (down to half the limit).
 4. Taking deliveries back (a consumer leaves, loses the Failover active role, asks for
@@ -72,9 +76,11 @@ class Acknowledgements:
     Args:
         cursor: Its cursor (a durable subscription's outlives this object).
         ledger: The topic's entries (ids to indexes, batch sizes, the backlog's end).
+        batch_index: Acknowledge inside batches (rule 2).
     """
 
     __slots__ = (
+        "_batch_index",
         "_block_at",
         "_counts",
         "_ledger",
@@ -85,8 +91,9 @@ class Acknowledgements:
         "cursor",
     )
 
-    def __init__(self, cursor: Cursor, ledger: ManagedLedger) -> None:
+    def __init__(self, cursor: Cursor, ledger: ManagedLedger, *, batch_index: bool = True) -> None:
         self.cursor = cursor
+        self._batch_index = batch_index
         self._ledger = ledger
         self._pending: dict[int, Consumer] = {}  # index -> the consumer it is pending on
         self._counts: dict[int, int] = {}  # index -> redeliveries
@@ -215,6 +222,8 @@ class Acknowledgements:
             if index is None:
                 continue
             if mid.ack_set and infos[index - base].batched:
+                if not self._batch_index:
+                    continue  # rule 2: no masks kept
                 size = infos[index - base].num_messages
                 if cursor.ack_batch(index, mask_from_words(mid.ack_set, size), size):
                     done.append(index)
@@ -240,7 +249,11 @@ class Acknowledgements:
             upto = index - 1 if partial else index
             if upto >= 0:
                 self._up_to(upto)
-            if partial and cursor.ack_batch(index, mask_from_words(mid.ack_set, size), size):
+            if (
+                partial
+                and self._batch_index
+                and cursor.ack_batch(index, mask_from_words(mid.ack_set, size), size)
+            ):
                 self._settle((index,))
         return self._change(cursor.mark_delete != mark_delete, backlog - self.backlog())
 

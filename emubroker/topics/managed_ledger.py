@@ -158,6 +158,7 @@ class ManagedLedger:
         "_sizes",
         "_starts",
         "_tainted",
+        "_terminated",
         "_version",
         "base",
         "infos",
@@ -189,6 +190,7 @@ class ManagedLedger:
         self._created: list[float] = []
         self._first_live = 0  # segments before it were trimmed (deleted from the bookie)
         self._tainted = False
+        self._terminated = False  # ``terminate``: no entry is ever added again
         self._version = -1  # of the stored ledger list (-1: not stored yet)
         self._fenced = False
         self._lock = anyio.Lock()
@@ -295,9 +297,10 @@ class ManagedLedger:
             self.infos += infos
             self._sections += [None] * len(infos)
             self._evicted_below = self.count
+        self._terminated = stored.terminated
         if not self._starts:
             self._add_segment(await self._bookie.create_ledger(), base)
-        else:
+        elif not self._terminated:  # a terminated one takes no entry: no ledger to write to
             await self._rollover()
         logger.info("recovered managed ledger %s: %s entries", self._path, self.count)
 
@@ -581,6 +584,32 @@ class ManagedLedger:
         for column in (self._ledger_ids, self._starts, self._sizes, self._created):
             column.pop()
 
+    @property
+    def terminated(self) -> bool:
+        """Whether the managed ledger was terminated: it takes no entry any more."""
+        return self._terminated
+
+    async def terminate(self) -> tuple[int, int]:
+        """Take no entry any more (Pulsar's ``asyncTerminate``), persisted with the ledger list.
+
+        Appends in flight finish first; terminating again answers the same position.
+
+        Returns:
+            The last entry's ``(ledger_id, entry_id)``: :meth:`last_position`.
+
+        Raises:
+            MetadataStoreError: The ledger list could not be written.
+        """
+        async with self._lock:
+            if not self._terminated:
+                self._terminated = True
+                try:
+                    await self._persist()
+                except BaseException:
+                    self._terminated = False
+                    raise
+        return self.last_position()
+
     def _check_fenced(self) -> None:
         if self._fenced:
             raise ManagedLedgerFencedError(
@@ -604,13 +633,16 @@ class ManagedLedger:
                 LedgerRecord(
                     ledger_id=self._ledger_ids[k],
                     first_index=self._starts[k],
-                    entries=-1 if last else end - self._starts[k],
+                    # A terminated managed ledger's last ledger is complete: nothing to recover.
+                    entries=-1 if last and not self._terminated else end - self._starts[k],
                     size=self._sizes[k],
                 )
             )
         try:
             put = await self._metadata.put(
-                self._path, encode_info(ManagedLedgerInfo(records)), self._version
+                self._path,
+                encode_info(ManagedLedgerInfo(records, terminated=self._terminated)),
+                self._version,
             )
         except BadVersionError:
             self._fenced = True

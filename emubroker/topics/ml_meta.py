@@ -46,9 +46,16 @@ class LedgerRecord(msgspec.Struct, forbid_unknown_fields=False):
 
 
 class ManagedLedgerInfo(msgspec.Struct, forbid_unknown_fields=False):
-    """The live ledgers of a topic, oldest first (Pulsar's ``ManagedLedgerInfo``)."""
+    """The live ledgers of a topic, oldest first (Pulsar's ``ManagedLedgerInfo``).
+
+    Attributes:
+        ledgers: The live ledgers, oldest first.
+        terminated: The topic was terminated (Pulsar keeps ``terminatedPosition``): it takes
+            no entry any more, across unloads and restarts.
+    """
 
     ledgers: list[LedgerRecord]
+    terminated: bool = False
 
 
 class CursorInfo(msgspec.Struct, forbid_unknown_fields=False):

@@ -9,8 +9,9 @@ class of each type (spec/wire-protocol.md §7.1):
   on a partition the one at index ``partition % len(them)``; on a non-partitioned topic the one
   whose point follows the topic name's hash on a ring of ``FAILOVER_RING_POINTS`` points per
   consumer at ``hash(consumer_name + str(j))`` (Murmur3-32 masked to 31 bits). Every consumer
-  hears ACTIVE_CONSUMER_CHANGE when the active one changes, and a joining consumer always hears
-  its own state.
+  hears ACTIVE_CONSUMER_CHANGE when the active one changes (from the persistent subscription,
+  ``activeConsumerFailoverDelayTimeMillis`` later; Pulsar's non-persistent dispatcher never tells
+  a change), and a joining consumer that changes nothing hears its own state at once.
 * :class:`SharedPicker`: round-robin over consumers with permits.
 * :class:`KeySharedPicker`: the key's consumer from the selector (``keyshared``); consumers of
   one subscription must agree on the mode and on ``allowOutOfOrderDelivery``. AUTO_SPLIT without
@@ -128,6 +129,9 @@ class ConsumerPicker(ABC, Generic[M]):
     active: M | None = None
     """The one consumer a single-active-consumer type delivers to; None for the others."""
 
+    change_unannounced = False
+    """Failover: the active consumer changed and the consumers have not been told yet."""
+
     drains_hashes = False
     """Whether hashes that move away from a consumer drain first (``draining``)."""
 
@@ -180,6 +184,15 @@ class ConsumerPicker(ABC, Generic[M]):
     def permits(self) -> int:
         """The permits a read may be sized by (spec/pulsar-behaviour.md §1.2 step 1)."""
 
+    def announce_active(self) -> None:
+        """Tell every consumer whether it is the active one (ACTIVE_CONSUMER_CHANGE)."""
+        self.change_unannounced = False
+        active = self.active
+        if active is None:
+            return
+        for c in self._consumers:
+            c.sink.active_consumer_change(c.consumer_id, c is active)
+
     def owner(self, key_hash: int) -> M | None:
         """The consumer a Key_Shared hash is assigned to, whatever its permits."""
         del key_hash
@@ -227,9 +240,10 @@ class _SingleActivePicker(ConsumerPicker[M]):
                 joined.sink.active_consumer_change(joined.consumer_id, joined is active)
             return None
         old, self.active = self.active, active
-        if self.announces:
-            for c in consumers:
-                c.sink.active_consumer_change(c.consumer_id, c is active)
+        if self.announces and active is not None:
+            # Told later by the subscription (``announce_active``): Pulsar notifies a change
+            # activeConsumerFailoverDelayTimeMillis after it, so after the SUBSCRIBE's SUCCESS.
+            self.change_unannounced = True
         return old if old is not None and old in consumers else None
 
     def select(self, info: EntryInfo) -> M | None:

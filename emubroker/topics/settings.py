@@ -121,6 +121,12 @@ class TopicSettings:
     backlog_quota_default_limit_gb = _Key[float]("backlogQuotaDefaultLimitGB")
     backlog_quota_default_limit_second = _Key[int]("backlogQuotaDefaultLimitSecond")
     backlog_quota_default_retention_policy = _Key[str]("backlogQuotaDefaultRetentionPolicy")
+    active_consumer_failover_delay = _Key[float](
+        "activeConsumerFailoverDelayTimeMillis", lambda ms: ms / 1000, lambda s: round(s * 1000)
+    )
+    """Seconds after a Failover active-consumer change before its consumers hear of it."""
+    batch_index_acks = _Key[bool]("acknowledgmentAtBatchIndexLevelEnabled")
+    """A partly acknowledged batch keeps its acknowledged indexes (false: it comes back whole)."""
 
     def __init__(
         self, config: BrokerConfig | None = None, *, broker_id: int = 0, **overrides: Any

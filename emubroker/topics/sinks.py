@@ -56,6 +56,10 @@ class ConsumerSink(Protocol):
         """Queue an ACTIVE_CONSUMER_CHANGE (Failover subscriptions)."""
         ...
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        """Queue a REACHED_END_OF_TOPIC: the topic is terminated and everything is consumed."""
+        ...
+
 
 class ProducerSink(Protocol):
     """The session side of a producer."""

@@ -86,7 +86,7 @@ class Subscription:
         on_consumed: Callable[[], object] = lambda: None,
     ) -> None:
         self.name = name
-        self.acks = Acknowledgements(cursor, ledger)
+        self.acks = Acknowledgements(cursor, ledger, batch_index=settings.batch_index_acks)
         self.members: ConsumerSet[Consumer] = ConsumerSet(
             topic=topic,
             partition=partition,
@@ -101,7 +101,10 @@ class Subscription:
         self._on_consumed = on_consumed
         self._closed = False
         self._clock = clock
+        self._settings = settings
         self._counters = counters
+        self._tg: TaskGroup | None = None  # set by ``start``
+        self._announcing = False  # an ACTIVE_CONSUMER_CHANGE notice is scheduled
         # Epoch ms of the last FLOW of any consumer, and of the last ACK that moved the
         # mark-delete position (Pulsar's lastConsumedFlowTimestamp, lastMarkDeleteAdvanced...).
         self.last_flow = 0
@@ -122,7 +125,33 @@ class Subscription:
 
     def start(self, task_group: TaskGroup) -> None:
         """Start the dispatcher task."""
+        self._tg = task_group
         task_group.start_soon(self.dispatcher.run, name=f"dispatcher {self.name}")
+        self._announce_later()
+
+    def _announce_later(self) -> None:
+        """Tell a Failover active-consumer change after ``active_consumer_failover_delay``.
+
+        Pulsar's ``scheduleReadOnActiveConsumer`` notifies the consumers that long after the
+        change (at once for 0), so a joining consumer hears it after its SUCCESS (the Go client
+        drops a notice for a consumer it has not registered yet). One notice is pending at a
+        time, and it tells the consumers the active one of its own moment.
+        """
+        picker = self.members.picker
+        if not picker.change_unannounced or self._announcing:
+            return
+        delay = self._settings.active_consumer_failover_delay
+        if delay <= 0:
+            picker.announce_active()
+        elif self._tg is not None:
+            self._announcing = True
+            self._tg.start_soon(self._announce_after, delay)
+
+    async def _announce_after(self, delay: float) -> None:
+        await self._clock.sleep(delay)
+        self._announcing = False
+        if not self._closed:
+            self.members.picker.announce_active()
 
     @property
     def cursor(self) -> Cursor:
@@ -181,12 +210,14 @@ class Subscription:
         check_subscription_consumers(max_consumers, self.rules, len(self.consumers))
         consumer = Consumer(request, sink, self._counters.next_handle_key(), self)
         dispatcher.add_consumer(consumer, request.key_shared_meta)
+        self._announce_later()
         return consumer
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; its unacked entries become redeliverable (§7.7)."""
         consumer.closed = True
         self.dispatcher.remove_consumer(consumer, redeliver=True)
+        self._announce_later()
         if not self.durable and not self.consumers:
             self._end(deleted=False)
 
@@ -237,6 +268,9 @@ class Subscription:
         self.last_flow = consumer.last_flow
         consumer.permits += permits
         self.dispatcher.wake()
+        if self._ledger.terminated:
+            # Pulsar's dispatcher finds nothing more to read (NoMoreEntriesToRead).
+            self._check_end_of_topic()
 
     def resume_delivery(self, consumer: Consumer) -> None:
         """``consumer``'s connection drained: a dispatch round (the last ones skipped it)."""
@@ -260,6 +294,24 @@ class Subscription:
             self.last_mark_delete_advanced = now_ms
             if self.acks.cursor.mark_delete >= self._ledger.oldest_closed_last:
                 self._on_consumed()  # a whole ledger is consumed here: maybe by everyone
+        if self._ledger.terminated:
+            self._check_end_of_topic()
+
+    def topic_terminated(self) -> None:
+        """The topic was terminated: consumers that have consumed everything hear it now."""
+        self._check_end_of_topic()
+
+    def _check_end_of_topic(self) -> None:
+        """REACHED_END_OF_TOPIC to every consumer once nothing is left to acknowledge.
+
+        As Pulsar's ``PersistentSubscription`` (on termination and after each ack) and its
+        dispatchers (a read that finds no more entries): the backlog of a terminated topic is
+        empty, so no message will ever come again.
+        """
+        if self.acks.backlog():
+            return
+        for consumer in self.consumers:
+            consumer.sink.reached_end_of_topic(consumer.consumer_id)
 
     def redeliver(self, consumer: Consumer, ids: Sequence[MessageIdData] | None) -> None:
         """Redeliver entries pending on ``consumer`` (all of them when ``ids`` is empty)."""

@@ -32,6 +32,8 @@ from protocol.commands import InitialPosition
 from protocol.errors import (
     NotAllowedError,
     PersistenceError,
+    ProducerBusyError,
+    TopicTerminatedError,
 )
 from protocol.framing import payload_sections
 from protocol.ids import is_latest
@@ -185,7 +187,37 @@ class Topic(TopicBase[Subscription]):
 
     # ---- producers ----------------------------------------------------------------------------
 
+    @property
+    def terminated(self) -> bool:
+        """Whether the topic was terminated (``terminate``): it takes no message any more."""
+        return self._state.ledger.terminated
+
+    async def terminate(self) -> tuple[int, int]:
+        """Take no message any more (``POST .../terminate``, ``PersistentTopic.terminate``).
+
+        The managed ledger is terminated (persisted, so it outlives unloads and restarts), every
+        producer is disconnected (its client's PRODUCER is then refused, ``TopicTerminated``)
+        and consumers that consumed everything hear REACHED_END_OF_TOPIC. Terminating again
+        answers the same position.
+
+        Returns:
+            The last entry's ``(ledger_id, entry_id)`` (``entry_id`` -1 for an empty topic).
+
+        Raises:
+            ServiceNotReadyError: The topic is being unloaded.
+            MetadataStoreError: The ledger list could not be written.
+        """
+        self._check_open()
+        position = await self._state.ledger.terminate()
+        self._producers.disconnect_all()
+        for sub in list(self._subs.values()):
+            sub.topic_terminated()
+        return position
+
     async def _admitting(self) -> None:
+        if self._state.ledger.terminated:
+            # AbstractTopic.addProducer refuses a terminated topic's producers.
+            raise TopicTerminatedError("Topic was already terminated")
         if self._quotas is not None:
             self._quotas.check_producer(self)  # ``backlog_quota`` rule 3
         # The namespace's deduplication switch is read as producers attach (``dedup``).
@@ -341,6 +373,7 @@ class Topic(TopicBase[Subscription]):
             NotAllowedError: Durable/non-durable clash, a compacted read on a type that has
                 none, or the subscription limit reached.
             ConsumerAssignError: Key_Shared STICKY range conflict.
+            ProducerBusyError: A blank subscription name (Pulsar's code for it).
             ServiceNotReadyError: The topic is being unloaded.
         """
         self._check_open()
@@ -352,6 +385,10 @@ class Topic(TopicBase[Subscription]):
             raise NotAllowedError(
                 "readCompacted only allowed on failover or exclusive subscriptions"
             )
+        if not name.strip():
+            # PersistentTopic.subscribe: a blank name is a NamingException, which Pulsar's
+            # getClientErrorCode answers as ProducerBusy (non-persistent topics do not check).
+            raise ProducerBusyError("Empty subscription name")
         sub = self._subs.get(name)
         created = sub is None
         if sub is None:

@@ -145,6 +145,11 @@ CONF
         -d "{\"serviceUrl\":\"$admin\",\"brokerServiceUrl\":\"$service\"}" || true
     curl "${auth[@]}" -X PUT "$admin/admin/v2/tenants/public" -d '{"allowedClusters":["standalone"]}'
     curl "${auth[@]}" -X PUT "$admin/admin/v2/namespaces/public/default" -d '{}'
+    # And, as Pulsar's standalone, the system namespace (emubroker's bootstrap does not create
+    # it): a transactional client looks up its coordinator topic there (no coordinator: 0
+    # partitions, TransactionCoordinatorClientException).
+    curl "${auth[@]}" -X PUT "$admin/admin/v2/tenants/pulsar" -d '{"allowedClusters":["standalone"]}'
+    curl "${auth[@]}" -X PUT "$admin/admin/v2/namespaces/pulsar/system" -d '{}'
     local rc=0
     run_tests standalone -Demubroker.mode=standalone -Demubroker.serviceUrl="$service" \
         -Demubroker.adminUrl="$admin" -Demubroker.tlsServiceUrl="$tls_service" \
@@ -171,6 +176,12 @@ run_cluster() {
     service="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["service_url"])' "$ready")"
     admins="$(python3 -c 'import json,sys; print(",".join(b["admin_url"] for b in json.loads(sys.argv[1])["brokers"]))' "$ready")"
     echo "emubroker cluster ready: service $service admin $admins"
+    # As Pulsar's cluster set-up (initialize-cluster-metadata), the system namespace, which
+    # emubroker's bootstrap does not create: a transactional client looks up its coordinator there.
+    local first="${admins%%,*}"
+    curl -fsS -H "Content-Type: application/json" -X PUT "$first/admin/v2/tenants/pulsar" \
+        -d '{"allowedClusters":["standalone"]}'
+    curl -fsS -H "Content-Type: application/json" -X PUT "$first/admin/v2/namespaces/pulsar/system" -d '{}'
     local rc=0
     run_tests cluster -Demubroker.mode=cluster -Demubroker.serviceUrl="$service" \
         -Demubroker.adminUrl="$admins" -Demubroker.runDir="$dir/run" || rc=$?

@@ -154,6 +154,9 @@ class ClientConnection:
             c.Ping: self._on_ping,
             c.Pong: _ignore,
             c.ActiveConsumerChange: self._on_active_consumer_change,
+            # A terminated topic's consumer: nothing more will come, which our consumers
+            # already see as silence.
+            c.ReachedEndOfTopic: _ignore,
         }
         for response in _RESPONSE_KIND:
             self._dispatch_table[response] = self._on_response

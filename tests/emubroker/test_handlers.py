@@ -455,6 +455,45 @@ async def test_subscribe_errors_are_error_replies(conns: Connections) -> None:
     assert (reply.request_id, reply.error) == (3, ServerError.ConsumerBusy)
 
 
+@pytest.mark.parametrize("name", ["", "  "])
+async def test_subscribe_with_a_blank_subscription_name_is_refused(
+    conns: Connections, name: str
+) -> None:
+    # Pulsar's PersistentTopic.subscribe: NamingException, answered as ProducerBusy.
+    client = await conns.open()
+    await client.send(
+        c.Subscribe(
+            topic=TOPIC, subscription=name, sub_type=c.SubType.SHARED, consumer_id=1, request_id=5
+        )
+    )
+    assert await client.receive_command() == c.Error(
+        request_id=5, error=ServerError.ProducerBusy, message="Empty subscription name"
+    )
+
+
+async def test_transaction_requests_are_refused_as_without_a_coordinator(
+    conns: Connections,
+) -> None:
+    # transactionCoordinatorEnabled=false, Pulsar's default: ServerCnx answers every
+    # coordinator request with ERROR NotAllowed, and the connection stays.
+    client = await conns.open()
+    requests = [
+        c.TcClientConnectRequest(request_id=1, tc_id=0),
+        c.NewTxn(request_id=2, txn_ttl_seconds=60),
+        c.AddPartitionToTxn(request_id=3, txnid_most_bits=0, txnid_least_bits=1),
+        c.AddSubscriptionToTxn(request_id=4, txnid_least_bits=1),
+        c.EndTxn(request_id=5, txnid_least_bits=1),
+    ]
+    for request in requests:
+        await client.send(request)
+        assert await client.receive_command() == c.Error(
+            request_id=request.request_id,
+            error=ServerError.NotAllowedError,
+            message="Transactions are not enabled.",
+        )
+    await create_producer(client)
+
+
 async def test_last_message_id_for_empty_partition_and_batched_entries(
     broker: Broker, conns: Connections
 ) -> None:

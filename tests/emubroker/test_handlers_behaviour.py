@@ -327,16 +327,59 @@ async def test_a_subscribe_refused_for_its_schema_leaves_nothing_behind(
     assert topic.consumer_count == 1
 
 
-async def test_get_or_create_schema_is_refused_without_breaking_the_connection(
+async def test_get_or_create_schema_registers_as_a_producer_would(conns: Connections) -> None:
+    # A multi-schema producer (Go, Java) asks for each new schema on its topic (Pulsar's
+    # ServerCnx.handleGetOrCreateSchema): the version, or the compatibility check's error.
+    client = await conns.open()
+    await create_producer(client, producer_id=1, schema=V1)
+    asks = [
+        (V1, c.GetOrCreateSchemaResponse(request_id=1, schema_version=bytes(8))),
+        (V2, c.GetOrCreateSchemaResponse(request_id=2, schema_version=(1).to_bytes(8, "big"))),
+        (
+            c.Schema(name="none", schema_data=b"", type=c.SchemaType.NONE),
+            c.GetOrCreateSchemaResponse(request_id=3, schema_version=b""),
+        ),
+    ]
+    for schema, expected in asks:
+        await client.send(
+            c.GetOrCreateSchema(request_id=expected.request_id, topic=TOPIC, schema=schema)
+        )
+        assert await client.receive_command() == expected
+    await client.send(c.GetOrCreateSchema(request_id=4, topic=TOPIC, schema=NO_DEFAULT))
+    refused = await client.receive_command()
+    assert isinstance(refused, c.GetOrCreateSchemaResponse), refused
+    assert (refused.request_id, refused.error_code) == (4, ServerError.IncompatibleSchema)
+    assert refused.schema_version is None
+
+
+async def test_a_producer_with_a_none_schema_registers_it(conns: Connections) -> None:
+    # The Go client's bytes schema is type NONE; Pulsar's handleProducer registers it (version
+    # 0), so its messages carry that version and a consumer's GET_SCHEMA finds it.
+    client = await conns.open()
+    none = c.Schema(name="bytes", schema_data=b"", type=c.SchemaType.NONE)
+    assert (await create_producer(client, producer_id=1, schema=none)).schema_version == bytes(8)
+    await client.send(c.GetSchema(request_id=7, topic=TOPIC, schema_version=bytes(8)))
+    found = await client.receive_command()
+    assert isinstance(found, c.GetSchemaResponse), found
+    assert found.schema is not None
+    assert found.schema.type is c.SchemaType.NONE
+
+
+async def test_get_or_create_schema_of_a_missing_topic_is_topic_not_found(
     conns: Connections,
 ) -> None:
     client = await conns.open()
-    await client.send(c.GetOrCreateSchema(request_id=1, topic=TOPIC, schema=V1))
-    refused = await client.receive_command()
-    assert isinstance(refused, c.Error)
-    assert (refused.request_id, refused.error) == (1, ServerError.NotAllowedError)
-    # The connection still serves requests.
-    assert (await create_producer(client, producer_id=1, schema=V1)).schema_version == bytes(8)
+    missing = TOPIC + "-missing"
+    await client.send(c.GetOrCreateSchema(request_id=1, topic=missing, schema=V1))
+    assert await client.receive_command() == c.GetOrCreateSchemaResponse(
+        request_id=1,
+        error_code=ServerError.TopicNotFound,
+        error_message=f"Topic not found {missing}",
+    )
+    # Nothing was created: the topic's first producer registers V1 as version 0.
+    assert (
+        await create_producer(client, topic=missing, producer_id=1, schema=V1)
+    ).schema_version == bytes(8)
 
 
 async def test_schema_validation_enforced_refuses_producers_without_schema(

@@ -342,8 +342,8 @@ def test_missing_required_nested_field_raises_remote_protocol_error() -> None:
 @pytest.mark.parametrize(
     "type_number",
     [
-        27,  # REACHED_END_OF_TOPIC: in the proto's enum, not a command we speak
-        50,  # NEW_TXN: not even in our proto's enum
+        51,  # NEW_TXN_RESPONSE: a coordinator's answer, not in our proto's enum
+        63,  # TC_CLIENT_CONNECT_RESPONSE
         64,  # WATCH_TOPIC_LIST
     ],
 )
@@ -481,6 +481,12 @@ SPEC_TYPE_NUMBERS: dict[type[c.Record], int] = {
     c.GetOrCreateSchemaResponse: 40,
     c.AuthChallenge: 36,
     c.AuthResponse: 37,
+    c.ReachedEndOfTopic: 27,
+    c.NewTxn: 50,
+    c.AddPartitionToTxn: 52,
+    c.AddSubscriptionToTxn: 54,
+    c.EndTxn: 56,
+    c.TcClientConnectRequest: 62,
 }
 
 

@@ -59,6 +59,8 @@ CLIENT_ACCEPTS: frozenset[type[c.Record]] = frozenset(
         c.GetLastMessageIdResponse,
         c.GetTopicsOfNamespaceResponse,
         c.GetSchemaResponse,
+        c.GetOrCreateSchemaResponse,
+        c.ReachedEndOfTopic,
         c.AckResponse,
     }
 )
@@ -85,6 +87,11 @@ BROKER_ACCEPTS: frozenset[type[c.Record]] = frozenset(
         c.ConsumerStats,
         c.GetSchema,
         c.GetOrCreateSchema,
+        c.TcClientConnectRequest,
+        c.NewTxn,
+        c.AddPartitionToTxn,
+        c.AddSubscriptionToTxn,
+        c.EndTxn,
     }
 )
 ACCEPTS = {Role.CLIENT: CLIENT_ACCEPTS, Role.BROKER: BROKER_ACCEPTS}

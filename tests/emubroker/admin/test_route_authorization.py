@@ -191,6 +191,8 @@ TABLE: Final = [
     Route("PUT", f"{T}/unload", TA),
     Route("PUT", f"{T}/compaction", TA),
     Route("GET", f"{T}/compaction", TA),
+    Route("POST", f"{T}/terminate", TA),
+    Route("POST", f"{T}/terminate/partitions", TA),
     Route("GET", f"{T}/subscriptions", CO),
     Route("PUT", SUB, CO),
     Route("DELETE", SUB, CO),

@@ -57,6 +57,7 @@ class FakeConsumerSink:
     messages: list[Delivery] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
     active_changes: list[tuple[int, bool]] = field(default_factory=list)
+    ended: list[int] = field(default_factory=list)
     writable: bool = True
 
     def send_message(
@@ -80,6 +81,9 @@ class FakeConsumerSink:
 
     def active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         self.active_changes.append((consumer_id, is_active))
+
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        self.ended.append(consumer_id)
 
     @property
     def entry_ids(self) -> list[int]:

@@ -82,7 +82,7 @@ async def test_cumulative_ack_and_reader_style_odd_ids_are_safe() -> None:
 
 
 async def test_batch_index_acks_redeliver_only_the_rest() -> None:
-    async with open_service() as service:
+    async with open_service(batch_index_acks=True) as service:
         _, _, ids, sink, consumer = await _setup(service, 1, batch=4)
         ledger = ids[0][0]
         # Client acks messages 0 and 2: the ack_set is the bitmap of those NOT acked.
@@ -98,7 +98,7 @@ async def test_batch_index_acks_redeliver_only_the_rest() -> None:
 
 
 async def test_cumulative_ack_inside_a_batch_acks_the_entry_partly() -> None:
-    async with open_service() as service:
+    async with open_service(batch_index_acks=True) as service:
         _, _, ids, sink, consumer = await _setup(service, 2, batch=3)
         ledger = ids[0][0]
         consumer.ack(AckType.CUMULATIVE, [mid(ledger, 1, ack_set_of([2], 3))])
@@ -108,6 +108,24 @@ async def test_cumulative_ack_inside_a_batch_acks_the_entry_partly() -> None:
         assert [(m.entry_id, set(indexes_of(m.ack_set, 3))) for m in sink.messages[2:]] == [
             (1, {2})
         ]
+
+
+async def test_without_batch_index_acks_a_partly_acked_batch_comes_back_whole() -> None:
+    # acknowledgmentAtBatchIndexLevelEnabled=false (Pulsar 4.0's default): the cursor keeps no
+    # batch masks, so an individual ack with an ack_set changes nothing, and a cumulative one
+    # inside a batch covers the entries before it only.
+    async with open_service() as service:
+        _, _, ids, sink, consumer = await _setup(service, 2, batch=4)
+        ledger = ids[0][0]
+        consumer.ack(AckType.INDIVIDUAL, [mid(ledger, 0, ack_set_of([1, 3], 4))])
+        consumer.ack(AckType.INDIVIDUAL, [mid(ledger, 1, ack_set_of([], 4))])
+        consumer.ack(AckType.CUMULATIVE, [mid(ledger, 1, ack_set_of([3], 4))])
+        assert consumer.last_message_id()[1] == (ledger, 0)
+        consumer.redeliver(None)
+        await settle()
+        assert [(m.entry_id, m.ack_set) for m in sink.messages[2:]] == [(1, ())]
+        consumer.ack(AckType.INDIVIDUAL, [mid(ledger, 1)])  # the whole entry, no ack_set
+        assert consumer.last_message_id()[1] == (ledger, 1)
 
 
 async def test_three_negative_acks_give_redelivery_count_three() -> None:

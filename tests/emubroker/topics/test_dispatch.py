@@ -4,6 +4,7 @@ import pytest
 
 from emubroker.topics.keyshared import HASH_RANGE_SIZE, sticky_key_hash
 from emubroker.topics.pickers import FAILOVER_RING_POINTS, failover_ring_pick
+from protocol.clock import FakeClock
 from protocol.commands import AckType, IntRange, KeySharedMeta, KeySharedMode, SubType
 from protocol.errors import ConsumerAssignError, ConsumerBusyError, NotAllowedError
 from tests.emubroker.topics.helpers import (
@@ -149,7 +150,8 @@ async def test_a_blocked_consumer_unblocks_at_half_the_limit_or_on_redelivery() 
 
 
 async def test_failover_picks_by_the_topic_ring_then_priority_and_notifies() -> None:
-    async with open_service() as service:
+    # Notices at once (activeConsumerFailoverDelayTimeMillis=0): the picks, not the timing.
+    async with open_service(active_consumer_failover_delay=0) as service:
         name = topic_name()
         topic = await service.get_topic(name)
         producer = await add_producer(topic)
@@ -192,6 +194,43 @@ async def test_failover_picks_by_the_topic_ring_then_priority_and_notifies() -> 
         assert sinks[winner].active_changes[-1] == (ids[winner], True)
 
 
+async def test_failover_change_is_told_after_the_delay_and_a_no_change_join_at_once() -> None:
+    # Pulsar's scheduleReadOnActiveConsumer: a change of the active consumer is told
+    # activeConsumerFailoverDelayTimeMillis (1 s) later, so after the SUBSCRIBE's SUCCESS; a
+    # consumer whose join changes nothing hears its state at once (addConsumer).
+    clock = FakeClock()
+    async with open_service(clock) as service:
+        await service.create_partitioned_topic(topic_name("fd"), 2)
+        topic = await service.get_topic(topic_name("fd-partition-0"))
+        first, second = FakeConsumerSink(), FakeConsumerSink()
+        await subscribe(topic, first, consumer_id=1, consumer_name="a", sub_type=SubType.FAILOVER)
+        await settle()
+        assert first.active_changes == []
+        await clock.advance(0.9)
+        assert first.active_changes == []
+        await clock.advance(0.1)
+        assert first.active_changes == [(1, True)]
+        # Partition 0 of two consumers "a" and "b" stays with "a": b hears at once.
+        await subscribe(topic, second, consumer_id=2, consumer_name="b", sub_type=SubType.FAILOVER)
+        assert second.active_changes == [(2, False)]
+        # A better priority level takes over: both hear it a second later, once.
+        third = FakeConsumerSink()
+        await subscribe(
+            topic,
+            third,
+            consumer_id=3,
+            consumer_name="c",
+            sub_type=SubType.FAILOVER,
+            priority_level=-1,
+        )
+        await settle()
+        assert third.active_changes == []
+        await clock.advance(1.0)
+        assert first.active_changes == [(1, True), (1, False)]
+        assert second.active_changes == [(2, False), (2, False)]
+        assert third.active_changes == [(3, True)]
+
+
 def test_failover_ring_spreads_topics_over_consumers_by_name() -> None:
     names = ["a", "b", "c"]
     picks = [failover_ring_pick(f"persistent://public/default/t{i}", names) for i in range(300)]
@@ -219,7 +258,7 @@ def test_failover_ring_follows_pulsars_ring_lookup() -> None:
 
 
 async def test_failover_on_a_partition_uses_partition_modulo_consumers() -> None:
-    async with open_service() as service:
+    async with open_service(active_consumer_failover_delay=0) as service:
         await service.create_partitioned_topic(topic_name("fp"), 4)
         topic = await service.get_topic(topic_name("fp-partition-3"))
         sinks = {}

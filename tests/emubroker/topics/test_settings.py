@@ -15,7 +15,7 @@ def _attributes() -> dict[str, _Key[object]]:
 def test_every_setting_reads_a_broker_config_key() -> None:
     keys = {f.name for f in msgspec.structs.fields(BrokerConfig)}
     assert {key.key for key in _attributes().values()} <= keys
-    assert len(_attributes()) == 30  # and broker_id, which is no config key
+    assert len(_attributes()) == 32  # and broker_id, which is no config key
 
 
 def test_defaults_are_pulsars_but_ledgers_roll_over_at_any_age() -> None:

@@ -22,7 +22,6 @@ import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 class SubscriptionTest {
@@ -173,9 +172,6 @@ class SubscriptionTest {
      * comes back whole or not at all (both observed against Pulsar 4.0.7 standalone), never the
      * five unacknowledged messages alone.
      */
-    @Disabled("emubroker always acknowledges at batch-index level (as Pulsar with "
-            + "acknowledgmentAtBatchIndexLevelEnabled=true) and redelivers exactly m1, m3, m5, m7, m9; "
-            + "Pulsar's default (false) tracks whole entries")
     @Test
     void batchIndexAckOnABrokerWithoutBatchIndexLevelAcksTheWholeEntry() throws Exception {
         String topic = Judge.topic("ack-batch-index");

@@ -11,7 +11,6 @@ import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.TableView;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 class TableViewTransactionTest {
@@ -59,9 +58,6 @@ class TableViewTransactionTest {
     }
 
     /** What Pulsar 4.0.7 standalone answers (observed): the coordinator client's own error. */
-    @Disabled("emubroker has no pulsar/system namespace and no TC_CLIENT_CONNECT command: the "
-            + "client fails on the lookup of transaction_coordinator_assign with "
-            + "TopicDoesNotExistException (Namespace pulsar/system not found) instead")
     @Test
     void theFailureSaysTheCoordinatorIsNotEnabled() {
         PulsarClientException e = assertThrows(PulsarClientException.class, () -> {
