@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 import loadgen
+from emubroker.traceschema.loadgen import SCHEMA_VERSION, EventRecord
 from loadgen.aggregate import Aggregator
 from loadgen.checks import CheckReport, merge_checks
 from loadgen.control import ClusterLayout
 from loadgen.durations import enc_hook
 from loadgen.report import check_lines, final_lines, omb_result
-from loadgen.trace.schema import SCHEMA_VERSION, EventRecord
 from loadgen.trace.writer import TableWriter
 from protocol.client import normalize_topic
 

@@ -32,6 +32,7 @@ import msgspec
 from rich.console import Console
 from rich.live import Live
 
+from emubroker.traceschema.loadgen import EventRecord
 from loadgen.aggregate import Aggregator, GroupInfo
 from loadgen.control import AdminRest, ClusterControl, ClusterLayout, ControlError
 from loadgen.durations import enc_hook
@@ -69,7 +70,6 @@ from loadgen.report import dashboard, perf_lines
 from loadgen.results import RunResult, write_results
 from loadgen.scenario import Scenario
 from loadgen.topics import TopicsError, prepare_topics
-from loadgen.trace.schema import EventRecord
 from loadgen.trace.writer import TableWriter
 from protocol.client import Connector, normalize_topic
 from protocol.clock import AnyioClock, Clock
