@@ -7,20 +7,17 @@ names (``my-topic``, ``tenant/ns/my-topic``, ``non-persistent://tenant/ns/my-top
 answers are printed pretty; successful writes print nothing. A failed call prints
 ``error: <status> <phrase>: <reason>`` to stderr and exits 1; usage errors exit 2.
 
-It talks HTTP with the standard library (``urllib``): the CLI is a short synchronous process, so
-an event loop would add nothing.
+It calls the admin API through ``emubroker.adminclient``'s synchronous client (``urllib``): the
+CLI is a short synchronous process, so an event loop would add nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import http
 import json
 import re
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import TYPE_CHECKING, Any, Final
 
 from emubroker.admin_cli_bundles import split_bundle_command
@@ -36,12 +33,13 @@ from emubroker.admin_cli_security import (
     permission_commands,
     tokens_commands,
 )
+from emubroker.adminclient import AdminClient, AdminError, dispatch_rate_path
+from emubroker.adminclient.paths import path as admin_path
 from emubroker.auth import SecurityConfigError
 from emubroker.naming import InvalidNameError, NamespaceName, TopicName
 from protocol.clock import AnyioClock
 
 if TYPE_CHECKING:
-    import ssl
     from collections.abc import Sequence
 
 __all__ = [
@@ -55,12 +53,6 @@ __all__ = [
 ]
 
 DEFAULT_ADMIN_URL: Final = "http://localhost:8080"
-TIMEOUT: Final = 30.0
-"""Seconds an admin call may take before the CLI gives up (they take milliseconds)."""
-MAX_REDIRECTS: Final = 5
-"""Redirects (307/308 to the owning broker) a call follows before giving up."""
-_REDIRECTS: Final = frozenset({307, 308})
-
 # pulsar-admin's RelativeTimeUtil: a signed count, then an optional unit (seconds by default).
 _DURATION: Final = re.compile(r"([+-]?\d+)([smhdwy]?)", re.IGNORECASE)
 _UNIT_SECONDS: Final = {
@@ -72,97 +64,6 @@ _UNIT_SECONDS: Final = {
     "w": 7 * 86400,
     "y": 365 * 86400,
 }
-
-
-class AdminError(Exception):
-    """A failed admin call, printed as ``error: <message>``."""
-
-
-class AdminClient:
-    """Minimal synchronous client of the admin REST API.
-
-    Args:
-        base_url: ``http://host:port`` (or ``https://``) of the broker's admin API.
-        headers: Sent with every request (``Authorization``).
-        ssl_context: For ``https://`` URLs.
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        headers: dict[str, str] | None = None,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._headers = headers or {}
-        self._ssl_context = ssl_context
-
-    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None) -> Any:
-        """One request; returns the decoded JSON answer, the text answer, or None (204).
-
-        Raises:
-            AdminError: The broker answered an error, or could not be reached.
-        """
-        data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-        headers, payload = self._send(method, path, data)
-        if not payload:
-            return None
-        if "json" in headers.get("Content-Type", ""):
-            return json.loads(payload)
-        return payload.decode("utf-8", "replace")
-
-    def message(self, path: str) -> tuple[dict[str, str], bytes]:
-        """GET one stored message: its ``X-Pulsar-*`` headers (in order) and its payload bytes.
-
-        Raises:
-            AdminError: The broker answered an error, or could not be reached.
-        """
-        headers, payload = self._send("GET", path, None)
-        return {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}, payload
-
-    def _send(self, method: str, path: str, data: bytes | None) -> tuple[Any, bytes]:
-        url = self.base_url + path
-        for _ in range(MAX_REDIRECTS + 1):
-            request = urllib.request.Request(
-                url,
-                data=data,
-                method=method,
-                headers={
-                    "Content-Type": "application/json",
-                    "Accept": "application/json",
-                    **self._headers,
-                },
-            )
-            try:
-                with urllib.request.urlopen(
-                    request, timeout=TIMEOUT, context=self._ssl_context
-                ) as response:
-                    return response.headers, response.read()
-            except urllib.error.HTTPError as exc:
-                location = exc.headers.get("Location")
-                if exc.code in _REDIRECTS and location:
-                    # Another broker owns what the call is about (a bundle, a topic): urllib
-                    # follows only GET redirects, pulsar-admin follows every method.
-                    url = urllib.parse.urljoin(url, location)
-                    continue
-                raise AdminError(_describe(exc.code, exc.read())) from None
-            except (urllib.error.URLError, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
-                raise AdminError(f"cannot reach {self.base_url}: {reason}") from None
-        raise AdminError(f"more than {MAX_REDIRECTS} redirects from {self.base_url + path}")
-
-
-def _describe(status: int, body: bytes) -> str:
-    try:
-        phrase = http.HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "Error"
-    try:
-        reason = json.loads(body)["reason"]
-    except (ValueError, KeyError, TypeError):
-        reason = body.decode("utf-8", "replace").strip()
-    return f"{status} {phrase}: {reason}" if reason else f"{status} {phrase}"
 
 
 # ---- argument helpers ---------------------------------------------------------------------------
@@ -178,9 +79,7 @@ def topic_admin_path(name: str) -> str:
         topic = TopicName.parse(name)
     except InvalidNameError as exc:
         raise AdminError(f"invalid topic name: {exc}") from None
-    ns = topic.namespace
-    parts = (topic.domain.value, ns.tenant, ns.local, topic.local_name)
-    return "/admin/v2/" + "/".join(_quote(p) for p in parts)
+    return admin_path("topic", topic=str(topic))
 
 
 def namespace_admin_path(name: str) -> str:
@@ -189,7 +88,12 @@ def namespace_admin_path(name: str) -> str:
         namespace = NamespaceName.parse(name)
     except InvalidNameError as exc:
         raise AdminError(f"invalid namespace name: {exc}") from None
-    return f"/admin/v2/namespaces/{_quote(namespace.tenant)}/{_quote(namespace.local)}"
+    return admin_path("namespace", namespace=str(namespace))
+
+
+def _namespace_name(name: str) -> str:
+    namespace_admin_path(name)  # refuses an invalid name
+    return str(NamespaceName.parse(name))
 
 
 def _csv(value: str | None) -> list[str]:
@@ -403,9 +307,9 @@ def _count_limit_commands(sub: Any) -> None:
 
 def _dispatch_rate_commands(sub: Any) -> None:
     # pulsar-admin namespaces {set,get,remove}-{,subscription-}dispatch-rate, same flags.
-    for kind, suffix in (
-        ("dispatch-rate", "/dispatchRate"),
-        ("subscription-dispatch-rate", "/subscriptionDispatchRate"),
+    for kind, scope, suffix in (
+        ("dispatch-rate", "namespace", "/dispatchRate"),
+        ("subscription-dispatch-rate", "namespace_subscription", "/subscriptionDispatchRate"),
     ):
         cmd = sub.add_parser(f"set-{kind}", help=f"set the namespace's {kind.replace('-', ' ')}")
         cmd.add_argument("namespace", help="tenant/namespace")
@@ -414,9 +318,9 @@ def _dispatch_rate_commands(sub: Any) -> None:
         cmd.add_argument("-dt", "--dispatch-rate-period", type=int, default=1)
         cmd.add_argument("-rp", "--relative-to-publish-rate", action="store_true")
         cmd.set_defaults(
-            run=lambda c, a, s=suffix: c.call(
+            run=lambda c, a, scope=scope: c.call(
                 "POST",
-                namespace_admin_path(a.namespace) + s,
+                dispatch_rate_path(scope, _namespace_name(a.namespace)),
                 {
                     "dispatchThrottlingRateInMsg": a.msg_dispatch_rate,
                     "dispatchThrottlingRateInByte": a.byte_dispatch_rate,

@@ -14,11 +14,10 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import urllib.parse
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from emubroker.admin_cli import AdminClient, AdminError
-from emubroker.naming import TopicName
+from emubroker.adminclient import AdminClient, AdminError, dispatch_rate_path, path
+from emubroker.naming import NamespaceName, TopicName
 from emubroker.testing.errors import (
     ClusterAdminError,
     ClusterStoppedError,
@@ -91,7 +90,7 @@ class PulsarCluster:
         Raises:
             ClusterAdminError: No leader is known right now.
         """
-        answer = self.admin("GET", "/admin/v2/brokers/leaderBroker")
+        answer = self.admin("GET", path("brokers.leader"))
         return self.broker(answer["brokerId"])
 
     def broker(self, ref: BrokerHandle | int | str) -> BrokerHandle:
@@ -124,12 +123,16 @@ class PulsarCluster:
         target = parse_target(topic)
         if not isinstance(target, Topic):
             raise ValueError(f"{topic!r} is not a topic name")
-        bundle_range = self.admin("GET", f"{target.lookup_path}/bundle")
+        bundle_range = self.admin(
+            "GET", path("topic.bundle", topic=str(TopicName.parse(target.name)))
+        )
         return Bundle(str(TopicName.parse(target.name).namespace), str(bundle_range).strip())
 
     def bundles(self, namespace: str) -> list[Bundle]:
         """The namespace's bundles, lowest range first (``GET .../bundles``)."""
-        answer = self.admin("GET", f"{Namespace(namespace).path}/bundles")
+        answer = self.admin(
+            "GET", path("namespace.bundles", namespace=str(NamespaceName.parse(namespace)))
+        )
         bounds = answer["boundaries"]
         return [Bundle(namespace, f"{lo}_{hi}") for lo, hi in itertools.pairwise(bounds)]
 
@@ -146,17 +149,18 @@ class PulsarCluster:
         destination = None if to is None else self.broker(to).id
         match parsed:
             case Topic() if destination is None:
-                self.admin("PUT", f"{parsed.path}/unload")
+                self.admin("PUT", path("topic.unload", topic=str(TopicName.parse(parsed.name))))
             case Topic():
                 self.unload(self.bundle_of(parsed.name), to=destination)
             case Namespace() if destination is None:
-                self.admin("PUT", f"{parsed.path}/unload")
+                self.admin("PUT", path("namespace.unload", namespace=parsed.name))
             case Namespace():
                 for bundle in self.bundles(parsed.name):
                     if self._owner_of_bundle(bundle) is not None:
                         self.unload(bundle, to=destination)
             case Bundle():
-                self.admin("PUT", f"{parsed.path}/unload{query(destinationBroker=destination)}")
+                unload = path("bundle.unload", namespace=parsed.namespace, bundle=parsed.range)
+                self.admin("PUT", unload + query(destinationBroker=destination))
 
     def split(
         self,
@@ -180,7 +184,8 @@ class PulsarCluster:
         if not isinstance(parsed, Bundle):
             raise ValueError(f"{bundle!r} is not a bundle (tenant/namespace/0x..._0x...)")
         params = query(unload=str(unload).lower(), splitAlgorithmName=algorithm)
-        self.admin("PUT", f"{parsed.path}/split{params}", boundaries)
+        split = path("bundle.split", namespace=parsed.namespace, bundle=parsed.range)
+        self.admin("PUT", split + params, boundaries)
 
     # ---- brokers come and go -----------------------------------------------------------------
 
@@ -241,7 +246,7 @@ class PulsarCluster:
     def set_config(self, key: str, value: object) -> None:
         """Set a dynamic configuration key on every broker (``brokers update-dynamic-config``)."""
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        self.admin("POST", f"/admin/v2/brokers/configuration/{key}/{text}")
+        self.admin("POST", path("brokers.dynamic_config", key=key, value=text))
 
     def admin(
         self, method: str, path: str, body: Any = None, *, at: BrokerHandle | None = None
@@ -293,9 +298,7 @@ class PulsarCluster:
             seen.clear()
             for b in self.running:
                 try:
-                    seen[b.id] = self.admin("GET", "/admin/v2/brokers/leaderBroker", at=b)[
-                        "brokerId"
-                    ]
+                    seen[b.id] = self.admin("GET", path("brokers.leader"), at=b)["brokerId"]
                 except ClusterAdminError as exc:
                     seen[b.id] = str(exc).rsplit(": ", 1)[-1]
             ids = set(seen.values())
@@ -348,8 +351,8 @@ class PulsarCluster:
 
     def _owner_of_bundle(self, bundle: Bundle) -> BrokerHandle | None:
         for b in self.running:
-            path = f"/admin/v2/brokers/{self._cluster_name}/{b.id}/ownedNamespaces"
-            if str(bundle) in self.admin("GET", path, at=b):
+            owned = path("brokers.owned_namespaces", cluster=self._cluster_name, broker=b.id)
+            if str(bundle) in self.admin("GET", owned, at=b):
                 return b
         return None
 
@@ -381,15 +384,15 @@ def _dispatch_rate_path(
 ) -> str:
     match level, target:
         case "namespace", Namespace():
-            return f"{target.path}/dispatchRate"
+            return dispatch_rate_path("namespace", target.name)
         case "topic", Topic():
-            return f"{target.path}/dispatchRate"
+            return dispatch_rate_path("topic", target.name)
         case "subscription", Namespace() if subscription is None:
-            return f"{target.path}/subscriptionDispatchRate"
+            return dispatch_rate_path("namespace_subscription", target.name)
         case "subscription", Topic() if subscription is None:
-            return f"{target.path}/subscriptionDispatchRate"
+            return dispatch_rate_path("topic_subscription", target.name)
         case "subscription", Topic() if subscription is not None:
-            return f"{target.path}/{urllib.parse.quote(subscription, safe='')}/dispatchRate"
+            return dispatch_rate_path("subscription", target.name, subscription)
     raise ValueError(
         f"no {level}-level dispatch rate for {target}"
         + (" (a single subscription's rate is set on a topic)" if subscription else "")
