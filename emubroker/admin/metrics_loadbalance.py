@@ -22,7 +22,7 @@ import math
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
 
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.usage import f32
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from emubroker.config_loadbalancer import THRESHOLD_SHEDDER, TRANSFER_SHEDDER
+from emubroker.config.loadbalancer import THRESHOLD_SHEDDER, TRANSFER_SHEDDER
 from emubroker.loadbalance.broker_registry import available_brokers, decode_report
 from emubroker.loadbalance.codec import LoadDataDecodeError, decode, encode
 from emubroker.loadbalance.data import BundleData

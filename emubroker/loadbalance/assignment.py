@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.aggregation import LeaderAggregation
 from emubroker.loadbalance.broker_registry import available_brokers
 from emubroker.loadbalance.data import weighted_max_usage

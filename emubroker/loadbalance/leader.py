@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import anyio
 import msgspec
 
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.aggregation import LeaderAggregation
 from emubroker.loadbalance.isolation import PlacementPolicies
 from emubroker.loadbalance.leader_election import LeaderElectionState

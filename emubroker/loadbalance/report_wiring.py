@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Protocol
 
 from emubroker.config import ConfigError
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.bundle_sampler import TopicTraffic
 from emubroker.loadbalance.data import AdvertisedListener, LocalBrokerData
 from emubroker.loadbalance.psutil_source import (

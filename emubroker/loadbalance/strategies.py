@@ -2,7 +2,7 @@
 
 The keys are ``loadBalancerLoadPlacementStrategy`` and ``loadBalancerLoadSheddingStrategy``.
 
-The configuration already accepts only the names listed here (``emubroker.config_loadbalancer``),
+The configuration already accepts only the names listed here (``emubroker.config.loadbalancer``),
 so a lookup cannot fail for a validated ``BrokerConfig``. AvgShedder named for both keys is one
 object serving both roles, as in ``ModularLoadManagerImpl.initialize``.
 """

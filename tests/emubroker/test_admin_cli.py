@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from emubroker import admin_cli
-from emubroker.adminclient.errors import describe_status
 from emubroker.__main__ import main
+from emubroker.adminclient.errors import describe_status
 
 
 class FakeClient(admin_cli.AdminClient):

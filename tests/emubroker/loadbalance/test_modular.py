@@ -7,7 +7,7 @@ import random
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.config_loadbalancer import MODULAR_LOAD_MANAGER
+from emubroker.config.loadbalancer import MODULAR_LOAD_MANAGER
 from emubroker.loadbalance.avg_shedder import AvgShedder
 from emubroker.loadbalance.data import BundleData, LocalBrokerData, NamespaceBundleStats
 from emubroker.loadbalance.extensible_data import Unload

@@ -19,7 +19,7 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from emubroker.config_security import SecurityConfig
+from emubroker.config.security import SecurityConfig
 
 __all__ = [
     "EXTENSIBLE_LOAD_MANAGER",
@@ -76,7 +76,7 @@ _Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True):
     """The load manager's keys (Pulsar's defaults; see docs/load-balancing.md).
 
-    It derives from :class:`~emubroker.config_security.SecurityConfig` only because msgspec
+    It derives from :class:`~emubroker.config.security.SecurityConfig` only because msgspec
     structs take fields from one base: ``BrokerConfig`` stacks the key families in a line.
     """
 
