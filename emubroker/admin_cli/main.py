@@ -1,14 +1,8 @@
-"""``emubroker admin ...``: a command line shaped like ``pulsar-admin`` over the admin REST API.
+"""``emubroker admin``'s parser and run: the resources, the admin URL, the answer printed.
 
-Resources and commands follow ``pulsar-admin`` (``clusters``, ``tenants``, ``namespaces``,
-``topics``, ``brokers``, ``broker-stats``) with its flag names (``-p`` partitions, ``-s``
-subscription, ``-m`` message id, ``-f`` force ...). Topic arguments take complete or short
-names (``my-topic``, ``tenant/ns/my-topic``, ``non-persistent://tenant/ns/my-topic``). JSON
-answers are printed pretty; successful writes print nothing. A failed call prints
-``error: <status> <phrase>: <reason>`` to stderr and exits 1; usage errors exit 2.
-
-It calls the admin API through ``emubroker.adminclient``'s synchronous client (``urllib``): the
-CLI is a short synchronous process, so an event loop would add nothing.
+The package's docstring (``emubroker.admin_cli``) says what the command line is; the commands
+of each resource are in their modules (``namespaces``, ``topics``, ``bundles``, ``placement``,
+``security``).
 """
 
 from __future__ import annotations
