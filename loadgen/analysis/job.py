@@ -7,17 +7,22 @@ they are read from its tables). The report, `summary.json` and the figures read 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from loadgen.analysis.common import Context, Table
 from loadgen.analysis.inputs import Run
 
-if TYPE_CHECKING:
-    from loadgen.analysis.plots import Figure
+__all__ = ["Headline", "Job", "JobResult", "SectionFigure"]
 
-__all__ = ["Headline", "Job", "JobResult"]
+
+class SectionFigure(Protocol):
+    """A figure of a job's section (`plots.Figure`): a PNG of the runs side by side."""
+
+    title: str
+
+    def render(self, runs: Sequence[tuple[str, JobResult]]) -> bytes | None: ...
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ class Job:
     explain: str = ""
     tables: tuple[str, ...] = ()
     flags: Mapping[str, str] = field(default_factory=dict)
-    figures: tuple[Figure, ...] = ()
+    figures: tuple[SectionFigure, ...] = ()
     headline: Headline | None = None
 
     def missing(self, run: Run) -> str | None:
