@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadgen.trace.schema import arrow_schema  # noqa: E402
+from emubroker.traceschema.loadgen import arrow_schema  # noqa: E402
 from loadgen.trace.writer import DEFAULT_ROW_GROUP_ROWS  # noqa: E402
 
 T0_NS = 1_800_000_000 * 1_000_000_000

@@ -22,9 +22,9 @@ import msgspec
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogWriter
 
+from emubroker.traceschema.loadgen import SecondRecord
 from loadgen.messages import GroupTick, Tick
 from loadgen.stats import LatencySummary, decode_histogram, new_histogram, summarize
-from loadgen.trace.schema import SecondRecord
 
 __all__ = ["OMB_WINDOW", "Aggregator", "GroupInfo", "Window"]
 

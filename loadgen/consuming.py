@@ -20,12 +20,12 @@ from typing import Any, Final
 
 import anyio
 
+from emubroker.traceschema.loadgen import int64_columns
 from loadgen.checks import SeenSet
 from loadgen.drivers import ConsumerLike, Driver
 from loadgen.messages import ConsumerPlan
 from loadgen.payload import HEADER, MAGIC, NO_KEY, key_name, sampled
 from loadgen.producing import FLUSH_ROWS, GroupCounters
-from loadgen.trace.schema import int64_columns
 from loadgen.trace.writer import ColumnBuffer, TableWriter
 from protocol.clock import Clock
 

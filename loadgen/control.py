@@ -17,13 +17,14 @@ them before the run starts).
 
 from __future__ import annotations
 
-import json
-import urllib.parse
 from typing import Any, Protocol
 
 import aiohttp
 import msgspec
 
+from emubroker.adminclient import AdminHttpError, AdminUnreachableError, AsyncAdminClient
+from emubroker.adminclient.paths import dispatch_rate_path
+from emubroker.adminclient.paths import path as admin_path
 from loadgen.events import (
     Event,
     KillBroker,
@@ -51,7 +52,6 @@ __all__ = [
     "ClusterLayout",
     "ControlError",
     "StubFaultControl",
-    "topic_path",
 ]
 
 
@@ -108,15 +108,8 @@ class StubFaultControl(Protocol):
     async def clear(self) -> str: ...
 
 
-def topic_path(topic: str) -> str:
-    """`persistent://t/ns/x` -> `persistent/t/ns/x` (each part URL-quoted)."""
-    full = normalize_topic(topic)
-    domain, rest = full.split("://", 1)
-    return "/".join([domain, *(urllib.parse.quote(part, safe="") for part in rest.split("/"))])
-
-
 class AdminRest:
-    """Pulsar's admin REST v2, as `pulsar-admin` calls it.
+    """Pulsar's admin REST v2, as `pulsar-admin` calls it (`emubroker.adminclient`'s paths).
 
     Args:
         admin_url: `http://host:port` of any broker's admin API.
@@ -128,43 +121,31 @@ class AdminRest:
         self, admin_url: str, session: aiohttp.ClientSession, *, timeout: float = 30.0
     ) -> None:
         self.admin_url = admin_url.rstrip("/")
-        self._session = session
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._client = AsyncAdminClient(
+            self.admin_url, session, timeout=aiohttp.ClientTimeout(total=timeout)
+        )
 
     async def request(self, method: str, path: str, body: Any = None, **params: str) -> Any:
-        """One request; the JSON answer (None when empty).
+        """One request to `path` (from `emubroker.adminclient.paths`); the JSON answer.
 
         Raises:
             ControlError: a status >= 400 or no answer; the message has the status and reason.
         """
-        url = f"{self.admin_url}/admin/v2/{path}"
-        data = None if body is None else json.dumps(body)
-        headers = {"Content-Type": "application/json"} if body is not None else {}
         try:
-            async with self._session.request(
-                method,
-                url,
-                data=data,
-                headers=headers,
-                params=params or None,
-                timeout=self._timeout,
-            ) as response:
-                text = await response.text()
-                if response.status >= 400:
-                    reason = _reason(text) or response.reason or ""
-                    raise ControlError(f"{method} {url}: HTTP {response.status} {reason}".rstrip())
-                return json.loads(text) if text.strip() else None
-        except aiohttp.ClientConnectorError as exc:  # nothing listens there
-            raise ControlError(
-                f"no admin REST API answers at {self.admin_url} ({method} {url}: "
-                f"{type(exc).__name__}: {exc}); give the cluster's with {ADMIN_URL_OPTION}"
-            ) from None
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ControlError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
+            return await self._client.request(method, path, body, params)
+        except AdminHttpError as exc:
+            raise ControlError(str(exc)) from None
+        except AdminUnreachableError as exc:
+            if isinstance(exc.__cause__, aiohttp.ClientConnectorError):  # nothing listens there
+                raise ControlError(
+                    f"no admin REST API answers at {self.admin_url} ({exc}); "
+                    f"give the cluster's with {ADMIN_URL_OPTION}"
+                ) from None
+            raise ControlError(str(exc)) from None
 
     async def partitions(self, topic: str) -> int:
         """The topic's partition count (0 when not partitioned)."""
-        answer = await self.request("GET", f"{topic_path(topic)}/partitions")
+        answer = await self.request("GET", admin_path("topic.partitions", topic=_full(topic)))
         return int(answer.get("partitions", 0)) if isinstance(answer, dict) else 0
 
     async def create_partitioned_topic(self, topic: str, partitions: int) -> str:
@@ -174,7 +155,9 @@ class AdminRest:
             ControlError: it exists with another count, or the broker refused.
         """
         try:
-            await self.request("PUT", f"{topic_path(topic)}/partitions", partitions)
+            await self.request(
+                "PUT", admin_path("topic.partitions", topic=_full(topic)), partitions
+            )
         except ControlError as exc:
             if "HTTP 409" not in str(exc):
                 raise
@@ -190,31 +173,27 @@ class AdminRest:
         count = await self.partitions(topic)
         names = [f"{normalize_topic(topic)}-partition-{i}" for i in range(count)] or [topic]
         for name in names:
-            await self.request("PUT", f"{topic_path(name)}/unload")
+            await self.request("PUT", admin_path("topic.unload", topic=_full(name)))
         return f"unloaded {len(names)} topic(s)"
 
     async def unload_namespace(self, namespace: str) -> str:
-        await self.request("PUT", f"namespaces/{namespace}/unload")
+        await self.request("PUT", admin_path("namespace.unload", namespace=namespace))
         return "unloaded"
 
     async def unload_bundle(self, namespace: str, bundle: str, destination: str | None) -> str:
         params = {"destinationBroker": destination} if destination else {}
-        await self.request("PUT", f"namespaces/{namespace}/{bundle}/unload", **params)
+        where = admin_path("bundle.unload", namespace=namespace, bundle=bundle)
+        await self.request("PUT", where, **params)
         return "unloaded"
 
     async def split_bundle(self, event: SplitBundle) -> str:
         params = {"unload": str(event.unload).lower(), "splitAlgorithmName": event.algorithm}
-        await self.request(
-            "PUT", f"namespaces/{event.namespace}/{event.bundle}/split", event.boundaries, **params
-        )
+        where = admin_path("bundle.split", namespace=event.namespace, bundle=event.bundle)
+        await self.request("PUT", where, event.boundaries, **params)
         return "split"
 
     async def set_dynamic_config(self, key: str, value: str) -> str:
-        await self.request(
-            "POST",
-            f"brokers/configuration/{urllib.parse.quote(key, safe='')}/"
-            f"{urllib.parse.quote(value, safe='')}",
-        )
+        await self.request("POST", admin_path("brokers.dynamic_config", key=key, value=value))
         return f"{key}={value}"
 
     async def set_dispatch_rate(self, event: SetDispatchRate) -> str:
@@ -224,30 +203,18 @@ class AdminRest:
             "ratePeriodInSecond": event.period_s,
             "relativeToPublishRate": event.relative_to_publish_rate,
         }
-        match event.scope:
-            case "namespace":
-                path = f"namespaces/{event.target}/dispatchRate"
-            case "namespace_subscription":
-                path = f"namespaces/{event.target}/subscriptionDispatchRate"
-            case "topic":
-                path = f"{topic_path(event.target)}/dispatchRate"
-            case "topic_subscription":
-                path = f"{topic_path(event.target)}/subscriptionDispatchRate"
-            case _:
-                if not event.subscription:
-                    raise ControlError("scope = 'subscription' needs a subscription")
-                subscription = urllib.parse.quote(event.subscription, safe="")
-                path = f"{topic_path(event.target)}/{subscription}/dispatchRate"
-        await self.request("POST", path, body)
+        on_topic = not event.scope.startswith("namespace")
+        target = _full(event.target) if on_topic else event.target
+        try:
+            where = dispatch_rate_path(event.scope, target, event.subscription)
+        except ValueError as exc:
+            raise ControlError(str(exc)) from None
+        await self.request("POST", where, body)
         return f"{event.scope} dispatch rate {event.msg_rate} msg/{event.period_s}s"
 
 
-def _reason(text: str) -> str:
-    try:
-        answer = json.loads(text)
-    except ValueError:
-        return text.strip()[:200]
-    return str(answer.get("reason", "")) if isinstance(answer, dict) else ""
+def _full(topic: str) -> str:
+    return normalize_topic(topic)
 
 
 class ClusterControl:

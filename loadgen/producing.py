@@ -22,13 +22,13 @@ from array import array
 from itertools import repeat
 from typing import Any, Final
 
+from emubroker.traceschema.loadgen import int64_columns
 from loadgen.checks import compress
 from loadgen.drivers import Driver
 from loadgen.inflight import PartitionSends
 from loadgen.messages import ProducerPlan, ProducerTally
 from loadgen.payload import HEADER, MAGIC, NO_KEY, VERSION, key_chooser, key_name, sampled
 from loadgen.schedule import segment_arrivals, total_duration
-from loadgen.trace.schema import int64_columns
 from loadgen.trace.writer import ColumnBuffer, TableWriter
 from protocol.client import partition_for_key
 from protocol.clock import Clock

@@ -8,22 +8,27 @@ import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 import loadgen
+from emubroker.traceschema.loadgen import SCHEMA_VERSION, EventRecord
 from loadgen.aggregate import Aggregator
 from loadgen.checks import CheckReport, merge_checks
 from loadgen.control import ClusterLayout
 from loadgen.durations import enc_hook
 from loadgen.report import check_lines, final_lines, omb_result
-from loadgen.trace.schema import SCHEMA_VERSION, EventRecord
 from loadgen.trace.writer import TableWriter
 from protocol.client import normalize_topic
 
 if TYPE_CHECKING:
-    from loadgen.runner import _Run
+    from rich.console import Console
+
+    from loadgen.messages import Final as FinalReport
+    from loadgen.options import RunOptions
+    from loadgen.scenario import Scenario
+    from protocol.clock import Clock
 
 __all__ = ["EXIT_LOSS", "EXIT_OK", "RunResult", "write_results"]
 
@@ -40,8 +45,21 @@ class RunResult(msgspec.Struct, frozen=True):
     rows: dict[str, int]
 
 
+class FinishedRun(Protocol):
+    """What the end of a run reads of it (the runner's state of the run)."""
+
+    scenario: Scenario
+    options: RunOptions
+    console: Console
+    clock: Clock
+    run_id: str
+    run_dir: Path
+    events: list[EventRecord]
+    finals: dict[int, FinalReport]
+
+
 def write_results(
-    run: _Run,
+    run: FinishedRun,
     layout: ClusterLayout,
     plans: Any,
     aggregator: Aggregator,

@@ -24,7 +24,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import aiohttp
 import anyio
@@ -32,6 +32,7 @@ import msgspec
 from rich.console import Console
 from rich.live import Live
 
+from emubroker.traceschema.loadgen import EventRecord
 from loadgen.aggregate import Aggregator, GroupInfo
 from loadgen.control import AdminRest, ClusterControl, ClusterLayout, ControlError
 from loadgen.durations import enc_hook
@@ -63,13 +64,13 @@ from loadgen.messages import (
     Tick,
     WorkerPlan,
 )
+from loadgen.options import RunOptions
 from loadgen.plans import build_plans
 from loadgen.pool import WorkerError, WorkerLink, open_workers
 from loadgen.report import dashboard, perf_lines
 from loadgen.results import RunResult, write_results
 from loadgen.scenario import Scenario
 from loadgen.topics import TopicsError, prepare_topics
-from loadgen.trace.schema import EventRecord
 from loadgen.trace.writer import TableWriter
 from protocol.client import Connector, normalize_topic
 from protocol.clock import AnyioClock, Clock
@@ -100,19 +101,6 @@ class RunError(Exception):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-class RunOptions(msgspec.Struct, frozen=True, kw_only=True):
-    workers: int = 1
-    client: Literal["native", "official"] = "native"
-    trace_dir: str | None = None
-    trace_sample: float = 1.0
-    histogram_file: str | None = None
-    allow_loss: bool = False
-    stats_interval: float = 10.0
-    dashboard: bool = False
-    scenario_file: str | None = None
-    command: list[str] = []
 
 
 def _new_run_id(clock: Clock) -> str:

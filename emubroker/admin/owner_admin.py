@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from emubroker.adminclient import AdminHttpError, AdminUnreachableError, AsyncAdminClient, path
 from emubroker.auth.broker_client import authorization_header, plugin_kind
 from emubroker.loadbalance.leader.owner_calls import OwnerCallError, OwnerCalls
 from emubroker.loadbalance.ownership.bundle_split import stored_children
@@ -68,20 +69,22 @@ class HttpOwnerAdmin:
         base = owner.http_url or owner.http_url_tls
         if not base:
             raise OwnerCallError(f"the owner of {bundle} has no web service address")
-        url = f"{base}/admin/v2/namespaces/{bundle.namespace}/{bundle.bundle_range}/{action}"
-        timeout = aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT)
+        where = path(
+            f"bundle.{action}", namespace=str(bundle.namespace), bundle=str(bundle.bundle_range)
+        )
+        client = AsyncAdminClient(
+            base,
+            timeout=aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT),
+            headers=self._headers(),
+            follow_redirects=False,
+        )
+        url = client.base_url + where
         try:
-            async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.put(
-                    url, params=query, headers=self._headers(), allow_redirects=False
-                ) as reply,
-            ):
-                if reply.status >= 300:
-                    text = (await reply.text())[:500]
-                    raise OwnerCallError(f"{url} answered {reply.status}: {text}")
-        except aiohttp.ClientError as exc:
-            raise OwnerCallError(f"{url}: {exc}") from exc
+            await client.request("PUT", where, params=query)
+        except AdminHttpError as exc:
+            raise OwnerCallError(f"{url} answered {exc.status}: {exc.body[:500]}") from None
+        except AdminUnreachableError as exc:
+            raise OwnerCallError(f"{url}: {exc.__cause__ or exc}") from exc
 
 
 def broker_client_headers(conf: BrokerConfig) -> dict[str, str]:

@@ -34,7 +34,7 @@ from emubroker.auth.tls_context import server_ssl_context
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from emubroker.config_security import SecurityConfig
+    from emubroker.config.security import SecurityConfig
     from emubroker.naming import NamespaceName
     from emubroker.policies import Policies, TenantInfo
 

@@ -38,7 +38,7 @@ from emubroker.policies import AuthAction
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from emubroker.config_security import SecurityConfig
+    from emubroker.config.security import SecurityConfig
     from emubroker.naming import NamespaceName, TopicName
     from emubroker.policies import Policies, TenantInfo
 

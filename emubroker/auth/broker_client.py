@@ -35,7 +35,7 @@ from emubroker.auth.provider import Credentials
 from emubroker.auth.service import AuthenticationService
 
 if TYPE_CHECKING:
-    from emubroker.config_security import SecurityConfig
+    from emubroker.config.security import SecurityConfig
 
 __all__ = [
     "AUTH_PACKAGE",

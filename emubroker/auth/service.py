@@ -27,7 +27,7 @@ from emubroker.auth.provider import Authenticated, AuthenticationProvider, Crede
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from emubroker.config_security import SecurityConfig
+    from emubroker.config.security import SecurityConfig
 
 __all__ = ["AUTH_METHOD_HEADER", "PROVIDER_CLASSES", "AuthenticationService"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 from emubroker.auth.errors import SecurityConfigError
 
 if TYPE_CHECKING:
-    from emubroker.config_security import SecurityConfig
+    from emubroker.config.security import SecurityConfig
 
 __all__ = ["server_ssl_context"]
 

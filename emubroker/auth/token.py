@@ -30,7 +30,7 @@ from emubroker.auth.keys import read_key
 from emubroker.auth.provider import Authenticated, Credentials
 
 if TYPE_CHECKING:
-    from emubroker.config_security import SecurityConfig
+    from emubroker.config.security import SecurityConfig
 
 __all__ = [
     "TokenProvider",

@@ -39,7 +39,7 @@ from protocol.errors import AuthorizationError, BrokerError, ServerError
 
 if TYPE_CHECKING:
     from emubroker.auth import Authenticated
-    from emubroker.handlers.common import SessionPort, StartSoon
+    from emubroker.handlers.ports import SessionPort, StartSoon
     from emubroker.naming import NamespaceName, TopicName
     from protocol.clock import Clock
 

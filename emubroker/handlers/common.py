@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVarTuple
+from typing import TYPE_CHECKING, Final
 
 from emubroker.handlers.lookups import LookupLimit
+from emubroker.handlers.ports import SessionPort, StartSoon
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.topics.requests import ClientInfo
-from emubroker.topics.sinks import ConsumerSink, ProducerSink
 from protocol.errors import BrokerError, InvalidTopicNameError, UnknownError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Sequence
+    from collections.abc import Awaitable, Callable
 
     from emubroker.auth import Security
     from emubroker.config import BrokerConfig
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from emubroker.naming import NamespaceName
     from emubroker.schemas import SchemaService
     from emubroker.topics import TopicService
-    from protocol import commands as c
     from protocol.clock import Clock
 
 __all__ = [
@@ -39,54 +38,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-Ts = TypeVarTuple("Ts")
-
-
-class SessionPort(ConsumerSink, ProducerSink, Protocol):
-    """What a handler needs of its connection (``net.session.Session`` implements it).
-
-    It is also the sink the handler hands to topics for this connection's consumers and
-    producers.
-    """
-
-    @property
-    def peer(self) -> str:
-        """The client's address, for logs and CONSUMER_STATS."""
-        ...
-
-    @property
-    def peer_certificate(self) -> bytes | None:
-        """The TLS client certificate the handshake verified (DER); None without one."""
-        ...
-
-    def send_command(self, command: c.Command) -> None:
-        """Queue a command for the client (non-blocking)."""
-        ...
-
-    def send_receipts(
-        self, producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]
-    ) -> None:
-        """Queue SEND_RECEIPTs: each sequence id with its ``(ledger, entry)`` (non-blocking)."""
-        ...
-
-    def close(self, reason: str, *, error: bool = True) -> None:
-        """Hang up after flushing what is queued."""
-        ...
-
-    def pending_publishes(self, count: int, size: int) -> None:
-        """This connection now has ``count`` SENDs (``size`` entry bytes) awaiting storage.
-
-        The session stops reading past ``maxPendingPublishRequestsPerConnection`` and counts the
-        bytes against ``maxMessagePublishBufferSizeInMB`` (docs/reliability.md).
-        """
-        ...
-
-
-class StartSoon(Protocol):
-    """Starts a request task in the connection's task group."""
-
-    def __call__(self, fn: Callable[[*Ts], Coroutine[Any, Any, None]], /, *args: *Ts) -> None: ...
 
 
 def _server_version() -> str:

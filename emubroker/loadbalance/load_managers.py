@@ -2,14 +2,14 @@
 
 Pulsar creates its load manager by reflection from the class name; here each supported name
 maps to its :class:`~emubroker.loadbalance.load_manager.LoadManager` (the configuration
-accepts only these names, ``emubroker.config_loadbalancer``).
+accepts only these names, ``emubroker.config.loadbalancer``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
 from emubroker.loadbalance.extensible.kind import ExtensibleKind
 from emubroker.loadbalance.modular.kind import ModularKind
 

@@ -30,7 +30,7 @@ from typing import Annotated
 
 import msgspec
 
-from emubroker.config_throttling import (
+from emubroker.config.throttling import (
     ASYNC_TOKEN_BUCKET_FACTORY,
     CLASSIC_FACTORY,
     DEFAULT_FACTORY,

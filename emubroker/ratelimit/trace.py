@@ -1,8 +1,9 @@
 """The dispatch trace: one record per dispatch, written to Parquet for the Spark analysis.
 
-Schema version 1 is documented field by field in ``docs/dispatch-trace.md``; it only grows by
-appending fields with defaults (STYLE.md rule 6), and each file carries its version both as the
-``schema_version`` column and in the Arrow schema metadata (``emubroker.schema_version``).
+The schema (``emubroker.traceschema.dispatch``, documented field by field in
+``docs/dispatch-trace.md``) only grows by appending fields with defaults (STYLE.md rule 6), and
+each file carries its version both as the ``schema_version`` column and in the Arrow schema
+metadata (``emubroker.schema_version``).
 
 The hot path is ``writer.append_row(dispatch_row(chain, ...))`` right after ``chain.charge``: the
 row is a plain tuple in field order (no struct is built); :func:`dispatch_record` gives the same
@@ -20,7 +21,6 @@ worker thread.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections import deque
 from pathlib import Path
@@ -31,6 +31,12 @@ import msgspec
 from emubroker.ratelimit.limiter import LimiterLevel
 from emubroker.ratelimit.quotas import CLASSIC_FACTORY
 from emubroker.ratelimit.readsize import ThrottleChain
+from emubroker.traceschema.dispatch import (
+    DISPATCH,
+    FIELD_NAMES,
+    SCHEMA_VERSION,
+    DispatchTraceRecord,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -41,98 +47,15 @@ __all__ = [
     "DispatchFields",
     "DispatchTraceRecord",
     "DispatchTraceWriter",
-    "arrow_schema",
     "dispatch_record",
     "dispatch_row",
     "trace_schema",
 ]
 
-SCHEMA_VERSION = 1
 
-
-class DispatchTraceRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One dispatch (or one throttled read attempt) of one subscription dispatcher.
-
-    Level fields (``broker_*``, ``topic_*``, ``subscription_*``) use -1 for "no such limit" and
-    -2 (``readsize.NOT_CONSULTED``) for "not consulted"; see docs/dispatch-trace.md.
-    """
-
-    schema_version: int = SCHEMA_VERSION
-    wall_ns: int
-    monotonic: float
-    broker: str
-    topic: str
-    subscription: str
-    consumer: str = ""
-    consumer_id: int = -1
-    event: str = "dispatch"
-    mode: str = "normal"
-    charge_unit: str = "messages"
-    limiter_impl: str = "token-bucket"
-    replay: bool = False
-    gate_applied: bool = True
-    throttled_by: str = ""
-    entries: int = 0
-    messages: int = 0
-    bytes: int = 0
-    broker_msg_rate: int = -1
-    broker_byte_rate: int = -1
-    broker_msg_available: int = -1
-    broker_byte_available: int = -1
-    broker_msg_charged: int = -1
-    broker_byte_charged: int = -1
-    broker_period: int = -1
-    topic_msg_rate: int = -1
-    topic_byte_rate: int = -1
-    topic_msg_available: int = -1
-    topic_byte_available: int = -1
-    topic_msg_charged: int = -1
-    topic_byte_charged: int = -1
-    topic_period: int = -1
-    subscription_msg_rate: int = -1
-    subscription_byte_rate: int = -1
-    subscription_msg_available: int = -1
-    subscription_byte_available: int = -1
-    subscription_msg_charged: int = -1
-    subscription_byte_charged: int = -1
-    subscription_period: int = -1
-
-
-_FIELDS = msgspec.structs.fields(DispatchTraceRecord)
-FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in _FIELDS)
-
-
-def arrow_schema(
-    fields: tuple[msgspec.structs.FieldInfo, ...], trace: str, version: int
-) -> pa.Schema:
-    """The Arrow schema of a trace file of ``fields`` (in order), named ``trace`` in its metadata.
-
-    Every trace (this one and the load balancer's) follows the same conventions: no nullable
-    column, and the trace's name and schema version in the schema metadata. pyarrow is imported
-    here, on first use: only a broker that writes a trace needs it, and importing it costs every
-    broker ~5 % of its start-up (docs/performance.md, cluster start-up).
-    """
-    import pyarrow as pa
-
-    arrow_types: dict[Any, Any] = {
-        int: pa.int64(),
-        float: pa.float64(),
-        str: pa.string(),
-        bool: pa.bool_(),
-    }
-    return pa.schema(
-        [pa.field(field.name, arrow_types[field.type], nullable=False) for field in fields],
-        metadata={
-            b"emubroker.trace": trace.encode(),
-            b"emubroker.schema_version": str(version).encode(),
-        },
-    )
-
-
-@functools.cache
 def trace_schema() -> pa.Schema:
     """The Arrow schema of a trace file: :class:`DispatchTraceRecord`'s fields, in order."""
-    return arrow_schema(_FIELDS, "dispatch", SCHEMA_VERSION)
+    return DISPATCH.arrow_schema()
 
 
 def dispatch_row(

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.testing.backend import BrokerHandle
-    from emubroker.testing.cluster import DispatchLevel, PulsarCluster
+    from emubroker.testing.controls import ClusterControls, DispatchLevel
     from emubroker.testing.storage import StorageFaults
     from emubroker.testing.targets import Bundle
     from storage_stub.messages import StatsReply
@@ -47,12 +47,12 @@ class AsyncStorageFaults:
 
 
 class AsyncPulsarCluster:
-    """``cluster.aio``: the controls of :class:`PulsarCluster` as coroutines.
+    """``cluster.aio``: the cluster's controls (``testing.controls``) as coroutines.
 
     The URLs and broker handles need no I/O: read them from the cluster itself.
     """
 
-    def __init__(self, cluster: PulsarCluster) -> None:
+    def __init__(self, cluster: ClusterControls) -> None:
         self.sync = cluster
         self.storage = AsyncStorageFaults(cluster.storage)
 

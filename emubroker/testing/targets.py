@@ -13,7 +13,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Final
 
-from emubroker.admin_cli import AdminError, namespace_admin_path, topic_admin_path
+from emubroker.adminclient.paths import path
 from emubroker.naming import InvalidNameError, NamespaceName, TopicName
 
 __all__ = ["Bundle", "Namespace", "Target", "Topic", "parse_target"]
@@ -29,12 +29,12 @@ class Topic:
 
     @property
     def path(self) -> str:
-        return topic_admin_path(self.name)
+        return path("topic", topic=str(TopicName.parse(self.name)))
 
     @property
     def lookup_path(self) -> str:
         """``/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}``."""
-        return "/lookup/v2/topic/" + topic_admin_path(self.name).removeprefix("/admin/v2/")
+        return path("topic.lookup", topic=str(TopicName.parse(self.name)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class Namespace:
 
     @property
     def path(self) -> str:
-        return namespace_admin_path(self.name)
+        return path("namespace", namespace=str(NamespaceName.parse(self.name)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,9 @@ class Bundle:
 
     @property
     def path(self) -> str:
-        return f"{namespace_admin_path(self.namespace)}/{self.range}"
+        return (
+            f"{path('namespace', namespace=str(NamespaceName.parse(self.namespace)))}/{self.range}"
+        )
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.range}"
@@ -76,7 +78,7 @@ def parse_target(text: str) -> Target:
             if text.count("/") == 1:
                 return Namespace(str(NamespaceName.parse(text)))
         return Topic(str(TopicName.parse(text)))
-    except (InvalidNameError, AdminError) as exc:
+    except InvalidNameError as exc:
         raise ValueError(f"{text!r} is not a topic, namespace or bundle name: {exc}") from None
 
 

@@ -5,6 +5,8 @@ tables `sends/`, `receives/`, `seconds/`, `events/`; the brokers' traces join it
 `dispatch/` (docs/dispatch-trace.md) and `loadbalance/` (docs/load-balancer-trace.md) when they
 were written there. Every table is checked before any analysis runs: a missing or empty
 required table, or a schema version this analysis does not know, stops with a clear message.
+The schemas are `emubroker.traceschema`'s, as the writers use them; a column a table's files lack
+(they were written before it was added) is read as its default, so older runs stay analysable.
 """
 
 from __future__ import annotations
@@ -16,13 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from loadgen.trace.schema import SCHEMA_VERSION, TABLES, field_names
+from emubroker.traceschema import BROKER_TRACES, LOADGEN_TABLES, TraceTable, UnreadableTraceError
+from emubroker.traceschema.loadgen import SCHEMA_VERSION
+from emubroker.traceschema.table import plain_type
 
 __all__ = [
-    "DISPATCH_COLUMNS",
-    "DISPATCH_SCHEMA_VERSION",
-    "LOADBALANCE_COLUMNS",
-    "LOADBALANCE_SCHEMA_VERSION",
     "AnalysisInputError",
     "Phase",
     "Run",
@@ -30,62 +30,9 @@ __all__ = [
     "load_run",
 ]
 
-DISPATCH_SCHEMA_VERSION: Final = 1
-"""The dispatch trace version this analysis reads (docs/dispatch-trace.md)."""
-
-LOADBALANCE_SCHEMA_VERSION: Final = 1
-"""The load-balancer trace version this analysis reads (docs/load-balancer-trace.md)."""
-
-_LEVEL_FIELDS: Final = ("msg_rate", "byte_rate", "msg_charged", "byte_charged", "period")
-DISPATCH_COLUMNS: Final = (
-    "schema_version",
-    "wall_ns",
-    "monotonic",
-    "broker",
-    "topic",
-    "subscription",
-    "event",
-    "charge_unit",
-    "throttled_by",
-    "entries",
-    "messages",
-    "bytes",
-    *(f"{level}_{name}" for level in ("broker", "topic", "subscription") for name in _LEVEL_FIELDS),
-)
-"""The dispatch trace's columns the throttling analysis reads."""
-
-LOADBALANCE_COLUMNS: Final = (
-    "schema_version",
-    "wall_ns",
-    "broker",
-    "event",
-    "strategy",
-    "bundle",
-    "source_broker",
-    "dest_broker",
-    "reason",
-    "label",
-    "weighted_max_usage",
-    "cpu_percent",
-    "bandwidth_in_percent",
-    "bandwidth_out_percent",
-    "msg_rate_in",
-    "msg_rate_out",
-    "msg_throughput_in",
-    "msg_throughput_out",
-    "num_bundles",
-    "broker_load",
-    "cluster_load",
-    "threshold",
-    "to_offload",
-    "offload_unit",
-    "bundle_msg_rate",
-    "bundle_throughput",
-    "split_children",
-)
-"""The load-balancer trace's columns the load-balancing analysis reads."""
-
 _LOADGEN_TABLES: Final = ("sends", "receives", "seconds", "events")
+
+_SPARK_TYPES: Final = {int: "bigint", float: "double", str: "string", bool: "boolean"}
 
 
 class AnalysisInputError(Exception):
@@ -239,7 +186,7 @@ def load_run(spark: Any, path: str) -> Run:
         )
     run = Run(path=path, manifest=manifest)
     for name in _LOADGEN_TABLES:
-        frame = _open(spark, fs, run, f"{uri}/{name}", name, field_names(TABLES[name]))
+        frame = _open(spark, fs, run, f"{uri}/{name}", LOADGEN_TABLES[name])
         if frame is not None:
             run.tables[name] = frame
         elif name == "events":
@@ -249,13 +196,10 @@ def load_run(spark: Any, path: str) -> Run:
             f"{path}: tables sends/ and receives/ are both missing or empty: nothing to analyse"
             + (f" ({'; '.join(run.notes)})" if run.notes else "")
         )
-    for name, columns, known, what in (
-        ("dispatch", DISPATCH_COLUMNS, DISPATCH_SCHEMA_VERSION, "dispatch trace"),
-        ("loadbalance", LOADBALANCE_COLUMNS, LOADBALANCE_SCHEMA_VERSION, "load-balancer trace"),
-    ):
-        frame = _open(spark, fs, run, f"{uri}/{name}", name, columns, what)
+    for name, table in BROKER_TRACES.items():
+        frame = _open(spark, fs, run, f"{uri}/{name}", table, _WHAT[name])
         if frame is not None:
-            _check_row_versions(frame, path, name, known)
+            _check_row_versions(frame, path, table)
             run.tables[name] = frame
     return run
 
@@ -274,11 +218,11 @@ def _open(
     fs: _FileSystem,
     run: Run,
     uri: str,
-    name: str,
-    columns: tuple[str, ...],
+    table: TraceTable,
     what: str = "",
 ) -> Any | None:
-    """The table's DataFrame (its `columns` only), or None with a note if missing or empty."""
+    """The table's DataFrame (its schema's columns), or None with a note if missing or empty."""
+    name = table.name
     what = what or f"table {name}"
     if not fs.exists(uri):
         run.notes.append(
@@ -290,20 +234,39 @@ def _open(
     if not fs.data_files(uri):
         run.notes.append(f"{what} is empty (no Parquet files in {name}/)")
         return None
-    frame = spark.read.parquet(uri)
-    absent = [c for c in columns if c not in frame.columns]
-    if absent:
-        raise AnalysisInputError(
-            f"{run.path}: table {name} lacks column(s) {', '.join(absent)} of its schema"
-        )
+    try:
+        frame = _conform(spark.read.parquet(uri), table)
+    except UnreadableTraceError as exc:
+        raise AnalysisInputError(f"{run.path}: {exc}") from None
     # Writers create a file with its first rows (docs/loadgen-trace.md, dispatch-trace.md),
     # so a table with files has rows: no Spark job is spent on asking.
-    return frame.select(*columns)
+    return frame
 
 
-def _check_row_versions(frame: Any, path: str, name: str, known: int) -> None:
+def _conform(frame: Any, table: TraceTable) -> Any:
+    """`frame` with the table's columns in schema order, those its files lack as their defaults.
+
+    Raises:
+        UnreadableTraceError: a column without a default (one of the first version) is absent.
+    """
     from pyspark.sql import functions as F
 
+    filled = table.absent(frame.columns)
+    types = {field.name: plain_type(field.type)[0] for field in table.fields}
+    return frame.select(
+        *(
+            F.lit(filled[name]).cast(_SPARK_TYPES[types[name]]).alias(name)
+            if name in filled
+            else F.col(name)
+            for name in table.field_names
+        )
+    )
+
+
+def _check_row_versions(frame: Any, path: str, table: TraceTable) -> None:
+    from pyspark.sql import functions as F
+
+    name, known = table.name, table.version
     low, high = frame.agg(F.min("schema_version"), F.max("schema_version")).first()
     if low != known or high != known:
         found = str(low) if low == high else f"{low} to {high}"
@@ -313,10 +276,7 @@ def _check_row_versions(frame: Any, path: str, name: str, known: int) -> None:
         )
 
 
-_BROKER_TRACES: Final = {
-    "dispatch": (DISPATCH_COLUMNS, DISPATCH_SCHEMA_VERSION, "dispatch trace"),
-    "loadbalance": (LOADBALANCE_COLUMNS, LOADBALANCE_SCHEMA_VERSION, "load-balancer trace"),
-}
+_WHAT: Final = {"dispatch": "dispatch trace", "loadbalance": "load-balancer trace"}
 
 
 def attach_trace(spark: Any, run: Run, name: str, location: str) -> None:
@@ -334,7 +294,7 @@ def attach_trace(spark: Any, run: Run, name: str, location: str) -> None:
     """
     from pyspark.sql import functions as F
 
-    columns, known, what = _BROKER_TRACES[name]
+    table, what = BROKER_TRACES[name], _WHAT[name]
     uri = _uri(location)
     fs = _FileSystem(spark)
     if not fs.exists(uri):
@@ -345,11 +305,12 @@ def attach_trace(spark: Any, run: Run, name: str, location: str) -> None:
             "stop the cluster before analysing)"
         )
     frame = spark.read.parquet(uri)
-    absent = [c for c in columns if c not in frame.columns]
+    absent = [c for c in table.field_names if c not in frame.columns and c not in table.defaults]
     if absent:
         more = f" (and {len(absent) - 1} more)" if len(absent) > 1 else ""
         raise AnalysisInputError(f"{location}: not a {what}: no column {absent[0]}{more}")
-    frame = frame.select(*columns)
+    frame = _conform(frame, table)
+    columns = table.field_names
     manifest = run.manifest
     low = int(manifest.get("prepared_ns") or run.start_ns)
     wall = F.col("wall_ns")
@@ -366,7 +327,7 @@ def attach_trace(spark: Any, run: Run, name: str, location: str) -> None:
             f"{location}: no {what} rows in the time of run {run.run_id} "
             "(is it the trace of that run's brokers?)"
         )
-    _check_row_versions(kept, location, name, known)
+    _check_row_versions(kept, location, table)
     run.tables[name] = kept
     run.notes = [
         note for note in run.notes if not note.startswith((f"no {what} ", f"{what} is empty"))

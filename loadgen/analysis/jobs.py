@@ -1,18 +1,21 @@
 """The analyses: each a named Spark job that reads some tables and writes its own tables.
 
-`JOBS` lists them in report order. A job runs when its run has the tables it needs (all of
-`needs`, and one of `needs_any` if given); otherwise the report says why it is missing. In the
-Spark UI (and a cluster's history server) each job's stages carry its name (`setJobGroup`);
-the aggregates several jobs share (`shared`) are computed once, under `shared:NAME`.
+`JOBS` lists them in report order, each declared once: its Spark work, the tables it needs,
+its report section (text, tables, figures) and its headline numbers (`job.Job`). A job runs
+when its run has the tables it needs (all of `needs`, and one of `needs_any` if given);
+otherwise the report says why it is missing. In the Spark UI (and a cluster's history server)
+each job's stages carry its name (`setJobGroup`); the aggregates several jobs share (`shared`)
+are computed once, under `shared:NAME`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
+from loadgen.analysis import headline as headlines
+from loadgen.analysis import plots
 from loadgen.analysis.balancing import delivery_gaps, load_balancing
 from loadgen.analysis.common import (
     Context,
@@ -24,6 +27,7 @@ from loadgen.analysis.correctness import correctness
 from loadgen.analysis.delivery import throughput
 from loadgen.analysis.fairness import fairness
 from loadgen.analysis.inputs import Run
+from loadgen.analysis.job import Job, JobResult
 from loadgen.analysis.latency import latency
 from loadgen.analysis.throttling import throttling
 
@@ -32,42 +36,115 @@ __all__ = ["JOBS", "Job", "JobResult", "run_jobs"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Job:
-    """One analysis: its name (the Spark job group), what it answers, what it reads."""
-
-    name: str
-    title: str
-    run: Callable[[Context], dict[str, Table]]
-    needs: tuple[str, ...] = ()
-    needs_any: tuple[str, ...] = ()
-
-    def missing(self, run: Run) -> str | None:
-        """Why this job cannot run on `run`, or None if it can."""
-        absent = [name for name in self.needs if not run.has(name)]
-        if self.needs_any and not any(run.has(name) for name in self.needs_any):
-            absent.append(" or ".join(self.needs_any))
-        return f"needs table {', '.join(absent)}" if absent else None
-
-
 JOBS: Final = (
-    Job("throughput", "Throughput and backlog", throughput, needs_any=("sends", "receives")),
-    Job("latency", "Latency", latency, needs_any=("sends", "receives")),
-    Job("throttling", "Throttling accuracy", throttling, needs=("dispatch",)),
-    Job("load_balancing", "Load balancing", load_balancing, needs=("loadbalance",)),
-    Job("delivery_gaps", "Delivery gaps after disruptions", delivery_gaps, needs=("receives",)),
-    Job("correctness", "Correctness", correctness, needs=("receives",)),
-    Job("fairness", "Fairness of shared subscriptions", fairness, needs=("receives",)),
+    Job(
+        "throughput",
+        "Throughput and backlog",
+        throughput,
+        needs_any=("sends", "receives"),
+        explain=(
+            "Messages a second the broker receipted (produced) and delivered (consumed), per "
+            "topic and subscription (the second the run ends in counts over its part of it); "
+            "the backlog is what was receipted and not yet delivered once. The mean rates "
+            "(table rates, and the headline's) are pulsar-perf's: the messages after the "
+            "warm-up over the time from the first to the last of them, (messages - 1) / (last - "
+            "first)."
+        ),
+        tables=("rates", "backlog"),
+        figures=plots.THROUGHPUT,
+        headline=headlines.THROUGHPUT,
+    ),
+    Job(
+        "latency",
+        "Latency",
+        latency,
+        needs_any=("sends", "receives"),
+        explain=(
+            "Percentiles computed from every message's row (exact, to the microsecond). Publish "
+            "latency runs from the intended send time to the broker's receipt, end-to-end "
+            "latency to the delivery: both include any wait before the send (open loop)."
+        ),
+        tables=("latency_by_phase",),
+        figures=plots.LATENCY,
+        headline=headlines.LATENCY,
+    ),
+    Job(
+        "throttling",
+        "Throttling accuracy",
+        throttling,
+        needs=("dispatch",),
+        explain=(
+            "From the brokers' dispatch trace: what each rate limiter let through per period "
+            "against its limit. Over-delivery is a period above the limit; a carry-over period "
+            "starts in debt from an earlier over-delivery and delivers less than the limit."
+        ),
+        tables=("throttling_summary", "throttling_periods"),
+        flags={"throttling_summary": "over_periods", "throttling_periods": "over_msgs"},
+        figures=plots.THROTTLING,
+        headline=headlines.THROTTLING,
+    ),
+    Job(
+        "load_balancing",
+        "Load balancing",
+        load_balancing,
+        needs=("loadbalance",),
+        explain=(
+            "From the load-balancer trace: each broker's weighted usage as it reported it, the "
+            "load manager's decisions with their reasons and numbers (its shed decisions are "
+            "the unloads of the event timeline), and how long the cluster stayed skewed: a skew "
+            "episode lasts while the busiest broker's usage (each broker's latest report) "
+            "stands more than the skew threshold above the brokers' mean, ThresholdShedder's "
+            "test."
+        ),
+        tables=("lb_timeline", "lb_convergence", "lb_broker_usage"),
+        figures=plots.LOAD_BALANCING,
+        headline=headlines.BALANCING,
+    ),
+    Job(
+        "delivery_gaps",
+        "Delivery gaps after disruptions",
+        delivery_gaps,
+        needs=("receives",),
+        explain=(
+            "For each unload, split or broker kill, how long each consumer of an affected topic "
+            "went without a delivery (last delivery before it to first after it), next to the "
+            "consumer's usual gap between deliveries."
+        ),
+        tables=("delivery_gaps",),
+        figures=plots.DELIVERY_GAPS,
+        headline=headlines.DELIVERY_GAPS,
+    ),
+    Job(
+        "correctness",
+        "Correctness",
+        correctness,
+        needs=("receives",),
+        explain=(
+            "Acknowledged by the broker but never delivered (lost), delivered twice "
+            "(duplicates), delivered before an earlier message of the same producer (out of "
+            "order; not checked for Shared). Each is tied to an event: a loss to the first "
+            "event after the receipt, the others to the last event before them."
+        ),
+        tables=("correctness", "anomalies", "anomaly_examples"),
+        flags={"correctness": "lost"},
+        headline=headlines.CORRECTNESS,
+    ),
+    Job(
+        "fairness",
+        "Fairness of shared subscriptions",
+        fairness,
+        needs=("receives",),
+        explain=(
+            "How evenly Shared and Key_Shared subscriptions spread deliveries over their "
+            "consumers. Jain's index is 1 for a perfectly even spread, 1/n when one of n "
+            "consumers gets everything."
+        ),
+        tables=("fairness", "fairness_consumers"),
+        figures=plots.FAIRNESS,
+        headline=headlines.FAIRNESS,
+    ),
 )
-
-
-@dataclass
-class JobResult:
-    """What the jobs made of one run: tables by name, and the jobs skipped with the reason."""
-
-    context: Context
-    tables: dict[str, Table]
-    skipped: dict[str, str]
+"""Every analysis, declared once, in report order."""
 
 
 def run_jobs(
@@ -100,4 +177,4 @@ def run_jobs(
     finally:
         ctx.release()
     sc.setJobGroup("report", f"{run.run_id}: report")
-    return JobResult(ctx, tables, skipped)
+    return JobResult(ctx, tables, skipped, JOBS)

@@ -13,9 +13,18 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from loadgen.analysis.common import Context
-from loadgen.analysis.jobs import JobResult
+from loadgen.analysis.job import JobResult
 
-__all__ = ["FIGURES", "Figure", "overlay"]
+__all__ = [
+    "DELIVERY_GAPS",
+    "FAIRNESS",
+    "LATENCY",
+    "LOAD_BALANCING",
+    "THROTTLING",
+    "THROUGHPUT",
+    "Figure",
+    "overlay",
+]
 
 _PHASE_COLOURS: Final = ("#f2f2f2", "#e3ecf7")
 _EVENT_COLOUR: Final = "#c0392b"
@@ -336,23 +345,21 @@ class Figure:
         return buffer.getvalue()
 
 
-FIGURES: Final = {
-    "throughput": [
-        Figure("throughput", "Produced and consumed, messages a second", _throughput),
-        Figure("backlog", "Backlog per subscription", _backlog),
-        Figure("per_broker", "Messages a second per broker", _per_broker),
-    ],
-    "latency": [
-        Figure("publish_latency", "Publish latency (receipt - intended send)", _latency("publish")),
-        Figure(
-            "e2e_latency", "End-to-end latency (receive - intended send)", _latency("end_to_end")
-        ),
-    ],
-    "throttling": [Figure("throttling", "Delivered per limiter period vs the limit", _throttling)],
-    "load_balancing": [Figure("lb_usage", "Broker usage (load reports)", _lb_usage)],
-    "delivery_gaps": [Figure("gaps", "Delivery gap per consumer after each disruption", _gaps)],
-    "fairness": [
-        Figure("fairness", "Deliveries a second per consumer (shared subscriptions)", _fairness)
-    ],
-}
-"""The figures of each job's section."""
+THROUGHPUT: Final = (
+    Figure("throughput", "Produced and consumed, messages a second", _throughput),
+    Figure("backlog", "Backlog per subscription", _backlog),
+    Figure("per_broker", "Messages a second per broker", _per_broker),
+)
+LATENCY: Final = (
+    Figure("publish_latency", "Publish latency (receipt - intended send)", _latency("publish")),
+    Figure("e2e_latency", "End-to-end latency (receive - intended send)", _latency("end_to_end")),
+)
+THROTTLING: Final = (
+    Figure("throttling", "Delivered per limiter period vs the limit", _throttling),
+)
+LOAD_BALANCING: Final = (Figure("lb_usage", "Broker usage (load reports)", _lb_usage),)
+DELIVERY_GAPS: Final = (Figure("gaps", "Delivery gap per consumer after each disruption", _gaps),)
+FAIRNESS: Final = (
+    Figure("fairness", "Deliveries a second per consumer (shared subscriptions)", _fairness),
+)
+"""The figures of each job's section (the job's declaration in `jobs.JOBS` names them)."""

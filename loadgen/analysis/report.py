@@ -18,54 +18,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from loadgen.analysis.common import Table
-from loadgen.analysis.headline import HEADLINE_LABELS, headline
-from loadgen.analysis.jobs import JOBS, JobResult
-from loadgen.analysis.plots import FIGURES
+from loadgen.analysis.headline import headline, headline_labels
+from loadgen.analysis.job import JobResult
+from loadgen.analysis.jobs import JOBS
 
 __all__ = ["HTML_ROWS", "write_report"]
 
 HTML_ROWS: Final = 40
 """Rows of a table shown in the HTML; the CSV has them all."""
 
-_EXPLAIN: Final = {
-    "throughput": "Messages a second the broker receipted (produced) and delivered (consumed), "
-    "per topic and subscription (the second the run ends in counts over its part of it); the "
-    "backlog is what was receipted and not yet delivered once. The mean rates (table rates, "
-    "and the headline's) are pulsar-perf's: the messages after the warm-up over the time from "
-    "the first to the last of them, (messages - 1) / (last - first).",
-    "latency": "Percentiles computed from every message's row (exact, to the microsecond). "
-    "Publish latency runs from the intended send time to the broker's receipt, end-to-end "
-    "latency to the delivery: both include any wait before the send (open loop).",
-    "throttling": "From the brokers' dispatch trace: what each rate limiter let through per "
-    "period against its limit. Over-delivery is a period above the limit; a carry-over period "
-    "starts in debt from an earlier over-delivery and delivers less than the limit.",
-    "load_balancing": "From the load-balancer trace: each broker's weighted usage as it "
-    "reported it, the load manager's decisions with their reasons and numbers (its shed "
-    "decisions are the unloads of the event timeline), and how long the cluster stayed skewed: "
-    "a skew episode lasts while the busiest broker's usage (each broker's latest report) stands "
-    "more than the skew threshold above the brokers' mean, ThresholdShedder's test.",
-    "delivery_gaps": "For each unload, split or broker kill, how long each consumer of an "
-    "affected topic went without a delivery (last delivery before it to first after it), "
-    "next to the consumer's usual gap between deliveries.",
-    "correctness": "Acknowledged by the broker but never delivered (lost), delivered twice "
-    "(duplicates), delivered before an earlier message of the same producer (out of order; "
-    "not checked for Shared). Each is tied to an event: a loss to the first event after the "
-    "receipt, the others to the last event before them.",
-    "fairness": "How evenly Shared and Key_Shared subscriptions spread deliveries over their "
-    "consumers. Jain's index is 1 for a perfectly even spread, 1/n when one of n consumers "
-    "gets everything.",
-}
-
-_TABLES: Final = {
-    "throughput": ["rates", "backlog"],
-    "latency": ["latency_by_phase"],
-    "throttling": ["throttling_summary", "throttling_periods"],
-    "load_balancing": ["lb_timeline", "lb_convergence", "lb_broker_usage"],
-    "delivery_gaps": ["delivery_gaps"],
-    "correctness": ["correctness", "anomalies", "anomaly_examples"],
-    "fairness": ["fairness", "fairness_consumers"],
-}
-"""The tables shown in each section (all tables are written as CSV)."""
 
 _STYLE: Final = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; }
@@ -118,13 +79,6 @@ def _html_table(
         flagged = bad_index is not None and row[bad_index] not in (None, 0, False, "")
         body.append(f'<tr class="bad">{cells}</tr>' if flagged else f"<tr>{cells}</tr>")
     return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'
-
-
-_BAD_COLUMN: Final = {
-    "correctness": "lost",
-    "throttling_summary": "over_periods",
-    "throttling_periods": "over_msgs",
-}
 
 
 def _merged(name: str, runs: Sequence[tuple[str, JobResult]]) -> Table | None:
@@ -236,7 +190,7 @@ def write_report(report_dir: Path, runs: Sequence[tuple[str, JobResult]]) -> Pat
             }
             for label, result in runs
         ],
-        "headline_meaning": HEADLINE_LABELS,
+        "headline_meaning": headline_labels(JOBS),
         "tables": {name: f"tables/{name}.csv" for name in names},
     }
     (report_dir / "summary.json").write_text(
@@ -265,7 +219,7 @@ def _html(runs: Sequence[tuple[str, JobResult]], headlines: dict[str, dict[str, 
     ]
     rows = [
         (meaning, *(headlines[label][key] for label, _r in runs))
-        for key, meaning in HEADLINE_LABELS.items()
+        for key, meaning in headline_labels(JOBS).items()
         if any(headlines[label][key] is not None for label, _r in runs)
     ]
     parts.append(_html_table(("", *(label for label, _r in runs)), rows))
@@ -276,15 +230,15 @@ def _html(runs: Sequence[tuple[str, JobResult]], headlines: dict[str, dict[str, 
     for job in JOBS:
         if not any(job.name not in r.skipped for _l, r in runs):
             continue
-        parts.append(f"<h2>{html.escape(job.title)}</h2><p>{html.escape(_EXPLAIN[job.name])}</p>")
-        for figure in FIGURES.get(job.name, []):
+        parts.append(f"<h2>{html.escape(job.title)}</h2><p>{html.escape(job.explain)}</p>")
+        for figure in job.figures:
             png = figure.render(runs)
             if png is not None:
                 data = base64.b64encode(png).decode()
                 parts.append(
                     f'<img alt="{html.escape(figure.title)}" src="data:image/png;base64,{data}">'
                 )
-        for name in _TABLES.get(job.name, []):
+        for name in job.tables:
             table = _merged(name, runs)
             if table is None:
                 continue
@@ -296,7 +250,7 @@ def _html(runs: Sequence[tuple[str, JobResult]], headlines: dict[str, dict[str, 
             )
             parts.append(f"<h3>{html.escape(name)}</h3><p class='note'>tables/{name}.csv{more}</p>")
             parts.append(
-                _html_table(table.columns, shown, _BAD_COLUMN.get(name)) if shown else "<p>none</p>"
+                _html_table(table.columns, shown, job.flags.get(name)) if shown else "<p>none</p>"
             )
     parts.append("</body></html>")
     return "\n".join(parts)

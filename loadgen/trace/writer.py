@@ -23,7 +23,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from loadgen.trace.schema import arrow_schema
+from emubroker.traceschema.loadgen import arrow_schema
 
 __all__ = ["DEFAULT_ROW_GROUP_ROWS", "ColumnBuffer", "TableWriter"]
 

@@ -11,6 +11,7 @@ import pytest
 
 from emubroker import admin_cli
 from emubroker.__main__ import main
+from emubroker.adminclient.errors import describe_status
 
 
 class FakeClient(admin_cli.AdminClient):
@@ -247,11 +248,11 @@ def test_unreachable_broker_is_a_readable_error(capsys: pytest.CaptureFixture[st
 
 def test_error_bodies_are_described_with_status_and_reason() -> None:
     assert (
-        admin_cli._describe(404, b'{"reason": "Namespace does not exist"}')
+        describe_status(404, '{"reason": "Namespace does not exist"}')
         == "404 Not Found: Namespace does not exist"
     )
-    assert admin_cli._describe(500, b"boom") == "500 Internal Server Error: boom"
-    assert admin_cli._describe(599, b"") == "599 Error"
+    assert describe_status(500, "boom") == "500 Internal Server Error: boom"
+    assert describe_status(599, "") == "599 Error"
 
 
 class FakeMessages(FakeClient):

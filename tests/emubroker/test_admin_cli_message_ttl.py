@@ -6,6 +6,7 @@ import pytest
 
 from emubroker import admin_cli
 from emubroker.admin_cli import main
+from emubroker.admin_cli.args import relative_seconds
 from tests.emubroker.test_admin_cli import run
 
 NS = "/admin/v2/namespaces/acme/ns"
@@ -65,13 +66,13 @@ def test_ttl_and_expiry_commands_call_pulsars_paths(
     ],
 )
 def test_times_are_read_like_pulsar_admins_relative_time(text: str, seconds: int) -> None:
-    assert admin_cli._relative_seconds(text) == seconds
+    assert relative_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "m", "1.5h", "3 months", "2x", "1hh"])
 def test_malformed_times_are_refused(text: str) -> None:
     with pytest.raises(admin_cli.AdminError, match="invalid time"):
-        admin_cli._relative_seconds(text)
+        relative_seconds(text)
 
 
 def test_bad_times_are_readable_errors_and_send_nothing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from emubroker.config import BrokerConfig, ConfigError, load_config
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.dynamic_config import DynamicConfig, InvalidDynamicValueError
 
 IMPL = "org.apache.pulsar.broker.loadbalance.impl."

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from emubroker.config import BrokerConfig, ConfigError, env_overrides, load_config, resolve_keys
-from emubroker.config_keys import PULSAR_BROKER_KEYS
+from emubroker.config.keys import PULSAR_BROKER_KEYS
 
 
 def test_every_emulated_key_is_a_pulsar_key() -> None:

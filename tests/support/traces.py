@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord, LoadBalancerTraceWriter
 from emubroker.ratelimit.trace import DispatchTraceRecord, DispatchTraceWriter
-from loadgen.trace.schema import (
+from emubroker.traceschema.loadgen import (
     EventRecord,
     ReceiveRecord,
     SendRecord,

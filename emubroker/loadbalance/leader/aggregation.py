@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from emubroker.config_loadbalancer import THRESHOLD_SHEDDER, TRANSFER_SHEDDER
+from emubroker.config.loadbalancer import THRESHOLD_SHEDDER, TRANSFER_SHEDDER
 from emubroker.loadbalance.model.codec import LoadDataDecodeError, decode, encode
 from emubroker.loadbalance.model.data import BundleData
 from emubroker.loadbalance.model.extensible_data import (

@@ -1,8 +1,8 @@
-"""Strategy objects by Pulsar class name, built from the registry (``emubroker.config_strategies``).
+"""Strategy objects by Pulsar class name, built from the registry (``emubroker.config.strategies``).
 
 The keys are ``loadBalancerLoadPlacementStrategy`` and ``loadBalancerLoadSheddingStrategy``.
 
-The configuration already accepts only the registered names (``emubroker.config_loadbalancer``
+The configuration already accepts only the registered names (``emubroker.config.loadbalancer``
 reads the same registry), so a lookup cannot fail for a validated ``BrokerConfig``. A strategy
 named for both keys (AvgShedder) is one object serving both roles, as in
 ``ModularLoadManagerImpl.initialize``.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from emubroker.config_strategies import (
+from emubroker.config.strategies import (
     MODULAR_LOAD_MANAGER,
     STRATEGIES,
     StrategyEntry,

@@ -19,7 +19,7 @@ from emubroker.auth import (
     TopicOperation,
 )
 from emubroker.auth.token import create_token
-from emubroker.config_security import SecurityConfig
+from emubroker.config.security import SecurityConfig
 from emubroker.naming import NamespaceName, TopicName
 from emubroker.policies import AuthAction, AuthPolicies, Policies, TenantInfo
 

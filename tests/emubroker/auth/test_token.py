@@ -19,7 +19,7 @@ from emubroker.auth.token import (
     generate_secret_key,
     load_private_key,
 )
-from emubroker.config_security import SecurityConfig
+from emubroker.config.security import SecurityConfig
 
 NOW = 1_700_000_000.0
 SECRET = bytes(range(32))

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from emubroker.config import BrokerConfig, load_config
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER
 from emubroker.loadbalance.leader.aggregation import LeaderAggregation
 from emubroker.loadbalance.model.codec import encode
 from emubroker.loadbalance.model.data import LocalBrokerData, NamespaceBundleStats

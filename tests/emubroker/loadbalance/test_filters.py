@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
 from emubroker.loadbalance.model.data import BrokerData, BundleData, LoadData, LocalBrokerData
 from emubroker.loadbalance.model.extensible_data import BrokerLoadData
 from emubroker.loadbalance.strategies.filters import (

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.config_loadbalancer import MODULAR_LOAD_MANAGER
+from emubroker.config.loadbalancer import MODULAR_LOAD_MANAGER
 from emubroker.loadbalance.model.data import BundleData, LocalBrokerData, NamespaceBundleStats
 from emubroker.loadbalance.model.extensible_data import Unload
 from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from emubroker.config import BrokerConfig
-from emubroker.config_loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
+from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER
 from emubroker.loadbalance.model.data import BrokerData, BundleData, LoadData, LocalBrokerData
 from emubroker.loadbalance.model.usage import ResourceUsage
 from emubroker.loadbalance.strategies.isolation import (

@@ -8,7 +8,7 @@ from typing import get_args
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.config_strategies import (
+from emubroker.config.strategies import (
     EXTENSIBLE_LOAD_MANAGER,
     MODULAR_LOAD_MANAGER,
     STRATEGIES,

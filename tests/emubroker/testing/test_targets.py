@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from emubroker.testing.cluster import _dispatch_rate_path
+from emubroker.testing.controls import _dispatch_rate_path
 from emubroker.testing.processes import _properties
 from emubroker.testing.targets import Bundle, Namespace, Topic, parse_target, query
 

@@ -104,3 +104,40 @@ def test_the_analyze_command_lists_its_options_and_small_machine_defaults(capsys
     out = capsys.readouterr().out
     for option in ("--out", "--master", "--conf", "spark.sql.shuffle.partitions=4"):
         assert option in out
+
+
+@pytest.mark.spark
+def test_a_run_written_before_a_new_column_reads_it_as_its_default(
+    spark, tmp_path, monkeypatch
+) -> None:
+    from emubroker.traceschema import BROKER_TRACES, LOADGEN_TABLES, TraceTable
+    from emubroker.traceschema.dispatch import DispatchTraceRecord
+    from emubroker.traceschema.loadgen import ReceiveRecord
+    from loadgen.analysis.inputs import load_run
+
+    run = built(tmp_path)
+    run.dispatched(0.1, topic="t", subscription="s", messages=1)
+    path = run.write()  # by today's writers: the columns below did not exist
+
+    class NewerReceive(ReceiveRecord, frozen=True, kw_only=True):
+        hops: int = 3
+
+    class NewerDispatch(DispatchTraceRecord, frozen=True, kw_only=True):
+        shard: str = "none"
+
+    old = LOADGEN_TABLES["receives"]
+    monkeypatch.setitem(
+        LOADGEN_TABLES,
+        "receives",
+        TraceTable("receives", NewerReceive, old.version, "loadgen", "table"),
+    )
+    old = BROKER_TRACES["dispatch"]
+    monkeypatch.setitem(
+        BROKER_TRACES,
+        "dispatch",
+        TraceTable("dispatch", NewerDispatch, old.version, "emubroker", "trace"),
+    )
+    loaded = load_run(spark, str(path))
+    assert [row["hops"] for row in loaded.tables["receives"].collect()] == [3]
+    assert [row["shard"] for row in loaded.tables["dispatch"].collect()] == ["none"]
+    assert loaded.tables["receives"].columns[-1] == "hops"

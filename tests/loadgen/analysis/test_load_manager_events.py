@@ -168,7 +168,7 @@ def test_a_trace_directory_outside_the_run_keeps_the_runs_rows(spark, tmp_path) 
         (tmp_path / "nowhere", "no such load-balancer trace directory"),
         (
             tmp_path / "run" / "receives",
-            "not a load-balancer trace: no column schema_version (and 25 more)",
+            "not a load-balancer trace: no column wall_ns (and 2 more)",
         ),
     ):
         with pytest.raises(AnalysisInputError, match=re.escape(problem)):

@@ -38,8 +38,8 @@ def test_the_bucket_the_run_ends_in_is_a_rate_over_its_part() -> None:
 
     from loadgen.analysis.common import Context, Table
     from loadgen.analysis.inputs import Run
-    from loadgen.analysis.jobs import JobResult
-    from loadgen.analysis.plots import FIGURES
+    from loadgen.analysis.job import JobResult
+    from loadgen.analysis.plots import THROUGHPUT
 
     run = Run("run", {"start_ns": START, "end_ns": START + 6_200_000_000})
     columns = ("second", "role", "topic", "subscription", "broker", "messages", "bytes")
@@ -49,7 +49,7 @@ def test_the_bucket_the_run_ends_in_is_a_rate_over_its_part() -> None:
     result = JobResult(
         Context(None, run, []), {"throughput": Table("throughput", columns, rows)}, {}
     )
-    (figure,) = [f for f in FIGURES["throughput"] if f.key == "throughput"]
+    (figure,) = [f for f in THROUGHPUT if f.key == "throughput"]
     ax = Figure().subplots()
     assert figure.panel(ax, result)
 

@@ -4,7 +4,7 @@ import msgspec
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen.trace.schema import (
+from emubroker.traceschema.loadgen import (
     SCHEMA_VERSION,
     TABLES,
     EventRecord,

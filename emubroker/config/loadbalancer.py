@@ -7,7 +7,7 @@ docs/load-balancing.md. Departures from Pulsar:
 - the minute-valued interval keys accept fractions (DESIGN.md decision 12:
   ``loadBalancerSheddingIntervalMinutes=0.05`` sheds every 3 s);
 - strategy and algorithm names are checked at start-up (the strategies' names and checks are
-  ``emubroker.config_strategies``'): Pulsar loads any class by reflection
+  ``emubroker.config.strategies``'): Pulsar loads any class by reflection
   and fails (or, for the extensible manager, falls back to TransferShedder) when it cannot; we
   accept exactly the class names of the strategies we emulate and stop naming the key otherwise;
 - list keys (``loadBalancerSheddingExcludedNamespaces``, ``supportedNamespaceBundleSplit
@@ -20,8 +20,8 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from emubroker.config_security import SecurityConfig
-from emubroker.config_strategies import (
+from emubroker.config.security import SecurityConfig
+from emubroker.config.strategies import (
     EXTENSIBLE_LOAD_MANAGER,
     MODULAR_LOAD_MANAGER,
     LoadManagerClassName,
@@ -62,7 +62,7 @@ _Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
 class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True):
     """The load manager's keys (Pulsar's defaults; see docs/load-balancing.md).
 
-    It derives from :class:`~emubroker.config_security.SecurityConfig` only because msgspec
+    It derives from :class:`~emubroker.config.security.SecurityConfig` only because msgspec
     structs take fields from one base: ``BrokerConfig`` stacks the key families in a line.
     """
 
@@ -160,7 +160,7 @@ class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True
     flowOrQpsDifferenceThresholdPercentage: _Percent = 10
 
     def __post_init__(self) -> None:
-        """Reject combinations Pulsar refuses at start-up (``config_strategies``).
+        """Reject combinations Pulsar refuses at start-up (``config.strategies``).
 
         Raises:
             ValueError: AvgShedder placement without AvgShedder shedding (``ModularLoadManager

@@ -31,7 +31,7 @@ from emubroker.auth.token import (
     load_private_key,
     load_public_key,
 )
-from emubroker.config_security import SecurityConfig
+from emubroker.config.security import SecurityConfig
 from protocol.clock import AnyioClock
 
 if TYPE_CHECKING:

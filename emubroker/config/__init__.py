@@ -16,7 +16,7 @@ value (``advertisedAddress=``, common in Pulsar's shipped files) means "use the 
 
 Every source goes through :func:`resolve_keys`, the single place where raw keys are checked: a key
 that is a ``BrokerConfig`` field is kept; a key Pulsar knows but we do not emulate
-(:data:`~emubroker.config_keys.PULSAR_BROKER_KEYS`) is logged as a warning naming it and dropped,
+(:data:`~emubroker.config.keys.PULSAR_BROKER_KEYS`) is logged as a warning naming it and dropped,
 so a real ``broker.conf`` loads; anything else is a typo and stops start-up with a message naming
 the key and where it came from. A bad value stops start-up too, naming the key.
 """
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args, get_
 
 import msgspec
 
-from emubroker.config_keys import PULSAR_BROKER_KEYS
-from emubroker.config_protection import ProtectionConfig
+from emubroker.config.keys import PULSAR_BROKER_KEYS
+from emubroker.config.protection import ProtectionConfig
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -80,14 +80,14 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
 
     Four families of keys live in base classes, each declared once: the limits on what clients
     may cost the broker (connections, pending publishes, topics per namespace, HTTP bodies) in
-    :class:`~emubroker.config_protection.ProtectionConfig` (docs/reliability.md); the load
+    :class:`~emubroker.config.protection.ProtectionConfig` (docs/reliability.md); the load
     manager's (``loadBalancer*``, ``loadManagerClassName``, the split algorithms, ``maxUnload*``/
-    ``minUnload*``, ...) in :class:`~emubroker.config_loadbalancer.LoadBalancerConfig`
+    ``minUnload*``, ...) in :class:`~emubroker.config.loadbalancer.LoadBalancerConfig`
     (docs/load-balancing.md), the base of that; the TLS, authentication and authorization keys
-    in :class:`~emubroker.config_security.SecurityConfig`, its base; and the dispatch-throttling
+    in :class:`~emubroker.config.security.SecurityConfig`, its base; and the dispatch-throttling
     keys (``dispatchThrottlingRate*``, ``dispatchRateLimiterFactoryClassName``,
     ``preciseDispatcherFlowControl``, ``dispatcherMax/MinReadBatchSize``, ...) in
-    :class:`~emubroker.config_throttling.DispatchThrottlingConfig`, the base of that, with
+    :class:`~emubroker.config.throttling.DispatchThrottlingConfig`, the base of that, with
     Pulsar's defaults (spec/pulsar-behaviour.md §7). ``throttling_config_from(config)`` takes
     that part for the throttling code; ``topics.settings.TopicSettings`` is likewise read from
     this struct.

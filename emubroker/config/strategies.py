@@ -3,7 +3,7 @@
 Each :class:`StrategyEntry` names a strategy as ``broker.conf`` does (Pulsar's fully qualified
 class name), the class that implements it here (imported when a strategy is built, so this
 module imports nothing of ours and the configuration can read it), the keys it may be named
-by, and the start-up checks Pulsar makes of it. ``emubroker.config_loadbalancer`` takes its
+by, and the start-up checks Pulsar makes of it. ``emubroker.config.loadbalancer`` takes its
 accepted names and combination checks from :data:`STRATEGIES`;
 :func:`~emubroker.loadbalance.strategies.factory.create_modular_strategies` builds the objects.
 

@@ -11,7 +11,7 @@ from typing import Annotated, Final
 
 import msgspec
 
-from emubroker.config_loadbalancer import LoadBalancerConfig
+from emubroker.config.loadbalancer import LoadBalancerConfig
 
 __all__ = ["DEFAULT_PUBLISH_BUFFER_MB", "ProtectionConfig"]
 

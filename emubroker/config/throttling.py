@@ -1,8 +1,8 @@
 """The dispatch-throttling keys of ``broker.conf``: declared once, read by ``ratelimit``.
 
 :class:`DispatchThrottlingConfig` is one of the key families ``BrokerConfig`` stacks (its
-base chain: this, :class:`~emubroker.config_security.SecurityConfig`,
-:class:`~emubroker.config_loadbalancer.LoadBalancerConfig`); the throttling code takes only this
+base chain: this, :class:`~emubroker.config.security.SecurityConfig`,
+:class:`~emubroker.config.loadbalancer.LoadBalancerConfig`); the throttling code takes only this
 part (``ratelimit.quotas.throttling_config_from(config)``), so the keys, their types and Pulsar's
 defaults (spec/pulsar-behaviour.md §7) are written here and nowhere else.
 """

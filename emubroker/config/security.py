@@ -12,7 +12,7 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from emubroker.config_throttling import DispatchThrottlingConfig
+from emubroker.config.throttling import DispatchThrottlingConfig
 
 __all__ = ["PULSAR_AUTHORIZATION_PROVIDER", "SecurityConfig"]
 
@@ -27,7 +27,7 @@ PULSAR_AUTHORIZATION_PROVIDER: Final = (
 class SecurityConfig(DispatchThrottlingConfig, frozen=True):
     """TLS, authentication and authorization settings (docs/security.md tells the behaviour).
 
-    It derives from :class:`~emubroker.config_throttling.DispatchThrottlingConfig` only because
+    It derives from :class:`~emubroker.config.throttling.DispatchThrottlingConfig` only because
     msgspec structs take fields from one base: ``BrokerConfig`` stacks the key families in a line.
 
     Attributes:

@@ -1,12 +1,11 @@
-"""The trace schema, version 1: one Struct per table, documented in docs/loadgen-trace.md.
+"""loadgen's run tables, version 1: one record per table, documented in docs/loadgen-trace.md.
 
 A run directory holds one sub-directory per table (`sends/`, `receives/`, `seconds/`,
 `events/`) of Parquet files, plus `manifest.json`; Spark reads a table with
 `spark.read.parquet(f"{run_dir}/sends")`, or every run's with `runs/*/sends`.
 
-Schemas only grow: new fields go last and have defaults; a field is never renamed, reordered or
-retyped (STYLE.md rule 6). Every file carries the version in its Arrow schema metadata
-(`loadgen.schema_version`) and the table name (`loadgen.table`); the manifest carries it too.
+Every file carries the version in its Arrow schema metadata (`loadgen.schema_version`) and the
+table name (`loadgen.table`); the manifest carries it too. The tables only grow (`table.py`).
 
 Times are integers, nanoseconds since the Unix epoch (`Clock.wall_ns()`), not Parquet
 timestamps: Spark 3 cannot read nanosecond timestamps without a legacy flag.
@@ -14,14 +13,17 @@ timestamps: Spark 3 cannot read nanosecond timestamps without a legacy flag.
 
 from __future__ import annotations
 
-import functools
-import types
-from typing import Any, Final, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Final
 
 import msgspec
-import pyarrow as pa
+
+from emubroker.traceschema.table import TraceTable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
+    "LOADGEN_TABLES",
     "SCHEMA_VERSION",
     "TABLES",
     "EventRecord",
@@ -126,19 +128,22 @@ class EventRecord(msgspec.Struct, frozen=True, kw_only=True):
     detail: str  # the error, or what the action answered
 
 
-TABLES: Final[dict[str, type[msgspec.Struct]]] = {
-    "sends": SendRecord,
-    "receives": ReceiveRecord,
-    "seconds": SecondRecord,
-    "events": EventRecord,
-}
+def _table(name: str, record: type[msgspec.Struct]) -> TraceTable:
+    return TraceTable(name, record, SCHEMA_VERSION, "loadgen", "table")
 
-_ARROW_TYPES: Final[dict[Any, pa.DataType]] = {
-    int: pa.int64(),
-    float: pa.float64(),
-    str: pa.string(),
-    bool: pa.bool_(),
+
+LOADGEN_TABLES: Final[dict[str, TraceTable]] = {
+    "sends": _table("sends", SendRecord),
+    "receives": _table("receives", ReceiveRecord),
+    "seconds": _table("seconds", SecondRecord),
+    "events": _table("events", EventRecord),
 }
+"""The run's tables by name, in the manifest's order."""
+
+TABLES: Final[dict[str, type[msgspec.Struct]]] = {
+    name: table.record for name, table in LOADGEN_TABLES.items()
+}
+"""Each table's record type."""
 
 
 def field_names(record_type: type[msgspec.Struct]) -> tuple[str, ...]:
@@ -146,33 +151,11 @@ def field_names(record_type: type[msgspec.Struct]) -> tuple[str, ...]:
     return tuple(field.name for field in msgspec.structs.fields(record_type))
 
 
-def _arrow_field(name: str, annotation: Any) -> pa.Field:
-    nullable = False
-    if get_origin(annotation) in (Union, types.UnionType):
-        args = [arg for arg in get_args(annotation) if arg is not type(None)]
-        nullable = len(args) < len(get_args(annotation))
-        (annotation,) = args
-    return pa.field(name, _ARROW_TYPES[annotation], nullable=nullable)
-
-
 def arrow_schema(table: str) -> pa.Schema:
     """The Arrow schema of `table` (a key of `TABLES`), with the version in its metadata."""
-    record_type = TABLES[table]
-    fields = [_arrow_field(f.name, f.type) for f in msgspec.structs.fields(record_type)]
-    return pa.schema(
-        fields,
-        metadata={
-            b"loadgen.table": table.encode(),
-            b"loadgen.schema_version": str(SCHEMA_VERSION).encode(),
-        },
-    )
+    return LOADGEN_TABLES[table].arrow_schema()
 
 
-@functools.cache  # every producer and consumer asks when it starts (a schema built each time)
 def int64_columns(table: str) -> frozenset[str]:
     """The table's integer columns that are never null (buffered as `array("q")`)."""
-    return frozenset(
-        field.name
-        for field in arrow_schema(table)
-        if field.type == pa.int64() and not field.nullable
-    )
+    return LOADGEN_TABLES[table].int64_columns
