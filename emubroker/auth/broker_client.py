@@ -26,9 +26,6 @@ import base64
 import json
 from typing import TYPE_CHECKING, Final
 
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
-
 from emubroker.auth.errors import AuthenticationFailed, SecurityConfigError
 from emubroker.auth.keys import read_key
 from emubroker.auth.provider import Credentials
@@ -110,6 +107,10 @@ def client_certificate(kind: str, params: str) -> bytes | None:
     path = _tls_params(params).get("tlsCertFile")
     if not path:
         raise ValueError('tls parameters: {"tlsCertFile": "...", "tlsKeyFile": "..."}')
+    # Loaded here: a broker without a TLS identity never needs cryptography.
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
     try:
         certificate = x509.load_pem_x509_certificate(read_key(path))
     except ValueError:
