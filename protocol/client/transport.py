@@ -15,6 +15,7 @@ from typing import Protocol
 import anyio
 import anyio.abc
 import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from protocol.errors import ClientClosedError, ConnectionBrokenError
 
@@ -132,8 +133,8 @@ class MemoryByteStream(anyio.abc.ByteStream):
 
     def __init__(
         self,
-        send: anyio.abc.ObjectSendStream[bytes],
-        receive: anyio.abc.ObjectReceiveStream[bytes],
+        send: MemoryObjectSendStream[bytes],
+        receive: MemoryObjectReceiveStream[bytes],
     ) -> None:
         self._send = send
         self._receive = receive
