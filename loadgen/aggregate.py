@@ -19,12 +19,11 @@ from collections.abc import Callable
 from typing import Final, TextIO
 
 import msgspec
-from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogWriter
 
 from emubroker.traceschema.loadgen import SecondRecord
 from loadgen.messages import GroupTick, Tick
-from loadgen.stats import LatencySummary, decode_histogram, new_histogram, summarize
+from loadgen.stats import Buckets, HistogramScratch, LatencySummary, add_buckets, summarize
 
 __all__ = ["OMB_WINDOW", "Aggregator", "GroupInfo", "Window"]
 
@@ -42,9 +41,8 @@ class GroupInfo(msgspec.Struct, frozen=True):
 class _Sum:
     """One group's counts over some stretch of time.
 
-    Its histograms are made on the first value they take: a group's second without messages
-    (most of them, for a run of many quiet groups) costs no HdrHistogram, whose allocation and
-    whole-array additions would otherwise dominate a run of hundreds of groups.
+    Latencies are HdrHistogram buckets (`loadgen.stats.Buckets`): a sum of seconds of a few
+    messages each holds a few entries, where an HdrHistogram allocates and adds ~23k counters.
     """
 
     def __init__(self) -> None:
@@ -52,18 +50,8 @@ class _Sum:
         self.bytes = 0
         self.errors = 0
         self.reconnections = 0
-        self._histogram: HdrHistogram | None = None
-        self._delays: HdrHistogram | None = None
-
-    @property
-    def histogram(self) -> HdrHistogram | None:
-        """Latencies (µs), or None if there were none."""
-        return self._histogram
-
-    @property
-    def delays(self) -> HdrHistogram | None:
-        """Publish delays (µs), or None if there were none."""
-        return self._delays
+        self.histogram: Buckets | None = None  # latencies (µs), None if there were none
+        self.delays: Buckets | None = None  # publish delays (µs), None if there were none
 
     def add(self, tick: GroupTick) -> None:
         self.messages += tick.messages
@@ -71,36 +59,19 @@ class _Sum:
         self.errors += tick.errors
         self.reconnections += tick.reconnections
         if tick.histogram:
-            self._histogram = _decoded_into(self._histogram, tick.histogram)
+            self.histogram = add_buckets(self.histogram, tick.histogram)
         if tick.delay_histogram:
-            self._delays = _decoded_into(self._delays, tick.delay_histogram)
+            self.delays = add_buckets(self.delays, tick.delay_histogram)
 
     def merge(self, other: _Sum) -> None:
         self.messages += other.messages
         self.bytes += other.bytes
         self.errors += other.errors
         self.reconnections += other.reconnections
-        if other._histogram is not None:
-            self._histogram = _added(self._histogram, other._histogram)
-        if other._delays is not None:
-            self._delays = _added(self._delays, other._delays)
-
-
-def _decoded_into(into: HdrHistogram | None, encoded: bytes) -> HdrHistogram:
-    # A freshly decoded histogram is ours alone, and equal to an empty one plus it: the first
-    # of a sum is kept as it is, saving an allocation and a whole-array addition per group.
-    histogram = decode_histogram(encoded)
-    if into is None:
-        return histogram
-    into.add(histogram)
-    return into
-
-
-def _added(into: HdrHistogram | None, histogram: HdrHistogram) -> HdrHistogram:
-    if into is None:
-        into = new_histogram()
-    into.add(histogram)
-    return into
+        if other.histogram is not None:
+            self.histogram = add_buckets(self.histogram, other.histogram)
+        if other.delays is not None:
+            self.delays = add_buckets(self.delays, other.delays)
 
 
 class Window(msgspec.Struct):
@@ -210,6 +181,7 @@ class Aggregator:
         self.closed_through = start_second - 1
         self._ends = (math.inf, math.inf)  # production's and consumption's ends (`close_all`)
         self._hlogs = None
+        self._scratch = HistogramScratch()
         if hlogs is not None:
             self._hlogs = tuple(HistogramLogWriter(f) for f in hlogs)
             for writer in self._hlogs:
@@ -296,9 +268,10 @@ class Aggregator:
         if self._hlogs is not None:
             start = float(offset)
             latencies = (produce.histogram, consume.histogram)
-            for writer, histogram in zip(self._hlogs, latencies, strict=True):
-                if histogram is not None and histogram.get_total_count():
-                    writer.output_interval_histogram(histogram, start, start + 1.0, 1000.0)
+            for writer, buckets in zip(self._hlogs, latencies, strict=True):
+                if buckets is not None and any(buckets.values()):
+                    with self._scratch.holding(buckets) as histogram:
+                        writer.output_interval_histogram(histogram, start, start + 1.0, 1000.0)
         if self.omb.seconds >= OMB_WINDOW:
             self.omb_points.append(self.omb.window(self.total_backlog(), self._ends))
             self.omb = _Span()

@@ -127,8 +127,10 @@ class GroupTick(msgspec.Struct, frozen=True):
     messages: int
     payload_bytes: int
     errors: int
-    histogram: bytes | None  # HdrHistogram V2, base64; None when nothing completed
-    delay_histogram: bytes | None  # produce: send time minus intended time (OMB's publish delay)
+    # Latencies (µs) as HdrHistogram buckets: a bucket's lowest value -> count
+    # (`loadgen.stats.buckets_of`); None when nothing completed.
+    histogram: dict[int, int] | None
+    delay_histogram: dict[int, int] | None  # produce: send time minus intended time (OMB's)
     reconnections: int
 
 

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from loadgen.aggregate import Aggregator, Window
 from loadgen.checks import CheckReport
-from loadgen.stats import LatencySummary, new_histogram, summarize
+from loadgen.stats import LatencySummary, histogram_from, summarize
 
 __all__ = ["check_lines", "dashboard", "final_lines", "omb_result", "perf_lines"]
 
@@ -228,14 +228,12 @@ def omb_result(
         ("aggregatedEndToEndLatency", total.consume.histogram, 1000.0),
         ("aggregatedPublishDelayLatency", total.produce.delays, 1.0),
     ):
-        histogram = histogram if histogram is not None else new_histogram()
-        count = histogram.get_total_count()
         # summarize gives HdrHistogram's own percentiles and mean, without stepping through
         # all its buckets in pure Python (a third of a second per histogram).
         summary = summarize(histogram)
         for suffix in ("50pct", "75pct", "95pct", "99pct", "999pct", "9999pct", "Avg"):
             value = getattr(summary, _OMB_FIELDS[suffix]) if summary is not None else 0.0
             result[f"{prefix}{suffix}"] = value / scale
-        result[f"{prefix}Max"] = histogram.get_max_value() / scale if count else 0.0
-        result[f"{prefix}Quantiles"] = _quantiles(histogram, scale)
+        result[f"{prefix}Max"] = summary.max / scale if summary is not None else 0.0
+        result[f"{prefix}Quantiles"] = _quantiles(histogram_from(histogram or {}), scale)
     return result

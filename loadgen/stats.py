@@ -1,10 +1,14 @@
-"""Latency histograms: HdrHistogram (the `hdrhistogram` package), as pulsar-perf and OMB keep them.
+"""Latency histograms: HdrHistogram's buckets (the `hdrhistogram` package), as pulsar-perf and OMB.
 
 Latencies are recorded in microseconds from the *intended* send time. The hot path only appends
-integers to an `array`; once a second the worker turns the array into a histogram
-(`histogram_of`: one `record_value` per distinct value, not per message) and sends it to the
-parent encoded (HdrHistogram's compressed V2 format), where histograms add up per group, per
-interval and per run.
+integers to an `array`; once a second the worker folds the array into *buckets*
+(`buckets_of`): a dict from the lowest value of an HdrHistogram bucket (3 significant digits,
+1 µs to an hour) to its count, the histogram's non-zero counters only. That is what a tick
+carries and what the runner adds up per group, per interval and per run: a second of a few
+messages is a few dict entries, where a whole HdrHistogram is ~23,000 counters to allocate,
+encode, decode and add. `summarize` gives HdrHistogram's own percentiles from the buckets, and
+`histogram_from` builds the HdrHistogram itself where one is written out (interval logs, OMB's
+quantile maps).
 """
 
 from __future__ import annotations
@@ -14,16 +18,21 @@ import itertools
 import sys
 from array import array
 from collections import Counter
-from typing import Final
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Final, TypeAlias
 
 import msgspec
 from hdrh.histogram import HdrHistogram
 
 __all__ = [
     "HIGHEST_US",
-    "HistogramEncoder",
+    "Buckets",
+    "HistogramScratch",
     "LatencySummary",
-    "decode_histogram",
+    "add_buckets",
+    "buckets_of",
+    "histogram_from",
     "histogram_of",
     "new_histogram",
     "summarize",
@@ -34,6 +43,9 @@ HIGHEST_US: Final = 3_600_000_000
 
 SIGNIFICANT_DIGITS: Final = 3
 
+Buckets: TypeAlias = dict[int, int]
+"""Counts by the lowest value of their HdrHistogram bucket (only the buckets that hold some)."""
+
 
 def new_histogram() -> HdrHistogram:
     return HdrHistogram(1, HIGHEST_US, SIGNIFICANT_DIGITS)
@@ -42,49 +54,17 @@ def new_histogram() -> HdrHistogram:
 _SUB_BUCKET_BITS: Final = 11
 """Bits of resolution the histogram keeps: 3 significant digits need 2 * 10**3 sub-buckets."""
 
+_SHAPE: Final = new_histogram()
+"""Answers questions about bucket boundaries (never records anything)."""
 
-def histogram_of(latencies_us: array[int]) -> HdrHistogram:
-    """A histogram of the values (clamped to [1 µs, an hour]).
 
-    Values are counted first, then folded to their histogram bucket (dropping the bits below
-    its resolution, which is what recording them would do), so `record_value`, a pure-Python
-    call of several µs, runs once per bucket rather than once per distinct value.
+def buckets_of(latencies_us: array[int]) -> Buckets:
+    """The values' buckets (clamped to [1 µs, an hour]).
+
+    Values are counted first, then folded to their bucket's lowest value (dropping the bits
+    below its resolution, which is what recording them in an HdrHistogram would do).
     """
-    histogram = new_histogram()
-    for value, count in _buckets(latencies_us).items():
-        histogram.record_value(value, count)
-    return histogram
-
-
-class HistogramEncoder:
-    """Encodes arrays of latencies as `histogram_of(...).encode()` would, with one histogram.
-
-    A fresh histogram allocates and zeroes its whole counts array (tens of thousands of
-    counters); a worker encodes a histogram per group every second, so it keeps one and
-    takes back the counts it recorded after each encoding.
-    """
-
-    def __init__(self) -> None:
-        self._histogram = new_histogram()
-
-    def encode(self, latencies_us: array[int]) -> bytes:
-        histogram = self._histogram
-        buckets = _buckets(latencies_us)
-        for value, count in buckets.items():
-            histogram.record_value(value, count)
-        try:
-            encoded: bytes = histogram.encode()
-        finally:
-            for value, count in buckets.items():
-                histogram.record_value(value, -count)  # the total count goes back to 0 too
-            histogram.min_value = sys.maxsize  # as a new histogram's
-            histogram.max_value = 0
-        return encoded
-
-
-def _buckets(latencies_us: array[int]) -> dict[int, int]:
-    """Counts by the lowest value of their histogram bucket."""
-    buckets: dict[int, int] = {}
+    buckets: Buckets = {}
     for value, count in Counter(latencies_us).items():
         value = min(max(value, 1), HIGHEST_US)
         shift = value.bit_length() - _SUB_BUCKET_BITS
@@ -94,8 +74,51 @@ def _buckets(latencies_us: array[int]) -> dict[int, int]:
     return buckets
 
 
-def decode_histogram(encoded: bytes) -> HdrHistogram:
-    return HdrHistogram.decode(encoded)
+def add_buckets(into: Buckets | None, more: Mapping[int, int]) -> Buckets:
+    """`into` plus `more` (`into` is updated; None: a new dict, `more` is left alone)."""
+    if into is None:
+        return dict(more)
+    get = into.get
+    for value, count in more.items():
+        into[value] = get(value, 0) + count
+    return into
+
+
+def histogram_from(buckets: Mapping[int, int]) -> HdrHistogram:
+    """An HdrHistogram holding the buckets' counts (one `record_value` per bucket)."""
+    histogram = new_histogram()
+    for value, count in buckets.items():
+        histogram.record_value(value, count)
+    return histogram
+
+
+def histogram_of(latencies_us: array[int]) -> HdrHistogram:
+    """An HdrHistogram of the values: `histogram_from(buckets_of(values))`."""
+    return histogram_from(buckets_of(latencies_us))
+
+
+class HistogramScratch:
+    """One HdrHistogram lent out holding some buckets, then emptied again.
+
+    A fresh histogram allocates and zeroes its whole counts array (tens of thousands of
+    counters); the runner writes two per second to the interval logs, so it keeps one.
+    """
+
+    def __init__(self) -> None:
+        self._histogram = new_histogram()
+
+    @contextmanager
+    def holding(self, buckets: Mapping[int, int]) -> Iterator[HdrHistogram]:
+        histogram = self._histogram
+        for value, count in buckets.items():
+            histogram.record_value(value, count)
+        try:
+            yield histogram
+        finally:
+            for value, count in buckets.items():
+                histogram.record_value(value, -count)  # the total count goes back to 0 too
+            histogram.min_value = sys.maxsize  # as a new histogram's
+            histogram.max_value = 0
 
 
 class LatencySummary(msgspec.Struct, frozen=True):
@@ -112,40 +135,36 @@ class LatencySummary(msgspec.Struct, frozen=True):
     max: float
 
 
-def summarize(histogram: HdrHistogram | None) -> LatencySummary | None:
-    """The histogram's percentiles; None when it is empty (or there is none).
+def summarize(buckets: Mapping[int, int] | None) -> LatencySummary | None:
+    """The buckets' percentiles, as HdrHistogram's own methods give them; None when empty.
 
-    The values `HdrHistogram`'s own `get_mean_value` and `get_value_at_percentile` give, found
-    over its recorded buckets only: those methods step through every bucket in pure Python
-    (tens of thousands of steps, several calls each), which cost the runner tens of ms for
-    every group's every second, on the cores the workers and the broker need.
+    `get_mean_value` and `get_value_at_percentile` step through every one of a histogram's
+    buckets in pure Python (tens of thousands of steps); the same values come from the
+    recorded buckets alone.
     """
-    count = histogram.get_total_count() if histogram is not None else 0
-    if histogram is None or not count:
+    if not buckets:
         return None
-    # Only the buckets between the lowest and the highest recorded values can hold counts: a
-    # second of a few messages looks at a handful of buckets, not all of them.
-    first = histogram._counts_index_for(histogram.get_min_value())
-    last = histogram._counts_index_for(histogram.get_max_value())
-    counts = histogram.counts
-    recorded = list(itertools.compress(range(first, last + 1), counts[first : last + 1]))
-    value_at = histogram.get_value_from_index
-    lowest = histogram.get_lowest_equivalent_value
-    highest = histogram.get_highest_equivalent_value
+    recorded = sorted(value for value, count in buckets.items() if count)
+    if not recorded:
+        return None
+    counts = [buckets[value] for value in recorded]
+    count = sum(counts)
+    highest = _SHAPE.get_highest_equivalent_value
     total = 0
-    for index in recorded:  # as get_mean_value: each bucket at its median equivalent value
-        top = highest(value_at(index))
-        low = lowest(top)
-        total += counts[index] * (low + ((highest(top) - low + 1) >> 1))
-    cumulative = list(itertools.accumulate(counts[index] for index in recorded))
+    for value, times in zip(recorded, counts, strict=True):
+        # as get_mean_value: each bucket at its median equivalent value (a bucket's lowest
+        # value is its key)
+        total += times * (value + ((highest(value) - value + 1) >> 1))
+    cumulative = list(itertools.accumulate(counts))
 
     def at(percentile: float) -> float:
         # as get_value_at_percentile: the first bucket whose cumulative count reaches it
-        place = bisect.bisect_left(cumulative, histogram.get_target_count_at_percentile(percentile))
+        target = max(int(min(percentile, 100.0) * count / 100 + 0.5), 1)
+        place = bisect.bisect_left(cumulative, target)
         if place == len(recorded):
             return 0.0
-        value = value_at(recorded[place])
-        return float(highest(value) if percentile else lowest(value))
+        value = recorded[place]
+        return float(highest(value) if percentile else value)
 
     return LatencySummary(
         count=count,
@@ -156,5 +175,5 @@ def summarize(histogram: HdrHistogram | None) -> LatencySummary | None:
         p99=at(99),
         p999=at(99.9),
         p9999=at(99.99),
-        max=float(histogram.get_max_value()),
+        max=float(highest(recorded[-1])),
     )

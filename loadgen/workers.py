@@ -46,7 +46,7 @@ from loadgen.messages import (
 )
 from loadgen.payload import run_tag, sampling_threshold
 from loadgen.producing import GroupCounters, ProducerRunner
-from loadgen.stats import HistogramEncoder
+from loadgen.stats import buckets_of
 from loadgen.trace.writer import TableWriter
 from protocol import rpc
 from protocol.client import Connector
@@ -111,7 +111,6 @@ class _Worker:
         self.threshold = threshold
         self.tag = run_tag(plan.run_id)
         self.counters: dict[tuple[str, str], GroupCounters] = {}
-        self._encoder = HistogramEncoder()
         self.seen: dict[str, SeenSet] = {}
         self.pausers: dict[str, Pauser] = {}
         tracing = plan.trace_sample > 0
@@ -184,9 +183,9 @@ class _Worker:
         groups = []
         for (role, group), counters in self.counters.items():
             latencies = counters.latencies
-            histogram = self._encoder.encode(latencies) if latencies else None
+            histogram = buckets_of(latencies) if latencies else None
             delays = counters.delays
-            delay_histogram = self._encoder.encode(delays) if delays else None
+            delay_histogram = buckets_of(delays) if delays else None
             groups.append(
                 GroupTick(
                     role="produce" if role == "produce" else "consume",

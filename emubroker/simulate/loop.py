@@ -1,11 +1,17 @@
-"""The simulator's event loop: anyio on trio, with trio's ``MockClock`` and a seeded scheduler.
+"""The simulator's event loop: anyio on trio, on trio's ``MockClock``, with a seeded scheduler.
 
 The only module of ``emubroker`` that names trio (ruff's ban is lifted for it in
-pyproject.toml): a virtual-time run needs the loop's own clock to be virtual (trio's
-``MockClock`` at rate 0, moved by ``FakeClock.autojump``), and trio reorders each batch of
-runnable tasks at random. The simulator switches trio to its reproducible scheduling and gives
+pyproject.toml). A virtual-time run is a trio loop whose own clock is virtual: a ``MockClock``
+at rate 0 that trio itself jumps to the next deadline as soon as every task waits (its
+``autojump_threshold`` at 0). :class:`VirtualClock` is the ``Clock`` the simulation's services
+get: its time is that loop clock's and its sleeps are the loop's own timers, so a timer that
+falls due costs the loop no task of its own (a clock that kept its sleepers itself needed a
+task to wake them, one more round of the loop for every timer). Trio reorders each batch of
+runnable tasks at random: the simulator switches trio to its reproducible scheduling and gives
 the run a generator of its own, seeded from the scenario, so that a run depends only on its
 seed (``trio._core._run._r`` and ``_ALLOW_DETERMINISTIC_SCHEDULING``, trio's private names).
+Sleepers due at the same time wake in the same batch, which that scheduling orders by the
+tasks' creation and the seeded generator, whatever order trio's timers fired in.
 
 Trio draws from one module-level generator for every event loop of the process, whatever
 thread runs it: another loop running meanwhile (an ``anyio.from_thread`` portal, a library's
@@ -16,6 +22,7 @@ simulation its own generator and every other thread trio's.
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from contextlib import contextmanager
@@ -29,7 +36,9 @@ from trio.testing import MockClock
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
-__all__ = ["loop_clock_jump", "run_loop"]
+    from protocol.clock import Clock
+
+__all__ = ["VirtualClock", "run_loop"]
 
 T = TypeVar("T")
 
@@ -49,6 +58,14 @@ class _PerThreadRandom:
     def __getattr__(self, name: str) -> Any:
         rng: random.Random | None = getattr(self._local, "rng", None)
         return getattr(self.shared if rng is None else rng, name)
+
+    def shuffle(self, batch: list[Any]) -> None:
+        """Shuffle a batch of tasks (trio's one draw per round of its loop)."""
+        # Most rounds of a simulation run one task, and shuffling one element draws no number:
+        # skipping it leaves the sequence as it was and saves the lookups.
+        if len(batch) > 1:
+            rng: random.Random | None = getattr(self._local, "rng", None)
+            (self.shared if rng is None else rng).shuffle(batch)
 
     def use(self, rng: random.Random | None) -> None:
         """This thread's loops draw from ``rng`` (``None``: from trio's shared generator)."""
@@ -96,22 +113,64 @@ def _seeded_scheduling(seed: int) -> Iterator[None]:
                 scheduler._ALLOW_DETERMINISTIC_SCHEDULING = _deterministic_before  # type: ignore[misc]
 
 
-def run_loop(function: Callable[..., Awaitable[T]], *args: Any, virtual: bool, seed: int) -> T:
-    """``anyio.run(function, *args)`` on trio; with a virtual loop clock when ``virtual``."""
-    if not virtual:
+class VirtualClock:
+    """The ``Clock`` of a virtual run: the time of the loop's ``MockClock``, its timers for sleeps.
+
+    Give it to :func:`run_loop`, which runs the loop on :attr:`loop_clock`; trio moves that
+    clock to the next deadline whenever every task waits, so each sleep ends at its deadline
+    exactly, and ``anyio.fail_after`` guards and this clock's sleeps share one time line.
+
+    Args:
+        epoch: Wall-clock seconds since the Unix epoch that correspond to ``now() == 0``.
+    """
+
+    def __init__(self, *, epoch: float = 1_700_000_000.0) -> None:
+        self.loop_clock = MockClock(rate=0, autojump_threshold=0)
+        # Kept in integer nanoseconds: 1.7e18 ns is beyond a float's 2**53 exact range.
+        self._epoch_ns = round(epoch * 1_000_000_000)
+
+    def now(self) -> float:
+        """The virtual time (seconds since the loop started)."""
+        return self.loop_clock.current_time()
+
+    def wall_ns(self) -> int:
+        """The epoch plus ``now()``, in nanoseconds."""
+        return self._epoch_ns + round(self.loop_clock.current_time() * 1_000_000_000)
+
+    def wall_ms(self) -> int:
+        """``wall_ns()`` in milliseconds."""
+        return self.wall_ns() // 1_000_000
+
+    async def sleep_until(self, deadline: float) -> None:
+        """Sleep until the loop's clock reaches ``deadline`` (a past one only checkpoints).
+
+        Raises:
+            ValueError: ``deadline`` is NaN.
+        """
+        if math.isnan(deadline):
+            raise ValueError("deadline is NaN")
+        await trio.sleep_until(deadline)
+
+    async def sleep(self, delay: float) -> None:
+        """Sleep ``delay`` seconds of virtual time (a negative delay counts as 0)."""
+        await trio.sleep_until(self.loop_clock.current_time() + max(delay, 0.0))
+
+
+def run_loop(
+    function: Callable[..., Awaitable[T]], *args: Any, clock: VirtualClock | None, seed: int
+) -> T:
+    """``anyio.run(function, *args)`` on trio; on ``clock``'s virtual time when one is given."""
+    if clock is None:
         return anyio.run(function, *args, backend="trio")
     with _seeded_scheduling(seed):
         return anyio.run(
             function,
             *args,
             backend="trio",
-            backend_options={"clock": MockClock()},  # rate 0: it moves only when jumped
+            backend_options={"clock": clock.loop_clock},
         )
 
 
-def loop_clock_jump() -> Callable[[float], None]:
-    """The running loop's ``MockClock.jump`` (inside :func:`run_loop` with ``virtual``)."""
-    clock = trio.lowlevel.current_clock()
-    if not isinstance(clock, MockClock):
-        raise RuntimeError("the loop does not run on a MockClock")
-    return clock.jump
+if TYPE_CHECKING:
+    # Static proof that VirtualClock satisfies Clock (checked by mypy, free at runtime).
+    _virtual_clock: Clock = VirtualClock()

@@ -4,13 +4,13 @@
 workers as tasks of the same event loop (``loadgen.runner.run_in_process``), their clients
 talking to the brokers over memory streams. Every wait goes through one clock:
 
-- **virtual** (the default): a :class:`~protocol.clock.FakeClock` that jumps to the next
-  deadline as soon as every task waits; a ten-minute experiment takes seconds;
+- **virtual** (the default): a :class:`~emubroker.simulate.loop.VirtualClock`, the event
+  loop's own clock, which trio jumps to the next deadline as soon as every task waits; a
+  ten-minute experiment takes seconds;
 - **real** (``virtual=False``): the same run on the host's clock, to compare against.
 
-Determinism: a virtual run depends only on the scenario and the seed. The virtual clock is a
-:class:`~protocol.clock.FakeClock` driven by its ``autojump`` (sleepers due together wake in the
-order they slept), the loop's own clock is trio's ``MockClock`` jumped along with it, and
+Determinism: a virtual run depends only on the scenario and the seed. Its clock is the loop's
+``MockClock`` (sleepers due together wake in one batch of the loop), and
 trio's scheduler is seeded from the seed (:mod:`emubroker.simulate.loop`). loadgen draws its
 producers' schedules and keys from the scenario seed; the run id is derived from it; the wall
 clock is ``[simulate] epoch`` plus virtual time; the brokers write their traces on the loop, not
@@ -27,11 +27,9 @@ import hashlib
 import io
 import logging
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anyio
 import msgspec
 import pyarrow.parquet as pq
 from rich.console import Console
@@ -44,12 +42,12 @@ from emubroker.simulate.cluster import (
     open_simulated_cluster,
 )
 from emubroker.simulate.control import SimulatedAdmin, SimulatedProcesses, SimulatedStubFaults
-from emubroker.simulate.loop import loop_clock_jump, run_loop
+from emubroker.simulate.loop import VirtualClock, run_loop
 from emubroker.simulate.scenario import Simulation, load_simulation
 from loadgen.control import BrokerInfo, ClusterControl, ClusterLayout
 from loadgen.runner import RunOptions, RunResult, run_in_process
 from protocol.client import normalize_topic
-from protocol.clock import AnyioClock, Clock, FakeClock
+from protocol.clock import AnyioClock, Clock
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -150,14 +148,15 @@ def run(
     _clear_traces(run_dir)
     console = console or Console(file=io.StringIO(), width=120)
     started = AnyioClock().now()
-    clock: Clock = FakeClock(epoch=simulation.section.epoch) if virtual else AnyioClock()
+    virtual_clock = VirtualClock(epoch=simulation.section.epoch) if virtual else None
+    clock: Clock = virtual_clock or AnyioClock()
     result, simulated, start_ns = run_loop(
         _simulate,
         simulation,
         run_dir,
         clock,
         console,
-        virtual=virtual,
+        clock=virtual_clock,
         seed=simulation.scenario.seed,
     )
     wall = AnyioClock().now() - started
@@ -185,11 +184,7 @@ async def _simulate(
         for index in range(len(simulation.brokers))
     ]
     begin, begin_ns = clock.now(), clock.wall_ns()
-    async with anyio.create_task_group() as tg:
-        if isinstance(clock, FakeClock):
-            tg.start_soon(partial(clock.autojump, jump_loop=loop_clock_jump()))
-        result = await _run_cluster(simulation, configs, run_dir, clock, console)
-        tg.cancel_scope.cancel()
+    result = await _run_cluster(simulation, configs, run_dir, clock, console)
     return result, clock.now() - begin, begin_ns
 
 

@@ -10,9 +10,11 @@ from hdrh.histogram import HdrHistogram
 
 from loadgen.stats import (
     HIGHEST_US,
-    HistogramEncoder,
+    HistogramScratch,
     LatencySummary,
-    decode_histogram,
+    add_buckets,
+    buckets_of,
+    histogram_from,
     histogram_of,
     new_histogram,
     summarize,
@@ -35,31 +37,42 @@ def by_hdrh(histogram: HdrHistogram) -> LatencySummary:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_summaries_match_hdrhistogram_for_recorded_added_and_decoded_histograms(
-    seed: int,
-) -> None:
+def test_summaries_of_buckets_match_hdrhistogram_recording_every_value(seed: int) -> None:
     rng = random.Random(seed)
-    histogram = new_histogram()
     scale = [10, 1_000, 100_000, 100_000_000, HIGHEST_US][seed % 5]
-    for _ in range([1, 2, 50, 5_000][seed % 4]):
-        value = min(max(int(rng.expovariate(1 / scale)), 1), HIGHEST_US)
-        histogram.record_value(value, rng.choice((1, 1, 7)))
-    if seed % 3 == 1:  # what the runner sums: decoded workers' histograms added up
-        total = new_histogram()
-        total.add(decode_histogram(histogram.encode()))
-        histogram = total
-    elif seed % 3 == 2:
-        histogram = decode_histogram(histogram.encode())
-    assert summarize(histogram) == by_hdrh(histogram)
+    seconds = [
+        array(
+            "q",
+            [int(rng.expovariate(1 / scale)) for _ in range([1, 2, 50, 5_000][seed % 4])],
+        )
+        for _ in range(1 + seed % 3)  # what the runner sums: several ticks' buckets added up
+    ]
+    direct = new_histogram()
+    total = None
+    for values in seconds:
+        for value in values:
+            direct.record_value(min(max(value, 1), HIGHEST_US))
+        total = add_buckets(total, buckets_of(values))
+    assert summarize(total) == by_hdrh(direct)
+    assert histogram_from(total or {}).encode() == direct.encode()
 
 
-def test_an_empty_histogram_has_no_summary() -> None:
-    assert summarize(new_histogram()) is None
+def test_empty_buckets_have_no_summary() -> None:
+    assert summarize({}) is None
+    assert summarize(None) is None
 
 
-def test_a_reused_encoder_encodes_each_array_as_a_fresh_histogram_would() -> None:
+def test_adding_buckets_leaves_the_added_ones_alone() -> None:
+    first = {1: 2, 4096: 1}
+    total = add_buckets(None, first)
+    add_buckets(total, {1: 1, 8: 3})
+    assert total == {1: 3, 4096: 1, 8: 3}
+    assert first == {1: 2, 4096: 1}
+
+
+def test_the_scratch_histogram_holds_each_buckets_as_a_fresh_histogram_would() -> None:
     rng = random.Random(7)
-    encoder = HistogramEncoder()
+    scratch = HistogramScratch()
     arrays = [
         array(
             "q", [rng.choice([0, 5, 900, 70_000, 4_000_000_000]) for _ in range(rng.randint(1, 50))]
@@ -68,4 +81,6 @@ def test_a_reused_encoder_encodes_each_array_as_a_fresh_histogram_would() -> Non
     ]
     arrays.append(array("q", [3]))  # after larger values: a leftover maximum would show here
     for values in arrays:
-        assert encoder.encode(values) == histogram_of(values).encode()
+        with scratch.holding(buckets_of(values)) as histogram:
+            assert histogram.encode() == histogram_of(values).encode()
+            assert histogram.get_max_value() == histogram_of(values).get_max_value()

@@ -8,7 +8,7 @@ import anyio
 import anyio.lowlevel
 import trio._core._run
 
-from emubroker.simulate.loop import run_loop
+from emubroker.simulate.loop import VirtualClock, run_loop
 from tests.emubroker.simulate.trio_thread import another_trio_loop_running
 
 
@@ -28,26 +28,26 @@ async def _schedule() -> list[int]:
 
 
 def test_a_seed_gives_one_schedule_and_another_seed_another() -> None:
-    first = run_loop(_schedule, virtual=True, seed=7)
-    assert run_loop(_schedule, virtual=True, seed=7) == first
-    assert run_loop(_schedule, virtual=True, seed=8) != first
+    first = run_loop(_schedule, clock=VirtualClock(), seed=7)
+    assert run_loop(_schedule, clock=VirtualClock(), seed=7) == first
+    assert run_loop(_schedule, clock=VirtualClock(), seed=8) != first
     assert first != sorted(first)  # shuffled, not in creation order
 
 
 def test_another_trio_loop_in_a_thread_does_not_change_the_schedule() -> None:
-    alone = run_loop(_schedule, virtual=True, seed=7)
+    alone = run_loop(_schedule, clock=VirtualClock(), seed=7)
     with another_trio_loop_running():
-        beside = [run_loop(_schedule, virtual=True, seed=7) for _ in range(20)]
+        beside = [run_loop(_schedule, clock=VirtualClock(), seed=7) for _ in range(20)]
     assert all(schedule == alone for schedule in beside)
 
 
 def test_two_runs_at_once_in_two_threads_keep_their_own_schedules() -> None:
-    alone = {seed: run_loop(_schedule, virtual=True, seed=seed) for seed in (7, 8)}
+    alone = {seed: run_loop(_schedule, clock=VirtualClock(), seed=seed) for seed in (7, 8)}
     results: dict[int, list[list[int]]] = {7: [], 8: []}
 
     def runs(seed: int) -> None:
         for _ in range(20):
-            results[seed].append(run_loop(_schedule, virtual=True, seed=seed))
+            results[seed].append(run_loop(_schedule, clock=VirtualClock(), seed=seed))
 
     threads = [threading.Thread(target=runs, args=(seed,)) for seed in (7, 8)]
     for thread in threads:
@@ -63,7 +63,40 @@ def test_trios_reproducible_mode_is_restored_after_the_run() -> None:
     try:
         for flag in (False, True):
             trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = flag  # type: ignore[misc]
-            run_loop(_schedule, virtual=True, seed=7)
+            run_loop(_schedule, clock=VirtualClock(), seed=7)
             assert trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING is flag
     finally:
         trio._core._run._ALLOW_DETERMINISTIC_SCHEDULING = before  # type: ignore[misc]
+
+
+async def _timers(clock: VirtualClock) -> tuple[list[tuple[float, int]], float]:
+    """Twelve sleepers, due in pairs at the same instants, and a guard on the loop's clock."""
+    woke: list[tuple[float, int]] = []
+
+    async def sleeper(index: int) -> None:
+        await clock.sleep_until(1.5 * (index // 2 + 1))
+        woke.append((clock.now(), index))
+
+    guarded = 0.0
+    async with anyio.create_task_group() as tg:
+        for index in range(12):
+            tg.start_soon(sleeper, index)
+        with anyio.move_on_after(4.0):  # the loop's own clock: the same virtual time line
+            await clock.sleep(3600)
+        guarded = clock.now()
+    return woke, guarded
+
+
+def test_the_virtual_clock_jumps_to_each_deadline_and_orders_ties_by_the_seed() -> None:
+    clock = VirtualClock(epoch=1_000)
+    woke, guarded = run_loop(_timers, clock, clock=clock, seed=7)
+    assert guarded == 4.0
+    assert [at for at, _ in woke] == [1.5 * (i // 2 + 1) for i in range(12)]
+    assert clock.wall_ns() == 1_000 * 10**9 + 9 * 10**9
+    again = VirtualClock(epoch=1_000)
+    assert run_loop(_timers, again, clock=again, seed=7)[0] == woke
+    orders = set()
+    for seed in range(8):
+        other = VirtualClock(epoch=1_000)
+        orders.add(tuple(index for _, index in run_loop(_timers, other, clock=other, seed=seed)[0]))
+    assert len(orders) > 1  # sleepers due together: the order is the seeded scheduler's

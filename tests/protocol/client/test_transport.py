@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from protocol.client.transport import StreamTransport, connect_tcp, memory_transport_pair
@@ -87,3 +88,39 @@ async def test_connect_tcp_round_trip() -> None:
         assert await transport.receive() == b""
         await transport.aclose()
         tg.cancel_scope.cancel()
+
+
+async def test_a_memory_hand_over_that_need_not_wait_lets_no_other_task_run(pair: Pair) -> None:
+    # Each scheduling point is a round of the event loop; a simulation pays one per hand-over.
+    a, b = pair
+    rounds = 0
+
+    async def count_rounds() -> None:
+        nonlocal rounds
+        while True:
+            rounds += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(count_rounds)
+        await anyio.lowlevel.checkpoint()
+        before = rounds
+        await a.send(b"ping")
+        assert await b.receive() == b"ping"
+        assert rounds == before
+        tg.cancel_scope.cancel()
+
+
+async def test_a_cancelled_task_neither_sends_nor_receives_over_memory(pair: Pair) -> None:
+    a, b = pair
+    await a.send(b"first")
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await a.send(b"never")
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await b.receive()
+    assert await b.receive() == b"first"
+    with anyio.move_on_after(0.05):
+        await b.receive()
+        pytest.fail("a send of a cancelled task arrived")
