@@ -102,7 +102,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
-    from emubroker.loadbalance.leader.owner_calls import OwnerAdmin, OwnerCalls
+    from emubroker.loadbalance.ownership.owner_calls import OwnerAdmin, OwnerCalls
     from emubroker.loadbalance.reporting.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from emubroker.config_loadbalancer import THRESHOLD_SHEDDER, TRANSFER_SHEDDER
+from emubroker.loadbalance.leader.broker_registry import available_brokers, decode_report
 from emubroker.loadbalance.model.codec import LoadDataDecodeError, decode, encode
 from emubroker.loadbalance.model.data import BundleData
 from emubroker.loadbalance.model.extensible_data import (
@@ -40,7 +41,6 @@ from emubroker.loadbalance.model.extensible_data import (
 )
 from emubroker.loadbalance.model.usage import SystemResourceUsage
 from emubroker.loadbalance.modular.manager import ModularLoadManager
-from emubroker.loadbalance.ownership.broker_registry import available_brokers, decode_report
 from emubroker.metadata import InvalidPathError, NotFoundError
 from emubroker.metadata.paths import (
     BUNDLE_DATA_ROOT,

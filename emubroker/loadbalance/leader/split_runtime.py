@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.leader.aggregation import LeaderAggregation
-    from emubroker.loadbalance.leader.shedding_runtime import TraceSink
     from emubroker.loadbalance.model.data import BundleData, LoadData
     from emubroker.loadbalance.modular.manager import SplitDecision
+    from emubroker.loadbalance.trace.records import TraceSink
     from protocol.clock import Clock
 
 __all__ = [

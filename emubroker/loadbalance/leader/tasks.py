@@ -56,8 +56,9 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.shedding_runtime import BundleUnloader, TraceSink
+    from emubroker.loadbalance.leader.shedding_runtime import BundleUnloader
     from emubroker.loadbalance.leader.split_runtime import BundleSplitRequest, NamespaceLayout
+    from emubroker.loadbalance.trace.records import TraceSink
     from emubroker.metadata import MetadataStore
     from protocol.clock import Clock
 

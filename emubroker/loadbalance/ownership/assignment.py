@@ -50,9 +50,9 @@ import random
 from typing import TYPE_CHECKING, Protocol
 
 from emubroker.loadbalance.leader.aggregation import LeaderAggregation
+from emubroker.loadbalance.leader.broker_registry import available_brokers
 from emubroker.loadbalance.load_manager import Placement
 from emubroker.loadbalance.load_managers import load_manager
-from emubroker.loadbalance.ownership.broker_registry import available_brokers
 from emubroker.loadbalance.strategies.extensible_placement import LeastResourceUsageWithWeight
 from emubroker.loadbalance.trace.records import placement_record
 
@@ -60,8 +60,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.shedding_runtime import TraceSink
     from emubroker.loadbalance.strategies.isolation import PlacementPolicies
+    from emubroker.loadbalance.trace.records import TraceSink
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
     from protocol.clock import Clock

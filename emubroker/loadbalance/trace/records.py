@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 
@@ -43,6 +43,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "LoadBalancerTraceRecord",
     "LoadBalancerTraceWriter",
+    "TraceSink",
     "placement_record",
     "report_record",
     "split_record",
@@ -101,6 +102,14 @@ class LoadBalancerTraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     split_children: str = ""  # split: the new bundles, comma-separated
     split_unload: bool = False  # split: the children are unloaded afterwards
     duration_ms: float = -1.0  # unload: time to close the bundle's topics
+
+
+class TraceSink(Protocol):
+    """Where the trace rows go (``LoadBalancerTraceSink``, or a test's list)."""
+
+    def append(self, record: LoadBalancerTraceRecord) -> None:
+        """Buffer one row."""
+        ...
 
 
 _FIELDS: Final = msgspec.structs.fields(LoadBalancerTraceRecord)

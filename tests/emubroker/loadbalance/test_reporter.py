@@ -13,9 +13,9 @@ import msgspec
 import pytest
 
 from emubroker.config import BrokerConfig, load_config
+from emubroker.loadbalance.leader.broker_registry import available_brokers, read_report
 from emubroker.loadbalance.model.data import LocalBrokerData
 from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
-from emubroker.loadbalance.ownership.broker_registry import available_brokers, read_report
 from emubroker.loadbalance.reporting.bundle_sampler import TopicTraffic
 from emubroker.loadbalance.reporting.reporter import BrokerRegistrationError, LoadReporter
 from emubroker.loadbalance.reporting.usage_sources import (
