@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.leader.aggregation import LeaderAggregation
     from emubroker.loadbalance.model.data import BundleData, LoadData
-    from emubroker.loadbalance.modular.manager import SplitDecision
+    from emubroker.loadbalance.strategies.split import SplitDecision
     from emubroker.loadbalance.trace.records import TraceSink
     from protocol.clock import Clock
 

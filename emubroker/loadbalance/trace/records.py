@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.model.data import LocalBrokerData
-    from emubroker.loadbalance.modular.manager import SplitDecision
+    from emubroker.loadbalance.strategies.split import SplitDecision
 
 __all__ = [
     "EVENTS",
