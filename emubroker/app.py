@@ -47,7 +47,6 @@ from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance.leader.election import LeaderElectionService
-from emubroker.loadbalance.leader.split_runtime import layout_from
 from emubroker.loadbalance.leader.tasks import LoadBalancerLeader
 from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
 from emubroker.loadbalance.ownership.lookup import BundleLookup
@@ -55,6 +54,7 @@ from emubroker.loadbalance.ownership.placement_policies import PlacementPolicyCa
 from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.ownership.unloading import BundleUnloader
 from emubroker.loadbalance.reporting.wiring import build_load_reporter, load_balancer_trace
+from emubroker.loadbalance.runtime.split_runtime import layout_from
 from emubroker.loadbalance.trace.ring import TraceRing
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd_url import is_etcd_url

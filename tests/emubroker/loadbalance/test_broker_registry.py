@@ -6,13 +6,13 @@ import logging
 
 import pytest
 
-from emubroker.loadbalance.leader.broker_registry import (
+from emubroker.loadbalance.model.codec import encode
+from emubroker.loadbalance.model.data import LocalBrokerData
+from emubroker.loadbalance.runtime.broker_registry import (
     available_brokers,
     read_report,
     read_reports,
 )
-from emubroker.loadbalance.model.codec import encode
-from emubroker.loadbalance.model.data import LocalBrokerData
 from emubroker.metadata import MemoryMetadataStore
 from emubroker.metadata.paths import load_report_path
 

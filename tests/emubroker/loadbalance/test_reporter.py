@@ -13,7 +13,6 @@ import msgspec
 import pytest
 
 from emubroker.config import BrokerConfig, load_config
-from emubroker.loadbalance.leader.broker_registry import available_brokers, read_report
 from emubroker.loadbalance.model.data import LocalBrokerData
 from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
 from emubroker.loadbalance.reporting.bundle_sampler import TopicTraffic
@@ -23,6 +22,7 @@ from emubroker.loadbalance.reporting.usage_sources import (
     ModelUsageSource,
     ResourceLimits,
 )
+from emubroker.loadbalance.runtime.broker_registry import available_brokers, read_report
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from protocol.clock import FakeClock
 
