@@ -50,13 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import anyio
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.leader.aggregation import LeaderAggregation
-from emubroker.loadbalance.leader.shedding_runtime import SheddingRunner
 from emubroker.loadbalance.model.codec import decode, encode
 from emubroker.loadbalance.model.data import LocalBrokerData, NamespaceBundleStats
 from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
 from emubroker.loadbalance.modular.kind import shed as modular_shed
-from emubroker.loadbalance.modular.manager import ModularLoadManager
+from emubroker.loadbalance.runtime.aggregation import LeaderAggregation
+from emubroker.loadbalance.runtime.shedding_runtime import SheddingRunner
+from emubroker.loadbalance.strategies.modular_manager import ModularLoadManager
 from emubroker.metadata import MemoryMetadataTree
 from emubroker.metadata.paths import load_report_path
 from protocol.clock import FakeClock

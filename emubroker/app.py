@@ -52,7 +52,6 @@ from emubroker.dynamic_config import DynamicConfig
 from emubroker.handlers import BrokerServices, ConnectionHandler
 from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance.leader.election import LeaderElectionService
-from emubroker.loadbalance.leader.split_runtime import layout_from
 from emubroker.loadbalance.leader.tasks import LoadBalancerLeader
 from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
 from emubroker.loadbalance.ownership.lookup import BundleLookup
@@ -60,6 +59,7 @@ from emubroker.loadbalance.ownership.placement_policies import PlacementPolicyCa
 from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
 from emubroker.loadbalance.ownership.unloading import BundleUnloader
 from emubroker.loadbalance.reporting.wiring import build_load_reporter, load_balancer_trace
+from emubroker.loadbalance.runtime.split_runtime import layout_from
 from emubroker.loadbalance.trace.ring import TraceRing
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd_url import is_etcd_url
@@ -108,7 +108,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
-    from emubroker.loadbalance.leader.owner_calls import OwnerAdmin, OwnerCalls
+    from emubroker.loadbalance.ownership.owner_calls import OwnerAdmin, OwnerCalls
     from emubroker.loadbalance.reporting.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from emubroker.auth import Security
     from emubroker.dynamic_config import DynamicConfig
     from emubroker.loadbalance.leader.election import LeaderElectionService
-    from emubroker.loadbalance.leader.owner_calls import OwnerCalls
     from emubroker.loadbalance.ownership.bundle_split import BundleSplitter
     from emubroker.loadbalance.ownership.lookup import BundleLookup
+    from emubroker.loadbalance.ownership.owner_calls import OwnerCalls
     from emubroker.loadbalance.ownership.table import OwnershipTable
     from emubroker.loadbalance.ownership.unloading import BundleUnloader
     from emubroker.loadbalance.reporting.reporter import LoadReporter

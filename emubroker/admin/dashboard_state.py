@@ -25,7 +25,7 @@ from emubroker.dashboard.model import (
     load_of,
     namespaces_of,
 )
-from emubroker.loadbalance.ownership.broker_registry import read_reports
+from emubroker.loadbalance.runtime.broker_registry import read_reports
 from emubroker.loadbalance.trace.records import report_record
 from emubroker.naming import BundleRange, NamespaceBundle, TopicName
 

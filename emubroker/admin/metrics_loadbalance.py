@@ -29,12 +29,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.shedding_runtime import ModularUnloadCounters
     from emubroker.loadbalance.leader.tasks import LoadBalancerLeader
     from emubroker.loadbalance.model.bundle_stats import NamespaceBundleStats
     from emubroker.loadbalance.model.extensible_data import UnloadCounter
     from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
     from emubroker.loadbalance.reporting.reporter import LoadReportStatistics
+    from emubroker.loadbalance.runtime.shedding_runtime import ModularUnloadCounters
 
 __all__ = [
     "java_double_string",

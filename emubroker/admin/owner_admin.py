@@ -22,15 +22,15 @@ import aiohttp
 
 from emubroker.adminclient import AdminHttpError, AdminUnreachableError, AsyncAdminClient, path
 from emubroker.auth.broker_client import authorization_header, plugin_kind
-from emubroker.loadbalance.leader.owner_calls import OwnerCallError, OwnerCalls
 from emubroker.loadbalance.ownership.bundle_split import stored_children
+from emubroker.loadbalance.ownership.owner_calls import OwnerCallError, OwnerCalls
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.owner_calls import OwnerAdmin
     from emubroker.loadbalance.ownership.bundle_split import BundleSplitter
+    from emubroker.loadbalance.ownership.owner_calls import OwnerAdmin
     from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
     from emubroker.loadbalance.ownership.unloading import BundleUnloader
     from emubroker.metadata import MetadataStore
@@ -44,7 +44,7 @@ CONNECT_TIMEOUT = 10.0
 
 
 class HttpOwnerAdmin:
-    """:class:`~emubroker.loadbalance.leader.owner_calls.OwnerAdmin` over HTTP.
+    """:class:`~emubroker.loadbalance.ownership.owner_calls.OwnerAdmin` over HTTP.
 
     Args:
         config: The live configuration (the broker client's credentials).

@@ -3,7 +3,7 @@
 Shapes follow Pulsar's ``BrokersBase``:
 
 - ``GET /brokers[/{cluster}]``: the ids (``host:webServicePort``) of the registered brokers, the
-  children of ``/loadbalance/brokers`` (``emubroker.loadbalance.ownership.broker_registry``);
+  children of ``/loadbalance/brokers`` (``emubroker.loadbalance.runtime.broker_registry``);
 - ``GET /brokers/{cluster}/{broker}/ownedNamespaces``: this broker's bundles with Pulsar's
   ``NamespaceOwnershipStatus``; asked of another broker, the request is redirected (307) to the
   ``webServiceUrl`` of that broker's report, and an unknown broker is 404 "Broker id '...' not
@@ -34,7 +34,7 @@ from emubroker.admin.health_check import HealthCheckError
 from emubroker.admin.http import context, json_response, no_content, redirect_to
 from emubroker.dynamic_config import DynamicConfigError
 from emubroker.handlers.common import SERVER_VERSION
-from emubroker.loadbalance.ownership.broker_registry import available_brokers, read_report
+from emubroker.loadbalance.runtime.broker_registry import available_brokers, read_report
 from emubroker.metadata import InvalidPathError
 
 # Pulsar's validateClusterOwnership accepts these without a cluster lookup (isValidCluster).

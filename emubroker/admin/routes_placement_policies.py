@@ -38,7 +38,7 @@ from emubroker.admin.http import (
     valid_name,
 )
 from emubroker.admin.routes_unload import unload_namespace_bundles
-from emubroker.loadbalance.ownership.broker_registry import available_brokers
+from emubroker.loadbalance.runtime.broker_registry import available_brokers
 from emubroker.loadbalance.strategies.isolation import re_matches
 from emubroker.naming import NamespaceName, bundle_boundaries
 from emubroker.policies import BundlesData, bundles_data, to_json

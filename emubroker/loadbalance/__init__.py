@@ -8,11 +8,12 @@ policies, the split algorithms, the strategy registry and the modular manager's 
 moment: the package imports none of its modules before a name is asked for (a broker imports
 what it uses when it starts; docs/performance.md).
 
-The subpackages, by concern: ``model`` (the data model), ``strategies`` (pure decisions and the
-registry), ``modular`` and ``extensible`` (the two load managers behind ``load_manager``'s
-interface, chosen by ``load_managers``), ``leader`` (election, the leader tasks, aggregation,
-shedding and splitting carried out), ``ownership`` (ownership, lookup, assignment), ``reporting``
-(each broker's load report) and ``trace`` (the load-balancer trace).
+The subpackages, by concern, from the bottom up: ``model`` (the data model), ``strategies`` (pure
+decisions, the modular manager's among them), ``trace`` (the load-balancer trace), ``runtime``
+(the leader's load data, shedding and splitting carried out), ``modular`` and ``extensible`` (the
+two load managers behind ``load_manager``'s interface, chosen by ``load_managers``), ``leader``
+(election and the leader's tasks), ``ownership`` (ownership, lookup, assignment) and
+``reporting`` (each broker's load report).
 """
 
 from __future__ import annotations
@@ -93,9 +94,6 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.model.usage import (
         SystemResourceUsage as SystemResourceUsage,
     )
-    from emubroker.loadbalance.modular.manager import (
-        ModularLoadManager as ModularLoadManager,
-    )
     from emubroker.loadbalance.strategies.avg_shedder import (
         AvgShedder as AvgShedder,
     )
@@ -137,6 +135,9 @@ if TYPE_CHECKING:
     )
     from emubroker.loadbalance.strategies.isolation import (
         PlacementPolicies as PlacementPolicies,
+    )
+    from emubroker.loadbalance.strategies.modular_manager import (
+        ModularLoadManager as ModularLoadManager,
     )
     from emubroker.loadbalance.strategies.placement import (
         LeastLongTermMessageRate as LeastLongTermMessageRate,
@@ -320,7 +321,7 @@ _EXPORTS: Final[dict[str, tuple[str, str]]] = {
     "STRATEGIES": ("strategies.factory", "STRATEGIES"),
     "StrategyEntry": ("strategies.factory", "StrategyEntry"),
     "create_modular_strategies": ("strategies.factory", "create_modular_strategies"),
-    "ModularLoadManager": ("modular.manager", "ModularLoadManager"),
+    "ModularLoadManager": ("strategies.modular_manager", "ModularLoadManager"),
     # the load managers
     "LoadManager": ("load_manager", "LoadManager"),
     "load_manager": ("load_managers", "load_manager"),

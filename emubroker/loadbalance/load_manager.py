@@ -22,11 +22,11 @@ import msgspec
 
 if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.aggregation import LeaderAggregation
-    from emubroker.loadbalance.leader.shedding_runtime import ModularUnloadCounters, SheddingRunner
     from emubroker.loadbalance.model.extensible_data import UnloadCounter
-    from emubroker.loadbalance.modular.manager import ModularLoadManager
+    from emubroker.loadbalance.runtime.aggregation import LeaderAggregation
+    from emubroker.loadbalance.runtime.shedding_runtime import ModularUnloadCounters, SheddingRunner
     from emubroker.loadbalance.strategies.extensible_placement import LeastResourceUsageWithWeight
+    from emubroker.loadbalance.strategies.modular_manager import ModularLoadManager
     from emubroker.loadbalance.strategies.transfer_shedder import TransferShedder
     from protocol.clock import Clock
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 
 from emubroker.app import Broker, open_broker
-from emubroker.loadbalance.leader.owner_calls import OwnerCallError
+from emubroker.loadbalance.ownership.owner_calls import OwnerCallError
 from emubroker.metadata import MemoryMetadataTree
 from emubroker.storage import BookieBackend
 from protocol.errors import ConnectionBrokenError

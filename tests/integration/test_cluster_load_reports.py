@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from emubroker.loadbalance.model.data import LocalBrokerData
-from emubroker.loadbalance.ownership.broker_registry import read_reports
+from emubroker.loadbalance.runtime.broker_registry import read_reports
 from emubroker.metadata.remote import open_remote_metadata_store
 from tests.integration.conftest import make_client
 from tests.support.cluster import ROOT, _env, cluster_process

@@ -14,20 +14,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from emubroker.loadbalance.leader.shedding_runtime import bundle_numbers
 from emubroker.loadbalance.load_manager import ExportedCounters, Placement
 from emubroker.loadbalance.model.extensible_data import Label, LoadManagerContext, Reason
+from emubroker.loadbalance.runtime.shedding_runtime import bundle_numbers
 from emubroker.loadbalance.strategies.extensible_placement import select_extensible_broker
 from emubroker.loadbalance.strategies.isolation import namespace_of
 
 if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.aggregation import LeaderAggregation
-    from emubroker.loadbalance.leader.shedding_runtime import SheddingRunner
     from emubroker.loadbalance.load_manager import LeaderTasks, LeaderTerm
     from emubroker.loadbalance.model.extensible_data import UnloadDecision
-    from emubroker.loadbalance.modular.manager import ModularLoadManager
+    from emubroker.loadbalance.runtime.aggregation import LeaderAggregation
+    from emubroker.loadbalance.runtime.shedding_runtime import SheddingRunner
     from emubroker.loadbalance.strategies.extensible_placement import LeastResourceUsageWithWeight
+    from emubroker.loadbalance.strategies.modular_manager import ModularLoadManager
     from emubroker.loadbalance.strategies.transfer_shedder import TransferShedder
     from protocol.clock import Clock
 

@@ -1,6 +1,5 @@
-"""The leader's runtime: election, its tasks, the aggregated load data, shedding and splitting.
+"""The leader: its election (``election``) and its tasks while it leads (``tasks``).
 
-``election`` elects the leader; ``tasks`` runs its periodic tasks while it leads;
-``aggregation`` keeps the load data from the reports; ``shedding_runtime`` and
-``split_runtime`` carry the decisions out, through the bundles' owners (``owner_calls``).
+The tasks run on the shared runtime (``loadbalance.runtime``) and ask the load manager
+``loadManagerClassName`` names (``loadbalance.load_managers``) where the two managers differ.
 """

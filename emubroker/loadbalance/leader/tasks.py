@@ -5,7 +5,7 @@ when it is not the leader any more; :class:`LoadBalancerLeader` does the same wi
 group per leadership term. While leading, on the injected clock:
 
 - **aggregation**: the term reads the stored bundle data, then watches ``/loadbalance/brokers``
-  and runs ``updateAll`` on every change (:class:`~emubroker.loadbalance.leader.aggregation.
+  and runs ``updateAll`` on every change (:class:`~emubroker.loadbalance.runtime.aggregation.
   LeaderAggregation`);
 - **bundle-data writer**: every ``loadBalancerResourceQuotaUpdateIntervalMinutes`` (fixed rate,
   first run one interval after the election, ``LoadResourceQuotaUpdaterTask``), the top bundles'
@@ -13,14 +13,14 @@ group per leadership term. While leading, on the injected clock:
   manager's wrapper makes this a no-op);
 - **extensible loads** (extensible manager): every ``loadBalancerReportUpdateMinIntervalMillis``
   each broker's ``BrokerLoadData`` moving averages take a sample of its latest report
-  (:meth:`~emubroker.loadbalance.leader.aggregation.LeaderAggregation.sample_broker_loads`);
+  (:meth:`~emubroker.loadbalance.runtime.aggregation.LeaderAggregation.sample_broker_loads`);
 - **shedding**: every ``loadBalancerSheddingIntervalMinutes``, with a fixed delay after each run
   for the modular manager (``LoadSheddingTask``) and at a fixed rate for the extensible one
   (``UnloadScheduler``), the configured shedder runs and its decisions are unloaded through the
-  injected :class:`~emubroker.loadbalance.leader.shedding_runtime.BundleUnloader`;
+  injected :class:`~emubroker.loadbalance.runtime.shedding_runtime.BundleUnloader`;
 - **automatic split** (modular manager): after every ``updateAll``, as Pulsar's
   ``checkNamespaceBundleSplit``, hot bundles are split at their owner through the injected
-  :class:`~emubroker.loadbalance.leader.split_runtime.BundleSplitRequest`.
+  :class:`~emubroker.loadbalance.runtime.split_runtime.BundleSplitRequest`.
 
 Intervals are read from the live configuration at each wait, so a dynamic change applies from
 the next run; minute-valued keys accept fractions (``0.05`` is 3 s).
@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Final, Protocol
 import anyio
 import msgspec
 
-from emubroker.loadbalance.leader.aggregation import LeaderAggregation
 from emubroker.loadbalance.leader.election import LeaderElectionState
-from emubroker.loadbalance.leader.shedding_runtime import SheddingRunner
-from emubroker.loadbalance.leader.split_runtime import SplitRunner
 from emubroker.loadbalance.load_manager import LeaderTerm
 from emubroker.loadbalance.load_managers import load_manager
+from emubroker.loadbalance.runtime.aggregation import LeaderAggregation
+from emubroker.loadbalance.runtime.shedding_runtime import SheddingRunner
+from emubroker.loadbalance.runtime.split_runtime import SplitRunner
 from emubroker.loadbalance.strategies.isolation import PlacementPolicies
 from emubroker.loadbalance.strategies.transfer_shedder import TransferShedder
 from emubroker.metadata import MetadataStoreError, StoreClosedError, WatchOverflowError
@@ -56,8 +56,9 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.shedding_runtime import BundleUnloader, TraceSink
-    from emubroker.loadbalance.leader.split_runtime import BundleSplitRequest, NamespaceLayout
+    from emubroker.loadbalance.runtime.shedding_runtime import BundleUnloader
+    from emubroker.loadbalance.runtime.split_runtime import BundleSplitRequest, NamespaceLayout
+    from emubroker.loadbalance.trace.records import TraceSink
     from emubroker.metadata import MetadataStore
     from protocol.clock import Clock
 

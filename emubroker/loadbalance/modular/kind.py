@@ -12,21 +12,21 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Final
 
-from emubroker.loadbalance.leader.shedding_runtime import bundle_numbers
 from emubroker.loadbalance.load_manager import ExportedCounters, Placement
 from emubroker.loadbalance.model.data import weighted_max_usage
+from emubroker.loadbalance.runtime.shedding_runtime import bundle_numbers
 from emubroker.loadbalance.strategies.factory import simple_name
 from emubroker.loadbalance.strategies.isolation import namespace_of
 from emubroker.loadbalance.strategies.placement import LeastLongTermMessageRate
 
 if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.aggregation import LeaderAggregation
-    from emubroker.loadbalance.leader.shedding_runtime import SheddingRunner
     from emubroker.loadbalance.load_manager import LeaderTasks, LeaderTerm
     from emubroker.loadbalance.model.extensible_data import Unload
-    from emubroker.loadbalance.modular.manager import ModularLoadManager
+    from emubroker.loadbalance.runtime.aggregation import LeaderAggregation
+    from emubroker.loadbalance.runtime.shedding_runtime import SheddingRunner
     from emubroker.loadbalance.strategies.extensible_placement import LeastResourceUsageWithWeight
+    from emubroker.loadbalance.strategies.modular_manager import ModularLoadManager
     from protocol.clock import Clock
 
 __all__ = ["ModularKind"]

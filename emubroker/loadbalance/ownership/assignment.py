@@ -15,9 +15,9 @@ The leader answers a lookup for a bundle nobody owns by naming a broker (spec §
    (:class:`~emubroker.loadbalance.load_manager.LoadManager`):
 
    - the modular manager (default): ``selectBrokerForAssignment`` on the leader's own
-     :class:`~emubroker.loadbalance.modular.manager.ModularLoadManager` (the one its aggregation
-     keeps up to date from the reports, no second copy): a bundle already preallocated keeps its
-     broker; otherwise the whole ``selectBroker`` pipeline (isolation, topic-count filter,
+     :class:`~emubroker.loadbalance.strategies.modular_manager.ModularLoadManager` (the one its
+     aggregation keeps up to date from the reports, no second copy): a bundle already preallocated
+     keeps its broker; otherwise the whole ``selectBroker`` pipeline (isolation, topic-count filter,
      anti-affinity, even distribution, broker filters, ``loadBalancerLoadPlacementStrategy``,
      the overload fallback), then the bundle is preallocated to the choice. Preallocations
      count in the strategy's score (so a burst of lookups spreads) until the broker reports
@@ -49,10 +49,10 @@ import logging
 import random
 from typing import TYPE_CHECKING, Protocol
 
-from emubroker.loadbalance.leader.aggregation import LeaderAggregation
 from emubroker.loadbalance.load_manager import Placement
 from emubroker.loadbalance.load_managers import load_manager
-from emubroker.loadbalance.ownership.broker_registry import available_brokers
+from emubroker.loadbalance.runtime.aggregation import LeaderAggregation
+from emubroker.loadbalance.runtime.broker_registry import available_brokers
 from emubroker.loadbalance.strategies.extensible_placement import LeastResourceUsageWithWeight
 from emubroker.loadbalance.trace.records import placement_record
 
@@ -60,8 +60,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.shedding_runtime import TraceSink
     from emubroker.loadbalance.strategies.isolation import PlacementPolicies
+    from emubroker.loadbalance.trace.records import TraceSink
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle
     from protocol.clock import Clock

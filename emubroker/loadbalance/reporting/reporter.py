@@ -34,10 +34,10 @@ import msgspec
 from emubroker.loadbalance.model.codec import encode
 from emubroker.loadbalance.model.data import LocalBrokerData, TimeAverageBrokerData
 from emubroker.loadbalance.model.usage import SystemResourceUsage
-from emubroker.loadbalance.ownership.broker_registry import decode_report
 from emubroker.loadbalance.reporting.bundle_sampler import BundleStatsSampler
 from emubroker.loadbalance.reporting.report_update import MAX_INTERVAL, report_update_reason
 from emubroker.loadbalance.reporting.usage_sources import BrokerActivity
+from emubroker.loadbalance.runtime.broker_registry import decode_report
 from emubroker.metadata import (
     BadVersionError,
     MetadataStoreError,

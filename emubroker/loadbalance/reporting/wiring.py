@@ -42,9 +42,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.shedding_runtime import TraceSink
     from emubroker.loadbalance.ownership.table import OwnershipTable
     from emubroker.loadbalance.reporting.usage_sources import ResourceUsageSource
+    from emubroker.loadbalance.trace.records import TraceSink
     from emubroker.metadata import MetadataStore
     from protocol.clock import Clock
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALGORITHMS",
+    "SplitDecision",
     "SplitResult",
     "TopicLoad",
     "can_split_bundle",
@@ -215,6 +216,14 @@ def split_positions(
 def can_split_bundle(bundle: HashRange) -> bool:
     """A bundle can be split only if it spans more than one hash value."""
     return bundle.upper - bundle.lower > 1
+
+
+class SplitDecision(NamedTuple):
+    """The leader's choice: split ``bundle`` of ``broker``; unload the children if ``unload``."""
+
+    bundle: str
+    broker: str
+    unload: bool
 
 
 class SplitResult(NamedTuple):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.model.data import LocalBrokerData
-    from emubroker.loadbalance.modular.manager import SplitDecision
+    from emubroker.loadbalance.strategies.split import SplitDecision
 
 __all__ = [
     "EVENTS",
@@ -48,12 +48,21 @@ __all__ = [
     "SCHEMA_VERSION",
     "LoadBalancerTraceRecord",
     "LoadBalancerTraceWriter",
+    "TraceSink",
     "placement_record",
     "report_record",
     "split_record",
     "trace_schema",
     "unload_record",
 ]
+
+
+class TraceSink(Protocol):
+    """Where the trace rows go (``LoadBalancerTraceSink``, or a test's list)."""
+
+    def append(self, record: LoadBalancerTraceRecord) -> None:
+        """Buffer one row."""
+        ...
 
 
 def trace_schema() -> pa.Schema:

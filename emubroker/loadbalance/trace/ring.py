@@ -13,8 +13,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from emubroker.loadbalance.leader.shedding_runtime import TraceSink
-    from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord
+    from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord, TraceSink
 
 __all__ = ["RING_ROWS", "TraceRing"]
 

@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestServer
 
 from emubroker.admin.owner_admin import HttpOwnerAdmin
 from emubroker.config import BrokerConfig, ConfigError, load_config
-from emubroker.loadbalance.leader.owner_calls import OwnerCallError, parse_bundle
+from emubroker.loadbalance.ownership.owner_calls import OwnerCallError, parse_bundle
 from emubroker.loadbalance.ownership.table import BrokerInfo
 
 pytestmark = pytest.mark.anyio

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from emubroker.admin.metrics_loadbalance import render_unload_metrics
-from emubroker.loadbalance.leader.shedding_runtime import ModularUnloadCounters
 from emubroker.loadbalance.model.extensible_data import Label, Reason, UnloadCounter
+from emubroker.loadbalance.runtime.shedding_runtime import ModularUnloadCounters
 
 
 def test_modular_counters() -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from emubroker.config import BrokerConfig, load_config
-from emubroker.loadbalance.leader.aggregation import LeaderAggregation, bundle_data_node
 from emubroker.loadbalance.model.codec import encode
 from emubroker.loadbalance.model.data import (
     BundleData,
@@ -18,6 +17,7 @@ from emubroker.loadbalance.model.data import (
     TimeAverageMessageData,
 )
 from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
+from emubroker.loadbalance.runtime.aggregation import LeaderAggregation, bundle_data_node
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 
 pytestmark = pytest.mark.anyio

@@ -15,12 +15,12 @@ import pytest
 
 from emubroker.config import BrokerConfig, load_config
 from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER
-from emubroker.loadbalance.leader.aggregation import LeaderAggregation
 from emubroker.loadbalance.model.codec import encode
 from emubroker.loadbalance.model.data import LocalBrokerData, NamespaceBundleStats
 from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
 from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
 from emubroker.loadbalance.ownership.placement_policies import PlacementPolicyCache
+from emubroker.loadbalance.runtime.aggregation import LeaderAggregation
 from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from emubroker.naming import BundleRange, NamespaceBundle, NamespaceName

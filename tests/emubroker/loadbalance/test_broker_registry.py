@@ -8,7 +8,7 @@ import pytest
 
 from emubroker.loadbalance.model.codec import encode
 from emubroker.loadbalance.model.data import LocalBrokerData
-from emubroker.loadbalance.ownership.broker_registry import (
+from emubroker.loadbalance.runtime.broker_registry import (
     available_brokers,
     read_report,
     read_reports,

@@ -19,10 +19,10 @@ import pytest
 from emubroker.admin.metrics_loadbalance import render_leader_unload_metrics
 from emubroker.config import BrokerConfig, load_config
 from emubroker.loadbalance.leader.election import LeaderElectionService, LeaderElectionState
-from emubroker.loadbalance.leader.owner_calls import parse_bundle
 from emubroker.loadbalance.leader.tasks import LoadBalancerLeader, LoadBalancerLeaderStatistics
 from emubroker.loadbalance.model.codec import encode
 from emubroker.loadbalance.model.data import LocalBrokerData
+from emubroker.loadbalance.ownership.owner_calls import parse_bundle
 from emubroker.loadbalance.reporting.bundle_sampler import TopicTraffic
 from emubroker.loadbalance.reporting.reporter import LoadReporter
 from emubroker.loadbalance.reporting.usage_sources import ModelUsageSource, ResourceLimits

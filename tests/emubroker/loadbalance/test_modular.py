@@ -11,8 +11,8 @@ from emubroker.config.loadbalancer import MODULAR_LOAD_MANAGER
 from emubroker.loadbalance.model.data import BundleData, LocalBrokerData, NamespaceBundleStats
 from emubroker.loadbalance.model.extensible_data import Unload
 from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
-from emubroker.loadbalance.modular.manager import ModularLoadManager, SplitDecision
 from emubroker.loadbalance.strategies.avg_shedder import AvgShedder
+from emubroker.loadbalance.strategies.modular_manager import ModularLoadManager, SplitDecision
 from emubroker.loadbalance.strategies.placement import LeastResourceUsageWithWeight
 from emubroker.loadbalance.strategies.shedding import ThresholdShedder, UniformLoadShedder
 

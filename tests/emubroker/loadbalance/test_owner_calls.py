@@ -1,4 +1,4 @@
-"""The leader's unloads and splits reach the bundle's owner (``loadbalance.leader.owner_calls``)."""
+"""The leader's unloads and splits reach the bundle's owner (``ownership.owner_calls``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from emubroker.loadbalance.leader.owner_calls import (
+from emubroker.loadbalance.ownership.owner_calls import (
     OWNER_CALL_TIMEOUT,
     OwnerCallError,
     OwnerCalls,

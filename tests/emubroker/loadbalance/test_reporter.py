@@ -15,7 +15,6 @@ import pytest
 from emubroker.config import BrokerConfig, load_config
 from emubroker.loadbalance.model.data import LocalBrokerData
 from emubroker.loadbalance.model.usage import ResourceUsage, SystemResourceUsage
-from emubroker.loadbalance.ownership.broker_registry import available_brokers, read_report
 from emubroker.loadbalance.reporting.bundle_sampler import TopicTraffic
 from emubroker.loadbalance.reporting.reporter import BrokerRegistrationError, LoadReporter
 from emubroker.loadbalance.reporting.usage_sources import (
@@ -23,6 +22,7 @@ from emubroker.loadbalance.reporting.usage_sources import (
     ModelUsageSource,
     ResourceLimits,
 )
+from emubroker.loadbalance.runtime.broker_registry import available_brokers, read_report
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from protocol.clock import FakeClock
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from emubroker.config import BrokerConfig
-from emubroker.loadbalance.leader.shedding_runtime import bundle_numbers
 from emubroker.loadbalance.model.data import LoadData, LocalBrokerData
 from emubroker.loadbalance.model.usage import ResourceUsage
+from emubroker.loadbalance.runtime.shedding_runtime import bundle_numbers
 from emubroker.loadbalance.strategies.avg_shedder import AvgShedder
 from emubroker.loadbalance.strategies.shedding import (
     OverloadShedder,

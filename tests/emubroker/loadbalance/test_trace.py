@@ -9,7 +9,7 @@ from emubroker.config import BrokerConfig
 from emubroker.loadbalance.model.data import LocalBrokerData
 from emubroker.loadbalance.model.extensible_data import Label, Reason, Unload, UnloadDecision
 from emubroker.loadbalance.model.usage import ResourceUsage
-from emubroker.loadbalance.modular.manager import SplitDecision
+from emubroker.loadbalance.strategies.modular_manager import SplitDecision
 from emubroker.loadbalance.trace.records import (
     FIELD_NAMES,
     LoadBalancerTraceRecord,

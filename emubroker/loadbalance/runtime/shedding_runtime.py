@@ -32,13 +32,13 @@ from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord, unload_
 if TYPE_CHECKING:
     from emubroker.loadbalance.model.data import LoadData
     from emubroker.loadbalance.model.extensible_data import Unload
+    from emubroker.loadbalance.trace.records import TraceSink
     from protocol.clock import Clock
 
 __all__ = [
     "BundleUnloader",
     "ModularUnloadCounters",
     "SheddingRunner",
-    "TraceSink",
     "bundle_numbers",
 ]
 
@@ -56,14 +56,6 @@ class BundleUnloader(Protocol):
 
     async def __call__(self, bundle: str, destination_broker: str | None = None) -> None:
         """Unload ``bundle``; the next owner is ``destination_broker`` when one is named."""
-        ...
-
-
-class TraceSink(Protocol):
-    """Where the trace rows go (``LoadBalancerTraceSink``)."""
-
-    def append(self, record: LoadBalancerTraceRecord) -> None:
-        """Buffer one row."""
         ...
 
 

@@ -15,9 +15,9 @@ reaches the broker that owns the bundle. :class:`OwnerCalls` does the same:
   log and count (the leader carries on).
 
 :meth:`OwnerCalls.unload` is a
-:class:`~emubroker.loadbalance.leader.shedding_runtime.BundleUnloader` and :meth:`OwnerCalls.split`
-a :class:`~emubroker.loadbalance.leader.split_runtime.BundleSplitRequest`: the leader's seams, which
-tests and the in-process harness may fill with their own.
+:class:`~emubroker.loadbalance.runtime.shedding_runtime.BundleUnloader` and :meth:`OwnerCalls.split`
+a :class:`~emubroker.loadbalance.runtime.split_runtime.BundleSplitRequest`: the leader's seams,
+which tests and the in-process harness may fill with their own.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 :class:`LeaderAggregation` is the metadata-store side of ``ModularLoadManagerImpl.updateAll``
 and ``writeBundleDataOnZooKeeper``; the arithmetic is
-:class:`~emubroker.loadbalance.modular.manager.ModularLoadManager`'s. What it does, as Pulsar's
-leader does it:
+:class:`~emubroker.loadbalance.strategies.modular_manager.ModularLoadManager`'s. What it does,
+as Pulsar's leader does it:
 
 - :meth:`load_stored_bundle_data`: a new leader reads ``/loadbalance/bundle-data``, so a bundle
   seen for the first time starts from the averages the previous leader stored
@@ -39,8 +39,8 @@ from emubroker.loadbalance.model.extensible_data import (
     top_k_bundles,
 )
 from emubroker.loadbalance.model.usage import SystemResourceUsage
-from emubroker.loadbalance.modular.manager import ModularLoadManager
-from emubroker.loadbalance.ownership.broker_registry import available_brokers, decode_report
+from emubroker.loadbalance.runtime.broker_registry import available_brokers, decode_report
+from emubroker.loadbalance.strategies.modular_manager import ModularLoadManager
 from emubroker.metadata import InvalidPathError, NotFoundError
 from emubroker.metadata.paths import (
     BUNDLE_DATA_ROOT,
@@ -54,8 +54,8 @@ if TYPE_CHECKING:
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.model.data import LocalBrokerData
-    from emubroker.loadbalance.modular.manager import UpdateResult
     from emubroker.loadbalance.strategies.isolation import PlacementPolicies
+    from emubroker.loadbalance.strategies.modular_manager import UpdateResult
     from emubroker.metadata import MetadataStore
 
 __all__ = ["LeaderAggregation", "bundle_data_node"]

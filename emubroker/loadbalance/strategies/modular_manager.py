@@ -42,7 +42,11 @@ from emubroker.loadbalance.strategies.selection import (
     select_broker,
     should_anti_affinity_namespace_unload,
 )
-from emubroker.loadbalance.strategies.split import can_split_bundle, find_bundles_to_split
+from emubroker.loadbalance.strategies.split import (
+    SplitDecision,
+    can_split_bundle,
+    find_bundles_to_split,
+)
 from emubroker.naming import BundleRange
 
 if TYPE_CHECKING:
@@ -69,14 +73,6 @@ class UpdateResult(NamedTuple):
 
     dead_brokers: list[str]
     removed_bundles: list[str]
-
-
-class SplitDecision(NamedTuple):
-    """Split ``bundle`` of ``broker``; unload the children afterwards if ``unload``."""
-
-    bundle: str
-    broker: str
-    unload: bool
 
 
 class ModularLoadManager:

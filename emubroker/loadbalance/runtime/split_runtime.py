@@ -2,10 +2,11 @@
 
 Pulsar's modular leader runs ``checkNamespaceBundleSplit`` at the end of every ``updateAll``,
 that is each time the brokers' load reports changed (``loadBalancerSplitIntervalMinutes`` is
-the extensible manager's key). The decisions are :meth:`~emubroker.loadbalance.modular.manager.
-ModularLoadManager.check_namespace_bundle_split`'s (``loadBalancerAutoBundleSplitEnabled``, the
-``loadBalancerNamespaceBundleMax*`` thresholds, ``loadBalancerNamespaceMaximumBundles``, the
-unload flag of ``loadBalancerAutoUnloadSplitBundlesEnabled`` and the namespace policies);
+the extensible manager's key). The decisions are
+``ModularLoadManager.check_namespace_bundle_split``'s (``strategies.modular_manager``;
+``loadBalancerAutoBundleSplitEnabled``, the
+``loadBalancerNamespaceBundleMax*`` thresholds, ``loadBalancerNamespaceMaximumBundles``, the unload
+flag of ``loadBalancerAutoUnloadSplitBundlesEnabled`` and the namespace policies);
 :class:`SplitRunner` carries each out through an injected :class:`BundleSplitRequest`, Pulsar's
 admin call ``splitNamespaceBundle(namespace, range, unload, null)`` that reaches the owner, which
 splits with its ``defaultNamespaceBundleSplitAlgorithm``. For every split it writes:
@@ -36,10 +37,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.leader.aggregation import LeaderAggregation
-    from emubroker.loadbalance.leader.shedding_runtime import TraceSink
     from emubroker.loadbalance.model.data import BundleData, LoadData
-    from emubroker.loadbalance.modular.manager import SplitDecision
+    from emubroker.loadbalance.runtime.aggregation import LeaderAggregation
+    from emubroker.loadbalance.strategies.split import SplitDecision
+    from emubroker.loadbalance.trace.records import TraceSink
     from protocol.clock import Clock
 
 __all__ = [
