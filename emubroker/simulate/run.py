@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -44,17 +45,19 @@ from emubroker.simulate.cluster import (
     open_simulated_cluster,
 )
 from emubroker.simulate.control import SimulatedAdmin, SimulatedProcesses, SimulatedStubFaults
+from emubroker.simulate.dashboard import serving_dashboard
 from emubroker.simulate.loop import loop_clock_jump, run_loop
-from emubroker.simulate.scenario import Simulation, load_simulation
+from emubroker.simulate.scenario import Simulation, SimulationError, load_simulation
 from loadgen.control import BrokerInfo, ClusterControl, ClusterLayout
 from loadgen.runner import RunOptions, RunResult, run_in_process
 from protocol.client import normalize_topic
 from protocol.clock import AnyioClock, Clock, FakeClock
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import AsyncIterator, Iterable
 
     from emubroker.config import BrokerConfig
+    from emubroker.simulate.cluster import SimulatedCluster
 
 __all__ = ["Decision", "SimulationResult", "decisions_of", "run", "trace_digests"]
 
@@ -122,6 +125,7 @@ def run(
     seed: int | None = None,
     virtual: bool = True,
     console: Console | None = None,
+    dashboard_port: int | None = None,
 ) -> SimulationResult:
     """Run a simulation to its end (blocking: it owns its event loop).
 
@@ -131,6 +135,8 @@ def run(
         seed: Overrides the scenario's ``seed``.
         virtual: On the virtual clock (default) or the host's.
         console: Where loadgen's progress lines go (default: nowhere).
+        dashboard_port: Serve the live dashboard on this loopback port (0: a free one) and
+            print its address first; real time only (a virtual run outpaces any viewer).
 
     Raises:
         SimulationError: The scenario is invalid or needs what a virtual clock cannot give.
@@ -150,6 +156,8 @@ def run(
     _clear_traces(run_dir)
     console = console or Console(file=io.StringIO(), width=120)
     started = AnyioClock().now()
+    if virtual and dashboard_port is not None:
+        raise SimulationError("the live dashboard needs --real-time (a virtual clock outpaces it)")
     clock: Clock = FakeClock(epoch=simulation.section.epoch) if virtual else AnyioClock()
     result, simulated, start_ns = run_loop(
         _simulate,
@@ -157,6 +165,7 @@ def run(
         run_dir,
         clock,
         console,
+        dashboard_port,
         virtual=virtual,
         seed=simulation.scenario.seed,
     )
@@ -172,7 +181,11 @@ def run(
 
 
 async def _simulate(
-    simulation: Simulation, run_dir: Path, clock: Clock, console: Console
+    simulation: Simulation,
+    run_dir: Path,
+    clock: Clock,
+    console: Console,
+    dashboard_port: int | None,
 ) -> tuple[RunResult, float, int]:
     configs = [
         simulation.broker_config(
@@ -188,7 +201,7 @@ async def _simulate(
     async with anyio.create_task_group() as tg:
         if isinstance(clock, FakeClock):
             tg.start_soon(partial(clock.autojump, jump_loop=loop_clock_jump()))
-        result = await _run_cluster(simulation, configs, run_dir, clock, console)
+        result = await _run_cluster(simulation, configs, run_dir, clock, console, dashboard_port)
         tg.cancel_scope.cancel()
     return result, clock.now() - begin, begin_ns
 
@@ -199,11 +212,13 @@ async def _run_cluster(
     run_dir: Path,
     clock: Clock,
     console: Console,
+    dashboard_port: int | None,
 ) -> RunResult:
     scenario = simulation.scenario
     async with (
         open_simulated_cluster(configs, clock=clock) as cluster,
         cluster.stub.open_local_client() as stub,
+        _live_page(cluster, dashboard_port, console),
     ):
         for topic in scenario.topics:
             if topic.partitions:
@@ -241,6 +256,19 @@ async def _run_cluster(
             ),
         )
     return result
+
+
+@asynccontextmanager
+async def _live_page(
+    cluster: SimulatedCluster, port: int | None, console: Console
+) -> AsyncIterator[None]:
+    """The live dashboard while the run lasts, when asked for (``dashboard_port``)."""
+    if port is None:
+        yield
+        return
+    async with serving_dashboard(cluster, port) as url:
+        console.out(f"dashboard: {url}")
+        yield
 
 
 def _run_id(name: str, seed: int) -> str:
