@@ -155,7 +155,16 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     simulate.add_argument("--out", help="run directory (default runs/sim-<name>-<seed>)")
     simulate.add_argument("--seed", type=int, help="overrides the scenario's seed")
     simulate.add_argument(
-        "--real-time", action="store_true", help="run on the host's clock, to compare"
+        "--real-time",
+        action="store_true",
+        help="run on the host's clock, to compare, and serve the live dashboard on a free "
+        "loopback port (a virtual-clock run has no live page: it runs faster than anyone "
+        "could watch; replay it with 'emubroker dashboard RUN_DIR')",
+    )
+    simulate.add_argument(
+        "--dashboard-port",
+        type=int,
+        help="the live dashboard's port on 127.0.0.1 (with --real-time; default: a free one)",
     )
     simulate.add_argument(
         "--log-level",

@@ -427,7 +427,7 @@ def _admin_context(
             namespaces=namespaces,
             topics=topics,
             stats=stats,
-            unload=unloader.unload,
+            unload=lambda bundle: unloader.unload(bundle, reason="split"),
         ),
     )
 
@@ -684,6 +684,9 @@ async def open_broker(
             close_bundle_topics,
             clock=clock,
             unload_timeout=config.namespaceBundleUnloadingTimeoutMs / 1000,
+            # The ring is built with the load balancer below, before any unload can run.
+            trace=lambda record: trace_ring.append(record),
+            broker_id=broker_id_of(config),
         )
         ownership.on_lost = unloader.lost
         leader_election = LeaderElectionService(
@@ -777,13 +780,17 @@ async def open_broker(
             ),
             remote=owner_admin,
         )
+
+        async def shed_unload(bundle: str, destination_broker: str | None = None) -> None:
+            await owner_calls.unload(bundle, destination_broker, reason="shedding")
+
         load_leader = LoadBalancerLeader(
             store,
             clock,
             broker_id=broker_id_of(config),
             config=lambda: dynamic.config,
             leadership=leader_election,
-            unload=owner_calls.unload,
+            unload=shed_unload,
             split=owner_calls.split,
             layout=layout_from(lambda ns: ownership.boundaries(NamespaceName.parse(ns))),
             owned_bundles=ownership.owned_bundles,

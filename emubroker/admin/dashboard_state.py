@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import aiohttp
 import anyio
@@ -34,7 +35,14 @@ if TYPE_CHECKING:
     from emubroker.naming import NamespaceName
     from emubroker.topics.stats import TopicStats
 
-__all__ = ["PEER_TIMEOUT", "TIMELINE_ROWS", "cluster_state", "local_state"]
+__all__ = [
+    "PEER_TIMEOUT",
+    "TIMELINE_ROWS",
+    "LocalParts",
+    "cluster_state",
+    "http_local_parts",
+    "local_state",
+]
 
 log = logging.getLogger(__name__)
 
@@ -154,12 +162,40 @@ def _bundles(ctx: AdminContext, namespace: NamespaceName) -> list[NamespaceBundl
     ]
 
 
-async def cluster_state(ctx: AdminContext, authorization: str | None) -> dict[str, Any]:
+LocalParts: TypeAlias = Callable[
+    [dict[str, str], dict[str, str]], Awaitable[dict[str, dict[str, Any] | None]]
+]
+"""``parts(peers, headers)``: the local part of each peer (broker id -> its admin URL), None for
+one that did not answer; ``headers`` are the caller's credentials."""
+
+
+async def http_local_parts(
+    peers: dict[str, str], headers: dict[str, str]
+) -> dict[str, dict[str, Any] | None]:
+    """The other brokers' local parts over HTTP, within :data:`PEER_TIMEOUT` (the default)."""
+    parts: dict[str, dict[str, Any] | None] = {}
+    timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+
+        async def fetch(broker: str, url: str) -> None:
+            parts[broker] = await _fetch_local(session, url, headers)
+
+        async with anyio.create_task_group() as tg:
+            for broker, url in peers.items():
+                tg.start_soon(fetch, broker, url)
+    return parts
+
+
+async def cluster_state(
+    ctx: AdminContext, authorization: str | None, *, local_parts: LocalParts = http_local_parts
+) -> dict[str, Any]:
     """The page's state: brokers and loads, leader, owners, topics and decisions.
 
     Args:
         ctx: This broker's services.
         authorization: The caller's ``Authorization`` header, passed on to the other brokers.
+        local_parts: How the other brokers' local parts are gathered (a simulation, whose
+            brokers have no HTTP server, reads them in its process).
 
     Raises:
         MetadataStoreError: The metadata store failed (the page says so and keeps polling).
@@ -177,15 +213,7 @@ async def cluster_state(ctx: AdminContext, authorization: str | None) -> dict[st
         if broker != ctx.broker_id
     }
     headers = {} if authorization is None else {"Authorization": authorization}
-    timeout = aiohttp.ClientTimeout(total=PEER_TIMEOUT)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-
-        async def fetch(broker: str, url: str) -> None:
-            parts[broker] = await _fetch_local(session, url, headers)
-
-        async with anyio.create_task_group() as tg:
-            for broker, url in peers.items():
-                tg.start_soon(fetch, broker, url)
+    parts.update(await local_parts(peers, headers))
     brokers = []
     for broker, report in sorted(reports.items()):
         part = parts.get(broker)

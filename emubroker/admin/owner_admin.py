@@ -53,8 +53,13 @@ class HttpOwnerAdmin:
     def __init__(self, config: Callable[[], BrokerConfig]) -> None:
         self._config = config
 
-    async def unload(self, owner: BrokerInfo, bundle: NamespaceBundle) -> None:
-        await self._put(owner, bundle, "unload", {"authoritative": "true"})
+    async def unload(
+        self, owner: BrokerInfo, bundle: NamespaceBundle, *, reason: str, destination: str
+    ) -> None:
+        query = {"authoritative": "true", "emubrokerUnloadReason": reason}
+        if destination:
+            query["destinationBroker"] = destination
+        await self._put(owner, bundle, "unload", query)
 
     async def split(self, owner: BrokerInfo, bundle: NamespaceBundle, *, unload: bool) -> None:
         query = {"unload": str(unload).lower(), "authoritative": "true"}
@@ -124,7 +129,9 @@ def build_owner_calls(
         ownership,
         clock,
         remote=remote if remote is not None else HttpOwnerAdmin(config),
-        unload_local=unloader.unload,
+        unload_local=lambda bundle, reason, destination: unloader.unload(
+            bundle, reason=reason, destination=destination
+        ),
         split_local=split_here,
         set_affinity=set_affinity,
         children_of=lambda bundle: stored_children(store, bundle),

@@ -16,10 +16,10 @@ from emubroker.admin.dashboard_state import cluster_state, local_state
 from emubroker.admin.http import context
 from emubroker.dashboard.assets import add_page_routes
 
-__all__ = ["add_routes"]
+__all__ = ["add_routes", "json_response"]
 
 
-def _json(value: object) -> web.Response:
+def json_response(value: object) -> web.Response:
     # None stays null (the page reads "no owner", "no limit" from it), unlike the admin API's
     # Pulsar-style encoding, which drops null fields.
     return web.Response(
@@ -31,12 +31,14 @@ def _json(value: object) -> web.Response:
 
 async def state(request: web.Request) -> web.Response:
     """``GET /dashboard/api/state``: the whole cluster."""
-    return _json(await cluster_state(context(request), request.headers.get("Authorization")))
+    return json_response(
+        await cluster_state(context(request), request.headers.get("Authorization"))
+    )
 
 
 async def local(request: web.Request) -> web.Response:
     """``GET /dashboard/api/local``: this broker's topics and recent decisions."""
-    return _json(local_state(context(request)))
+    return json_response(local_state(context(request)))
 
 
 def add_routes(app: web.Application) -> None:

@@ -12,7 +12,8 @@
    passes it on to the owner with ``authoritative=true``, which then skips this step.
 3. A bundle nobody owns: nothing to do (204). Owned here: unloaded
    (``loadbalance.ownership.unloading``), 204 once its topics are closed and its ownership released.
-   Owned by another broker: 307 to it.
+   Owned by another broker: 307 to it. The owner writes the bundle's ``unload`` trace row,
+   reason ``admin`` or the one the leader's call names (``emubrokerUnloadReason=shedding``).
 
 ``PUT /admin/v2/namespaces/{tenant}/{namespace}/unload`` unloads every owned bundle of the
 namespace: those owned here directly, the others through their owner's endpoint above with
@@ -112,7 +113,9 @@ async def unload_bundle(request: web.Request) -> web.Response:
     if owner.broker != ctx.ownership.me:
         raise redirect_to_broker(request, owner.broker, authoritative=leading)
     if ctx.unloader is not None:
-        await ctx.unloader.unload(bundle)
+        # The trace row's reason: the leader's calls name theirs ("shedding"), a user's is "admin".
+        reason = request.query.get("emubrokerUnloadReason") or "admin"
+        await ctx.unloader.unload(bundle, reason=reason, destination=destination)
     return no_content()
 
 

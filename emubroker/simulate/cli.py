@@ -1,4 +1,4 @@
-"""``emubroker simulate SCENARIO.toml [--out DIR] [--seed N] [--real-time]``.
+"""``emubroker simulate SCENARIO.toml [--out DIR] [--seed N] [--real-time [--dashboard-port N]]``.
 
 Runs the scenario's cluster and traffic on a virtual clock (:mod:`emubroker.simulate.run`) and
 prints loadgen's summary, the load balancer's decisions (time, bundle, from, to, why) and where
@@ -9,6 +9,7 @@ scenario that cannot be simulated (the message names the key), 4 when the traffi
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from typing import TYPE_CHECKING
 
@@ -34,12 +35,34 @@ def main(args: argparse.Namespace) -> int:
     except SimulationError as exc:
         sys.stderr.write(f"emubroker simulate: {exc}\n")
         return EXIT_USAGE
+    port = args.dashboard_port
+    if port is not None and not args.real_time:
+        sys.stderr.write("emubroker simulate: --dashboard-port needs --real-time\n")
+        return EXIT_USAGE
+    if port is not None and not 0 <= port <= 65535:
+        sys.stderr.write(f"emubroker simulate: --dashboard-port {port} is not a port\n")
+        return EXIT_USAGE
+    if port:  # a port in use: said now, not as a failure in the middle of the run
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as exc:
+                sys.stderr.write(f"emubroker simulate: --dashboard-port {port}: {exc.strerror}\n")
+                return EXIT_USAGE
     scenario = simulation.scenario
     seed = scenario.seed if args.seed is None else args.seed
     out = args.out or f"runs/sim-{scenario.name}-{seed}"
     console = Console(highlight=False)
     try:
-        result = run(simulation, out, seed=seed, virtual=not args.real_time, console=console)
+        result = run(
+            simulation,
+            out,
+            seed=seed,
+            virtual=not args.real_time,
+            console=console,
+            # A real-time run serves the live page, on a free port unless one is named.
+            dashboard_port=(port or 0) if args.real_time else None,
+        )
     except RunError as exc:
         sys.stderr.write(f"emubroker simulate: {exc}\n")
         return exc.exit_code

@@ -281,12 +281,14 @@ class SimulatedCluster:
                 return broker
         raise OwnerCallError(f"no simulated broker at {owner.http_url}")
 
-    async def unload(self, owner: BrokerInfo, bundle: NamespaceBundle) -> None:
+    async def unload(
+        self, owner: BrokerInfo, bundle: NamespaceBundle, *, reason: str, destination: str
+    ) -> None:
         """The leader's unload call to ``owner`` (``OwnerAdmin``)."""
         broker = self._owner(owner)
         if broker.unloader is None:
             raise OwnerCallError(f"{owner.http_url} cannot unload bundles")
-        await broker.unloader.unload(bundle)
+        await broker.unloader.unload(bundle, reason=reason, destination=destination)
 
     async def split(self, owner: BrokerInfo, bundle: NamespaceBundle, *, unload: bool) -> None:
         """The leader's split call to ``owner`` (``OwnerAdmin``), with its default algorithm."""

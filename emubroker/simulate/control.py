@@ -160,7 +160,9 @@ class SimulatedAdmin:
             raise ControlError(exc.reason) from None
         if destination:
             self._leader_affinity(found, destination)
-        await self._unload(found)
+        await self._unload(
+            found, (destination or "").removeprefix("http://").removeprefix("https://")
+        )
         return "unloaded"
 
     def _leader_affinity(self, bundle: NamespaceBundle, destination: str) -> None:
@@ -172,10 +174,10 @@ class SimulatedAdmin:
                 return
         raise ControlError("The current leader is empty.")
 
-    async def _unload(self, bundle: NamespaceBundle) -> None:
+    async def _unload(self, bundle: NamespaceBundle, destination: str = "") -> None:
         owner = await self._owner(bundle)
         if owner is not None and owner.unloader is not None:
-            await owner.unloader.unload(bundle)
+            await owner.unloader.unload(bundle, reason="admin", destination=destination)
 
     async def split_bundle(self, event: SplitBundle) -> str:
         _, ctx = self._any()

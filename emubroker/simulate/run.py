@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,17 +43,19 @@ from emubroker.simulate.cluster import (
     open_simulated_cluster,
 )
 from emubroker.simulate.control import SimulatedAdmin, SimulatedProcesses, SimulatedStubFaults
+from emubroker.simulate.dashboard import serving_dashboard
 from emubroker.simulate.loop import VirtualClock, run_loop
-from emubroker.simulate.scenario import Simulation, load_simulation
+from emubroker.simulate.scenario import Simulation, SimulationError, load_simulation
 from loadgen.control import BrokerInfo, ClusterControl, ClusterLayout
 from loadgen.runner import RunOptions, RunResult, run_in_process
 from protocol.client import normalize_topic
 from protocol.clock import AnyioClock, Clock
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import AsyncIterator, Iterable
 
     from emubroker.config import BrokerConfig
+    from emubroker.simulate.cluster import SimulatedCluster
 
 __all__ = ["Decision", "SimulationResult", "decisions_of", "run", "trace_digests"]
 
@@ -120,6 +123,7 @@ def run(
     seed: int | None = None,
     virtual: bool = True,
     console: Console | None = None,
+    dashboard_port: int | None = None,
 ) -> SimulationResult:
     """Run a simulation to its end (blocking: it owns its event loop).
 
@@ -129,6 +133,8 @@ def run(
         seed: Overrides the scenario's ``seed``.
         virtual: On the virtual clock (default) or the host's.
         console: Where loadgen's progress lines go (default: nowhere).
+        dashboard_port: Serve the live dashboard on this loopback port (0: a free one) and
+            print its address first; real time only (a virtual run outpaces any viewer).
 
     Raises:
         SimulationError: The scenario is invalid or needs what a virtual clock cannot give.
@@ -148,6 +154,8 @@ def run(
     _clear_traces(run_dir)
     console = console or Console(file=io.StringIO(), width=120)
     started = AnyioClock().now()
+    if virtual and dashboard_port is not None:
+        raise SimulationError("the live dashboard needs --real-time (a virtual clock outpaces it)")
     virtual_clock = VirtualClock(epoch=simulation.section.epoch) if virtual else None
     clock: Clock = virtual_clock or AnyioClock()
     result, simulated, start_ns = run_loop(
@@ -156,6 +164,7 @@ def run(
         run_dir,
         clock,
         console,
+        dashboard_port,
         clock=virtual_clock,
         seed=simulation.scenario.seed,
     )
@@ -171,7 +180,11 @@ def run(
 
 
 async def _simulate(
-    simulation: Simulation, run_dir: Path, clock: Clock, console: Console
+    simulation: Simulation,
+    run_dir: Path,
+    clock: Clock,
+    console: Console,
+    dashboard_port: int | None,
 ) -> tuple[RunResult, float, int]:
     configs = [
         simulation.broker_config(
@@ -184,7 +197,7 @@ async def _simulate(
         for index in range(len(simulation.brokers))
     ]
     begin, begin_ns = clock.now(), clock.wall_ns()
-    result = await _run_cluster(simulation, configs, run_dir, clock, console)
+    result = await _run_cluster(simulation, configs, run_dir, clock, console, dashboard_port)
     return result, clock.now() - begin, begin_ns
 
 
@@ -194,11 +207,13 @@ async def _run_cluster(
     run_dir: Path,
     clock: Clock,
     console: Console,
+    dashboard_port: int | None,
 ) -> RunResult:
     scenario = simulation.scenario
     async with (
         open_simulated_cluster(configs, clock=clock) as cluster,
         cluster.stub.open_local_client() as stub,
+        _live_page(cluster, dashboard_port, console),
     ):
         for topic in scenario.topics:
             if topic.partitions:
@@ -236,6 +251,19 @@ async def _run_cluster(
             ),
         )
     return result
+
+
+@asynccontextmanager
+async def _live_page(
+    cluster: SimulatedCluster, port: int | None, console: Console
+) -> AsyncIterator[None]:
+    """The live dashboard while the run lasts, when asked for (``dashboard_port``)."""
+    if port is None:
+        yield
+        return
+    async with serving_dashboard(cluster, port) as url:
+        console.out(f"dashboard: {url}")
+        yield
 
 
 def _run_id(name: str, seed: int) -> str:

@@ -73,6 +73,16 @@ async def test_the_leader_unloads_another_brokers_bundle_to_the_destination(
         await leader_of(cluster).unload(str(bundle), cluster.nodes[2].broker_id)
         assert await producer.receive_command() == c.CloseProducer(producer_id=1, request_id=0)
         assert not owner.broker.ownership.is_owned(bundle)
+        # One ``unload`` trace row, written by the owner that unloaded, with the shed's reason.
+        unloads = [
+            (node.broker_id, r.bundle, r.source_broker, r.dest_broker, r.reason)
+            for node in cluster.nodes
+            if node.broker.admin is not None and node.broker.admin.trace_ring is not None
+            for r in node.broker.admin.trace_ring.rows()
+            if r.event == "unload"
+        ]
+        dest = cluster.nodes[2].broker_id
+        assert unloads == [(owner.broker_id, str(bundle), owner.broker_id, dest, "shedding")]
         # The client looks up again: the leader's affinity sends the bundle to the destination.
         found, _ = await cluster.lookup(topic, start=0)
         assert found is cluster.nodes[2]

@@ -136,11 +136,13 @@ class InProcessOwnerAdmin:
                 return node.broker
         raise OwnerCallError(f"no broker at {owner.http_url}")
 
-    async def unload(self, owner: BrokerInfo, bundle: NamespaceBundle) -> None:
+    async def unload(
+        self, owner: BrokerInfo, bundle: NamespaceBundle, *, reason: str, destination: str
+    ) -> None:
         self.calls.append(("unload", owner.http_url, str(bundle)))
         broker = self._owner(owner)
         assert broker.unloader is not None
-        await broker.unloader.unload(bundle)
+        await broker.unloader.unload(bundle, reason=reason, destination=destination)
 
     async def split(self, owner: BrokerInfo, bundle: NamespaceBundle, *, unload: bool) -> None:
         self.calls.append(("split", owner.http_url, str(bundle)))

@@ -53,8 +53,12 @@ class OwnerCallError(Exception):
 class OwnerAdmin(Protocol):
     """The admin calls the leader sends to another broker (its ``PulsarAdmin`` client)."""
 
-    async def unload(self, owner: BrokerInfo, bundle: NamespaceBundle) -> None:
+    async def unload(
+        self, owner: BrokerInfo, bundle: NamespaceBundle, *, reason: str, destination: str
+    ) -> None:
         """``PUT .../{bundle}/unload?authoritative=true`` at ``owner``.
+
+        ``reason`` and ``destination`` go into the owner's ``unload`` trace row.
 
         Raises:
             OwnerCallError: The call failed.
@@ -95,7 +99,8 @@ class OwnerCalls:
         ownership: This broker's ownership table (who owns a bundle).
         clock: Times each call.
         remote: The admin calls to other brokers.
-        unload_local: Unloads a bundle this broker owns (``BundleUnloader.unload``).
+        unload_local: Unloads a bundle this broker owns (``BundleUnloader.unload``), given the
+            reason and destination of its ``unload`` trace row.
         split_local: Splits a bundle this broker owns with the default algorithm, unloading the
             children when asked; returns the children (``BundleSplitter.split``).
         set_affinity: The leader's placement affinity (``BrokerSelector.set_affinity``).
@@ -109,7 +114,7 @@ class OwnerCalls:
         clock: Clock,
         *,
         remote: OwnerAdmin,
-        unload_local: Callable[[NamespaceBundle], Awaitable[object]],
+        unload_local: Callable[[NamespaceBundle, str, str], Awaitable[object]],
         split_local: Callable[[NamespaceBundle, bool], Awaitable[Sequence[NamespaceBundle]]],
         set_affinity: Callable[[str, str], None],
         children_of: Callable[[NamespaceBundle], Awaitable[Sequence[NamespaceBundle]]],
@@ -125,8 +130,12 @@ class OwnerCalls:
         self._timeout = timeout
         self.failed_calls = 0
 
-    async def unload(self, bundle: str, destination_broker: str | None = None) -> None:
+    async def unload(
+        self, bundle: str, destination_broker: str | None = None, *, reason: str = "admin"
+    ) -> None:
         """Unload ``bundle`` at its owner; it lands on ``destination_broker`` when named.
+
+        ``reason`` (``admin``, or the leader's ``shedding``) is the owner's ``unload`` trace row's.
 
         Raises:
             OwnerCallError: The owner could not unload it.
@@ -139,10 +148,14 @@ class OwnerCalls:
             log.info("namespace bundle %s is not owned by any broker", bundle)
             return
         if owner == self._ownership.me:
-            await self._bounded(f"unloading {bundle}", self._unload_local(target))
+            await self._bounded(
+                f"unloading {bundle}",
+                self._unload_local(target, reason, destination_broker or ""),
+            )
             return
         await self._bounded(
-            f"unloading {bundle} at {owner.http_url}", self._remote.unload(owner, target)
+            f"unloading {bundle} at {owner.http_url}",
+            self._remote.unload(owner, target, reason=reason, destination=destination_broker or ""),
         )
 
     async def split(self, bundle: str, unload: bool) -> list[str]:

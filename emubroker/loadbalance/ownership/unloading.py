@@ -11,6 +11,10 @@ API's unloads, a split's children, a graceful shutdown):
    most ``namespaceBundleUnloadingTimeoutMs``: a close that takes longer is abandoned (logged)
    and the bundle released anyway, as Pulsar does.
 3. The ownership node is deleted; the next lookup goes to the leader, which places the bundle.
+4. An unload someone asked for (``reason``: ``admin``, the leader's ``shedding``, a split's
+   ``split`` for its children) writes one ``unload`` row to the load-balancer trace, at the owner
+   that performed it, whoever relayed the call; a shutdown writes none (a stopping broker's rows
+   go with it).
 
 A bundle *lost* (its node went with an expired session: ``ownership`` rule 3) closes its topics
 without flushing anything: another broker may own them already, and only it may write.
@@ -26,6 +30,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import anyio
 
+from emubroker.loadbalance.model.extensible_data import Unload
+from emubroker.loadbalance.trace.records import LoadBalancerTraceRecord, unload_record
 from emubroker.naming import NamespaceBundle
 
 if TYPE_CHECKING:
@@ -50,6 +56,8 @@ class BundleUnloader:
         clock: Times the unload timeouts.
         unload_timeout: Seconds an unload may spend closing topics
             (``namespaceBundleUnloadingTimeoutMs``).
+        trace: Where ``unload`` rows go (the broker's trace ring), if anywhere.
+        broker_id: This broker's id (the rows' ``broker`` and ``source_broker``).
     """
 
     def __init__(
@@ -59,14 +67,23 @@ class BundleUnloader:
         *,
         clock: Clock,
         unload_timeout: float,
+        trace: Callable[[LoadBalancerTraceRecord], None] | None = None,
+        broker_id: str = "",
     ) -> None:
         self._ownership = ownership
+        self._trace = trace
+        self._broker_id = broker_id
         self._close_topics = close_topics
         self._clock = clock
         self._timeout = unload_timeout
 
-    async def unload(self, bundle: NamespaceBundle) -> bool:
-        """Unload an owned bundle (rules 1-3); False if this broker does not own it.
+    async def unload(
+        self, bundle: NamespaceBundle, *, reason: str = "", destination: str = ""
+    ) -> bool:
+        """Unload an owned bundle (rules 1-4); False if this broker does not own it.
+
+        ``reason`` (``admin``, ``shedding``, ``split``) asks for the ``unload`` row (rule 4);
+        ``destination`` is the broker the leader will place the bundle on, if it named one.
 
         Raises:
             MetadataStoreError: Releasing the ownership node failed (the bundle is no longer
@@ -77,11 +94,26 @@ class BundleUnloader:
             return False
         ownership.disable(bundle)
         log.info("unloading bundle %s", bundle)
+        started = self._clock.now()
         try:
             closed = await self._within(self._timeout, bundle, graceful=True)
         finally:
             await ownership.release(bundle)  # whatever closing the topics did
         log.info("unloaded bundle %s (%s topics closed)", bundle, closed)
+        if reason and self._trace is not None:
+            me = self._broker_id
+            decision = Unload(source_broker=me, service_unit=str(bundle), dest_broker=destination)
+            self._trace(
+                unload_record(
+                    decision,
+                    event="unload",
+                    wall_ns=self._clock.wall_ns(),
+                    monotonic=self._clock.now(),
+                    broker=me,
+                    reason=reason,
+                    duration_ms=(self._clock.now() - started) * 1000,
+                )
+            )
         return True
 
     async def unload_all(self, seconds: float) -> None:

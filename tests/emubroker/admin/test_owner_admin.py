@@ -63,10 +63,21 @@ async def test_unload_and_split_are_authoritative_puts_at_the_owner(
 ) -> None:
     server, info = owner
     admin = HttpOwnerAdmin(conf)
-    await admin.unload(info, BUNDLE)
+    await admin.unload(info, BUNDLE, reason="shedding", destination="")
+    await admin.unload(info, BUNDLE, reason="admin", destination="127.0.0.1:8081")
     await admin.split(info, BUNDLE, unload=True)
+    # The reason and destination go into the owner's ``unload`` trace row.
     assert server.requests == [
-        (PATH + "/unload", {"authoritative": "true"}, None),
+        (PATH + "/unload", {"authoritative": "true", "emubrokerUnloadReason": "shedding"}, None),
+        (
+            PATH + "/unload",
+            {
+                "authoritative": "true",
+                "emubrokerUnloadReason": "admin",
+                "destinationBroker": "127.0.0.1:8081",
+            },
+            None,
+        ),
         (PATH + "/split", {"unload": "true", "authoritative": "true"}, None),
     ]
 
@@ -79,12 +90,12 @@ async def test_the_broker_client_credentials_go_with_each_call(
         brokerClientAuthenticationPlugin="org.apache.pulsar.client.impl.auth.AuthenticationToken",
         brokerClientAuthenticationParameters="token:abc.def.ghi",
     )
-    await HttpOwnerAdmin(lambda: token).unload(info, BUNDLE)
+    await HttpOwnerAdmin(lambda: token).unload(info, BUNDLE, reason="admin", destination="")
     basic = conf(
         brokerClientAuthenticationPlugin="org.apache.pulsar.client.impl.auth.AuthenticationBasic",
         brokerClientAuthenticationParameters='{"userId": "broker", "password": "secret"}',
     )
-    await HttpOwnerAdmin(lambda: basic).unload(info, BUNDLE)
+    await HttpOwnerAdmin(lambda: basic).unload(info, BUNDLE, reason="admin", destination="")
     assert [auth for _, _, auth in server.requests] == [
         "Bearer abc.def.ghi",
         "Basic " + base64.b64encode(b"broker:secret").decode(),
@@ -97,7 +108,7 @@ async def test_a_refusal_or_a_dead_owner_raises_with_the_reason(
     server, info = owner
     server.status = 404
     with pytest.raises(OwnerCallError, match=r"answered 404: .*Namespace does not exist"):
-        await HttpOwnerAdmin(conf).unload(info, BUNDLE)
+        await HttpOwnerAdmin(conf).unload(info, BUNDLE, reason="admin", destination="")
     dead = BrokerInfo("pulsar://127.0.0.1:1", "http://127.0.0.1:1")  # nothing listens there
     with pytest.raises(OwnerCallError, match=re.escape("127.0.0.1:1")):
         await HttpOwnerAdmin(conf).split(dead, BUNDLE, unload=False)

@@ -101,6 +101,27 @@ async def test_the_state_shows_the_broker_its_bundles_and_topics(
     assert [(d["bundle"], d["dest"]) for d in placements] == [(mine["bundle"], me)]
 
 
+async def test_an_admin_unload_is_one_unload_decision(
+    admin: Admin, wire: Wire, broker: Broker
+) -> None:
+    await wire.produce(TOPIC, 1)
+    assert broker.admin is not None
+    me = broker.admin.broker_id
+    (bundle,) = broker.admin.ownership.owned_bundles()
+    await admin.ok("PUT", f"/admin/v2/namespaces/public/default/{bundle.bundle_range}/unload")
+    assert broker.admin.trace_ring is not None
+    rows = [r for r in broker.admin.trace_ring.rows() if r.event == "unload"]
+    assert [(r.broker, r.bundle, r.source_broker, r.dest_broker, r.reason) for r in rows] == [
+        (me, str(bundle), me, "", "admin")
+    ]
+    status, state = await admin.get("/dashboard/api/state")
+    assert status == 200, state
+    unloads = [d for d in state["decisions"] if d["event"] == "unload"]
+    assert [(d["broker"], d["bundle"], d["source"], d["reason"]) for d in unloads] == [
+        (me, str(bundle), me, "admin")
+    ]
+
+
 async def test_a_throttled_subscription_shows_its_limit(
     admin: Admin, wire: Wire, fake_clock: FakeClock
 ) -> None:

@@ -52,7 +52,9 @@ class Remote:
         if self.fail is not None:
             raise self.fail
 
-    async def unload(self, owner: BrokerInfo, bundle: NamespaceBundle) -> None:
+    async def unload(
+        self, owner: BrokerInfo, bundle: NamespaceBundle, *, reason: str, destination: str
+    ) -> None:
         await self._call("unload", owner, bundle, False)
 
     async def split(self, owner: BrokerInfo, bundle: NamespaceBundle, *, unload: bool) -> None:
@@ -75,7 +77,7 @@ class Setup:
             children_of=self.children,
         )
 
-    async def unload_here(self, bundle: NamespaceBundle) -> bool:
+    async def unload_here(self, bundle: NamespaceBundle, reason: str, destination: str) -> bool:
         self.local.append(("unload", str(bundle), False))
         return True
 

@@ -156,8 +156,10 @@ def test_the_simulated_decisions_match_a_real_time_run(tmp_path: Path) -> None:
             if d.at < 20
         ]
 
+    # The leader's shed, then its owner's unload of the bundle.
     assert [(event, source, dest) for event, _, source, dest in moves(virtual)] == [
-        ("shed", "127.0.0.1:8080", "127.0.0.1:8081")
+        ("shed", "127.0.0.1:8080", "127.0.0.1:8081"),
+        ("unload", "127.0.0.1:8080", "127.0.0.1:8081"),
     ]
     assert moves(real) == moves(virtual)
     # The margins above, as the virtual run's trace records them: the shed broker well above the
@@ -323,7 +325,13 @@ def test_a_simulated_failover_matches_a_real_time_run(tmp_path: Path) -> None:
 
     assert real.wall_seconds >= 40
     assert _owners_after_events(real) == _owners_after_events(virtual)
-    assert real.decisions == virtual.decisions == []  # shedding and splits are off
+
+    # Shedding and splits are off: the one decision is the scenario's unload, at its owner.
+    def unloads(result: simulate.SimulationResult) -> list[tuple[str, str, str, str]]:
+        return [(d.event, d.source_broker, d.dest_broker, d.reason) for d in result.decisions]
+
+    assert unloads(real) == unloads(virtual)
+    assert [(event, reason) for event, _, _, reason in unloads(virtual)] == [("unload", "admin")]
     assert virtual.run.checks.lost == real.run.checks.lost == 0
     assert _delivery(real) == _delivery(virtual)
     for result in (virtual, real):
