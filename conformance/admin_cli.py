@@ -32,7 +32,7 @@ VOLATILE_KEYS = (
     "brokerId", "leaderBroker", "currentLedger*", "compactedLedger", "metadata",
 )  # fmt: skip
 
-_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ][\d:.,]+(Z|[+-]\d\d:?\d\d)?")
+_TIME = re.compile(r"\d{4}-\d\d-\d\d[T ][\d:.,]+(Z|[+-]\d\d:?\d\d)?|\b1[5-9]\d{11}\b")
 _ADDRESS = re.compile(r"(localhost|127\.0\.0\.1|[\w-]+(\.[\w-]+)+):\d{2,5}")
 _POSITION = re.compile(r"\b\d+:(-?\d+)(:-?\d+)*\b")
 _VERSION = re.compile(r"\b\d+\.\d+\.\d+(-SNAPSHOT)?\b")

@@ -22,6 +22,7 @@ def _answer(directory: Path, n: int, command: str, rc: int, out: str, err: str =
 def test_normalise_text_replaces_what_differs_between_any_two_brokers() -> None:
     line = "owner localhost:40171 since 2026-11-29T03:14:25.123Z at 17:3 on 4.0.7"
     assert normalise_text(line) == "owner <address> since <time> at <ledger>:3 on <version>"
+    assert normalise_text("Publish time: 1795922564246") == "Publish time: <time>"
 
 
 def test_normalise_keeps_counters_and_hides_rates_and_names() -> None:
