@@ -7,9 +7,11 @@ ownership table, the binary-protocol listener and the admin HTTP server. ``serve
 
 Metadata bootstrap follows Pulsar's layout (spec/pulsar-behaviour.md §6.1): cluster
 ``/admin/clusters/<cluster>``, tenant ``/admin/policies/public`` and namespaces
-``/admin/policies/public/default`` and ``/admin/policies/public/default-2`` (what
-``pulsar standalone`` creates), as msgspec JSON, written only when missing. The topic service asks
-a :class:`NamespaceRegistry`, an in-memory view of those nodes kept current by a metadata watch.
+``/admin/policies/public/default`` and ``/admin/policies/public/default-2``, system tenant
+``/admin/policies/pulsar`` and namespace ``/admin/policies/pulsar/system`` (what
+``pulsar standalone`` creates: ``pulsar-admin tenants list`` answers ``public`` and
+``pulsar``), as msgspec JSON, written only when missing. The topic service asks a
+:class:`NamespaceRegistry`, an in-memory view of those nodes kept current by a metadata watch.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_NAMESPACES",
+    "DEFAULT_TENANTS",
     "Broker",
     "NamespaceRegistry",
     "bootstrap_metadata",
@@ -127,8 +130,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TENANT = "public"
-DEFAULT_NAMESPACES = (NamespaceName("public", "default"), NamespaceName("public", "default-2"))
+DEFAULT_TENANTS = ("public", "pulsar")
+DEFAULT_NAMESPACES = (
+    NamespaceName("public", "default"),
+    NamespaceName("public", "default-2"),
+    NamespaceName("pulsar", "system"),
+)
 """What ``pulsar standalone`` creates at first start."""
 
 
@@ -167,7 +174,7 @@ async def bootstrap_metadata(
     tls_urls: tuple[str, str] = ("", ""),
     wall_time: float = 0.0,
 ) -> None:
-    """Create the cluster, the ``public`` tenant and its default namespaces if missing.
+    """Create the cluster, the ``public`` and ``pulsar`` tenants and their namespaces if missing.
 
     Every node is created with ``expected_version=-1``: brokers of a cluster starting together
     against one empty store race here, and the first creator's value must stand (a plain write
@@ -202,7 +209,10 @@ async def bootstrap_metadata(
     )
     nodes = [
         (cluster_path(config.clusterName), cluster),
-        (tenant_path(DEFAULT_TENANT), TenantInfo([], [config.clusterName])),
+        *(
+            (tenant_path(tenant), TenantInfo([], [config.clusterName]))
+            for tenant in DEFAULT_TENANTS
+        ),
         *((namespace_path(namespace), policies) for namespace in DEFAULT_NAMESPACES),
     ]
     for path, value in nodes:

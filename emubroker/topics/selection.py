@@ -61,6 +61,9 @@ class ConsumerSet(Generic[M]):
         self.consumers: list[M] = []
         self.sub_type = SubType.EXCLUSIVE
         self.rules: SubTypeRules = RULES[SubType.EXCLUSIVE]
+        # Whether a consumer ever set the type: Pulsar makes a subscription's dispatcher (which
+        # holds its type) at the first consumer, and reports "None" before.
+        self.configured = False
         self.picker: ConsumerPicker[M] = self.rules.picker(self.consumers, self._context, None)
 
     def configure(self, sub_type: SubType, key_shared_meta: KeySharedMeta | None) -> None:
@@ -68,6 +71,7 @@ class ConsumerSet(Generic[M]):
         assert not self.consumers, "the type of a subscription with consumers cannot change"
         self.sub_type = sub_type
         self.rules = RULES[sub_type]
+        self.configured = True
         self.picker = self.rules.picker(self.consumers, self._context, key_shared_meta)
 
     def check_join(

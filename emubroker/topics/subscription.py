@@ -465,7 +465,7 @@ class Subscription:
         )
         return SubscriptionStats(
             name=self.name,
-            type=rules.name,
+            type=rules.name if self.members.configured else "None",
             durable=self.durable,
             consumers=len(self.consumers),
             backlog=self.acks.backlog(),

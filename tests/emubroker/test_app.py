@@ -37,9 +37,12 @@ async def test_bootstrap_writes_pulsar_metadata_layout(broker: Broker) -> None:
     cluster = await broker.metadata.get("/admin/clusters/standalone")
     assert cluster is not None
     assert json.loads(cluster.value)["brokerServiceUrl"] == "pulsar://127.0.0.1:6650"
-    tenant = await broker.metadata.get("/admin/policies/public")
-    assert tenant is not None
-    assert json.loads(tenant.value)["allowedClusters"] == ["standalone"]
+    # Pulsar's standalone creates the tenants public and pulsar (pulsar-admin tenants list).
+    for name in ("public", "pulsar"):
+        tenant = await broker.metadata.get(f"/admin/policies/{name}")
+        assert tenant is not None, name
+        assert json.loads(tenant.value)["allowedClusters"] == ["standalone"]
+    assert NamespaceName("pulsar", "system") in DEFAULT_NAMESPACES
     for namespace in DEFAULT_NAMESPACES:
         policies = await broker.metadata.get(f"/admin/policies/{namespace}")
         assert policies is not None

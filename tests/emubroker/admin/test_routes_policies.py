@@ -57,11 +57,11 @@ async def test_cluster_errors(admin: Admin) -> None:
 
 
 async def test_tenants_create_get_update_delete(admin: Admin) -> None:
-    assert await admin.ok("GET", "/admin/v2/tenants") == ["public"]
+    assert await admin.ok("GET", "/admin/v2/tenants") == ["public", "pulsar"]
     info = {"adminRoles": ["ops"], "allowedClusters": ["standalone"]}
     assert await admin.call("PUT", "/admin/v2/tenants/acme", json=info) == (204, None)
     assert await admin.ok("GET", "/admin/v2/tenants/acme") == info
-    assert await admin.ok("GET", "/admin/v2/tenants") == ["acme", "public"]
+    assert await admin.ok("GET", "/admin/v2/tenants") == ["acme", "public", "pulsar"]
     await admin.fails("PUT", "/admin/v2/tenants/acme", 409, "Tenant already exist", json=info)
     await admin.ok("POST", "/admin/v2/tenants/acme", json={"allowedClusters": ["standalone"]})
     assert await admin.ok("GET", "/admin/v2/tenants/acme") == {
@@ -92,7 +92,7 @@ async def test_tenant_validation(admin: Admin) -> None:
     await admin.fails("DELETE", "/admin/v2/tenants/nope", 404, "Tenant doesn't exist")
     await admin.fails("DELETE", "/admin/v2/tenants/public", 409, "still has active namespaces")
     await admin.fails("DELETE", "/admin/v2/tenants/public?force=true", 405, "forced deletion")
-    assert await admin.ok("GET", "/admin/v2/tenants") == ["public"]
+    assert await admin.ok("GET", "/admin/v2/tenants") == ["public", "pulsar"]
 
 
 # ---- namespaces -----------------------------------------------------------------------------

@@ -141,6 +141,14 @@ async def test_stats_have_pulsars_field_names(
     assert stats["deduplicationStatus"] == "Disabled"
 
 
+async def test_subscription_without_a_consumer_yet_has_type_none(admin: Admin, wire: Wire) -> None:
+    # Pulsar reports a subscription's type from its dispatcher, made at the first consumer.
+    await admin.ok("PUT", f"{T}/subscription/s")
+    assert (await admin.ok("GET", f"{T}/stats"))["subscriptions"]["s"]["type"] == "None"
+    await wire.consumer(TOPIC, "s")
+    assert (await admin.ok("GET", f"{T}/stats"))["subscriptions"]["s"]["type"] == "Shared"
+
+
 async def test_partitioned_stats_sum_the_partitions(admin: Admin, wire: Wire) -> None:
     await admin.ok("PUT", f"{T}/partitions", data="2")
     await wire.produce(f"{TOPIC}-partition-0", 3)
