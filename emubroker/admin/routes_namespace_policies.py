@@ -300,9 +300,10 @@ async def _get_bookie_affinity(request: web.Request) -> web.Response:
     found = await read_local_policies(ctx.metadata, namespace)
     # Pulsar answers 404 "Namespace local-policies does not exist" until a broker has loaded
     # the namespace's bundles (which copies them there); emubroker does not copy them on load,
-    # so an existing namespace without local policies reads as one with no group.
+    # so an existing namespace without local policies reads as one with no group. No group is
+    # 204, as Pulsar 4.0.7 answers this route's null (other unset policies are 200 empty).
     group = None if found is None else found.policies.bookie_affinity_group
-    return unset_value() if group is None else json_response(group)
+    return no_content() if group is None else json_response(group)
 
 
 async def _remove_bookie_affinity(request: web.Request) -> web.Response:
