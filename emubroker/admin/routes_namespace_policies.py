@@ -47,6 +47,7 @@ from emubroker.admin.http import (
     unset_value,
 )
 from emubroker.admin.policy_bodies import (
+    OFFLOAD_DEFAULTS,
     AutoSubscriptionCreationOverride,
     AutoTopicCreationOverride,
     BookieAffinityGroupData,
@@ -107,23 +108,6 @@ def _field(name: str) -> tuple[Callable[[Policies], Any], Callable[[Policies, An
         return msgspec.structs.replace(policies, **{name: stored})
 
     return read, write
-
-
-OFFLOAD_DEFAULTS: Final = {
-    # What a new OffloadPoliciesImpl serializes with (Pulsar 4.0.7 standalone's answer).
-    "offloadersDirectory": "./offloaders",
-    "managedLedgerOffloadMaxThreads": 2,
-    "managedLedgerOffloadPrefetchRounds": 1,
-    "managedLedgerExtraConfigurations": {},
-    "s3ManagedLedgerOffloadMaxBlockSizeInBytes": 64 * 1024 * 1024,
-    "s3ManagedLedgerOffloadReadBufferSizeInBytes": 1024 * 1024,
-    "s3ManagedLedgerOffloadRoleSessionName": "pulsar-s3-offload",
-    "gcsManagedLedgerOffloadMaxBlockSizeInBytes": 128 * 1024 * 1024,
-    "gcsManagedLedgerOffloadReadBufferSizeInBytes": 1024 * 1024,
-    "s3Driver": False,
-    "gcsDriver": False,
-    "fileSystemDriver": False,
-}
 
 
 def _offload(key: str, legacy: str | None) -> tuple[Callable[..., Any], Callable[..., Policies]]:
