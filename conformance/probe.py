@@ -43,10 +43,21 @@ class Probe:
         finally:
             client.close()
 
-    def rest(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        """An admin call: its status code and its body (JSON when it parses, else text)."""
+    def rest(
+        self, method: str, path: str, body: Any = None, *, text: str | None = None
+    ) -> dict[str, Any]:
+        """An admin call: its status code and its body (JSON when it parses, else text).
+
+        ``text`` is sent as it is, labelled JSON, as ``pulsar-admin`` sends a bare name (an
+        anti-affinity group); ``body`` is encoded as JSON.
+        """
+        extra: dict[str, Any] = (
+            {"json": body}
+            if text is None
+            else {"data": text.encode(), "headers": {"Content-Type": "application/json"}}
+        )
         answer = self.session.request(
-            method, self.target.admin_url.rstrip("/") + path, json=body, timeout=TIMEOUT_S
+            method, self.target.admin_url.rstrip("/") + path, timeout=TIMEOUT_S, **extra
         )
         try:
             payload: Any = answer.json()

@@ -116,12 +116,12 @@ _TOPIC_POLICIES: dict[str, tuple[Any, dict[str, Any]]] = {
 }
 
 
-@scenario("admin")
-def topic_policies_more(probe: Probe) -> dict[str, Any]:
-    """Retention ... replication on a topic: each one's cycle, and a topic that does not exist."""
-    topic = "/admin/v2/persistent/public/default/cf-topic-policies"
-    record: dict[str, Any] = {"create": probe.rest("PUT", topic)}
-    for segment, (good, bads) in _TOPIC_POLICIES.items():
+def _topic_policy_cycles(
+    probe: Probe, topic: str, policies: dict[str, tuple[Any, dict[str, Any]]]
+) -> dict[str, Any]:
+    """Each policy's cycle on ``topic``: unset, set, read, bad bodies, delete, a missing topic."""
+    record: dict[str, Any] = {}
+    for segment, (good, bads) in policies.items():
         path = f"{topic}/{segment}"
         steps = {"get_unset": probe.rest("GET", path), "set": probe.rest("POST", path, good)}
         time.sleep(0.5)  # Pulsar applies topic policies through its system topic
@@ -135,6 +135,15 @@ def topic_policies_more(probe: Probe) -> dict[str, Any]:
             "POST", f"/admin/v2/persistent/public/default/cf-nowhere/{segment}", good
         )
         record[segment] = steps
+    return record
+
+
+@scenario("admin")
+def topic_policies_more(probe: Probe) -> dict[str, Any]:
+    """Retention ... replication on a topic: each one's cycle, and a topic that does not exist."""
+    topic = "/admin/v2/persistent/public/default/cf-topic-policies"
+    record: dict[str, Any] = {"create": probe.rest("PUT", topic)}
+    record.update(_topic_policy_cycles(probe, topic, _TOPIC_POLICIES))
     ttl = f"{topic}/messageTTL"
     record["messageTTL"] = {
         "set": probe.rest("POST", f"{ttl}?messageTTL=600"),
@@ -142,5 +151,76 @@ def topic_policies_more(probe: Probe) -> dict[str, Any]:
     }
     time.sleep(0.5)
     record["messageTTL"]["get"] = probe.rest("GET", ttl)
+    record["delete"] = probe.rest("DELETE", f"{topic}?force=true")
+    return record
+
+
+@scenario("admin")
+def namespace_affinity_groups(probe: Probe) -> dict[str, Any]:
+    """The anti-affinity group and the bookie affinity group of a namespace: each one's cycle."""
+    base = "/admin/v2/namespaces/public/cf-affinity"
+    # Pulsar 4.0.7 writes an anti-affinity group even here: a name no other scenario uses.
+    missing = "/admin/v2/namespaces/public/cf-affinity-nowhere"
+    record: dict[str, Any] = {"create": probe.rest("PUT", base)}
+    anti = f"{base}/antiAffinity"
+    record["antiAffinity"] = {
+        "get_unset": probe.rest("GET", anti),
+        "set": probe.rest("POST", anti, text="cf-group"),
+        "get": probe.rest("GET", anti),
+        "bad_blank": probe.rest("POST", anti, text=" "),
+        "delete": probe.rest("DELETE", anti),
+        "get_deleted": probe.rest("GET", anti),
+        "missing_namespace_get": probe.rest("GET", f"{missing}/antiAffinity")["status"],
+        "missing_namespace_set": probe.rest("POST", f"{missing}/antiAffinity", text="g")["status"],
+    }
+    bookie = f"{base}/persistence/bookieAffinity"
+    group = {"bookkeeperAffinityGroupPrimary": "g1", "bookkeeperAffinityGroupSecondary": "g2"}
+    record["bookieAffinity"] = {
+        "get_unset": probe.rest("GET", bookie),
+        "set": probe.rest("POST", bookie, group),
+        "get": probe.rest("GET", bookie),
+        "bad_not_json": probe.rest("POST", bookie, text="{")["status"],
+        "bad_type": probe.rest("POST", bookie, {"bookkeeperAffinityGroupPrimary": ["x"]})["status"],
+        "delete": probe.rest("DELETE", bookie),
+        "get_deleted": probe.rest("GET", bookie),
+        "missing_namespace_get": probe.rest("GET", f"{missing}/persistence/bookieAffinity")[
+            "status"
+        ],
+        "missing_namespace_set": probe.rest("POST", f"{missing}/persistence/bookieAffinity", group)[
+            "status"
+        ],
+    }
+    record["delete"] = probe.rest("DELETE", base)
+    return record
+
+
+_TOPIC_RATE_AND_OFFLOAD: dict[str, tuple[Any, dict[str, Any]]] = {
+    "replicatorDispatchRate": (
+        {
+            "dispatchThrottlingRateInMsg": 10,
+            "dispatchThrottlingRateInByte": 1000,
+            "ratePeriodInSecond": 1,
+            "relativeToPublishRate": False,
+        },
+        {"not_a_number": {"dispatchThrottlingRateInMsg": "x"}, "not_an_object": "x"},
+    ),
+    "offloadPolicies": (
+        {
+            "managedLedgerOffloadDriver": "aws-s3",
+            "managedLedgerOffloadBucket": "cf-bucket",
+            "managedLedgerOffloadRegion": "cf-region",
+            "managedLedgerOffloadThresholdInBytes": 1048576,
+        },
+        {"not_a_number": {"managedLedgerOffloadThresholdInBytes": "x"}, "not_an_object": "x"},
+    ),
+}
+
+
+@scenario("admin")
+def topic_replicator_rate_and_offload(probe: Probe) -> dict[str, Any]:
+    """ReplicatorDispatchRate and offloadPolicies on a topic: each one's cycle."""
+    topic = "/admin/v2/persistent/public/default/cf-topic-rate-offload"
+    record: dict[str, Any] = {"create": probe.rest("PUT", topic)}
+    record.update(_topic_policy_cycles(probe, topic, _TOPIC_RATE_AND_OFFLOAD))
     record["delete"] = probe.rest("DELETE", f"{topic}?force=true")
     return record

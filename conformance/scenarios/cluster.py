@@ -164,3 +164,32 @@ def permissions_admin(probe: Probe) -> dict[str, Any]:
         "ns_revoke": probe.rest("DELETE", ns + "/permissions/role1"),
         "ns_get_end": sets(probe.rest("GET", ns + "/permissions")),
     }
+
+
+@scenario("cluster")
+def owned_namespaces(probe: Probe) -> dict[str, Any]:
+    """The bundles a broker owns: a loaded topic's bundle, an unknown cluster.
+
+    Only the topic's bundle is compared: Pulsar also loads the namespace's ``__change_events``
+    system topic (in another bundle), and which system namespaces a broker has loaded by then is
+    its own affair.
+    """
+    ns = "public/cf-owned"
+    probe.rest("PUT", f"/admin/v2/namespaces/{ns}")
+    with probe.client() as client:  # a bundle is owned once a topic in it is looked up
+        client.create_producer(f"persistent://{ns}/t")
+    bundle = probe.rest("GET", f"/lookup/v2/topic/persistent/{ns}/t/bundle")["body"]
+    brokers = probe.rest("GET", "/admin/v2/brokers/standalone")["body"]
+    broker = brokers[0] if isinstance(brokers, list) and brokers else "?"
+    owned = probe.rest("GET", f"/admin/v2/brokers/standalone/{broker}/ownedNamespaces")
+    body = owned["body"]
+    return {
+        "status": owned["status"],
+        "topic_bundle": bundle,
+        "topic_bundle_owned": body.get(f"{ns}/{bundle}") if isinstance(body, dict) else body,
+        "unknown_cluster": probe.rest("GET", f"/admin/v2/brokers/nowhere/{broker}/ownedNamespaces")[
+            "status"
+        ],
+        "delete_topic": probe.rest("DELETE", f"/admin/v2/persistent/{ns}/t")["status"],
+        "delete": probe.rest("DELETE", f"/admin/v2/namespaces/{ns}")["status"],
+    }

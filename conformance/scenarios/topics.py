@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pulsar
+
 from conformance.probe import Probe, normalise
 from conformance.scenarios.registry import TIMEOUT_MS, T, scenario
 
@@ -306,3 +308,34 @@ def topic_policies(probe: Probe) -> dict[str, Any]:
         record[segment]["get"] = probe.rest("GET", p)
         record[segment]["delete"] = probe.rest("DELETE", p)
     return record
+
+
+@scenario("topics")
+def message_id_by_time(probe: Probe) -> dict[str, Any]:
+    """The message id at a publish time: before all, at each, after all; bad and missing topics."""
+    name = "cf-msgid-time"
+    with probe.client() as client:
+        producer = client.create_producer(T + name, batching_enabled=False)
+        for i in range(3):
+            producer.send(f"m{i}".encode())
+            time.sleep(0.01)  # distinct publish times
+        reader = client.create_reader(T + name, pulsar.MessageId.earliest)
+        times = [reader.read_next(TIMEOUT_MS).publish_timestamp() for _ in range(3)]
+
+    def at(timestamp: Any, topic: str = A + name) -> dict[str, Any]:
+        answer = probe.rest("GET", f"{topic}/messageid/{timestamp}")
+        body = answer["body"]
+        if isinstance(body, dict) and isinstance(body.get("ledgerId"), int):
+            body = {**body, "ledgerId": probe.ledger(body["ledgerId"])}
+        return {"status": answer["status"], "body": body}
+
+    probe.rest("PUT", A + "cf-msgid-parts/partitions", 2)
+    return {
+        "before_all": at(0),
+        "at_each": [at(t) for t in times],
+        "after_all": at(times[-1] + 60_000),
+        "not_a_number": at("abc")["status"],
+        "missing_topic": at(0, A + "cf-nowhere")["status"],
+        "partitioned": at(0, A + "cf-msgid-parts")["status"],
+        "partition": at(0, A + "cf-msgid-parts-partition-0"),
+    }

@@ -18,7 +18,7 @@ import msgspec
 from aiohttp import web
 
 from emubroker.admin.context import CONTEXT, AdminContext
-from emubroker.admin.errors import BAD_REQUEST, PRECONDITION_FAILED, RestError
+from emubroker.admin.errors import BAD_REQUEST, NOT_FOUND, PRECONDITION_FAILED, RestError
 from emubroker.naming import (
     PARTITIONED_TOPIC_SUFFIX,
     InvalidNameError,
@@ -156,13 +156,14 @@ def path_int(request: web.Request, name: str, *, minimum: int | None = None) -> 
     """An integer path parameter.
 
     Raises:
-        RestError: 400 when it is not an integer or below ``minimum``.
+        RestError: 404 when it is not an integer (Pulsar's Jersey matches no resource then: a
+            ``long`` path parameter that does not convert is a 404), 400 below ``minimum``.
     """
     text = request.match_info[name]
     try:
         value = int(text)
     except ValueError:
-        raise RestError(BAD_REQUEST, f"Invalid {name} '{text}': not an integer") from None
+        raise RestError(NOT_FOUND, f"Invalid {name} '{text}': not an integer") from None
     if minimum is not None and value < minimum:
         raise RestError(BAD_REQUEST, f"Invalid {name} {value}: must be at least {minimum}")
     return value

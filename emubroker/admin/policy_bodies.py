@@ -9,19 +9,21 @@ out. The checks raise Pulsar's status and reason (``AdminResource.validatePersis
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
 from emubroker.admin.errors import BAD_REQUEST, NOT_ACCEPTABLE, PRECONDITION_FAILED, RestError
 
 __all__ = [
+    "OFFLOAD_DEFAULTS",
     "AutoSubscriptionCreationOverride",
     "AutoTopicCreationOverride",
     "BookieAffinityGroupData",
     "DelayedDeliveryPolicies",
     "JavaInt",
     "JavaLong",
+    "OffloadPolicies",
     "PersistencePolicies",
     "PublishRate",
     "RetentionPolicies",
@@ -30,6 +32,7 @@ __all__ = [
     "check_not_negative",
     "check_persistence",
     "check_retention",
+    "offload_policies_shown",
 ]
 
 JavaInt = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
@@ -119,6 +122,83 @@ class DelayedDeliveryPolicies(msgspec.Struct):
     tickTime: int = 0
     active: bool = False
     maxDeliveryDelayInMillis: int = 0
+
+
+OFFLOAD_DEFAULTS: Final = {
+    # What a new OffloadPoliciesImpl serializes with (Pulsar 4.0.7 standalone's answer).
+    "offloadersDirectory": "./offloaders",
+    "managedLedgerOffloadMaxThreads": 2,
+    "managedLedgerOffloadPrefetchRounds": 1,
+    "managedLedgerExtraConfigurations": {},
+    "s3ManagedLedgerOffloadMaxBlockSizeInBytes": 64 * 1024 * 1024,
+    "s3ManagedLedgerOffloadReadBufferSizeInBytes": 1024 * 1024,
+    "s3ManagedLedgerOffloadRoleSessionName": "pulsar-s3-offload",
+    "gcsManagedLedgerOffloadMaxBlockSizeInBytes": 128 * 1024 * 1024,
+    "gcsManagedLedgerOffloadReadBufferSizeInBytes": 1024 * 1024,
+    "s3Driver": False,
+    "gcsDriver": False,
+    "fileSystemDriver": False,
+}
+
+
+_DRIVER_FLAGS: Final = {
+    # OffloadPoliciesImpl's is*Driver getters, which Jackson shows: the driver names of each.
+    "s3Driver": ("s3", "aws-s3"),
+    "gcsDriver": ("google-cloud-storage",),
+    "fileSystemDriver": ("filesystem",),
+}
+
+
+def offload_policies_shown(given: OffloadPolicies) -> dict[str, Any]:
+    """The offload policies as Pulsar keeps and shows them.
+
+    The fields given over a new ``OffloadPoliciesImpl``'s defaults, with the driver flags its
+    getters derive.
+    """
+    shown = {**OFFLOAD_DEFAULTS, **msgspec.to_builtins(given)}
+    driver = (given.managedLedgerOffloadDriver or "").lower()
+    shown.update({flag: driver in names for flag, names in _DRIVER_FLAGS.items()})
+    return shown
+
+
+class OffloadPolicies(msgspec.Struct, omit_defaults=True):
+    """Pulsar 4.0.7's ``OffloadPoliciesImpl`` as a body: each field typed, none required.
+
+    Only the types are checked (Jersey's 400); unknown keys are dropped, as Pulsar's Jackson
+    does. A field left out is None here: the defaults a new ``OffloadPoliciesImpl`` shows are
+    the caller's (``offload_policies_shown``).
+    """
+
+    offloadersDirectory: str | None = None
+    managedLedgerOffloadDriver: str | None = None
+    managedLedgerOffloadMaxThreads: JavaInt | None = None
+    managedLedgerOffloadPrefetchRounds: JavaInt | None = None
+    managedLedgerOffloadThresholdInSeconds: JavaLong | None = None
+    managedLedgerOffloadThresholdInBytes: JavaLong | None = None
+    managedLedgerOffloadDeletionLagInMillis: JavaLong | None = None
+    managedLedgerOffloadedReadPriority: str | None = None
+    managedLedgerExtraConfigurations: dict[str, str] | None = None
+    s3ManagedLedgerOffloadRegion: str | None = None
+    s3ManagedLedgerOffloadBucket: str | None = None
+    s3ManagedLedgerOffloadServiceEndpoint: str | None = None
+    s3ManagedLedgerOffloadMaxBlockSizeInBytes: JavaInt | None = None
+    s3ManagedLedgerOffloadReadBufferSizeInBytes: JavaInt | None = None
+    s3ManagedLedgerOffloadCredentialId: str | None = None
+    s3ManagedLedgerOffloadCredentialSecret: str | None = None
+    s3ManagedLedgerOffloadRole: str | None = None
+    s3ManagedLedgerOffloadRoleSessionName: str | None = None
+    gcsManagedLedgerOffloadRegion: str | None = None
+    gcsManagedLedgerOffloadBucket: str | None = None
+    gcsManagedLedgerOffloadMaxBlockSizeInBytes: JavaInt | None = None
+    gcsManagedLedgerOffloadReadBufferSizeInBytes: JavaInt | None = None
+    gcsManagedLedgerOffloadServiceAccountKeyFile: str | None = None
+    fileSystemProfilePath: str | None = None
+    fileSystemURI: str | None = None
+    managedLedgerOffloadBucket: str | None = None
+    managedLedgerOffloadRegion: str | None = None
+    managedLedgerOffloadServiceEndpoint: str | None = None
+    managedLedgerOffloadMaxBlockSizeInBytes: JavaInt | None = None
+    managedLedgerOffloadReadBufferSizeInBytes: JavaInt | None = None
 
 
 def check_not_negative(value: int | None, reason: str) -> None:

@@ -47,6 +47,7 @@ from emubroker.admin.http import (
     unset_value,
 )
 from emubroker.admin.policy_bodies import (
+    OFFLOAD_DEFAULTS,
     AutoSubscriptionCreationOverride,
     AutoTopicCreationOverride,
     BookieAffinityGroupData,
@@ -107,23 +108,6 @@ def _field(name: str) -> tuple[Callable[[Policies], Any], Callable[[Policies, An
         return msgspec.structs.replace(policies, **{name: stored})
 
     return read, write
-
-
-OFFLOAD_DEFAULTS: Final = {
-    # What a new OffloadPoliciesImpl serializes with (Pulsar 4.0.7 standalone's answer).
-    "offloadersDirectory": "./offloaders",
-    "managedLedgerOffloadMaxThreads": 2,
-    "managedLedgerOffloadPrefetchRounds": 1,
-    "managedLedgerExtraConfigurations": {},
-    "s3ManagedLedgerOffloadMaxBlockSizeInBytes": 64 * 1024 * 1024,
-    "s3ManagedLedgerOffloadReadBufferSizeInBytes": 1024 * 1024,
-    "s3ManagedLedgerOffloadRoleSessionName": "pulsar-s3-offload",
-    "gcsManagedLedgerOffloadMaxBlockSizeInBytes": 128 * 1024 * 1024,
-    "gcsManagedLedgerOffloadReadBufferSizeInBytes": 1024 * 1024,
-    "s3Driver": False,
-    "gcsDriver": False,
-    "fileSystemDriver": False,
-}
 
 
 def _offload(key: str, legacy: str | None) -> tuple[Callable[..., Any], Callable[..., Policies]]:
@@ -300,9 +284,10 @@ async def _get_bookie_affinity(request: web.Request) -> web.Response:
     found = await read_local_policies(ctx.metadata, namespace)
     # Pulsar answers 404 "Namespace local-policies does not exist" until a broker has loaded
     # the namespace's bundles (which copies them there); emubroker does not copy them on load,
-    # so an existing namespace without local policies reads as one with no group.
+    # so an existing namespace without local policies reads as one with no group. No group is
+    # 204, as Pulsar 4.0.7 answers this route's null (other unset policies are 200 empty).
     group = None if found is None else found.policies.bookie_affinity_group
-    return unset_value() if group is None else json_response(group)
+    return no_content() if group is None else json_response(group)
 
 
 async def _remove_bookie_affinity(request: web.Request) -> web.Response:

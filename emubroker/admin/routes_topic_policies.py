@@ -48,6 +48,7 @@ from emubroker.admin.policy_bodies import (
     AutoSubscriptionCreationOverride,
     DelayedDeliveryPolicies,
     JavaInt,
+    OffloadPolicies,
     PersistencePolicies,
     PublishRate,
     RetentionPolicies,
@@ -55,6 +56,7 @@ from emubroker.admin.policy_bodies import (
     check_not_negative,
     check_persistence,
     check_retention,
+    offload_policies_shown,
 )
 from emubroker.admin.routes_dispatch_rate import existing_topic, topic_throttling
 from emubroker.admin.routes_topics import TOPIC
@@ -103,6 +105,11 @@ async def _message_ttl(request: web.Request) -> int | None:
         return msgspec.json.decode(text, type=JavaInt)
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise RestError(BAD_REQUEST, f"Invalid messageTTL '{text[:32]}'") from None
+
+
+async def _offload_policies(request: web.Request) -> Any:
+    given = await read_json(request, OffloadPolicies, what="policy", default=None)
+    return None if given is None else offload_policies_shown(given)
 
 
 async def _dispatch_rate(request: web.Request) -> Any:
@@ -199,7 +206,7 @@ _POLICIES: Final = {
         _json(PublishRate), _none, *_field("publishRate"), unset=partial(web.Response, status=204)
     ),
     "replicatorDispatchRate": _Policy(_dispatch_rate, _none, *_field("replicatorDispatchRate")),
-    "offloadPolicies": _Policy(_json(dict[str, Any]), _none, *_field("offloadPolicies")),
+    "offloadPolicies": _Policy(_offload_policies, _none, *_field("offloadPolicies")),
     "autoSubscriptionCreation": _Policy(
         _json(AutoSubscriptionCreationOverride), _none, *_field("autoSubscriptionCreationOverride")
     ),

@@ -177,7 +177,7 @@ async def test_peek_skips_acknowledged_entries(admin: Admin, wire: Wire) -> None
     assert (status, body) == (200, b"m2")
     assert headers["X-Pulsar-Message-ID"].endswith(":1")
     await admin.fails("GET", f"{peek}/0", 400, "messagePosition")
-    await admin.fails("GET", f"{peek}/x", 400, "messagePosition")
+    await admin.fails("GET", f"{peek}/x", 404, "messagePosition")
 
 
 async def test_peek_of_an_unknown_subscription_creates_it_at_earliest(
@@ -201,7 +201,7 @@ async def test_errors(admin: Admin, wire: Wire) -> None:
     ledger = await ledger_of(admin)
     await admin.fails("GET", f"{T}/ledger/{ledger}/entry/1", 404, "Message id not found")
     await admin.fails("GET", f"{T}/ledger/{ledger + 99}/entry/0", 404, "Message id not found")
-    await admin.fails("GET", f"{T}/ledger/x/entry/0", 400, "ledgerId")
+    await admin.fails("GET", f"{T}/ledger/x/entry/0", 404, "ledgerId")
 
 
 async def test_partitioned_and_non_persistent(admin: Admin) -> None:
@@ -236,7 +236,7 @@ async def test_message_id_by_timestamp(admin: Admin, wire: Wire) -> None:
     assert await at(PUBLISHED + 1) == (ledger, 1, -1)
     assert await at(PUBLISHED + 20) == (ledger, 2, -1)
     assert await at(PUBLISHED + 21) == (ledger, 3, -1)  # past the end: the next position
-    await admin.fails("GET", f"{T}/messageid/x", 400, "timestamp")
+    await admin.fails("GET", f"{T}/messageid/x", 404, "timestamp")
     p = f"{NS}/p"
     await admin.ok("PUT", f"{p}/partitions", data="2")
     await admin.fails(

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from emubroker.admin.routes_namespace_policies import OFFLOAD_DEFAULTS
 from emubroker.app import Broker
 from emubroker.naming import TopicName
 from tests.emubroker.admin.conftest import Admin
@@ -51,7 +52,16 @@ POLICIES = [
             "ratePeriodInSecond": 1,
         },
     ),
-    ("offloadPolicies", {"managedLedgerOffloadDriver": "aws-s3"}, None),
+    (
+        "offloadPolicies",
+        {"managedLedgerOffloadDriver": "aws-s3", "managedLedgerOffloadThresholdInBytes": 1024},
+        {  # an OffloadPoliciesImpl's defaults and driver flags shown too, as Pulsar 4.0.7
+            **OFFLOAD_DEFAULTS,
+            "managedLedgerOffloadDriver": "aws-s3",
+            "managedLedgerOffloadThresholdInBytes": 1024,
+            "s3Driver": True,
+        },
+    ),
     ("autoSubscriptionCreation", {"allowAutoSubscriptionCreation": True}, None),
     (
         "persistence",
@@ -177,3 +187,28 @@ async def test_policies_are_kept_together(admin: Admin) -> None:
     await admin.ok("POST", f"{TOPIC}/maxProducers", json=2)
     await admin.ok("DELETE", f"{TOPIC}/maxProducers")
     assert await admin.get(f"{TOPIC}/maxMessageSize") == (200, 10)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"managedLedgerOffloadThresholdInBytes": "x"},
+        {"managedLedgerOffloadMaxThreads": 2**31},
+        {"managedLedgerExtraConfigurations": ["x"]},
+        "x",
+    ],
+)
+async def test_offload_policies_of_the_wrong_types_are_refused(admin: Admin, body: Any) -> None:
+    await admin.ok("PUT", TOPIC)
+    path = f"{TOPIC}/offloadPolicies"
+    await admin.fails("POST", path, 400, "policy", json=body)
+    assert await admin.get(path) == (200, None)
+
+
+async def test_offload_policies_ignore_unknown_keys_and_flag_the_driver(admin: Admin) -> None:
+    await admin.ok("PUT", TOPIC)
+    path = f"{TOPIC}/offloadPolicies"
+    await admin.ok("POST", path, json={"managedLedgerOffloadDriver": "filesystem", "nope": 1})
+    status, shown = await admin.get(path)
+    assert (status, shown["fileSystemDriver"], shown["s3Driver"]) == (200, True, False)
+    assert "nope" not in shown

@@ -257,7 +257,7 @@ async def test_skip_and_skip_all(admin: Admin, wire: Wire) -> None:
     assert await admin.call("POST", f"{T}/subscription/s/skip/2") == (204, None)
     assert await backlog() == 4
     await admin.fails("POST", f"{T}/subscription/s/skip/-1", 400, "numMessages")
-    await admin.fails("POST", f"{T}/subscription/s/skip/x", 400, "not an integer")
+    await admin.fails("POST", f"{T}/subscription/s/skip/x", 404, "not an integer")
     await admin.ok("POST", f"{T}/subscription/s/skip_all")
     assert await backlog() == 0
     await admin.fails("POST", f"{T}/subscription/nope/skip/1", 404, "Subscription nope not found")
@@ -280,7 +280,7 @@ async def test_reset_cursor_to_time_and_to_id(admin: Admin, wire: Wire) -> None:
     await admin.ok("POST", f"{sub}/resetcursor", json="earliest")
     assert await backlog() == 5
     await admin.fails("POST", f"{sub}/resetcursor", 400, "A message id is required")
-    await admin.fails("POST", f"{sub}/resetcursor/soon", 400, "not an integer")
+    await admin.fails("POST", f"{sub}/resetcursor/soon", 404, "not an integer")
 
 
 async def test_reset_cursor_disconnects_consumers(admin: Admin, wire: Wire) -> None:
