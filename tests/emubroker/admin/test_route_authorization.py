@@ -241,6 +241,8 @@ TABLE: Final = [
     Route("GET", f"{SCHEMA}/schemas", LK),
     Route("POST", f"{SCHEMA}/schema", PR),
     Route("DELETE", f"{SCHEMA}/schema", TA),
+    Route("POST", f"{SCHEMA}/version", LK),
+    Route("POST", f"{SCHEMA}/compatibility", TA),
     # TopicLookup.
     Route("GET", LOOKUP, LK),
     Route("GET", f"{LOOKUP}/bundle", LK, 403),
