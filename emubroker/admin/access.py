@@ -270,6 +270,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
         for key in _policy(f"{_T}/{segment}", TOPIC_POLICY)
     },
     **_policy(f"{_T}/schemaValidationEnforced", TOPIC_POLICY, ("GET", "POST")),
+    **_policy(f"{_T}/schemaCompatibilityStrategy", TOPIC_POLICY, ("GET", "PUT", "DELETE")),
     # SchemasResourceBase: reads (and the version of a schema) GET_METADATA, upload PRODUCE,
     # delete and the compatibility test the tenant's admins.
     ("GET", f"{_SCHEMA}/schema"): _topic(_To.GET_METADATA),

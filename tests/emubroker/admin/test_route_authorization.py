@@ -235,6 +235,7 @@ TABLE: Final = [
     *_rw(f"{T}/backlogQuota", TA, 403, "POST DELETE"),
     Route("GET", f"{T}/backlogQuotaMap", TA, 403),
     *_rw(f"{T}/schemaValidationEnforced", TA, 403, "GET POST"),
+    *_rw(f"{T}/schemaCompatibilityStrategy", TA, 403, "GET PUT DELETE"),
     # SchemasResourceBase.
     Route("GET", f"{SCHEMA}/schema", LK),
     Route("GET", f"{SCHEMA}/schema/{{version}}", LK),

@@ -177,3 +177,27 @@ async def test_policies_are_kept_together(admin: Admin) -> None:
     await admin.ok("POST", f"{TOPIC}/maxProducers", json=2)
     await admin.ok("DELETE", f"{TOPIC}/maxProducers")
     assert await admin.get(f"{TOPIC}/maxMessageSize") == (200, 10)
+
+
+async def test_topic_schema_compatibility_strategy_is_served_and_applied(admin: Admin) -> None:
+    # The Go admin client's TestSchemaCompatibilityStrategy; the schema checks obey it.
+    await admin.ok("PUT", TOPIC)
+    path = f"{TOPIC}/schemaCompatibilityStrategy"
+    namespace = "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy"
+    schema = "/admin/v2/schemas/public/default/policied/schema"
+    await admin.ok("PUT", namespace, data='"ALWAYS_INCOMPATIBLE"')
+    assert await admin.get(path) == (200, None)
+    assert await admin.get(f"{path}?applied=true") == (200, "ALWAYS_INCOMPATIBLE")
+    await admin.ok("PUT", path, json="ALWAYS_COMPATIBLE")
+    assert await admin.get(path) == (200, "ALWAYS_COMPATIBLE")
+    assert await admin.get(f"{path}?applied=true") == (200, "ALWAYS_COMPATIBLE")
+    await admin.ok("POST", schema, json={"type": "STRING", "schema": ""})
+    await admin.ok("POST", schema, json={"type": "BOOLEAN", "schema": ""})
+    await admin.fails("PUT", path, 400, "Invalid schema compatibility strategy", json="NOPE")
+    await admin.ok("DELETE", path)
+    assert await admin.get(path) == (200, None)
+    assert await admin.get(f"{path}?applied=true") == (200, "ALWAYS_INCOMPATIBLE")
+    await admin.fails("POST", schema, 409, "", json={"type": "INT32", "schema": ""})
+    await admin.ok("PUT", path, json="FULL")
+    await admin.ok("PUT", path, json="UNDEFINED")  # unsets, as in Pulsar
+    assert await admin.get(path) == (200, None)
