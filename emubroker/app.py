@@ -113,7 +113,7 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.ownership.owner_calls import OwnerAdmin, OwnerCalls
     from emubroker.loadbalance.reporting.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
-    from emubroker.naming import NamespaceBundle
+    from emubroker.naming import NamespaceBundle, TopicName
     from emubroker.topics.handles import TopicHandle
     from protocol.client.transport import StreamTransport
     from protocol.clock import Clock
@@ -650,7 +650,12 @@ async def open_broker(
             return namespace in heartbeat or namespaces(namespace)
 
         ledger_store = LedgerStore()
-        features = TopicFeatures(config, store)
+
+        def topic_strategy(topic: TopicName) -> str | None:
+            policies = throttling.topic_policies(topic)
+            return None if policies is None else policies.schemaCompatibilityStrategy
+
+        features = TopicFeatures(config, store, topic_strategy)
         topics = await stack.enter_async_context(
             TopicService(
                 config=topic_settings(dynamic.config),

@@ -270,12 +270,16 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
         for key in _policy(f"{_T}/{segment}", TOPIC_POLICY)
     },
     **_policy(f"{_T}/schemaValidationEnforced", TOPIC_POLICY, ("GET", "POST")),
-    # SchemasResourceBase: reads GET_METADATA, upload PRODUCE, delete the tenant's admins.
+    **_policy(f"{_T}/schemaCompatibilityStrategy", TOPIC_POLICY, ("GET", "PUT", "DELETE")),
+    # SchemasResourceBase: reads (and the version of a schema) GET_METADATA, upload PRODUCE,
+    # delete and the compatibility test the tenant's admins.
     ("GET", f"{_SCHEMA}/schema"): _topic(_To.GET_METADATA),
     ("GET", f"{_SCHEMA}/schema/{{version}}"): _topic(_To.GET_METADATA),
     ("GET", f"{_SCHEMA}/schemas"): _topic(_To.GET_METADATA),
     ("POST", f"{_SCHEMA}/schema"): _topic(_To.PRODUCE),
     ("DELETE", f"{_SCHEMA}/schema"): TENANT_ADMIN,
+    ("POST", f"{_SCHEMA}/version"): _topic(_To.GET_METADATA),
+    ("POST", f"{_SCHEMA}/compatibility"): TENANT_ADMIN,
     # TopicLookup (v2): validateTopicOperation LOOKUP; the bundle: GET_BUNDLE.
     ("GET", _LOOKUP): _topic(_To.LOOKUP),
     ("GET", f"{_LOOKUP}/bundle"): _namespace(_Ns.GET_BUNDLE),

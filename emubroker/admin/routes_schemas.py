@@ -7,7 +7,9 @@ answers ``GetSchemaResponse`` ``{"version", "type", "timestamp", "data", "proper
 "schema", "properties"}`` registers under the namespace's strategy (422 "Invalid schema
 definition data for AVRO schema" when the definition does not parse, ``schemas.validation``;
 409 with the reason when incompatible) and answers ``{"version": {"version": n}}``,
-``DELETE .../schema[?force=true]`` answers ``{"version": n}``. Schema ids are per partitioned
+``DELETE .../schema[?force=true]`` answers ``{"version": n}``, ``POST .../version`` the live version
+equal to a ``PostSchemaPayload`` (``{"version": n}``, -1 for none), ``POST .../compatibility``
+``{"compatibility", "schemaCompatibilityStrategy"}``. Schema ids are per partitioned
 topic and domain-less, so partitions share their topic's schema.
 """
 
@@ -30,6 +32,7 @@ from emubroker.admin.http import context, json_response, path_int, query_bool, r
 from emubroker.naming import TopicDomain
 from emubroker.schemas.compat import schema_type_from_name, schema_type_name
 from emubroker.schemas.registry import schema_id, version_from_wire
+from emubroker.schemas.service import schema_data_of
 from emubroker.schemas.validation import InvalidSchemaDataError
 from protocol import commands as c
 from protocol.commands import SchemaType
@@ -94,16 +97,14 @@ async def get_schemas(request: web.Request) -> web.Response:
     return json_response({"getSchemaResponses": [_response(s) for s in versions]})
 
 
-async def post_schema(request: web.Request) -> web.Response:
-    """``POST BASE/schema``: register a version (or find the equal one)."""
+async def _posted_schema(request: web.Request) -> tuple[SchemaService, TopicName, c.Schema]:
+    """The target and the ``PostSchemaPayload`` of a POST, as a wire ``Schema``."""
     payload = await read_json(request, PostSchemaPayload, what="schema payload")
     service, name = _target(request)
     try:
         schema_type = schema_type_from_name(payload.type)
     except ValueError:
         raise RestError(BAD_REQUEST, f"Invalid schema type '{payload.type}'") from None
-    if schema_type is SchemaType.NONE:
-        raise RestError(BAD_REQUEST, "A BYTES schema is no schema: nothing to register")
     schema = c.Schema(
         name=schema_id(name),
         schema_data=payload.schema.encode(),
@@ -112,6 +113,14 @@ async def post_schema(request: web.Request) -> web.Response:
             c.KeyValue(key=k, value=v) for k, v in sorted((payload.properties or {}).items())
         ),
     )
+    return service, name, schema
+
+
+async def post_schema(request: web.Request) -> web.Response:
+    """``POST BASE/schema``: register a version (or find the equal one)."""
+    service, name, schema = await _posted_schema(request)
+    if schema.type is SchemaType.NONE:
+        raise RestError(BAD_REQUEST, "A BYTES schema is no schema: nothing to register")
     try:
         version = version_from_wire(await service.get_or_create(name, schema))
     except InvalidSchemaDataError as exc:
@@ -119,6 +128,22 @@ async def post_schema(request: web.Request) -> web.Response:
     except IncompatibleSchemaError as exc:
         raise RestError(CONFLICT, exc.message) from None
     return json_response({"version": {"version": version}})
+
+
+async def post_version(request: web.Request) -> web.Response:
+    """``POST BASE/version``: the live version equal to the payload's schema (-1 for none)."""
+    service, name, schema = await _posted_schema(request)
+    version = await service.registry.version_of(name, schema_data_of(schema))
+    return json_response({"version": -1 if version is None else version})
+
+
+async def post_compatibility(request: web.Request) -> web.Response:
+    """``POST BASE/compatibility``: could the payload's schema be registered now (202)."""
+    service, name, schema = await _posted_schema(request)
+    compatible, strategy = await service.compatibility(name, schema_data_of(schema))
+    return json_response(
+        {"compatibility": compatible, "schemaCompatibilityStrategy": strategy.value}, status=202
+    )
 
 
 async def delete_schema(request: web.Request) -> web.Response:
@@ -135,4 +160,6 @@ def add_routes(app: web.Application) -> None:
     router.add_get(f"{BASE}/schema/{{version}}", get_schema)
     router.add_get(f"{BASE}/schemas", get_schemas)
     router.add_post(f"{BASE}/schema", post_schema)
+    router.add_post(f"{BASE}/version", post_version)
+    router.add_post(f"{BASE}/compatibility", post_compatibility)
     router.add_delete(f"{BASE}/schema", delete_schema)

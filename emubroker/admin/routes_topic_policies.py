@@ -19,10 +19,13 @@ a partitioned topic's apply to each partition), under Pulsar's ``TopicPolicies``
   false while unset, as Pulsar);
 * ``replication`` (a list of clusters: 412 when empty, naming ``global``, or leaving out this
   cluster, as a local topic policy may not);
-* ``delayedDelivery`` (``DelayedDeliveryPolicies``, stored as Pulsar does in three fields).
+* ``delayedDelivery`` (``DelayedDeliveryPolicies``, stored as Pulsar does in three fields);
+* ``schemaCompatibilityStrategy`` (set by ``PUT`` with the name as a JSON string; ``UNDEFINED``
+  unsets it): the one acted on, the schema checks read it before the namespace's, and a GET
+  with ``applied=true`` answers the strategy in force (topic, namespace, broker).
 
-These are stored and served only, not acted on (docs/broker-behaviour.md), and a GET answers the
-topic's own value (``applied=true`` is not resolved against the namespace for them).
+The others are stored and served only, not acted on (docs/broker-behaviour.md), and a GET answers
+the topic's own value (``applied=true`` is not resolved against the namespace for them).
 """
 
 from __future__ import annotations
@@ -34,11 +37,18 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import msgspec
 from aiohttp import web
 
-from emubroker.admin.errors import BAD_REQUEST, NOT_FOUND, PRECONDITION_FAILED, RestError
+from emubroker.admin.errors import (
+    BAD_REQUEST,
+    NOT_FOUND,
+    PRECONDITION_FAILED,
+    UNAVAILABLE,
+    RestError,
+)
 from emubroker.admin.http import (
     context,
     json_response,
     no_content,
+    query_bool,
     read_body,
     read_json,
     topic_of,
@@ -62,6 +72,7 @@ from emubroker.admin.routes_dispatch_rate import existing_topic, topic_throttlin
 from emubroker.admin.routes_topics import TOPIC
 from emubroker.policies import TopicPolicies
 from emubroker.ratelimit.quotas import InvalidDispatchRateError, decode_dispatch_rate
+from emubroker.schemas.compat import CompatibilityStrategy
 
 if TYPE_CHECKING:
     from emubroker.admin.context import AdminContext
@@ -79,6 +90,8 @@ class _Policy(NamedTuple):
     ``unset`` is the GET's answer while the value is unset: Pulsar's null, which its resources
     answer 200 without a body, or 204 (``maxMessageSize``, ``publishRate``), or a default value
     (``schemaValidationEnforced``: false). ``removable``: Pulsar has a DELETE for it.
+    ``set_method``: the setter's method. ``applied``: the value in force, which a GET with
+    ``applied=true`` answers (else the topic's own).
     """
 
     decode: Decode
@@ -87,6 +100,8 @@ class _Policy(NamedTuple):
     write: Callable[[TopicPolicies, Any], TopicPolicies]
     unset: Callable[[], web.Response] = unset_value
     removable: bool = True
+    set_method: str = "POST"
+    applied: Callable[[AdminContext, TopicName], Awaitable[Any]] | None = None
 
 
 def _json(kind: Any) -> Decode:
@@ -118,6 +133,25 @@ async def _dispatch_rate(request: web.Request) -> Any:
         return msgspec.to_builtins(decode_dispatch_rate(body))
     except InvalidDispatchRateError as exc:
         raise RestError(exc.http_status, str(exc)) from None
+
+
+async def _schema_strategy(request: web.Request) -> str | None:
+    # A SchemaCompatibilityStrategy as a JSON string; UNDEFINED unsets, as in Pulsar.
+    raw = await read_body(request, what="schema compatibility strategy")
+    try:
+        strategy = CompatibilityStrategy(msgspec.json.decode(raw, type=str))
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+        names = ", ".join(s.value for s in CompatibilityStrategy)
+        raise RestError(
+            BAD_REQUEST, f"Invalid schema compatibility strategy: use one of {names}"
+        ) from None
+    return None if strategy is CompatibilityStrategy.UNDEFINED else strategy.value
+
+
+async def _applied_schema_strategy(ctx: AdminContext, name: TopicName) -> str:
+    if ctx.schemas is None:
+        raise RestError(UNAVAILABLE, "The schema registry is not available on this broker")
+    return (await ctx.schemas.strategy(name)).value
 
 
 def _none(_value: Any, _ctx: AdminContext) -> None:
@@ -243,6 +277,13 @@ _POLICIES: Final = {
         unset=partial(json_response, False),
         removable=False,
     ),
+    "schemaCompatibilityStrategy": _Policy(
+        _schema_strategy,
+        _none,
+        *_field("schemaCompatibilityStrategy"),
+        set_method="PUT",
+        applied=_applied_schema_strategy,
+    ),
     "replication": _Policy(_json(list[str]), _replication, *_field("replicationClusters")),
     "delayedDelivery": _Policy(
         _json(DelayedDeliveryPolicies), _none, _read_delayed_delivery, _write_delayed_delivery
@@ -276,6 +317,8 @@ def _handlers(policy: _Policy) -> tuple[Decode, Decode, Decode]:
 
     async def get_policy(request: web.Request) -> web.Response:
         ctx, name = _existing_topic(request)
+        if policy.applied is not None and query_bool(request, "applied"):
+            return json_response(await policy.applied(ctx, name))
         value = policy.read(topic_throttling(ctx).topic_policies(name) or TopicPolicies())
         return policy.unset() if value is None else json_response(value)
 
@@ -291,7 +334,7 @@ def add_routes(app: web.Application) -> None:
     for segment, policy in _POLICIES.items():
         setter, getter, remover = _handlers(policy)
         path = f"{TOPIC}/{segment}"
-        router.add_post(path, setter)
+        router.add_route(policy.set_method, path, setter)
         router.add_get(path, getter)
         if policy.removable:
             router.add_delete(path, remover)

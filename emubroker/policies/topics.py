@@ -67,6 +67,8 @@ class TopicPolicies(msgspec.Struct, frozen=True, omit_defaults=True):
     delayedDeliveryTickTimeMillis: int | None = None
     delayedDeliveryMaxDelayInMillis: int | None = None
     publishRate: dict[str, Any] | None = None
+    # Acted on: the schema checks read it before the namespace's (``topics.features``).
+    schemaCompatibilityStrategy: str | None = None
     # Backlog quotas by type (``policies.backlog_quota``), under Pulsar's spelling.
     backLogQuotaMap: dict[str, Any] = msgspec.field(default_factory=dict)
 

@@ -8,8 +8,9 @@ non-persistent forms, share one history.
 Versions are integers from 0, one per registration and one per (soft) deletion, as in Pulsar's
 ``SchemaRegistryServiceImpl``; on the wire a version is an 8-byte big-endian integer
 (spec/wire-protocol.md §6.1 and §11: the first is eight zero bytes). A soft delete appends a
-*deleted* marker version: the topic then has no schema, and the next registration starts a fresh
-history that is not checked against what came before the marker (``trimDeletedSchemaAndGetList``).
+*deleted* marker version: the topic then has no schema, none of the earlier versions can be read,
+and the next registration starts a fresh history that is not checked against what came before the
+marker (``trimDeletedSchemaAndGetList``).
 A forced delete removes the node, and versions start again from 0.
 
 Writes are compare-and-set on the node's metadata version, retried on conflict, so concurrent
@@ -159,17 +160,14 @@ class SchemaRegistry:
             version: The version; ``None`` for the latest.
 
         Returns:
-            The schema, or None when there is none: no such version, a deletion marker, or (for
-            the latest) a topic whose schema was deleted.
+            The schema, or None when there is none: no such version, or a version at or before
+            the last deletion (Pulsar's ``getSchema`` looks a version up only among the live
+            ones, so a consumer decoding a message of a deleted version gets an error).
         """
-        history, _ = await self._load(topic)
+        live = (await self._load(topic))[0].live()
         if version is None:
-            live = history.live()
             return live[-1] if live else None
-        for stored in history.versions:
-            if stored.version == version:
-                return None if stored.deleted else stored
-        return None
+        return next((stored for stored in live if stored.version == version), None)
 
     async def versions(self, topic: TopicName) -> list[StoredSchema]:
         """Every live version (after the last deletion), oldest first."""

@@ -217,6 +217,10 @@ class SchemaService:
         version = await self.register(topic, schema_data_of(schema), name=schema.name)
         return version_to_wire(version)
 
+    async def strategy(self, topic: TopicName) -> CompatibilityStrategy:
+        """The compatibility strategy in force for ``topic`` (topic, namespace, broker)."""
+        return (await self._features.schema_policy(topic)).strategy
+
     async def compatibility(
         self, topic: TopicName, schema: SchemaData
     ) -> tuple[bool, CompatibilityStrategy]:

@@ -1,8 +1,9 @@
 """Per-namespace switches the topic layer honours: deduplication and the schema policy.
 
 Pulsar resolves each setting through a hierarchy (topic policy, then namespace ``Policies``, then
-``broker.conf``); we have no topic policies, so a setting is the namespace's when its policies
-set it, else the broker's. The namespace ``Policies`` are read from the metadata store node
+``broker.conf``); here only the compatibility strategy has its topic level (the topic policy
+``schemaCompatibilityStrategy``), the other settings are the namespace's when its policies set
+them, else the broker's. The namespace ``Policies`` are read from the metadata store node
 ``/admin/policies/<tenant>/<namespace>`` (Pulsar's JSON, written by the admin API) each time a
 producer or consumer attaches, so a policy change applies to the next attachment without any
 cache to invalidate. Only the fields below are decoded; the rest of the document is ignored.
@@ -28,6 +29,8 @@ from emubroker.metadata.paths import namespace_path
 from emubroker.schemas.compat import CompatibilityStrategy
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from emubroker.config import BrokerConfig
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceName, TopicName
@@ -69,10 +72,17 @@ class TopicFeatures:
     Args:
         config: The broker's fallbacks.
         store: Where namespace policies live; without one, the broker's values apply.
+        topic_strategy: A topic's own ``schemaCompatibilityStrategy`` policy, None while unset.
     """
 
-    def __init__(self, config: BrokerConfig, store: MetadataStore | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MetadataStore | None = None,
+        topic_strategy: Callable[[TopicName], str | None] | None = None,
+    ) -> None:
         self._store = store
+        self._topic_strategy = topic_strategy
         self._dedup = config.brokerDeduplicationEnabled
         strategy = CompatibilityStrategy(config.schemaCompatibilityStrategy)
         if strategy is CompatibilityStrategy.UNDEFINED:
@@ -105,7 +115,10 @@ class TopicFeatures:
     async def schema_policy(self, topic: TopicName) -> SchemaPolicy:
         """The schema rules of a topic."""
         switches = await self._switches(topic.namespace)
-        strategy = _strategy(switches.schema_compatibility_strategy or "UNDEFINED")
+        own = self._topic_strategy(topic) if self._topic_strategy is not None else None
+        strategy = _strategy(own or "UNDEFINED")
+        if strategy is None:
+            strategy = _strategy(switches.schema_compatibility_strategy or "UNDEFINED")
         if strategy is None and switches.schema_auto_update_compatibility_strategy:
             strategy = _strategy(switches.schema_auto_update_compatibility_strategy)
         allow = switches.is_allow_auto_update_schema

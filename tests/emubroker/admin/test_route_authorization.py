@@ -235,12 +235,15 @@ TABLE: Final = [
     *_rw(f"{T}/backlogQuota", TA, 403, "POST DELETE"),
     Route("GET", f"{T}/backlogQuotaMap", TA, 403),
     *_rw(f"{T}/schemaValidationEnforced", TA, 403, "GET POST"),
+    *_rw(f"{T}/schemaCompatibilityStrategy", TA, 403, "GET PUT DELETE"),
     # SchemasResourceBase.
     Route("GET", f"{SCHEMA}/schema", LK),
     Route("GET", f"{SCHEMA}/schema/{{version}}", LK),
     Route("GET", f"{SCHEMA}/schemas", LK),
     Route("POST", f"{SCHEMA}/schema", PR),
     Route("DELETE", f"{SCHEMA}/schema", TA),
+    Route("POST", f"{SCHEMA}/version", LK),
+    Route("POST", f"{SCHEMA}/compatibility", TA),
     # TopicLookup.
     Route("GET", LOOKUP, LK),
     Route("GET", f"{LOOKUP}/bundle", LK, 403),

@@ -151,6 +151,30 @@ async def test_schema_post_takes_null_properties(admin: Admin) -> None:
     assert (await admin.ok("GET", f"{base}/schema"))["properties"] == {}
 
 
+async def test_schema_version_and_compatibility_of_a_payload(admin: Admin) -> None:
+    # The Go admin client's GetVersionByPayload and TestCompatibilityWithPostSchemaPayload.
+    base = "/admin/v2/schemas/public/default/t"
+    v1 = {"type": "AVRO", "schema": '{"type":"record","name":"R","fields":[]}'}
+    v2 = {
+        "type": "AVRO",
+        "schema": '{"type":"record","name":"R","fields":[{"name":"b","type":"string"}]}',
+    }
+    assert await admin.ok("POST", f"{base}/version", json=v1) == {"version": -1}
+    await admin.ok("POST", f"{base}/schema", json=v1)
+    assert await admin.ok("POST", f"{base}/version", json=v1) == {"version": 0}
+    assert await admin.ok("POST", f"{base}/version", json=v2) == {"version": -1}
+    assert await admin.call("POST", f"{base}/compatibility", json=v1) == (
+        202,
+        {"compatibility": True, "schemaCompatibilityStrategy": "FULL"},
+    )
+    # A field without a default cannot be read by the old schema's readers.
+    assert await admin.ok("POST", f"{base}/compatibility", json=v2) == {
+        "compatibility": False,
+        "schemaCompatibilityStrategy": "FULL",
+    }
+    await admin.fails("POST", f"{base}/version", 400, "Invalid schema type", json={"type": "X"})
+
+
 async def test_metrics_use_pulsars_names(admin: Admin, wire: Wire, fake_clock: FakeClock) -> None:
     await wire.produce(TOPIC, 2)
     await wire.consumer(TOPIC, "s")

@@ -212,3 +212,27 @@ async def test_offload_policies_ignore_unknown_keys_and_flag_the_driver(admin: A
     status, shown = await admin.get(path)
     assert (status, shown["fileSystemDriver"], shown["s3Driver"]) == (200, True, False)
     assert "nope" not in shown
+
+
+async def test_topic_schema_compatibility_strategy_is_served_and_applied(admin: Admin) -> None:
+    # The Go admin client's TestSchemaCompatibilityStrategy; the schema checks obey it.
+    await admin.ok("PUT", TOPIC)
+    path = f"{TOPIC}/schemaCompatibilityStrategy"
+    namespace = "/admin/v2/namespaces/public/default/schemaCompatibilityStrategy"
+    schema = "/admin/v2/schemas/public/default/policied/schema"
+    await admin.ok("PUT", namespace, data='"ALWAYS_INCOMPATIBLE"')
+    assert await admin.get(path) == (200, None)
+    assert await admin.get(f"{path}?applied=true") == (200, "ALWAYS_INCOMPATIBLE")
+    await admin.ok("PUT", path, json="ALWAYS_COMPATIBLE")
+    assert await admin.get(path) == (200, "ALWAYS_COMPATIBLE")
+    assert await admin.get(f"{path}?applied=true") == (200, "ALWAYS_COMPATIBLE")
+    await admin.ok("POST", schema, json={"type": "STRING", "schema": ""})
+    await admin.ok("POST", schema, json={"type": "BOOLEAN", "schema": ""})
+    await admin.fails("PUT", path, 400, "Invalid schema compatibility strategy", json="NOPE")
+    await admin.ok("DELETE", path)
+    assert await admin.get(path) == (200, None)
+    assert await admin.get(f"{path}?applied=true") == (200, "ALWAYS_INCOMPATIBLE")
+    await admin.fails("POST", schema, 409, "", json={"type": "INT32", "schema": ""})
+    await admin.ok("PUT", path, json="FULL")
+    await admin.ok("PUT", path, json="UNDEFINED")  # unsets, as in Pulsar
+    assert await admin.get(path) == (200, None)
