@@ -4,11 +4,15 @@ A request names a child as the command line does: ``stub`` for the storage-stub,
 its index, ``host:port`` or URL (``emubroker.cluster.state.find_broker``). Every answer is one
 :class:`~emubroker.cluster.control.Reply`; a name, a signal or a state that does not fit is an
 answer with ``ok=False`` and the reason, never an exception.
+
+The requests act on what :class:`Supervised` names; the supervisor's ``Cluster`` is one (it
+calls :func:`handle` with itself), so this module needs nothing of the supervisor's.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Protocol
 
 from emubroker.cluster import children, control
 from emubroker.cluster.state import (
@@ -21,12 +25,37 @@ from emubroker.cluster.state import (
 )
 
 if TYPE_CHECKING:
-    from emubroker.cluster.supervisor import Cluster
+    import anyio
+    from anyio.abc import Process
 
-__all__ = ["handle"]
+__all__ = ["Supervised", "handle"]
 
 
-async def handle(cluster: Cluster, request: control.Request) -> control.Reply:
+class Supervised(Protocol):
+    """What a request acts on: a running cluster's state, processes and events."""
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def stop_requested(self) -> anyio.Event: ...
+
+    def process_of(self, child: ChildState) -> Process | None:
+        """The child's running process, if it runs."""
+        ...
+
+    def is_starting(self, child: ChildState) -> bool: ...
+
+    async def start_child(self, child: ChildState) -> None:
+        """Start a child that is not running (raises ChildStartError or OSError)."""
+        ...
+
+    def emit(
+        self, event: str, message: str, broker: int | None = None, *, level: int = logging.INFO
+    ) -> None: ...
+
+
+async def handle(cluster: Supervised, request: control.Request) -> control.Reply:
     """Carry out ``request`` on ``cluster``."""
     match request:
         case control.StopCluster():
