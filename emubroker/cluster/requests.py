@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Protocol
 
-from emubroker.cluster import children, control
+from emubroker import processes
+from emubroker.cluster import control
 from emubroker.cluster.state import (
     STUB,
     BrokerState,
@@ -64,7 +65,7 @@ async def handle(cluster: Supervised, request: control.Request) -> control.Reply
         case control.KillBroker(name, sig_name):
             try:
                 child = _find(cluster.state, name)
-                sig = children.parse_signal(sig_name)
+                sig = processes.parse_signal(sig_name)
             except (UnknownBrokerError, ValueError) as exc:
                 return control.Reply(ok=False, message=str(exc))
             process = cluster.process_of(child)
@@ -85,7 +86,7 @@ async def handle(cluster: Supervised, request: control.Request) -> control.Reply
                 return control.Reply(ok=False, message=f"{_called(child)} is running or starting")
             try:
                 await cluster.start_child(child)
-            except (children.ChildStartError, OSError) as exc:
+            except (processes.ChildStartError, OSError) as exc:
                 return control.Reply(ok=False, message=str(exc))
             message = f"{_called(child)} started (pid {child.pid})"
             if isinstance(child, BrokerState):
