@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 from protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 
 if TYPE_CHECKING:
-    from loadgen.scenario import ProducerGroup, Scenario
+    from loadgen.scenario_model import ProducerGroup, Scenario
 
 __all__ = ["MAX_CHUNKED_SIZE", "MAX_PRODUCER_RATE", "limit_problems", "max_message_size"]
 

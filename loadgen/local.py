@@ -20,18 +20,20 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import anyio.abc
 
+from emubroker.processes import stop
 from loadgen.control import BrokerInfo, ClusterLayout
-from loadgen.local_cluster import ClusterProcess
-from loadgen.processes import ChildProcess, ClusterStartError
+from loadgen.local_cluster import STOP_TIMEOUT, ClusterProcess, ClusterStartError, start_child
 from loadgen.scenario import Start
 from protocol.clock import Clock
 from storage_stub.client import open_stub_client
 from storage_stub.faults import FaultConfig
+
+if TYPE_CHECKING:
+    from anyio.abc import Process, TaskGroup
 
 __all__ = [
     "ClusterProcess",
@@ -43,6 +45,7 @@ __all__ = [
 
 _BROKER_READY: Final = re.compile(r"ready: service (\S+) admin (\S+)")
 _STUB_READY: Final = re.compile(r"storage-stub ready on (stub://\S+)")
+_BROKER: Final = "broker-0"  # its log is logs/broker-0.log
 
 
 def _write_config(path: Path, config: dict[str, Any]) -> None:
@@ -77,17 +80,19 @@ class LocalCluster:
         self.run_dir = run_dir
         self.clock = clock
         self.logs = run_dir / "logs"
-        self.stub: ChildProcess | None = None
-        self.broker: ChildProcess | None = None
+        self.stub: Process | None = None
+        self.broker: Process | None = None
         self.layout: ClusterLayout | None = None
         self._broker_args: list[str] = []
+        self._task_group: TaskGroup | None = None
 
-    async def launch(self) -> ClusterLayout:
-        """Start the processes.
+    async def launch(self, task_group: TaskGroup) -> ClusterLayout:
+        """Start the processes (``task_group`` copies their output to their logs).
 
         Raises:
             ClusterStartError: a process did not start.
         """
+        self._task_group = task_group
         python = [sys.executable, "-m"]
         args = ["--port", "0", "--admin-port", "0", "--bind", "127.0.0.1", "--log-level", "WARNING"]
         if self.start.config:
@@ -96,12 +101,14 @@ class LocalCluster:
             args += ["--config", str(config)]
         stub_url = None
         if self.start.storage == "stub":
-            self.stub = ChildProcess(
+            self.stub, ready = await start_child(
                 "storage-stub",
                 [*python, "storage_stub", "serve", "--port", "0", "--bind", "127.0.0.1"],
                 self.logs,
+                _STUB_READY,
+                task_group,
             )
-            stub_url = (await self.stub.start(_STUB_READY, self.clock)).group(1)
+            stub_url = ready.group(1)
             command = [
                 *python,
                 "emubroker",
@@ -116,8 +123,9 @@ class LocalCluster:
             if self.start.storage == "durable":
                 command += ["--data-dir", str(self.run_dir / "data")]
         self._broker_args = command
-        self.broker = ChildProcess("broker-0", [*command, *args], self.logs)
-        match = await self.broker.start(_BROKER_READY, self.clock)
+        self.broker, match = await start_child(
+            _BROKER, [*command, *args], self.logs, _BROKER_READY, task_group
+        )
         service_url, admin_url = match.group(1), match.group(2)
         # A restart must come back on the same ports, where the clients reconnect.
         self._ports = [
@@ -138,23 +146,25 @@ class LocalCluster:
 
     async def kill(self, broker: int | str, signal_name: str) -> str:
         process = self._broker(broker)
-        process.signal(signal.Signals[f"SIG{signal_name}"])
+        if process.returncode is None:
+            process.send_signal(signal.Signals[f"SIG{signal_name}"])
         await process.wait()
-        await process.stop()  # closes the log
-        return f"{process.name} stopped by SIG{signal_name}"
+        return f"{_BROKER} stopped by SIG{signal_name}"
 
     async def restart(self, broker: int | str) -> str:
         process = self._broker(broker)
-        if process.process is not None and process.process.returncode is None:
-            return f"{process.name} is running"
+        if process.returncode is None:
+            return f"{_BROKER} is running"
         args = ["--bind", "127.0.0.1", "--log-level", "WARNING", *self._ports]
         if self.start.config:
             args += ["--config", str(self.run_dir / "broker.conf")]
-        self.broker = ChildProcess(process.name, [*self._broker_args, *args], self.logs)
-        await self.broker.start(_BROKER_READY, self.clock)
-        return f"{process.name} restarted"
+        assert self._task_group is not None  # a broker runs: launch gave it
+        self.broker, _ = await start_child(
+            _BROKER, [*self._broker_args, *args], self.logs, _BROKER_READY, self._task_group
+        )
+        return f"{_BROKER} restarted"
 
-    def _broker(self, broker: int | str) -> ChildProcess:
+    def _broker(self, broker: int | str) -> Process:
         if broker != 0 or self.broker is None:
             raise ClusterStartError(f"no broker {broker}")
         return self.broker
@@ -163,9 +173,9 @@ class LocalCluster:
         """Stop the broker, then the stub."""
         with anyio.CancelScope(shield=True):
             if self.broker is not None:
-                await self.broker.stop()
+                await stop(self.broker, grace=STOP_TIMEOUT)
             if self.stub is not None:
-                await self.stub.stop()
+                await stop(self.stub, grace=STOP_TIMEOUT)
 
 
 class StubFaultsClient:

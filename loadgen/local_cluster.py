@@ -24,19 +24,32 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from emubroker.processes import ChildStartError, spawn, stop
 from loadgen.control import BrokerInfo, ClusterLayout, ControlError
 from loadgen.events import STUB
-from loadgen.processes import ChildProcess, ClusterStartError
 from loadgen.scenario import Start
 from protocol.clock import Clock
 
-__all__ = ["ClusterProcess"]
+if TYPE_CHECKING:
+    from anyio.abc import Process, TaskGroup
 
-_READY: Final = re.compile(r'^\{"event":"ready".*\}\n', re.MULTILINE)
+__all__ = [
+    "READY_TIMEOUT",
+    "STOP_TIMEOUT",
+    "ClusterProcess",
+    "ClusterStartError",
+    "start_child",
+]
+
+READY_TIMEOUT: Final = 30.0
+"""Seconds a process may take to print its ready line (a broker starts in well under one)."""
+STOP_TIMEOUT: Final = 10.0
+"""Seconds a broker or the stub may take to stop after SIGTERM before it is killed."""
+_READY: Final = re.compile(r'^\{"event":"ready".*\}$')
 SUPERVISOR_STOP_TIMEOUT: Final = 40.0
 """The supervisor gives each child 15 s to stop, brokers first, then the stub."""
 DIED_TIMEOUT: Final = 30.0
@@ -45,6 +58,35 @@ COMMAND_TIMEOUT: Final = 60.0
 """Seconds `emubroker cluster kill|start` may take (start waits for the broker's ready line)."""
 _MAX_SOCKET_PATH: Final = 100
 """Unix socket paths are limited to 107 bytes on Linux (108 with the terminating NUL)."""
+
+
+class ClusterStartError(Exception):
+    """The cluster could not be started; the message says why (and where its log is)."""
+
+
+async def start_child(
+    name: str, command: list[str], logs: Path, ready: re.Pattern[str], task_group: TaskGroup
+) -> tuple[Process, re.Match[str]]:
+    """Start a child of loadgen's, its output in ``logs/<name>.log``; wait for its ready line.
+
+    Raises:
+        ClusterStartError: it exited or did not get ready in time (the message quotes its last
+            lines and names its log).
+        OSError: the command cannot be started.
+    """
+    await anyio.Path(logs).mkdir(parents=True, exist_ok=True)
+    try:
+        return await spawn(
+            name,
+            command,
+            ready=ready,
+            log_path=logs / f"{name}.log",
+            task_group=task_group,
+            ready_within=READY_TIMEOUT,
+            own_session=False,
+        )
+    except ChildStartError as exc:
+        raise ClusterStartError(str(exc)) from None
 
 
 class ClusterProcess:
@@ -68,11 +110,12 @@ class ClusterProcess:
         if len(str((self.cluster_dir / "control.sock").absolute())) > _MAX_SOCKET_PATH:
             self.cluster_dir = Path(tempfile.mkdtemp(prefix="loadgen-cluster-"))
             self._short_dir = True
-        self.supervisor: ChildProcess | None = None
+        self.log_path = self.logs / "cluster.log"
+        self.supervisor: Process | None = None
         self.layout: ClusterLayout | None = None
 
-    async def launch(self) -> ClusterLayout:
-        """Start the cluster and wait for its ready line.
+    async def launch(self, task_group: TaskGroup) -> ClusterLayout:
+        """Start the cluster and wait for its ready line (``task_group`` copies its output).
 
         Raises:
             ClusterStartError: the supervisor exited or did not get ready.
@@ -96,10 +139,10 @@ class ClusterProcess:
             command += ["--config", str(self.config.absolute())]
         if self.start.storage == "durable":
             command += ["--data-dir", str((self.run_dir / "data").absolute())]
-        self.supervisor = ChildProcess(
-            "cluster", command, self.logs, stop_timeout=SUPERVISOR_STOP_TIMEOUT
+        self.supervisor, match = await start_child(
+            "cluster", command, self.logs, _READY, task_group
         )
-        line = (await self.supervisor.start(_READY, self.clock)).group(0)
+        line = match.group(0)
         try:
             ready = json.loads(line)
             brokers = [
@@ -108,7 +151,7 @@ class ClusterProcess:
             ]
             stub_url = ready["stub"]["url"]
         except (ValueError, KeyError, TypeError) as exc:
-            await self.supervisor.stop()
+            await stop(self.supervisor, grace=SUPERVISOR_STOP_TIMEOUT)
             raise ClusterStartError(
                 f"unreadable ready line of emubroker cluster ({exc}): {line}"
             ) from None
@@ -150,9 +193,7 @@ class ClusterProcess:
         return answer
 
     def _log_size(self) -> int:
-        assert self.supervisor is not None
-        path = self.supervisor.log_path
-        return path.stat().st_size if path.exists() else 0
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
 
     async def _wait_for_event(
         self, event: str, broker: int | str | None, offset: int
@@ -162,10 +203,9 @@ class ClusterProcess:
         Raises:
             ControlError: it did not come within `DIED_TIMEOUT`.
         """
-        assert self.supervisor is not None
         deadline = self.clock.now() + DIED_TIMEOUT
         while self.clock.now() < deadline:
-            text = self.supervisor.log_path.read_bytes()[offset:].decode(errors="replace")
+            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
             for line in text.splitlines():
                 if line.startswith("{"):
                     record = json.loads(line)
@@ -182,7 +222,7 @@ class ClusterProcess:
         """
         with anyio.CancelScope(shield=True):
             if self.supervisor is not None:
-                await self.supervisor.stop()
+                await stop(self.supervisor, grace=SUPERVISOR_STOP_TIMEOUT)
             if self._short_dir:
                 shutil.move(self.cluster_dir, self.logs / "cluster")
                 self.cluster_dir, self._short_dir = self.logs / "cluster", False

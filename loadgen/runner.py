@@ -29,6 +29,7 @@ from typing import Any, Final
 import aiohttp
 import anyio
 import msgspec
+from anyio.abc import TaskGroup
 from rich.console import Console
 from rich.live import Live
 
@@ -296,6 +297,22 @@ async def run_scenario(
     """
     run = _Run(scenario, options, console, clock or AnyioClock())
     run.run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        # The started processes' output is copied to their logs by tasks of this group; those
+        # end once the processes exit (`aclose` stops them before the group closes).
+        async with anyio.create_task_group() as output:
+            result = await _run_on_cluster(run, console, output)
+    except BaseExceptionGroup as group:
+        # The run's own error, beside copiers that only had to end: raise it plainly.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    return result
+
+
+async def _run_on_cluster(run: _Run, console: Console, output: TaskGroup) -> RunResult:
+    """The run on the cluster the scenario names, or on one it starts (and stops)."""
+    scenario = run.scenario
     local: LocalCluster | ClusterProcess | None = None
     try:
         if scenario.cluster.start is not None:
@@ -309,7 +326,7 @@ async def run_scenario(
                         for event in scenario.events
                     ),
                 )
-                layout = await local.launch()
+                layout = await local.launch(output)
             except ClusterStartError as exc:
                 raise RunError(f"cannot start the cluster: {exc}", EXIT_CLUSTER) from None
             what = "broker" if len(layout.brokers) == 1 else f"cluster of {len(layout.brokers)}"

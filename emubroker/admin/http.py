@@ -10,7 +10,6 @@ number (``.../skip/abc``) is a 400 here; Jersey answers 404 for those.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import urlsplit
 
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_BODY",
     "context",
-    "format_time",
     "json_response",
     "max_request_size",
     "namespace_of",
@@ -247,12 +245,3 @@ def redirect_to(request: web.Request, base_url: str, **query: str) -> web.HTTPTe
         .with_port(target.port)
     )
     return web.HTTPTemporaryRedirect(url.update_query(query) if query else url)
-
-
-def format_time(ms: int) -> str:
-    """Java's ``ISO_OFFSET_DATE_TIME`` of epoch ms in UTC: fraction digits only as needed."""
-    seconds, millis = divmod(ms, 1000)
-    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if millis:
-        text += f".{millis:03d}".rstrip("0")
-    return text + "Z"

@@ -38,8 +38,9 @@ from emubroker.admin.errors import (
     PRECONDITION_FAILED,
     RestError,
 )
-from emubroker.admin.http import context, format_time, json_response, path_int, topic_of
+from emubroker.admin.http import context, json_response, path_int, topic_of
 from emubroker.admin.routes_topics import TOPIC, check_topic_namespace, load_topic
+from emubroker.admin.stats_fields import format_time
 from protocol.codec import decode_record, encode_record
 from protocol.commands import CompressionType, MessageIdData, MessageMetadata
 from protocol.framing import decode_payload_section

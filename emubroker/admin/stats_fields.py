@@ -7,7 +7,7 @@ from typing import Final
 
 from emubroker.topics.compaction import CompactionRecord
 
-__all__ = ["NO_COMPACTION", "compaction_block", "draining_counts", "iso_time"]
+__all__ = ["NO_COMPACTION", "compaction_block", "draining_counts", "format_time", "iso_time"]
 
 NO_COMPACTION: Final = CompactionRecord()
 """What a topic never compacted here reports (Pulsar's reset ``CompactionStatsImpl``)."""
@@ -44,3 +44,12 @@ def iso_time(epoch_ms: int) -> str:
         text += f".{millis:03d}".rstrip("0")
     offset = moment.strftime("%z")
     return text + ("Z" if offset == "+0000" else f"{offset[:3]}:{offset[3:]}")
+
+
+def format_time(ms: int) -> str:
+    """Java's ``ISO_OFFSET_DATE_TIME`` of epoch ms in UTC: fraction digits only as needed."""
+    seconds, millis = divmod(ms, 1000)
+    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if millis:
+        text += f".{millis:03d}".rstrip("0")
+    return text + "Z"

@@ -17,8 +17,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from emubroker.admin.http import format_time
-from emubroker.admin.stats_fields import NO_COMPACTION, compaction_block, draining_counts, iso_time
+from emubroker.admin.stats_fields import (
+    NO_COMPACTION,
+    compaction_block,
+    draining_counts,
+    format_time,
+    iso_time,
+)
 from emubroker.admin.stats_merge import merge_partitions
 from emubroker.naming import InvalidNameError, TopicName
 from emubroker.ratelimit.readsize import ThrottleStats

@@ -33,7 +33,6 @@ import anyio
 import msgspec
 
 from emubroker.cluster import control
-from emubroker.cluster.children import ChildStartError
 from emubroker.cluster.leftovers import stop_leftovers
 from emubroker.cluster.running import leaf_errors, open_cluster
 from emubroker.cluster.spec import ClusterEvent, ClusterSpec
@@ -46,6 +45,7 @@ from emubroker.cluster.state import (
     run_dir_in_use,
 )
 from emubroker.config import ConfigError, load_config, read_config_file
+from emubroker.processes import ChildStartError
 from protocol.clock import AnyioClock
 
 if TYPE_CHECKING:

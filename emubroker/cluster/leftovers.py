@@ -1,6 +1,6 @@
 """Children a supervisor left running when it died without stopping them (``kill -9``).
 
-Children run in sessions of their own (``emubroker.cluster.children``), so they outlive a
+Children run in sessions of their own (``emubroker.processes``), so they outlive a
 supervisor that could not stop them. The state file names them by pid and start time; a process
 with that pid *and* that start time is ours (a pid alone may have been reused since).
 ``emubroker cluster stop`` and the next ``emubroker cluster`` in the same run directory stop
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 import psutil
 
-from emubroker.cluster.children import STOP_TIMEOUT
+from emubroker.processes import STOP_TIMEOUT
 
 if TYPE_CHECKING:
     from emubroker.cluster.state import ChildState, ClusterState

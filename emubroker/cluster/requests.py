@@ -4,13 +4,18 @@ A request names a child as the command line does: ``stub`` for the storage-stub,
 its index, ``host:port`` or URL (``emubroker.cluster.state.find_broker``). Every answer is one
 :class:`~emubroker.cluster.control.Reply`; a name, a signal or a state that does not fit is an
 answer with ``ok=False`` and the reason, never an exception.
+
+The requests act on what :class:`Supervised` names; the supervisor's ``Cluster`` is one (it
+calls :func:`handle` with itself), so this module needs nothing of the supervisor's.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Protocol
 
-from emubroker.cluster import children, control
+from emubroker import processes
+from emubroker.cluster import control
 from emubroker.cluster.state import (
     STUB,
     BrokerState,
@@ -21,12 +26,37 @@ from emubroker.cluster.state import (
 )
 
 if TYPE_CHECKING:
-    from emubroker.cluster.supervisor import Cluster
+    import anyio
+    from anyio.abc import Process
 
-__all__ = ["handle"]
+__all__ = ["Supervised", "handle"]
 
 
-async def handle(cluster: Cluster, request: control.Request) -> control.Reply:
+class Supervised(Protocol):
+    """What a request acts on: a running cluster's state, processes and events."""
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def stop_requested(self) -> anyio.Event: ...
+
+    def process_of(self, child: ChildState) -> Process | None:
+        """The child's running process, if it runs."""
+        ...
+
+    def is_starting(self, child: ChildState) -> bool: ...
+
+    async def start_child(self, child: ChildState) -> None:
+        """Start a child that is not running (raises ChildStartError or OSError)."""
+        ...
+
+    def emit(
+        self, event: str, message: str, broker: int | None = None, *, level: int = logging.INFO
+    ) -> None: ...
+
+
+async def handle(cluster: Supervised, request: control.Request) -> control.Reply:
     """Carry out ``request`` on ``cluster``."""
     match request:
         case control.StopCluster():
@@ -35,7 +65,7 @@ async def handle(cluster: Cluster, request: control.Request) -> control.Reply:
         case control.KillBroker(name, sig_name):
             try:
                 child = _find(cluster.state, name)
-                sig = children.parse_signal(sig_name)
+                sig = processes.parse_signal(sig_name)
             except (UnknownBrokerError, ValueError) as exc:
                 return control.Reply(ok=False, message=str(exc))
             process = cluster.process_of(child)
@@ -56,7 +86,7 @@ async def handle(cluster: Cluster, request: control.Request) -> control.Reply:
                 return control.Reply(ok=False, message=f"{_called(child)} is running or starting")
             try:
                 await cluster.start_child(child)
-            except (children.ChildStartError, OSError) as exc:
+            except (processes.ChildStartError, OSError) as exc:
                 return control.Reply(ok=False, message=str(exc))
             message = f"{_called(child)} started (pid {child.pid})"
             if isinstance(child, BrokerState):

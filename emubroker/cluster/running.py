@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from emubroker.cluster import children, control
+from emubroker import processes
+from emubroker.cluster import control
 from emubroker.cluster.state import CONTROL_SOCKET, ClusterStatus, hold_run_dir
 from emubroker.cluster.supervisor import Cluster, leaf_errors
 from protocol.clock import AnyioClock
@@ -50,7 +51,7 @@ async def open_cluster(
             try:
                 try:
                     await cluster.start_all()
-                except (children.ChildStartError, OSError) as exc:
+                except (processes.ChildStartError, OSError) as exc:
                     # Raised as itself below, not inside the task group's exception group.
                     cluster.state.status = ClusterStatus.FAILED
                     failure = exc

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from emubroker.cluster import children, control, requests
+from emubroker import processes
+from emubroker.cluster import control, requests
 from emubroker.cluster.spec import ClusterEvent, ClusterSpec
 from emubroker.cluster.state import (
     BrokerState,
@@ -123,8 +124,8 @@ class Cluster:
         except BaseExceptionGroup as group:
             # One message naming every broker that failed, not a group of them.
             failures = leaf_errors(group)
-            if all(isinstance(e, children.ChildStartError | OSError) for e in failures):
-                raise children.ChildStartError("\n".join(map(str, failures))) from None
+            if all(isinstance(e, processes.ChildStartError | OSError) for e in failures):
+                raise processes.ChildStartError("\n".join(map(str, failures))) from None
             raise
         log.info(
             "brokers ready in %.3f s (%d)", self._clock.now() - stub_ready, len(self.state.brokers)
@@ -149,7 +150,7 @@ class Cluster:
         self.emit("stopped", "cluster stopped")
 
     async def _stop_child(self, child: ChildState, process: Process) -> None:
-        child.exit_code = await children.stop(process)
+        child.exit_code = await processes.stop(process)
         child.status = ChildStatus.STOPPED
         child.pid = None
 
@@ -166,7 +167,7 @@ class Cluster:
         stub = self.state.stub
         port = int(stub.url.rpartition(":")[2]) if stub.url else self.spec.stub_port
         stub.status = ChildStatus.STARTING
-        process, ready = await children.spawn(
+        process, ready = await processes.spawn(
             "storage-stub",
             self._stub_argv(port),
             ready=_STUB_READY,
@@ -174,7 +175,7 @@ class Cluster:
             task_group=self._tg,
         )
         if self._stopping:
-            await children.stop(process)
+            await processes.stop(process)
             return
         self._stub = process
         stub.url = ready["url"]
@@ -191,7 +192,7 @@ class Cluster:
         self._stub = None
         self.emit(
             "stub-died",
-            f"storage-stub {children.describe_exit(code)}; the brokers lost their storage",
+            f"storage-stub {processes.describe_exit(code)}; the brokers lost their storage",
         )
         if self.spec.restart:
             await self._forget_lost_cluster()
@@ -230,14 +231,14 @@ class Cluster:
                     starting.start_soon(self._start_broker_again, broker)
 
     async def _kill_broker(self, broker: BrokerState, process: Process) -> None:
-        code = await children.stop(process, sig=signal.SIGKILL)
+        code = await processes.stop(process, sig=signal.SIGKILL)
         self._exited(broker, code)
 
     async def _start_broker_again(self, broker: BrokerState) -> None:
         broker.restarts += 1  # counted before the start saves the state
         try:
             await self._start_broker(broker)
-        except (children.ChildStartError, OSError) as exc:
+        except (processes.ChildStartError, OSError) as exc:
             self._exited(broker, broker.exit_code)
             self.emit("restart-failed", f"broker {broker.index} did not start: {exc}", broker.index)
             if self.spec.restart:
@@ -266,7 +267,7 @@ class Cluster:
         try:
             broker.status = ChildStatus.STARTING
             self._save()
-            process, ready = await children.spawn(
+            process, ready = await processes.spawn(
                 f"broker {broker.index}",
                 self._broker_argv(broker),
                 ready=_BROKER_READY,
@@ -276,7 +277,7 @@ class Cluster:
         finally:
             self._busy.discard(broker.index)
         if self._stopping:  # the cluster began to stop while this broker started
-            await children.stop(process)
+            await processes.stop(process)
             return
         # Asked for port 0, it chose: keep those ports for its restarts.
         broker.host = ready["host"]
@@ -296,7 +297,7 @@ class Cluster:
         self._exited(broker, code)
         self.emit(
             "broker-died",
-            f"broker {broker.index} ({broker.broker_id}) {children.describe_exit(code)}",
+            f"broker {broker.index} ({broker.broker_id}) {processes.describe_exit(code)}",
             broker.index,
         )
         if self.spec.restart:
@@ -322,7 +323,7 @@ class Cluster:
                     await self._start_broker(child)
                 else:
                     await self._start_stub()
-            except (children.ChildStartError, OSError) as exc:
+            except (processes.ChildStartError, OSError) as exc:
                 self._exited(child, child.exit_code)
                 self.emit("restart-failed", f"{name} did not start again: {exc}", index)
                 delay = _next_backoff(delay)
@@ -359,7 +360,7 @@ class Cluster:
             else:
                 await self._forget_lost_cluster()
                 await self._start_stub()
-        except (children.ChildStartError, OSError):
+        except (processes.ChildStartError, OSError):
             self._exited(child, child.exit_code)
             raise
         if isinstance(child, StubState):
@@ -370,7 +371,7 @@ class Cluster:
 
     def _running(self, child: ChildState, process: Process) -> None:
         child.pid = process.pid
-        child.started_at = children.start_time(process.pid)
+        child.started_at = processes.start_time(process.pid)
         child.status = ChildStatus.RUNNING
         self._save()
 

@@ -49,6 +49,7 @@ import msgspec
 
 from emubroker.metadata.store import BadVersionError
 from emubroker.topics.entry import EntryInfo, entry_info_from_entry
+from emubroker.topics.entry_cache import CacheBudget, EntryCache
 from emubroker.topics.ml_meta import (
     LedgerRecord,
     ManagedLedgerInfo,
@@ -118,20 +119,6 @@ class LedgerPolicy(msgspec.Struct, frozen=True):
     max_rollover: float = 240 * 60.0
 
 
-class CacheBudget:
-    """The broker-wide entry cache size (``managedLedgerCacheSizeMB``), shared by all topics.
-
-    Args:
-        limit: Bytes of cached entries allowed over all managed ledgers.
-    """
-
-    __slots__ = ("limit", "used")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-
-
 class ManagedLedger:
     """The entries of one persistent topic (see the module docstring).
 
@@ -140,21 +127,17 @@ class ManagedLedger:
 
     __slots__ = (
         "_bookie",
-        "_budget",
-        "_cached_bytes",
+        "_cache",
         "_clock",
         "_created",
-        "_evicted_below",
         "_fenced",
         "_first_live",
         "_ledger_ids",
-        "_loaded",
         "_lock",
         "_metadata",
         "_nowait",
         "_path",
         "_policy",
-        "_sections",
         "_sizes",
         "_starts",
         "_tainted",
@@ -182,7 +165,6 @@ class ManagedLedger:
         self._clock = clock
         self._metadata = metadata
         self._path = path
-        self._budget = budget if budget is not None else CacheBudget(256 * 1024 * 1024)
         # Segment k covers indexes _starts[k] .. _starts[k+1]-1 and lives in ledger _ledger_ids[k].
         self._starts: list[int] = []
         self._ledger_ids: list[int] = []
@@ -194,11 +176,7 @@ class ManagedLedger:
         self._version = -1  # of the stored ledger list (-1: not stored yet)
         self._fenced = False
         self._lock = anyio.Lock()
-        # The cache, aligned with ``infos``; ``_evicted_below`` is an index (not a list offset).
-        self._sections: list[bytes | None] = []
-        self._evicted_below = 0
-        self._cached_bytes = 0
-        self._loaded: dict[int, bytes] = {}  # misses read back from the bookie, by index
+        self._cache = EntryCache(budget if budget is not None else CacheBudget(256 * 1024 * 1024))
         # ``infos[i]`` is the info of index ``base + i``: entries before ``base`` were trimmed.
         # A trim rebinds ``infos`` (never cuts it in place), so a reader holding the list and
         # the ``base`` it read with it keeps a consistent pair.
@@ -283,7 +261,7 @@ class ManagedLedger:
         records = stored.ledgers
         base = records[0].first_index if records else 0
         self.base = base
-        self._evicted_below = base
+        self._cache.start_at(base)
         for i, record in enumerate(records):
             entries = record.entries
             if i == len(records) - 1 and entries < 0:
@@ -295,8 +273,7 @@ class ManagedLedger:
             for section in await self._read_range(record.ledger_id, 0, entries - 1):
                 infos.append(entry_info_from_entry(decode_payload_section(section).entry))
             self.infos += infos
-            self._sections += [None] * len(infos)
-            self._evicted_below = self.count
+            self._cache.skip(len(infos))
         self._terminated = stored.terminated
         if not self._starts:
             self._add_segment(await self._bookie.create_ledger(), base)
@@ -474,7 +451,7 @@ class ManagedLedger:
                 ledger_id, base = self._ledger_ids[-1], self.count - self._starts[-1]
                 for offset in range(stored):
                     positions.append((ledger_id, base + offset))
-                    self._cache(sections[done + offset])
+                    self._cache.append(sections[done + offset])
                 self.infos += infos[done : done + stored]
                 self._sizes[-1] += sum(len(s) for s in sections[done : done + stored])
                 done += stored
@@ -653,30 +630,6 @@ class ManagedLedger:
 
     # ---- the entry cache and reads ------------------------------------------------------------
 
-    def _cache(self, section: bytes) -> None:
-        self._sections.append(section)
-        self._cached_bytes += len(section)
-        budget = self._budget
-        budget.used += len(section)
-        if budget.used > budget.limit:
-            self._evict()
-
-    def _evict(self) -> None:
-        # Oldest first, until the broker-wide budget holds or this topic has nothing left.
-        sections, budget, base = self._sections, self._budget, self.base
-        i = self._evicted_below
-        while budget.used > budget.limit and i - base < len(sections):
-            section = sections[i - base]
-            if section is not None:
-                sections[i - base] = None
-                budget.used -= len(section)
-                self._cached_bytes -= len(section)
-            i += 1
-        self._evicted_below = i
-        if self._loaded:
-            budget.used -= sum(len(s) for s in self._loaded.values())
-            self._loaded.clear()
-
     def evict_consumed(self, floor: int) -> int:
         """Drop the cached entries at or below ``floor`` (every durable cursor is past them).
 
@@ -689,27 +642,14 @@ class ManagedLedger:
         Returns:
             The bytes freed.
         """
-        end = min(floor + 1, self.count)
         if self._nowait is not None:
             return 0
-        sections, base, freed = self._sections, self.base, 0
-        for i in range(self._evicted_below - base, end - base):
-            section = sections[i]
-            if section is not None:
-                freed += len(section)
-                sections[i] = None
-        self._evicted_below = max(self._evicted_below, end)
-        self._cached_bytes -= freed
-        if self._loaded and min(self._loaded) < end:  # read back for a reader since gone past
-            freed += sum(len(s) for i, s in self._loaded.items() if i < end)
-            self._loaded = {i: s for i, s in self._loaded.items() if i >= end}
-        self._budget.used -= freed
-        return freed
+        return self._cache.evict_consumed(min(floor + 1, self.count))
 
     @property
     def cached_bytes(self) -> int:
         """Bytes of this topic's entries in the cache."""
-        return self._cached_bytes + sum(len(s) for s in self._loaded.values())
+        return self._cache.cached_bytes
 
     def read(self, first: int, last: int) -> tuple[int, int, list[bytes]]:
         """Read entries ``first..last`` (inclusive) from memory, without waiting.
@@ -735,19 +675,10 @@ class ManagedLedger:
                 first - start,
                 store.read_nowait(ledger_id, first - start, last - start),
             )
-        if first >= self._evicted_below:
-            sections = self._sections[first - self.base : last + 1 - self.base]
-            return ledger_id, first - start, sections  # type: ignore[return-value]  # cached: no None
-        loaded = self._loaded
-        out: list[bytes] = []
-        for index in range(first, min(last, self._evicted_below - 1) + 1):
-            section = loaded.get(index)
-            if section is None:
-                break
-            out.append(section)
-        if not out:
+        sections = self._cache.get(first, last)
+        if not sections:
             raise CacheMiss(first, last)
-        return ledger_id, first - start, out
+        return ledger_id, first - start, sections
 
     def require(self, first: int, last: int) -> None:
         """Raise what ``read(first, last)`` would raise for a ``first`` not in the cache.
@@ -755,7 +686,7 @@ class ManagedLedger:
         Raises:
             CacheMiss: Bookie mode and ``first`` is not cached: ``await load(first, last)``.
         """
-        if self._nowait is None and first < self._evicted_below and first not in self._loaded:
+        if self._nowait is None and self._cache.misses(first):
             raise CacheMiss(first, last)
 
     async def load(self, first: int, last: int) -> None:
@@ -766,20 +697,13 @@ class ManagedLedger:
         """
         k = bisect.bisect_right(self._starts, first) - 1
         start = self._starts[k]
-        last = min(last, self._evicted_below - 1, first + READ_RANGE - 1)
+        last = min(last, self._cache.evicted_below - 1, first + READ_RANGE - 1)
         if k + 1 < len(self._starts):
             last = min(last, self._starts[k + 1] - 1)
         if last < first:
             return
         sections = await self._read_range(self._ledger_ids[k], first - start, last - start)
-        size = sum(len(s) for s in sections)
-        budget = self._budget
-        if budget.used + size > budget.limit and self._loaded:
-            budget.used -= sum(len(s) for s in self._loaded.values())
-            self._loaded.clear()
-        budget.used += size
-        for offset, section in enumerate(sections):
-            self._loaded[first + offset] = section
+        self._cache.put_loaded(first, sections)
 
     async def read_entries(self, first: int, last: int) -> tuple[int, int, list[bytes]]:
         """``read``, loading from the bookie on a miss (for readers off the hot path).
@@ -861,16 +785,9 @@ class ManagedLedger:
         cut = index - self.base
         if cut <= 0:
             return
-        cached = sum(len(s) for s in self._sections[:cut] if s is not None)
-        self._cached_bytes -= cached
-        if self._loaded:
-            cached += sum(len(s) for i, s in self._loaded.items() if i < index)
-            self._loaded = {i: s for i, s in self._loaded.items() if i >= index}
-        self._budget.used -= cached
+        self._cache.forget_below(index)
         self.infos = self.infos[cut:]
-        self._sections = self._sections[cut:]
         self.base = index
-        self._evicted_below = max(self._evicted_below, index)
 
     def info(self, index: int) -> EntryInfo:
         """The info of an entry; a placeholder for one whose ledger was trimmed (never read)."""
@@ -923,9 +840,7 @@ class ManagedLedger:
                 await self._bookie.delete_ledger(ledger_id)
             except StorageError:
                 logger.warning("could not delete ledger %s", ledger_id)
-        self._budget.used -= self.cached_bytes
-        self._sections = []
-        self._loaded.clear()
+        self._cache.clear()
         if self._metadata is not None and self._path is not None:
             for child in await self._metadata.children(self._path):
                 await self._metadata.delete(f"{self._path}/{child}")

@@ -85,6 +85,22 @@ def test_a_cluster_that_cannot_start_exits_3_with_its_reason(capsys, tmp_path) -
     assert "brokerServicePort" in output  # the supervisor's own words, from its log
 
 
+def test_a_broker_that_cannot_start_quotes_its_last_lines_and_names_its_log(
+    capsys, tmp_path
+) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "x"\n[cluster]\nstart = { brokers = 1, config = { maxMessageSize = "x" } }\n'
+        '[[phases]]\nname = "p"\nduration = 1\n'
+    )
+    code, output = run(capsys, "run", str(path), "--trace-dir", str(tmp_path / "run"))
+    assert code == 3
+    # The same words as `emubroker cluster` says of a child that failed (one launcher).
+    assert "cannot start the cluster: broker-0 exited with status 2 before it was ready" in output
+    assert "  | emubroker: invalid configuration:" in output
+    assert f"(its output is in {tmp_path / 'run' / 'logs' / 'broker-0.log'})" in output
+
+
 def test_pulsar_perf_flags_become_a_scenario() -> None:
     args = build_parser().parse_args(
         [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from emubroker.admin.http import format_time
+from emubroker.admin.stats_fields import format_time
 from emubroker.app import Broker
 from emubroker.naming import TopicName
 from protocol import commands as c

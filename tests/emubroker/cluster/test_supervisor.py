@@ -19,7 +19,6 @@ import psutil
 import pytest
 
 from emubroker.cluster import ClusterEvent, ClusterSpec, open_cluster
-from emubroker.cluster.children import ChildStartError
 from emubroker.cluster.control import KillBroker, StartBroker, StopCluster, call
 from emubroker.cluster.state import (
     ChildStatus,
@@ -29,6 +28,7 @@ from emubroker.cluster.state import (
     run_dir_in_use,
 )
 from emubroker.cluster.supervisor import Cluster
+from emubroker.processes import ChildStartError
 from protocol.clock import FakeClock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]

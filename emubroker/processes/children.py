@@ -1,10 +1,12 @@
-"""Child processes of the supervisor: start one, wait for its ``ready`` line, stop it.
+"""Child processes: start one, wait for its ``ready`` line, stop it.
 
-Children run in a session of their own (``start_new_session``): Ctrl-C in a terminal signals the
-terminal's foreground process group, and the supervisor, not the terminal, must decide the order
-in which the cluster stops (brokers first, then the stub). Their stdout and stderr go through one
-pipe: read line by line until the ``ready`` line, then copied to their log file until they exit,
-so a chatty child never blocks on a full pipe.
+The cluster supervisor starts its stub and brokers with :func:`spawn`, and loadgen its broker,
+stub or ``emubroker cluster``. Their stdout and stderr go through one pipe: read line by line
+until the ``ready`` line, then copied to their log file until they exit, so a chatty child never
+blocks on a full pipe. The supervisor's children run in a session of their own
+(``own_session``): Ctrl-C in a terminal signals the terminal's foreground process group, and
+the supervisor, not the terminal, must decide the order in which the cluster stops (brokers
+first, then the stub). loadgen's children stay in its session: Ctrl-C reaches them with it.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ async def spawn(
     log_path: Path,
     task_group: TaskGroup,
     ready_within: float = READY_TIMEOUT,
+    own_session: bool = True,
 ) -> tuple[Process, re.Match[str]]:
     """Start ``argv`` and wait until a line of its output matches ``ready``.
 
@@ -83,6 +86,7 @@ async def spawn(
         log_path: Where the child's output goes (appended).
         task_group: Where the task copying its output after the ready line runs.
         ready_within: Seconds to wait for the ready line.
+        own_session: Start it in a session of its own (a terminal's Ctrl-C does not reach it).
 
     Returns:
         The running process and the ready line's match.
@@ -99,7 +103,7 @@ async def spawn(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=own_session,
             env=_child_env(),
         )
     except BaseException:
