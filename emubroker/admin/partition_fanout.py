@@ -10,6 +10,10 @@ broker it reaches, and acts on each partition where that partition lives:
   broker owns is read here, any other through the admin client at its owner
   (``getStatsAsync``); the answers are summed (``PartitionedTopicStatsImpl.add``). A partition
   whose stats cannot be had is left out, as Pulsar leaves out a failed future.
+- ``DELETE .../{topic}/partitions`` (``internalDeletePartitionedTopic``): every partition is
+  deleted through the admin client, so at its owner, a 404 (never used) accepted; then the
+  metadata goes. :func:`delete_partitions_elsewhere` does the other owners' part; a persistent
+  partition stored nowhere was never used and places no bundle.
 
 :func:`partition_owner` finds where a partition lives as a lookup does (an unowned partition is
 placed, as Pulsar's ownership check would); :func:`call_broker` makes the call at that broker
@@ -25,9 +29,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
 
-from emubroker.admin.errors import PRECONDITION_FAILED, RestError
+from emubroker.admin.errors import NOT_FOUND, PRECONDITION_FAILED, RestError
 from emubroker.admin.owner_admin import CONNECT_TIMEOUT, broker_client_headers
 from emubroker.loadbalance.ownership.lookup import BundleUnloadingError
+from emubroker.metadata.paths import managed_ledger_path
 from emubroker.naming import TopicDomain
 from protocol.errors import ServiceNotReadyError
 
@@ -36,7 +41,7 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.ownership.table import BrokerInfo
     from emubroker.naming import TopicName
 
-__all__ = ["call_broker", "partition_owner", "topic_path"]
+__all__ = ["call_broker", "delete_partitions_elsewhere", "partition_owner", "topic_path"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +99,31 @@ async def call_broker(
             return reply.status, await reply.json() if text else None
     except (aiohttp.ClientError, ValueError) as exc:
         raise RestError(500, f"{method} {url} failed: {exc}") from exc
+
+
+async def delete_partitions_elsewhere(
+    ctx: AdminContext, partitions: list[TopicName], *, force: bool
+) -> None:
+    """Delete each partition another broker owns, at that broker (see the module docstring).
+
+    The partitions this broker owns are left to the caller, to delete here.
+
+    Raises:
+        RestError: An owner's failure other than 404 (its status and reason), or 412/500 when
+            no owner can be found or reached.
+    """
+    query = f"?force={str(force).lower()}"
+    for partition in partitions:
+        if partition.domain is TopicDomain.PERSISTENT and not await ctx.metadata.exists(
+            managed_ledger_path(partition)
+        ):
+            continue  # never used: nothing to delete anywhere
+        owner = await partition_owner(ctx, partition)
+        if owner is None:
+            continue
+        status, reason = await call_broker(ctx, owner, "DELETE", topic_path(partition, query))
+        if status >= 300 and status != NOT_FOUND:
+            raise RestError(status, str(reason))
 
 
 def _reason(text: str) -> str:

@@ -41,7 +41,12 @@ from emubroker.admin.http import (
     read_json,
     topic_of,
 )
-from emubroker.admin.partition_fanout import call_broker, partition_owner, topic_path
+from emubroker.admin.partition_fanout import (
+    call_broker,
+    delete_partitions_elsewhere,
+    partition_owner,
+    topic_path,
+)
 from emubroker.admin.stats_merge import leave_out
 from emubroker.naming import TopicDomain
 from emubroker.topics.compaction import CompactionInProgressError
@@ -252,7 +257,10 @@ async def get_partitions(request: web.Request) -> web.Response:
 
 
 async def delete_partitioned(request: web.Request) -> web.Response:
-    """``DELETE TOPIC/partitions[?force=true]``: the topic and every partition."""
+    """``DELETE TOPIC/partitions[?force=true]``: the topic and every partition.
+
+    Each partition is deleted at its owner (``partition_fanout``), then the metadata here.
+    """
     name = topic_of(request, partitioned=True)
     ctx = context(request)
     check_topic_namespace(ctx, name)
@@ -264,8 +272,10 @@ async def delete_partitioned(request: web.Request) -> web.Response:
                 "please call delete.",
             )
         raise RestError(NOT_FOUND, f"Topic {name} not found.")
+    force = query_bool(request, "force")
+    await delete_partitions_elsewhere(ctx, targets(ctx, name), force=force)
     try:
-        await ctx.topics.delete_partitioned_topic(name, force=query_bool(request, "force"))
+        await ctx.topics.delete_partitioned_topic(name, force=force)
     except NotAllowedError:
         raise RestError(PRECONDITION_FAILED, "Topic has active producers/subscriptions") from None
     return no_content()

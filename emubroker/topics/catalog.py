@@ -20,8 +20,8 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
-from emubroker.metadata.paths import MANAGED_LEDGERS_ROOT
-from emubroker.metadata.walk import walk_topics
+from emubroker.metadata.paths import MANAGED_LEDGERS_ROOT, PARTITIONED_TOPICS_ROOT
+from emubroker.metadata.walk import walk, walk_topics
 from emubroker.naming import TopicDomain
 from emubroker.topics.stats import ServiceStats
 from protocol.commands import TopicsMode
@@ -106,6 +106,35 @@ class TopicCatalog:
                 names.update(str(parent.partition(i)) for i in range(partitions))
         return sorted(names)
 
+    async def namespace_has_topics(
+        self, ns: NamespaceName, *, ledgers: MetadataStore | None, partitioned: MetadataStore | None
+    ) -> bool:
+        """Whether a namespace has a topic, as Pulsar's namespace deletion asks.
+
+        Pulsar reads the metadata store, which every broker of a cluster writes: the
+        namespace's managed ledgers and partitioned-topic metadata. ``stored`` is not read:
+        it is this broker's snapshot of the store, and another broker may have deleted a topic
+        since (after its bundle moved there). The topics open here count too: non-persistent
+        topics live only on their owner, and without a durable backend the open states are the
+        only record.
+
+        Args:
+            ns: The namespace.
+            ledgers: Where managed ledgers are stored; None: nowhere (not durable).
+            partitioned: Where partitioned-topic metadata is stored; None: only in ``partitioned``.
+
+        Raises:
+            MetadataStoreError: The store failed.
+        """
+        if any(name.namespace == ns for name in itertools.chain(self.loaded, self.states)):
+            return True
+        if partitioned is None:
+            if any(name.namespace == ns for name in self.partitioned):
+                return True
+        elif await _has_topic_nodes(partitioned, PARTITIONED_TOPICS_ROOT, ns):
+            return True
+        return ledgers is not None and await _has_topic_nodes(ledgers, MANAGED_LEDGERS_ROOT, ns)
+
     def persistent_topics(self) -> list[Topic]:
         """The loaded persistent topics."""
         return [p for t in self.loaded.values() if (p := t.as_persistent()) is not None]
@@ -120,3 +149,9 @@ class TopicCatalog:
             subscriptions=sum(len(t.subscriptions) for t in topics),
             topics=topics,
         )
+
+
+async def _has_topic_nodes(store: MetadataStore, root: str, ns: NamespaceName) -> bool:
+    # ``<root>/<tenant>/<ns>/<domain>/<topic>`` nodes holding a value (the walk skips the
+    # intermediate nodes a deleted topic may leave).
+    return bool(await walk(store, f"{root}/{ns}", 2))

@@ -22,8 +22,10 @@ Rules:
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
+from emubroker.naming import TopicDomain
 from protocol.errors import NotAllowedError, TopicNotFoundError
 
 if TYPE_CHECKING:
@@ -86,8 +88,16 @@ class TopicOperations:
             NotAllowedError: Producers or consumers are attached and ``force`` is false.
         """
         catalog = self._catalog
-        if name in catalog.stored and name not in catalog.states:
-            await self._loader.open_state(name, create=False)  # stored by an earlier run
+        if (
+            name not in catalog.states
+            and name.domain is TopicDomain.PERSISTENT
+            and self._loader.stored_metadata is not None
+        ):
+            # Stored by an earlier run, or by another broker before the bundle came here: the
+            # store, not this broker's snapshot of it (``catalog.stored``), says it exists.
+            # Not stored either: the 404 below, unless a topic object serves it.
+            with suppress(TopicNotFoundError):
+                await self._loader.open_state(name, create=False)
         topic = catalog.loaded.get(name)
         if topic is None and name not in catalog.states:
             raise TopicNotFoundError(f"Topic {name} not found")
@@ -120,7 +130,8 @@ class TopicOperations:
                 if topic is not None and (topic.producer_count or topic.consumer_count):
                     raise NotAllowedError("Topic has active producers/subscriptions")
         for target in targets:
-            if catalog.has_topic(target):
+            # A partition never used is stored nowhere: nothing to delete.
+            with suppress(TopicNotFoundError):
                 await self.delete_topic(target, force=True)
         await self._partitioned.forget(name)
 

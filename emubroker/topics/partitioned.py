@@ -77,6 +77,11 @@ class PartitionedTopics:
         self._settings = settings
         self._metadata = metadata
 
+    @property
+    def metadata_store(self) -> MetadataStore | None:
+        """Where the counts are written through; None: kept in memory only."""
+        return self._metadata
+
     async def load(self) -> None:
         """Learn the partitioned topics a previous run left in the store.
 

@@ -245,6 +245,16 @@ class TopicService:
         """
         return self._catalog.topics_of_namespace(ns, mode)
 
+    async def namespace_has_topics(self, ns: NamespaceName) -> bool:
+        """Whether a namespace has a topic anywhere in the cluster (its deletion's check).
+
+        Raises:
+            MetadataStoreError: The store failed.
+        """
+        return await self._catalog.namespace_has_topics(
+            ns, ledgers=self._loader.stored_metadata, partitioned=self._partitioned.metadata_store
+        )
+
     def statistics(self) -> ServiceStats:
         """A snapshot of every loaded topic, for ``/metrics``."""
         return self._catalog.statistics()

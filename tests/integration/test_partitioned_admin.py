@@ -84,3 +84,16 @@ def test_unload_of_the_topic_unloads_every_owners_partitions(
         assert loaded_here(broker) == set(), broker
     # Unloaded, not moved: each partition is still its owner's.
     assert {p: pulsar_cluster.owner_of(p) for p in owners} == owners
+
+
+def test_deleting_the_topic_deletes_every_owners_partitions(
+    pulsar_cluster: PulsarCluster,
+) -> None:
+    spread(pulsar_cluster)
+    asked = pulsar_cluster.brokers[0]
+    assert pulsar_cluster.admin("DELETE", f"{PATH}/partitions", at=asked) is None
+    for broker in pulsar_cluster.brokers:
+        assert loaded_here(broker) == set(), broker
+    # Nothing of it is left in the store: the namespace is empty, as Pulsar finds it.
+    assert pulsar_cluster.admin("GET", f"/admin/v2/namespaces/{NAMESPACE}/topics", at=asked) == []
+    assert pulsar_cluster.admin("DELETE", f"/admin/v2/namespaces/{NAMESPACE}", at=asked) is None
