@@ -98,18 +98,20 @@ def merge_partitions(docs: list[dict[str, Any]]) -> dict[str, Any]:
             if "msgDropRate" in sub:  # non-persistent subscriptions only
                 into["msgDropRate"] = into.get("msgDropRate", 0.0) + sub["msgDropRate"]
             into["consumers"].extend(sub["consumers"])
-    for doc in docs:  # PartitionedTopicStatsImpl.add: the last limits, the oldest backlog
+    # PartitionedTopicStatsImpl.add: the last limits, the oldest backlog. Its age starts at the
+    # Java default 0, so partitions without a backlog (-1 each) sum up to 0, as Pulsar shows.
+    merged["oldestBacklogMessageAgeSeconds"] = 0
+    for doc in docs:
         for key in ("backlogQuotaLimitSize", "backlogQuotaLimitTime"):
             if key in doc:
                 merged[key] = doc[key]
         age = doc.get("oldestBacklogMessageAgeSeconds")
-        if age is not None and age > merged.get("oldestBacklogMessageAgeSeconds", -1):
+        if age is not None and age > merged["oldestBacklogMessageAgeSeconds"]:
             merged["oldestBacklogMessageAgeSeconds"] = age
             if "oldestBacklogMessageSubscriptionName" in doc:
                 merged["oldestBacklogMessageSubscriptionName"] = doc[
                     "oldestBacklogMessageSubscriptionName"
                 ]
-        merged.setdefault("oldestBacklogMessageAgeSeconds", -1)
     # TopicStatsImpl.add: the earliest creation (0: unknown), the latest publish.
     created = [doc.get("topicCreationTimeStamp", 0) for doc in docs]
     merged["topicCreationTimeStamp"] = min((t for t in created if t), default=0)

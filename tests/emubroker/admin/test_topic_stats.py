@@ -81,3 +81,23 @@ def test_partitions_give_the_earliest_creation_and_the_latest_publish() -> None:
         doc.update(topicCreationTimeStamp=created, lastPublishTimeStamp=published)
     merged = merge_partitions(docs)
     assert (merged["topicCreationTimeStamp"], merged["lastPublishTimeStamp"]) == (100, 9)
+
+
+def test_the_oldest_backlog_age_starts_at_zero_as_pulsars_partitioned_stats_do() -> None:
+    # PartitionedTopicStatsImpl starts from Java's 0 and keeps the largest age: partitions
+    # without a backlog (-1 each) show 0, a backlog's age and subscription win over it.
+    idle = {**partition(1, 0, [], 1.0), "oldestBacklogMessageAgeSeconds": -1}
+    assert merge_partitions([idle, idle])["oldestBacklogMessageAgeSeconds"] == 0
+    late = {
+        **partition(2, 1, [], 1.0),
+        "oldestBacklogMessageAgeSeconds": 7,
+        "oldestBacklogMessageSubscriptionName": "s",
+    }
+    merged = merge_partitions([idle, late])
+    assert (
+        merged["oldestBacklogMessageAgeSeconds"],
+        merged["oldestBacklogMessageSubscriptionName"],
+    ) == (
+        7,
+        "s",
+    )
