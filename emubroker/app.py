@@ -65,14 +65,19 @@ from emubroker.loadbalance.runtime.split_runtime import layout_from
 from emubroker.loadbalance.trace.ring import TraceRing
 from emubroker.metadata import BadVersionError, MemoryMetadataStore
 from emubroker.metadata.etcd_url import is_etcd_url
-from emubroker.metadata.paths import cluster_path, namespace_path, tenant_path
+from emubroker.metadata.paths import (
+    cluster_path,
+    namespace_path,
+    partitioned_topic_path,
+    tenant_path,
+)
 from emubroker.metadata.remote import (
     DEFAULT_SESSION_TIMEOUT,
     RemoteMetadataStore,
     open_remote_metadata_store,
 )
 from emubroker.namespace_registry import NamespaceRegistry
-from emubroker.naming import NamespaceName, bundle_boundaries
+from emubroker.naming import NamespaceName, TopicName, bundle_boundaries
 from emubroker.net import (
     NetGuards,
     Session,
@@ -138,6 +143,17 @@ DEFAULT_NAMESPACES = (
 )
 """What ``pulsar standalone`` creates at first start."""
 
+TRANSACTION_COORDINATOR_ASSIGN = TopicName.parse(
+    "persistent://pulsar/system/transaction_coordinator_assign"
+)
+"""The partitioned topic whose partitions name the transaction coordinators (a client asks its
+partition count, then connects to each coordinator)."""
+CLUSTER_TRANSACTION_COORDINATORS = 16
+"""Its partitions in a cluster: ``pulsar initialize-cluster-metadata`` creates it with
+``--initial-num-transaction-coordinators`` (16) whether or not the brokers enable transactions,
+so that a client enabling them there is told "Transactions are not enabled." by a coordinator;
+``pulsar standalone`` creates it only with transactions enabled, which emubroker never is."""
+
 
 def may_bootstrap(config: BrokerConfig, *, wall_time: float) -> bool:
     """Whether ``pulsar standalone`` would create its defaults under this configuration.
@@ -173,6 +189,7 @@ async def bootstrap_metadata(
     http_url: str,
     tls_urls: tuple[str, str] = ("", ""),
     wall_time: float = 0.0,
+    transaction_coordinators: int = 0,
 ) -> None:
     """Create the cluster, the ``public`` and ``pulsar`` tenants and their namespaces if missing.
 
@@ -187,6 +204,8 @@ async def bootstrap_metadata(
         http_url: The admin API's ``http://`` URL (``serviceUrl``).
         tls_urls: ``(https URL, pulsar+ssl URL)``, empty without TLS ports.
         wall_time: Now, epoch seconds (the broker client's token may expire).
+        transaction_coordinators: Partitions of ``TRANSACTION_COORDINATOR_ASSIGN``, created
+            if missing; 0: not created.
     """
     if not may_bootstrap(config, wall_time=wall_time):
         log.warning(
@@ -207,7 +226,7 @@ async def bootstrap_metadata(
         bundles=bundles_data(bundle_boundaries(config.defaultNumberOfNamespaceBundles)),
         replication_clusters=[config.clusterName],
     )
-    nodes = [
+    nodes: list[tuple[str, object]] = [
         (cluster_path(config.clusterName), cluster),
         *(
             (tenant_path(tenant), TenantInfo([], [config.clusterName]))
@@ -215,6 +234,13 @@ async def bootstrap_metadata(
         ),
         *((namespace_path(namespace), policies) for namespace in DEFAULT_NAMESPACES),
     ]
+    if transaction_coordinators:
+        nodes.append(
+            (
+                partitioned_topic_path(TRANSACTION_COORDINATOR_ASSIGN),
+                {"partitions": transaction_coordinators, "deleted": False},
+            )
+        )
     for path, value in nodes:
         if await store.exists(path):
             continue
@@ -549,7 +575,9 @@ async def open_broker(
         trace_writes_in_thread: Write the dispatch and load-balancer traces in worker threads;
             a virtual-time run writes them on the loop (see ``DispatchTraceSink``).
         alone: This broker is its cluster's only one (``emubroker standalone``): who leads is
-            then no news, and the leader election logs it at DEBUG instead of INFO.
+            then no news, and the leader election logs it at DEBUG instead of INFO; and the
+            metadata is bootstrapped as ``pulsar standalone`` does, else as ``pulsar
+            initialize-cluster-metadata`` does (see ``CLUSTER_TRANSACTION_COORDINATORS``).
 
     Yields:
         The running broker.
@@ -610,6 +638,7 @@ async def open_broker(
             http_url=admin_url,
             tls_urls=(admin_url_tls, service_url_tls),
             wall_time=clock.wall_ms() / 1000,
+            transaction_coordinators=0 if alone else CLUSTER_TRANSACTION_COORDINATORS,
         )
         dynamic = DynamicConfig(config, store)
         await dynamic.load()  # overrides set through the admin API before this broker started

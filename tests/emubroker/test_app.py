@@ -107,6 +107,32 @@ async def test_brokers_bootstrapping_an_empty_store_together_overwrite_nothing()
         await store.aclose()
 
 
+@pytest.mark.parametrize(("alone", "partitions"), [(False, 16), (True, 0)])
+async def test_a_cluster_member_bootstraps_the_transaction_coordinators_topic(
+    fake_clock: FakeClock, alone: bool, partitions: int
+) -> None:
+    # `pulsar initialize-cluster-metadata` creates it (16 partitions) even with transactions
+    # disabled, `pulsar standalone` only with them enabled: a client enabling transactions
+    # against a cluster is then told so by a coordinator, not by an empty partition count.
+    client_end, server_end = memory_stream_pair()
+    client = WireClient(client_end)
+    try:
+        async with open_broker(clock=fake_clock, listen=False, admin=False, alone=alone) as running:
+            running.start_session(server_end)
+            await client.handshake()
+            await client.send(
+                c.PartitionedTopicMetadata(
+                    topic="persistent://pulsar/system/transaction_coordinator_assign",
+                    request_id=1,
+                )
+            )
+            answer = await client.receive_command()
+            assert isinstance(answer, c.PartitionedTopicMetadataResponse)
+            assert answer.partitions == partitions
+    finally:
+        await client_end.aclose()
+
+
 async def test_leaving_open_broker_closes_every_connection(fake_clock: FakeClock) -> None:
     client_end, server_end = memory_stream_pair()
     client = WireClient(client_end)
