@@ -118,7 +118,7 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.ownership.owner_calls import OwnerAdmin, OwnerCalls
     from emubroker.loadbalance.reporting.reporter import LoadReporter
     from emubroker.metadata import MetadataStore
-    from emubroker.naming import NamespaceBundle, TopicName
+    from emubroker.naming import NamespaceBundle
     from emubroker.topics.handles import TopicHandle
     from protocol.client.transport import StreamTransport
     from protocol.clock import Clock
