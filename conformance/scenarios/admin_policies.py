@@ -15,6 +15,12 @@ from conformance.scenarios.registry import scenario
 
 _NS_POLICIES: dict[str, tuple[str, Any, dict[str, Any], str]] = {
     # segment: (write method, good body, bad bodies, the Policies field it shows in)
+    "publishRate": (
+        "POST",
+        {"publishThrottlingRateInMsg": 1000, "publishThrottlingRateInByte": 1048576},
+        {"string_rate": {"publishThrottlingRateInMsg": "many"}},
+        "publishMaxMessageRate",
+    ),
     "autoTopicCreation": (
         "POST",
         {"allowAutoTopicCreation": True, "topicType": "non-partitioned"},

@@ -195,6 +195,7 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     **_policy(f"{_N}/subscriptionExpirationTime", NAMESPACE_POLICY),
     **_policy(f"{_N}/maxTopicsPerNamespace", NAMESPACE_POLICY),
     **_policy(f"{_N}/persistence", NAMESPACE_POLICY),
+    **_policy(f"{_N}/publishRate", NAMESPACE_POLICY),
     **_policy(f"{_N}/compactionThreshold", NAMESPACE_POLICY, ("GET", "PUT", "DELETE")),
     **_policy(f"{_N}/offloadThreshold", NAMESPACE_POLICY, ("GET", "PUT")),
     **_policy(f"{_N}/offloadThresholdInSeconds", NAMESPACE_POLICY, ("GET", "PUT")),

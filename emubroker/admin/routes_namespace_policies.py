@@ -26,7 +26,10 @@ Besides the table: ``properties`` (``PUT`` merges a map, ``GET`` answers it, ``D
 it; ``property/{key}`` reads or removes one, ``property/{key}/{value}`` sets one), which Pulsar
 lets the tenant's admins change; and ``persistence/bookieAffinity``, kept in the namespace's
 *local* policies as Pulsar does (super-user only; a GET before anything wrote local policies
-answers null, where Pulsar is 404 until a broker loaded the namespace's bundles).
+answers null, where Pulsar is 404 until a broker loaded the namespace's bundles). And
+``publishRate`` (``PublishRate``), kept per cluster in ``publishMaxMessageRate`` as Pulsar does
+(this cluster's entry is read and written); stored only: publish rate limiting
+is not emulated.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from emubroker.admin.policy_bodies import (
     JavaInt,
     JavaLong,
     PersistencePolicies,
+    PublishRate,
     check_auto_topic_creation,
     check_not_negative,
     check_persistence,
@@ -256,6 +260,34 @@ async def _remove_property(request: web.Request) -> web.Response:
     return unset_value() if old_value is None else json_response(old_value)
 
 
+# ---- publish rate (per cluster) ----------------------------------------------------------------
+
+
+def _with_publish_rate(old: Policies, cluster: str, rate: PublishRate | None) -> Policies:
+    rates = {k: v for k, v in old.publishMaxMessageRate.items() if k != cluster}
+    if rate is not None:
+        rates[cluster] = msgspec.to_builtins(rate)
+    return msgspec.structs.replace(old, publishMaxMessageRate=rates)
+
+
+async def _set_publish_rate(request: web.Request) -> web.Response:
+    namespace_of(request)  # a bad name before a bad body
+    rate = await read_json(request, PublishRate, what="publishRate")
+    cluster = context(request).cluster
+    return await _update(request, lambda old: _with_publish_rate(old, cluster, rate))
+
+
+async def _get_publish_rate(request: web.Request) -> web.Response:
+    ctx = context(request)
+    rate = (await policies_of(ctx, namespace_of(request))).publishMaxMessageRate.get(ctx.cluster)
+    return unset_value() if rate is None else json_response(rate)
+
+
+async def _remove_publish_rate(request: web.Request) -> web.Response:
+    cluster = context(request).cluster
+    return await _update(request, lambda old: _with_publish_rate(old, cluster, None))
+
+
 # ---- bookie affinity (local policies, super-user) -----------------------------------------------
 
 
@@ -311,6 +343,9 @@ def add_routes(app: web.Application) -> None:
     router.add_put(_BASE + "/property/{key}/{value}", _set_property)
     router.add_get(_BASE + "/property/{key}", _get_property)
     router.add_delete(_BASE + "/property/{key}", _remove_property)
+    router.add_post(f"{_BASE}/publishRate", _set_publish_rate)
+    router.add_get(f"{_BASE}/publishRate", _get_publish_rate)
+    router.add_delete(f"{_BASE}/publishRate", _remove_publish_rate)
     bookie_affinity = f"{_BASE}/persistence/bookieAffinity"
     router.add_post(bookie_affinity, _set_bookie_affinity)
     router.add_get(bookie_affinity, _get_bookie_affinity)

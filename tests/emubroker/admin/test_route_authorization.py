@@ -157,6 +157,7 @@ TABLE: Final = [
             "subscriptionExpirationTime",
             "maxTopicsPerNamespace",
             "persistence",
+            "publishRate",
         )
         for route in _rw(f"{N}/{policy}", TA, 403)
     ],

@@ -215,3 +215,22 @@ async def test_bookie_affinity_lives_in_local_policies(admin: Admin) -> None:
     await admin.ok("DELETE", path)
     assert await admin.get(path) == (204, None)
     await admin.fails("GET", f"{MISSING_NS}/persistence/bookieAffinity", 404, "")
+
+
+async def test_the_publish_rate_is_kept_per_cluster(admin: Admin) -> None:
+    # `pulsar-admin namespaces set-publish-rate / get-publish-rate`: Pulsar keeps the rate under
+    # the broker's cluster in publishMaxMessageRate; a missing one reads 200 without a body.
+    path = f"{NS}/publishRate"
+    (cluster,) = await admin.ok("GET", "/admin/v2/clusters")
+    assert await admin.get(path) == (200, None)
+    rate = {"publishThrottlingRateInMsg": 1000, "publishThrottlingRateInByte": 1048576}
+    await admin.ok("POST", path, json=rate)
+    assert await admin.get(path) == (200, rate)
+    assert (await admin.ok("GET", NS))["publishMaxMessageRate"] == {cluster: rate}
+    await admin.fails("POST", path, 400, "", json={"publishThrottlingRateInMsg": "many"})
+    await admin.ok("DELETE", path)
+    assert await admin.get(path) == (200, None)
+    assert not (await admin.ok("GET", NS)).get("publishMaxMessageRate")
+    await admin.fails(
+        "POST", f"{MISSING_NS}/publishRate", 404, "Namespace does not exist", json=rate
+    )
