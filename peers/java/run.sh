@@ -93,6 +93,19 @@ print(f"Tests run: {t}, Failures: {f}, Errors: {e}, Skipped: {s}")
 PY
 }
 
+# put_resource URL BODY [CURL ARGS...]: create a cluster, tenant or namespace over REST; one that
+# exists already (409: the broker's bootstrap made it) is fine.
+put_resource() {
+    local url="$1" body="$2" code
+    shift 2
+    code="$(curl -sS -o /dev/null -w '%{http_code}' -H "Content-Type: application/json" "$@" \
+        -X PUT "$url" -d "$body")"
+    case "$code" in
+        2?? | 409) ;;
+        *) echo "run.sh: PUT $url answered $code" >&2 && return 1 ;;
+    esac
+}
+
 run_tests() { # run_tests LABEL -D... ; returns mvn's status
     local label="$1"
     shift
@@ -138,18 +151,16 @@ CONF
     admin="$(sed -E 's/.* admin ([^ ]+).*/\1/' <<< "$ready")"
     tls_service="$(sed -E 's/.* tls ([^ ]+).*/\1/' <<< "$ready")"
     ca="$(grep -m1 -o 'CA [^ ,]*ca-cert.pem' "$dir/broker.log" | cut -d' ' -f2)"
-    # With authentication on, standalone creates no cluster, tenant or namespace (as Pulsar's):
-    # the judge, a super-user by default here (no authorization), creates them.
-    local auth=(-H "Authorization: Bearer $token" -H "Content-Type: application/json" -fsS)
-    curl "${auth[@]}" -X PUT "$admin/admin/v2/clusters/standalone" \
-        -d "{\"serviceUrl\":\"$admin\",\"brokerServiceUrl\":\"$service\"}" || true
-    curl "${auth[@]}" -X PUT "$admin/admin/v2/tenants/public" -d '{"allowedClusters":["standalone"]}'
-    curl "${auth[@]}" -X PUT "$admin/admin/v2/namespaces/public/default" -d '{}'
-    # And, as Pulsar's standalone, the system namespace (emubroker's bootstrap does not create
-    # it): a transactional client looks up its coordinator topic there (no coordinator: 0
-    # partitions, TransactionCoordinatorClientException).
-    curl "${auth[@]}" -X PUT "$admin/admin/v2/tenants/pulsar" -d '{"allowedClusters":["standalone"]}'
-    curl "${auth[@]}" -X PUT "$admin/admin/v2/namespaces/pulsar/system" -d '{}'
+    # What Pulsar's standalone creates (the cluster, public/default, and the system namespace
+    # where a transactional client looks up its coordinator topic: no coordinator, 0 partitions,
+    # TransactionCoordinatorClientException), made sure of by the judge, a super-user here.
+    local auth=(-H "Authorization: Bearer $token")
+    put_resource "$admin/admin/v2/clusters/standalone" \
+        "{\"serviceUrl\":\"$admin\",\"brokerServiceUrl\":\"$service\"}" "${auth[@]}" || true
+    put_resource "$admin/admin/v2/tenants/public" '{"allowedClusters":["standalone"]}' "${auth[@]}"
+    put_resource "$admin/admin/v2/namespaces/public/default" '{}' "${auth[@]}"
+    put_resource "$admin/admin/v2/tenants/pulsar" '{"allowedClusters":["standalone"]}' "${auth[@]}"
+    put_resource "$admin/admin/v2/namespaces/pulsar/system" '{}' "${auth[@]}"
     local rc=0
     run_tests standalone -Demubroker.mode=standalone -Demubroker.serviceUrl="$service" \
         -Demubroker.adminUrl="$admin" -Demubroker.tlsServiceUrl="$tls_service" \
@@ -176,12 +187,11 @@ run_cluster() {
     service="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["service_url"])' "$ready")"
     admins="$(python3 -c 'import json,sys; print(",".join(b["admin_url"] for b in json.loads(sys.argv[1])["brokers"]))' "$ready")"
     echo "emubroker cluster ready: service $service admin $admins"
-    # As Pulsar's cluster set-up (initialize-cluster-metadata), the system namespace, which
-    # emubroker's bootstrap does not create: a transactional client looks up its coordinator there.
+    # As Pulsar's cluster set-up (initialize-cluster-metadata), the system namespace, where a
+    # transactional client looks up its coordinator topic (the bootstrap makes it too).
     local first="${admins%%,*}"
-    curl -fsS -H "Content-Type: application/json" -X PUT "$first/admin/v2/tenants/pulsar" \
-        -d '{"allowedClusters":["standalone"]}'
-    curl -fsS -H "Content-Type: application/json" -X PUT "$first/admin/v2/namespaces/pulsar/system" -d '{}'
+    put_resource "$first/admin/v2/tenants/pulsar" '{"allowedClusters":["standalone"]}'
+    put_resource "$first/admin/v2/namespaces/pulsar/system" '{}'
     local rc=0
     run_tests cluster -Demubroker.mode=cluster -Demubroker.serviceUrl="$service" \
         -Demubroker.adminUrl="$admins" -Demubroker.runDir="$dir/run" || rc=$?
