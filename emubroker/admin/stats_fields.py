@@ -34,22 +34,19 @@ def draining_counts(counts: tuple[int, int, int]) -> dict[str, int]:
 
 
 def iso_time(epoch_ms: int) -> str:
-    """Pulsar's ``DateFormatter.format``: ISO_OFFSET_DATE_TIME in the broker's zone.
+    """Pulsar's ``DateFormatter.format``: ISO_OFFSET_DATE_TIME in the broker's zone."""
+    return _java_iso(datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).astimezone(), epoch_ms)
 
-    As Java prints it: the fraction only when not zero, without trailing zeros; ``Z`` for UTC.
-    """
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).astimezone()
+
+def format_time(ms: int) -> str:
+    """Java's ``ISO_OFFSET_DATE_TIME`` of epoch ms in UTC: fraction digits only as needed."""
+    return _java_iso(datetime.fromtimestamp(ms / 1000, tz=UTC), ms)
+
+
+def _java_iso(moment: datetime, epoch_ms: int) -> str:
+    # As Java prints it: the fraction only when not zero, without trailing zeros; ``Z`` for UTC.
     text = moment.strftime("%Y-%m-%dT%H:%M:%S")
     if millis := epoch_ms % 1000:
         text += f".{millis:03d}".rstrip("0")
     offset = moment.strftime("%z")
     return text + ("Z" if offset == "+0000" else f"{offset[:3]}:{offset[3:]}")
-
-
-def format_time(ms: int) -> str:
-    """Java's ``ISO_OFFSET_DATE_TIME`` of epoch ms in UTC: fraction digits only as needed."""
-    seconds, millis = divmod(ms, 1000)
-    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    if millis:
-        text += f".{millis:03d}".rstrip("0")
-    return text + "Z"
