@@ -35,29 +35,27 @@ The :class:`EntryInfo` of every live entry stays in memory, aligned with the ind
 :attr:`ManagedLedger.base` (the first live entry's index): a trim drops the infos and cache slots
 of the deleted ledgers, so what a topic keeps per entry is bounded by its live ledgers, however
 long it runs.
+
+This module opens (and recovers) a managed ledger and appends to it; the table of ledgers and
+the positions are ``ledger_segments.py``'s, the reads ``ledger_reads.py``'s and the trimming
+``ledger_trimming.py``'s, each a base of :class:`ManagedLedger`.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import sys
 from typing import TYPE_CHECKING
 
 import anyio
-import msgspec
 
-from emubroker.metadata.store import BadVersionError
 from emubroker.topics.entry import EntryInfo, entry_info_from_entry
-from emubroker.topics.entry_cache import CacheBudget, EntryCache
-from emubroker.topics.ml_meta import (
-    LedgerRecord,
-    ManagedLedgerInfo,
-    decode_ledger_info,
-    encode_info,
-)
+from emubroker.topics.entry_cache import CacheBudget
+from emubroker.topics.ledger_reads import READ_RANGE, CacheMiss, LedgerReads
+from emubroker.topics.ledger_segments import LedgerPolicy, ManagedLedgerFencedError
+from emubroker.topics.ledger_trimming import LedgerTrimming
+from emubroker.topics.ml_meta import ManagedLedgerInfo, decode_ledger_info
 from protocol.framing import decode_payload_section
-from storage_stub.client import LedgerFencedError, ReadTooLargeError, StorageError
+from storage_stub.client import LedgerFencedError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -65,6 +63,7 @@ if TYPE_CHECKING:
     from emubroker.metadata.store import MetadataStore
     from emubroker.storage import LedgerBackend
     from protocol.clock import Clock
+
 
 __all__ = [
     "ADDS_IN_FLIGHT",
@@ -82,106 +81,16 @@ ADDS_IN_FLIGHT = 32
 """Adds pipelined to the stub per managed ledger: enough to hide a round trip, bounded so one
 producer's burst cannot flood the stub's connection."""
 
-READ_RANGE = 256
-"""Entries per stub read on a cache miss (halved when the stub says the reply is too big)."""
 
-_PLACEHOLDER = EntryInfo(1, False, 0, None, None, "", -1, 0)  # trimmed entries: never read
-
-
-class CacheMiss(anyio.WouldBlock):
-    """Entries ``first..last`` are not in the cache; ``await ledger.load(first, last)``."""
-
-    def __init__(self, first: int, last: int) -> None:
-        super().__init__(first, last)
-        self.first = first
-        self.last = last
-
-
-class ManagedLedgerFencedError(StorageError):
-    """Another broker opened this managed ledger: nothing more may be written through this one."""
-
-    code = "ManagedLedgerFenced"
-
-
-class LedgerPolicy(msgspec.Struct, frozen=True):
-    """Rollover and caching rules (Pulsar's ``managedLedger*`` keys, in base units).
-
-    Attributes:
-        max_entries: ``managedLedgerMaxEntriesPerLedger``.
-        max_size: ``managedLedgerMaxSizePerLedgerMbytes`` in bytes.
-        min_rollover: ``managedLedgerMinLedgerRolloverTimeMinutes`` in seconds.
-        max_rollover: ``managedLedgerMaxLedgerRolloverTimeMinutes`` in seconds.
-    """
-
-    max_entries: int = 50_000
-    max_size: int = 2048 * 1024 * 1024
-    min_rollover: float = 0.0
-    max_rollover: float = 240 * 60.0
-
-
-class ManagedLedger:
+class ManagedLedger(LedgerReads, LedgerTrimming):
     """The entries of one persistent topic (see the module docstring).
 
     Build one with :meth:`create` (memory mode, synchronous) or :meth:`open` (either mode).
+    The state and positions are :class:`LedgerSegments`'s (``ledger_segments.py``), the reads
+    :class:`LedgerReads`'s, the trimming :class:`LedgerTrimming`'s.
     """
 
-    __slots__ = (
-        "_bookie",
-        "_cache",
-        "_clock",
-        "_created",
-        "_fenced",
-        "_first_live",
-        "_ledger_ids",
-        "_lock",
-        "_metadata",
-        "_nowait",
-        "_path",
-        "_policy",
-        "_sizes",
-        "_starts",
-        "_tainted",
-        "_terminated",
-        "_version",
-        "base",
-        "infos",
-    )
-
-    def __init__(
-        self,
-        backend: LedgerBackend,
-        *,
-        policy: LedgerPolicy,
-        clock: Clock | None,
-        metadata: MetadataStore | None,
-        path: str | None,
-        budget: CacheBudget | None,
-    ) -> None:
-        self._bookie = backend.client
-        # Memory mode: the store answers at once and no ledger list waits to be written (a
-        # rollover of a persisted ledger list must be awaited).
-        self._nowait = backend if backend.sync and metadata is None else None
-        self._policy = policy
-        self._clock = clock
-        self._metadata = metadata
-        self._path = path
-        # Segment k covers indexes _starts[k] .. _starts[k+1]-1 and lives in ledger _ledger_ids[k].
-        self._starts: list[int] = []
-        self._ledger_ids: list[int] = []
-        self._sizes: list[int] = []
-        self._created: list[float] = []
-        self._first_live = 0  # segments before it were trimmed (deleted from the bookie)
-        self._tainted = False
-        self._terminated = False  # ``terminate``: no entry is ever added again
-        self._version = -1  # of the stored ledger list (-1: not stored yet)
-        self._fenced = False
-        self._lock = anyio.Lock()
-        self._cache = EntryCache(budget if budget is not None else CacheBudget(256 * 1024 * 1024))
-        # ``infos[i]`` is the info of index ``base + i``: entries before ``base`` were trimmed.
-        # A trim rebinds ``infos`` (never cuts it in place), so a reader holding the list and
-        # the ``base`` it read with it keeps a consistent pair.
-        self.base = 0
-        self.infos: list[EntryInfo] = []
+    __slots__ = ()
 
     # ---- opening ------------------------------------------------------------------------------
 
@@ -280,97 +189,6 @@ class ManagedLedger:
         elif not self._terminated:  # a terminated one takes no entry: no ledger to write to
             await self._rollover()
         logger.info("recovered managed ledger %s: %s entries", self._path, self.count)
-
-    async def _read_range(self, ledger_id: int, first: int, last: int) -> list[bytes]:
-        out: list[bytes] = []
-        step = READ_RANGE
-        while first <= last:
-            stop = min(last, first + step - 1)
-            try:
-                out += await self._bookie.read(ledger_id, first, stop)
-            except ReadTooLargeError:
-                if step == 1:
-                    raise
-                step = max(1, step // 2)
-                continue
-            first = stop + 1
-        return out
-
-    # ---- positions ----------------------------------------------------------------------------
-
-    @property
-    def count(self) -> int:
-        """Number of entries appended so far (the next entry's index)."""
-        return self.base + len(self.infos)
-
-    @property
-    def first_index(self) -> int:
-        """The first entry still stored (entries before it were trimmed)."""
-        return self._starts[self._first_live]
-
-    @property
-    def current_ledger_id(self) -> int:
-        """The ledger new entries go to."""
-        return self._ledger_ids[-1]
-
-    @property
-    def ledger_ids(self) -> tuple[int, ...]:
-        """Every live ledger of the topic, oldest first."""
-        return tuple(self._ledger_ids[self._first_live :])
-
-    @property
-    def nowait(self) -> bool:
-        """Whether adds and reads answer at once (memory mode)."""
-        return self._nowait is not None
-
-    def position(self, index: int) -> tuple[int, int]:
-        """The ``(ledger_id, entry_id)`` of an index; ``-1`` gives (first ledger, -1)."""
-        if index < 0:
-            return self._ledger_ids[0], -1
-        k = bisect.bisect_right(self._starts, index) - 1
-        return self._ledger_ids[k], index - self._starts[k]
-
-    def last_position(self) -> tuple[int, int]:
-        """Position of the last entry; an empty topic gives (current ledger, -1) (§7.6)."""
-        if not self.count:
-            return self._ledger_ids[-1], -1
-        return self.position(self.count - 1)
-
-    def last_message_id(self) -> tuple[int, int, int]:
-        """``(ledger, entry, batch_index)`` of the last entry for GET_LAST_MESSAGE_ID (§7.6).
-
-        ``batch_index`` is ``num_messages - 1`` for a batched last entry, else -1; an empty topic
-        gives ``(current ledger, -1, -1)``; so does a last entry whose ledger was trimmed (its
-        info is gone, as a reopened topic's is).
-        """
-        ledger_id, entry_id = self.last_position()
-        if self.infos and self.infos[-1].batched:
-            return ledger_id, entry_id, self.infos[-1].num_messages - 1
-        return ledger_id, entry_id, -1
-
-    def index_of(self, ledger_id: int, entry_id: int) -> int | None:
-        """The index of an existing entry, or None for ids that name no entry of this topic."""
-        if entry_id < 0:
-            return None
-        if ledger_id == self._ledger_ids[-1]:  # the current ledger: what acks name most
-            index = self._starts[-1] + entry_id
-            return index if index < self.count else None
-        k = bisect.bisect_left(self._ledger_ids, ledger_id)
-        if k == len(self._ledger_ids) or self._ledger_ids[k] != ledger_id or k < self._first_live:
-            return None  # not ours, or trimmed (deleted from the bookie)
-        index = self._starts[k] + entry_id
-        end = self._starts[k + 1] if k + 1 < len(self._starts) else self.count
-        return index if index < end else None
-
-    def index_at_or_after(self, ledger_id: int, entry_id: int) -> int:
-        """The index of the first entry at or after ``(ledger_id, entry_id)``, up to ``count``."""
-        k = bisect.bisect_left(self._ledger_ids, ledger_id)
-        if k == len(self._ledger_ids):
-            return self.count
-        if self._ledger_ids[k] != ledger_id:
-            return self._starts[k]  # a ledger between ours: the next ledger's first entry
-        end = self._starts[k + 1] if k + 1 < len(self._starts) else self.count
-        return min(self._starts[k] + max(entry_id, 0), end)
 
     # ---- appending ----------------------------------------------------------------------------
 
@@ -551,21 +369,6 @@ class ManagedLedger:
             # Recovery reads closed ledgers by the count in the ledger list, not their LAC.
             logger.warning("could not close ledger %s of %s", old, self._path)
 
-    def _add_segment(self, ledger_id: int, start: int) -> None:
-        self._ledger_ids.append(ledger_id)
-        self._starts.append(start)
-        self._sizes.append(0)
-        self._created.append(0.0 if self._clock is None else self._clock.now())
-
-    def _drop_last_segment(self) -> None:
-        for column in (self._ledger_ids, self._starts, self._sizes, self._created):
-            column.pop()
-
-    @property
-    def terminated(self) -> bool:
-        """Whether the managed ledger was terminated: it takes no entry any more."""
-        return self._terminated
-
     async def terminate(self) -> tuple[int, int]:
         """Take no entry any more (Pulsar's ``asyncTerminate``), persisted with the ledger list.
 
@@ -587,262 +390,7 @@ class ManagedLedger:
                     raise
         return self.last_position()
 
-    def _check_fenced(self) -> None:
-        if self._fenced:
-            raise ManagedLedgerFencedError(
-                f"managed ledger {self._path} was opened by another broker",
-                ledger_id=self._ledger_ids[-1],
-            )
-
     async def close(self) -> None:
         """Wait for the appends in flight to finish (an unload hands the topic over after)."""
         async with self._lock:
             pass
-
-    async def _persist(self) -> None:
-        if self._metadata is None or self._path is None:
-            return
-        records = []
-        for k in range(self._first_live, len(self._ledger_ids)):
-            last = k == len(self._ledger_ids) - 1
-            end = self.count if last else self._starts[k + 1]
-            records.append(
-                LedgerRecord(
-                    ledger_id=self._ledger_ids[k],
-                    first_index=self._starts[k],
-                    # A terminated managed ledger's last ledger is complete: nothing to recover.
-                    entries=-1 if last and not self._terminated else end - self._starts[k],
-                    size=self._sizes[k],
-                )
-            )
-        try:
-            put = await self._metadata.put(
-                self._path,
-                encode_info(ManagedLedgerInfo(records, terminated=self._terminated)),
-                self._version,
-            )
-        except BadVersionError:
-            self._fenced = True
-            logger.warning("managed ledger %s was opened by another broker: fenced", self._path)
-            self._check_fenced()
-            raise
-        self._version = put.version
-
-    # ---- the entry cache and reads ------------------------------------------------------------
-
-    def evict_consumed(self, floor: int) -> int:
-        """Drop the cached entries at or below ``floor`` (every durable cursor is past them).
-
-        Pulsar evicts what every cursor has read (``cacheEvictionByMarkDeletedPosition``: up to
-        the slowest mark-delete, the variant that never evicts an entry a cursor may still
-        deliver); without it the cache of a topic whose ledger does not roll over would hold
-        everything written until the budget is full. A reader behind reads back from the
-        bookie. Memory mode has no cache.
-
-        Returns:
-            The bytes freed.
-        """
-        if self._nowait is not None:
-            return 0
-        return self._cache.evict_consumed(min(floor + 1, self.count))
-
-    @property
-    def cached_bytes(self) -> int:
-        """Bytes of this topic's entries in the cache."""
-        return self._cache.cached_bytes
-
-    def read(self, first: int, last: int) -> tuple[int, int, list[bytes]]:
-        """Read entries ``first..last`` (inclusive) from memory, without waiting.
-
-        The range is cut at the end of ``first``'s ledger, so fewer entries may come back.
-
-        Returns:
-            ``(ledger_id, entry_id of first, sections)``.
-
-        Raises:
-            CacheMiss: Bookie mode and ``first`` is not cached: ``await load(first, last)``.
-            StorageError: The range is outside the stored entries.
-        """
-        k = bisect.bisect_right(self._starts, first) - 1
-        start = self._starts[k]
-        if k + 1 < len(self._starts):
-            last = min(last, self._starts[k + 1] - 1)
-        ledger_id = self._ledger_ids[k]
-        store = self._nowait
-        if store is not None:
-            return (
-                ledger_id,
-                first - start,
-                store.read_nowait(ledger_id, first - start, last - start),
-            )
-        sections = self._cache.get(first, last)
-        if not sections:
-            raise CacheMiss(first, last)
-        return ledger_id, first - start, sections
-
-    def require(self, first: int, last: int) -> None:
-        """Raise what ``read(first, last)`` would raise for a ``first`` not in the cache.
-
-        Raises:
-            CacheMiss: Bookie mode and ``first`` is not cached: ``await load(first, last)``.
-        """
-        if self._nowait is None and self._cache.misses(first):
-            raise CacheMiss(first, last)
-
-    async def load(self, first: int, last: int) -> None:
-        """Bring entries ``first..last`` (cut at ``first``'s ledger end) into the cache.
-
-        Raises:
-            StorageError: The bookie failed (the reader retries later).
-        """
-        k = bisect.bisect_right(self._starts, first) - 1
-        start = self._starts[k]
-        last = min(last, self._cache.evicted_below - 1, first + READ_RANGE - 1)
-        if k + 1 < len(self._starts):
-            last = min(last, self._starts[k + 1] - 1)
-        if last < first:
-            return
-        sections = await self._read_range(self._ledger_ids[k], first - start, last - start)
-        self._cache.put_loaded(first, sections)
-
-    async def read_entries(self, first: int, last: int) -> tuple[int, int, list[bytes]]:
-        """``read``, loading from the bookie on a miss (for readers off the hot path).
-
-        Raises:
-            StorageError: The range is outside the stored entries, or the bookie failed.
-        """
-        try:
-            return self.read(first, last)
-        except CacheMiss:
-            await self.load(first, last)
-            return self.read(first, last)
-
-    # ---- trimming and deletion ----------------------------------------------------------------
-
-    async def trim(self, floor: int) -> int:
-        """Delete ledgers whose entries are all at or below ``floor`` (every cursor past them).
-
-        The current ledger is never trimmed.
-
-        Returns:
-            How many ledgers were deleted.
-
-        Raises:
-            StorageError, MetadataStoreError: The ledger list could not be updated (nothing
-                was deleted).
-        """
-        if self._nowait is not None:
-            return self.trim_nowait(floor)
-        async with self._lock:
-            k = self._trim_point(floor)
-            if k == self._first_live:
-                return 0
-            doomed = self._ledger_ids[self._first_live : k]
-            previous, self._first_live = self._first_live, k
-            try:
-                await self._persist()
-            except BaseException:
-                self._first_live = previous
-                raise
-            self._forget_below(self._starts[k])
-        for ledger_id in doomed:
-            try:
-                await self._bookie.delete_ledger(ledger_id)
-            except StorageError:
-                logger.warning("could not delete trimmed ledger %s", ledger_id)
-        return len(doomed)
-
-    def trim_nowait(self, floor: int) -> int:
-        """``trim`` in memory mode, where the store answers at once and nothing is persisted.
-
-        The trimmed entries' infos are dropped too, as in bookie mode.
-
-        Returns:
-            How many ledgers were deleted.
-
-        Raises:
-            WouldBlock: Bookie mode: use :meth:`trim`.
-        """
-        store = self._nowait
-        if store is None:
-            raise anyio.WouldBlock
-        k = self._trim_point(floor)
-        doomed = self._ledger_ids[self._first_live : k]
-        if not doomed:
-            return 0
-        self._first_live = k
-        self._forget_below(self._starts[k])
-        for ledger_id in doomed:
-            store.delete_ledger_nowait(ledger_id)
-        return len(doomed)
-
-    def _forget_below(self, index: int) -> None:
-        """Drop the infos, cached sections and read-back entries of indexes below ``index``.
-
-        The lists are rebound, not cut in place (see ``base``); the cache budget gets back
-        what the dropped sections held.
-        """
-        cut = index - self.base
-        if cut <= 0:
-            return
-        self._cache.forget_below(index)
-        self.infos = self.infos[cut:]
-        self.base = index
-
-    def info(self, index: int) -> EntryInfo:
-        """The info of an entry; a placeholder for one whose ledger was trimmed (never read)."""
-        return self.infos[index - self.base] if index >= self.base else _PLACEHOLDER
-
-    def bytes_from(self, index: int) -> int:
-        """The stored bytes from ``index`` on, estimated as Pulsar estimates a backlog's size.
-
-        ``ManagedLedgerImpl.getEstimatedBacklogSize``: the ledgers after the one holding
-        ``index`` count whole; of that one, its size less its entries before ``index`` at its
-        average entry size. No walk through the entries.
-        """
-        index = max(index, self.first_index)
-        if index >= self.count:
-            return 0
-        k = bisect.bisect_right(self._starts, index) - 1
-        end = self._starts[k + 1] if k + 1 < len(self._starts) else self.count
-        size, entries, consumed = self._sizes[k], end - self._starts[k], index - self._starts[k]
-        return size - consumed * (size // entries) + sum(self._sizes[k + 1 :])
-
-    def _trim_point(self, floor: int) -> int:
-        """The first segment to keep once every entry at or below ``floor`` is consumed.
-
-        Only whole ledgers go, and never the current one.
-        """
-        k = self._first_live
-        while k < len(self._starts) - 1 and self._starts[k + 1] - 1 <= floor:
-            k += 1
-        return k
-
-    @property
-    def oldest_closed_last(self) -> int:
-        """The last index of the oldest live ledger if it is closed, else ``sys.maxsize``.
-
-        Once the slowest cursor's mark-delete reaches it, that whole ledger is consumed: the
-        moment Pulsar looks for ledgers to trim. The current ledger is never trimmed, hence the
-        sentinel while it is the only one.
-        """
-        k = self._first_live + 1
-        return self._starts[k] - 1 if k < len(self._starts) else sys.maxsize
-
-    async def delete(self) -> None:
-        """Delete every ledger and the ledger list (the topic is deleted).
-
-        Raises:
-            StorageError, MetadataStoreError: The metadata store failed.
-        """
-        for ledger_id in self.ledger_ids:
-            try:
-                await self._bookie.delete_ledger(ledger_id)
-            except StorageError:
-                logger.warning("could not delete ledger %s", ledger_id)
-        self._cache.clear()
-        if self._metadata is not None and self._path is not None:
-            for child in await self._metadata.children(self._path):
-                await self._metadata.delete(f"{self._path}/{child}")
-            if await self._metadata.exists(self._path):
-                await self._metadata.delete(self._path)
