@@ -1,8 +1,8 @@
 """Wiring of the bundle splitter: the topic service and the topic rates it reads, its unload.
 
-The composition root (``app.py``) calls :func:`build_bundle_splitter`; the load layer's
-:class:`~emubroker.loadbalance.ownership.bundle_split.BundleSplitter` reaches the topics only
-through the callables built here (``topics`` and ``loadbalance`` are independent layers).
+The composition root (``app/admin_context.py``) calls :func:`build_bundle_splitter`; the load
+layer's :class:`~emubroker.loadbalance.ownership.bundle_split.BundleSplitter` reaches the topics
+only through the callables built here (``topics`` and ``loadbalance`` are independent layers).
 """
 
 from __future__ import annotations

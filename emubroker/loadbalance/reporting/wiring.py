@@ -1,7 +1,7 @@
 """Wiring of a broker's load report: its usage source, its topics' traffic and its fixed fields.
 
-The composition root (``app.py``) calls :func:`build_load_reporter` with the topic service and
-the sessions' byte counter. The load layer does not import either (``topics`` and
+The composition root (``app/wiring.py``) calls :func:`build_load_reporter` with the topic service
+and the sessions' byte counter. The load layer does not import either (``topics`` and
 ``loadbalance`` are independent layers): it reads the topic service's statistics through the
 structural :class:`TopicStatsSource` and the counter through a plain callable. This module also
 picks the ``ResourceUsageSource`` the configuration names (docs/load-balancing.md, "Load
