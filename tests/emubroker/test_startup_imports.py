@@ -99,3 +99,26 @@ def test_the_admin_and_cluster_commands_parse_their_own_arguments() -> None:
     assert (args.command, args.resource) == ("admin", "tenants")
     assert _parser("cluster").parse_args(["cluster", "-n", "2"]).brokers == 2
     assert _parser("dashboard").parse_args(["dashboard", "runs/x"]).command == "dashboard"
+
+
+ZYGOTE_IMPORTS = """
+import importlib, sys, threading
+from emubroker.zygote import BROKER_MODULES
+
+for name in BROKER_MODULES:
+    importlib.import_module(name)
+print(threading.active_count(), " ".join(name for name in sys.argv[1:] if name in sys.modules))
+"""
+
+
+def test_the_zygote_imports_what_a_broker_serves_with_and_starts_no_thread() -> None:
+    # It forks brokers from these imports: a thread started by one would be missing from every
+    # broker (the zygote would refuse to fork), and the modules left out of NOT_AT_START would
+    # each be imported again by every broker.
+    done = subprocess.run(
+        [sys.executable, "-c", ZYGOTE_IMPORTS, *NOT_AT_START, "anyio._backends._asyncio"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["1", "anyio._backends._asyncio"]
