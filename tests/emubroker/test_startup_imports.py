@@ -122,3 +122,26 @@ def test_the_zygote_imports_what_a_broker_serves_with_and_starts_no_thread() -> 
         check=True,
     )
     assert done.stdout.split() == ["1", "anyio._backends._asyncio"]
+
+
+ZYGOTE_ROUTES = """
+import re
+from emubroker.admin import build_admin_app
+from emubroker.zygote import warm_route_patterns
+
+warm_route_patterns()
+warmed = dict(re._cache)
+build_admin_app(None)
+print(len(warmed), len(re._cache) - len(warmed), all(re._cache[k] is v for k, v in warmed.items()))
+"""
+
+
+def test_a_broker_forked_from_the_zygote_compiles_no_route_pattern() -> None:
+    # aiohttp compiles a pattern per admin route (~15 ms of CPU per broker); the zygote's
+    # warm-up leaves them all in re's cache, so a child's own admin app adds none.
+    done = subprocess.run(
+        [sys.executable, "-c", ZYGOTE_ROUTES], capture_output=True, text=True, check=True
+    )
+    cached, added, kept = done.stdout.split()
+    assert int(cached) > 100
+    assert (added, kept) == ("0", "True")
