@@ -206,11 +206,22 @@ class Zygote:
         # Shielded: the forked children's exits are known only from here, and a supervisor
         # that is cancelled (a signal) waits for them as it stops; ``aclose`` ends it.
         with anyio.CancelScope(shield=True):
-            await self._read_reports()
+            try:
+                await self._read_reports()
+            finally:
+                self._gone = True
+                self._answers_in.close()
+                self._kill_unseen()
 
     async def _read_reports(self) -> None:
         lines = BufferedByteReceiveStream(self._control)
-        try:
+        with contextlib.suppress(
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.DelimiterNotFound,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,  # by aclose
+        ):
             while True:
                 message = json.loads(await lines.receive_until(b"\n", _MAX_LINE))
                 if "exit" in message:
@@ -223,22 +234,17 @@ class Zygote:
                     await self._answers_in.send(child)
                 else:
                     await self._answers_in.send(str(message["error"]))
-        except (
-            anyio.EndOfStream,
-            anyio.IncompleteRead,
-            anyio.DelimiterNotFound,
-            anyio.BrokenResourceError,
-        ):
-            pass
-        except anyio.ClosedResourceError:
-            return  # closed by aclose
-        finally:
-            self._gone = True
-            self._answers_in.close()
+
+    def _kill_unseen(self) -> None:
+        """Kill the children still running: with the zygote gone, their exits would go unseen.
+
+        After a cluster's stop none is left but one whose start was under way as it stopped;
+        a zygote killed from outside leaves them all.
+        """
         if self._children:
             log.warning(
-                "the zygote exited; killing the %d processes forked by it (their exit "
-                "statuses would go unseen); later starts exec",
+                "the zygote is gone; killing the %d processes it forked that still run (their "
+                "exits would go unseen); later starts exec",
                 len(self._children),
             )
         for child in self._children.values():
@@ -248,7 +254,7 @@ class Zygote:
         self._children.clear()
 
     async def aclose(self) -> None:
-        """Stop the zygote (its children, stopped before, are not waited for here)."""
+        """Stop the zygote; a child still running is killed (``_kill_unseen``)."""
         self._gone = True
         self._answers.close()
         with anyio.CancelScope(shield=True):

@@ -11,6 +11,7 @@ import signal
 import time
 from pathlib import Path
 
+import anyio
 import psutil
 import pytest
 
@@ -118,4 +119,28 @@ async def test_a_zygote_that_dies_takes_its_brokers_and_restarts_exec_them(
             assert broker.status is ChildStatus.RUNNING
             assert broker.pid is not None
             assert psutil.Process(broker.pid).ppid() == os.getpid()  # exec'd
+    assert stand_ins() == []
+
+
+async def test_a_broker_still_starting_as_the_cluster_stops_does_not_hold_the_stop(
+    tmp_path: Path, python: str, children_dir: Path
+) -> None:
+    # Its restart is under way (a child that prints no ready line) when the cluster stops:
+    # the zygote closes with it still running, and the stop must not wait for an exit report
+    # that can no longer come.
+    async with running(spec(tmp_path, python, brokers=1, restart=True), FakeClock()) as (
+        cluster,
+        events,
+    ):
+        (children_dir / "7000.mode").write_text("silent")
+        reply = await cluster.handle(KillBroker("0", "KILL"))
+        assert reply.ok, reply
+        await events.next("broker-died")
+        starts = children_dir / "7000.starts"
+        for _ in range(GUARD * 100):  # a bounded poll: the restart's child writes its start
+            if len(starts.read_text().splitlines()) == 2:
+                break
+            await anyio.sleep(0.01)
+        assert len(starts.read_text().splitlines()) == 2
+        assert cluster.state.brokers[0].status is ChildStatus.STARTING
     assert stand_ins() == []
