@@ -121,6 +121,7 @@ class Zygote:
         self._answers_in, self._answers = anyio.create_memory_object_stream[ForkedProcess | str](1)
         self._children: dict[int, ForkedProcess] = {}
         self._gone = False
+        self._closing = False
 
     @classmethod
     async def start(
@@ -169,7 +170,8 @@ class Zygote:
         The forked child is in a session of its own whatever ``own_session`` says; a command
         that must stay in the caller's session is exec'd.
         """
-        if not own_session or list(argv[: len(self._prefix)]) != self._prefix:
+        ours = list(argv[: len(self._prefix)]) == self._prefix
+        if self._gone or not own_session or not ours:
             return await EXEC.open(argv, own_session=own_session)
         async with self._lock:
             # Shielded: an answer left unread would be taken as the next request's, and a
@@ -211,6 +213,8 @@ class Zygote:
             finally:
                 self._gone = True
                 self._answers_in.close()
+                if not self._closing:
+                    log.warning("the zygote exited; brokers start as fresh interpreters from now")
                 self._kill_unseen()
 
     async def _read_reports(self) -> None:
@@ -243,8 +247,8 @@ class Zygote:
         """
         if self._children:
             log.warning(
-                "the zygote is gone; killing the %d processes it forked that still run (their "
-                "exits would go unseen); later starts exec",
+                "killing the %d processes the zygote forked that still run (their exits would "
+                "go unseen)",
                 len(self._children),
             )
         for child in self._children.values():
@@ -255,7 +259,7 @@ class Zygote:
 
     async def aclose(self) -> None:
         """Stop the zygote; a child still running is killed (``_kill_unseen``)."""
-        self._gone = True
+        self._gone = self._closing = True
         self._answers.close()
         with anyio.CancelScope(shield=True):
             await self._control.aclose()  # ends the reader; the zygote exits at the EOF

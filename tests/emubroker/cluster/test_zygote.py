@@ -56,7 +56,7 @@ def dead(pid: int | None) -> bool:
 
 
 async def test_brokers_fork_from_one_zygote_each_a_process_of_its_own(
-    tmp_path: Path, python: str, children_dir: Path
+    tmp_path: Path, python: str, children_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running(spec(tmp_path, python)) as (cluster, events):
         brokers = cluster.state.brokers
@@ -86,6 +86,8 @@ async def test_brokers_fork_from_one_zygote_each_a_process_of_its_own(
         assert "exited with status 0" in died.message  # its SIGTERM handler's sys.exit(0)
     assert stand_ins() == []  # the zygote stopped with the cluster
     assert not zygote.is_running()
+    assert "zygote exited" not in caplog.text  # closed, not dead
+    assert "killing" not in caplog.text
 
 
 async def test_without_a_zygote_brokers_are_execd(
@@ -102,7 +104,7 @@ async def test_without_a_zygote_brokers_are_execd(
 
 
 async def test_a_zygote_that_dies_takes_its_brokers_and_restarts_exec_them(
-    tmp_path: Path, python: str, children_dir: Path
+    tmp_path: Path, python: str, children_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     spec_ = spec(tmp_path, python, brokers=2, restart=True)
     async with running(spec_, FakeClock()) as (cluster, events):
@@ -113,6 +115,8 @@ async def test_a_zygote_that_dies_takes_its_brokers_and_restarts_exec_them(
         died = [await events.next("broker-died") for _ in brokers]
         assert all("killed by SIGKILL" in event.message for event in died)
         assert all(map(dead, old))
+        assert "the zygote exited" in caplog.text
+        assert "killing the 2 processes the zygote forked" in caplog.text
         for _ in brokers:
             await events.next("broker-restarted")
         for broker in brokers:
