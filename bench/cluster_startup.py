@@ -3,10 +3,13 @@
     python bench/cluster_startup.py [--brokers 1 3 5] [--runs 5] [--baseline TREE]
 
 For each N, starts ``python -m emubroker cluster -n N --port 0`` in a fresh run directory, times
-it from the spawn to the ready line, reads the supervisor's own log for the stub's and the
-brokers' start-up (``storage-stub ready in``, ``brokers ready in``), then stops it with SIGTERM
-and times the stop. The supervisor's own share (interpreter start, imports, argument parsing) is
-what remains. Runs of different N are interleaved so that a machine's drift hits them alike.
+it from the spawn to the ready line, reads the supervisor's own log for the stub's, the zygote's
+and the brokers' start-up (``storage-stub ready in``, ``zygote ready in``, ``brokers ready in``;
+the stub and the zygote start together, the brokers once both are ready), sums the CPU seconds
+(user + system) of the supervisor and every process under it at the ready line, then stops it
+with SIGTERM and times the stop. The supervisor's own share (interpreter start, imports,
+argument parsing) is what remains of the ready time. Runs of different N are interleaved so that
+a machine's drift hits them alike.
 
 With ``--baseline TREE`` (another checkout of the repository, e.g. ``git worktree add``), every
 run is paired with the same run of that tree, one after the other, and the ratio
@@ -23,6 +26,7 @@ Prints medians (and min-max) in seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -33,13 +37,31 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 _STUB = re.compile(r"storage-stub ready in ([\d.]+) s")
 _BROKERS = re.compile(r"brokers ready in ([\d.]+) s")
+_ZYGOTE = re.compile(r"zygote ready in ([\d.]+) s")
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and every process under it."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def _env(tree: Path) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")
+    # As an installed cluster runs: from bytecode caches (the warm-up runs write them), in both
+    # trees alike; without them every process compiles its modules (~0.3 s of CPU each).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def one_run(brokers: int, tree: Path = ROOT) -> dict[str, float]:
@@ -66,6 +88,7 @@ def one_run(brokers: int, tree: Path = ROOT) -> dict[str, float]:
                 else:
                     raise RuntimeError(f"no ready line: {err_path.read_text()}")
                 ready = time.perf_counter() - began
+                cpu = _cpu(proc.pid)
                 stopping = time.perf_counter()
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=60)
@@ -80,10 +103,14 @@ def one_run(brokers: int, tree: Path = ROOT) -> dict[str, float]:
     if stub_match is None or brokers_match is None:
         raise RuntimeError(f"no timings in the supervisor's log:\n{log}")
     stub, broker_time = float(stub_match[1]), float(brokers_match[1])
+    zygote_match = _ZYGOTE.search(log)  # none in a tree from before the zygote
+    zygote = float(zygote_match[1]) if zygote_match else 0.0
     return {
         "ready": ready,
-        "supervisor": ready - stub - broker_time,
+        "cpu": cpu,
+        "supervisor": ready - max(stub, zygote) - broker_time,
         "stub": stub,
+        "zygote": zygote,
         "brokers": broker_time,
         "stop": stop,
     }
@@ -106,7 +133,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another tree to pair every run with")
     args = parser.parse_args()
 
-    one_run(1)  # warm the file cache
+    for tree in (ROOT, args.baseline):
+        if tree is not None:
+            one_run(1, tree)  # warm the file cache and write the bytecode caches
     results: dict[int, list[dict[str, float]]] = {n: [] for n in args.brokers}
     paired: dict[int, list[dict[str, float]]] = {n: [] for n in args.brokers}
     for _ in range(args.runs):
@@ -114,8 +143,12 @@ def main() -> None:
             if args.baseline is not None:
                 paired[n].append(one_run(n, args.baseline))
             results[n].append(one_run(n))
-    columns = ["ready", "supervisor", "stub", "brokers", "stop"]
-    print(f"emubroker cluster -n N --port 0, {args.runs} runs each: median (min-max) seconds")
+    columns = ["ready", "cpu", "supervisor", "stub", "zygote", "brokers", "stop"]
+    load = os.getloadavg()[0]
+    print(
+        f"emubroker cluster -n N --port 0, {args.runs} runs each: median (min-max) seconds; "
+        f"load {load:.1f}"
+    )
     print(f"{'N':>3}  " + "  ".join(f"{c:>20}" for c in columns))
     for n, runs in results.items():
         cells = [_summary([r[c] for r in runs]) for c in columns]
@@ -130,6 +163,8 @@ def main() -> None:
                 _summary(
                     [cur[c] / base[c] for cur, base in zip(results[n], paired[n], strict=True)]
                 )
+                if all(base[c] for base in paired[n])
+                else "-"
                 for c in columns
             ]
             print(f"{n:>3}  " + "  ".join(f"{cell:>20}" for cell in ratios))

@@ -106,6 +106,10 @@ class Cluster:
         self._backoff: dict[int | None, float] = {}
         self._stopping = False
         self.stop_requested = anyio.Event()
+        # How brokers start: forked by the zygote once it serves (exec'd until then, and if it
+        # does not start).
+        self._launcher: processes.Launcher = processes.EXEC
+        self._zygote_settled = anyio.Event()
 
     # ---- start and stop ------------------------------------------------------------------
 
@@ -113,9 +117,12 @@ class Cluster:
         """Start the stub, then every broker; the cluster is ready once they all serve."""
         self._save()
         began = self._clock.now()
+        self._tg.start_soon(self._start_zygote)  # imports the brokers' modules meanwhile
         await self._start_stub()
         stub_ready = self._clock.now()
         log.info("storage-stub ready in %.3f s at %s", stub_ready - began, self.state.stub.url)
+        await self._zygote_settled.wait()
+        brokers_began = self._clock.now()
         self.state.metadata_url = self.spec.metadata_url or self.state.stub.url
         try:
             async with anyio.create_task_group() as starting:
@@ -128,7 +135,9 @@ class Cluster:
                 raise processes.ChildStartError("\n".join(map(str, failures))) from None
             raise
         log.info(
-            "brokers ready in %.3f s (%d)", self._clock.now() - stub_ready, len(self.state.brokers)
+            "brokers ready in %.3f s (%d)",
+            self._clock.now() - brokers_began,
+            len(self.state.brokers),
         )
         self.state.status = ClusterStatus.READY
         self._save()
@@ -145,6 +154,7 @@ class Cluster:
                 stopping.start_soon(self._stop_child, self.state.brokers[index], process)
         if self._stub is not None:
             await self._stop_child(self.state.stub, self._stub)
+        await self._launcher.aclose()
         self.state.status = ClusterStatus.FAILED if failed else ClusterStatus.STOPPED
         self._save()
         self.emit("stopped", "cluster stopped")
@@ -252,6 +262,28 @@ class Cluster:
 
     # ---- brokers -------------------------------------------------------------------------
 
+    async def _start_zygote(self) -> None:
+        """The zygote the brokers fork from (docs/architecture.md, "Brokers fork from a zygote")."""
+        python = self.spec.python
+        try:
+            began = self._clock.now()
+            zygote = await processes.Zygote.start(
+                [python, "-m", "emubroker.zygote"],
+                [python, "-m", "emubroker"],
+                log_path=self.spec.run_dir / "zygote.log",
+                task_group=self._tg,
+            )
+        except (processes.ChildStartError, OSError) as exc:
+            log.warning("no zygote (%s); brokers start as fresh interpreters", exc)
+        else:
+            log.info("zygote ready in %.3f s", self._clock.now() - began)
+            if self._stopping:
+                await zygote.aclose()
+            else:
+                self._launcher = zygote
+        finally:
+            self._zygote_settled.set()
+
     def _broker_argv(self, broker: BrokerState) -> list[str]:
         argv = [self.spec.python, "-m", "emubroker", "broker"]
         argv += ["--port", str(broker.port), "--admin-port", str(broker.admin_port)]
@@ -273,6 +305,7 @@ class Cluster:
                 ready=_BROKER_READY,
                 log_path=Path(broker.log),
                 task_group=self._tg,
+                launcher=self._launcher,
             )
         finally:
             self._busy.discard(broker.index)

@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import subprocess
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final, Protocol
 
 import anyio
 import psutil
@@ -30,9 +30,12 @@ if TYPE_CHECKING:
     from anyio.abc import Process, TaskGroup
 
 __all__ = [
+    "EXEC",
     "READY_TIMEOUT",
     "STOP_TIMEOUT",
     "ChildStartError",
+    "Exec",
+    "Launcher",
     "describe_exit",
     "parse_signal",
     "spawn",
@@ -58,6 +61,45 @@ class ChildStartError(RuntimeError):
     """A child exited, or stayed silent, before printing its ready line."""
 
 
+class Launcher(Protocol):
+    """How a child's process comes to be: :class:`Exec`, or forked by a zygote."""
+
+    async def open(self, argv: Sequence[str], *, own_session: bool) -> Process:
+        """Start ``argv``, its stdout and stderr one stream (``Process.stdout``).
+
+        Raises:
+            OSError: It cannot be started.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release what starting children takes (children already started run on)."""
+        ...
+
+
+class Exec:
+    """Children as fresh interpreters: ``argv`` exec'd."""
+
+    def __init__(self, *, stdin: int = subprocess.DEVNULL) -> None:
+        self._stdin = stdin
+
+    async def open(self, argv: Sequence[str], *, own_session: bool) -> Process:
+        return await anyio.open_process(
+            list(argv),
+            stdin=self._stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=own_session,
+            env=_child_env(),
+        )
+
+    async def aclose(self) -> None:
+        pass
+
+
+EXEC: Final = Exec()
+
+
 def _open_log(path: Path) -> BinaryIO:
     return path.open("ab", buffering=0)
 
@@ -76,6 +118,7 @@ async def spawn(
     task_group: TaskGroup,
     ready_within: float = READY_TIMEOUT,
     own_session: bool = True,
+    launcher: Launcher = EXEC,
 ) -> tuple[Process, re.Match[str]]:
     """Start ``argv`` and wait until a line of its output matches ``ready``.
 
@@ -87,6 +130,7 @@ async def spawn(
         task_group: Where the task copying its output after the ready line runs.
         ready_within: Seconds to wait for the ready line.
         own_session: Start it in a session of its own (a terminal's Ctrl-C does not reach it).
+        launcher: How its process comes to be (exec'd by default).
 
     Returns:
         The running process and the ready line's match.
@@ -98,14 +142,7 @@ async def spawn(
     """
     sink = _open_log(log_path)
     try:
-        process = await anyio.open_process(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=own_session,
-            env=_child_env(),
-        )
+        process = await launcher.open(argv, own_session=own_session)
     except BaseException:
         sink.close()
         raise

@@ -99,3 +99,49 @@ def test_the_admin_and_cluster_commands_parse_their_own_arguments() -> None:
     assert (args.command, args.resource) == ("admin", "tenants")
     assert _parser("cluster").parse_args(["cluster", "-n", "2"]).brokers == 2
     assert _parser("dashboard").parse_args(["dashboard", "runs/x"]).command == "dashboard"
+
+
+ZYGOTE_IMPORTS = """
+import importlib, sys, threading
+from emubroker.zygote import BROKER_MODULES
+
+for name in BROKER_MODULES:
+    importlib.import_module(name)
+print(threading.active_count(), " ".join(name for name in sys.argv[1:] if name in sys.modules))
+"""
+
+
+def test_the_zygote_imports_what_a_broker_serves_with_and_starts_no_thread() -> None:
+    # It forks brokers from these imports: a thread started by one would be missing from every
+    # broker (the zygote would refuse to fork), and the modules left out of NOT_AT_START would
+    # each be imported again by every broker.
+    done = subprocess.run(
+        [sys.executable, "-c", ZYGOTE_IMPORTS, *NOT_AT_START, "anyio._backends._asyncio"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["1", "anyio._backends._asyncio"]
+
+
+ZYGOTE_ROUTES = """
+import re
+from emubroker.admin import build_admin_app
+from emubroker.zygote import warm_route_patterns
+
+warm_route_patterns()
+warmed = dict(re._cache)
+build_admin_app(None)
+print(len(warmed), len(re._cache) - len(warmed), all(re._cache[k] is v for k, v in warmed.items()))
+"""
+
+
+def test_a_broker_forked_from_the_zygote_compiles_no_route_pattern() -> None:
+    # aiohttp compiles a pattern per admin route (~15 ms of CPU per broker); the zygote's
+    # warm-up leaves them all in re's cache, so a child's own admin app adds none.
+    done = subprocess.run(
+        [sys.executable, "-c", ZYGOTE_ROUTES], capture_output=True, text=True, check=True
+    )
+    cached, added, kept = done.stdout.split()
+    assert int(cached) > 100
+    assert (added, kept) == ("0", "True")

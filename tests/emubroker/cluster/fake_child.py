@@ -1,8 +1,11 @@
-"""Stands in for ``python -m storage_stub serve`` and ``python -m emubroker broker``.
+"""Stands in for ``python -m storage_stub serve``, ``python -m emubroker broker`` and the zygote.
 
 The supervisor tests point ``ClusterSpec.python`` at a wrapper running this file, so the
 supervisor spawns, watches, signals and restarts real (tiny) processes without starting brokers.
-Under ``$FAKE_CHILD_DIR`` each child, named ``stub`` or by its binary port:
+As ``-m emubroker.zygote`` it is a zygote with the real loop (``emubroker.processes.forking``)
+whose children are these stand-ins, unless ``zygote.mode`` says ``exit N`` (it fails to start;
+brokers are exec'd then). Under ``$FAKE_CHILD_DIR`` each child, named ``stub`` or by its binary
+port:
 
 - appends ``{"pid": ..., "argv": [...]}`` as one JSON line to ``<name>.starts`` when it starts;
 - reads ``<name>.mode`` if it exists: ``exit N`` exits with N before the ready line, ``silent``
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -24,8 +28,20 @@ def _option(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
 
 
-def main() -> None:
-    argv = sys.argv[1:]
+def zygote() -> None:
+    mode_file = Path(os.environ["FAKE_CHILD_DIR"]) / "zygote.mode"
+    mode = mode_file.read_text().split() if mode_file.exists() else []
+    if mode[:1] == ["exit"]:
+        print("the zygote was told to fail", flush=True)
+        sys.exit(int(mode[1]))
+    from emubroker.processes.forking import READY_LINE, serve
+
+    control = socket.socket(fileno=os.dup(0))
+    print(READY_LINE, flush=True)
+    serve(control, lambda args: child(["-m", "emubroker", *args]))
+
+
+def child(argv: list[str]) -> int:
     directory = Path(os.environ["FAKE_CHILD_DIR"])
     is_stub = argv[:2] == ["-m", "storage_stub"]
     name = "stub" if is_stub else _option(argv, "--port")
@@ -59,4 +75,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:3] == ["-m", "emubroker.zygote"]:
+        zygote()
+    else:
+        sys.exit(child(sys.argv[1:]))
