@@ -60,7 +60,7 @@ from protocol.framing import decode_payload_section
 from storage_stub.client import LedgerFencedError, ReadTooLargeError, StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from emubroker.metadata.store import MetadataStore
     from emubroker.storage import LedgerBackend
@@ -138,6 +138,7 @@ class ManagedLedger:
         "_nowait",
         "_path",
         "_policy",
+        "_properties",
         "_sizes",
         "_starts",
         "_tainted",
@@ -173,6 +174,7 @@ class ManagedLedger:
         self._first_live = 0  # segments before it were trimmed (deleted from the bookie)
         self._tainted = False
         self._terminated = False  # ``terminate``: no entry is ever added again
+        self._properties: dict[str, str] = {}  # the topic's, stored with the ledger list
         self._version = -1  # of the stored ledger list (-1: not stored yet)
         self._fenced = False
         self._lock = anyio.Lock()
@@ -275,6 +277,7 @@ class ManagedLedger:
             self.infos += infos
             self._cache.skip(len(infos))
         self._terminated = stored.terminated
+        self._properties = dict(stored.properties)
         if not self._starts:
             self._add_segment(await self._bookie.create_ledger(), base)
         elif not self._terminated:  # a terminated one takes no entry: no ledger to write to
@@ -587,6 +590,37 @@ class ManagedLedger:
                     raise
         return self.last_position()
 
+    @property
+    def properties(self) -> dict[str, str]:
+        """A copy of the topic's properties (Pulsar's managed-ledger properties)."""
+        return dict(self._properties)
+
+    async def set_properties(self, properties: Mapping[str, str]) -> None:
+        """Add properties, replacing same keys (Pulsar's ``asyncSetProperties``), persisted.
+
+        Raises:
+            MetadataStoreError: The ledger list could not be written (nothing changed).
+        """
+        await self._change_properties(lambda old: {**old, **properties})
+
+    async def delete_property(self, key: str) -> None:
+        """Remove one property, if set (Pulsar's ``asyncDeleteProperty``), persisted.
+
+        Raises:
+            MetadataStoreError: The ledger list could not be written (nothing changed).
+        """
+        await self._change_properties(lambda old: {k: v for k, v in old.items() if k != key})
+
+    async def _change_properties(self, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        async with self._lock:  # the change applies to what the last one left
+            before = self._properties
+            self._properties = change(before)
+            try:
+                await self._persist()
+            except BaseException:
+                self._properties = before
+                raise
+
     def _check_fenced(self) -> None:
         if self._fenced:
             raise ManagedLedgerFencedError(
@@ -618,7 +652,11 @@ class ManagedLedger:
         try:
             put = await self._metadata.put(
                 self._path,
-                encode_info(ManagedLedgerInfo(records, terminated=self._terminated)),
+                encode_info(
+                    ManagedLedgerInfo(
+                        records, terminated=self._terminated, properties=self._properties
+                    )
+                ),
                 self._version,
             )
         except BadVersionError:
