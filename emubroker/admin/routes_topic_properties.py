@@ -11,10 +11,12 @@ Pulsar's ``PersistentTopicsBase.internal{Get,Update,Remove}PropertiesAsync``:
   for a partitioned one (Pulsar's null map). ``PUT`` adds a map, replacing same keys; an empty or
   absent map changes nothing and answers 204 before any check, as Pulsar. ``DELETE ?key=K``
   removes one key; a key that is not set, or no ``key``, changes nothing.
-* Values are JSON strings, or numbers and booleans, which Jackson turns into their text; a null,
-  an object or an array is a 400 (Pulsar: 400 for the last two; a null value leaves its request
-  unanswered). A missing topic is 404 ``Topic <name> not found`` (Pulsar's ``PUT`` and
-  ``DELETE`` leave that request unanswered too; docs/broker-behaviour.md).
+* Values are JSON strings, or numbers and booleans, which Jackson turns into their text; an
+  object or an array is a 400. A null value removes its key from a partitioned topic's
+  properties (at creation too: Pulsar's stored JSON leaves null entries out); a non-partitioned
+  topic's are a 400 (Pulsar: a 500 at creation, no answer to a ``PUT``). A missing topic is 404
+  ``Topic <name> not found`` (Pulsar's ``PUT`` and ``DELETE`` leave that request unanswered;
+  docs/broker-behaviour.md).
 * The non-persistent domain is 406 ``Need to provide a persistent topic name`` for all three
   (Pulsar's ``validatePersistentTopicName``); properties given when a non-persistent topic is
   created are accepted and not kept, as in Pulsar, while a non-persistent partitioned topic's
@@ -42,36 +44,58 @@ if TYPE_CHECKING:
     from emubroker.naming import TopicName
     from emubroker.topics.managed_ledger import ManagedLedger
 
-__all__ = ["add_routes", "coerce_properties", "read_properties"]
+__all__ = ["add_routes", "coerce_properties", "read_properties", "require_strings"]
 
 _PATH: Final = (
     "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/properties"
 )
 
-_JSON_KINDS: Final = {b"{": "an object", b"[": "an array", b"n": "null"}
+_JSON_KINDS: Final = {b"{": "an object", b"[": "an array"}
 
 
-def coerce_properties(raw: Mapping[str, msgspec.Raw], *, what: str) -> dict[str, str]:
+def _refused(what: str, key: str, kind: str) -> RestError:
+    return RestError(
+        BAD_REQUEST, f"Invalid {what}: the value of {key!r} must be a string, not {kind}"
+    )
+
+
+def coerce_properties(raw: Mapping[str, msgspec.Raw], *, what: str) -> dict[str, str | None]:
     """Properties from a JSON object's values as Jackson reads a ``Map<String, String>``.
 
-    Strings are kept; numbers and booleans become their JSON text (``1.50`` stays ``"1.50"``).
+    Strings are kept; numbers and booleans become their JSON text (``1.50`` stays ``"1.50"``);
+    a null stays None (what it means is the caller's: :func:`require_strings`).
 
     Raises:
-        RestError: 400 naming the key whose value is null, an object or an array.
+        RestError: 400 naming the key whose value is an object or an array.
     """
-    properties: dict[str, str] = {}
+    properties: dict[str, str | None] = {}
     for key, value in raw.items():
         text = bytes(value)
         kind = _JSON_KINDS.get(text[:1])
         if kind is not None:
-            raise RestError(
-                BAD_REQUEST, f"Invalid {what}: the value of {key!r} must be a string, not {kind}"
-            )
-        properties[key] = msgspec.json.decode(text, type=str) if text[:1] == b'"' else text.decode()
+            raise _refused(what, key, kind)
+        if text == b"null":
+            properties[key] = None
+        elif text[:1] == b'"':
+            properties[key] = msgspec.json.decode(text, type=str)
+        else:
+            properties[key] = text.decode()
     return properties
 
 
-async def read_properties(request: web.Request, *, what: str) -> dict[str, str]:
+def require_strings(properties: Mapping[str, str | None], *, what: str) -> dict[str, str]:
+    """The properties of a non-partitioned topic, which keeps strings only.
+
+    Raises:
+        RestError: 400 naming the key whose value is null.
+    """
+    for key, value in properties.items():
+        if value is None:
+            raise _refused(what, key, "null")
+    return {key: value for key, value in properties.items() if value is not None}
+
+
+async def read_properties(request: web.Request, *, what: str) -> dict[str, str | None]:
     """A request body holding a properties map; an empty body or ``null`` is no properties.
 
     Raises:
@@ -123,7 +147,8 @@ async def get_properties(request: web.Request) -> web.Response:
 async def update_properties(request: web.Request) -> web.Response:
     """``PUT TOPIC/properties``: add a map to the topic's properties."""
     name = _persistent_topic(request)
-    properties = await read_properties(request, what="topic properties")
+    what = "topic properties"
+    properties = await read_properties(request, what=what)
     if not properties:
         return no_content()  # as Pulsar: nothing to change, nothing checked
     ctx = context(request)
@@ -133,7 +158,8 @@ async def update_properties(request: web.Request) -> web.Response:
         except TopicNotFoundError:  # deleted meanwhile
             raise RestError(NOT_FOUND, f"Topic {name} not found") from None
     else:
-        await (await _ledger(ctx, name)).set_properties(properties)
+        strings = require_strings(properties, what=what)
+        await (await _ledger(ctx, name)).set_properties(strings)
     return no_content()
 
 

@@ -48,7 +48,11 @@ from emubroker.admin.partition_fanout import (
     partition_owner,
     topic_path,
 )
-from emubroker.admin.routes_topic_properties import coerce_properties, read_properties
+from emubroker.admin.routes_topic_properties import (
+    coerce_properties,
+    read_properties,
+    require_strings,
+)
 from emubroker.admin.stats_merge import leave_out
 from emubroker.naming import TopicDomain
 from emubroker.topics.compaction import CompactionInProgressError
@@ -156,7 +160,8 @@ async def create_topic(request: web.Request) -> web.Response:
     them in, and Pulsar too accepts them and drops them.
     """
     name = topic_of(request)
-    properties = await read_properties(request, what="topic properties")
+    what = "topic properties"
+    properties = require_strings(await read_properties(request, what=what), what=what)
     ctx = context(request)
     check_topic_namespace(ctx, name)
     if ctx.topics.topic_exists(name):
@@ -197,17 +202,21 @@ class _PartitionedTopicMetadata(msgspec.Struct):
     properties: dict[str, msgspec.Raw] | None = None
 
 
-async def _partition_count(request: web.Request) -> tuple[int, dict[str, str] | None]:
+async def _partition_count(request: web.Request) -> tuple[int, dict[str, str | None] | None]:
     # A bare integer, or Pulsar's PartitionedTopicMetadata under its own media type (the Go admin
-    # client always, with "properties": null when it has none; the Java one with properties).
-    # Answers the count and the properties (None: none given).
+    # client always, with "properties": null when it has none; the Java one with properties),
+    # which Jackson also reads from a bare integer. Answers the count and the properties (None:
+    # none given).
     properties = None
     if request.content_type == PARTITIONED_TOPIC_METADATA:
         what = "partitioned topic metadata"
-        metadata = await read_json(request, _PartitionedTopicMetadata, what=what)
-        partitions = metadata.partitions
-        if metadata.properties is not None:
-            properties = coerce_properties(metadata.properties, what=what)
+        metadata = await read_json(request, _PartitionedTopicMetadata | int, what=what)
+        if isinstance(metadata, int):
+            partitions = metadata
+        else:
+            partitions = metadata.partitions
+            if metadata.properties is not None:
+                properties = coerce_properties(metadata.properties, what=what)
     else:
         partitions = await read_json(request, int, what="number of partitions")
     if partitions <= 0:

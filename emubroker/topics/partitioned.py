@@ -14,7 +14,8 @@ them: JSON ``PartitionedTopicMetadata`` at ``metadata.paths.partitioned_topic_pa
    created first, with ``defaultNumPartitions`` partitions.
 5. A partitioned topic's properties are its own (Pulsar's ``PartitionedTopicMetadata.properties``):
    None until some are given (at creation or by an update), kept when it grows, never copied to
-   its partitions. A change reads the stored metadata and writes it back at the version it read
+   its partitions. A key given a None value is left out (Pulsar's stored JSON leaves a null
+   entry out). A change reads the stored metadata and writes it back at the version it read
    (again on a conflict), so concurrent changes through different brokers are all kept.
 """
 
@@ -64,6 +65,10 @@ def _decode(value: bytes) -> _PartitionedTopicMetadata:
 
 def _properties(meta: _PartitionedTopicMetadata) -> dict[str, str] | None:
     return meta.properties if isinstance(meta.properties, dict) else None
+
+
+def _without_nones(properties: Mapping[str, str | None]) -> dict[str, str]:
+    return {key: value for key, value in properties.items() if value is not None}
 
 
 class PartitionedTopics:
@@ -201,7 +206,7 @@ class PartitionedTopics:
         return 0
 
     async def create(
-        self, name: TopicName, partitions: int, properties: Mapping[str, str] | None = None
+        self, name: TopicName, partitions: int, properties: Mapping[str, str | None] | None = None
     ) -> None:
         """Create a partitioned topic; its partitions are created on first use (rule 1).
 
@@ -221,7 +226,8 @@ class PartitionedTopics:
             raise NotAllowedError(f"Topic {name} already exists")
         self._room.check(name, partitions)
         meta = _PartitionedTopicMetadata(
-            partitions, properties=msgspec.UNSET if properties is None else dict(properties)
+            partitions,
+            properties=msgspec.UNSET if properties is None else _without_nones(properties),
         )
         self._remember(name, meta)
         if self._metadata is not None:
@@ -246,8 +252,10 @@ class PartitionedTopics:
         self._room.check(name, partitions - current)
         await self._change(name, lambda meta: msgspec.structs.replace(meta, partitions=partitions))
 
-    async def update_properties(self, name: TopicName, properties: Mapping[str, str]) -> None:
-        """Add ``properties`` to a partitioned topic's, replacing same keys (rule 5).
+    async def update_properties(
+        self, name: TopicName, properties: Mapping[str, str | None]
+    ) -> None:
+        """Add ``properties`` to a partitioned topic's, replacing same keys; None removes (rule 5).
 
         Raises:
             TopicNotFoundError: Not a partitioned topic.
@@ -256,7 +264,7 @@ class PartitionedTopics:
         await self._change(
             name,
             lambda meta: msgspec.structs.replace(
-                meta, properties={**(_properties(meta) or {}), **added}
+                meta, properties=_without_nones({**(_properties(meta) or {}), **added})
             ),
         )
 

@@ -280,7 +280,7 @@ class TopicService:
         return self._partitioned.names(ns, domain)
 
     async def create_partitioned_topic(
-        self, name: TopicName, partitions: int, properties: Mapping[str, str] | None = None
+        self, name: TopicName, partitions: int, properties: Mapping[str, str | None] | None = None
     ) -> None:
         """Create a partitioned topic with its own ``properties`` (if given).
 
@@ -308,9 +308,13 @@ class TopicService:
         return self._partitioned.properties_of(name)
 
     async def update_partitioned_properties(
-        self, name: TopicName, properties: Mapping[str, str]
+        self, name: TopicName, properties: Mapping[str, str | None]
     ) -> None:
-        """Add to a partitioned topic's properties (``TopicNotFoundError``: not partitioned)."""
+        """Add to a partitioned topic's properties; a None value removes its key.
+
+        Raises:
+            TopicNotFoundError: Not a partitioned topic.
+        """
         await self._partitioned.update_properties(name, properties)
 
     async def remove_partitioned_property(self, name: TopicName, key: str) -> None:
