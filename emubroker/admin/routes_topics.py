@@ -202,6 +202,9 @@ class _PartitionedTopicMetadata(msgspec.Struct):
     properties: dict[str, msgspec.Raw] | None = None
 
 
+_METADATA_BODY: Final[Any] = _PartitionedTopicMetadata | int  # Any: a union is no ``type[T]``
+
+
 async def _partition_count(request: web.Request) -> tuple[int, dict[str, str | None] | None]:
     # A bare integer, or Pulsar's PartitionedTopicMetadata under its own media type (the Go admin
     # client always, with "properties": null when it has none; the Java one with properties),
@@ -210,7 +213,9 @@ async def _partition_count(request: web.Request) -> tuple[int, dict[str, str | N
     properties = None
     if request.content_type == PARTITIONED_TOPIC_METADATA:
         what = "partitioned topic metadata"
-        metadata = await read_json(request, _PartitionedTopicMetadata | int, what=what)
+        metadata: _PartitionedTopicMetadata | int = await read_json(
+            request, _METADATA_BODY, what=what
+        )
         if isinstance(metadata, int):
             partitions = metadata
         else:
