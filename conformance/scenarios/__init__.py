@@ -2,11 +2,11 @@
 
 Areas: ``wire`` (client-visible answers), ``admin`` (tenants, namespaces, policies; the
 further namespace and topic policies in ``admin_policies``),
-``topics`` (topic and subscription admin), ``cluster`` (brokers, clusters, isolation, failure
-domains, bundles, permissions), ``stats`` (stats, internal stats, metrics), ``data`` (schemas,
-compaction, seeks, readers, TTL), ``throttling`` (dispatch rates, per second), ``policies``
-(backlog quotas, auto subscription creation, Key_Shared hash ranges; the ``broker-policies``
-profile).
+``topics`` (topic and subscription admin; topic properties in ``topic_properties``),
+``cluster`` (brokers, clusters, isolation, failure domains, bundles, permissions), ``stats``
+(stats, internal stats, metrics), ``data`` (schemas, compaction, seeks, readers, TTL),
+``throttling`` (dispatch rates, per second), ``policies`` (backlog quotas, auto subscription
+creation, Key_Shared hash ranges; the ``broker-policies`` profile).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from conformance.scenarios import (  # noqa: F401  (imported to register their s
     policies,
     stats,
     throttling,
+    topic_properties,
     topics,
     wire,
 )

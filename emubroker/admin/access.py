@@ -214,6 +214,9 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("POST", f"{_T}/partitions"): TOPIC_POLICY,  # PARTITION WRITE
     ("GET", f"{_T}/partitions"): _topic(_To.LOOKUP),  # getPartitionedTopicMetadataAsync
     ("DELETE", f"{_T}/partitions"): _namespace(_Ns.DELETE_TOPIC),
+    ("GET", f"{_T}/properties"): _topic(_To.GET_METADATA),
+    ("PUT", f"{_T}/properties"): _topic(_To.UPDATE_METADATA),
+    ("DELETE", f"{_T}/properties"): _topic(_To.DELETE_METADATA),
     ("GET", f"{_T}/permissions"): TENANT_ADMIN,
     ("POST", f"{_T}/permissions/{{role}}"): TENANT_ADMIN,
     ("DELETE", f"{_T}/permissions/{{role}}"): TENANT_ADMIN,

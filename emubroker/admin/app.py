@@ -40,6 +40,7 @@ from emubroker.admin import (
     routes_tenants,
     routes_termination,
     routes_topic_policies,
+    routes_topic_properties,
     routes_topics,
     routes_unload,
 )
@@ -92,6 +93,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_unload.add_routes(app)
     routes_bundles.add_routes(app)
     routes_permissions.add_routes(app)
+    routes_topic_properties.add_routes(app)
     routes_topics.add_routes(app)
     routes_dispatch_rate.add_routes(app)
     routes_limits.add_routes(app)

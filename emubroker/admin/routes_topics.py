@@ -2,7 +2,8 @@
 
 Pulsar's ``PersistentTopics`` (``NonPersistentTopics`` extends it, so both domains share every
 route here): list, create and delete non-partitioned topics; create (``PUT .../partitions`` with a
-bare integer body), grow, read and delete partitioned-topic metadata; ``stats``,
+bare integer body, or a ``PartitionedTopicMetadata`` with properties), grow, read and delete
+partitioned-topic metadata; ``stats``,
 ``partitioned-stats`` and ``internalStats``; unload; compaction. Subscription routes live in
 ``routes_subscriptions``.
 
@@ -47,6 +48,11 @@ from emubroker.admin.partition_fanout import (
     partition_owner,
     topic_path,
 )
+from emubroker.admin.routes_topic_properties import (
+    coerce_properties,
+    read_properties,
+    require_strings,
+)
 from emubroker.admin.stats_merge import leave_out
 from emubroker.naming import TopicDomain
 from emubroker.topics.compaction import CompactionInProgressError
@@ -80,10 +86,11 @@ _MODES: Final = {
 
 
 class PartitionedTopicMetadata(msgspec.Struct):
-    """Pulsar's ``PartitionedTopicMetadata`` JSON."""
+    """Pulsar's ``PartitionedTopicMetadata`` JSON (``properties`` left out while none are set)."""
 
     partitions: int
     deleted: bool = False
+    properties: dict[str, str] | None = None
 
 
 def check_namespace(ctx: AdminContext, namespace: NamespaceName) -> None:
@@ -147,14 +154,22 @@ def _namespace_and_domain(request: web.Request) -> tuple[NamespaceName, TopicDom
 
 
 async def create_topic(request: web.Request) -> web.Response:
-    """``PUT TOPIC``: create a non-partitioned topic (an optional properties map is accepted)."""
+    """``PUT TOPIC``: create a non-partitioned topic, with the properties of an optional map.
+
+    A persistent topic keeps them in its managed ledger; a non-persistent one has none to keep
+    them in, and Pulsar too accepts them and drops them.
+    """
     name = topic_of(request)
-    await read_json(request, dict[str, str], what="topic properties", default=None)
+    what = "topic properties"
+    properties = require_strings(await read_properties(request, what=what), what=what)
     ctx = context(request)
     check_topic_namespace(ctx, name)
     if ctx.topics.topic_exists(name):
         raise RestError(CONFLICT, "This topic already exists")
-    await ctx.topics.get_topic(name, explicit=True)
+    topic = await ctx.topics.get_topic(name, explicit=True)
+    persistent = topic.as_persistent()
+    if properties and persistent is not None:
+        await persistent.ledger.set_properties(properties)
     return no_content()
 
 
@@ -184,18 +199,29 @@ PARTITIONED_TOPIC_METADATA: Final = "application/vnd.partitioned-topic-metadata+
 
 class _PartitionedTopicMetadata(msgspec.Struct):
     partitions: int
-    properties: dict[str, str] | None = None
+    properties: dict[str, msgspec.Raw] | None = None
 
 
-async def _partition_count(request: web.Request) -> int:
+_METADATA_BODY: Final[Any] = _PartitionedTopicMetadata | int  # Any: a union is no ``type[T]``
+
+
+async def _partition_count(request: web.Request) -> tuple[int, dict[str, str | None] | None]:
     # A bare integer, or Pulsar's PartitionedTopicMetadata under its own media type (the Go admin
-    # client always, the Java one with properties). Properties are accepted, not kept, as on
-    # PUT TOPIC.
+    # client always, with "properties": null when it has none; the Java one with properties),
+    # which Jackson also reads from a bare integer. Answers the count and the properties (None:
+    # none given).
+    properties = None
     if request.content_type == PARTITIONED_TOPIC_METADATA:
-        metadata = await read_json(
-            request, _PartitionedTopicMetadata, what="partitioned topic metadata"
+        what = "partitioned topic metadata"
+        metadata: _PartitionedTopicMetadata | int = await read_json(
+            request, _METADATA_BODY, what=what
         )
-        partitions = metadata.partitions
+        if isinstance(metadata, int):
+            partitions = metadata
+        else:
+            partitions = metadata.partitions
+            if metadata.properties is not None:
+                properties = coerce_properties(metadata.properties, what=what)
     else:
         partitions = await read_json(request, int, what="number of partitions")
     if partitions <= 0:
@@ -206,19 +232,19 @@ async def _partition_count(request: web.Request) -> int:
         raise RestError(
             NOT_ACCEPTABLE, f"Number of partitions should be less than or equal to {limit}"
         )
-    return partitions
+    return partitions, properties
 
 
 async def create_partitioned(request: web.Request) -> web.Response:
     """``PUT TOPIC/partitions`` with a bare integer or a PartitionedTopicMetadata body."""
     name = topic_of(request, partitioned=True)
-    partitions = await _partition_count(request)
+    partitions, properties = await _partition_count(request)
     ctx = context(request)
     check_topic_namespace(ctx, name)
     if ctx.topics.topic_exists(name):
         raise RestError(CONFLICT, "This topic already exists")
     try:
-        await ctx.topics.create_partitioned_topic(name, partitions)
+        await ctx.topics.create_partitioned_topic(name, partitions, properties)
     except TooManyTopicsError:
         raise  # 412 with Pulsar's reason (``errors.rest_errors``)
     except NotAllowedError:
@@ -227,9 +253,9 @@ async def create_partitioned(request: web.Request) -> web.Response:
 
 
 async def update_partitioned(request: web.Request) -> web.Response:
-    """``POST TOPIC/partitions`` with a bare integer body: grow the topic."""
+    """``POST TOPIC/partitions`` with a bare integer body: grow the topic (properties kept)."""
     name = topic_of(request, partitioned=True)
-    partitions = await _partition_count(request)
+    partitions, _ = await _partition_count(request)
     ctx = context(request)
     check_topic_namespace(ctx, name)
     current = ctx.topics.partitions_of(name)
@@ -253,7 +279,8 @@ async def get_partitions(request: web.Request) -> web.Response:
         partitions = await ctx.topics.partitioned_metadata(name)
     else:
         partitions = ctx.topics.partitions_of(name)
-    return json_response(PartitionedTopicMetadata(partitions))
+    properties = ctx.topics.partitioned_properties(name) if partitions else None
+    return json_response(PartitionedTopicMetadata(partitions, properties=properties))
 
 
 async def delete_partitioned(request: web.Request) -> web.Response:

@@ -75,6 +75,7 @@ class LedgerSegments:
         "_nowait",
         "_path",
         "_policy",
+        "_properties",
         "_sizes",
         "_starts",
         "_tainted",
@@ -110,6 +111,7 @@ class LedgerSegments:
         self._first_live = 0  # segments before it were trimmed (deleted from the bookie)
         self._tainted = False
         self._terminated = False  # ``terminate``: no entry is ever added again
+        self._properties: dict[str, str] = {}  # the topic's, stored with the ledger list
         self._version = -1  # of the stored ledger list (-1: not stored yet)
         self._fenced = False
         self._lock = anyio.Lock()
@@ -237,7 +239,11 @@ class LedgerSegments:
         try:
             put = await self._metadata.put(
                 self._path,
-                encode_info(ManagedLedgerInfo(records, terminated=self._terminated)),
+                encode_info(
+                    ManagedLedgerInfo(
+                        records, terminated=self._terminated, properties=self._properties
+                    )
+                ),
                 self._version,
             )
         except BadVersionError:

@@ -58,7 +58,7 @@ from protocol.framing import decode_payload_section
 from storage_stub.client import LedgerFencedError, StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from emubroker.metadata.store import MetadataStore
     from emubroker.storage import LedgerBackend
@@ -184,6 +184,7 @@ class ManagedLedger(LedgerReads, LedgerTrimming):
             self.infos += infos
             self._cache.skip(len(infos))
         self._terminated = stored.terminated
+        self._properties = dict(stored.properties)
         if not self._starts:
             self._add_segment(await self._bookie.create_ledger(), base)
         elif not self._terminated:  # a terminated one takes no entry: no ledger to write to
@@ -394,3 +395,34 @@ class ManagedLedger(LedgerReads, LedgerTrimming):
         """Wait for the appends in flight to finish (an unload hands the topic over after)."""
         async with self._lock:
             pass
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """A copy of the topic's properties (Pulsar's managed-ledger properties)."""
+        return dict(self._properties)
+
+    async def set_properties(self, properties: Mapping[str, str]) -> None:
+        """Add properties, replacing same keys (Pulsar's ``asyncSetProperties``), persisted.
+
+        Raises:
+            MetadataStoreError: The ledger list could not be written (nothing changed).
+        """
+        await self._change_properties(lambda old: {**old, **properties})
+
+    async def delete_property(self, key: str) -> None:
+        """Remove one property, if set (Pulsar's ``asyncDeleteProperty``), persisted.
+
+        Raises:
+            MetadataStoreError: The ledger list could not be written (nothing changed).
+        """
+        await self._change_properties(lambda old: {k: v for k, v in old.items() if k != key})
+
+    async def _change_properties(self, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+        async with self._lock:  # the change applies to what the last one left
+            before = self._properties
+            self._properties = change(before)
+            try:
+                await self._persist()
+            except BaseException:
+                self._properties = before
+                raise

@@ -52,10 +52,13 @@ class ManagedLedgerInfo(msgspec.Struct, forbid_unknown_fields=False):
         ledgers: The live ledgers, oldest first.
         terminated: The topic was terminated (Pulsar keeps ``terminatedPosition``): it takes
             no entry any more, across unloads and restarts.
+        properties: The topic's properties (Pulsar's ``ManagedLedgerInfo.properties``): given
+            when it is created, changed by ``PUT/DELETE .../{topic}/properties``.
     """
 
     ledgers: list[LedgerRecord]
     terminated: bool = False
+    properties: dict[str, str] = {}
 
 
 class CursorInfo(msgspec.Struct, forbid_unknown_fields=False):

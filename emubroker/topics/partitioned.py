@@ -1,8 +1,8 @@
-"""Partitioned topics: their partition counts, PARTITIONED_METADATA, create, grow, delete.
+"""Partitioned topics: partition counts, properties, PARTITIONED_METADATA, create, grow, delete.
 
-The counts live in the catalog (``catalog.TopicCatalog.partitioned``) and are written through to
-the metadata store when one is given, as Pulsar's admin API stores them: JSON
-``PartitionedTopicMetadata`` at ``metadata.paths.partitioned_topic_path``. Rules:
+The counts live in the catalog (``catalog.TopicCatalog.partitioned``), the properties here, and
+both are written through to the metadata store when one is given, as Pulsar's admin API stores
+them: JSON ``PartitionedTopicMetadata`` at ``metadata.paths.partitioned_topic_path``. Rules:
 
 1. A partitioned topic has at least one partition; its name is not a partition's name, nor a
    non-partitioned topic's that exists.
@@ -12,6 +12,11 @@ the metadata store when one is given, as Pulsar's admin API stores them: JSON
 4. PARTITIONED_METADATA answers N for a partitioned topic and 0 for anything else, partitions
    included (spec §5.1); with ``allowAutoTopicCreationType=partitioned`` an unknown topic is
    created first, with ``defaultNumPartitions`` partitions.
+5. A partitioned topic's properties are its own (Pulsar's ``PartitionedTopicMetadata.properties``):
+   None until some are given (at creation or by an update), kept when it grows, never copied to
+   its partitions. A key given a None value is left out (Pulsar's stored JSON leaves a null
+   entry out). A change reads the stored metadata and writes it back at the version it read
+   (again on a conflict), so concurrent changes through different brokers are all kept.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from emubroker.metadata import StoreClosedError, WatchOverflowError
+from emubroker.metadata import BadVersionError, StoreClosedError, WatchOverflowError
 from emubroker.metadata.paths import PARTITIONED_TOPICS_ROOT, partitioned_topic_path
 from emubroker.metadata.walk import topic_of_path, walk_topics
 from protocol.errors import NotAllowedError, TopicNotFoundError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from anyio.abc import TaskStatus
 
@@ -44,13 +49,26 @@ log = logging.getLogger(__name__)
 
 
 class _PartitionedTopicMetadata(msgspec.Struct):
-    # Pulsar's PartitionedTopicMetadata JSON as stored by its admin API.
+    # Pulsar's PartitionedTopicMetadata JSON as stored by its admin API; unset properties are
+    # left out, as Pulsar's mapper leaves out a null map (a stored null reads as unset).
     partitions: int
     deleted: bool = False
+    properties: dict[str, str] | msgspec.UnsetType | None = msgspec.UNSET
 
 
 def _decode(value: bytes) -> _PartitionedTopicMetadata:
-    return msgspec.json.decode(value, type=_PartitionedTopicMetadata)
+    meta = msgspec.json.decode(value, type=_PartitionedTopicMetadata)
+    if meta.properties is None:
+        meta.properties = msgspec.UNSET
+    return meta
+
+
+def _properties(meta: _PartitionedTopicMetadata) -> dict[str, str] | None:
+    return meta.properties if isinstance(meta.properties, dict) else None
+
+
+def _without_nones(properties: Mapping[str, str | None]) -> dict[str, str]:
+    return {key: value for key, value in properties.items() if value is not None}
 
 
 class PartitionedTopics:
@@ -74,6 +92,7 @@ class PartitionedTopics:
         self._catalog = catalog
         self._room = room
         self._counts = catalog.partitioned
+        self._properties: dict[TopicName, dict[str, str]] = {}  # absent: none given (rule 5)
         self._settings = settings
         self._metadata = metadata
 
@@ -93,7 +112,7 @@ class PartitionedTopics:
         for name, value in await walk_topics(self._metadata, PARTITIONED_TOPICS_ROOT):
             meta = _decode(value)
             if not meta.deleted:
-                self._counts[name] = meta.partitions
+                self._remember(name, meta)
 
     async def watch(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Follow the stored counts until the store closes (rule 3)."""
@@ -123,23 +142,34 @@ class PartitionedTopics:
         if name is None:
             return
         node = await self._metadata.get(path)
-        meta = (
-            None
-            if node is None
-            else msgspec.json.decode(node.value, type=_PartitionedTopicMetadata)
-        )
+        meta = None if node is None else _decode(node.value)
         if meta is None or meta.deleted:
             self._counts.pop(name, None)
+            self._properties.pop(name, None)
         else:
-            self._counts[name] = meta.partitions
+            self._remember(name, meta)
 
     async def _reload(self) -> None:
         self._counts.clear()
+        self._properties.clear()
         await self.load()
+
+    def _remember(self, name: TopicName, meta: _PartitionedTopicMetadata) -> None:
+        self._counts[name] = meta.partitions
+        properties = _properties(meta)
+        if properties is None:
+            self._properties.pop(name, None)
+        else:
+            self._properties[name] = properties
 
     def partitions_of(self, name: TopicName) -> int:
         """Partitions of a partitioned topic, 0 for any other name (never creates anything)."""
         return self._counts.get(name, 0)
+
+    def properties_of(self, name: TopicName) -> dict[str, str] | None:
+        """A partitioned topic's properties; None when none were ever given (rule 5)."""
+        properties = self._properties.get(name)
+        return None if properties is None else dict(properties)
 
     def names(self, ns: NamespaceName, domain: TopicDomain) -> list[str]:
         """Names of a namespace's partitioned topics in one domain, sorted."""
@@ -175,8 +205,12 @@ class PartitionedTopics:
             return s.default_num_partitions
         return 0
 
-    async def create(self, name: TopicName, partitions: int) -> None:
+    async def create(
+        self, name: TopicName, partitions: int, properties: Mapping[str, str | None] | None = None
+    ) -> None:
         """Create a partitioned topic; its partitions are created on first use (rule 1).
+
+        ``properties`` are the topic's own (rule 5); None: none given.
 
         Raises:
             TopicNotFoundError: Unknown namespace.
@@ -191,8 +225,13 @@ class PartitionedTopics:
         if name in self._counts or self._catalog.has_topic(name):
             raise NotAllowedError(f"Topic {name} already exists")
         self._room.check(name, partitions)
-        self._counts[name] = partitions
-        await self._write(name, partitions)
+        meta = _PartitionedTopicMetadata(
+            partitions,
+            properties=msgspec.UNSET if properties is None else _without_nones(properties),
+        )
+        self._remember(name, meta)
+        if self._metadata is not None:
+            await self._metadata.put(partitioned_topic_path(name), msgspec.json.encode(meta))
 
     async def update(self, name: TopicName, partitions: int) -> None:
         """Grow a partitioned topic to ``partitions`` (same count: no-op; rule 2).
@@ -211,21 +250,75 @@ class PartitionedTopics:
                 f"{current}."
             )
         self._room.check(name, partitions - current)
-        self._counts[name] = partitions
-        await self._write(name, partitions)
+        await self._change(name, lambda meta: msgspec.structs.replace(meta, partitions=partitions))
+
+    async def update_properties(
+        self, name: TopicName, properties: Mapping[str, str | None]
+    ) -> None:
+        """Add ``properties`` to a partitioned topic's, replacing same keys; None removes (rule 5).
+
+        Raises:
+            TopicNotFoundError: Not a partitioned topic.
+        """
+        added = dict(properties)
+        await self._change(
+            name,
+            lambda meta: msgspec.structs.replace(
+                meta, properties=_without_nones({**(_properties(meta) or {}), **added})
+            ),
+        )
+
+    async def remove_property(self, name: TopicName, key: str) -> None:
+        """Remove one key of a partitioned topic's properties (a missing key: no change).
+
+        Raises:
+            TopicNotFoundError: Not a partitioned topic.
+        """
+
+        def without(meta: _PartitionedTopicMetadata) -> _PartitionedTopicMetadata:
+            properties = _properties(meta)
+            if properties is None:
+                return meta  # none given: they stay none, as Pulsar's null map stays null
+            return msgspec.structs.replace(
+                meta, properties={k: v for k, v in properties.items() if k != key}
+            )
+
+        await self._change(name, without)
+
+    async def _change(
+        self,
+        name: TopicName,
+        change: Callable[[_PartitionedTopicMetadata], _PartitionedTopicMetadata],
+    ) -> None:
+        # Rule 5: read, change, write back at the version read; a conflict reads again.
+        missing = TopicNotFoundError(f"Topic {name} is not the partitioned topic.")
+        if self._metadata is None:
+            if name not in self._counts:
+                raise missing
+            current = _PartitionedTopicMetadata(
+                self._counts[name], properties=self._properties.get(name, msgspec.UNSET)
+            )
+            self._remember(name, change(current))
+            return
+        path = partitioned_topic_path(name)
+        while True:
+            node = await self._metadata.get(path)
+            if node is None or (stored := _decode(node.value)).deleted:
+                raise missing
+            meta = change(stored)
+            try:
+                await self._metadata.put(path, msgspec.json.encode(meta), node.version)
+            except BadVersionError:
+                continue
+            self._remember(name, meta)
+            return
 
     async def forget(self, name: TopicName) -> None:
         """Drop a partitioned topic's metadata (its partitions were deleted)."""
         del self._counts[name]
-        await self._write(name, None)
-
-    async def _write(self, name: TopicName, partitions: int | None) -> None:
+        self._properties.pop(name, None)
         if self._metadata is None:
             return
         path = partitioned_topic_path(name)
-        if partitions is not None:
-            await self._metadata.put(
-                path, msgspec.json.encode(_PartitionedTopicMetadata(partitions))
-            )
-        elif await self._metadata.exists(path):
+        if await self._metadata.exists(path):
             await self._metadata.delete(path)

@@ -34,7 +34,7 @@ from emubroker.topics.partitioned import PartitionedTopics
 from emubroker.topics.publish_rates import PublishRates
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Mapping
 
     from anyio.abc import TaskStatus
 
@@ -279,15 +279,19 @@ class TopicService:
         """Names of a namespace's partitioned topics in one domain, sorted."""
         return self._partitioned.names(ns, domain)
 
-    async def create_partitioned_topic(self, name: TopicName, partitions: int) -> None:
-        """Create a partitioned topic; its partitions are created on first use.
+    async def create_partitioned_topic(
+        self, name: TopicName, partitions: int, properties: Mapping[str, str | None] | None = None
+    ) -> None:
+        """Create a partitioned topic with its own ``properties`` (if given).
+
+        Its partitions are created on first use.
 
         Raises:
             TopicNotFoundError: Unknown namespace.
             NotAllowedError: Bad partition count, a partition name, or the topic exists.
             TooManyTopicsError: The namespace has no room for its partitions.
         """
-        await self._partitioned.create(name, partitions)
+        await self._partitioned.create(name, partitions, properties)
 
     async def update_partitioned_topic(self, name: TopicName, partitions: int) -> None:
         """Grow a partitioned topic to ``partitions`` (same count: no-op).
@@ -298,6 +302,24 @@ class TopicService:
             TooManyTopicsError: The namespace has no room for the new partitions.
         """
         await self._partitioned.update(name, partitions)
+
+    def partitioned_properties(self, name: TopicName) -> dict[str, str] | None:
+        """A partitioned topic's properties; None when none were given (``partitioned`` rule 5)."""
+        return self._partitioned.properties_of(name)
+
+    async def update_partitioned_properties(
+        self, name: TopicName, properties: Mapping[str, str | None]
+    ) -> None:
+        """Add to a partitioned topic's properties; a None value removes its key.
+
+        Raises:
+            TopicNotFoundError: Not a partitioned topic.
+        """
+        await self._partitioned.update_properties(name, properties)
+
+    async def remove_partitioned_property(self, name: TopicName, key: str) -> None:
+        """Remove a key of a partitioned topic's properties (``TopicNotFoundError`` as above)."""
+        await self._partitioned.remove_property(name, key)
 
     # ---- operations on whole topics (``operations``) ------------------------------------------
 

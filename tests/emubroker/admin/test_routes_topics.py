@@ -70,7 +70,11 @@ async def test_partitioned_create_takes_pulsars_metadata_media_type(admin: Admin
         headers={"Content-Type": "application/vnd.partitioned-topic-metadata+json"},
     )
     assert response.status == 204, await response.text()
-    assert await admin.ok("GET", f"{T}/partitions") == {"partitions": 2, "deleted": False}
+    assert await admin.ok("GET", f"{T}/partitions") == {
+        "partitions": 2,
+        "deleted": False,
+        "properties": {"owner": "ops"},
+    }
 
 
 async def test_partition_counts_are_validated(admin: Admin) -> None:
