@@ -53,9 +53,11 @@ public class ClientProbe {
     }
 
     private static PulsarClient client(String url) throws Exception {
-        // One IO thread and one listener thread (the defaults): the listeners run in the order
-        // the notices arrive on the one connection.
-        return PulsarClient.builder().serviceUrl(url).operationTimeout(10, TimeUnit.SECONDS).build();
+        // One IO thread and one listener thread: the listeners then run in the order the notices
+        // arrive on the one connection (the default is a thread per core, each consumer pinned
+        // to one, so two consumers' listeners would race).
+        return PulsarClient.builder().serviceUrl(url).ioThreads(1).listenerThreads(1)
+                .operationTimeout(10, TimeUnit.SECONDS).build();
     }
 
     private static String failure(Throwable t) {
