@@ -186,7 +186,8 @@ def namespace_delete_after_topics(probe: Probe) -> dict[str, Any]:
     """A namespace's delete while it has topics, after they were deleted, and its re-creation.
 
     A persistent topic with a subscription and a topic policy (Pulsar keeps those in the
-    namespace's __change_events topic), a partitioned topic, and a non-persistent topic.
+    namespace's __change_events topic), a partitioned topic, and a non-persistent topic whose
+    producer left; then deletes of non-persistent topics that are not loaded.
     """
     base = "/admin/v2/namespaces/public/cf-ns-delete"
     topic = "/admin/v2/persistent/public/cf-ns-delete/"
@@ -201,14 +202,16 @@ def namespace_delete_after_topics(probe: Probe) -> dict[str, Any]:
     record["delete_a"] = probe.rest("DELETE", topic + "a")["status"]
     record["delete_p"] = probe.rest("DELETE", topic + "p/partitions")["status"]
     record["topics_left"] = probe.rest("GET", base + "/topics")
-    record["delete_with_non_persistent"] = probe.rest("DELETE", base)
-    record["delete_np"] = probe.rest("DELETE", "/admin/v2/non-persistent/public/cf-ns-delete/np")
     record["delete"] = probe.rest("DELETE", base)
     record["get_after"] = probe.rest("GET", base)["status"]
     record["list_after"] = (
         "public/cf-ns-delete" in probe.rest("GET", "/admin/v2/namespaces/public")["body"]
     )
+    record["delete_again"] = probe.rest("DELETE", base)
     record["recreate"] = probe.rest("PUT", base)["status"]
     record["topics_after_recreate"] = probe.rest("GET", base + "/topics")
-    record["delete_again"] = probe.rest("DELETE", base)
+    np = "/admin/v2/non-persistent/public/"
+    record["delete_np_not_loaded"] = probe.rest("DELETE", np + "cf-ns-delete/np")
+    record["delete_np_never_created"] = probe.rest("DELETE", np + "default/cf-np-never")
+    record["delete_recreated"] = probe.rest("DELETE", base)
     return record
