@@ -321,8 +321,8 @@ def batch_partly_acked_redelivery(probe: Probe) -> dict[str, Any]:
                 consumer.negative_acknowledge(msg)
             again = []
             while True:
-                try:
-                    msg = consumer.receive(2000)
+                try:  # the first redelivery 100 ms after the negative acks, the rest with it
+                    msg = consumer.receive(500 if again else TIMEOUT_MS)
                 except pulsar.Timeout:
                     break
                 again.append([msg.data().decode(), msg.redelivery_count()])
