@@ -5,8 +5,9 @@
 //
 //   java -cp "$(scripts/pulsar-standalone classpath)" conformance/java/ClientProbe.java URL JOB...
 //
-// Each JOB is one argument, "NAME MODE ARGS..." (space-separated): one JVM runs them in turn (a
-// JVM's start costs seconds on a loaded machine). Modes:
+// Each JOB is one argument, "NAME MODE ARGS..." (space-separated): one JVM runs them all at once,
+// each on its own thread with its own client and topic (a JVM's start costs seconds on a loaded
+// machine, and the failover jobs mostly wait). Modes:
 //   failover TOPIC DELAY_MS STEPS   consumers c1, c2, ... of one Failover subscription join and
 //       leave (STEPS: "+c1,+c2,-active,..."); every becameActive/becameInactive the client hears,
 //       in the order heard, with the step it came in and whether it came with the step's answer
@@ -23,6 +24,8 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.ConsumerEventListener;
@@ -34,22 +37,31 @@ import org.apache.pulsar.client.api.SubscriptionType;
 public class ClientProbe {
     public static void main(String[] args) throws Exception {
         String url = args[0];
-        Map<String, Object> out = new LinkedHashMap<>();
+        Map<String, CompletableFuture<Object>> running = new LinkedHashMap<>();
         for (int i = 1; i < args.length; i++) {
             String[] job = args[i].split(" ");
-            try {
-                out.put(job[0], switch (job[1]) {
-                    case "failover" -> failover(url, job[2], Long.parseLong(job[3]), job[4]);
-                    case "multi-schema" -> multiSchema(url, job[2]);
-                    case "transactions" -> transactions(url);
-                    default -> throw new IllegalArgumentException("unknown mode " + job[1]);
-                });
-            } catch (Exception e) {
-                out.put(job[0], Map.of("probe_failed", e.toString()));
-            }
+            running.put(job[0], CompletableFuture.supplyAsync(
+                    () -> run(url, job), Executors.newSingleThreadExecutor()));
+        }
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (Map.Entry<String, CompletableFuture<Object>> entry : running.entrySet()) {
+            out.put(entry.getKey(), entry.getValue().get());
         }
         System.out.println("PROBE-RESULT " + new ObjectMapper().writeValueAsString(out));
         System.exit(0);
+    }
+
+    private static Object run(String url, String[] job) {
+        try {
+            return switch (job[1]) {
+                case "failover" -> failover(url, job[2], Long.parseLong(job[3]), job[4]);
+                case "multi-schema" -> multiSchema(url, job[2]);
+                case "transactions" -> transactions(url);
+                default -> throw new IllegalArgumentException("unknown mode " + job[1]);
+            };
+        } catch (Exception e) {
+            return Map.of("probe_failed", e.toString());
+        }
     }
 
     private static PulsarClient client(String url) throws Exception {
@@ -64,29 +76,33 @@ public class ClientProbe {
         return t.getClass().getSimpleName();
     }
 
-    // The step under way and when its call began (nanoTime), read by the listener thread.
-    private static volatile String step = "";
-    private static volatile long stepStarted = 0;
+    // One failover job's step under way and when its call began (nanoTime), read by its
+    // client's listener thread.
+    private static final class Step {
+        volatile String name = "";
+        volatile long started = 0;
+    }
 
     private static Map<String, Object> failover(String url, String topic, long delayMs, String steps)
             throws Exception {
         List<Map<String, Object>> heard = Collections.synchronizedList(new ArrayList<>());
         Map<String, Consumer<byte[]>> consumers = new LinkedHashMap<>();
         String[] active = {null};
+        Step step = new Step();
         try (PulsarClient client = client(url)) {
             for (String s : steps.split(",")) {
-                step = s;
-                stepStarted = System.nanoTime();
+                step.name = s;
+                step.started = System.nanoTime();
                 if (s.startsWith("+")) {
                     String name = s.substring(1);
                     ConsumerEventListener listener = new ConsumerEventListener() {
                         public void becameActive(Consumer<?> c, int partitionId) {
-                            record(heard, name, true, delayMs);
+                            record(heard, step, name, true, delayMs);
                             active[0] = name;
                         }
 
                         public void becameInactive(Consumer<?> c, int partitionId) {
-                            record(heard, name, false, delayMs);
+                            record(heard, step, name, false, delayMs);
                         }
                     };
                     consumers.put(name, client.newConsumer().topic(topic).subscriptionName("s")
@@ -108,10 +124,11 @@ public class ClientProbe {
     // after the change comes at least the delay after the call began (the change happens within
     // the call). So the time since the call began tells them apart, whatever the call's own
     // latency after the change (a loaded broker may answer a CLOSE_CONSUMER late).
-    private static void record(List<Map<String, Object>> heard, String name, boolean active, long delayMs) {
-        long sinceMs = (System.nanoTime() - stepStarted) / 1_000_000;
+    private static void record(
+            List<Map<String, Object>> heard, Step step, String name, boolean active, long delayMs) {
+        long sinceMs = (System.nanoTime() - step.started) / 1_000_000;
         Map<String, Object> event = new LinkedHashMap<>();
-        event.put("step", step);
+        event.put("step", step.name);
         event.put("consumer", name);
         event.put("active", active);
         event.put("when", sinceMs < delayMs ? "with the answer" : "after the delay");
