@@ -112,7 +112,9 @@ public class ClientProbe {
                     String name = s.substring(1).equals("active") ? active[0] : s.substring(1);
                     consumers.remove(name).close();
                 }
-                Thread.sleep(delayMs + 500);
+                // Room for a loaded broker's late notice: one heard in the next step would be
+                // counted there.
+                Thread.sleep(delayMs + 1500);
             }
         }
         Map<String, Object> out = new LinkedHashMap<>();
