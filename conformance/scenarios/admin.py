@@ -179,3 +179,39 @@ def namespace_topics_and_bundles(probe: Probe) -> dict[str, Any]:
         "policies": normalise(probe.rest("GET", base)),
         "delete_with_topics": probe.rest("DELETE", base)["status"],
     }
+
+
+@scenario("admin")
+def namespace_delete_after_topics(probe: Probe) -> dict[str, Any]:
+    """A namespace's delete while it has topics, after they were deleted, and its re-creation.
+
+    A persistent topic with a subscription and a topic policy (Pulsar keeps those in the
+    namespace's __change_events topic), a partitioned topic, and a non-persistent topic whose
+    producer left; then deletes of non-persistent topics that are not loaded.
+    """
+    base = "/admin/v2/namespaces/public/cf-ns-delete"
+    topic = "/admin/v2/persistent/public/cf-ns-delete/"
+    record: dict[str, Any] = {"create": probe.rest("PUT", base)["status"]}
+    with probe.client() as client:
+        client.subscribe("persistent://public/cf-ns-delete/a", "s").close()
+        client.create_producer("persistent://public/cf-ns-delete/a").send(b"x")
+        client.create_producer("non-persistent://public/cf-ns-delete/np").close()
+    record["partitioned"] = probe.rest("PUT", topic + "p/partitions", 2)["status"]
+    record["topic_policy"] = probe.rest("POST", topic + "a/messageTTL?messageTTL=60")["status"]
+    record["delete_with_topics"] = probe.rest("DELETE", base)
+    record["delete_a"] = probe.rest("DELETE", topic + "a")["status"]
+    record["delete_p"] = probe.rest("DELETE", topic + "p/partitions")["status"]
+    record["topics_left"] = probe.rest("GET", base + "/topics")
+    record["delete"] = probe.rest("DELETE", base)
+    record["get_after"] = probe.rest("GET", base)["status"]
+    record["list_after"] = (
+        "public/cf-ns-delete" in probe.rest("GET", "/admin/v2/namespaces/public")["body"]
+    )
+    record["delete_again"] = probe.rest("DELETE", base)
+    record["recreate"] = probe.rest("PUT", base)["status"]
+    record["topics_after_recreate"] = probe.rest("GET", base + "/topics")
+    np = "/admin/v2/non-persistent/public/"
+    record["delete_np_not_loaded"] = probe.rest("DELETE", np + "cf-ns-delete/np")
+    record["delete_np_never_created"] = probe.rest("DELETE", np + "default/cf-np-never")
+    record["delete_recreated"] = probe.rest("DELETE", base)
+    return record

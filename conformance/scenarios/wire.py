@@ -7,6 +7,7 @@ from typing import Any
 
 import pulsar
 
+from conformance import javaprobe
 from conformance.probe import Probe, outcome
 from conformance.scenarios.registry import TIMEOUT_MS, T, scenario
 
@@ -260,3 +261,86 @@ def non_persistent_topic(probe: Probe) -> dict[str, Any]:
                 ).has_message_available()
             ),
         }
+
+
+_FAILOVER_DELAY_MS = 500  # activeConsumerFailoverDelayTimeMillis in conformance/broker.conf
+# On cf-failover-events the ring makes c2 active when it joins and keeps it when c3 joins; on
+# cf-failover-c3 each join changes the active consumer. A non-persistent topic counts as
+# partition 0: c1, first by name, stays active until it leaves.
+_STEPS = "+c1,+c2,+c3,-active,-active"
+_FAILOVER = {
+    name: javaprobe.job(f"failover-{name}", f"failover {topic} {_FAILOVER_DELAY_MS} {steps}")
+    for name, topic, steps in [
+        ("persistent", T + "cf-failover-events", _STEPS),
+        ("every_join_changes", T + "cf-failover-c3", _STEPS),
+        ("non_persistent", "non-persistent://public/default/cf-failover-np", "+c1,+c2,+c3,-c1"),
+    ]
+}
+
+
+@scenario("wire")
+def failover_active_consumer_events(probe: Probe) -> dict[str, Any]:
+    """ACTIVE_CONSUMER_CHANGE as the Java client's ConsumerEventListener hears it, Failover.
+
+    Consumers c1, c2, c3 join one subscription, then the active one leaves (twice): who is told
+    what, in which order, with the SUBSCRIBE's (or CLOSE_CONSUMER's) answer or the broker's
+    delay later; on two persistent topics and a non-persistent one.
+    """
+    return {name: javaprobe.observe(probe.target, job) for name, job in _FAILOVER.items()}
+
+
+@scenario("wire")
+def batch_partly_acked_redelivery(probe: Probe) -> dict[str, Any]:
+    """A batch of 5, two acked, three negatively acked: what comes back (Shared).
+
+    acknowledgmentAtBatchIndexLevelEnabled is false (Pulsar 4.0's default): with and without the
+    client's batch-index acks.
+    """
+    topic = T + "cf-batch-partial-ack"
+    with probe.client() as client:
+        consumers = {
+            flag: client.subscribe(
+                topic, f"index-acks-{str(flag).lower()}", consumer_type=Kinds.Shared,
+                negative_ack_redelivery_delay_ms=100, batch_index_ack_enabled=flag,
+            )
+            for flag in (False, True)
+        }  # fmt: skip
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=5,
+            batching_max_publish_delay_ms=1000,
+        )  # fmt: skip
+        for i in range(5):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        record: dict[str, Any] = {}
+        for flag, consumer in consumers.items():
+            got = [consumer.receive(TIMEOUT_MS) for _ in range(5)]
+            for msg in got[:2]:
+                consumer.acknowledge(msg)
+            for msg in got[2:]:
+                consumer.negative_acknowledge(msg)
+            again = []
+            while True:
+                try:  # the first redelivery 100 ms after the negative acks, the rest with it
+                    msg = consumer.receive(500 if again else TIMEOUT_MS)
+                except pulsar.Timeout:
+                    break
+                again.append([msg.data().decode(), msg.redelivery_count()])
+                consumer.acknowledge(msg)
+            record[f"client_index_acks_{str(flag).lower()}"] = {
+                "first": [m.data().decode() for m in got],
+                "redelivered": sorted(again),
+            }
+        return record
+
+
+_TRANSACTIONS = javaprobe.job("transactions", "transactions")
+
+
+@scenario("wire")
+def transactions_disabled(probe: Probe) -> dict[str, Any]:
+    """A Java client with transactions enabled, against a broker without a coordinator.
+
+    Both brokers run without one (Pulsar's transactionCoordinatorEnabled=false, the default).
+    """
+    return javaprobe.observe(probe.target, _TRANSACTIONS)  # type: ignore[no-any-return]

@@ -10,7 +10,8 @@ partitioned-topic metadata; ``stats``,
 Statuses and reasons follow ``PersistentTopicsBase``/``AdminResource``: an existing topic is 409
 "This topic already exists", a partition count below 1 is 406 "Number of partitions should be more
 than 0", shrinking is 422, a partition name where a partitioned topic is expected is 412, an
-unknown topic 404 "Topic <name> not found", deleting a topic with producers or consumers without
+unknown topic 404 "Topic <name> not found" (but deleting a non-persistent topic that is not loaded
+is 204: there is nothing to delete), deleting a topic with producers or consumers without
 ``force`` 412 "Topic has active producers/subscriptions", and calling the non-partitioned delete on
 a partitioned topic (or the reverse) 409 naming the right call.
 """
@@ -188,6 +189,10 @@ async def delete_topic(request: web.Request) -> web.Response:
     try:
         await ctx.topics.delete_topic(name, force=query_bool(request, "force"))
     except TopicNotFoundError:
+        if name.domain is TopicDomain.NON_PERSISTENT:
+            # Pulsar's BrokerService.deleteTopic: a non-persistent topic that is not loaded has
+            # nothing to delete (204); only a persistent one is looked for in the store.
+            return no_content()
         raise RestError(NOT_FOUND, f"Topic {name} not found") from None
     except NotAllowedError:
         raise RestError(PRECONDITION_FAILED, "Topic has active producers/subscriptions") from None

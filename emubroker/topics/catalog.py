@@ -116,7 +116,9 @@ class TopicCatalog:
         it is this broker's snapshot of the store, and another broker may have deleted a topic
         since (after its bundle moved there). The topics open here count too: non-persistent
         topics live only on their owner, and without a durable backend the open states are the
-        only record.
+        only record. A non-persistent topic counts only while it is active, with a producer or
+        a subscription (Pulsar's ``NonPersistentTopic.isActive``, which its
+        ``getListOfNonPersistentTopics`` asks): one left idle does not keep the namespace.
 
         Args:
             ns: The namespace.
@@ -126,7 +128,9 @@ class TopicCatalog:
         Raises:
             MetadataStoreError: The store failed.
         """
-        if any(name.namespace == ns for name in itertools.chain(self.loaded, self.states)):
+        if any(name.namespace == ns for name in self.states):
+            return True
+        if any(name.namespace == ns and _counts(topic) for name, topic in self.loaded.items()):
             return True
         if partitioned is None:
             if any(name.namespace == ns for name in self.partitioned):
@@ -149,6 +153,13 @@ class TopicCatalog:
             subscriptions=sum(len(t.subscriptions) for t in topics),
             topics=topics,
         )
+
+
+def _counts(topic: TopicHandle) -> bool:
+    """Whether a loaded topic keeps its namespace from deletion (``namespace_has_topics``)."""
+    if topic.as_persistent() is not None:
+        return True
+    return topic.producer_count > 0 or bool(topic.subscriptions())
 
 
 async def _has_topic_nodes(store: MetadataStore, root: str, ns: NamespaceName) -> bool:

@@ -7,6 +7,7 @@ import pytest
 
 from emubroker.app import Broker
 from emubroker.naming import NamespaceName, TopicName
+from protocol import commands as c
 from tests.emubroker.admin.conftest import Admin, Wire
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -166,6 +167,29 @@ async def test_namespace_delete(admin: Admin, broker: Broker, wire: Wire) -> Non
         "DELETE", "/admin/v2/namespaces/acme/gone", 404, "Namespace acme/gone does not exist."
     )
     await admin.ok("DELETE", "/admin/v2/tenants/acme")
+
+
+async def test_namespace_delete_counts_only_active_non_persistent_topics(
+    admin: Admin, wire: Wire
+) -> None:
+    # Pulsar lists a namespace's non-persistent topics for its deletion only while they are
+    # active (NonPersistentTopic.isActive: a producer or a subscription, which ends with its
+    # last consumer): one left loaded and idle does not keep the namespace.
+    await _tenant(admin)
+    path = "/admin/v2/namespaces/acme/np"
+    topic = "non-persistent://acme/np/t"
+    await admin.ok("PUT", path)
+    client = await wire.client()
+    await client.send(c.Producer(topic=topic, producer_id=1, request_id=1))
+    assert isinstance(await client.receive_command(), c.ProducerSuccess)
+    await admin.fails("DELETE", path, 409, "Cannot delete non empty namespace")
+    await client.send(c.CloseProducer(producer_id=1, request_id=2))
+    assert await client.receive_command() == c.Success(request_id=2)
+    consumer = await wire.consumer(topic, "s")
+    await admin.fails("DELETE", path, 409, "Cannot delete non empty namespace")
+    await consumer.send(c.CloseConsumer(consumer_id=1, request_id=2))
+    assert await consumer.receive_command() == c.Success(request_id=2)
+    assert await admin.call("DELETE", path) == (204, None)
 
 
 async def test_deduplication_policy(admin: Admin, broker: Broker) -> None:
