@@ -26,6 +26,7 @@ import msgspec
 from protocol import commands as c
 from protocol.codec import decode_command_at, encode_command, encode_message
 from protocol.errors import RemoteProtocolError, ServerError
+from protocol.runs import SendRun, read_send_run
 from protocol.wire import (
     SMALL_VARINTS,
     U64,
@@ -532,6 +533,18 @@ class FrameDecoder:
             return None
         frame = self._take(4 + total)
         return frame, 4, len(frame)
+
+    def next_send_run(self) -> SendRun | None:
+        """The SEND frames of one producer next in the buffer as one run, or None.
+
+        None when the next frame is not a fast-lane SEND (``protocol.runs``) or spans chunks:
+        ``next_frame`` then decodes it.
+        """
+        found = read_send_run(self._buf, self._pos, self.max_frame_size)
+        if found is None:
+            return None
+        run, self._pos = found
+        return run
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None when more bytes are needed.

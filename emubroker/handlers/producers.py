@@ -28,7 +28,7 @@ import anyio
 from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.topics import ProducerRequest, SubscribeRequest
-from emubroker.topics.entry import entry_info_from_entry
+from emubroker.topics.entry import RunInfos, entry_info_from_entry
 from emubroker.topics.limits import check_producers
 from protocol import commands as c
 from protocol.errors import BrokerError, RemoteProtocolError, ServerError
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from emubroker.topics import ProducerHandle, TopicHandle
     from emubroker.topics.entry import EntryInfo
     from protocol.framing import Frame
+    from protocol.runs import SendRun
 
 __all__ = ["SCHEMA_VERSION_ZERO", "ProducerCommands"]
 
@@ -73,6 +74,7 @@ class _Producer:
         "done",
         "failed",
         "handle",
+        "infos",
         "producer_id",
         "publishing",
         "queue",
@@ -88,6 +90,7 @@ class _Producer:
         self.topic = topic
         self.handle = handle
         self.queue: deque[_Send] = deque()
+        self.infos = RunInfos()  # reads the entry infos of its runs of SENDs
         self.queued_bytes = 0  # entry bytes of the SENDs in the queue that are to be stored
         self.failed = 0  # SENDs in the queue that fail on their own (their error is queued)
         self.touched = False  # SENDs were queued during the current read (flush publishes them)
@@ -214,6 +217,45 @@ class ProducerCommands(CommandGroup):
                 producer.queue.append((cmd.sequence_id, (entry, crc, info)))
                 producer.queued_bytes += len(entry)
                 self._pending_bytes += len(entry)
+        if not producer.touched:
+            producer.touched = True
+            self._touched.append(producer)
+
+    def on_send_run(self, run: SendRun) -> None:
+        """SENDs of one producer read as a run (``protocol.runs``): ``on_send`` of each, at once.
+
+        The same FIFO entries, failures and counts as one ``on_send`` per SEND, with the entry
+        infos read against the producer's last metadata (``RunInfos``).
+        """
+        producer = self._producers.get(run.producer_id)
+        if producer is None:
+            if run.producer_id not in self._closed_producers:
+                self._session.close(f"SEND for unknown producer {run.producer_id}")
+            return
+        infos = producer.infos.read(run)
+        append = producer.queue.append
+        crc32c = checksum
+        size = failed = 0
+        for sequence_id, entry, crc, info in zip(
+            run.sequence_ids, run.entries, run.checksums, infos, strict=True
+        ):
+            if crc32c(entry) != crc:
+                append((sequence_id, "checksum mismatch"))
+                failed += 1
+                continue
+            if info is None:
+                try:
+                    info = entry_info_from_entry(entry)
+                except RemoteProtocolError as exc:
+                    append((sequence_id, f"bad metadata: {exc}"))  # as in on_send
+                    failed += 1
+                    continue
+            append((sequence_id, (entry, crc, info)))
+            size += len(entry)
+        self._pending += len(infos)
+        self._pending_bytes += size
+        producer.queued_bytes += size
+        producer.failed += failed
         if not producer.touched:
             producer.touched = True
             self._touched.append(producer)
