@@ -143,6 +143,11 @@ class _NullSink:
     ) -> None:
         pass
 
+    def send_messages(
+        self, consumer_id: int, ledger_id: int, entry_id: int, partition: int, sections: list[bytes]
+    ) -> int:
+        return len(sections)
+
     def close_consumer(self, consumer_id: int) -> None:
         pass
 

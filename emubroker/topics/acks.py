@@ -38,6 +38,7 @@ the entries and batch masks it removed. Rules (spec §7.2, §7.3):
 from __future__ import annotations
 
 import sys
+from itertools import repeat
 from typing import TYPE_CHECKING, NamedTuple
 
 from emubroker.topics.cursor import mask_from_words, words_from_mask
@@ -146,6 +147,25 @@ class Acknowledgements:
         self._pending[index] = consumer
         counts = self._counts
         return charged, ack_set, counts.get(index, 0) if counts else 0
+
+    @property
+    def plain(self) -> bool:
+        """No partly acknowledged batch and no redelivery count: ``deliver_run`` may be used."""
+        return not self.cursor.partial and not self._counts
+
+    def deliver_run(self, consumer: Consumer, first: int, charges: list[int]) -> None:
+        """``deliver`` of entries ``first``, ``first + 1``, ... to ``consumer``, at once.
+
+        The dispatch hot path for a run of new entries to one consumer, when :attr:`plain`:
+        each entry is charged its messages (``charges``), with no ack set and no redelivery
+        count, as ``deliver`` would. The consumer blocks if the run reaches the limit.
+        """
+        indexes = range(first, first + len(charges))
+        consumer.pending.update(zip(indexes, charges, strict=True))
+        self._pending.update(zip(indexes, repeat(consumer)))
+        unacked = consumer.unacked = consumer.unacked + sum(charges)
+        if unacked >= self._block_at:
+            consumer.blocked = True
 
     def release(self, consumer: Consumer, *, count: bool = False) -> list[int]:
         """Take back every delivery pending on ``consumer`` (rule 4).
