@@ -319,12 +319,17 @@ def encode_send_receipt_frames(
         LocalProtocolError: a value is out of its field's range.
     """
     small = SMALL_VARINTS
+    continued = CONTINUED_BYTES
     pack = _U32X2.pack
     parts: list[bytes] = []
     append = parts.append
     last_ledger = None
     lv = b""
     mid_base = 0
+    # Per ledger, for sequence and entry ids of one to three bytes (most receipts): the frame up
+    # to the sequence id, heads[len(sv)][len(ev)], and from it to the entry id, mids[len(ev)].
+    heads: list[list[bytes]] = []
+    mids: list[bytes] = []
     try:
         pv = small[producer_id] if 0 <= producer_id < 128 else uvarint(producer_id)
         head_size = 4 + len(pv)
@@ -333,10 +338,42 @@ def encode_send_receipt_frames(
                 lv = small[ledger_id] if 0 <= ledger_id < 128 else uvarint(ledger_id & U64)
                 mid_base = 2 + len(lv)
                 last_ledger = ledger_id
+                mids = [b"\x1a%c\x08%b\x10" % (mid_base + n, lv) for n in range(4)]
+                heads = [
+                    [
+                        b"%b\x08\x07\x3a%c\x08%b\x10" % (pack(8 + size, 4 + size), size, pv)
+                        for size in (head_size + ns + mid_base + ne for ne in range(4))
+                    ]
+                    for ns in range(4)
+                ]
+            if 0 <= sequence_id < 0x200000 and 0 <= entry_id < 0x200000:
+                # CommandSendReceipt: 08 producer_id 10 sequence_id 1a len(MessageIdData)
+                # 08 ledgerId 10 entryId; the varints of up to three bytes from tables.
+                if sequence_id < 0x80:
+                    sv = small[sequence_id]
+                elif sequence_id < 0x4000:
+                    sv = continued[sequence_id & 0x7F] + small[sequence_id >> 7]
+                else:
+                    sv = (
+                        continued[sequence_id & 0x7F]
+                        + continued[sequence_id >> 7 & 0x7F]
+                        + small[sequence_id >> 14]
+                    )
+                if entry_id < 0x80:
+                    ev = small[entry_id]
+                elif entry_id < 0x4000:
+                    ev = continued[entry_id & 0x7F] + small[entry_id >> 7]
+                else:
+                    ev = (
+                        continued[entry_id & 0x7F]
+                        + continued[entry_id >> 7 & 0x7F]
+                        + small[entry_id >> 14]
+                    )
+                parts += (heads[len(sv)][len(ev)], sv, mids[len(ev)], ev)
+                continue
             sv = small[sequence_id] if 0 <= sequence_id < 128 else uvarint(sequence_id)
             ev = small[entry_id] if 0 <= entry_id < 128 else uvarint(entry_id & U64)
-            # CommandSendReceipt: 08 producer_id 10 sequence_id 1a len(MessageIdData)
-            # 08 ledgerId 10 entryId; at most 46 bytes, so every length takes one byte.
+            # At most 46 bytes, so every length takes one byte.
             mid_size = mid_base + len(ev)
             body_size = head_size + len(sv) + mid_size
             append(

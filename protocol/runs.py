@@ -23,7 +23,7 @@ from typing import Final
 
 __all__ = ["SendRun", "read_send_run"]
 
-_HEAD: Final = struct.Struct(">II")  # total_size, command size
+_HEAD: Final = struct.Struct(">IIQ")  # total_size, command size, the command's first 8 bytes
 _SECTION: Final = struct.Struct(">HII")  # checksum magic, crc32c, metadata size
 _MAGIC_CHECKSUM_U16: Final = 0x0E01
 _SHORTEST: Final = 4 + 4 + 8 + 10  # a frame with a one-byte sequence id and empty metadata
@@ -71,39 +71,39 @@ def read_send_run(buf: bytes, pos: int, max_frame_size: int) -> tuple[SendRun, i
     producer = buf[pos + 13]
     if producer >= 0x80:
         return None
-    pid = bytes((producer, 0x10))
+    # The command's first seven bytes, by the sequence id's length (1-3): ``08 06 32 len 08
+    # producer_id 10``, as the top of the u64 read at the command's start (its low byte is the
+    # sequence id's first byte).
+    prefixes = (-1, *(int.from_bytes(head + bytes((producer, 0x10))) for head in _SEND_HEADS))
     run = SendRun(producer)
     sequence_ids = run.sequence_ids
     varints = run.sequence_varints
     entries = run.entries
     checksums = run.checksums
-    heads = _SEND_HEADS
     head = _HEAD.unpack_from
     section = _SECTION.unpack_from
     while size - pos >= _SHORTEST:
-        total, cmd_size = head(buf, pos)
+        total, cmd_size, command = head(buf, pos)
+        length = cmd_size - 7  # of the sequence id
+        if not 0 < length < 4 or command >> 8 != prefixes[length]:
+            break
         end = pos + 4 + total
-        if end > size or total > max_frame_size or not 8 <= cmd_size <= 10:
-            break
-        cs = pos + 8
-        if not (buf.startswith(heads[cmd_size - 8], cs) and buf.startswith(pid, cs + 5)):
-            break
-        ce = cs + cmd_size
-        if end - ce < 10:
-            break  # no room for the checksum section and the metadata size
-        b0 = buf[cs + 7]
-        if cmd_size == 8:
+        ce = pos + 8 + cmd_size
+        if end > size or total > max_frame_size or end - ce < 10:
+            break  # incomplete, too large, or no room for the checksum and the metadata size
+        b0 = command & 0xFF
+        if length == 1:
             if b0 >= 0x80:
                 break
             sequence_id = b0
-        elif cmd_size == 9:
-            b1 = buf[cs + 8]
+        elif length == 2:
+            b1 = buf[ce - 1]
             if b0 < 0x80 or not 0 < b1 < 0x80:
                 break  # not a two-byte varint, or a non-canonical one
             sequence_id = (b0 & 0x7F) | b1 << 7
         else:
-            b1 = buf[cs + 8]
-            b2 = buf[cs + 9]
+            b1 = buf[ce - 2]
+            b2 = buf[ce - 1]
             if b0 < 0x80 or b1 < 0x80 or not 0 < b2 < 0x80:
                 break
             sequence_id = (b0 & 0x7F) | (b1 & 0x7F) << 7 | b2 << 14
@@ -111,7 +111,7 @@ def read_send_run(buf: bytes, pos: int, max_frame_size: int) -> tuple[SendRun, i
         if magic != _MAGIC_CHECKSUM_U16 or metadata_size > end - ce - 10:
             break
         sequence_ids.append(sequence_id)
-        varints.append(buf[cs + 7 : ce])
+        varints.append(buf[ce - length : ce])
         entries.append(buf[ce + 6 : end])
         checksums.append(crc)
         pos = end
