@@ -56,6 +56,7 @@ _U32 = struct.Struct(">I")
 _U32X2 = struct.Struct(">II")
 _CHECKSUMMED = struct.Struct(">HII")  # checksum magic, crc32c, metadata_size
 _MAGIC_CHECKSUM_U16 = 0x0E01
+_MAGIC_AND_CRC = struct.Struct(">HI")  # 0x0e01 | crc32c
 
 
 checksum: Final = _crc32c.crc32c
@@ -129,9 +130,10 @@ def payload_section(entry: bytes, entry_checksum: int | None) -> bytes:
 
 def payload_sections(entries: Iterable[tuple[bytes, int | None, object]]) -> list[bytes]:
     """``payload_section`` of each ``(entry, checksum, ...)``: one call per run of SENDs."""
-    pack = _U32.pack
+    head = _MAGIC_AND_CRC.pack
     return [
-        entry if crc is None else MAGIC_CHECKSUM + pack(crc) + entry for entry, crc, _ in entries
+        entry if crc is None else head(_MAGIC_CHECKSUM_U16, crc) + entry
+        for entry, crc, _ in entries
     ]
 
 

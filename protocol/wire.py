@@ -344,13 +344,14 @@ _U64: Final = struct.Struct(">Q")
 def _more_entry_ids(buf: bytes, pos: int, end: int, ledger_id: int, entry_ids: list[int]) -> int:
     """Read on the ids of whole entries of ``ledger_id`` from ``pos``; where the first other is.
 
-    A grouped ACK names up to 1,000 consecutive entries, whose ids after the first 16,384 are
-    ``1a 05 08 ledgerId 10 e0 e1`` or ``1a 06 08 ledgerId 10 e0 e1 e2`` (entry ids of two and
-    three bytes, canonical or not): each is read as one u64 and checked with two comparisons.
+    A grouped ACK names up to 1,000 consecutive entries, whose ids are ``1a 04 08 ledgerId 10
+    e0`` to ``1a 06 08 ledgerId 10 e0 e1 e2`` (entry ids of one to three bytes, canonical or
+    not): each is read as one u64 and checked with two comparisons.
     Anything else (another ledger, other lengths, the last id before ``end``) is left to the
     caller's loop.
     """
-    two = 0x1A0508 << 16 | ledger_id << 8 | 0x10  # the id's first five bytes
+    one = 0x1A0408 << 16 | ledger_id << 8 | 0x10  # the id's first five bytes
+    two = 0x1A0508 << 16 | ledger_id << 8 | 0x10
     three = 0x1A0608 << 16 | ledger_id << 8 | 0x10
     read = _U64.unpack_from
     append = entry_ids.append
@@ -363,6 +364,9 @@ def _more_entry_ids(buf: bytes, pos: int, end: int, ledger_id: int, entry_ids: l
         elif top == two and word & 0x808000 == 0x800000:
             append((word >> 16 & 0x7F) | (word >> 1 & 0x3F80))
             pos += 7
+        elif top == one and word & 0x800000 == 0:
+            append(word >> 16 & 0x7F)
+            pos += 6
         else:
             break
     return pos

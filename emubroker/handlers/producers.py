@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from functools import partial
+from operator import itemgetter
 from typing import TYPE_CHECKING, Final, cast
 
 import anyio
@@ -63,6 +64,9 @@ _Entry = tuple[bytes, "int | None", "EntryInfo"]
 
 _Send = tuple[int, "_Entry | str"]
 """A queued SEND: ``(sequence_id, entry to store or why it fails)``."""
+
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 class _Producer:
@@ -238,13 +242,34 @@ class ProducerCommands(CommandGroup):
                 self._session.close(f"SEND for unknown producer {run.producer_id}")
             return
         infos = producer.infos.read(run)
+        entries = run.entries
+        if list(map(checksum, entries)) == run.checksums and None not in infos:
+            # Every SEND is good (the usual run): queued without a Python loop.
+            good = cast("list[EntryInfo]", infos)  # None is not in it
+            producer.queue.extend(
+                zip(run.sequence_ids, zip(entries, run.checksums, good, strict=True), strict=True)
+            )
+            size, failed = sum(map(len, entries)), 0
+        else:
+            size, failed = self._queue_each(producer, run, infos)
+        self._pending += len(infos)
+        self._pending_bytes += size
+        producer.queued_bytes += size
+        producer.failed += failed
+        if not producer.touched:
+            producer.touched = True
+            self._touched.append(producer)
+
+    def _queue_each(
+        self, producer: _Producer, run: SendRun, infos: list[EntryInfo | None]
+    ) -> tuple[int, int]:
+        """Queue a run's SENDs one by one, failing those that fail; ``(bytes, failed)``."""
         append = producer.queue.append
-        crc32c = checksum
         size = failed = 0
         for sequence_id, entry, crc, info in zip(
             run.sequence_ids, run.entries, run.checksums, infos, strict=True
         ):
-            if crc32c(entry) != crc:
+            if checksum(entry) != crc:
                 append((sequence_id, "checksum mismatch"))
                 failed += 1
                 continue
@@ -257,13 +282,7 @@ class ProducerCommands(CommandGroup):
                     continue
             append((sequence_id, (entry, crc, info)))
             size += len(entry)
-        self._pending += len(infos)
-        self._pending_bytes += size
-        producer.queued_bytes += size
-        producer.failed += failed
-        if not producer.touched:
-            producer.touched = True
-            self._touched.append(producer)
+        return size, failed
 
     def flush(self) -> None:
         """After the frames of one read: publish what their SENDs queued (spec §6.2).
@@ -340,8 +359,8 @@ class ProducerCommands(CommandGroup):
             )
             return None
         if not producer.failed:  # nothing failed on its own: take the whole FIFO at C speed
-            sequence_ids = [sequence_id for sequence_id, _ in queue]
-            entries = cast("list[_Entry]", [entry for _, entry in queue])  # one cast, not one each
+            sequence_ids = list(map(_FIRST, queue))
+            entries = cast("list[_Entry]", list(map(_SECOND, queue)))  # one cast, not one each
             queue.clear()
             size, producer.queued_bytes = producer.queued_bytes, 0
             return sequence_ids, entries, size
