@@ -65,6 +65,11 @@ class CountingSink:
     def send_message(self, *args: Any) -> None:
         self.count += 1
 
+    def send_messages(self, *args: Any) -> int:
+        sections = args[-1]
+        self.count += len(sections)
+        return len(sections)
+
     def close_consumer(self, consumer_id: int) -> None:
         pass
 

@@ -40,6 +40,8 @@ from protocol.wire import parse_message, parse_send
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from protocol.runs import SendRun
+
 PROTOCOL_VERSION: Final = 20
 """The highest protocol version we speak (v20, what the C++ 4.x client sends)."""
 
@@ -230,6 +232,17 @@ class Connection:
             return frame  # the common case of _check, without the call
         self._check("receive", frame.command)
         return frame
+
+    def next_send_run(self) -> SendRun | None:
+        """The next frames as one run of a producer's SENDs (``protocol.runs``), or None.
+
+        The broker's publish hot path: the same SENDs, in the same order, that ``next_frame``
+        would return one by one. None when the next frame is anything else (call
+        ``next_frame``), and always on a client or a connection that is not open.
+        """
+        if self.state is not _OPEN or self.role is not Role.BROKER:
+            return None
+        return self._decoder.next_send_run()
 
     def _check(self, direction: str, command: c.Command) -> None:
         kind = type(command)

@@ -26,7 +26,9 @@ import msgspec
 from protocol import commands as c
 from protocol.codec import decode_command_at, encode_command, encode_message
 from protocol.errors import RemoteProtocolError, ServerError
+from protocol.runs import SendRun, read_send_run
 from protocol.wire import (
+    CONTINUED_BYTES,
     SMALL_VARINTS,
     U64,
     OffTheFastLane,
@@ -54,6 +56,7 @@ _U32 = struct.Struct(">I")
 _U32X2 = struct.Struct(">II")
 _CHECKSUMMED = struct.Struct(">HII")  # checksum magic, crc32c, metadata_size
 _MAGIC_CHECKSUM_U16 = 0x0E01
+_MAGIC_AND_CRC = struct.Struct(">HI")  # 0x0e01 | crc32c
 
 
 checksum: Final = _crc32c.crc32c
@@ -127,9 +130,10 @@ def payload_section(entry: bytes, entry_checksum: int | None) -> bytes:
 
 def payload_sections(entries: Iterable[tuple[bytes, int | None, object]]) -> list[bytes]:
     """``payload_section`` of each ``(entry, checksum, ...)``: one call per run of SENDs."""
-    pack = _U32.pack
+    head = _MAGIC_AND_CRC.pack
     return [
-        entry if crc is None else MAGIC_CHECKSUM + pack(crc) + entry for entry, crc, _ in entries
+        entry if crc is None else head(_MAGIC_CHECKSUM_U16, crc) + entry
+        for entry, crc, _ in entries
     ]
 
 
@@ -247,6 +251,64 @@ def encode_message_head(
     )
 
 
+def encode_message_heads(
+    consumer_id: int, ledger_id: int, entry_id: int, partition: int, section_sizes: Iterable[int]
+) -> list[bytes]:
+    """``encode_message_head`` of first deliveries of consecutive entries, from ``entry_id`` on.
+
+    The dispatch hot path for a run of entries to one consumer: one call for the run, and on a
+    non-partitioned topic with one-byte consumer and ledger ids (what nearly every MESSAGE is)
+    each head is one formatting operation of parts made once per run.
+
+    Raises:
+        LocalProtocolError: a value is out of its field's range.
+    """
+    if partition != -1 or not 0 <= consumer_id < 128 or not 0 <= ledger_id < 128 or entry_id < 0:
+        return [
+            encode_message_head(consumer_id, ledger_id, entry_id + i, partition, 0, (), size)
+            for i, size in enumerate(section_sizes)
+        ]
+    small = SMALL_VARINTS
+    continued = CONTINUED_BYTES
+    pack = _U32X2.pack
+    # The command after its sizes, up to the entry id, for entry ids of one to three bytes:
+    # 08 09 4a len | 08 consumer_id 12 len(MessageIdData) 08 ledgerId 10 (see above).
+    middles = [
+        b"\x08\x09\x4a%c\x08%c\x12%c\x08%c\x10" % (7 + n, consumer_id, 3 + n, ledger_id)
+        for n in range(4)
+    ]
+    heads: list[bytes] = []
+    append = heads.append
+    for size in section_sizes:
+        if entry_id < 0x80:
+            append(b"%b%b%b" % (pack(16 + size, 12), middles[1], small[entry_id]))
+        elif entry_id < 0x4000:
+            append(
+                b"%b%b%b%b"
+                % (
+                    pack(17 + size, 13),
+                    middles[2],
+                    continued[entry_id & 0x7F],
+                    small[entry_id >> 7],
+                )
+            )
+        elif entry_id < 0x200000:
+            append(
+                b"%b%b%b%b%b"
+                % (
+                    pack(18 + size, 14),
+                    middles[3],
+                    continued[entry_id & 0x7F],
+                    continued[entry_id >> 7 & 0x7F],
+                    small[entry_id >> 14],
+                )
+            )
+        else:
+            append(encode_message_head(consumer_id, ledger_id, entry_id, -1, 0, (), size))
+        entry_id += 1
+    return heads
+
+
 def encode_send_receipt_frames(
     producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]
 ) -> bytes:
@@ -259,12 +321,17 @@ def encode_send_receipt_frames(
         LocalProtocolError: a value is out of its field's range.
     """
     small = SMALL_VARINTS
+    continued = CONTINUED_BYTES
     pack = _U32X2.pack
     parts: list[bytes] = []
     append = parts.append
     last_ledger = None
     lv = b""
     mid_base = 0
+    # Per ledger, for sequence and entry ids of one to three bytes (most receipts): the frame up
+    # to the sequence id, heads[len(sv)][len(ev)], and from it to the entry id, mids[len(ev)].
+    heads: list[list[bytes]] = []
+    mids: list[bytes] = []
     try:
         pv = small[producer_id] if 0 <= producer_id < 128 else uvarint(producer_id)
         head_size = 4 + len(pv)
@@ -273,10 +340,42 @@ def encode_send_receipt_frames(
                 lv = small[ledger_id] if 0 <= ledger_id < 128 else uvarint(ledger_id & U64)
                 mid_base = 2 + len(lv)
                 last_ledger = ledger_id
+                mids = [b"\x1a%c\x08%b\x10" % (mid_base + n, lv) for n in range(4)]
+                heads = [
+                    [
+                        b"%b\x08\x07\x3a%c\x08%b\x10" % (pack(8 + size, 4 + size), size, pv)
+                        for size in (head_size + ns + mid_base + ne for ne in range(4))
+                    ]
+                    for ns in range(4)
+                ]
+            if 0 <= sequence_id < 0x200000 and 0 <= entry_id < 0x200000:
+                # CommandSendReceipt: 08 producer_id 10 sequence_id 1a len(MessageIdData)
+                # 08 ledgerId 10 entryId; the varints of up to three bytes from tables.
+                if sequence_id < 0x80:
+                    sv = small[sequence_id]
+                elif sequence_id < 0x4000:
+                    sv = continued[sequence_id & 0x7F] + small[sequence_id >> 7]
+                else:
+                    sv = (
+                        continued[sequence_id & 0x7F]
+                        + continued[sequence_id >> 7 & 0x7F]
+                        + small[sequence_id >> 14]
+                    )
+                if entry_id < 0x80:
+                    ev = small[entry_id]
+                elif entry_id < 0x4000:
+                    ev = continued[entry_id & 0x7F] + small[entry_id >> 7]
+                else:
+                    ev = (
+                        continued[entry_id & 0x7F]
+                        + continued[entry_id >> 7 & 0x7F]
+                        + small[entry_id >> 14]
+                    )
+                parts += (heads[len(sv)][len(ev)], sv, mids[len(ev)], ev)
+                continue
             sv = small[sequence_id] if 0 <= sequence_id < 128 else uvarint(sequence_id)
             ev = small[entry_id] if 0 <= entry_id < 128 else uvarint(entry_id & U64)
-            # CommandSendReceipt: 08 producer_id 10 sequence_id 1a len(MessageIdData)
-            # 08 ledgerId 10 entryId; at most 46 bytes, so every length takes one byte.
+            # At most 46 bytes, so every length takes one byte.
             mid_size = mid_base + len(ev)
             body_size = head_size + len(sv) + mid_size
             append(
@@ -532,6 +631,18 @@ class FrameDecoder:
             return None
         frame = self._take(4 + total)
         return frame, 4, len(frame)
+
+    def next_send_run(self) -> SendRun | None:
+        """The SEND frames of one producer next in the buffer as one run, or None.
+
+        None when the next frame is not a fast-lane SEND (``protocol.runs``) or spans chunks:
+        ``next_frame`` then decodes it.
+        """
+        found = read_send_run(self._buf, self._pos, self.max_frame_size)
+        if found is None:
+            return None
+        run, self._pos = found
+        return run
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or None when more bytes are needed.

@@ -7,6 +7,9 @@ codec maps them to the wire's uint64, so ``-1`` travels as ``2**64 - 1``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import overload
+
 import msgspec
 
 from protocol.commands import MessageIdData
@@ -112,3 +115,51 @@ def is_earliest(data: MessageIdData) -> bool:
 def is_latest(data: MessageIdData) -> bool:
     """True for the latest sentinel (ledger and entry both 2^63-1)."""
     return data.ledger_id == MAX_I64 and data.entry_id == MAX_I64
+
+
+class WholeEntryIds(Sequence[MessageIdData]):
+    """Message ids of whole entries of one ledger: what a grouped ACK names (spec §7.3).
+
+    The sequence of ``MessageIdData(ledger_id=ledger_id, entry_id=e)`` for each of
+    ``entry_ids``, each record built only when looked at: ``wire.parse_ack`` gives this for an
+    ACK whose every id is a plain ``(ledgerId, entryId)`` of the same small ledger, so that the
+    broker applies them from ``entry_ids`` without a record per id. It equals the tuple of those
+    records (and hashes as it), so to anything else it is that tuple.
+    """
+
+    __slots__ = ("entry_ids", "ledger_id")
+
+    def __init__(self, ledger_id: int, entry_ids: list[int]) -> None:
+        self.ledger_id = ledger_id
+        self.entry_ids = entry_ids
+
+    def __len__(self) -> int:
+        return len(self.entry_ids)
+
+    @overload
+    def __getitem__(self, index: int) -> MessageIdData: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[MessageIdData, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> MessageIdData | tuple[MessageIdData, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return MessageIdData(ledger_id=self.ledger_id, entry_id=self.entry_ids[index])
+
+    def __iter__(self) -> Iterator[MessageIdData]:
+        ledger_id = self.ledger_id
+        return (MessageIdData(ledger_id=ledger_id, entry_id=e) for e in self.entry_ids)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, WholeEntryIds):
+            return (self.ledger_id, self.entry_ids) == (other.ledger_id, other.entry_ids)
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 
 from protocol import commands as c
+from protocol.ids import WholeEntryIds
 
 __all__ = [
     "CLIENT_METADATA_TAGS",
@@ -337,6 +338,44 @@ def _parse_message_id(buf: bytes, pos: int, end: int) -> c.MessageIdData | None:
     )
 
 
+_U64: Final = struct.Struct(">Q")
+
+
+def _more_entry_ids(buf: bytes, pos: int, end: int, ledger_id: int, entry_ids: list[int]) -> int:
+    """Read on the ids of whole entries of ``ledger_id`` from ``pos``; where the first other is.
+
+    A grouped ACK names up to 1,000 consecutive entries, whose ids are ``1a 04 08 ledgerId 10
+    e0`` to ``1a 06 08 ledgerId 10 e0 e1 e2`` (entry ids of one to three bytes, canonical or
+    not): each is read as one u64 and checked with two comparisons.
+    Anything else (another ledger, other lengths, the last id before ``end``) is left to the
+    caller's loop.
+    """
+    one = 0x1A0408 << 16 | ledger_id << 8 | 0x10  # the id's first five bytes
+    two = 0x1A0508 << 16 | ledger_id << 8 | 0x10
+    three = 0x1A0608 << 16 | ledger_id << 8 | 0x10
+    read = _U64.unpack_from
+    append = entry_ids.append
+    while pos + 8 <= end:
+        word = read(buf, pos)[0]
+        top = word >> 24
+        if top == three and word & 0x808080 == 0x808000:
+            append((word >> 16 & 0x7F) | (word >> 1 & 0x3F80) | (word & 0x7F) << 14)
+            pos += 8
+        elif top == two and word & 0x808000 == 0x800000:
+            append((word >> 16 & 0x7F) | (word >> 1 & 0x3F80))
+            pos += 7
+        elif top == one and word & 0x800000 == 0:
+            append(word >> 16 & 0x7F)
+            pos += 6
+        else:
+            break
+    return pos
+
+
+def _id_records(ledger_id: int, entry_ids: list[int]) -> list[c.MessageIdData]:
+    return [c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id) for entry_id in entry_ids]
+
+
 def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
     """``BaseCommand`` bytes ``buf[start:end]`` as an ACK, or None when off the fast lane."""
     if not buf.startswith(_ACK_PREFIX, start):
@@ -347,6 +386,10 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
             return None
         consumer_id = ack_type = -1
         ids: list[c.MessageIdData] = []
+        # Ids of whole entries of one small ledger, what clients group, are kept as entry ids
+        # (``WholeEntryIds``) until an id of another shape or ledger turns them into records.
+        entry_ids: list[int] | None = []
+        run_ledger = -1
         validation_error: int | None = None
         request_id: int | None = None
         while pos < end:
@@ -384,12 +427,25 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
                     if after == stop:
                         if entry_id >= _I64_LIMIT:
                             entry_id -= 1 << 64
-                        ids.append(c.MessageIdData(ledger_id=buf[pos + 1], entry_id=entry_id))
+                        ledger_id = buf[pos + 1]
                         pos = stop
+                        if entry_ids is not None:
+                            if not entry_ids:
+                                run_ledger = ledger_id
+                            if ledger_id == run_ledger:
+                                entry_ids.append(entry_id)
+                                pos = _more_entry_ids(buf, pos, end, ledger_id, entry_ids)
+                                continue
+                            ids = _id_records(run_ledger, entry_ids)
+                            entry_ids = None
+                        ids.append(c.MessageIdData(ledger_id=ledger_id, entry_id=entry_id))
                         continue
                 mid = _parse_message_id(buf, pos, stop)
                 if mid is None:
                     return None
+                if entry_ids is not None:
+                    ids = _id_records(run_ledger, entry_ids)
+                    entry_ids = None
                 ids.append(mid)
                 pos = stop
             elif tag == 0x08:
@@ -409,7 +465,12 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
     return c.Ack(
         consumer_id=consumer_id,
         ack_type=_ACK_TYPES[ack_type],
-        message_id=tuple(ids),
+        # A WholeEntryIds stands for the tuple of its records (it equals and hashes as it).
+        message_id=(
+            cast("tuple[c.MessageIdData, ...]", WholeEntryIds(run_ledger, entry_ids))
+            if entry_ids
+            else tuple(ids)
+        ),
         validation_error=validation_error,
         request_id=request_id,
     )

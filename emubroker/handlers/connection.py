@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from emubroker.handlers.common import BrokerServices, SessionPort
     from protocol.framing import Frame
+    from protocol.runs import SendRun
 
 __all__ = ["ConnectionHandler"]
 
@@ -166,6 +167,10 @@ class ConnectionHandler:
             case _:
                 # Reached only by commands the core admits but we do not serve.
                 self._session.close(f"unexpected {type(command).__name__}")
+
+    def handle_send_run(self, run: SendRun) -> None:
+        """Handle a run of one producer's SENDs (``protocol.runs``; never blocks)."""
+        self._producers.on_send_run(run)
 
     def flush(self) -> None:
         """After the frames of one read: publish the SENDs they queued (one write of receipts)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from functools import partial
+from operator import itemgetter
 from typing import TYPE_CHECKING, Final, cast
 
 import anyio
@@ -28,7 +29,7 @@ import anyio
 from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
 from emubroker.topics import ProducerRequest, SubscribeRequest
-from emubroker.topics.entry import entry_info_from_entry
+from emubroker.topics.entry import RunInfos, entry_info_from_entry
 from emubroker.topics.limits import check_producers
 from protocol import commands as c
 from protocol.errors import BrokerError, RemoteProtocolError, ServerError
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from emubroker.topics import ProducerHandle, TopicHandle
     from emubroker.topics.entry import EntryInfo
     from protocol.framing import Frame
+    from protocol.runs import SendRun
 
 __all__ = ["SCHEMA_VERSION_ZERO", "ProducerCommands"]
 
@@ -63,6 +65,9 @@ _Entry = tuple[bytes, "int | None", "EntryInfo"]
 _Send = tuple[int, "_Entry | str"]
 """A queued SEND: ``(sequence_id, entry to store or why it fails)``."""
 
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+
 
 class _Producer:
     """A producer of this connection and the FIFO of its SENDs awaiting storage."""
@@ -73,6 +78,7 @@ class _Producer:
         "done",
         "failed",
         "handle",
+        "infos",
         "producer_id",
         "publishing",
         "queue",
@@ -88,6 +94,7 @@ class _Producer:
         self.topic = topic
         self.handle = handle
         self.queue: deque[_Send] = deque()
+        self.infos = RunInfos()  # reads the entry infos of its runs of SENDs
         self.queued_bytes = 0  # entry bytes of the SENDs in the queue that are to be stored
         self.failed = 0  # SENDs in the queue that fail on their own (their error is queued)
         self.touched = False  # SENDs were queued during the current read (flush publishes them)
@@ -139,6 +146,11 @@ class _NullSink:
         section: bytes,
     ) -> None:
         pass
+
+    def send_messages(
+        self, consumer_id: int, ledger_id: int, entry_id: int, partition: int, sections: list[bytes]
+    ) -> int:
+        return len(sections)
 
     def close_consumer(self, consumer_id: int) -> None:
         pass
@@ -218,6 +230,60 @@ class ProducerCommands(CommandGroup):
             producer.touched = True
             self._touched.append(producer)
 
+    def on_send_run(self, run: SendRun) -> None:
+        """SENDs of one producer read as a run (``protocol.runs``): ``on_send`` of each, at once.
+
+        The same FIFO entries, failures and counts as one ``on_send`` per SEND, with the entry
+        infos read against the producer's last metadata (``RunInfos``).
+        """
+        producer = self._producers.get(run.producer_id)
+        if producer is None:
+            if run.producer_id not in self._closed_producers:
+                self._session.close(f"SEND for unknown producer {run.producer_id}")
+            return
+        infos = producer.infos.read(run)
+        entries = run.entries
+        if list(map(checksum, entries)) == run.checksums and None not in infos:
+            # Every SEND is good (the usual run): queued without a Python loop.
+            good = cast("list[EntryInfo]", infos)  # None is not in it
+            producer.queue.extend(
+                zip(run.sequence_ids, zip(entries, run.checksums, good, strict=True), strict=True)
+            )
+            size, failed = sum(map(len, entries)), 0
+        else:
+            size, failed = self._queue_each(producer, run, infos)
+        self._pending += len(infos)
+        self._pending_bytes += size
+        producer.queued_bytes += size
+        producer.failed += failed
+        if not producer.touched:
+            producer.touched = True
+            self._touched.append(producer)
+
+    def _queue_each(
+        self, producer: _Producer, run: SendRun, infos: list[EntryInfo | None]
+    ) -> tuple[int, int]:
+        """Queue a run's SENDs one by one, failing those that fail; ``(bytes, failed)``."""
+        append = producer.queue.append
+        size = failed = 0
+        for sequence_id, entry, crc, info in zip(
+            run.sequence_ids, run.entries, run.checksums, infos, strict=True
+        ):
+            if checksum(entry) != crc:
+                append((sequence_id, "checksum mismatch"))
+                failed += 1
+                continue
+            if info is None:
+                try:
+                    info = entry_info_from_entry(entry)
+                except RemoteProtocolError as exc:
+                    append((sequence_id, f"bad metadata: {exc}"))  # as in on_send
+                    failed += 1
+                    continue
+            append((sequence_id, (entry, crc, info)))
+            size += len(entry)
+        return size, failed
+
     def flush(self) -> None:
         """After the frames of one read: publish what their SENDs queued (spec §6.2).
 
@@ -293,8 +359,8 @@ class ProducerCommands(CommandGroup):
             )
             return None
         if not producer.failed:  # nothing failed on its own: take the whole FIFO at C speed
-            sequence_ids = [sequence_id for sequence_id, _ in queue]
-            entries = cast("list[_Entry]", [entry for _, entry in queue])  # one cast, not one each
+            sequence_ids = list(map(_FIRST, queue))
+            entries = cast("list[_Entry]", list(map(_SECOND, queue)))  # one cast, not one each
             queue.clear()
             size, producer.queued_bytes = producer.queued_bytes, 0
             return sequence_ids, entries, size

@@ -5,8 +5,9 @@ runs three tasks in one task group:
 
 * the **reader** receives up to ``RECEIVE_SIZE`` bytes, feeds them to the ``Connection``, drains
   every complete frame and hands each to the handler (synchronously: FLOW, ACK and SEND are
-  dispatched without a task or an ``await`` per frame), then calls the handler's ``flush`` so
-  that it publishes the read's SENDs at once;
+  dispatched without a task or an ``await`` per frame; consecutive SENDs of one producer go as
+  one run, ``protocol.runs``), then calls the handler's ``flush`` so that it publishes the
+  read's SENDs at once;
 * the **writer** (``emubroker.net.writer``) drains the outbox: everything queued since its last
   wake-up is written with one ``send``, so a burst of MESSAGE frames or receipts costs one
   syscall, not one each;
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from emubroker.net.traffic import TrafficCounter
     from protocol.clock import Clock
     from protocol.framing import Frame
+    from protocol.runs import SendRun
 
 __all__ = [
     "RECEIVE_SIZE",
@@ -94,6 +96,10 @@ class FrameHandler(Protocol):
 
     def handle_frame(self, frame: Frame) -> None:
         """Handle one frame from the client; must not block."""
+        ...
+
+    def handle_send_run(self, run: SendRun) -> None:
+        """Handle consecutive SENDs of one producer, as ``handle_frame`` of each in turn."""
         ...
 
     def flush(self) -> None:
@@ -324,6 +330,18 @@ class Session(SessionWriter):
         conn.receive_data(data)
         heard = False
         while True:
+            run = conn.next_send_run()  # the producers' SENDs, most of the frames, a run at once
+            if run is not None:
+                heard = True
+                try:
+                    handler.handle_send_run(run)
+                except Exception:
+                    log.exception("handler failed on SENDs from %s", self.peer)
+                    self.close("internal error handling SENDs")
+                    return False
+                if self.close_reason:
+                    return False
+                continue
             try:
                 frame = conn.next_frame()
             except RemoteProtocolError as exc:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 
 from protocol.errors import LocalProtocolError
-from protocol.framing import encode_message_head
+from protocol.framing import encode_message_head, encode_message_heads
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -203,6 +203,44 @@ class SessionWriter:
             self._count(0)
         if not self._woken:
             self._wake()
+
+    def send_messages(
+        self, consumer_id: int, ledger_id: int, entry_id: int, partition: int, sections: list[bytes]
+    ) -> int:
+        """Queue first deliveries of consecutive entries, as ``send_message`` of each in turn.
+
+        The dispatch hot path (``ConsumerSink.send_messages``): the heads are written in one
+        call, and a run that leaves the connection writable is queued with one list operation.
+
+        Returns:
+            How many were queued: all, or up to the one that made the connection unwritable.
+        """
+        if self._closing:
+            return len(sections)
+        heads = encode_message_heads(
+            consumer_id, ledger_id, entry_id, partition, map(len, sections)
+        )
+        size = sum(map(len, heads)) + sum(map(len, sections))
+        if self._queued + size <= WRITE_BUFFER_HIGH_WATER_MARK:
+            frames: list[bytes] = [b""] * (2 * len(heads))
+            frames[::2] = heads
+            frames[1::2] = sections
+            self._outbox += frames
+            self._queued += size
+            if not self._woken:
+                self._wake()
+            return len(sections)
+        sent = 0
+        for head, section in zip(heads, sections, strict=True):
+            if not self.writable:
+                break  # as the dispatcher stops before an entry for an unwritable consumer
+            self._outbox += (head, section)
+            self._queued += len(head) + len(section)
+            if self._queued > WRITE_BUFFER_HIGH_WATER_MARK:
+                self._count(0)
+            sent += 1
+        self._wake()
+        return sent
 
     def send_receipts(
         self, producer_id: int, sequence_ids: Sequence[int], positions: Sequence[tuple[int, int]]

@@ -38,9 +38,11 @@ the entries and batch masks it removed. Rules (spec §7.2, §7.3):
 from __future__ import annotations
 
 import sys
+from itertools import repeat
 from typing import TYPE_CHECKING, NamedTuple
 
 from emubroker.topics.cursor import mask_from_words, words_from_mask
+from protocol.ids import WholeEntryIds
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
     from protocol.commands import MessageIdData
 
 __all__ = ["AckChange", "Acknowledgements"]
+
+
+_MAX_ENTRY_ID = (1 << 63) - 1
 
 
 class AckChange(NamedTuple):
@@ -147,6 +152,25 @@ class Acknowledgements:
         counts = self._counts
         return charged, ack_set, counts.get(index, 0) if counts else 0
 
+    @property
+    def plain(self) -> bool:
+        """No partly acknowledged batch and no redelivery count: ``deliver_run`` may be used."""
+        return not self.cursor.partial and not self._counts
+
+    def deliver_run(self, consumer: Consumer, first: int, charges: list[int]) -> None:
+        """``deliver`` of entries ``first``, ``first + 1``, ... to ``consumer``, at once.
+
+        The dispatch hot path for a run of new entries to one consumer, when :attr:`plain`:
+        each entry is charged its messages (``charges``), with no ack set and no redelivery
+        count, as ``deliver`` would. The consumer blocks if the run reaches the limit.
+        """
+        indexes = range(first, first + len(charges))
+        consumer.pending.update(zip(indexes, charges, strict=True))
+        self._pending.update(zip(indexes, repeat(consumer)))
+        unacked = consumer.unacked = consumer.unacked + sum(charges)
+        if unacked >= self._block_at:
+            consumer.blocked = True
+
     def release(self, consumer: Consumer, *, count: bool = False) -> list[int]:
         """Take back every delivery pending on ``consumer`` (rule 4).
 
@@ -208,15 +232,20 @@ class Acknowledgements:
     def ack_individual(self, ids: Sequence[MessageIdData]) -> AckChange:
         """An individual ACK (rules 1-3): the hot path, one pass over the cursor.
 
-        The client groups up to 1000 ids per ACK: whole entries are acknowledged in one call.
+        The client groups up to 1000 ids per ACK: whole entries are acknowledged in one call,
+        and ids the wire gave as ``WholeEntryIds`` are turned into indexes without a record each.
         """
         cursor = self.cursor
+        mark_delete = cursor.mark_delete
+        if type(ids) is WholeEntryIds:
+            done = cursor.ack_many(self._indexes(ids.ledger_id, ids.entry_ids))
+            self._settle(done)
+            return self._change(cursor.mark_delete != mark_delete, len(done))
         ledger = self._ledger
         infos, base = ledger.infos, ledger.base  # index_of names no trimmed entry
         index_of = ledger.index_of
-        mark_delete = cursor.mark_delete
         whole: list[int] = []
-        done: list[int] = []
+        done = []
         for mid in ids:
             index = index_of(mid.ledger_id, mid.entry_id)
             if index is None:
@@ -233,6 +262,19 @@ class Acknowledgements:
             done += cursor.ack_many(whole)
         self._settle(done)
         return self._change(cursor.mark_delete != mark_delete, len(done))
+
+    def _indexes(self, ledger_id: int, entry_ids: list[int]) -> list[int]:
+        """``ManagedLedger.index_of`` of each entry of one ledger, leaving out those it names not.
+
+        The ledger's entries are the indexes ``first .. end - 1`` (none when ``index_of`` does
+        not know its entry 0: another topic's ledger, a trimmed or an empty one).
+        """
+        ledger = self._ledger
+        first = ledger.index_of(ledger_id, 0)
+        if first is None:
+            return []
+        span = ledger.index_at_or_after(ledger_id, _MAX_ENTRY_ID) - first
+        return [first + entry_id for entry_id in entry_ids if 0 <= entry_id < span]
 
     def ack_cumulative(self, ids: Sequence[MessageIdData]) -> AckChange:
         """A cumulative ACK (rules 1-3): everything up to each id."""
@@ -327,22 +369,36 @@ class Acknowledgements:
 
         What they settle adds up until :meth:`_change` reports it.
         """
-        pending = self._pending
+        indexes = list(indexes)
         counts = self._counts
-        unblock_at = self._unblock_at
-        settled = 0
-        for index in indexes:
-            if counts:
+        if counts:
+            for index in indexes:
                 counts.pop(index, None)
-            consumer = pending.pop(index, None)
-            if consumer is not None:
-                charged = consumer.pending.pop(index, 0)
-                consumer.unacked -= charged
+        holders = list(map(self._pending.pop, indexes, repeat(None)))
+        if not holders:
+            return
+        consumer = holders[0]
+        if consumer is not None and holders.count(consumer) == len(holders):
+            # All pending on one consumer (the usual ACK): its unacked count only goes down, so
+            # unblocking is decided once, at the end, as after each entry.
+            settled = sum(map(consumer.pending.pop, indexes, repeat(0)))
+            consumer.unacked -= settled
+            self._unblock(consumer)
+            self._settled += settled
+            return
+        settled = 0
+        for index, holder in zip(indexes, holders, strict=True):
+            if holder is not None:
+                charged = holder.pending.pop(index, 0)
+                holder.unacked -= charged
                 settled += charged
-                if consumer.blocked and consumer.unacked <= unblock_at:
-                    consumer.blocked = False
-                    self._unblocked = True
+                self._unblock(holder)
         self._settled += settled
+
+    def _unblock(self, consumer: Consumer) -> None:
+        if consumer.blocked and consumer.unacked <= self._unblock_at:
+            consumer.blocked = False
+            self._unblocked = True
 
     def _change(self, moved: bool, entries: int) -> AckChange:
         """The operation's :class:`AckChange`; the next one starts from nothing settled."""

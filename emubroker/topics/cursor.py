@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Container, Iterable
+    from collections.abc import Iterable, Set
 
 __all__ = ["Cursor", "mask_from_words", "words_from_mask"]
 
@@ -179,11 +179,11 @@ class Cursor:
         self._advance()
         return True
 
-    def acked_among(self, first: int, end: int) -> Container[int]:
+    def acked_among(self, first: int, end: int) -> Set[int]:
         """The acknowledged indexes of ``[first, end)``, to test entries of a read against.
 
         The dispatch hot path asks once per read instead of once per entry; the answer is
-        only for ``in`` tests, and only until the cursor changes.
+        only for ``in`` tests (and an empty one means none), and only until the cursor changes.
         """
         if self.mark_delete < first:
             return self.acked  # the usual case: nothing of the read is behind the mark-delete

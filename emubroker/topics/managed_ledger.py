@@ -231,7 +231,9 @@ class ManagedLedger(LedgerReads, LedgerTrimming):
                 return positions
             self._sizes[-1] += sum(map(len, sections[done:stop]))
             self.infos += infos[done:stop]
-            positions += [(ledger_id, entry_id) for entry_id in range(first, first + stop - done)]
+            positions += zip(
+                [ledger_id] * (stop - done), range(first, first + stop - done), strict=True
+            )
             done = stop
         return positions
 

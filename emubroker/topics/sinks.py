@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-__all__ = ["ConsumerSink", "ProducerSink"]
+__all__ = ["ConsumerSink", "ProducerSink", "send_each"]
 
 
 class ConsumerSink(Protocol):
@@ -48,6 +48,20 @@ class ConsumerSink(Protocol):
         """
         ...
 
+    def send_messages(
+        self, consumer_id: int, ledger_id: int, entry_id: int, partition: int, sections: list[bytes]
+    ) -> int:
+        """Queue the first deliveries of consecutive entries from ``entry_id`` on.
+
+        What ``send_message`` of each in turn does (redelivery count 0, no ack set), stopping
+        before an entry when the sink is no longer ``writable`` (``send_each``): the
+        dispatcher's run of new entries to one consumer.
+
+        Returns:
+            How many were queued (the first ones of ``sections``).
+        """
+        ...
+
     def close_consumer(self, consumer_id: int) -> None:
         """Queue a CLOSE_CONSUMER; the client reconnects and resubscribes (§9)."""
         ...
@@ -67,3 +81,22 @@ class ProducerSink(Protocol):
     def close_producer(self, producer_id: int) -> None:
         """Queue a CLOSE_PRODUCER; the client reconnects and re-sends pending messages (§9)."""
         ...
+
+
+def send_each(
+    sink: ConsumerSink,
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    sections: list[bytes],
+) -> int:
+    """``ConsumerSink.send_messages`` as ``send_message`` of each entry in turn.
+
+    For sinks without a faster way (tests, the throwaway consumer of a DLQ producer).
+    """
+    for offset, section in enumerate(sections):
+        if not sink.writable:
+            return offset
+        sink.send_message(consumer_id, ledger_id, entry_id + offset, partition, 0, (), section)
+    return len(sections)

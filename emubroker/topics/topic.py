@@ -10,6 +10,7 @@ reloaded Pulsar topic).
 
 from __future__ import annotations
 
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from anyio import WouldBlock
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
     from protocol.commands import MessageIdData
 
 __all__ = ["Topic", "TopicState"]
+
+_NUM_MESSAGES = attrgetter("num_messages")
+_ENTRY = itemgetter(0)
 
 
 class _Run(NamedTuple):
@@ -340,10 +344,9 @@ class Topic(TopicBase[Subscription]):
         state = self._state
         if state.ledger.current_ledger_id != run.ledger_id:
             self.trim_consumed()  # Pulsar trims when a ledger closes
-        messages = size = 0
-        for entry, _, info in run.entries[: len(positions)]:
-            messages += info.num_messages
-            size += len(entry)
+        stored = len(positions)
+        messages = sum(map(_NUM_MESSAGES, run.infos[:stored]))
+        size = sum(map(len, map(_ENTRY, run.entries[:stored])))
         counters = state.counters
         counters.msg_in += messages
         counters.bytes_in += size

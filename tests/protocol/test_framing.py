@@ -27,6 +27,7 @@ from protocol.framing import (
     encode_frame,
     encode_message_frame,
     encode_message_head,
+    encode_message_heads,
     encode_payload_frame,
     encode_section_frame,
     encode_send_frame,
@@ -363,8 +364,39 @@ def test_message_head_and_frame_equal_the_generic_message_frame(
     assert encode_message_frame(*args, section) == generic
 
 
+@given(
+    st.one_of(st.integers(0, 130), U64),
+    st.one_of(st.integers(0, 130), U64),
+    st.one_of(st.sampled_from([0, 120, 16_380, 2**21 - 3]), I64),
+    st.one_of(st.just(-1), I32),
+    st.lists(st.integers(0, 300), max_size=8),
+)
+@example(0, 0, 20_000, -1, [130] * 3)  # what a dispatch run writes
+@example(1, 1, 2**63 - 2, -1, [0, 0, 0])  # runs past the largest entry id: the generic error
+def test_message_heads_of_a_run_equal_one_head_per_entry(
+    consumer_id: int, ledger_id: int, entry_id: int, partition: int, sizes: list[int]
+) -> None:
+    def heads(encode: Any) -> list[bytes] | type[Exception]:
+        try:
+            return encode()
+        except LocalProtocolError:
+            return LocalProtocolError
+
+    one_by_one = heads(
+        lambda: [
+            encode_message_head(consumer_id, ledger_id, entry_id + i, partition, 0, (), size)
+            for i, size in enumerate(sizes)
+        ]
+    )
+    run = heads(lambda: encode_message_heads(consumer_id, ledger_id, entry_id, partition, sizes))
+    assert run == one_by_one
+
+
 @given(U64, st.lists(st.tuples(U64, I64, I64), max_size=6))
 @example(1, [(0, 1, 0), (1, 1, 1), (200, 1, 20_000), (2**64 - 1, -1, -1)])
+@example(  # the ids' lengths around the table-built varints (one to three bytes), two ledgers
+    0, [(v, 1, v) for v in (127, 128, 16_383, 16_384, 2**21 - 1, 2**21)] + [(5, 300, 6)]
+)
 def test_receipt_frames_equal_one_generic_frame_per_receipt(
     producer_id: int, receipts: list[tuple[int, int, int]]
 ) -> None:

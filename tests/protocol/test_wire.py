@@ -22,6 +22,7 @@ from protocol._pb import pulsar_pb2 as pb
 from protocol.codec import decode_command, encode_command, encode_record, peek_metadata
 from protocol.errors import RemoteProtocolError
 from protocol.framing import build_entry
+from protocol.ids import WholeEntryIds
 from tests.support.bytestreams import base_command, lfield, varint, vfield
 from tests.support.strategies import records
 
@@ -227,6 +228,63 @@ def test_parse_ack_takes_a_grouped_ack_of_the_official_client() -> None:
     )
     data = encode_command(odd)
     assert wire.parse_ack(data, 0, len(data)) == odd
+
+
+def _grouped_ack(*ids: tuple[int, int, bytes]) -> bytes:
+    """An ACK of ``(ledgerId, entryId, extra MessageIdData fields)`` ids, written by hand."""
+    message_ids = b"".join(
+        lfield(3, vfield(1, ledger) + vfield(2, entry) + extra) for ledger, entry, extra in ids
+    )
+    return base_command(10, vfield(1, 3) + vfield(2, 0) + message_ids + vfield(8, 9))
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        # Consecutive entries of one ledger across the entry ids' lengths (1, 2, 3, 4 bytes).
+        [(7, e, b"") for e in range(100, 200)],
+        [(7, e, b"") for e in range(16_300, 16_500)],
+        [(7, e, b"") for e in range(2**21 - 50, 2**21 + 50)],
+        [(0, e, b"") for e in (5, 2**63 - 1, 2**64 - 1, 3)],  # ids read signed (-1)
+        # Another ledger, or an id of another shape, in the middle of a run.
+        [(7, 20_000, b""), (7, 20_001, b""), (8, 20_002, b""), (7, 20_003, b"")],
+        [(7, 20_000, b""), (7, 20_001, b""), (7, 20_002, vfield(3, 1)), (7, 20_003, b"")],
+        [(7, 20_000, vfield(5, 3)), (7, 20_001, b""), (7, 20_002, b"")],
+        [(200, 20_000, b""), (200, 20_001, b"")],  # a two-byte ledger id
+        [],
+    ],
+)
+def test_parse_ack_of_whole_entries_reads_what_protobuf_reads(
+    ids: list[tuple[int, int, bytes]],
+) -> None:
+    data = _grouped_ack(*ids)
+    fast = wire.parse_ack(data, 0, len(data))
+    assert fast is not None
+    assert fast == generic_command(data)
+    whole = len({ledger for ledger, _, _ in ids}) == 1 and ids[0][0] < 0x80
+    whole = whole and all(extra == b"" for _, _, extra in ids)
+    # Ids of whole entries of one small ledger stay entry ids; the rest become records.
+    assert isinstance(fast.message_id, WholeEntryIds) == whole
+
+
+@given(mutated(st.just(_grouped_ack(*((7, e, b"") for e in range(16_380, 16_390))))))
+def test_parse_ack_of_mutated_whole_entries_never_reads_otherwise(data: bytes) -> None:
+    fast = wire.parse_ack(data, 0, len(data))
+    if fast is not None:
+        assert fast == generic_command(data)
+
+
+def test_whole_entry_ids_are_the_tuple_of_their_records() -> None:
+    ids = WholeEntryIds(7, [1, 2, 3])
+    records = tuple(c.MessageIdData(ledger_id=7, entry_id=e) for e in (1, 2, 3))
+    assert ids == records
+    assert records == ids
+    assert hash(ids) == hash(records)
+    assert (ids[1], ids[-1], ids[1:]) == (records[1], records[-1], records[1:])
+    assert (list(ids), len(ids), repr(ids)) == (list(records), 3, repr(records))
+    assert ids == WholeEntryIds(7, [1, 2, 3])
+    assert ids != WholeEntryIds(8, [1, 2, 3])
+    assert ids != records[:2]
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ from emubroker.net.session import (
 from emubroker.net.traffic import TrafficCounter, TrafficSnapshot
 from protocol import commands as c
 from protocol.clock import FakeClock
-from protocol.framing import Frame, encode_frame, payload_section
+from protocol.framing import Frame, Payload, encode_frame, payload_section
+from protocol.runs import SendRun
 from tests.support.broker import MemoryByteStream, WireClient, memory_stream_pair
 
 pytestmark = pytest.mark.anyio
@@ -55,6 +56,14 @@ class RecordingHandler:
         self.frames.append(frame)
         if self.on_frame is not None:
             self.on_frame(frame)
+
+    def handle_send_run(self, run: SendRun) -> None:
+        # Recorded as the frames the run stands for.
+        for sequence_id, entry, crc in zip(
+            run.sequence_ids, run.entries, run.checksums, strict=True
+        ):
+            send = c.Send(producer_id=run.producer_id, sequence_id=sequence_id)
+            self.handle_frame(Frame(send, Payload(entry, crc)))
 
     def flush(self) -> None:
         self.flushed_after.append(len(self.frames))

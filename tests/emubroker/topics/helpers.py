@@ -22,6 +22,7 @@ from emubroker.topics import (
     TopicSettings,
     entry_info_from_metadata,
 )
+from emubroker.topics.sinks import send_each
 from emubroker.topics.throttling import DispatchThrottling
 from protocol.clock import FakeClock
 from protocol.codec import decode_record, encode_record
@@ -75,6 +76,11 @@ class FakeConsumerSink:
                 consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set, section
             )
         )
+
+    def send_messages(
+        self, consumer_id: int, ledger_id: int, entry_id: int, partition: int, sections: list[bytes]
+    ) -> int:
+        return send_each(self, consumer_id, ledger_id, entry_id, partition, sections)
 
     def close_consumer(self, consumer_id: int) -> None:
         self.closed.append(consumer_id)

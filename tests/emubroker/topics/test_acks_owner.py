@@ -11,6 +11,7 @@ from emubroker.topics.cursor import Cursor, words_from_mask
 from emubroker.topics.managed_ledger import LedgerPolicy, ManagedLedger
 from emubroker.topics.requests import SubscribeRequest
 from protocol.commands import MessageIdData, SubType
+from protocol.ids import WholeEntryIds
 from storage_stub.ledger import LedgerStore
 from tests.emubroker.topics.helpers import FakeConsumerSink, make_entry
 
@@ -174,3 +175,51 @@ def test_a_seek_forgets_acks_deliveries_and_counts() -> None:
     assert (consumer.unacked, consumer.pending) == (0, {})
     assert acks.needs_delivery(4)
     assert acks.deliver(consumer, 3, 1)[2] == 0
+
+
+def test_whole_entry_ids_are_applied_as_their_records_would_be() -> None:
+    # What ``wire.parse_ack`` gives for a grouped ACK (``WholeEntryIds``) goes through
+    # ``Acknowledgements._indexes``: the same indexes, settlements and change as the records.
+    def ledger() -> ManagedLedger:
+        store = LedgerStore()
+        ml = ManagedLedger.create(
+            MemoryBackend(store),
+            policy=LedgerPolicy(max_entries=4),  # ledgers of 4 entries: 10 entries in 3
+            ledger_id=store.create_ledger(),
+        )
+        made = [make_entry(b"%d" % i, sequence_id=i) for i in range(10)]
+        ml.append_many_nowait([e for e, _, _ in made], [info for _, _, info in made])
+        ml.trim_nowait(3)  # the first ledger goes
+        return ml
+
+    probe = ledger()
+    first, second, current = (probe.position(i)[0] for i in (0, 4, 8))
+    cases = [
+        (current, [0, 1, 2, 5]),  # the current ledger, one past its end
+        (second, [3, 2, 4, 1, 1]),  # an older one, out of order, repeated, past its end
+        (first, [0, 1]),  # trimmed
+        (current + 100, [0]),  # not this topic's
+    ]
+    for ledger_id, entry_ids in cases:
+        states = []
+        for ids in (
+            WholeEntryIds(ledger_id, entry_ids),
+            tuple(MessageIdData(ledger_id=ledger_id, entry_id=e) for e in entry_ids),
+        ):
+            ml = ledger()
+            acks = Acknowledgements(Cursor(), ml)
+            acks.limit_unacked(block_at=3, unblock_at=1)
+            one, two = _consumer("one"), _consumer("two")
+            for index in range(4, 10):
+                acks.deliver(one if index % 2 else two, index, 1)
+            change = acks.ack_individual(ids)
+            states.append(
+                (
+                    change,
+                    acks.cursor.mark_delete,
+                    sorted(acks.cursor.acked),
+                    (one.unacked, one.blocked, sorted(one.pending)),
+                    (two.unacked, two.blocked, sorted(two.pending)),
+                )
+            )
+        assert states[0] == states[1], (ledger_id, entry_ids)

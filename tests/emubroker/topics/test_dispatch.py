@@ -57,6 +57,27 @@ async def test_permits_count_messages_and_a_batch_may_overshoot() -> None:
         assert sink.entry_ids == [0, 1]
 
 
+async def test_a_run_to_one_consumer_stops_where_its_permits_run_out() -> None:
+    # The run of new entries to a single active consumer (``Dispatcher._send_run``): each
+    # entry goes while permits are left before it, as one by one.
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        for batch in (3, 3, 3, 1):
+            await publish(topic, producer, batch=batch)
+        consumer.flow(7)
+        await settle()
+        assert sink.entry_ids == [0, 1, 2]  # 7 -> 4 -> 1 -> -2
+        assert (consumer.permits, consumer.unacked, consumer.msg_out) == (-2, 9, 9)
+        assert consumer.pending == {0: 3, 1: 3, 2: 3}
+        consumer.flow(3)
+        await settle()
+        assert sink.entry_ids == [0, 1, 2, 3]
+        assert (consumer.permits, consumer.unacked, consumer.pending[3]) == (0, 10, 1)
+
+
 async def test_partition_index_is_set_on_partition_topics() -> None:
     async with open_service() as service:
         await service.create_partitioned_topic(topic_name("p"), 3)
