@@ -319,7 +319,7 @@ def batch_partly_acked_redelivery(probe: Probe) -> dict[str, Any]:
                 consumer.acknowledge(msg)
             for msg in got[2:]:
                 consumer.negative_acknowledge(msg)
-            again = []
+            again: list[list[Any]] = []
             while True:
                 try:  # the first redelivery 100 ms after the negative acks, the rest with it
                     msg = consumer.receive(500 if again else TIMEOUT_MS)
