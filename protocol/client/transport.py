@@ -45,6 +45,21 @@ class Transport(Protocol):
         """
         ...
 
+    def send_nowait(self, data: bytes) -> bool:
+        """Write all of `data` at once if the stream takes it without waiting, else nothing.
+
+        A connection writes through this when nothing of its own is queued (no writer task to
+        wake); a stream that can never take bytes at once (TCP) always answers False.
+
+        Returns:
+            True when `data` went out whole; False when nothing was written (call `send`).
+
+        Raises:
+            ConnectionBrokenError: the stream failed or the peer went away.
+            ClientClosedError: we closed this transport.
+        """
+        ...
+
     async def receive(self, max_bytes: int = DEFAULT_RECEIVE_SIZE) -> bytes:
         """Read up to `max_bytes`; `b""` means the peer ended the stream.
 
@@ -69,6 +84,8 @@ class StreamTransport:
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self._stream = stream
         self._closed = False
+        # Only an in-memory pipe takes bytes without waiting; a socket's send is always awaited.
+        self._memory = stream if isinstance(stream, MemoryByteStream) else None
 
     async def send(self, data: bytes) -> None:
         """Send all of `data`.
@@ -82,6 +99,23 @@ class StreamTransport:
         except anyio.ClosedResourceError as exc:
             raise ClientClosedError("transport closed") from exc
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+            raise ConnectionBrokenError(f"send failed: {exc!r}") from exc
+
+    def send_nowait(self, data: bytes) -> bool:
+        """Send all of `data` at once if the stream takes it without waiting (see `Transport`).
+
+        Raises:
+            ClientClosedError: The transport was closed here.
+            ConnectionBrokenError: The peer broke the connection.
+        """
+        memory = self._memory
+        if memory is None:
+            return False
+        try:
+            return memory.send_nowait(data)
+        except anyio.ClosedResourceError as exc:
+            raise ClientClosedError("transport closed") from exc
+        except anyio.BrokenResourceError as exc:
             raise ConnectionBrokenError(f"send failed: {exc!r}") from exc
 
     async def receive(self, max_bytes: int = DEFAULT_RECEIVE_SIZE) -> bytes:
@@ -154,6 +188,20 @@ class MemoryByteStream(anyio.abc.ByteStream):
             except anyio.WouldBlock:
                 await self._send.send(bytes(item))
 
+    def send_nowait(self, item: bytes) -> bool:
+        """Send `item` if the buffer has room (True), else nothing (False); never waits.
+
+        Raises:
+            anyio.ClosedResourceError: This end was closed.
+            anyio.BrokenResourceError: The other end was closed.
+        """
+        if item:
+            try:
+                self._send.send_nowait(bytes(item))
+            except anyio.WouldBlock:
+                return False
+        return True
+
     async def receive(self, max_bytes: int = 65536) -> bytes:
         """Up to `max_bytes` of what the other end sent (the rest is kept for the next call)."""
         data = self._leftover
@@ -163,6 +211,9 @@ class MemoryByteStream(anyio.abc.ByteStream):
                 data = self._receive.receive_nowait()
             except anyio.WouldBlock:
                 data = await self._receive.receive()
+        if len(data) <= max_bytes:  # the common case: no slices made
+            self._leftover = b""
+            return data
         self._leftover = data[max_bytes:]
         return data[:max_bytes]
 

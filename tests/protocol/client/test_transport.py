@@ -62,6 +62,34 @@ async def test_using_a_transport_we_closed_is_client_closed(pair: Pair) -> None:
         await a.receive()
 
 
+async def test_send_nowait_over_memory_hands_the_bytes_over_at_once(pair: Pair) -> None:
+    a, b = pair
+    assert a.send_nowait(b"ping")
+    assert a.send_nowait(b"")  # nothing to send is sent
+    assert await b.receive() == b"ping"
+
+
+async def test_send_nowait_to_a_full_pipe_writes_nothing() -> None:
+    a, b = memory_transport_pair(max_buffer=1)
+    assert a.send_nowait(b"first")
+    assert not a.send_nowait(b"second")
+    assert await b.receive() == b"first"
+    assert a.send_nowait(b"third")
+    assert await b.receive() == b"third"
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_send_nowait_errors_are_translated(pair: Pair) -> None:
+    a, b = pair
+    await b.aclose()
+    with pytest.raises(ConnectionBrokenError, match="send failed"):
+        a.send_nowait(b"x")
+    await a.aclose()
+    with pytest.raises(ClientClosedError):
+        a.send_nowait(b"x")
+
+
 @pytest.mark.integration
 async def test_connect_tcp_refused_is_a_broken_connection() -> None:
     # Bind and close a listener to get a port nobody listens on.
@@ -83,6 +111,7 @@ async def test_connect_tcp_round_trip() -> None:
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, echo)
         transport = await connect_tcp("127.0.0.1", port)
+        assert not transport.send_nowait(b"ping")  # a socket's send is always awaited
         await transport.send(b"ping")
         assert await transport.receive() == b"ping"
         assert await transport.receive() == b""
