@@ -33,10 +33,12 @@ import trio
 import trio._core._run
 from trio.testing import MockClock
 
+from protocol.clock import LoopAlarm
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
-    from protocol.clock import Clock
+    from protocol.clock import Alarm, Clock
 
 __all__ = ["VirtualClock", "run_loop"]
 
@@ -154,6 +156,14 @@ class VirtualClock:
     async def sleep(self, delay: float) -> None:
         """Sleep ``delay`` seconds of virtual time (a negative delay counts as 0)."""
         await trio.sleep_until(self.loop_clock.current_time() + max(delay, 0.0))
+
+    def alarm(self) -> Alarm:
+        """An alarm on the loop's timers (this clock's time is the loop's: no conversion)."""
+        return LoopAlarm(self.now, _same)
+
+
+def _same(deadline: float) -> float:
+    return deadline
 
 
 def run_loop(
