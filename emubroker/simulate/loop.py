@@ -33,8 +33,6 @@ import trio
 import trio._core._run
 from trio.testing import MockClock
 
-from protocol.clock import LoopAlarm
-
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
@@ -159,11 +157,40 @@ class VirtualClock:
 
     def alarm(self) -> Alarm:
         """An alarm on the loop's timers (this clock's time is the loop's: no conversion)."""
-        return LoopAlarm(self.now, _same)
+        return _TrioAlarm(self.loop_clock)
 
 
-def _same(deadline: float) -> float:
-    return deadline
+class _TrioAlarm:
+    """``protocol.clock.LoopAlarm`` in trio's own terms, for the loop that is the clock.
+
+    The waiter sleeps in a trio cancel scope whose deadline ``set`` moves. Trio's scope and
+    ``sleep_forever`` rather than anyio's: anyio's are wrappers that look the backend up and
+    nest a second scope in the sleep, which a timer armed per message pays every time.
+    """
+
+    def __init__(self, clock: MockClock) -> None:
+        self.deadline = math.inf
+        self._clock = clock
+        self._scope: trio.CancelScope | None = None
+
+    def set(self, deadline: float) -> None:
+        """Move the deadline; a waiting task's sleep ends at the new one."""
+        self.deadline = deadline
+        if self._scope is not None:
+            self._scope.deadline = deadline
+
+    async def wait(self) -> None:
+        """Sleep until the loop's clock reaches the deadline as last set."""
+        if self._clock.current_time() >= self.deadline:
+            await trio.lowlevel.checkpoint()
+            return
+        while self._clock.current_time() < self.deadline:
+            with trio.CancelScope(deadline=self.deadline) as scope:
+                self._scope = scope
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    self._scope = None
 
 
 def run_loop(
