@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 import anyio
 import anyio.lowlevel
 
-__all__ = ["AnyioClock", "Clock", "FakeClock", "FakeClockStatistics"]
+__all__ = ["Alarm", "AnyioClock", "Clock", "FakeClock", "FakeClockStatistics", "LoopAlarm"]
 
 # A test helper that loops this often without the sleepers draining is almost surely driving a
 # periodic task (a heartbeat, the balancer tick); those never go idle, so use advance() instead.
@@ -62,6 +62,73 @@ class Clock(Protocol):
         """Sleep for `delay` seconds (`sleep_until(now() + delay)`)."""
         ...
 
+    def alarm(self) -> Alarm:
+        """Return a new `Alarm` on this clock, off (its deadline infinite)."""
+        ...
+
+
+class Alarm(Protocol):
+    """A deadline one task waits for and any code may move, without waking that task.
+
+    A timer armed per message (a batch's publish delay, an ack group's time) would otherwise
+    wake its task once to learn the deadline and once more when it falls due; moving a sleeping
+    task's deadline costs no wake-up (trio's and asyncio's cancel-scope deadlines).
+    """
+
+    deadline: float
+    """When `wait` returns: `now() >= deadline`; `inf` (the start) means not until moved."""
+
+    def set(self, deadline: float) -> None:
+        """Move the deadline, earlier or later, whether or not a task waits."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once the clock reaches the deadline as last set (a passed one checkpoints).
+
+        One task at a time may wait.
+        """
+        ...
+
+
+class LoopAlarm:
+    """An `Alarm` on the event loop's own timers.
+
+    The waiter sleeps in a cancel scope whose deadline `set` moves.
+
+    Args:
+        now: The clock's time.
+        to_loop: Converts a deadline on the clock to one on the event loop's clock (what
+            cancel scopes use).
+    """
+
+    def __init__(self, now: Callable[[], float], to_loop: Callable[[float], float]) -> None:
+        self.deadline = math.inf
+        self._now = now
+        self._to_loop = to_loop
+        self._scope: anyio.CancelScope | None = None
+
+    def set(self, deadline: float) -> None:
+        """Move the deadline; a waiting task's sleep ends at the new one."""
+        self.deadline = deadline
+        scope = self._scope
+        if scope is not None:
+            scope.deadline = self._to_loop(deadline)
+
+    async def wait(self) -> None:
+        """Sleep until the clock reaches the deadline as last set."""
+        if self._now() >= self.deadline:
+            await anyio.lowlevel.checkpoint()
+            return
+        # A scope ends at its loop deadline; the clock may read a hair behind that (another
+        # time source), so the deadline is checked on the clock again.
+        while self._now() < self.deadline:
+            with anyio.CancelScope(deadline=self._to_loop(self.deadline)) as scope:
+                self._scope = scope
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    self._scope = None
+
 
 class AnyioClock:
     """The production clock: the OS monotonic clock, the OS wall clock, anyio's sleeps.
@@ -94,6 +161,14 @@ class AnyioClock:
     async def sleep(self, delay: float) -> None:
         """Sleep `delay` seconds (a negative delay counts as 0)."""
         await anyio.sleep(max(delay, 0.0))
+
+    def alarm(self) -> Alarm:
+        """A `LoopAlarm` (deadlines moved from the monotonic clock to the loop's at each set)."""
+        return LoopAlarm(time.monotonic, _monotonic_to_loop)
+
+
+def _monotonic_to_loop(deadline: float) -> float:
+    return deadline - time.monotonic() + anyio.current_time()
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,15 +239,29 @@ class FakeClock:
         try:
             await event.wait()
         finally:
-            # No-op if we were woken; if cancelled, this marks our heap entry as stale.
-            self._waiting.discard(seq)
-            if len(self._heap) > 2 * len(self._waiting) + _STALE_SLACK:
-                self._heap = [entry for entry in self._heap if entry[1] in self._waiting]
-                heapq.heapify(self._heap)
+            self._forget(seq)
 
     async def sleep(self, delay: float) -> None:
         """Sleep until the virtual time has moved `delay` seconds on."""
         await self.sleep_until(self._now + delay)
+
+    def alarm(self) -> Alarm:
+        """An `Alarm` woken by `advance` and `run_until_idle` like the sleepers."""
+        return _FakeAlarm(self)
+
+    def _sleeper(self, deadline: float, event: anyio.Event) -> int:
+        """Put `event` among the sleepers, set when the clock reaches `deadline`; its seq."""
+        seq = next(self._seq)
+        heapq.heappush(self._heap, (deadline, seq, event))
+        self._waiting.add(seq)
+        return seq
+
+    def _forget(self, seq: int) -> None:
+        """Mark sleeper `seq` gone: no-op if it was woken; if not, its heap entry is stale."""
+        self._waiting.discard(seq)
+        if len(self._heap) > 2 * len(self._waiting) + _STALE_SLACK:
+            self._heap = [entry for entry in self._heap if entry[1] in self._waiting]
+            heapq.heapify(self._heap)
 
     async def advance(self, dt: float) -> None:
         """Move time forward by `dt`, waking due sleepers one at a time in deadline order.
@@ -282,6 +371,45 @@ class FakeClock:
         while self._heap and self._heap[0][1] not in self._waiting:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
+
+
+class _FakeAlarm:
+    """A `FakeClock`'s `Alarm`: a sleeper on the clock's heap.
+
+    Moved before the deadline it sleeps until, it is woken to sleep again until the new one (a
+    test clock: the extra wake-up is of no account).
+    """
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.deadline = math.inf
+        self._clock = clock
+        self._event: anyio.Event | None = None
+        self._until = math.inf
+
+    def set(self, deadline: float) -> None:
+        """Move the deadline (an earlier one wakes the waiter, which sleeps again until it)."""
+        if math.isnan(deadline):
+            raise ValueError("deadline is NaN")
+        self.deadline = deadline
+        if deadline < self._until and self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        """Sleep until the clock reaches the deadline as last set."""
+        clock = self._clock
+        if clock.now() >= self.deadline:
+            await anyio.lowlevel.checkpoint()
+            return
+        while clock.now() < self.deadline:
+            self._event = event = anyio.Event()
+            self._until = until = self.deadline
+            seq = None if math.isinf(until) else clock._sleeper(until, event)
+            try:
+                await event.wait()
+            finally:
+                self._event, self._until = None, math.inf
+                if seq is not None:
+                    clock._forget(seq)
 
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from trio.testing import MockClock
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
-    from protocol.clock import Clock
+    from protocol.clock import Alarm, Clock
 
 __all__ = ["VirtualClock", "run_loop"]
 
@@ -154,6 +154,43 @@ class VirtualClock:
     async def sleep(self, delay: float) -> None:
         """Sleep ``delay`` seconds of virtual time (a negative delay counts as 0)."""
         await trio.sleep_until(self.loop_clock.current_time() + max(delay, 0.0))
+
+    def alarm(self) -> Alarm:
+        """An alarm on the loop's timers (this clock's time is the loop's: no conversion)."""
+        return _TrioAlarm(self.loop_clock)
+
+
+class _TrioAlarm:
+    """``protocol.clock.LoopAlarm`` in trio's own terms, for the loop that is the clock.
+
+    The waiter sleeps in a trio cancel scope whose deadline ``set`` moves. Trio's scope and
+    ``sleep_forever`` rather than anyio's: anyio's are wrappers that look the backend up and
+    nest a second scope in the sleep, which a timer armed per message pays every time.
+    """
+
+    def __init__(self, clock: MockClock) -> None:
+        self.deadline = math.inf
+        self._clock = clock
+        self._scope: trio.CancelScope | None = None
+
+    def set(self, deadline: float) -> None:
+        """Move the deadline; a waiting task's sleep ends at the new one."""
+        self.deadline = deadline
+        if self._scope is not None:
+            self._scope.deadline = deadline
+
+    async def wait(self) -> None:
+        """Sleep until the loop's clock reaches the deadline as last set."""
+        if self._clock.current_time() >= self.deadline:
+            await trio.lowlevel.checkpoint()
+            return
+        while self._clock.current_time() < self.deadline:
+            with trio.CancelScope(deadline=self.deadline) as scope:
+                self._scope = scope
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    self._scope = None
 
 
 def run_loop(

@@ -15,6 +15,7 @@ Rules (spec §7.3, §7.4, §8.3, §8.4):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -67,8 +68,8 @@ class Acknowledger:
         self.batches = BatchTracker()
         self.nacks = NackTracker(config.negative_ack_redelivery_delay)
         self.chunks = ChunkAssembler(config.max_pending_chunked_messages)
-        self._armed: anyio.Event | None = None
-        self._since = 0.0
+        # Set by the first ack of a group to its flush time, without waking the timer task.
+        self._alarm = clock.alarm()
         self._nacks_changed: anyio.Event | None = None
 
     # ---- acks ----------------------------------------------------------------------------------
@@ -140,9 +141,7 @@ class Acknowledger:
             self._arm()
 
     def _arm(self) -> None:
-        self._since = self._clock.now()
-        if self._armed is not None:
-            self._armed.set()
+        self._alarm.set(self._clock.now() + self._config.ack_group_time)
 
     def flush(self) -> None:
         """Send the grouped acks now, if attached (else they wait, rule 1)."""
@@ -154,15 +153,15 @@ class Acknowledger:
 
     async def run_ack_timer(self) -> None:
         """Flush grouped acks `ack_group_time` after the first of them; runs until cancelled."""
+        # A group flushed early (full, or by `flush`) leaves the alarm set: it then finds no
+        # acks to send, or a newer group has moved it on.
+        alarm = self._alarm
         while True:
-            if not len(self.grouper):
-                self._armed = anyio.Event()
-                await self._armed.wait()
-                continue
-            await self._clock.sleep_until(self._since + self._config.ack_group_time)
+            await alarm.wait()
+            alarm.set(math.inf)
             self.flush()
             if len(self.grouper):  # not attached: try again one period later
-                self._since = self._clock.now()
+                self._arm()
 
     # ---- negative acks -------------------------------------------------------------------------
 

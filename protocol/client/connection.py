@@ -5,6 +5,8 @@ Three loops share a cancel scope (STYLE.md §1.2, a thin pump):
 * the reader receives a chunk, feeds it to `protocol.connection.Connection` and dispatches every
   complete frame in it before reading again (bulk decoding per chunk);
 * the writer joins everything queued since its last wake-up into one `send` (batched writes);
+  a frame written while nothing is queued or being sent goes straight to a transport that takes
+  bytes without waiting (an in-memory pipe), and the writer is not woken at all;
 * the keep-alive loop pings the broker every interval and declares the connection dead when a
   PING went unanswered for a whole interval (spec §3.2).
 
@@ -136,6 +138,7 @@ class ClientConnection:
         self.max_message_size = ASSUMED_MAX_MESSAGE_SIZE
         self.protocol_version = 0
         self._outbox: list[bytes] = []
+        self._sending = False  # the writer's `send` is under way: a direct write would overtake
         self._wakeup = anyio.Event()
         self._pending: dict[tuple[str, int], Future[c.Command]] = {}
         self.producers: dict[int, ProducerListener] = {}
@@ -294,7 +297,9 @@ class ClientConnection:
             await self._wakeup.wait()
             self._wakeup = anyio.Event()
             out, self._outbox = self._outbox, []
+            self._sending = True
             await transport.send(out[0] if len(out) == 1 else b"".join(out))
+            self._sending = False
 
     async def _keep_alive_loop(self) -> None:
         assert self._keep_alive_interval is not None
@@ -332,13 +337,27 @@ class ClientConnection:
     # ---- writing -------------------------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
-        """Queue ready-made frame bytes; the writer sends everything queued in one go.
+        """Write ready-made frame bytes, at once if possible, else through the writer.
+
+        At once when nothing is queued or being sent ahead of them and the transport takes them
+        without waiting; otherwise queued, and the writer sends everything queued in one go.
 
         Raises:
             ConnectionBrokenError: the connection has ended.
         """
         self._check_open()
         outbox = self._outbox
+        if not outbox and not self._sending:
+            # Nothing is ahead of this frame: a transport that takes it at once saves waking the
+            # writer (in a simulation, a round of the event loop per write).
+            try:
+                if self._transport.send_nowait(data):
+                    return
+            except (ConnectionBrokenError, ClientClosedError) as exc:
+                # As when the writer's send fails: the connection ends and its teardown tells
+                # every pending request and handler; the caller's frame is as good as queued.
+                self._stop(exc if isinstance(exc, ClientClosedError) else _broken(exc))
+                return
         outbox.append(data)
         # The writer renews the event and takes the outbox together, so the event is already
         # set whenever the outbox held something: only the first frame has to wake it.

@@ -108,8 +108,9 @@ class Producer(Handler):
         self._room: anyio.Event | None = None
         self._pending_armed: anyio.Event | None = None
         self._batch = BatchBuilder() if config.batching_enabled else None
-        self._batch_armed: anyio.Event | None = None
-        self._batch_generation = 0
+        # Set to a batch's flush time by its first message, without waking the timer task.
+        self._batch_alarm = self._clock.alarm()
+        self._batch_delay = config.batching_max_publish_delay
         self._metadata = tuple(
             c.KeyValue(key=k, value=v) for k, v in (config.properties or {}).items()
         )
@@ -255,9 +256,9 @@ class Producer(Handler):
             if not batch.count:
                 # Only the batch's first message sets its publish time and start (spec §8.1):
                 # the clocks are read once per batch, not once per message.
-                if self._batch_armed is not None:
-                    self._batch_armed.set()
-                batch.start(sequence_id, self._clock.wall_ms(), key, self._clock.now())
+                started = self._clock.now()
+                batch.start(sequence_id, self._clock.wall_ms(), key, started)
+                self._batch_alarm.set(started + self._batch_delay)
             if plain:
                 future = batch.add_plain(payload, sequence_id)
             else:
@@ -364,7 +365,6 @@ class Producer(Handler):
         batch = self._batch
         if batch is None or not batch.count:
             return
-        self._batch_generation += 1
         first_seq, frame, group, count = batch.build(
             self.producer_id, self.producer_name, self._checksum
         )
@@ -460,18 +460,13 @@ class Producer(Handler):
     # ---- timers --------------------------------------------------------------------------------
 
     async def _batch_timer(self) -> None:
-        batch = self._batch
-        assert batch is not None
-        delay = self._config.batching_max_publish_delay
+        # The alarm is left set when a batch is flushed early (full, or by `send`/`flush`): its
+        # firing then finds the batch empty, or a younger batch's start has moved it on.
+        alarm = self._batch_alarm
         while True:
-            if not batch.count:
-                self._batch_armed = anyio.Event()
-                await self._batch_armed.wait()
-                continue
-            generation = self._batch_generation
-            await self._clock.sleep_until(batch.started_at + delay)
-            if generation == self._batch_generation:
-                self._flush_batch()
+            await alarm.wait()
+            alarm.set(_NEVER)
+            self._flush_batch()
 
     async def _send_timeout_loop(self) -> None:  # rule 6
         while True:

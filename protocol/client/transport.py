@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections import deque
 from typing import Protocol
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from protocol.errors import ClientClosedError, ConnectionBrokenError
 
@@ -38,6 +38,21 @@ class Transport(Protocol):
 
     async def send(self, data: bytes) -> None:
         """Write all of `data`.
+
+        Raises:
+            ConnectionBrokenError: the stream failed or the peer went away.
+            ClientClosedError: we closed this transport.
+        """
+        ...
+
+    def send_nowait(self, data: bytes) -> bool:
+        """Write all of `data` at once if the stream takes it without waiting, else nothing.
+
+        A connection writes through this when nothing of its own is queued (no writer task to
+        wake); a stream that can never take bytes at once (TCP) always answers False.
+
+        Returns:
+            True when `data` went out whole; False when nothing was written (call `send`).
 
         Raises:
             ConnectionBrokenError: the stream failed or the peer went away.
@@ -69,6 +84,8 @@ class StreamTransport:
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self._stream = stream
         self._closed = False
+        # Only an in-memory pipe takes bytes without waiting; a socket's send is always awaited.
+        self._memory = stream if isinstance(stream, MemoryByteStream) else None
 
     async def send(self, data: bytes) -> None:
         """Send all of `data`.
@@ -82,6 +99,23 @@ class StreamTransport:
         except anyio.ClosedResourceError as exc:
             raise ClientClosedError("transport closed") from exc
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+            raise ConnectionBrokenError(f"send failed: {exc!r}") from exc
+
+    def send_nowait(self, data: bytes) -> bool:
+        """Send all of `data` at once if the stream takes it without waiting (see `Transport`).
+
+        Raises:
+            ClientClosedError: The transport was closed here.
+            ConnectionBrokenError: The peer broke the connection.
+        """
+        memory = self._memory
+        if memory is None:
+            return False
+        try:
+            return memory.send_nowait(data)
+        except anyio.ClosedResourceError as exc:
+            raise ClientClosedError("transport closed") from exc
+        except anyio.BrokenResourceError as exc:
             raise ConnectionBrokenError(f"send failed: {exc!r}") from exc
 
     async def receive(self, max_bytes: int = DEFAULT_RECEIVE_SIZE) -> bytes:
@@ -123,66 +157,143 @@ async def connect_tcp(host: str, port: int) -> StreamTransport:
     return StreamTransport(stream)
 
 
+class _Pipe:
+    """One direction of an in-memory byte pipe: the bytes in order, and who waits on them."""
+
+    __slots__ = ("chunks", "max_chunks", "readable", "receiver_closed", "room", "sender_closed")
+
+    def __init__(self, max_chunks: float) -> None:
+        self.chunks: deque[bytes] = deque()
+        self.max_chunks = max_chunks
+        self.readable: anyio.Event | None = None  # set when bytes arrive or an end closes
+        self.room: anyio.Event | None = None  # set when a full pipe is read from or closed
+        self.sender_closed = False
+        self.receiver_closed = False
+
+    def wake_reader(self) -> None:
+        if self.readable is not None:
+            self.readable.set()
+
+    def wake_writer(self) -> None:
+        if self.room is not None:
+            self.room.set()
+
+
 class MemoryByteStream(anyio.abc.ByteStream):
-    """One end of an in-memory byte pipe (see `memory_transport_pair`).
+    """One end of an in-memory byte pipe (see `memory_byte_stream_pair`).
+
+    A pipe of its own rather than anyio's memory object streams: their `receive` gives way to
+    every other runnable task before it looks for an item, and their `send` too, so a reader
+    that has to wait pays two steps of the event loop for each wake-up, and a hand-over one
+    more round (a message through client and broker in a simulation crosses this pipe four
+    times or more). Here a send that fits and a receive of bytes already there are cancellation
+    points but not scheduling points, and a waiting reader is woken once, by the send. A receive
+    takes every chunk waiting, up to `max_bytes`, so the reader decodes them in one go.
 
     Args:
-        send: where our writes go.
-        receive: where the peer's writes arrive.
+        outgoing: where our writes go.
+        incoming: where the peer's writes arrive.
     """
 
-    def __init__(
-        self,
-        send: MemoryObjectSendStream[bytes],
-        receive: MemoryObjectReceiveStream[bytes],
-    ) -> None:
-        self._send = send
-        self._receive = receive
-        self._leftover = b""
-
-    # A send that fits the buffer, and a receive of data already there, are cancellation points
-    # but not scheduling points: the anyio stream's own `send` and `receive` give way to every
-    # other runnable task first, one more round of the event loop per hand-over (a message
-    # through client and broker in a simulation crosses this pipe four times or more).
+    def __init__(self, outgoing: _Pipe, incoming: _Pipe) -> None:
+        self._out = outgoing
+        self._in = incoming
+        self._closed = False
 
     async def send(self, item: bytes) -> None:
-        """Send `item` to the other end (empty items are not sent)."""
+        """Send `item` to the other end (empty items are not sent), waiting for room."""
         if item:
             await anyio.lowlevel.checkpoint_if_cancelled()
-            try:
-                self._send.send_nowait(bytes(item))
-            except anyio.WouldBlock:
-                await self._send.send(bytes(item))
+            while not self.send_nowait(item):
+                pipe = self._out
+                pipe.room = room = anyio.Event()
+                try:
+                    await room.wait()
+                finally:
+                    pipe.room = None
+
+    def send_nowait(self, item: bytes) -> bool:
+        """Send `item` if the pipe has room (True), else nothing (False); never waits.
+
+        Raises:
+            anyio.ClosedResourceError: This end was closed.
+            anyio.BrokenResourceError: The other end was closed.
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        pipe = self._out
+        if pipe.receiver_closed:
+            raise anyio.BrokenResourceError
+        if item:
+            if len(pipe.chunks) >= pipe.max_chunks:
+                return False
+            pipe.chunks.append(bytes(item))
+            pipe.wake_reader()
+        return True
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        """Up to `max_bytes` of what the other end sent (the rest is kept for the next call)."""
-        data = self._leftover
-        if not data:
-            await anyio.lowlevel.checkpoint_if_cancelled()
+        """What the other end sent, up to `max_bytes` (the rest is kept for the next call).
+
+        Raises:
+            anyio.ClosedResourceError: This end was closed.
+            anyio.EndOfStream: The other end closed and everything it sent has been read.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        pipe = self._in
+        chunks = pipe.chunks
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            if chunks:
+                break
+            if pipe.sender_closed:
+                raise anyio.EndOfStream
+            pipe.readable = readable = anyio.Event()
             try:
-                data = self._receive.receive_nowait()
-            except anyio.WouldBlock:
-                data = await self._receive.receive()
-        self._leftover = data[max_bytes:]
-        return data[:max_bytes]
+                await readable.wait()
+            finally:
+                pipe.readable = None
+        data = chunks.popleft()
+        if len(data) > max_bytes:
+            chunks.appendleft(data[max_bytes:])
+            data = data[:max_bytes]
+        elif chunks and len(data) + len(chunks[0]) <= max_bytes:
+            parts = [data]
+            size = len(data)
+            while chunks and size + len(chunks[0]) <= max_bytes:
+                size += len(chunks[0])
+                parts.append(chunks.popleft())
+            data = b"".join(parts)
+        pipe.wake_writer()
+        return data
 
     async def send_eof(self) -> None:
         """Tell the other end nothing more will be sent."""
-        await self._send.aclose()
+        self._out.sender_closed = True
+        self._out.wake_reader()
 
     async def aclose(self) -> None:
-        """Close both directions."""
-        await self._send.aclose()
-        await self._receive.aclose()
+        """Close both directions (the other end reads what was sent, then the end)."""
+        self._closed = True
+        self._out.sender_closed = True
+        self._out.wake_reader()
+        self._in.receiver_closed = True
+        self._in.chunks.clear()
+        self._in.wake_reader()  # a receive of ours waiting: it sees this end closed
+        self._in.wake_writer()  # a send of the peer waiting for room: it sees the break
+        # No checkpoint, as anyio's memory streams: the caller goes on before anyone wakes.
 
 
 def memory_byte_stream_pair(
     max_buffer: float = math.inf,
 ) -> tuple[MemoryByteStream, MemoryByteStream]:
-    """Two connected in-memory byte streams; closing one ends the other's reads with EOF."""
-    a_send, b_receive = anyio.create_memory_object_stream[bytes](max_buffer)
-    b_send, a_receive = anyio.create_memory_object_stream[bytes](max_buffer)
-    return MemoryByteStream(a_send, a_receive), MemoryByteStream(b_send, b_receive)
+    """Two connected in-memory byte streams; closing one ends the other's reads with EOF.
+
+    Args:
+        max_buffer: chunks (sends) a direction holds before a send waits.
+    """
+    a_to_b, b_to_a = _Pipe(max_buffer), _Pipe(max_buffer)
+    return MemoryByteStream(a_to_b, b_to_a), MemoryByteStream(b_to_a, a_to_b)
 
 
 def memory_transport_pair(max_buffer: float = math.inf) -> tuple[StreamTransport, StreamTransport]:

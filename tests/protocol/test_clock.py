@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.clock import AnyioClock, Clock, FakeClock
+from protocol.clock import AnyioClock, Clock, FakeClock, LoopAlarm
 
 pytestmark = pytest.mark.anyio
 
@@ -235,6 +235,100 @@ class TestAnyioClock:
         ms = clock.wall_ms()
         assert before <= ms <= clock.wall_ns() // 1_000_000
         assert ms > 1_600_000_000 * 10**3
+
+
+class TestFakeAlarm:
+    async def test_an_alarm_is_off_until_set_and_rings_at_its_deadline(
+        self, fake_clock: FakeClock
+    ) -> None:
+        alarm = fake_clock.alarm()
+        rang: list[float] = []
+
+        async def wait() -> None:
+            await alarm.wait()
+            rang.append(fake_clock.now())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await fake_clock.advance(100.0)
+            assert rang == []  # off: an infinite deadline
+            alarm.set(103.0)
+            await fake_clock.advance(2.0)
+            assert rang == []
+            await fake_clock.advance(5.0)
+        assert rang == [103.0]
+
+    async def test_an_alarm_moved_while_waited_for_rings_at_the_new_deadline(
+        self, fake_clock: FakeClock
+    ) -> None:
+        alarm = fake_clock.alarm()
+        alarm.set(10.0)
+        rang: list[float] = []
+
+        async def wait() -> None:
+            await alarm.wait()
+            rang.append(fake_clock.now())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            alarm.set(5.0)  # earlier
+            alarm.set(7.0)  # later again, still before the first
+            await fake_clock.run_until_idle()
+        assert rang == [7.0]
+        alarm.set(20.0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            alarm.set(30.0)  # later: the sleep at 20 ends and sleeps on
+            await fake_clock.run_until_idle()
+        assert rang == [7.0, 30.0]
+
+    async def test_a_passed_deadline_only_checkpoints(self, fake_clock: FakeClock) -> None:
+        alarm = fake_clock.alarm()
+        alarm.set(fake_clock.now())
+        with anyio.fail_after(5):  # guard only
+            await alarm.wait()
+        with pytest.raises(ValueError, match="NaN"):
+            alarm.set(math.nan)
+
+
+class TestLoopAlarm:
+    async def test_a_passed_deadline_only_checkpoints(self) -> None:
+        alarm = AnyioClock().alarm()
+        alarm.set(AnyioClock().now() - 1.0)
+        with anyio.fail_after(5):  # guard only
+            await alarm.wait()
+
+
+def test_moving_a_waited_for_loop_alarm_does_not_wake_its_task() -> None:
+    import trio
+    import trio.testing
+
+    steps: list[str] = []
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            steps.append(task.name)
+
+    async def main() -> None:
+        alarm = LoopAlarm(trio.current_time, lambda deadline: deadline)
+        rang: list[float] = []
+
+        async def waiter() -> None:
+            await alarm.wait()
+            rang.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter, name="waiter")
+            await trio.testing.wait_all_tasks_blocked()
+            for deadline in (50.0, 10.0, 30.0):
+                alarm.set(deadline)
+                await trio.testing.wait_all_tasks_blocked()
+        assert rang == [30.0]
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0), instruments=[Steps()])
+    assert steps.count("waiter") == 2  # its start and its end, none per move
 
 
 class TestAutojump:

@@ -100,3 +100,28 @@ def test_the_virtual_clock_jumps_to_each_deadline_and_orders_ties_by_the_seed() 
         other = VirtualClock(epoch=1_000)
         orders.add(tuple(index for _, index in run_loop(_timers, other, clock=other, seed=seed)[0]))
     assert len(orders) > 1  # sleepers due together: the order is the seeded scheduler's
+
+
+async def _alarm(clock: VirtualClock) -> list[float]:
+    alarm = clock.alarm()
+    rang: list[float] = []
+
+    async def waiter() -> None:
+        for _ in range(2):
+            await alarm.wait()
+            rang.append(clock.now())
+            alarm.set(float("inf"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await clock.sleep(1.0)
+        alarm.set(3.5)
+        alarm.set(2.25)  # moved earlier while waited for
+        await clock.sleep(5.0)
+        alarm.set(clock.now() + 0.1)
+    return rang
+
+
+def test_the_virtual_clocks_alarm_rings_at_its_deadline_as_last_moved() -> None:
+    clock = VirtualClock()
+    assert run_loop(_alarm, clock, clock=clock, seed=1) == [2.25, 6.1]

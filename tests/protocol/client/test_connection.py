@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from protocol import commands as c
 from protocol.client.connection import ASSUMED_MAX_MESSAGE_SIZE, ClientConnection
-from protocol.client.transport import StreamTransport, memory_transport_pair
+from protocol.client.transport import (
+    StreamTransport,
+    memory_byte_stream_pair,
+    memory_transport_pair,
+)
 from protocol.clock import FakeClock
 from protocol.connection import CLOSED, Connection, Role
 from protocol.errors import (
@@ -308,9 +313,16 @@ async def test_a_frame_the_client_may_not_receive_drops_the_connection(
     assert not cnx.is_open
 
 
-async def test_writes_queued_together_go_out_in_one_send(
-    wires: Wires, fake_clock: FakeClock
-) -> None:
+class AwaitedTransport(StreamTransport):
+    """A transport that never takes bytes at once, as a socket: every write goes to the writer."""
+
+    def send_nowait(self, data: bytes) -> bool:
+        return False
+
+
+async def test_writes_queued_together_go_out_in_one_send(fake_clock: FakeClock) -> None:
+    client_end, broker_end = memory_byte_stream_pair()
+    wires = (AwaitedTransport(client_end), Peer(StreamTransport(broker_end)))
     cnx, peer, _ = await open_cnx(wires, fake_clock)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cnx.run)
@@ -325,3 +337,44 @@ async def test_writes_queued_together_go_out_in_one_send(
             flows.append(frame.command)
         assert len(flows) == 50  # all in the first read: one batched write
         await cnx.aclose()
+    await peer.transport.aclose()
+
+
+async def test_a_write_with_nothing_queued_goes_out_without_waking_the_writer(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
+    # Each task woken is a round of the event loop; a simulation pays them per message.
+    cnx, peer, _ = await open_cnx(wires, fake_clock)
+    rounds = 0
+
+    async def count_rounds() -> None:
+        nonlocal rounds
+        while True:
+            rounds += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cnx.run)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(count_rounds)
+        await anyio.lowlevel.checkpoint()
+        before = rounds
+        cnx.send_command(c.Flow(consumer_id=7, message_permits=1))
+        peer.conn.receive_data(await peer.transport.receive())  # there already: no wait
+        assert rounds == before
+        assert peer.conn.next_frame().command == c.Flow(consumer_id=7, message_permits=1)  # type: ignore[union-attr]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_write_to_a_vanished_peer_ends_the_connection(
+    wires: Wires, fake_clock: FakeClock
+) -> None:
+    cnx, peer, _ = await open_cnx(wires, fake_clock)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cnx.run)
+        await anyio.wait_all_tasks_blocked()
+        await peer.transport.aclose()
+        pending = cnx.request(c.Unsubscribe(consumer_id=0, request_id=1))  # written at once
+    with pytest.raises(ConnectionBrokenError):
+        await pending
+    assert not cnx.is_open

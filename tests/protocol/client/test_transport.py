@@ -62,6 +62,34 @@ async def test_using_a_transport_we_closed_is_client_closed(pair: Pair) -> None:
         await a.receive()
 
 
+async def test_send_nowait_over_memory_hands_the_bytes_over_at_once(pair: Pair) -> None:
+    a, b = pair
+    assert a.send_nowait(b"ping")
+    assert a.send_nowait(b"")  # nothing to send is sent
+    assert await b.receive() == b"ping"
+
+
+async def test_send_nowait_to_a_full_pipe_writes_nothing() -> None:
+    a, b = memory_transport_pair(max_buffer=1)
+    assert a.send_nowait(b"first")
+    assert not a.send_nowait(b"second")
+    assert await b.receive() == b"first"
+    assert a.send_nowait(b"third")
+    assert await b.receive() == b"third"
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_send_nowait_errors_are_translated(pair: Pair) -> None:
+    a, b = pair
+    await b.aclose()
+    with pytest.raises(ConnectionBrokenError, match="send failed"):
+        a.send_nowait(b"x")
+    await a.aclose()
+    with pytest.raises(ClientClosedError):
+        a.send_nowait(b"x")
+
+
 @pytest.mark.integration
 async def test_connect_tcp_refused_is_a_broken_connection() -> None:
     # Bind and close a listener to get a port nobody listens on.
@@ -83,6 +111,7 @@ async def test_connect_tcp_round_trip() -> None:
     async with listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, echo)
         transport = await connect_tcp("127.0.0.1", port)
+        assert not transport.send_nowait(b"ping")  # a socket's send is always awaited
         await transport.send(b"ping")
         assert await transport.receive() == b"ping"
         assert await transport.receive() == b""
@@ -124,3 +153,75 @@ async def test_a_cancelled_task_neither_sends_nor_receives_over_memory(pair: Pai
     with anyio.move_on_after(0.05):
         await b.receive()
         pytest.fail("a send of a cancelled task arrived")
+
+
+async def test_a_receive_takes_every_chunk_waiting_up_to_max_bytes(pair: Pair) -> None:
+    a, b = pair
+    for chunk in (b"ab", b"cd", b"efgh", b"ij"):
+        assert a.send_nowait(chunk)
+    assert await b.receive(7) == b"abcd"  # "efgh" would not fit: it waits for the next
+    assert await b.receive(7) == b"efghij"
+
+
+async def test_what_was_sent_before_a_close_is_read_before_the_end(pair: Pair) -> None:
+    a, b = pair
+    await a.send(b"last words")
+    await a.aclose()
+    assert await b.receive() == b"last words"
+    assert await b.receive() == b""
+
+
+async def test_closing_an_end_wakes_its_own_waiting_receive(pair: Pair) -> None:
+    a, _b = pair
+    with anyio.fail_after(5):  # guard only
+        async with anyio.create_task_group() as tg:
+
+            async def receive() -> None:
+                with pytest.raises(ClientClosedError):
+                    await a.receive()
+
+            tg.start_soon(receive)
+            await anyio.wait_all_tasks_blocked()
+            await a.aclose()
+
+
+async def test_a_send_to_a_full_pipe_waits_for_the_reader() -> None:
+    a, b = memory_transport_pair(max_buffer=1)
+    await a.send(b"first")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(a.send, b"second")
+        await anyio.wait_all_tasks_blocked()
+        assert await b.receive() == b"first"
+    assert await b.receive() == b"second"
+    await a.aclose()
+    await b.aclose()
+
+
+def test_a_waiting_reader_is_woken_once_per_send() -> None:
+    # A step of a task is a round of the event loop, which a simulation pays per hand-over.
+    import trio
+    import trio.testing
+
+    steps: list[str] = []
+
+    class Steps(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            steps.append(task.name)
+
+    async def main() -> None:
+        a, b = memory_transport_pair()
+        received: list[bytes] = []
+
+        async def reader() -> None:
+            for _ in range(10):
+                received.append(await b.receive())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader, name="reader")
+            for i in range(10):
+                await trio.sleep(1.0)
+                await a.send(b"%d" % i)
+        assert received == [b"%d" % i for i in range(10)]
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0), instruments=[Steps()])
+    assert steps.count("reader") == 1 + 10  # its start, then one per send
