@@ -169,7 +169,7 @@ class TopicService:
                     tg.start_soon(self._publish_rates.run)
                 flusher = self._loader.flusher
                 if flusher is not None:
-                    tg.start_soon(flusher.run, self._catalog.states.items)
+                    tg.start_soon(flusher.run, self._catalog.states)
                 tg.start_soon(self.expiry.run, self._catalog.persistent_topics)
                 tg.start_soon(self.quotas.run, self._catalog.persistent_topics)
                 yield self
