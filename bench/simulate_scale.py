@@ -5,10 +5,14 @@
 Runs ``loadgen/scenarios/scale-20-brokers.toml`` (``--duration`` replaces its one phase's
 length) with ``emubroker simulate`` in a fresh process, and prints the simulated time, the CPU
 seconds of the process (``time.process_time`` around ``simulate.run``: set-up and shut-down
-count, imports do not), the wall seconds, the messages sent and received, how many bundles
-were owned at the end and the load balancer's trace rows (its reports, placements and the
-leader's shedding cycles are all in it). ``--trees`` runs the same from other source trees,
-alternately, as ``bench/simulate_speed.py`` does.
+count, imports do not), the wall seconds, the messages sent and received, how many decisions
+the load balancer made and its trace rows (its reports, placements and the leader's shedding
+cycles are all in it). The CPU is split in three where loadgen's runner tells its workers to
+start (``Go``) and to stop producing (``StopProducers``): the set-up (the cluster, the topics,
+every producer and consumer created, looked up and attached), the traffic (per simulated second
+of the phase) and the end (draining, closing, the brokers' shut-down). ``--trees`` runs the same
+from other source trees, alternately, as ``bench/simulate_speed.py`` does; each line ends with
+the load average of the machine when the run ended.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from loadgen import durations
+
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "loadgen" / "scenarios" / "scale-20-brokers.toml"
 
@@ -32,14 +38,25 @@ from pathlib import Path
 import pyarrow.parquet as pq
 logging.disable(logging.WARNING)
 from emubroker import simulate
+from loadgen import runner
+from loadgen.messages import Go, StopProducers
+marks = {}
+broadcast = runner._Run.broadcast
+async def marking(self, message):  # the CPU when the traffic starts and when it stops
+    if isinstance(message, Go | StopProducers):
+        marks.setdefault(type(message).__name__, time.process_time())
+    await broadcast(self, message)
+runner._Run.broadcast = marking
 started = time.process_time()
 result = simulate.run(sys.argv[1], sys.argv[2])
 cpu = time.process_time() - started
+go, stop = marks["Go"] - started, marks["StopProducers"] - started
 rows = result.run.rows
 events = Counter()
 for path in Path(sys.argv[2], "loadbalance").glob("*.parquet"):
     events.update(pq.read_table(path, columns=["event"]).column("event").to_pylist())
 print(json.dumps({"simulated": result.simulated_seconds, "wall": result.wall_seconds, "cpu": cpu,
+                  "setup": go, "traffic": stop - go, "end": cpu - stop,
                   "messages": rows.get("sends", 0) + rows.get("receives", 0),
                   "decisions": len(result.decisions), "loadbalance": dict(events)}))
 """
@@ -52,6 +69,7 @@ def main() -> None:
     parser.add_argument("--trees", type=Path, nargs="+", default=[ROOT])
     args = parser.parse_args()
     text = re.sub(r'duration = "60m"', f'duration = "{args.duration}"', SCENARIO.read_text())
+    phase = durations.parse_duration(args.duration)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp, "scale.toml")
         path.write_text(text)
@@ -69,7 +87,10 @@ def main() -> None:
                 print(
                     f"{tree.name}: {result['simulated']:.0f} simulated s in "
                     f"{result['cpu']:.1f} CPU s ({result['simulated'] / result['cpu']:.0f}x), "
-                    f"{result['wall']:.1f} wall s; {result['messages']:,} messages sent and "
+                    f"{result['wall']:.1f} wall s; CPU s: set-up {result['setup']:.1f}, "
+                    f"traffic {result['traffic']:.1f} ({result['traffic'] / phase:.4f} per "
+                    f"simulated s), end {result['end']:.1f}; load average "
+                    f"{os.getloadavg()[0]:.1f}; {result['messages']:,} messages sent and "
                     f"received; {result['decisions']} decisions; load balancer rows "
                     f"{result['loadbalance']}",
                     flush=True,

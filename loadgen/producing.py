@@ -101,7 +101,6 @@ class ProducerRunner:
         self.stopped_ns: int | None = None  # when it stopped sending (`run`)
         self.last_receipt_ns: int | None = None
         self.sent = 0
-        self._counted = 0
 
     async def start(self, driver: Driver) -> None:
         """Create one handler per partition (raises what the client raises)."""
@@ -278,12 +277,6 @@ class ProducerRunner:
     def acked(self) -> int:
         """Messages receipted so far."""
         return sum(p.receipted for p in self._partitions)
-
-    def take_counts(self) -> tuple[int, int]:
-        """(messages, bytes) receipted since the last call, for the second's tick."""
-        acked = self.acked
-        new, self._counted = acked - self._counted, acked
-        return new, new * self.plan.size
 
     @property
     def end_ns(self) -> int | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from emubroker.topics.limits import LimitResolver
 from emubroker.topics.producer import OnWaiting, ProducerHandle, ProducerRegistry
+from emubroker.topics.stats import TopicLoad
 from protocol.errors import ServiceNotReadyError, SubscriptionNotFoundError
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class TopicBase(Generic[S]):
     ) -> None:
         self.name = name
         self.settings = settings
+        self._counters = counters
         self._limits = limits or LimitResolver()
         self._producers = ProducerRegistry(
             name, counters=counters, names=producer_names, topic_epoch=topic_epoch
@@ -149,3 +151,16 @@ class TopicBase(Generic[S]):
     def consumer_count(self) -> int:
         """Attached consumers over all subscriptions."""
         return sum(len(sub.consumers) for sub in self._subs.values())
+
+    def load(self) -> TopicLoad:
+        """Its running counters and attachments (the load report's sample)."""
+        c = self._counters
+        return TopicLoad(
+            self.name,
+            c.msg_in,
+            c.bytes_in,
+            c.msg_out,
+            c.bytes_out,
+            self.producer_count,
+            self.consumer_count,
+        )

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from emubroker.metadata.paths import MANAGED_LEDGERS_ROOT, PARTITIONED_TOPICS_ROOT
 from emubroker.metadata.walk import walk, walk_topics
 from emubroker.naming import TopicDomain
-from emubroker.topics.stats import ServiceStats
+from emubroker.topics.stats import ServiceStats, TopicLoad
 from protocol.commands import TopicsMode
 from protocol.errors import TopicNotFoundError
 
@@ -142,6 +142,10 @@ class TopicCatalog:
     def persistent_topics(self) -> list[Topic]:
         """The loaded persistent topics."""
         return [p for t in self.loaded.values() if (p := t.as_persistent()) is not None]
+
+    def loads(self) -> list[TopicLoad]:
+        """Every loaded topic's counters and attachments, in the order of ``statistics``."""
+        return [self.loaded[name].load() for name in sorted(self.loaded, key=str)]
 
     def statistics(self) -> ServiceStats:
         """A snapshot of every loaded topic, for ``/metrics``."""

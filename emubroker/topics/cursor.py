@@ -15,7 +15,8 @@ it through its queries (:meth:`Cursor.is_acked`, :meth:`Cursor.ranges`, :meth:`C
    meaning of ``MessageIdData.ack_set``, spec/wire-protocol.md §7.3). A mask that reaches 0 makes
    the entry fully acknowledged.
 4. ``version`` goes up with every change, so that a persisted copy knows it is stale
-   (``cursor_flush``).
+   (``cursor_flush``), and every change calls ``on_change`` when one is set (the flusher's mark:
+   its periodic flush visits only the topics whose cursors changed).
 
 The cursor of a durable subscription outlives its topic object: on unload the service keeps it,
 and the reloaded topic resumes from it (§9).
@@ -26,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Set
+    from collections.abc import Callable, Iterable, Set
 
 __all__ = ["Cursor", "mask_from_words", "words_from_mask"]
 
@@ -75,7 +76,7 @@ class Cursor:
         durable: Whether the subscription survives its consumers and topic unloads.
     """
 
-    __slots__ = ("acked", "durable", "mark_delete", "partial", "version")
+    __slots__ = ("acked", "durable", "mark_delete", "on_change", "partial", "version")
 
     def __init__(self, mark_delete: int = -1, *, durable: bool = True) -> None:
         self.mark_delete = mark_delete
@@ -85,6 +86,9 @@ class Cursor:
         # Counts the changes of the acknowledgement state; the topic service's flusher
         # persists the durable cursors whose version moved since it last wrote them.
         self.version = 0
+        # Told of every change (``TopicState.add_cursor`` sets it): marks the topic for the
+        # flusher, which would otherwise have to look at every topic every second.
+        self.on_change: Callable[[], None] | None = None
 
     def is_acked(self, index: int) -> bool:
         """Whether an index is fully acknowledged."""
@@ -98,7 +102,7 @@ class Cursor:
         """
         if index <= self.mark_delete or index in self.acked:
             return False
-        self.version += 1
+        self._changed()
         if self.partial:
             self.partial.pop(index, None)
         if index == self.mark_delete + 1:
@@ -135,7 +139,7 @@ class Cursor:
             append(index)
         self.mark_delete = mark_delete
         if newly:
-            self.version += 1
+            self._changed()
         return newly
 
     def ack_batch(self, index: int, unacked_mask: int, size: int) -> bool:
@@ -158,7 +162,7 @@ class Cursor:
         remaining = unacked_mask if known is None else known & unacked_mask
         if remaining:
             self.partial[index] = remaining
-            self.version += 1
+            self._changed()
             return False
         return self.ack(index)
 
@@ -171,7 +175,7 @@ class Cursor:
         if index <= self.mark_delete:
             return False
         self.mark_delete = index
-        self.version += 1
+        self._changed()
         if self.acked:
             self.acked = {i for i in self.acked if i > index}
         if self.partial:
@@ -200,7 +204,7 @@ class Cursor:
     def reset(self, index: int) -> None:
         """Seek: the next entry to deliver becomes ``index``; every other ack is forgotten."""
         self.mark_delete = index - 1
-        self.version += 1
+        self._changed()
         self.acked.clear()
         self.partial.clear()
 
@@ -257,6 +261,11 @@ class Cursor:
         cursor.partial = {i: m for i, m in partial if i > mark_delete and i not in cursor.acked}
         cursor._advance()
         return cursor
+
+    def _changed(self) -> None:
+        self.version += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def _advance(self) -> None:
         acked = self.acked

@@ -1,14 +1,24 @@
 """Durable cursors in the metadata store: loading at topic open, coalesced persisting, trimming.
 
-Acknowledgements only move a cursor's ``version`` (a slot write on the ACK hot path); a flusher
-task of the topic service wakes every ``interval`` seconds (Pulsar rate-limits mark-delete
-persistence the same way: ``managedLedgerDefaultMarkDeleteRateLimit``, 1 per second) and writes
-each cursor whose version it has not written yet once, deletes the nodes of deleted
-subscriptions, evicts from the entry cache what every durable cursor has passed
-(``ManagedLedger.evict_consumed``) and trims ledgers they all passed (``ManagedLedger.trim``). The
-flusher only reads cursors: what it wrote is its own record. A graceful stop flushes once more,
-so only a crash can lose the last interval's acknowledgements, which then come back as
-redeliveries: at-least-once, never a lost message (DESIGN.md decision 8). Layout: ``ml_meta``.
+Acknowledgements only move a cursor's ``version`` (a slot write on the ACK hot path) and mark
+its topic; a flusher task of the topic service wakes every ``interval`` seconds (Pulsar
+rate-limits mark-delete persistence the same way: ``managedLedgerDefaultMarkDeleteRateLimit``, 1
+per second) and, for each marked topic, writes each cursor whose version it has not written yet
+once, deletes the nodes of deleted subscriptions, evicts from the entry cache what every durable
+cursor has passed (``ManagedLedger.evict_consumed``) and trims ledgers they all passed
+(``ManagedLedger.trim``). The flusher only reads cursors: what it wrote is its own record. A
+graceful stop flushes once more, so only a crash can lose the last interval's acknowledgements,
+which then come back as redeliveries: at-least-once, never a lost message (DESIGN.md decision 8).
+Layout: ``ml_meta``.
+
+Marks (``watch``): a topic is marked when one of its cursors changes (``Cursor.on_change``), is
+added or removed, or its ledger closes (``Topic.trim_consumed``: a ledger its cursors had all
+passed before it closed can go now), and when its flush failed (retried next round). An unmarked
+topic has nothing to write, evict or trim, so a broker's round costs what changed, not its
+topic count (a broker of 200 idle partitions visited all of them every second). What a mark does
+not catch: a namespace whose retention policy is lifted trims its consumed ledgers at the next
+change of its cursors or ledger, and entries read back for a reader behind every cursor leave the
+cache at the next mark (or under the cache's budget).
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from emubroker.topics.topic import may_trim
 from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import TopicName
@@ -61,6 +71,9 @@ class CursorFlusher:
         self._interval = interval
         # Per topic, per subscription: the cursor object and version last written.
         self._persisted: dict[TopicName, dict[str, tuple[Cursor, int]]] = {}
+        # The topics marked since the last round, in the order they were marked (a dict, not a
+        # set: a set's order would depend on the hash seed, and a simulation's trace with it).
+        self._marked: dict[TopicName, None] = {}
 
     async def load(self, topic: TopicName, ml_path: str) -> dict[str, Cursor]:
         """The persisted durable cursors of a topic, by subscription name.
@@ -78,9 +91,24 @@ class CursorFlusher:
         self._persisted[topic] = {name: (c, c.version) for name, c in cursors.items()}
         return cursors
 
+    def watch(self, topic: TopicName, state: TopicState) -> None:
+        """Mark ``topic`` for the next round whenever its state says it changed.
+
+        Its cursors' changes, cursors added and removed, its ledgers closing
+        (``TopicState.on_change``). Call it once the loaded cursors are in ``state``.
+        """
+
+        def mark() -> None:
+            self._marked[topic] = None
+
+        state.on_change = mark
+        for cursor in state.cursors.values():
+            cursor.on_change = mark
+
     def forget(self, topic: TopicName) -> None:
         """Stop tracking a deleted topic."""
         self._persisted.pop(topic, None)
+        self._marked.pop(topic, None)
 
     async def flush(self, topic: TopicName, state: TopicState) -> None:
         """Write a topic's changed cursors, delete removed ones, trim consumed ledgers.
@@ -123,15 +151,20 @@ class CursorFlusher:
                 logger.warning("trimming %s failed; retrying later", topic)
 
     async def flush_all(self, states: Iterable[tuple[TopicName, TopicState]]) -> None:
-        """``flush`` every topic; failures are logged and retried next round."""
+        """``flush`` every topic; failures are logged, marked and retried next round."""
         for topic, state in list(states):
             try:
                 await self.flush(topic, state)
             except (MetadataStoreError, StorageError) as exc:
                 logger.warning("persisting cursors of %s failed: %s", topic, exc)
+                self._marked[topic] = None
 
-    async def run(self, states: Callable[[], Iterable[tuple[TopicName, TopicState]]]) -> None:
-        """Flush every ``interval`` seconds until cancelled."""
+    async def run(self, states: Mapping[TopicName, TopicState]) -> None:
+        """Flush the marked topics of ``states`` every ``interval`` seconds until cancelled."""
         while True:
             await self._clock.sleep(self._interval)
-            await self.flush_all(states())
+            # Taken whole: a topic marked while this round awaits is flushed again next round.
+            marked, self._marked = self._marked, {}
+            await self.flush_all(
+                (topic, state) for topic in marked if (state := states.get(topic)) is not None
+            )

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from emubroker.topics.producer import OnWaiting, ProducerHandle
     from emubroker.topics.requests import ProducerRequest, SubscribeRequest
     from emubroker.topics.sinks import ConsumerSink, ProducerSink
-    from emubroker.topics.stats import TopicStats
+    from emubroker.topics.stats import TopicLoad, TopicStats
     from emubroker.topics.topic import Topic
     from protocol.commands import AckType, MessageIdData
 
@@ -216,6 +216,10 @@ class TopicHandle(Protocol):
 
     def stats(self) -> TopicStats:
         """A snapshot for metrics and admin."""
+        ...
+
+    def load(self) -> TopicLoad:
+        """Its running counters and attachments (the load report's sample)."""
         ...
 
     async def close(self, *, notify: bool = True) -> None:

@@ -40,6 +40,8 @@ class LedgerTrimming(LedgerSegments):
         """
         if self._nowait is not None:
             return self.trim_nowait(floor)
+        if self._trim_point(floor) == self._first_live:
+            return 0  # the usual answer, without a turn of the event loop for the lock
         async with self._lock:
             k = self._trim_point(floor)
             if k == self._first_live:

@@ -271,6 +271,7 @@ class TopicLoader:
             if flusher is not None:
                 state.cursors.update(await flusher.load(name, path))
                 state.persist_cursors = partial(flusher.flush_all, ((name, state),))
+                flusher.watch(name, state)
             states[name] = state
             return state
         finally:

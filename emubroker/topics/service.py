@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.handles import TopicHandle
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.stats import ServiceStats
+    from emubroker.topics.stats import ServiceStats, TopicLoad
     from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
     from protocol.commands import TopicsMode
@@ -169,7 +169,7 @@ class TopicService:
                     tg.start_soon(self._publish_rates.run)
                 flusher = self._loader.flusher
                 if flusher is not None:
-                    tg.start_soon(flusher.run, self._catalog.states.items)
+                    tg.start_soon(flusher.run, self._catalog.states)
                 tg.start_soon(self.expiry.run, self._catalog.persistent_topics)
                 tg.start_soon(self.quotas.run, self._catalog.persistent_topics)
                 yield self
@@ -258,6 +258,10 @@ class TopicService:
     def statistics(self) -> ServiceStats:
         """A snapshot of every loaded topic, for ``/metrics``."""
         return self._catalog.statistics()
+
+    def loads(self) -> list[TopicLoad]:
+        """Every loaded topic's counters and attachments, for the load report."""
+        return self._catalog.loads()
 
     # ---- partitioned topics (``partitioned``) -------------------------------------------------
 

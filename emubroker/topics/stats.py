@@ -6,10 +6,15 @@ persistent topic live with its stored state, so they survive unloads and never g
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, NamedTuple
+
 import msgspec
 
 from emubroker.ratelimit.readsize import ThrottleStats
 from emubroker.topics.requests import ClientInfo
+
+if TYPE_CHECKING:
+    from emubroker.naming import TopicName
 
 __all__ = [
     "ConsumerActivity",
@@ -18,6 +23,7 @@ __all__ = [
     "ServiceStats",
     "SubscriptionStats",
     "TopicCounters",
+    "TopicLoad",
     "TopicStats",
 ]
 
@@ -253,6 +259,22 @@ class SubscriptionStats(msgspec.Struct, frozen=True, kw_only=True):
     msg_dropped: int = 0
     in_replay: int = 0
     draining: tuple[int, int, int] = (0, 0, 0)
+
+
+class TopicLoad(NamedTuple):
+    """A loaded topic's running counters and attachments: what the load report samples.
+
+    A snapshot of every topic's full statistics (subscriptions, backlogs, consumers) each
+    minute cost the load reporter of a broker with hundreds of partitions most of its time.
+    """
+
+    name: TopicName
+    msg_in: int
+    bytes_in: int
+    msg_out: int
+    bytes_out: int
+    producers: int
+    consumers: int
 
 
 class TopicStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -102,6 +102,7 @@ class TopicState:
         "cursors",
         "dedup",
         "ledger",
+        "on_change",
         "persist_cursors",
         "topic_epoch",
     )
@@ -116,6 +117,25 @@ class TopicState:
         # Set by the service when cursors are persisted (``cursor_flush``): a new durable
         # subscription is written at once, as Pulsar creates the cursor before answering.
         self.persist_cursors: Callable[[], Awaitable[None]] | None = None
+        # Set by the flusher (``CursorFlusher.watch``): called when a cursor is added, changes
+        # or goes, or a ledger closes, so that its periodic flush visits only such topics.
+        self.on_change: Callable[[], None] | None = None
+
+    def add_cursor(self, name: str, cursor: Cursor) -> None:
+        """Keep a durable subscription's cursor, its changes told to ``on_change``."""
+        self.cursors[name] = cursor
+        cursor.on_change = self.on_change
+        self.changed()
+
+    def remove_cursor(self, name: str) -> None:
+        """Forget a deleted subscription's cursor."""
+        del self.cursors[name]
+        self.changed()
+
+    def changed(self) -> None:
+        """Tell ``on_change`` (if set) that the cursors or the ledger changed."""
+        if self.on_change is not None:
+            self.on_change()
 
 
 def may_trim(
@@ -404,7 +424,7 @@ class Topic(TopicBase[Subscription]):
         if created:
             self._subs[name] = sub
             if request.durable:
-                self._state.cursors[name] = sub.cursor
+                self._state.add_cursor(name, sub.cursor)
             sub.start(self._tg)
             if request.durable and self._state.persist_cursors is not None:
                 await self._state.persist_cursors()
@@ -489,7 +509,7 @@ class Topic(TopicBase[Subscription]):
         if self._subs.get(sub.name) is sub:
             del self._subs[sub.name]
         if deleted and self._state.cursors.get(sub.name) is sub.cursor:
-            del self._state.cursors[sub.name]
+            self._state.remove_cursor(sub.name)
         if not self._closed:
             self.trim_consumed()  # the slowest subscription may be the one that went
 
@@ -500,14 +520,18 @@ class Topic(TopicBase[Subscription]):
         subscription's mark-delete passes the oldest ledger, and when a subscription goes. With
         no subscription every closed ledger goes, as in Pulsar. Without this an in-memory topic
         would keep every entry it was ever sent. (Bookie mode trims as cursors are persisted,
-        ``cursor_flush``.) Some topics keep everything (:func:`may_trim`).
+        ``cursor_flush``: the topic is marked for the flusher's next round.) Some topics keep
+        everything (:func:`may_trim`).
 
         Returns:
             How many ledgers were deleted.
         """
         state = self._state
         ledger = state.ledger
-        if not ledger.nowait or not may_trim(self.name, state, self._retains):
+        if not ledger.nowait:
+            state.changed()  # bookie mode: the flusher's next round trims
+            return 0
+        if not may_trim(self.name, state, self._retains):
             return 0
         cursors = [*state.cursors.values(), *(sub.cursor for sub in self._subs.values())]
         floor = min((c.mark_delete for c in cursors), default=ledger.count - 1)
@@ -555,7 +579,7 @@ class Topic(TopicBase[Subscription]):
         check_subscriptions(self.limits(), self.name, len(self._subs))
         index = self._reader_start(start, InitialPosition.LATEST)
         cursor = Cursor(index - 1)
-        self._state.cursors[name] = cursor
+        self._state.add_cursor(name, cursor)
         self._open_subscription(name, cursor, index)
         return self._subs[name]
 

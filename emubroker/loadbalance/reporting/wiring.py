@@ -2,7 +2,7 @@
 
 The composition root (``app/wiring.py``) calls :func:`build_load_reporter` with the topic service
 and the sessions' byte counter. The load layer does not import either (``topics`` and
-``loadbalance`` are independent layers): it reads the topic service's statistics through the
+``loadbalance`` are independent layers): it reads the topic service's counters through the
 structural :class:`TopicStatsSource` and the counter through a plain callable. This module also
 picks the ``ResourceUsageSource`` the configuration names (docs/load-balancing.md, "Load
 reports").
@@ -59,10 +59,10 @@ __all__ = [
 
 
 class _TopicCounters(Protocol):
-    """What a topic's statistics snapshot (``topics.stats.TopicStats``) carries for the report."""
+    """What a topic's sample (``topics.stats.TopicLoad``) carries for the report."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> TopicName: ...
     @property
     def msg_in(self) -> int: ...
     @property
@@ -77,15 +77,10 @@ class _TopicCounters(Protocol):
     def consumers(self) -> int: ...
 
 
-class _ServiceCounters(Protocol):
-    @property
-    def topics(self) -> Sequence[_TopicCounters]: ...
-
-
 class TopicStatsSource(Protocol):
-    """The topic service as the report reads it: ``TopicService.statistics()``."""
+    """The topic service as the report reads it: ``TopicService.loads()``."""
 
-    def statistics(self) -> _ServiceCounters: ...
+    def loads(self) -> Sequence[_TopicCounters]: ...
 
 
 log = logging.getLogger(__name__)
@@ -170,7 +165,7 @@ def initial_report(
 def topic_traffic(
     topics: TopicStatsSource, ownership: OwnershipTable
 ) -> Callable[[], list[TopicTraffic]]:
-    """The loaded topics' counters with their bundles, read through the topic service's stats.
+    """The loaded topics' counters with their bundles, read through the topic service.
 
     Bundles are looked up at every read (once per ``statsUpdateFrequencyInSecs``), so a split
     namespace's topics count in their new bundles at once.
@@ -179,8 +174,8 @@ def topic_traffic(
     def read() -> list[TopicTraffic]:
         return [
             TopicTraffic(
-                name=t.name,
-                bundle=str(ownership.bundle_of(TopicName.parse(t.name))),
+                name=str(t.name),
+                bundle=str(ownership.bundle_of(t.name)),
                 msg_in=t.msg_in,
                 bytes_in=t.bytes_in,
                 msg_out=t.msg_out,
@@ -188,7 +183,7 @@ def topic_traffic(
                 producers=t.producers,
                 consumers=t.consumers,
             )
-            for t in topics.statistics().topics
+            for t in topics.loads()
         ]
 
     return read

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import msgspec
 import pytest
@@ -19,6 +21,7 @@ from tests.emubroker.topics.helpers import (
     mid,
     open_service,
     publish,
+    settle,
     subscribe,
     topic_name,
 )
@@ -221,3 +224,33 @@ async def test_a_durable_backend_is_persisted_even_when_it_answers_at_once() -> 
             sub = reopened.subscription("sub")
             assert sub is not None
             assert sub.cursor.mark_delete == 0
+
+
+async def test_each_topic_s_load_sample_matches_its_statistics() -> None:
+    # The load report samples every topic each minute: the sample is the stats' counters.
+    async with open_service() as service:
+        persistent = await service.get_topic(topic_name("p"))
+        producer = await add_producer(persistent)
+        await publish(persistent, producer, b"abc")
+        consumer = await subscribe(persistent, FakeConsumerSink())
+        consumer.flow(10)
+        await settle()
+        await add_producer(await service.get_topic(topic_name("np", "non-persistent")))
+
+        def counted(t: Any) -> tuple[str, int, int, int, int, int, int]:
+            return (
+                str(t.name),
+                t.msg_in,
+                t.bytes_in,
+                t.msg_out,
+                t.bytes_out,
+                t.producers,
+                t.consumers,
+            )
+
+        loads = [counted(t) for t in service.loads()]
+        assert loads == [counted(t) for t in service.statistics().topics]
+        _, msg_in, bytes_in, msg_out, bytes_out, producers, consumers = loads[1]
+        assert (msg_in, msg_out, producers, consumers) == (1, 1, 1, 1)  # sent and delivered
+        assert bytes_in > 0
+        assert bytes_out > 0
