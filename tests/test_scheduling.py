@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +64,17 @@ def test_a_unit_is_a_file_the_spark_folder_or_one_test_of_a_split_file() -> None
     assert conftest.unit_of("tests/loadgen/test_cluster_runs.py::test_a") == (
         "tests/loadgen/test_cluster_runs.py::test_a"
     )
+
+
+def test_the_files_split_test_by_test_have_no_module_scoped_fixture() -> None:
+    # A module-scoped fixture of a split file would start once per test, on either worker.
+    plan = subprocess.run(
+        [sys.executable, "-m", "pytest", "--setup-plan", "-q", *conftest.SPLIT_FILES],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(conftest.__file__).parents[1],
+    )
+    assert plan.returncode == 0, plan.stdout[-2000:]
+    assert "SETUP    F" in plan.stdout  # the plan lists fixtures, so it would list these
+    assert "SETUP    M" not in plan.stdout
