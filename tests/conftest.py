@@ -21,21 +21,39 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 # The Spark tests share one SparkSession (tests/loadgen/analysis/conftest.py: a JVM, slow to
 # start): under pytest-xdist their folder is one unit of work, run by one worker.
 SPARK_TESTS = "tests/loadgen/analysis/"
+# Files whose tests share no module-scoped fixture and together take minutes: each of their tests
+# is a unit of work of its own, so that they spread over the workers instead of one worker
+# running the whole file while the other runs out of work.
+SPLIT_FILES = (
+    "tests/emubroker/simulate/test_simulate.py",
+    "tests/loadgen/test_cluster_runs.py",
+    "tests/integration/test_cluster.py",
+    "tests/integration/test_cluster_failover.py",
+    "tests/integration/test_cluster_shedding_split.py",
+    "tests/integration/test_cluster_stub_faults.py",
+    "tests/integration/test_dispatch_throttling.py",
+    "tests/integration/test_durability.py",
+    "tests/integration/test_soak.py",
+)
 # Units handed out first, longest first, so that the many short files of the rest fill the
-# workers' ends evenly instead of one worker finishing a long file alone: the Spark folder (the
-# longest unit), then the files that took 30 s or more in a serial run (the integration files'
-# sums of their tests' times; `python -m pytest -n 0 --durations=60 tests/integration`), then
-# the folders whose files take long, mostly waiting on real brokers, clusters and runs. A file
-# not listed keeps its folder's place; within a place, xdist's order (most tests first).
+# workers' ends evenly instead of one worker starting a long unit last: the Spark folder (the
+# longest unit), then single tests and files that took 20 s or more in a whole run
+# (`python -m pytest -n auto --durations=80`, docs/development.md), then the folders whose files
+# take long, mostly waiting on real brokers, clusters and runs. A unit not listed keeps its
+# folder's place; within a place, xdist's order (most tests first).
 LONG_FIRST = (
     SPARK_TESTS,
-    "tests/emubroker/simulate/test_simulate.py",
-    "tests/integration/test_durability.py",
+    "tests/emubroker/simulate/test_simulate.py::test_the_shipped_ten_minute_experiment",
+    "tests/emubroker/simulate/test_simulate.py::test_a_simulated_failover_matches_a_real_time",
+    "tests/emubroker/simulate/test_simulate.py::test_a_failover_runs_in_virtual_time",
+    "tests/emubroker/simulate/test_simulate.py::test_a_simulation_sheds_load_and_writes",
+    "tests/emubroker/simulate/test_simulate.py::test_the_simulated_decisions_match_a_real_time",
     "tests/loadgen/test_cluster_runs.py",
+    "tests/integration/test_durability.py",
     "tests/integration/test_cluster_shedding_split.py",
+    "tests/integration/test_cluster_failover.py",
     "tests/integration/test_dashboard_browser.py",
     "tests/storage_stub/test_ledger.py",
-    "tests/integration/test_cluster_failover.py",
     "tests/integration/test_dispatch_throttling.py",
     "tests/integration/test_cluster.py",
     "tests/integration/test_cluster_stub_faults.py",
@@ -51,6 +69,14 @@ LONG_FIRST = (
 def unit_rank(scope: str) -> int:
     """A unit of work's place in the hand-out order: its first entry in LONG_FIRST, else last."""
     return next((i for i, p in enumerate(LONG_FIRST) if scope.startswith(p)), len(LONG_FIRST))
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, the Spark folder, or itself (SPLIT_FILES)."""
+    if nodeid.startswith(SPARK_TESTS):
+        return SPARK_TESTS
+    path = nodeid.split("::", 1)[0]
+    return nodeid if path in SPLIT_FILES else path
 
 
 # Workers per core for ``-n auto``: one. A worker spends more than half of its time waiting on
@@ -74,7 +100,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` (pyproject's addopts), with the Spark tests' folder as one file.
 
     Each file runs on one worker: its tests share module-scoped fixtures (a broker per module in
-    tests/integration), which would otherwise start once per worker that runs one of them.
+    tests/integration), which would otherwise start once per worker that runs one of them. The
+    files of ``SPLIT_FILES`` share none, and each of their tests is a unit of its own.
     pytest-xdist's ``xdist_group`` mark would say the same, but ``--dist loadgroup`` does not
     group anything under pytest 9.2 (it renames items through an attribute pytest no longer
     reads), so the grouping is done here, on the controller, by path.
@@ -85,7 +112,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class Scheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return SPARK_TESTS if nodeid.startswith(SPARK_TESTS) else super()._split_scope(nodeid)
+            return unit_of(nodeid)
 
         def _assign_work_unit(self, node: Any) -> None:
             # Stable and idempotent: within a rank the files keep xdist's order (most tests

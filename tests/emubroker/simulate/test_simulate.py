@@ -30,6 +30,7 @@ from tests.emubroker.simulate.scenarios import (
     shedding_scenario,
 )
 from tests.emubroker.simulate.trio_thread import another_trio_loop_running
+from tests.support.spark import SPARK_TEST_ARGS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -370,6 +371,7 @@ def test_loadgen_analyze_reads_a_simulated_run(tmp_path: Path) -> None:
             "--out",
             str(tmp_path / "report"),
             "--quiet",
+            *SPARK_TEST_ARGS,
         ],
         capture_output=True,
         text=True,

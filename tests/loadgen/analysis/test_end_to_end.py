@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from loadgen.__main__ import main
+from tests.support.spark import SPARK_TEST_ARGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -64,10 +65,7 @@ def test_a_run_analysed_into_a_report(tmp_path) -> None:
             str(run_dir),
             "--out",
             str(report_dir),
-            "--master",
-            "local[2]",
-            "--conf",
-            "spark.sql.shuffle.partitions=2",
+            *SPARK_TEST_ARGS,
         ],
         capture_output=True,
         text=True,
