@@ -12,6 +12,7 @@ and from the wire's uint64 (see spec/wire-protocol.md §1.3).
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 import msgspec
 
@@ -481,7 +482,9 @@ class Ack(Record, frozen=True, kw_only=True):
 
     consumer_id: int
     ack_type: AckType
-    message_id: tuple[MessageIdData, ...] = ()
+    # A sequence, not always a tuple: the broker's decoder gives a grouped ACK of whole entries
+    # of one ledger as ``protocol.ids.WholeEntryIds``, records built only when looked at.
+    message_id: Sequence[MessageIdData] = ()
     validation_error: int | None = None
     properties: tuple[KeyLongValue, ...] = ()
     request_id: int | None = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
-from typing import Final, NamedTuple, cast
+from typing import Final, NamedTuple
 
 from protocol import commands as c
 from protocol.ids import WholeEntryIds
@@ -465,12 +465,8 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
     return c.Ack(
         consumer_id=consumer_id,
         ack_type=_ACK_TYPES[ack_type],
-        # A WholeEntryIds stands for the tuple of its records (it equals and hashes as it).
-        message_id=(
-            cast("tuple[c.MessageIdData, ...]", WholeEntryIds(run_ledger, entry_ids))
-            if entry_ids
-            else tuple(ids)
-        ),
+        # A WholeEntryIds equals and hashes as the tuple of its records.
+        message_id=WholeEntryIds(run_ledger, entry_ids) if entry_ids else tuple(ids),
         validation_error=validation_error,
         request_id=request_id,
     )

@@ -13,6 +13,7 @@ break.
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import functools
 import typing
@@ -249,6 +250,13 @@ def _conforms(value: Any, hint: Any) -> bool:
     if origin is tuple:
         (item, _ellipsis) = typing.get_args(hint)
         return isinstance(value, tuple) and all(_conforms(v, item) for v in value)
+    if origin is collections.abc.Sequence:
+        (item,) = typing.get_args(hint)
+        return (
+            isinstance(value, collections.abc.Sequence)
+            and not isinstance(value, str | bytes)
+            and all(_conforms(v, item) for v in value)
+        )
     if origin is not None:  # a union (X | None)
         return any(_conforms(value, member) for member in typing.get_args(hint))
     if hint is type(None):
