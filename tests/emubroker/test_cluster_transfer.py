@@ -9,6 +9,8 @@ gives the plain unload: CLOSE_* without an address.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from emubroker.config.loadbalancer import EXTENSIBLE_LOAD_MANAGER
@@ -75,7 +77,7 @@ async def test_a_destination_that_cannot_take_the_bundle_leaves_a_plain_unload(
     ],
 )
 async def test_without_a_transfer_the_clients_look_the_topic_up_again(
-    fake_clock: FakeClock, overrides: dict[str, object]
+    fake_clock: FakeClock, overrides: dict[str, Any]
 ) -> None:
     async with inprocess_cluster(fake_clock, **overrides) as cl:
         source, destination = await take(cl, 1), cl.nodes[2]
