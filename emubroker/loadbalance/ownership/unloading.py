@@ -140,7 +140,7 @@ class BundleUnloader:
         ownership = self._ownership
         if not ownership.is_owned(bundle):
             return False
-        held = self._hold() if self._hold is not None and self._transfer_to(destination) else None
+        held = self._hold() if self._hold is not None and self._transfers_to(destination) else None
         ownership.disable(bundle)
         log.info("unloading bundle %s", bundle)
         started = self._clock.now()
@@ -202,7 +202,7 @@ class BundleUnloader:
         except Exception:
             log.exception("could not unload bundle %s", bundle)
 
-    def _transfer_to(self, destination: str) -> bool:
+    def _transfers_to(self, destination: str) -> bool:
         """Whether an unload to ``destination`` is a transfer (rule 5)."""
         return (
             bool(destination)
@@ -215,7 +215,7 @@ class BundleUnloader:
         self, bundle: NamespaceBundle, destination: str, topic: TopicName
     ) -> AssignedBroker | None:
         """The destination takes the bundle (rule 5); None if it did not in time."""
-        assert self._take_over is not None  # _transfer_to checked it
+        assert self._take_over is not None  # _transfers_to checked it
         take_over = self._take_over
         assigned: list[AssignedBroker] = []
 
