@@ -27,7 +27,7 @@ import re
 import unicodedata
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 from urllib.parse import quote
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ __all__ = [
     "FULL_RANGE",
     "MAX_HASH",
     "PARTITIONED_TOPIC_SUFFIX",
+    "AssignedBroker",
     "BundleRange",
     "InvalidBundleRangeError",
     "InvalidNameError",
@@ -77,6 +78,17 @@ def _java_blank(text: str) -> bool:
         or (unicodedata.category(ch) in ("Zs", "Zl", "Zp") and ch not in _NO_BREAK_SPACES)
         for ch in text
     )
+
+
+class AssignedBroker(NamedTuple):
+    """Where the clients of a transferred bundle reconnect without a lookup.
+
+    CLOSE_PRODUCER / CLOSE_CONSUMER's ``assignedBrokerServiceUrl`` and
+    ``assignedBrokerServiceUrlTls`` (the TLS one empty when the broker has no TLS port).
+    """
+
+    service_url: str
+    service_url_tls: str = ""
 
 
 class InvalidNameError(ValueError):

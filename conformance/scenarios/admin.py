@@ -215,3 +215,23 @@ def namespace_delete_after_topics(probe: Probe) -> dict[str, Any]:
     record["delete_np_never_created"] = probe.rest("DELETE", np + "default/cf-np-never")
     record["delete_recreated"] = probe.rest("DELETE", base)
     return record
+
+
+@scenario("admin")
+def namespace_recreated_after_a_request_to_the_deleted_one(probe: Probe) -> dict[str, Any]:
+    """A namespace deleted, a request naming it meanwhile, the namespace created again, deleted.
+
+    The non-persistent topic's delete makes Pulsar look the deleted namespace's bundles up (no
+    policies: one full bundle, cached); its twin is created with the default bundles.
+    """
+    base = "/admin/v2/namespaces/public/cf-ns-twin"
+    np = "/admin/v2/non-persistent/public/cf-ns-twin/np"
+    return {
+        "create": probe.rest("PUT", base)["status"],
+        "delete": probe.rest("DELETE", base)["status"],
+        "delete_np_of_deleted": probe.rest("DELETE", np)["status"],
+        "recreate": probe.rest("PUT", base)["status"],
+        "bundles": probe.rest("GET", base + "/bundles"),
+        "delete_recreated": probe.rest("DELETE", base),
+        "exists_after": probe.rest("GET", base)["status"],
+    }

@@ -133,3 +133,48 @@ def non_persistent_topic_properties(probe: Probe) -> dict[str, Any]:
         record[f"{name}_put"] = probe.rest("PUT", props, {"b": "2"})
         record[f"{name}_delete"] = probe.rest("DELETE", props + "?key=a")
     return record
+
+
+# The partition count as Jackson reads an ``int``: numbers, numeric strings, and what it refuses.
+PARTITION_COUNTS = (
+    ("string", '"2"'),
+    ("string_spaces", '" 2 "'),
+    ("string_plus", '"+2"'),
+    ("float", "2.0"),
+    ("fraction", "2.7"),
+    ("string_fraction", '"2.5"'),
+    ("string_word", '"two"'),
+    ("string_empty", '""'),
+    ("boolean", "true"),
+    ("null", "null"),
+    ("object", "{}"),
+    ("array", "[2]"),
+)
+
+
+@scenario("topics")
+def partition_count_coercion(probe: Probe) -> dict[str, Any]:
+    """A partitioned topic's count as a number, a numeric string and worse, in both bodies.
+
+    The metadata of each topic created is read back (a missing topic's GET is another matter).
+    """
+    record: dict[str, Any] = {}
+    cases = [
+        (form, name, body, content_type)
+        for name, value in PARTITION_COUNTS
+        for form, body, content_type in (
+            ("metadata", f'{{"partitions": {value}}}', METADATA),
+            ("bare", value, "application/json"),
+        )
+    ]
+    cases += [
+        ("metadata", "absent", '{"properties": {"a": "1"}}', METADATA),
+        ("bare", "empty_body", "", "application/json"),
+    ]
+    for form, name, body, content_type in cases:
+        topic = f"{A}cf-pcount-{form}-{name.replace('_', '-')}"
+        status = _put(probe, topic + "/partitions", body, content_type)
+        record[f"{form}_{name}"] = status
+        if status == 204:
+            record[f"{form}_{name}_metadata"] = probe.rest("GET", topic + "/partitions")
+    return record

@@ -12,6 +12,12 @@ would send them on:
 
 Any answer but 2xx, and any connection failure, raises ``OwnerCallError`` with the status and
 the body; the overall time limit is the caller's (on the injected clock).
+
+A bundle *transferred* to a destination (``ownership.unloading`` rule 5) is taken there by
+:func:`http_take_over`: the destination's lookup of one of the bundle's topics with
+``authoritative=true`` (``GET /lookup/v2/topic/...``, at the web address of its load report),
+which makes a broker the owner of an unowned bundle, as it does when the leader redirects a
+lookup there; its ``LookupData`` (``brokerUrl``, ``brokerUrlTls``) is where the clients go.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from emubroker.adminclient import AdminHttpError, AdminUnreachableError, AsyncAd
 from emubroker.auth.broker_client import authorization_header, plugin_kind
 from emubroker.loadbalance.ownership.bundle_split import stored_children
 from emubroker.loadbalance.ownership.owner_calls import OwnerCallError, OwnerCalls
+from emubroker.loadbalance.runtime.broker_registry import read_report
+from emubroker.naming import AssignedBroker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.ownership.bundle_split import BundleSplitter
@@ -34,10 +42,16 @@ if TYPE_CHECKING:
     from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
     from emubroker.loadbalance.ownership.unloading import BundleUnloader
     from emubroker.metadata import MetadataStore
-    from emubroker.naming import NamespaceBundle
+    from emubroker.naming import NamespaceBundle, TopicName
     from protocol.clock import Clock
 
-__all__ = ["CONNECT_TIMEOUT", "HttpOwnerAdmin", "broker_client_headers", "build_owner_calls"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "HttpOwnerAdmin",
+    "broker_client_headers",
+    "build_owner_calls",
+    "http_take_over",
+]
 
 CONNECT_TIMEOUT = 10.0
 """Seconds to open a connection to the owner (a dead owner fails here)."""
@@ -90,6 +104,38 @@ class HttpOwnerAdmin:
             raise OwnerCallError(f"{url} answered {exc.status}: {exc.body[:500]}") from None
         except AdminUnreachableError as exc:
             raise OwnerCallError(f"{url}: {exc.__cause__ or exc}") from exc
+
+
+def http_take_over(
+    store: MetadataStore, config: Callable[[], BrokerConfig]
+) -> Callable[[str, TopicName], Awaitable[AssignedBroker]]:
+    """``ownership.unloading.TakeOver`` over the destination's HTTP lookup (module docstring)."""
+
+    async def take_over(broker_id: str, topic: TopicName) -> AssignedBroker:
+        report = await read_report(store, broker_id)
+        base = None if report is None else (report.web_service_url or report.web_service_url_tls)
+        if not base:
+            raise OwnerCallError(f"broker {broker_id} has no web service address")
+        client = AsyncAdminClient(
+            base,
+            timeout=aiohttp.ClientTimeout(sock_connect=CONNECT_TIMEOUT),
+            headers=broker_client_headers(config()),
+            follow_redirects=False,
+        )
+        where = path("topic.lookup", topic=str(topic))
+        try:
+            found = await client.request("GET", where, params={"authoritative": "true"})
+        except AdminHttpError as exc:
+            raise OwnerCallError(
+                f"lookup at {base} answered {exc.status}: {exc.body[:500]}"
+            ) from None
+        except AdminUnreachableError as exc:
+            raise OwnerCallError(f"lookup at {base}: {exc.__cause__ or exc}") from exc
+        if not isinstance(found, dict) or not found.get("brokerUrl"):
+            raise OwnerCallError(f"lookup at {base} answered no brokerUrl: {found!r}")
+        return AssignedBroker(str(found["brokerUrl"]), str(found.get("brokerUrlTls") or ""))
+
+    return take_over
 
 
 def broker_client_headers(conf: BrokerConfig) -> dict[str, str]:

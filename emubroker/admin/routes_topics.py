@@ -26,6 +26,7 @@ import msgspec
 from aiohttp import web
 
 from emubroker.admin.errors import (
+    BAD_REQUEST,
     CONFLICT,
     METHOD_NOT_ALLOWED,
     NOT_ACCEPTABLE,
@@ -40,6 +41,7 @@ from emubroker.admin.http import (
     namespace_of,
     no_content,
     query_bool,
+    read_body,
     read_json,
     topic_of,
 )
@@ -49,6 +51,7 @@ from emubroker.admin.partition_fanout import (
     partition_owner,
     topic_path,
 )
+from emubroker.admin.policy_bodies import jackson_int
 from emubroker.admin.routes_topic_properties import (
     coerce_properties,
     read_properties,
@@ -203,7 +206,8 @@ PARTITIONED_TOPIC_METADATA: Final = "application/vnd.partitioned-topic-metadata+
 
 
 class _PartitionedTopicMetadata(msgspec.Struct):
-    partitions: int
+    # Absent: the int's default, 0 (refused below as Pulsar refuses it).
+    partitions: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"0"))
     properties: dict[str, msgspec.Raw] | None = None
 
 
@@ -211,10 +215,10 @@ _METADATA_BODY: Final[Any] = _PartitionedTopicMetadata | int  # Any: a union is 
 
 
 async def _partition_count(request: web.Request) -> tuple[int, dict[str, str | None] | None]:
-    # A bare integer, or Pulsar's PartitionedTopicMetadata under its own media type (the Go admin
+    # A bare count, or Pulsar's PartitionedTopicMetadata under its own media type (the Go admin
     # client always, with "properties": null when it has none; the Java one with properties),
-    # which Jackson also reads from a bare integer. Answers the count and the properties (None:
-    # none given).
+    # which Jackson also reads from a bare integer. The count is read as Jackson reads an int
+    # ("2" and 2.0 are 2, null is 0). Answers the count and the properties (None: none given).
     properties = None
     if request.content_type == PARTITIONED_TOPIC_METADATA:
         what = "partitioned topic metadata"
@@ -224,11 +228,15 @@ async def _partition_count(request: web.Request) -> tuple[int, dict[str, str | N
         if isinstance(metadata, int):
             partitions = metadata
         else:
-            partitions = metadata.partitions
+            partitions = jackson_int(_decoded(metadata.partitions, what), what=what)
             if metadata.properties is not None:
                 properties = coerce_properties(metadata.properties, what=what)
     else:
-        partitions = await read_json(request, int, what="number of partitions")
+        what = "number of partitions"
+        body = await read_body(request, what=what)
+        if not body.strip():  # a JSON null is Jackson's 0; no body at all is Jersey's 400
+            raise RestError(BAD_REQUEST, f"{what} is required")
+        partitions = jackson_int(_decoded(body, what), what=what)
     if partitions <= 0:
         raise RestError(NOT_ACCEPTABLE, "Number of partitions should be more than 0")
     configured = context(request).dynamic.config.maxNumPartitionsPerPartitionedTopic
@@ -238,6 +246,15 @@ async def _partition_count(request: web.Request) -> tuple[int, dict[str, str | N
             NOT_ACCEPTABLE, f"Number of partitions should be less than or equal to {limit}"
         )
     return partitions, properties
+
+
+def _decoded(body: bytes | msgspec.Raw, what: str) -> Any:
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise RestError(BAD_REQUEST, f"Malformed JSON in {what}: {exc}") from None
+    except RecursionError:  # msgspec's decoder stops at a fixed nesting depth
+        raise RestError(BAD_REQUEST, f"Malformed JSON in {what}: nested too deeply") from None
 
 
 async def create_partitioned(request: web.Request) -> web.Response:

@@ -14,6 +14,9 @@
    (``loadbalance.ownership.unloading``), 204 once its topics are closed and its ownership released.
    Owned by another broker: 307 to it. The owner writes the bundle's ``unload`` trace row,
    reason ``admin`` or the one the leader's call names (``emubrokerUnloadReason=shedding``).
+   With a destination under the extensible load manager the owner *transfers* the bundle
+   (``loadbalance.ownership.unloading`` rule 5): the clients reconnect to the destination,
+   which owns it by then, without a lookup.
 
 ``PUT /admin/v2/namespaces/{tenant}/{namespace}/unload`` unloads every owned bundle of the
 namespace: those owned here directly, the others through their owner's endpoint above with

@@ -71,7 +71,59 @@ def _topics(sub: Any) -> None:
         )
     )
     _subscription_commands(sub)
+    _property_commands(sub)
     permission_commands(sub, topic_admin_path, "topic")
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    # pulsar-admin's -p KEY=VALUE: split at the first '=', the value may hold more.
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _property_commands(sub: Any) -> None:
+    # pulsar-admin's get-properties, update-properties and remove-properties: the topic's own
+    # properties (GET/PUT/DELETE TOPIC/properties), not a subscription's.
+    get = sub.add_parser("get-properties", help="show a topic's properties")
+    get.add_argument("topic")
+    get.set_defaults(run=_get_properties)
+    update = sub.add_parser("update-properties", help="add or replace properties of a topic")
+    update.add_argument("topic")
+    update.add_argument(
+        "-p",
+        "--property",
+        dest="properties",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a property to set (repeat for more)",
+    )
+    update.set_defaults(
+        run=lambda c, a: c.call(
+            "PUT", topic_admin_path(a.topic) + "/properties", dict(a.properties)
+        )
+    )
+    remove = sub.add_parser("remove-properties", help="remove a property of a topic")
+    remove.add_argument("topic")
+    remove.add_argument("-k", "--key", help="the property to remove")
+    remove.set_defaults(
+        run=lambda c, a: c.call(
+            "DELETE",
+            topic_admin_path(a.topic)
+            + "/properties"
+            + (f"?key={quote(a.key)}" if a.key is not None else ""),
+        )
+    )
+
+
+def _get_properties(client: AdminClient, args: argparse.Namespace) -> Any:
+    found = client.call("GET", topic_admin_path(args.topic) + "/properties")
+    # A partitioned topic created without properties answers an empty body (Pulsar's null map),
+    # which pulsar-admin prints as null.
+    return "null" if found is None else found
 
 
 def _message_commands(sub: Any) -> None:

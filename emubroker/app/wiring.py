@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from emubroker.admin.health_check import HealthChecker, heartbeat_namespaces
-from emubroker.admin.owner_admin import build_owner_calls
+from emubroker.admin.owner_admin import build_owner_calls, http_take_over
 from emubroker.app.admin_context import broker_client_certificate, build_admin_context
 from emubroker.app.bootstrap import CLUSTER_TRANSACTION_COORDINATORS, bootstrap_metadata
 from emubroker.app.broker import Broker, broker_id_of
@@ -32,6 +32,7 @@ from emubroker.handlers import BrokerServices
 from emubroker.handlers.lookups import LookupLimit
 from emubroker.loadbalance.leader.election import LeaderElectionService
 from emubroker.loadbalance.leader.tasks import LoadBalancerLeader
+from emubroker.loadbalance.load_managers import load_manager
 from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
 from emubroker.loadbalance.ownership.lookup import BundleLookup
 from emubroker.loadbalance.ownership.placement_policies import PlacementPolicyCache
@@ -52,6 +53,7 @@ from emubroker.topics.compaction import CompactionService
 from emubroker.topics.features import TopicFeatures
 from emubroker.topics.service import TopicService
 from emubroker.topics.settings import TopicSettings
+from emubroker.topics.sinks import HeldCloses
 from emubroker.topics.throttling import DispatchThrottling
 from emubroker.topics.trace_sink import DispatchTraceSink
 from protocol.clock import AnyioClock
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
     from emubroker.loadbalance.ownership.owner_calls import OwnerAdmin
+    from emubroker.loadbalance.ownership.unloading import HeldClients, TakeOver
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle, TopicName
     from emubroker.policies import Policies
@@ -99,6 +102,7 @@ async def open_broker(
     admin: bool = True,
     ledgers: LedgerBackend | None = None,
     owner_admin: OwnerAdmin | None = None,
+    take_over: TakeOver | None = None,
     trace_writes_in_thread: bool = True,
     alone: bool = False,
 ) -> AsyncIterator[Broker]:
@@ -117,6 +121,9 @@ async def open_broker(
             persisted in ``metadata`` and topics are recovered from them.
         owner_admin: How the leader reaches other brokers to unload or split their bundles;
             by default their admin REST API (in-process clusters route the calls themselves).
+        take_over: How a bundle transferred from this broker is taken by its destination
+            (``ownership.unloading`` rule 5); by default the destination's HTTP lookup when this
+            broker serves its admin API and reaches the others over theirs, else no transfers.
         trace_writes_in_thread: Write the dispatch and load-balancer traces in worker threads;
             a virtual-time run writes them on the loop (see ``DispatchTraceSink``).
         alone: This broker is its cluster's only one (``emubroker standalone``): who leads is
@@ -228,9 +235,12 @@ async def open_broker(
             clock=clock,
         )
 
-        async def close_bundle_topics(bundle: NamespaceBundle, graceful: bool) -> int:
+        async def close_bundle_topics(
+            bundle: NamespaceBundle, graceful: bool, held: HeldClients | None
+        ) -> int:
+            assert held is None or isinstance(held, HeldCloses)  # the unloader's hold below
             return await topics.close_topics(
-                lambda name: ownership.bundle_of(name) == bundle, graceful=graceful
+                lambda name: ownership.bundle_of(name) == bundle, graceful=graceful, held=held
             )
 
         unloader = BundleUnloader(
@@ -241,6 +251,15 @@ async def open_broker(
             # The ring is built with the load balancer below, before any unload can run.
             trace=lambda record: trace_ring.append(record),
             broker_id=broker_id_of(config),
+            transfers=lambda: load_manager(dynamic.config).transfers(dynamic.config),
+            hold=HeldCloses,
+            # A transfer's destination is reached over its admin API; a harness that reaches
+            # the brokers its own way (owner_admin) passes its own take-over, or has none.
+            take_over=(
+                http_take_over(store, lambda: dynamic.config)
+                if take_over is None and admin_url and owner_admin is None
+                else take_over
+            ),
         )
         ownership.on_lost = unloader.lost
         leader_election = LeaderElectionService(

@@ -135,6 +135,8 @@ class LoadBalancerConfig(SecurityConfig, frozen=True, forbid_unknown_fields=True
     loadBalancerBrokerLoadTargetStd: Annotated[float, msgspec.Meta(ge=0)] = 0.25
     loadBalancerSheddingConditionHitCountThreshold: _Count = 3
     loadBalancerTransferEnabled: bool = True
+    # An unload with a destination transfers the bundle (ownership.unloading rule 5).
+    loadBalancerMultiPhaseBundleUnload: bool = True
     loadBalancerMaxNumberOfBrokerSheddingPerCycle: _Count = 3
     loadBalanceSheddingDelayInSeconds: _Count = 180
     loadBalancerBrokerLoadDataTTLInSeconds: _Count = 1800

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         SessionPort,
         StartSoon,
     )
+    from emubroker.naming import AssignedBroker
     from emubroker.topics import ProducerHandle, TopicHandle
     from emubroker.topics.entry import EntryInfo
     from protocol.framing import Frame
@@ -152,7 +153,7 @@ class _NullSink:
     ) -> int:
         return len(sections)
 
-    def close_consumer(self, consumer_id: int) -> None:
+    def close_consumer(self, consumer_id: int, assigned: AssignedBroker | None = None) -> None:
         pass
 
     def active_consumer_change(self, consumer_id: int, is_active: bool) -> None:

@@ -158,6 +158,17 @@ class LoadManager(Protocol):
         """The counters ``/metrics`` shows for this manager (none before they mean anything)."""
         ...
 
+    # ---- the owner of a bundle --------------------------------------------------------------
+
+    def transfers(self, conf: BrokerConfig) -> bool:
+        """Whether an unload with a destination broker is a *transfer* at the bundle's owner.
+
+        A transfer (the extensible manager's multi-phase unload) hands the bundle to the
+        destination before its clients are told, with the destination's address, so that
+        they reconnect there without a lookup (``ownership.unloading`` rule 5).
+        """
+        ...
+
     # ---- placement -------------------------------------------------------------------------
 
     def hold_affinity(self, manager: ModularLoadManager, bundle: str, broker: str) -> None:

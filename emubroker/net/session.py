@@ -65,6 +65,7 @@ from protocol.errors import RemoteProtocolError
 if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskStatus
 
+    from emubroker.naming import AssignedBroker
     from emubroker.net.traffic import TrafficCounter
     from protocol.clock import Clock
     from protocol.framing import Frame
@@ -412,11 +413,20 @@ class Session(SessionWriter):
 
     # ---- ConsumerSink / ProducerSink ---------------------------------------------------------
 
-    def close_consumer(self, consumer_id: int) -> None:
-        """Tell the client the broker closed a consumer (§9); it reconnects and resubscribes."""
+    def close_consumer(self, consumer_id: int, assigned: AssignedBroker | None = None) -> None:
+        """Tell the client the broker closed a consumer (§9); it reconnects and resubscribes.
+
+        There, without a lookup, when ``assigned`` names the bundle's new owner (a transfer).
+        """
         self._handler.consumer_closed_by_broker(consumer_id)
+        url, url_tls = _assigned_urls(assigned)
         self.send_command(
-            c.CloseConsumer(consumer_id=consumer_id, request_id=self.connection.next_request_id())
+            c.CloseConsumer(
+                consumer_id=consumer_id,
+                request_id=self.connection.next_request_id(),
+                assigned_broker_service_url=url,
+                assigned_broker_service_url_tls=url_tls,
+            )
         )
 
     def active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
@@ -427,12 +437,32 @@ class Session(SessionWriter):
         """Tell a consumer its terminated topic has nothing more for it."""
         self.send_command(c.ReachedEndOfTopic(consumer_id=consumer_id))
 
-    def close_producer(self, producer_id: int) -> None:
-        """Tell the client the broker closed a producer (§9); it reconnects and re-sends."""
+    def close_producer(self, producer_id: int, assigned: AssignedBroker | None = None) -> None:
+        """Tell the client the broker closed a producer (§9); it reconnects and re-sends.
+
+        There, without a lookup, when ``assigned`` names the bundle's new owner (a transfer).
+        """
         self._handler.producer_closed_by_broker(producer_id)
+        url, url_tls = _assigned_urls(assigned)
         self.send_command(
-            c.CloseProducer(producer_id=producer_id, request_id=self.connection.next_request_id())
+            c.CloseProducer(
+                producer_id=producer_id,
+                request_id=self.connection.next_request_id(),
+                assigned_broker_service_url=url,
+                assigned_broker_service_url_tls=url_tls,
+            )
         )
+
+    def hold_producer(self, producer_id: int) -> None:
+        """The producer is closed, its CLOSE_PRODUCER comes later: drop its SENDs meanwhile."""
+        self._handler.producer_closed_by_broker(producer_id)
+
+
+def _assigned_urls(assigned: AssignedBroker | None) -> tuple[str | None, str | None]:
+    """The CLOSE_* fields for ``assigned``: both absent without one, no empty TLS URL."""
+    if assigned is None:
+        return None, None
+    return assigned.service_url, assigned.service_url_tls or None
 
 
 HandlerFactory = Callable[[Session], FrameHandler]

@@ -3,7 +3,10 @@
 The cluster supervisor starts its stub and brokers with :func:`spawn`, and loadgen its broker,
 stub or ``emubroker cluster``. Their stdout and stderr go through one pipe: read line by line
 until the ``ready`` line, then copied to their log file until they exit, so a chatty child never
-blocks on a full pipe. The supervisor's children run in a session of their own
+blocks on a full pipe. The copy outlives its task group's cancellation (a signal to the
+supervisor cancels everything at once, while the children it then stops still write their last
+lines): once cancelled, it goes on until the child's pipe closes, for at most ``DRAIN_TIMEOUT``.
+The supervisor's children run in a session of their own
 (``own_session``): Ctrl-C in a terminal signals the terminal's foreground process group, and
 the supervisor, not the terminal, must decide the order in which the cluster stops (brokers
 first, then the stub). loadgen's children stay in its session: Ctrl-C reaches them with it.
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from anyio.abc import Process, TaskGroup
 
 __all__ = [
+    "DRAIN_TIMEOUT",
     "EXEC",
     "READY_TIMEOUT",
     "STOP_TIMEOUT",
@@ -50,6 +54,12 @@ READY_TIMEOUT: Final = 60.0
 
 STOP_TIMEOUT: Final = 15.0
 """Seconds a child may take to stop after SIGTERM before it is killed."""
+
+DRAIN_TIMEOUT: Final = 2 * STOP_TIMEOUT + 5.0
+"""Seconds a child's output is still copied after the copy was cancelled, until its pipe closes.
+
+A stopping supervisor stops its brokers (``STOP_TIMEOUT`` each, together), then the stub
+(``STOP_TIMEOUT``): their last lines come meanwhile. A bound, for a child nobody stops."""
 
 # A ready line is short; a longer line before it is a log line we only copy. Bounds what we buffer.
 _MAX_LINE: Final = 1 << 20
@@ -188,13 +198,23 @@ def _quote(tail: list[str], log_path: Path) -> str:
 async def _copy_output(output: BufferedByteReceiveStream, sink: BinaryIO) -> None:
     with sink:
         try:
-            # What the ready-line reader buffered past the ready line comes out first.
-            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
-                while True:
-                    sink.write(await output.receive())
+            try:
+                await _copy_until_closed(output, sink)
+            except anyio.get_cancelled_exc_class():
+                # The child is being stopped, or will be: its last lines are still to come.
+                with anyio.move_on_after(DRAIN_TIMEOUT, shield=True):
+                    await _copy_until_closed(output, sink)
+                raise
         finally:
             with anyio.CancelScope(shield=True):
                 await output.aclose()
+
+
+async def _copy_until_closed(output: BufferedByteReceiveStream, sink: BinaryIO) -> None:
+    # What the ready-line reader buffered past the ready line comes out first.
+    with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+        while True:
+            sink.write(await output.receive())
 
 
 async def stop(

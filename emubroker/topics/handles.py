@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from emubroker.topics.limits import CountLimits
     from emubroker.topics.producer import OnWaiting, ProducerHandle
     from emubroker.topics.requests import ProducerRequest, SubscribeRequest
-    from emubroker.topics.sinks import ConsumerSink, ProducerSink
+    from emubroker.topics.sinks import ConsumerSink, Notify, ProducerSink
     from emubroker.topics.stats import TopicLoad, TopicStats
     from emubroker.topics.topic import Topic
     from protocol.commands import AckType, MessageIdData
@@ -222,6 +222,6 @@ class TopicHandle(Protocol):
         """Its running counters and attachments (the load report's sample)."""
         ...
 
-    async def close(self, *, notify: bool = True) -> None:
-        """Close; with ``notify`` every producer and consumer gets CLOSE_* (§9)."""
+    async def close(self, *, notify: Notify = True) -> None:
+        """Close; every producer and consumer is told as ``notify`` says (CLOSE_*, §9)."""
         ...

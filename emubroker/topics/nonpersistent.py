@@ -24,6 +24,7 @@ from emubroker.topics.limits import (
     check_topic_consumers,
 )
 from emubroker.topics.selection import ConsumerSet
+from emubroker.topics.sinks import consumer_closed
 from emubroker.topics.stats import (
     ConsumerStats,
     SubscriptionStats,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from emubroker.topics.producer import ProducerHandle
     from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.sinks import ConsumerSink
+    from emubroker.topics.sinks import ConsumerSink, Notify
     from protocol.clock import Clock
     from protocol.commands import AckType, KeySharedMeta, MessageIdData
 
@@ -413,8 +414,8 @@ class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
             last_publish_ms=c.last_publish_ms,
         )
 
-    async def close(self, *, notify: bool = True) -> None:
-        """Close; with ``notify`` every producer and consumer gets CLOSE_* (§9)."""
+    async def close(self, *, notify: Notify = True) -> None:
+        """Close; every producer and consumer is told as ``notify`` says (CLOSE_*, §9)."""
         if self._closed:
             return
         self._closed = True
@@ -422,6 +423,5 @@ class NonPersistentTopic(TopicBase[NonPersistentSubscription]):
         for sub in list(self._subs.values()):
             for consumer in list(sub.consumers):
                 consumer.closed = True
-                if notify:
-                    consumer.sink.close_consumer(consumer.consumer_id)
+                consumer_closed(notify, consumer.sink, consumer.consumer_id)
         self._subs.clear()

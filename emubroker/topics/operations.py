@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from emubroker.topics.expiry import MessageExpiry
     from emubroker.topics.loading import TopicLoader
     from emubroker.topics.partitioned import PartitionedTopics
+    from emubroker.topics.sinks import HeldCloses
 
 __all__ = ["TopicOperations"]
 
@@ -135,13 +136,24 @@ class TopicOperations:
                 await self.delete_topic(target, force=True)
         await self._partitioned.forget(name)
 
-    async def close_topics(self, selected: Callable[[TopicName], bool], *, graceful: bool) -> int:
-        """Close and forget the selected topics (rule 3); returns how many were loaded."""
+    async def close_topics(
+        self,
+        selected: Callable[[TopicName], bool],
+        *,
+        graceful: bool,
+        held: HeldCloses | None = None,
+    ) -> int:
+        """Close and forget the selected topics (rule 3); returns how many were loaded.
+
+        With ``held`` (a transfer), their clients are told later, by whoever holds it.
+        """
         catalog = self._catalog
         closed = 0
         for name in [name for name in catalog.loaded if selected(name)]:
             topic = catalog.loaded.pop(name)
-            await topic.close(notify=True)
+            if held is not None:
+                held.topics.append(name)
+            await topic.close(notify=True if held is None else held)
             closed += 1
         flusher = self._loader.flusher
         if self._loader.stored_metadata is None:

@@ -28,6 +28,7 @@ import anyio
 
 from emubroker.topics.limits import check_producers
 from emubroker.topics.requests import ClientInfo
+from emubroker.topics.sinks import producer_closed
 from emubroker.topics.stats import PublisherStats
 from protocol.commands import AccessMode
 from protocol.errors import ProducerBusyError, ProducerFencedError, ServiceNotReadyError
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from emubroker.naming import TopicName
     from emubroker.topics.limits import CountLimits
     from emubroker.topics.requests import ProducerRequest
-    from emubroker.topics.sinks import ProducerSink
+    from emubroker.topics.sinks import Notify, ProducerSink
     from emubroker.topics.stats import TopicCounters
 
 __all__ = ["OnWaiting", "ProducerHandle", "ProducerRegistry"]
@@ -300,11 +301,10 @@ class ProducerRegistry:
             self._remove(handle)
             handle.sink.close_producer(handle.producer_id)
 
-    def close_all(self, *, notify: bool) -> None:
-        """Detach every producer, sending CLOSE_PRODUCER when ``notify`` (unload, §9)."""
+    def close_all(self, *, notify: Notify) -> None:
+        """Detach every producer, telling each client as ``notify`` says (unload, §9)."""
         self._closed = True
         self._changed.set()
         for handle in list(self._by_name.values()):
             self._remove(handle)
-            if notify:
-                handle.sink.close_producer(handle.producer_id)
+            producer_closed(notify, handle.sink, handle.producer_id)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.handles import TopicHandle
     from emubroker.topics.settings import TopicSettings
+    from emubroker.topics.sinks import HeldCloses
     from emubroker.topics.stats import ServiceStats, TopicLoad
     from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
@@ -331,7 +332,13 @@ class TopicService:
         """Close a topic's producers and consumers with CLOSE_* and drop the topic object."""
         await self._operations.unload(name)
 
-    async def close_topics(self, selected: Callable[[TopicName], bool], *, graceful: bool) -> int:
+    async def close_topics(
+        self,
+        selected: Callable[[TopicName], bool],
+        *,
+        graceful: bool,
+        held: HeldCloses | None = None,
+    ) -> int:
         """Close and forget every topic ``selected`` picks (``operations`` rule 3).
 
         Its bundle leaves this broker. Returns how many were loaded.
@@ -339,8 +346,9 @@ class TopicService:
         Args:
             selected: Which topics (those of one bundle).
             graceful: Flush their cursors first (an unload); False when the bundle was lost.
+            held: Hold their clients' CLOSE_* back (a transfer; ``sinks.HeldCloses``).
         """
-        return await self._operations.close_topics(selected, graceful=graceful)
+        return await self._operations.close_topics(selected, graceful=graceful, held=held)
 
     async def delete_topic(self, name: TopicName, *, force: bool = False) -> None:
         """Delete a non-partitioned topic or a partition: entries, subscriptions, counters.

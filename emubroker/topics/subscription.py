@@ -27,6 +27,7 @@ from emubroker.topics.dispatcher import Dispatcher
 from emubroker.topics.expiry import ExpiryCounters, expiry_issued, find_expired
 from emubroker.topics.limits import check_subscription_consumers
 from emubroker.topics.selection import ConsumerSet
+from emubroker.topics.sinks import consumer_closed
 from emubroker.topics.stats import SubscriptionStats
 from protocol.commands import AckType
 from protocol.errors import ConsumerBusyError, MetadataError, NotAllowedError
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.sinks import ConsumerSink
+    from emubroker.topics.sinks import ConsumerSink, Notify
     from emubroker.topics.stats import TopicCounters
     from emubroker.topics.subtypes import SubTypeRules
     from protocol.clock import Clock
@@ -234,11 +235,12 @@ class Subscription:
         self.dispatcher.remove_consumer(consumer, redeliver=False)
         self._end(deleted=True)
 
-    def close(self, *, notify: bool) -> None:
+    def close(self, *, notify: Notify) -> None:
         """Close with the topic: unacked deliveries count as redelivered, consumers detached.
 
         Args:
-            notify: Send CLOSE_CONSUMER to each consumer (unload, §9).
+            notify: Send CLOSE_CONSUMER to each consumer (unload, §9), now or held back
+                (``sinks.Notify``).
         """
         dispatcher = self.dispatcher
         dispatcher.release_all()
@@ -251,13 +253,12 @@ class Subscription:
         self.dispatcher.close()
         self._on_remove(self, deleted)
 
-    def _disconnect_all(self, *, notify: bool = True) -> None:
+    def _disconnect_all(self, *, notify: Notify = True) -> None:
         dispatcher = self.dispatcher
         for consumer in list(self.consumers):
             consumer.closed = True
             dispatcher.remove_consumer(consumer, redeliver=False)
-            if notify:
-                consumer.sink.close_consumer(consumer.consumer_id)
+            consumer_closed(notify, consumer.sink, consumer.consumer_id)
 
     # ---- the consumers' commands --------------------------------------------------------------
 

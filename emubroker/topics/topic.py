@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from emubroker.topics.producer import ProducerHandle
     from emubroker.topics.requests import SubscribeRequest
     from emubroker.topics.settings import TopicSettings
-    from emubroker.topics.sinks import ConsumerSink
+    from emubroker.topics.sinks import ConsumerSink, Notify
     from emubroker.topics.throttling import DispatchThrottling
     from protocol.clock import Clock
     from protocol.commands import MessageIdData
@@ -623,11 +623,12 @@ class Topic(TopicBase[Subscription]):
 
     # ---- closing ------------------------------------------------------------------------------
 
-    async def close(self, *, notify: bool = True) -> None:
+    async def close(self, *, notify: Notify = True) -> None:
         """Close the topic object; its state stays with the service.
 
         Args:
-            notify: Send CLOSE_PRODUCER / CLOSE_CONSUMER to every handler (unload, §9).
+            notify: Send CLOSE_PRODUCER / CLOSE_CONSUMER to every handler (unload, §9), or
+                hold them back until a transfer's destination owns the bundle (``HeldCloses``).
         """
         if self._closed:
             return

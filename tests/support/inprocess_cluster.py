@@ -20,7 +20,7 @@ from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
 from emubroker.loadbalance.ownership.owner_calls import OwnerCallError
 from emubroker.loadbalance.ownership.table import BrokerInfo
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
-from emubroker.naming import NamespaceBundle
+from emubroker.naming import AssignedBroker, NamespaceBundle, TopicName
 from emubroker.storage import BookieBackend
 from protocol import commands as c
 from protocol.clock import FakeClock
@@ -79,6 +79,7 @@ class InProcessCluster:
                 **(self.node_overrides(index) if self.node_overrides else {}),
             }
         )
+        owner_admin = InProcessOwnerAdmin(self)
         store = self.tree.open_session()
         stack.push_async_callback(store.aclose)  # after the broker: its locks go with it
         bookie = await stack.enter_async_context(self.stub.open_local_client())
@@ -90,7 +91,8 @@ class InProcessCluster:
                 listen=False,
                 admin=False,
                 ledgers=BookieBackend(bookie),
-                owner_admin=InProcessOwnerAdmin(self),
+                owner_admin=owner_admin,
+                take_over=owner_admin.take_over,
             )
         )
         node = Node(broker, stack, store)
@@ -129,6 +131,14 @@ class InProcessOwnerAdmin:
     def __init__(self, cluster: InProcessCluster) -> None:
         self._cluster = cluster
         self.calls: list[tuple[str, str, str]] = []  # (action, owner's http url, bundle)
+
+    async def take_over(self, broker_id: str, topic: TopicName) -> AssignedBroker:
+        """A transfer's destination takes the bundle: its authoritative lookup of ``topic``."""
+        for node in self._cluster.nodes:
+            if node.broker_id == broker_id and node.broker.lookup is not None:
+                answer = await node.broker.lookup.lookup_topic(topic, authoritative=True)
+                return AssignedBroker(answer.broker.service_url, answer.broker.service_url_tls)
+        raise OwnerCallError(f"no broker {broker_id}")
 
     def _owner(self, owner: BrokerInfo) -> Broker:
         for node in self._cluster.nodes:

@@ -76,6 +76,11 @@ class ExtensibleKind:
             return ExportedCounters()
         return ExportedCounters(extensible=leader.runner.extensible)
 
+    def transfers(self, conf: BrokerConfig) -> bool:
+        # ServiceUnitStateChannelImpl: with the multi-phase unload the clients are disconnected
+        # once the destination owns the bundle, with its address; without it, at release.
+        return conf.loadBalancerMultiPhaseBundleUnload
+
     def hold_affinity(self, manager: ModularLoadManager, bundle: str, broker: str) -> None:
         return  # no preallocation (module docstring)
 

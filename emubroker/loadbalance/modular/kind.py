@@ -62,6 +62,9 @@ class ModularKind:
             bundles_split=leader.bundles_split if leader.split_checks > 0 else None,
         )
 
+    def transfers(self, conf: BrokerConfig) -> bool:
+        return False  # the destination is the leader's preallocation: clients look up again
+
     def hold_affinity(self, manager: ModularLoadManager, bundle: str, broker: str) -> None:
         # A destination with no report yet has no load data to hold it in.
         if broker in manager.load_data.broker_data:

@@ -145,7 +145,7 @@ BATTERY: list[tuple[str, str, Any, int, str]] = [
     ("PUT", f"{NS}/u/partitions", "-1", 406, "Number of partitions should be more than 0"),
     ("PUT", f"{NS}/u/partitions", "0", 406, "Number of partitions should be more than 0"),
     ("PUT", f"{NS}/u/partitions", "1000000", 406, "less than or equal to"),
-    ("PUT", f"{NS}/u/partitions", "1.5", 400, "number of partitions"),
+    ("PUT", f"{NS}/u/partitions", '"1.5"', 400, "number of partitions"),
     ("PUT", f"{NS}/u/partitions", '{"partitions": 2}', 400, "number of partitions"),
     ("PUT", f"{NS}/u-partition-3/partitions", "2", 412, "should not contain '-partition-'"),
     ("PUT", f"{NS}/%20/partitions", "2", 412, "Topic name is not valid"),

@@ -100,6 +100,54 @@ async def test_partition_counts_are_validated(admin: Admin) -> None:
     assert await admin.ok("GET", NS) == []
 
 
+METADATA = "application/vnd.partitioned-topic-metadata+json"
+
+
+# Pulsar 4.0.7 standalone (conformance scenario partition_count_coercion): Jackson reads the
+# count as a Java int, under the metadata media type and as a bare body alike.
+@pytest.mark.parametrize(
+    ("value", "status", "partitions"),
+    [
+        ('"2"', 204, 2),
+        ('" 2 "', 204, 2),
+        ('"+2"', 204, 2),
+        ("2.0", 204, 2),
+        ("2.7", 204, 2),
+        ("null", 406, None),
+        ('""', 406, None),
+        ('"2.5"', 400, None),
+        ('"two"', 400, None),
+        ("true", 400, None),
+        ("{}", 400, None),
+        ("[2]", 400, None),
+        ("4294967298", 400, None),
+    ],
+)
+@pytest.mark.parametrize("media", ["metadata", "bare"])
+async def test_partition_counts_are_read_as_jackson_reads_an_int(
+    admin: Admin, media: str, value: str, status: int, partitions: int | None
+) -> None:
+    body, content_type = (
+        (f'{{"partitions": {value}}}', METADATA)
+        if media == "metadata"
+        else (value, "application/json")
+    )
+    response = await admin.client.put(
+        f"{T}/partitions", data=body, headers={"Content-Type": content_type}
+    )
+    assert response.status == status, await response.text()
+    if partitions is not None:
+        assert (await admin.ok("GET", f"{T}/partitions"))["partitions"] == partitions
+
+
+async def test_metadata_without_a_count_is_refused_as_zero(admin: Admin) -> None:
+    response = await admin.client.put(
+        f"{T}/partitions", data='{"properties": {"a": "1"}}', headers={"Content-Type": METADATA}
+    )
+    assert response.status == 406, await response.text()
+    assert "Number of partitions should be more than 0" in await response.text()
+
+
 async def test_delete_refuses_topics_in_use_unless_forced(admin: Admin, wire: Wire) -> None:
     await wire.produce(TOPIC, 2)
     await admin.fails("DELETE", T, 412, "Topic has active producers/subscriptions")

@@ -10,7 +10,8 @@ port:
 - appends ``{"pid": ..., "argv": [...]}`` as one JSON line to ``<name>.starts`` when it starts;
 - reads ``<name>.mode`` if it exists: ``exit N`` exits with N before the ready line, ``silent``
   never prints one; otherwise it prints the ready line the real command prints and waits;
-- on SIGTERM appends ``time.monotonic_ns()`` to ``<name>.stops`` and exits 0.
+- on SIGTERM appends ``time.monotonic_ns()`` to ``<name>.stops`` and exits 0; in mode
+  ``farewell`` it first prints ``<name> stopped: farewell`` a moment later (a last log line).
 """
 
 from __future__ import annotations
@@ -48,15 +49,20 @@ def child(argv: list[str]) -> int:
     with (directory / f"{name}.starts").open("a") as starts:
         starts.write(json.dumps({"pid": os.getpid(), "argv": argv}) + "\n")
 
+    mode_file = directory / f"{name}.mode"
+    mode = mode_file.read_text().split() if mode_file.exists() else []
+
     def stopped(signum: int, frame: object) -> None:
         with (directory / f"{name}.stops").open("a") as stops:
             stops.write(f"{time.monotonic_ns()}\n")
+        if mode[:1] == ["farewell"]:
+            # A broker's last log lines, written a moment after the SIGTERM (its shutdown).
+            time.sleep(0.2)
+            print(f"{name} stopped: farewell", flush=True)
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, stopped)
     print("starting up", flush=True)
-    mode_file = directory / f"{name}.mode"
-    mode = mode_file.read_text().split() if mode_file.exists() else []
     if mode[:1] == ["exit"]:
         print("cannot start: it was told to fail", flush=True)
         sys.exit(int(mode[1]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -19,9 +20,11 @@ import psutil
 import pytest
 
 from emubroker.cluster import ClusterEvent, ClusterSpec, open_cluster
+from emubroker.cluster.cli import _Output, _serve
 from emubroker.cluster.control import KillBroker, StartBroker, StopCluster, call
 from emubroker.cluster.state import (
     ChildStatus,
+    ClusterState,
     ClusterStatus,
     RunDirLockedError,
     read_state,
@@ -183,6 +186,38 @@ async def test_brokers_stop_before_the_stub(
     stub_stop = int((children_dir / "stub.stops").read_text())
     broker_stops = [int((children_dir / f"{p}.stops").read_text()) for p in (7000, 7001, 7002)]
     assert max(broker_stops) < stub_stop
+
+
+class _Ready(_Output):
+    """The CLI's output, which also tells the test that the cluster serves."""
+
+    def __init__(self) -> None:
+        super().__init__(as_json=True)
+        self.served = anyio.Event()
+
+    def ready(self, state: ClusterState) -> None:
+        super().ready(state)
+        self.served.set()
+
+
+async def test_a_signal_stops_the_cluster_with_each_childs_last_lines_in_its_log(
+    tmp_path: Path, python: str, children_dir: Path
+) -> None:
+    # As `emubroker cluster` serves: SIGTERM to the supervisor (here, this process) stops the
+    # cluster. The brokers and the stub write a last line a moment after their SIGTERM: their
+    # logs must have it, though the signal cancelled the tasks copying their output.
+    for name in ("7000", "7001", "stub"):
+        (children_dir / f"{name}.mode").write_text("farewell")
+    output = _Ready()
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_serve, spec(tmp_path, python, brokers=2), output)
+            await output.served.wait()
+            os.kill(os.getpid(), signal.SIGTERM)
+    run_dir = tmp_path / "run"
+    for log_name, child in (("broker-0", "7000"), ("broker-1", "7001"), ("stub", "stub")):
+        assert f"{child} stopped: farewell" in (run_dir / f"{log_name}.log").read_text()
+    assert read_state(run_dir).status is ClusterStatus.STOPPED
 
 
 async def test_a_broker_that_cannot_start_fails_the_start_and_stops_the_rest(

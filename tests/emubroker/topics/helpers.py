@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from emubroker.naming import NamespaceName, TopicName
+from emubroker.naming import AssignedBroker, NamespaceName, TopicName
 from emubroker.policies import Policies
 from emubroker.ratelimit.quotas import DispatchThrottlingConfig
 from emubroker.storage import MemoryBackend
@@ -59,6 +59,7 @@ class FakeConsumerSink:
     closed: list[int] = field(default_factory=list)
     active_changes: list[tuple[int, bool]] = field(default_factory=list)
     ended: list[int] = field(default_factory=list)
+    assigned: list[AssignedBroker | None] = field(default_factory=list)
     writable: bool = True
 
     def send_message(
@@ -82,8 +83,9 @@ class FakeConsumerSink:
     ) -> int:
         return send_each(self, consumer_id, ledger_id, entry_id, partition, sections)
 
-    def close_consumer(self, consumer_id: int) -> None:
+    def close_consumer(self, consumer_id: int, assigned: AssignedBroker | None = None) -> None:
         self.closed.append(consumer_id)
+        self.assigned.append(assigned)
 
     def active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         self.active_changes.append((consumer_id, is_active))
@@ -103,9 +105,15 @@ class FakeConsumerSink:
 @dataclass
 class FakeProducerSink:
     closed: list[int] = field(default_factory=list)
+    assigned: list[AssignedBroker | None] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)
 
-    def close_producer(self, producer_id: int) -> None:
+    def close_producer(self, producer_id: int, assigned: AssignedBroker | None = None) -> None:
         self.closed.append(producer_id)
+        self.assigned.append(assigned)
+
+    def hold_producer(self, producer_id: int) -> None:
+        self.held.append(producer_id)
 
 
 def make_entry(

@@ -6,10 +6,12 @@ import anyio
 import pytest
 
 from emubroker.metadata import MemoryMetadataStore
+from emubroker.naming import AssignedBroker
 from emubroker.storage import BookieBackend
 from emubroker.topics import SubscribeRequest, Topic, TopicService
 from emubroker.topics.managed_ledger import ManagedLedger
 from emubroker.topics.settings import TopicSettings
+from emubroker.topics.sinks import HeldCloses
 from protocol.clock import FakeClock
 from protocol.commands import AccessMode, AckType, InitialPosition, SubType
 from protocol.errors import ServiceNotReadyError
@@ -218,3 +220,29 @@ async def test_a_load_overtaken_by_its_bundles_hand_over_registers_nothing(
             assert service.loaded_topic(name) is None
             # Loaded afresh once the bundle is back.
             assert (await service.get_topic(name)).name == name
+
+
+async def test_closing_for_a_transfer_holds_the_clients_until_their_destination_is_known() -> None:
+    # sinks.HeldCloses (ownership.unloading rule 5): the topic closes at once, its producers
+    # stop publishing (held), and nobody hears of it until send(), which names where to go.
+    async with open_service() as service:
+        name = topic_name()
+        topic = await service.get_topic(name)
+        psink = FakeProducerSink()
+        producer = await add_producer(topic, 7, sink=psink)
+        csink = FakeConsumerSink()
+        consumer = await subscribe(topic, csink, consumer_id=3)
+        held = HeldCloses()
+        assert await service.close_topics(lambda n: n == name, graceful=True, held=held) == 1
+        assert producer.closed
+        assert consumer.closed
+        assert service.loaded_topic(name) is None
+        assert (psink.held, psink.closed, csink.closed) == ([7], [], [])
+        assert held
+        assert held.topics == [name]
+        there = AssignedBroker("pulsar://elsewhere:6650", "pulsar+ssl://elsewhere:6651")
+        held.send(there)
+        assert (psink.closed, psink.assigned) == ([7], [there])
+        assert (csink.closed, csink.assigned) == ([3], [there])
+        held.send(None)  # told once
+        assert (psink.closed, csink.closed) == ([7], [3])
