@@ -18,10 +18,18 @@ thread runs it: another loop running meanwhile (an ``anyio.from_thread`` portal,
 worker thread) would take numbers from the simulation's sequence and change its schedule. So
 that generator is replaced by :class:`_PerThreadRandom`, which hands each thread running a
 simulation its own generator and every other thread trio's.
+
+Garbage collection while a simulation runs is a serving broker's (``emubroker.__main__``): what
+exists when the loop starts (the imported modules, the scenario) is frozen, and the youngest
+generation is collected every ``COLLECT_EVERY`` allocations rather than Python's 700. Brokers,
+clients and loadgen share the process, so the default collected ~170 times per 10,000 messages
+and walked the whole heap (~120,000 objects) twice: ~5 % of a run's CPU. Their garbage is
+acyclic and freed by reference counting either way.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import threading
@@ -41,6 +49,9 @@ if TYPE_CHECKING:
 __all__ = ["VirtualClock", "run_loop"]
 
 T = TypeVar("T")
+
+COLLECT_EVERY = 10_000
+"""The youngest generation's collection threshold during a run (a serving broker's)."""
 
 
 class _PerThreadRandom:
@@ -75,6 +86,8 @@ class _PerThreadRandom:
 _lock = threading.Lock()
 _running = 0  # virtual runs in progress, over all threads
 _deterministic_before = False
+_collecting = 0  # runs in progress with the collector set for them, over all threads
+_threshold_before: tuple[int, int, int] = (700, 10, 10)
 
 
 def _scheduler() -> _PerThreadRandom:
@@ -193,19 +206,40 @@ class _TrioAlarm:
                     self._scope = None
 
 
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The collector as a serving broker sets it (module docstring), restored after the run."""
+    global _collecting, _threshold_before
+    with _lock:
+        if _collecting == 0:
+            _threshold_before = gc.get_threshold()
+            gc.freeze()
+            gc.set_threshold(COLLECT_EVERY, *_threshold_before[1:])
+        _collecting += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _collecting -= 1
+            if _collecting == 0:
+                gc.set_threshold(*_threshold_before)
+                gc.unfreeze()
+
+
 def run_loop(
     function: Callable[..., Awaitable[T]], *args: Any, clock: VirtualClock | None, seed: int
 ) -> T:
     """``anyio.run(function, *args)`` on trio; on ``clock``'s virtual time when one is given."""
-    if clock is None:
-        return anyio.run(function, *args, backend="trio")
-    with _seeded_scheduling(seed):
-        return anyio.run(
-            function,
-            *args,
-            backend="trio",
-            backend_options={"clock": clock.loop_clock},
-        )
+    with _fewer_collections():
+        if clock is None:
+            return anyio.run(function, *args, backend="trio")
+        with _seeded_scheduling(seed):
+            return anyio.run(
+                function,
+                *args,
+                backend="trio",
+                backend_options={"clock": clock.loop_clock},
+            )
 
 
 if TYPE_CHECKING:

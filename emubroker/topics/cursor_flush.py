@@ -1,29 +1,36 @@
 """Durable cursors in the metadata store: loading at topic open, coalesced persisting, trimming.
 
-Acknowledgements only move a cursor's ``version`` (a slot write on the ACK hot path) and mark
-its topic; a flusher task of the topic service wakes every ``interval`` seconds (Pulsar
-rate-limits mark-delete persistence the same way: ``managedLedgerDefaultMarkDeleteRateLimit``, 1
-per second) and, for each marked topic, writes each cursor whose version it has not written yet
-once, deletes the nodes of deleted subscriptions, evicts from the entry cache what every durable
-cursor has passed (``ManagedLedger.evict_consumed``) and trims ledgers they all passed
-(``ManagedLedger.trim``). The flusher only reads cursors: what it wrote is its own record. A
-graceful stop flushes once more, so only a crash can lose the last interval's acknowledgements,
-which then come back as redeliveries: at-least-once, never a lost message (DESIGN.md decision 8).
+Acknowledgements only move a cursor's ``version`` (a slot write on the ACK hot path) and mark its
+topic; a flusher task of the topic service runs a round at most once every ``interval`` seconds
+(Pulsar rate-limits mark-delete persistence the same way:
+``managedLedgerDefaultMarkDeleteRateLimit``, 1 per second, and as its rate limiter lets the first
+write after a quiet spell through at once, a mark made ``interval`` or more after the last round
+began is flushed at once, the others when ``interval`` has passed since it began) and, for each
+marked topic, writes each cursor whose version it has not written yet once, deletes the nodes of
+deleted subscriptions, evicts from the entry cache what every durable cursor has passed
+(``ManagedLedger.evict_consumed``) and trims ledgers they all passed (``ManagedLedger.trim``). The
+flusher only reads cursors: what it wrote is its own record. A graceful stop flushes once more, so
+only a crash can lose the last interval's acknowledgements, which then come back as redeliveries:
+at-least-once, never a lost message (DESIGN.md decision 8).
 Layout: ``ml_meta``.
 
 Marks (``watch``): a topic is marked when one of its cursors changes (``Cursor.on_change``), is
 added or removed, or its ledger closes (``Topic.trim_consumed``: a ledger its cursors had all
 passed before it closed can go now), and when its flush failed (retried next round). An unmarked
-topic has nothing to write, evict or trim, so a broker's round costs what changed, not its
-topic count (a broker of 200 idle partitions visited all of them every second). What a mark does
-not catch: a namespace whose retention policy is lifted trims its consumed ledgers at the next
-change of its cursors or ledger, and entries read back for a reader behind every cursor leave the
-cache at the next mark (or under the cache's budget).
+topic has nothing to write, evict or trim, so a broker's round costs what changed, not its topic
+count (a broker of 200 idle partitions visited all of them every second). The flusher sleeps on an
+``Alarm`` (``protocol.clock``) that the first mark after a round arms: it wakes only for a round
+with something to flush, never to look at an empty set of marks (in a simulation, a round of the
+event loop per broker and second). What a mark does not catch: a namespace whose retention policy
+is lifted trims its consumed ledgers at the next change of its cursors or ledger, and entries read
+back for a reader behind every cursor leave the cache at the next mark (or under the cache's
+budget).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
@@ -74,6 +81,9 @@ class CursorFlusher:
         # The topics marked since the last round, in the order they were marked (a dict, not a
         # set: a set's order would depend on the hash seed, and a simulation's trace with it).
         self._marked: dict[TopicName, None] = {}
+        # Armed by the first mark after a round (``_mark``), for when the next round may run.
+        self._alarm = clock.alarm()
+        self._next_round = clock.now() + interval  # a round runs at most once per interval
 
     async def load(self, topic: TopicName, ml_path: str) -> dict[str, Cursor]:
         """The persisted durable cursors of a topic, by subscription name.
@@ -99,11 +109,18 @@ class CursorFlusher:
         """
 
         def mark() -> None:
-            self._marked[topic] = None
+            self._mark(topic)
 
         state.on_change = mark
         for cursor in state.cursors.values():
             cursor.on_change = mark
+
+    def _mark(self, topic: TopicName) -> None:
+        """Mark ``topic`` for the next round, and arm the round if nothing else did."""
+        self._marked[topic] = None
+        alarm = self._alarm
+        if alarm.deadline == math.inf:
+            alarm.set(max(self._next_round, self._clock.now()))
 
     def forget(self, topic: TopicName) -> None:
         """Stop tracking a deleted topic."""
@@ -157,12 +174,19 @@ class CursorFlusher:
                 await self.flush(topic, state)
             except (MetadataStoreError, StorageError) as exc:
                 logger.warning("persisting cursors of %s failed: %s", topic, exc)
-                self._marked[topic] = None
+                self._mark(topic)
 
     async def run(self, states: Mapping[TopicName, TopicState]) -> None:
-        """Flush the marked topics of ``states`` every ``interval`` seconds until cancelled."""
+        """Flush the marked topics of ``states`` when the alarm says, until cancelled.
+
+        The first mark after a round arms the alarm for ``interval`` after that round began
+        (or for now, if that has passed); with nothing marked the task sleeps.
+        """
+        alarm = self._alarm
         while True:
-            await self._clock.sleep(self._interval)
+            await alarm.wait()
+            alarm.set(math.inf)
+            self._next_round = self._clock.now() + self._interval
             # Taken whole: a topic marked while this round awaits is flushed again next round.
             marked, self._marked = self._marked, {}
             await self.flush_all(

@@ -17,6 +17,7 @@ from protocol.errors import LocalProtocolError, RemoteProtocolError, ServerError
 from protocol.framing import (
     DEFAULT_MAX_MESSAGE_SIZE,
     FRAME_PADDING,
+    RECEIPT_TABLE_RUN,
     Frame,
     FrameDecoder,
     Payload,
@@ -392,10 +393,13 @@ def test_message_heads_of_a_run_equal_one_head_per_entry(
     assert run == one_by_one
 
 
-@given(U64, st.lists(st.tuples(U64, I64, I64), max_size=6))
+@given(U64, st.lists(st.tuples(U64, I64, I64), max_size=2 * RECEIPT_TABLE_RUN))
 @example(1, [(0, 1, 0), (1, 1, 1), (200, 1, 20_000), (2**64 - 1, -1, -1)])
 @example(  # the ids' lengths around the table-built varints (one to three bytes), two ledgers
     0, [(v, 1, v) for v in (127, 128, 16_383, 16_384, 2**21 - 1, 2**21)] + [(5, 300, 6)]
+)
+@example(  # the same in a run long enough for the tables (RECEIPT_TABLE_RUN)
+    0, [(v, 1, v) for v in (127, 128, 16_383, 16_384, 2**21 - 1, 2**21)] * 5 + [(5, 300, 6)]
 )
 def test_receipt_frames_equal_one_generic_frame_per_receipt(
     producer_id: int, receipts: list[tuple[int, int, int]]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import anyio
 import anyio.lowlevel
 import trio._core._run
 
-from emubroker.simulate.loop import VirtualClock, run_loop
+from emubroker.simulate.loop import COLLECT_EVERY, VirtualClock, run_loop
 from tests.emubroker.simulate.trio_thread import another_trio_loop_running
 
 
@@ -56,6 +57,23 @@ def test_two_runs_at_once_in_two_threads_keep_their_own_schedules() -> None:
         thread.join()
     for seed, schedules in results.items():
         assert schedules == [alone[seed]] * 20, seed
+
+
+def test_a_run_collects_garbage_as_a_serving_broker_and_restores_the_collector() -> None:
+    # What existed before the run is frozen, the youngest generation collected every
+    # COLLECT_EVERY allocations; afterwards the process's own settings are back.
+    before = gc.get_threshold()
+    frozen_before = gc.get_freeze_count()
+
+    async def settings() -> tuple[tuple[int, int, int], int]:
+        return gc.get_threshold(), gc.get_freeze_count()
+
+    for clock in (VirtualClock(), None):
+        threshold, frozen = run_loop(settings, clock=clock, seed=7)
+        assert threshold == (COLLECT_EVERY, *before[1:])
+        assert frozen > frozen_before
+        assert gc.get_threshold() == before
+        assert gc.get_freeze_count() == frozen_before
 
 
 def test_trios_reproducible_mode_is_restored_after_the_run() -> None:

@@ -171,3 +171,59 @@ async def test_a_topic_whose_flush_failed_is_flushed_again_next_round(
         assert await _mark_delete(metadata, name, "sub") == -1
         await fake_clock.advance(1.0)  # no acknowledgement since: the failure kept the mark
         assert await _mark_delete(metadata, name, "sub") == 0
+
+
+async def test_a_flusher_with_nothing_marked_does_not_wake(
+    fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It sleeps on an alarm that a mark arms, rather than waking every interval to find no mark.
+    rounds = 0
+    flush_all = CursorFlusher.flush_all
+
+    async def spy(self: CursorFlusher, states: Any) -> None:
+        nonlocal rounds
+        rounds += 1
+        await flush_all(self, states)
+
+    async with _service(fake_clock) as (service, metadata, _):
+        name = topic_name()
+        topic = await service.get_topic(name)
+        ledger_id, _ = await publish(topic, await add_producer(topic))
+        consumer = await subscribe(topic, FakeConsumerSink())
+        consumer.flow(1)
+        await settle()
+        await fake_clock.advance(1.0)  # the new subscription's round
+        monkeypatch.setattr(CursorFlusher, "flush_all", spy)
+
+        await fake_clock.advance(10.0)
+        assert rounds == 0
+
+        consumer.ack(AckType.INDIVIDUAL, [mid(ledger_id, 0)])
+        await fake_clock.advance(10.0)
+        assert rounds == 1
+        assert await _mark_delete(metadata, name, "sub") == 0
+
+
+async def test_a_change_after_a_quiet_interval_is_written_at_once_the_next_after_the_interval(
+    fake_clock: FakeClock,
+) -> None:
+    # managedLedgerDefaultMarkDeleteRateLimit: at most a round per interval, the first at once.
+    async with _service(fake_clock) as (service, metadata, _):
+        name = topic_name()
+        topic = await service.get_topic(name)
+        producer = await add_producer(topic)
+        positions = [await publish(topic, producer) for _ in range(2)]
+        consumer = await subscribe(topic, FakeConsumerSink())
+        consumer.flow(2)
+        await settle()
+        await fake_clock.advance(5.0)  # the new subscription's round, then quiet
+
+        consumer.ack(AckType.INDIVIDUAL, [mid(*positions[0])])
+        await fake_clock.advance(0.0)
+        assert await _mark_delete(metadata, name, "sub") == 0  # at once
+
+        consumer.ack(AckType.INDIVIDUAL, [mid(*positions[1])])
+        await fake_clock.advance(0.5)
+        assert await _mark_delete(metadata, name, "sub") == 0  # within the interval: not yet
+        await fake_clock.advance(0.5)
+        assert await _mark_delete(metadata, name, "sub") == 1

@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 import pytest
 
 from emubroker.metadata import MemoryMetadataStore
@@ -313,3 +314,24 @@ async def test_a_previous_owner_can_no_longer_write_once_another_opened_it(
         assert after == stored  # the heir's ledger list stands
         await _append(heir, 2, 1)
         assert heir.count == 3
+
+
+async def test_an_append_to_an_in_process_stub_gives_no_other_task_a_turn(
+    fake_clock: FakeClock,
+) -> None:
+    # The ledger's lock, free, is taken without a scheduling point: in a simulation each write
+    # of a publish loop cost one more round of the event loop for it alone.
+    async with _stub(fake_clock) as bookie, MemoryMetadataStore() as metadata:
+        ml = await _open(bookie, metadata, fake_clock, policy=LedgerPolicy(max_entries=100))
+        await _append(ml, 0, 1)  # creates the first ledger (its metadata writes do give way)
+        turns = 0
+
+        async def other() -> None:
+            nonlocal turns
+            turns += 1
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other)
+            assert await _append(ml, 1, 1) == [(ml.ledger_ids[-1], 1)]
+            assert turns == 0
+        assert turns == 1
