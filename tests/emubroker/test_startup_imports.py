@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,8 @@ from emubroker.__main__ import _command, _parser
 # Loaded on first use, never by ``emubroker standalone`` before it serves: the admin CLI and the
 # cluster supervisor (and PyJWT and cryptography with them), the token and TLS authentication
 # providers, the Pulsar client (the health check's), the etcd client, the Avro schema code,
-# pyarrow and rich.
+# pyarrow and rich; and the crc32c package's __init__, with importlib.metadata (protocol.checksum
+# loads its extension alone).
 NOT_AT_START = (
     "emubroker.admin_cli",
     "emubroker.cluster.cli",
@@ -27,6 +30,8 @@ NOT_AT_START = (
     "emubroker.schemas.resolution",
     "pyarrow",
     "rich",
+    "crc32c",
+    "importlib.metadata",
 )
 
 STANDALONE_IMPORTS = """
@@ -193,3 +198,16 @@ def test_a_broker_forked_from_the_zygote_compiles_no_route_pattern() -> None:
     cached, added, kept = done.stdout.split()
     assert int(cached) > 100
     assert (added, kept) == ("0", "True")
+
+
+def test_the_broker_reports_the_version_pyproject_gives_without_importlib_metadata() -> None:
+    # A constant, not importlib.metadata's lookup (importlib.metadata is in NOT_AT_START): the
+    # two must name the same version.
+    from emubroker import __version__
+    from emubroker.handlers.common import SERVER_VERSION
+    from emubroker.loadbalance.reporting.wiring import BROKER_VERSION
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert __version__ == project["project"]["version"]
+    assert f"emubroker-{__version__}" == SERVER_VERSION
+    assert __version__ == BROKER_VERSION
