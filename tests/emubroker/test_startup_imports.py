@@ -14,8 +14,8 @@ from emubroker.__main__ import _command, _parser
 # Loaded on first use, never by ``emubroker standalone`` before it serves: the admin CLI and the
 # cluster supervisor (and PyJWT and cryptography with them), the token and TLS authentication
 # providers, the Pulsar client (the health check's), the etcd client, the Avro schema code,
-# pyarrow and rich; and the crc32c package's __init__, with importlib.metadata (protocol.checksum
-# loads its extension alone).
+# pyarrow and rich; the crc32c package's __init__, with importlib.metadata (protocol.checksum
+# loads its extension alone); and the TOML parser, until a .toml file is read.
 NOT_AT_START = (
     "emubroker.admin_cli",
     "emubroker.cluster.cli",
@@ -32,6 +32,7 @@ NOT_AT_START = (
     "rich",
     "crc32c",
     "importlib.metadata",
+    "tomllib",
 )
 
 STANDALONE_IMPORTS = """
