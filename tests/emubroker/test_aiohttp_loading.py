@@ -125,3 +125,51 @@ print(json.dumps(connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"]))
 def test_an_aiohttp_already_imported_keeps_its_loaded_contexts(tmp_path: Path) -> None:
     ca_file = write_local_certificates(tmp_path).ca_cert
     assert _run(ALREADY_IMPORTED, ca_file=ca_file) == [1]
+
+
+CLIENT_CALL = """
+import asyncio, json, ssl, sys
+from emubroker.aiohttp_loading import import_aiohttp
+
+import_aiohttp()
+import aiohttp
+from aiohttp import web
+
+
+async def hello(request):
+    return web.Response(text="hello")
+
+
+async def main():
+    app = web.Application()
+    app.router.add_get("/", hello)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(sys.argv[1], sys.argv[2])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"https://127.0.0.1:{port}/") as reply:
+                print(json.dumps(await reply.text()))
+    finally:
+        await runner.cleanup()
+
+
+asyncio.run(main())
+"""
+
+
+def test_an_https_call_through_aiohttps_default_context_verifies_the_server(
+    tmp_path: Path,
+) -> None:
+    # The way a broker calls another's https:// web service (admin/owner_admin.py): aiohttp's
+    # default context, its CA bundle loaded at this first handshake, trusts the bundle's CA.
+    certs = write_local_certificates(tmp_path)
+    args = (str(certs.broker_cert), str(certs.broker_key))
+    assert _run(CLIENT_CALL, *args, ca_file=certs.ca_cert) == ["hello"]
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        _run(CLIENT_CALL, *args, ca_file=tmp_path / "broker-cert.pem")  # not a CA: untrusted
+    assert "CERTIFICATE_VERIFY_FAILED" in failed.value.stderr
