@@ -2,11 +2,11 @@
 
 ``aiohttp.connector`` builds two TLS client contexts when it is imported, and
 ``aiohttp/__init__`` imports it even for a server: each loads the system's CA bundle (the
-default verify paths: ``SSL_CERT_FILE``, else OpenSSL's ``cert.pem``), ~40 ms of CPU and ~2 MiB
-of memory together, a ninth of a broker's start-up CPU and memory that an idle broker never
-uses (docs/performance.md, "Start-up where users wait"). A broker uses those contexts only for
-an ``https://`` call to another broker's web service (``emubroker/admin/owner_admin.py``,
-``partition_fanout.py``), and a standalone broker makes none.
+default verify paths: ``SSL_CERT_FILE``, else OpenSSL's ``cert.pem``): ~40 ms of CPU together,
+an eighth of a broker's start, and ~2 MiB that an idle broker holds for nothing
+(docs/performance.md, "Start-up where users wait"). A broker uses those contexts only for an
+``https://`` call to another broker's web service (``emubroker/admin/owner_admin.py``,
+``partition_fanout.py``); a standalone broker, the owner of everything, makes none.
 
 :func:`import_aiohttp` imports aiohttp with the bundle's path pointed at nothing, so the contexts
 are built without it, then has each context load the default verify paths, with the process's
