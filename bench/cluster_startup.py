@@ -7,7 +7,11 @@ it from the spawn to the ready line, reads the supervisor's own log for the stub
 and the brokers' start-up (``storage-stub ready in``, ``zygote ready in``, ``brokers ready in``;
 the stub and the zygote start together, the brokers once both are ready), sums the CPU seconds
 (user + system) of the supervisor and every process under it at the ready line, then stops it
-with SIGTERM and times the stop. The supervisor's own share (interpreter start, imports,
+with SIGTERM and times the stop. ``unqueued`` is the ready time less the seconds the supervisor
+and the zygote, the start's critical path, spent runnable but waiting for a core by then
+(Linux's ``/proc/PID/schedstat``): on a shared machine, an estimate of a quiet one's ready time
+(the brokers' waits stay in: three brokers on two cores wait for each other on any machine).
+The supervisor's own share (interpreter start, imports,
 argument parsing) is what remains of the ready time. Runs of different N are interleaved so that
 a machine's drift hits them alike.
 
@@ -56,6 +60,25 @@ def _cpu(pid: int) -> float:
     return total
 
 
+def _queued(pid: int) -> float:
+    """Seconds ``pid`` has been runnable but not running (0 where Linux's schedstat is absent)."""
+    try:
+        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+    except OSError:
+        return 0.0
+    return int(fields[1]) / 1e9
+
+
+def _critical_path_queued(pid: int) -> float:
+    """The queued seconds of the supervisor ``pid`` and of its zygote (none before the zygote)."""
+    zygotes = []
+    for child in psutil.Process(pid).children():
+        with contextlib.suppress(psutil.Error):
+            if "emubroker.zygote" in child.cmdline():
+                zygotes.append(child.pid)
+    return _queued(pid) + sum(_queued(zygote) for zygote in zygotes)
+
+
 def _env(tree: Path) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")
     # As an installed cluster runs: from bytecode caches (the warm-up runs write them), in both
@@ -89,6 +112,7 @@ def one_run(brokers: int, tree: Path = ROOT) -> dict[str, float]:
                     raise RuntimeError(f"no ready line: {err_path.read_text()}")
                 ready = time.perf_counter() - began
                 cpu = _cpu(proc.pid)
+                queued = _critical_path_queued(proc.pid)
                 stopping = time.perf_counter()
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=60)
@@ -107,6 +131,7 @@ def one_run(brokers: int, tree: Path = ROOT) -> dict[str, float]:
     zygote = float(zygote_match[1]) if zygote_match else 0.0
     return {
         "ready": ready,
+        "unqueued": ready - queued,
         "cpu": cpu,
         "supervisor": ready - max(stub, zygote) - broker_time,
         "stub": stub,
@@ -143,7 +168,7 @@ def main() -> None:
             if args.baseline is not None:
                 paired[n].append(one_run(n, args.baseline))
             results[n].append(one_run(n))
-    columns = ["ready", "cpu", "supervisor", "stub", "zygote", "brokers", "stop"]
+    columns = ["ready", "unqueued", "cpu", "supervisor", "stub", "zygote", "brokers", "stop"]
     load = os.getloadavg()[0]
     print(
         f"emubroker cluster -n N --port 0, {args.runs} runs each: median (min-max) seconds; "

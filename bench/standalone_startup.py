@@ -6,6 +6,9 @@ Each run spawns ``python -m emubroker standalone --port 0 --admin-port 0`` and m
 
 - ``ready``: seconds from the spawn to the ready line on stdout;
 - ``cpu``: the process's user + system CPU seconds at that moment (psutil);
+- ``unqueued``: ``ready`` minus the seconds the process spent runnable but waiting for a core
+  by then (Linux's ``/proc/PID/schedstat``; 0 elsewhere): on a shared machine, what the start
+  would take on a quiet one;
 - ``rss``: its resident memory in MiB one second later (idle, nothing connected).
 
 Then the process is stopped with SIGINT. Runs use bytecode caches, as an installed broker does;
@@ -33,7 +36,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
-FIGURES = ("ready", "cpu", "rss")
+FIGURES = ("ready", "unqueued", "cpu", "rss")
 
 
 PACKAGES = ("emubroker", "protocol", "storage_stub")
@@ -65,6 +68,7 @@ def one_run(tree: Path, *, cached: bool = True) -> dict[str, float]:
         ready = time.perf_counter() - began
         me = psutil.Process(proc.pid)
         times = me.cpu_times()
+        queued = _queued(proc.pid)
         time.sleep(1.0)
         rss = me.memory_info().rss / MIB
         proc.send_signal(signal.SIGINT)
@@ -75,7 +79,17 @@ def one_run(tree: Path, *, cached: bool = True) -> dict[str, float]:
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
-    return {"ready": ready, "cpu": times.user + times.system, "rss": rss}
+    cpu = times.user + times.system
+    return {"ready": ready, "unqueued": ready - queued, "cpu": cpu, "rss": rss}
+
+
+def _queued(pid: int) -> float:
+    """Seconds ``pid`` has been runnable but not running (0 where Linux's schedstat is absent)."""
+    try:
+        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+    except OSError:
+        return 0.0
+    return int(fields[1]) / 1e9
 
 
 def _summary(values: list[float]) -> str:

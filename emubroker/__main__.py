@@ -195,6 +195,9 @@ async def _serve(config: BrokerConfig, args: argparse.Namespace) -> None:
     # Imported here, not at the top: the broker's modules take ~0.5 s of CPU to import, which
     # ``emubroker cluster`` and its control commands, which only spawn or signal brokers, would
     # otherwise pay before doing anything (bench/cluster_startup.py, docs/performance.md).
+    from emubroker.aiohttp_loading import import_aiohttp
+
+    import_aiohttp()  # first: its client's default CA bundle is read at first use, not now
     from emubroker.app import open_broker, open_storage
     from emubroker.metadata.session_loss import stop_on_session_loss
     from emubroker.net.accepting import raise_open_files_limit

@@ -16,6 +16,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Final, cast
 
+from emubroker.aiohttp_loading import import_aiohttp
 from emubroker.processes.forking import READY_LINE, serve
 
 if TYPE_CHECKING:
@@ -37,6 +38,13 @@ BROKER_MODULES: Final = (
     "anyio.streams.memory",
 )
 """What the zygote imports before it forks: everything a broker imports before it serves."""
+
+
+def import_broker_modules() -> None:
+    """Import :data:`BROKER_MODULES`, aiohttp first, as a starting broker imports it."""
+    import_aiohttp()  # its client's default CA bundle read at first use (emubroker.__main__)
+    for name in BROKER_MODULES:
+        importlib.import_module(name)
 
 
 def run_broker(args: list[str]) -> int:
@@ -66,8 +74,7 @@ def main() -> None:
     # are not walked by the collector while they are made, then frozen, so that no child's
     # collector walks them (nor dirties the pages it shares with the zygote by doing so).
     gc.disable()
-    for name in BROKER_MODULES:
-        importlib.import_module(name)
+    import_broker_modules()
     warm_route_patterns()
     gc.freeze()
     gc.enable()

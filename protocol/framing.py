@@ -20,10 +20,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
-import crc32c as _crc32c
 import msgspec
 
 from protocol import commands as c
+from protocol.checksum import crc32c
 from protocol.codec import decode_command_at, encode_command, encode_message
 from protocol.errors import RemoteProtocolError, ServerError
 from protocol.runs import SendRun, read_send_run
@@ -59,7 +59,7 @@ _MAGIC_CHECKSUM_U16 = 0x0E01
 _MAGIC_AND_CRC = struct.Struct(">HI")  # 0x0e01 | crc32c
 
 
-checksum: Final = _crc32c.crc32c
+checksum: Final = crc32c
 """``checksum(entry) -> int``: CRC-32C (Castagnoli) of an entry, as written after ``0x0e01``.
 
 The C function itself rather than a wrapper: it runs once per SEND on the publish hot path."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 import math
 import random
-import tomllib
 from pathlib import Path
 from typing import Final
 
@@ -271,5 +270,7 @@ def load_fault_config(path: str | Path) -> FaultConfig:
     path = Path(path)
     data = path.read_bytes()
     if path.suffix == ".toml":
+        import tomllib  # here: a broker imports this module and reads no fault file at start-up
+
         return msgspec.convert(tomllib.loads(data.decode()), FaultConfig)
     return msgspec.json.decode(data, type=FaultConfig)

@@ -26,9 +26,9 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-import crc32c
 import msgspec
 
+from protocol.checksum import crc32c
 from protocol.rpc import MAX_RPC_FRAME_SIZE
 
 __all__ = [
@@ -73,7 +73,7 @@ class JournalCorruptedError(JournalError):
 def encode_record(body: bytes) -> bytes:
     """Frame one record: length, checksum, body."""
     prefix = len(body).to_bytes(4, "big")
-    return prefix + crc32c.crc32c(body, crc32c.crc32c(prefix)).to_bytes(4, "big") + body
+    return prefix + crc32c(body, crc32c(prefix)).to_bytes(4, "big") + body
 
 
 class ScanResult(msgspec.Struct, frozen=True):
@@ -129,7 +129,7 @@ def scan(data: bytes | memoryview, *, path: str | None = None) -> ScanResult:
         if end > size:
             return ScanResult(records, offset, True, offsets)
         body = view[offset + RECORD_HEADER_SIZE : end]
-        if crc32c.crc32c(body, crc32c.crc32c(view[offset : offset + 4])) != crc:
+        if crc32c(body, crc32c(view[offset : offset + 4])) != crc:
             if end == size:
                 return ScanResult(records, offset, True, offsets)
             raise JournalCorruptedError("checksum mismatch", offset=offset, path=path)

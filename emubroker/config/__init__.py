@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args, get_origin
 
@@ -315,6 +314,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
             f"{path}: not a configuration file: not UTF-8 text (byte {exc.start})"
         ) from None
     if path.suffix.lower() == ".toml":
+        import tomllib  # here: most brokers read no TOML, and start-up counts (docs/performance.md)
+
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

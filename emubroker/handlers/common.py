@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Final
 
+from emubroker import __version__
 from emubroker.handlers.lookups import LookupLimit
 from emubroker.handlers.ports import SessionPort, StartSoon
 from emubroker.naming import InvalidNameError, TopicName
@@ -40,14 +40,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _server_version() -> str:
-    try:
-        return f"emubroker-{version('emubroker')}"
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "emubroker-dev"
-
-
-SERVER_VERSION: Final = _server_version()
+SERVER_VERSION: Final = f"emubroker-{__version__}"
 """``CONNECTED.server_version`` (spec §3.1: any string, but it must be there)."""
 
 

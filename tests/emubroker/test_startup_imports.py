@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
+
+import pytest
 
 from emubroker.__main__ import _command, _parser
 
 # Loaded on first use, never by ``emubroker standalone`` before it serves: the admin CLI and the
 # cluster supervisor (and PyJWT and cryptography with them), the token and TLS authentication
 # providers, the Pulsar client (the health check's), the etcd client, the Avro schema code,
-# pyarrow and rich.
+# pyarrow and rich; the crc32c package's __init__, with importlib.metadata (protocol.checksum
+# loads its extension alone); and the TOML parser, until a .toml file is read.
 NOT_AT_START = (
     "emubroker.admin_cli",
     "emubroker.cluster.cli",
@@ -25,6 +30,9 @@ NOT_AT_START = (
     "emubroker.schemas.resolution",
     "pyarrow",
     "rich",
+    "crc32c",
+    "importlib.metadata",
+    "tomllib",
 )
 
 STANDALONE_IMPORTS = """
@@ -102,11 +110,10 @@ def test_the_admin_and_cluster_commands_parse_their_own_arguments() -> None:
 
 
 ZYGOTE_IMPORTS = """
-import importlib, sys, threading
-from emubroker.zygote import BROKER_MODULES
+import sys, threading
+from emubroker.zygote import import_broker_modules
 
-for name in BROKER_MODULES:
-    importlib.import_module(name)
+import_broker_modules()
 print(threading.active_count(), " ".join(name for name in sys.argv[1:] if name in sys.modules))
 """
 
@@ -136,6 +143,53 @@ print(len(warmed), len(re._cache) - len(warmed), all(re._cache[k] is v for k, v 
 """
 
 
+ZYGOTE_CA = """
+from emubroker.zygote import import_broker_modules
+
+import_broker_modules()
+import aiohttp.connector
+
+print(aiohttp.connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"])
+"""
+
+# ``emubroker standalone`` in this process, its stdout a writer that, at the ready line, prints
+# how many CA certificates aiohttp's default client context holds, and exits.
+STANDALONE_CA = """
+import os, sys
+
+
+class AtReady:
+    def write(self, text):
+        if " ready: " in text:
+            import aiohttp.connector
+
+            stats = aiohttp.connector._SSL_CONTEXT_VERIFIED.cert_store_stats()
+            os.write(1, b"%d\\n" % stats["x509_ca"])
+            os._exit(0)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+sys.stdout = AtReady()
+from emubroker.__main__ import main
+
+main(["standalone", "--port", "0", "--admin-port", "0", "--log-level", "ERROR"])
+"""
+
+
+@pytest.mark.parametrize("start", [ZYGOTE_CA, STANDALONE_CA], ids=["zygote", "standalone"])
+def test_a_starting_broker_reads_no_ca_bundle(start: str) -> None:
+    # aiohttp's client loads the system's CA bundle for its default TLS contexts when it is
+    # imported (~40 ms of CPU, ~2 MiB); a broker's are loaded at their first handshake
+    # (emubroker/aiohttp_loading.py, tests/emubroker/test_aiohttp_loading.py).
+    done = subprocess.run(
+        [sys.executable, "-c", start], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["0"]
+
+
 def test_a_broker_forked_from_the_zygote_compiles_no_route_pattern() -> None:
     # aiohttp compiles a pattern per admin route (~15 ms of CPU per broker); the zygote's
     # warm-up leaves them all in re's cache, so a child's own admin app adds none.
@@ -145,3 +199,16 @@ def test_a_broker_forked_from_the_zygote_compiles_no_route_pattern() -> None:
     cached, added, kept = done.stdout.split()
     assert int(cached) > 100
     assert (added, kept) == ("0", "True")
+
+
+def test_the_broker_reports_the_version_pyproject_gives_without_importlib_metadata() -> None:
+    # A constant, not importlib.metadata's lookup (importlib.metadata is in NOT_AT_START): the
+    # two must name the same version.
+    from emubroker import __version__
+    from emubroker.handlers.common import SERVER_VERSION
+    from emubroker.loadbalance.reporting.wiring import BROKER_VERSION
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert __version__ == project["project"]["version"]
+    assert f"emubroker-{__version__}" == SERVER_VERSION
+    assert __version__ == BROKER_VERSION

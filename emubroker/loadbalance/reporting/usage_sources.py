@@ -18,7 +18,6 @@ check); its ``now`` is the broker's clock in seconds.
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NamedTuple, Protocol
 
@@ -197,6 +196,8 @@ def load_usage_script(path: str | Path) -> UsageScript:
     Raises:
         UsageScriptError: Unreadable, not TOML/JSON, or not a script (the message says where).
     """
+    import tomllib  # here: only a scripted usage source reads TOML (start-up, docs/performance.md)
+
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -11,9 +11,9 @@ reports").
 from __future__ import annotations
 
 import logging
-from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
+from emubroker import __version__
 from emubroker.config import ConfigError
 from emubroker.loadbalance.load_managers import load_manager
 from emubroker.loadbalance.model.data import AdvertisedListener, LocalBrokerData
@@ -86,14 +86,7 @@ class TopicStatsSource(Protocol):
 log = logging.getLogger(__name__)
 
 
-def _broker_version() -> str:
-    try:
-        return version("emubroker")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "0.0.0"
-
-
-BROKER_VERSION = _broker_version()
+BROKER_VERSION: Final = __version__
 """``brokerVersionString``: the package's semantic version, as Pulsar reports its own."""
 
 
