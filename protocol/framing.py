@@ -179,6 +179,11 @@ def encode_message_frame(
     return b"".join((_U32X2.pack(4 + len(body) + len(section), len(body)), body, section))
 
 
+SHORT_RUN: Final = 4
+"""Runs of receipts or MESSAGE heads shorter than this are written one frame at a time: the
+tables a run's encoder builds first cost about as much as four frames written without them."""
+
+
 def encode_message_head(
     consumer_id: int,
     ledger_id: int,
@@ -263,10 +268,19 @@ def encode_message_heads(
     Raises:
         LocalProtocolError: a value is out of its field's range.
     """
-    if partition != -1 or not 0 <= consumer_id < 128 or not 0 <= ledger_id < 128 or entry_id < 0:
+    sizes = list(section_sizes)
+    if (
+        len(sizes) < SHORT_RUN
+        or partition != -1
+        or not 0 <= consumer_id < 128
+        or not 0 <= ledger_id < 128
+        or entry_id < 0
+    ):
+        # A short run (a batched producer's read holds one entry or two): the parts made once
+        # per run below would cost more than they save.
         return [
             encode_message_head(consumer_id, ledger_id, entry_id + i, partition, 0, (), size)
-            for i, size in enumerate(section_sizes)
+            for i, size in enumerate(sizes)
         ]
     small = SMALL_VARINTS
     continued = CONTINUED_BYTES
@@ -279,7 +293,7 @@ def encode_message_heads(
     ]
     heads: list[bytes] = []
     append = heads.append
-    for size in section_sizes:
+    for size in sizes:
         if entry_id < 0x80:
             append(b"%b%b%b" % (pack(16 + size, 12), middles[1], small[entry_id]))
         elif entry_id < 0x4000:
@@ -332,6 +346,7 @@ def encode_send_receipt_frames(
     # to the sequence id, heads[len(sv)][len(ev)], and from it to the entry id, mids[len(ev)].
     heads: list[list[bytes]] = []
     mids: list[bytes] = []
+    tables = len(sequence_ids) >= SHORT_RUN  # a short run: each receipt in one formatting
     try:
         pv = small[producer_id] if 0 <= producer_id < 128 else uvarint(producer_id)
         head_size = 4 + len(pv)
@@ -340,15 +355,16 @@ def encode_send_receipt_frames(
                 lv = small[ledger_id] if 0 <= ledger_id < 128 else uvarint(ledger_id & U64)
                 mid_base = 2 + len(lv)
                 last_ledger = ledger_id
-                mids = [b"\x1a%c\x08%b\x10" % (mid_base + n, lv) for n in range(4)]
-                heads = [
-                    [
-                        b"%b\x08\x07\x3a%c\x08%b\x10" % (pack(8 + size, 4 + size), size, pv)
-                        for size in (head_size + ns + mid_base + ne for ne in range(4))
+                if tables:
+                    mids = [b"\x1a%c\x08%b\x10" % (mid_base + n, lv) for n in range(4)]
+                    heads = [
+                        [
+                            b"%b\x08\x07\x3a%c\x08%b\x10" % (pack(8 + size, 4 + size), size, pv)
+                            for size in (head_size + ns + mid_base + ne for ne in range(4))
+                        ]
+                        for ns in range(4)
                     ]
-                    for ns in range(4)
-                ]
-            if 0 <= sequence_id < 0x200000 and 0 <= entry_id < 0x200000:
+            if tables and 0 <= sequence_id < 0x200000 and 0 <= entry_id < 0x200000:
                 # CommandSendReceipt: 08 producer_id 10 sequence_id 1a len(MessageIdData)
                 # 08 ledgerId 10 entryId; the varints of up to three bytes from tables.
                 if sequence_id < 0x80:
