@@ -270,7 +270,7 @@ class Dispatcher:
         if self._limited and not unblocked:
             self._replay_dirty = True  # the retry rescans the parked entries
             return
-        self.dispatch_now()
+        self.wake()
 
     def acks_changed(self, unblocked: bool) -> None:
         """Acks came from elsewhere (skip, expiry, compaction); the caller decides about a round.
@@ -296,34 +296,6 @@ class Dispatcher:
             # Throttled: Pulsar has no read outstanding, so new entries wake nobody; the read
             # is retried when the backoff ends (or on a FLOW).
             return
-        self._round_now()
-
-    def dispatch_now(self) -> None:
-        """:meth:`wake`, with the round run right here: FLOW and ACK (the consumers' path).
-
-        The same round the task would run on the wake-up, without the task switch, so the
-        MESSAGEs a FLOW lets go leave in the write of the read that brought it, and a busy
-        subscription costs no dispatcher task step per FLOW or ACK. What the task must still
-        do (the rest of a long round, a cache miss, sleeping until a throttling retry or a
-        delayed entry) wakes it, as after a publish (:meth:`notify_new_entries`).
-
-        Under dispatch throttling the task runs the round, as before: its rounds coalesce the
-        FLOWs of one step the way Pulsar's pending read does, which the throttle events count.
-        """
-        throttle = self.throttle
-        if self._closed or (throttle is not None and throttle.active):
-            self.wake()
-            return
-        self._replay_dirty = True
-        self._round_now()
-
-    def _round_now(self) -> None:
-        """Run a round in the caller's step; wake the task only for what it must do itself.
-
-        The round is the one a pending request asked for too: the task does not run it again
-        (a second round would, throttled, count a second refusal for one event).
-        """
-        self._requested = False
         retry_at = self._retry_at
         delayed = self._delayed
         first_due = delayed[0][0] if delayed else None

@@ -267,11 +267,10 @@ class Subscription:
         consumer.flowed(self.wall_ms())
         self.last_flow = consumer.last_flow
         consumer.permits += permits
+        self.dispatcher.wake()
         if self._ledger.terminated:
             # Pulsar's dispatcher finds nothing more to read (NoMoreEntriesToRead).
             self._check_end_of_topic()
-        # Last, as the task's round used to run after the command: here, without a task switch.
-        self.dispatcher.dispatch_now()
 
     def resume_delivery(self, consumer: Consumer) -> None:
         """``consumer``'s connection drained: a dispatch round (the last ones skipped it)."""
@@ -289,15 +288,14 @@ class Subscription:
         else:
             change = self.acks.ack_cumulative(ids)
             consumer.msg_acked += 1  # Pulsar's Consumer.messageAcked records 1 per cumulative
+        # Acks may unblock consumers held by the unacked limit or parked Key_Shared entries.
+        self.dispatcher.acks_applied(change.unblocked)
         if change.moved:
             self.last_mark_delete_advanced = now_ms
             if self.acks.cursor.mark_delete >= self._ledger.oldest_closed_last:
                 self._on_consumed()  # a whole ledger is consumed here: maybe by everyone
         if self._ledger.terminated:
             self._check_end_of_topic()
-        # Acks may unblock consumers held by the unacked limit or parked Key_Shared entries.
-        # Last: the round (now run right here) came after the command when a task ran it.
-        self.dispatcher.acks_applied(change.unblocked)
 
     def topic_terminated(self) -> None:
         """The topic was terminated: consumers that have consumed everything hear it now."""

@@ -170,39 +170,6 @@ async def test_a_blocked_consumer_unblocks_at_half_the_limit_or_on_redelivery() 
         assert sink.entry_ids[6:] == [2]  # asking for redelivery unblocks at once
 
 
-async def test_a_flow_dispatches_in_its_own_step() -> None:
-    # FLOW runs the round itself (no dispatcher task step): the MESSAGEs it lets go leave in
-    # the write of the read that brought it.
-    async with open_service() as service:
-        topic = await service.get_topic(topic_name())
-        producer = await add_producer(topic)
-        sink = FakeConsumerSink()
-        consumer = await subscribe(topic, sink)
-        for i in range(3):
-            await publish(topic, producer, b"%d" % i)
-        await settle()
-        assert sink.entry_ids == []  # no permits yet
-        consumer.flow(2)
-        assert sink.entry_ids == [0, 1]  # no await in between
-        assert consumer.permits == 0
-        consumer.flow(5)
-        assert sink.entry_ids == [0, 1, 2]
-
-
-async def test_an_ack_that_unblocks_a_consumer_dispatches_in_its_own_step() -> None:
-    async with open_service(max_unacked_messages_per_consumer=2) as service:
-        topic = await service.get_topic(topic_name())
-        producer = await add_producer(topic)
-        sink = FakeConsumerSink()
-        consumer = await subscribe(topic, sink, sub_type=SubType.SHARED)
-        consumer.flow(100)
-        ids = [await publish(topic, producer, b"%d" % i) for i in range(4)]
-        await settle()
-        assert sink.entry_ids == [0, 1]
-        consumer.ack(AckType.INDIVIDUAL, [mid(*ids[0])])
-        assert sink.entry_ids == [0, 1, 2]  # no await in between
-
-
 async def test_failover_picks_by_the_topic_ring_then_priority_and_notifies() -> None:
     # Notices at once (activeConsumerFailoverDelayTimeMillis=0): the picks, not the timing.
     async with open_service(active_consumer_failover_delay=0) as service:
