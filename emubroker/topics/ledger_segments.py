@@ -115,7 +115,8 @@ class LedgerSegments:
         self._version = -1  # of the stored ledger list (-1: not stored yet)
         self._fenced = False
         # Fast: an append that finds it free takes it without yielding first (anyio's default
-        # yields), so a SEND run costs its publisher no task step besides the bookie's reply.
+        # yields), so an append costs its caller (a producer's publisher task) no task step
+        # besides the bookie's reply.
         self._lock = anyio.Lock(fast_acquire=True)
         self._cache = EntryCache(budget if budget is not None else CacheBudget(256 * 1024 * 1024))
         # ``infos[i]`` is the info of index ``base + i``: entries before ``base`` were trimmed.
