@@ -179,6 +179,12 @@ def encode_message_frame(
     return b"".join((_U32X2.pack(4 + len(body) + len(section), len(body)), body, section))
 
 
+SHORT_RUN: Final = 4
+"""Runs of MESSAGE heads shorter than this are written one frame at a time: the tables a run's
+encoder builds first cost about as much as four frames written without them (receipts have
+their own threshold, ``RECEIPT_TABLE_RUN``)."""
+
+
 def encode_message_head(
     consumer_id: int,
     ledger_id: int,
@@ -263,10 +269,19 @@ def encode_message_heads(
     Raises:
         LocalProtocolError: a value is out of its field's range.
     """
-    if partition != -1 or not 0 <= consumer_id < 128 or not 0 <= ledger_id < 128 or entry_id < 0:
+    sizes = list(section_sizes)
+    if (
+        len(sizes) < SHORT_RUN
+        or partition != -1
+        or not 0 <= consumer_id < 128
+        or not 0 <= ledger_id < 128
+        or entry_id < 0
+    ):
+        # A short run (a batched producer's read holds one entry or two): the parts made once
+        # per run below would cost more than they save.
         return [
             encode_message_head(consumer_id, ledger_id, entry_id + i, partition, 0, (), size)
-            for i, size in enumerate(section_sizes)
+            for i, size in enumerate(sizes)
         ]
     small = SMALL_VARINTS
     continued = CONTINUED_BYTES
@@ -279,7 +294,7 @@ def encode_message_heads(
     ]
     heads: list[bytes] = []
     append = heads.append
-    for size in section_sizes:
+    for size in sizes:
         if entry_id < 0x80:
             append(b"%b%b%b" % (pack(16 + size, 12), middles[1], small[entry_id]))
         elif entry_id < 0x4000:

@@ -69,7 +69,9 @@ def read_send_run(buf: bytes, pos: int, max_frame_size: int) -> tuple[SendRun, i
     if size - pos < _SHORTEST or buf[pos + 8 : pos + 11] != b"\x08\x06\x32":
         return None
     producer = buf[pos + 13]
-    if producer >= 0x80:
+    if producer >= 0x80 or not 8 <= buf[pos + 7] <= 10 or buf[pos + 4 : pos + 7] != b"\0\0\0":
+        # Not a one-byte producer id, or a command of another size than 8 to 10 bytes (a
+        # batched producer's SEND carries num_messages too): no run, before building one.
         return None
     # The command's first seven bytes, by the sequence id's length (1-3): ``08 06 32 len 08
     # producer_id 10``, as the top of the u64 read at the command's start (its low byte is the

@@ -74,6 +74,7 @@ class _Producer:
     """A producer of this connection and the FIFO of its SENDs awaiting storage."""
 
     __slots__ = (
+        "blocking",
         "closing",
         "detached",
         "done",
@@ -100,6 +101,9 @@ class _Producer:
         self.failed = 0  # SENDs in the queue that fail on their own (their error is queued)
         self.touched = False  # SENDs were queued during the current read (flush publishes them)
         self.publishing = False  # the publisher task is awaiting storage
+        # Its topic's storage cannot answer at once (bookie mode; it stays so for the topic):
+        # SENDs go straight to the publisher task, not taken and put back first.
+        self.blocking = False
         self.wakeup = anyio.Event()
         self.woken = False  # wakeup was set since the publisher last found the queue empty
         self.done = anyio.Event()  # the publisher task has stopped
@@ -298,7 +302,7 @@ class ProducerCommands(CommandGroup):
             producer.touched = False
             if producer.detached:
                 continue
-            if not producer.publishing:
+            if not (producer.publishing or producer.blocking):
                 try:
                     self._drain(producer)
                     continue
@@ -335,6 +339,7 @@ class ProducerCommands(CommandGroup):
             try:
                 positions = producer.topic.publish_many_nowait(producer.handle, entries)
             except anyio.WouldBlock:
+                producer.blocking = True  # before anything was admitted (publish_many_nowait)
                 producer.requeue(sequence_ids, entries)
                 raise
             except Exception as exc:
@@ -420,12 +425,13 @@ class ProducerCommands(CommandGroup):
                     producer.woken = False
                     await producer.wakeup.wait()
                     continue
-                try:
-                    self._drain(producer)
-                    self._report()
-                    continue
-                except anyio.WouldBlock:
-                    pass
+                if not producer.blocking:
+                    try:
+                        self._drain(producer)
+                        self._report()
+                        continue
+                    except anyio.WouldBlock:
+                        pass
                 run = self._next_run(producer)
                 if run is None:
                     self._report()

@@ -307,8 +307,10 @@ class AwaitedStorageTopic:
     def __init__(self, inner: Any) -> None:
         self._inner = inner
         self.awaited = 0
+        self.asked_at_once = 0
 
     def publish_many_nowait(self, producer: Any, entries: Any) -> list[tuple[int, int]]:
+        self.asked_at_once += 1
         raise anyio.WouldBlock
 
     async def publish_many(self, producer: Any, entries: Any) -> list[tuple[int, int]]:
@@ -336,9 +338,10 @@ class AwaitedStorageTopics:
         return getattr(self._inner, name)
 
 
-async def test_storage_that_must_be_awaited_is_published_by_the_producer_task(
+def awaited_storage_session(
     broker: Broker,
-) -> None:
+) -> tuple[AwaitedStorageTopics, Session, WireClient, Any]:
+    """A session whose topics' storage must be awaited, a client at its other end, its stream."""
     topics = AwaitedStorageTopics(broker.topics)
     services = BrokerServices(
         config=broker.config,
@@ -354,7 +357,34 @@ async def test_storage_that_must_be_awaited_is_published_by_the_producer_task(
         max_frame_size=1 << 20,
         keepalive_interval=30,
     )
-    client = WireClient(client_end)
+    return topics, session, WireClient(client_end), client_end
+
+
+async def test_storage_that_must_be_awaited_is_asked_at_once_only_the_first_time(
+    broker: Broker,
+) -> None:
+    # Bookie mode stays so for the topic: after the first WouldBlock, a read's SENDs go to
+    # the producer's task as they are (not taken from the FIFO and put back first), and the
+    # task awaits storage without asking it again.
+    topics, session, client, client_end = awaited_storage_session(broker)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(session.run)
+        await client.handshake()
+        await create_producer(client)
+        for s in range(4):
+            await client.send_raw(send_frame(client, s))
+            reply = await client.receive_command()
+            assert isinstance(reply, c.SendReceipt)
+            assert reply.sequence_id == s
+        assert topics.topics[0].asked_at_once == 1
+        assert topics.topics[0].awaited == 4
+        await client_end.aclose()
+
+
+async def test_storage_that_must_be_awaited_is_published_by_the_producer_task(
+    broker: Broker,
+) -> None:
+    topics, session, client, client_end = awaited_storage_session(broker)
     async with anyio.create_task_group() as tg:
         tg.start_soon(session.run)
         await client.handshake()

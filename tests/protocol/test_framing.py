@@ -372,7 +372,10 @@ def test_message_head_and_frame_equal_the_generic_message_frame(
     st.one_of(st.just(-1), I32),
     st.lists(st.integers(0, 300), max_size=8),
 )
-@example(0, 0, 20_000, -1, [130] * 3)  # what a dispatch run writes
+@example(0, 0, 20_000, -1, [130] * 3)  # a short run (framing.SHORT_RUN): one head at a time
+@example(0, 0, 20_000, -1, [130] * 6)  # what a dispatch run of unbatched entries writes
+@example(0, 0, 126, -1, [1] * 5)  # entry ids of one, then two bytes
+@example(0, 0, 2**21 - 3, -1, [1] * 5)  # three bytes, then four (the generic head)
 @example(1, 1, 2**63 - 2, -1, [0, 0, 0])  # runs past the largest entry id: the generic error
 def test_message_heads_of_a_run_equal_one_head_per_entry(
     consumer_id: int, ledger_id: int, entry_id: int, partition: int, sizes: list[int]
@@ -395,6 +398,7 @@ def test_message_heads_of_a_run_equal_one_head_per_entry(
 
 @given(U64, st.lists(st.tuples(U64, I64, I64), max_size=2 * RECEIPT_TABLE_RUN))
 @example(1, [(0, 1, 0), (1, 1, 1), (200, 1, 20_000), (2**64 - 1, -1, -1)])
+@example(0, [(127, 1, 16_384), (2**21, 1, 128)])  # a short run: one receipt at a time
 @example(  # the ids' lengths around the table-built varints (one to three bytes), two ledgers
     0, [(v, 1, v) for v in (127, 128, 16_383, 16_384, 2**21 - 1, 2**21)] + [(5, 300, 6)]
 )

@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+from collections.abc import Coroutine
+from typing import Any, TypeVar, cast
+
 import pytest
 
-from emubroker.storage import MemoryBackend
+from emubroker.storage import BookieBackend, MemoryBackend
 from emubroker.topics.managed_ledger import LedgerPolicy, ManagedLedger
+from protocol.framing import payload_section
 from storage_stub.ledger import LedgerFencedError, LedgerStore, StorageError
 from tests.emubroker.topics.helpers import make_entry
+
+T = TypeVar("T")
 
 
 def _memory(store: LedgerStore, max_entries: int) -> ManagedLedger:
@@ -166,3 +172,46 @@ def test_what_a_long_run_keeps_per_entry_is_bounded_by_its_live_ledgers() -> Non
     assert ml.base == ml.first_index
     assert store.statistics().ledgers == 1
     assert ml.last_message_id()[:2] == ml.last_position()
+
+
+class _BookieAnsweringAtOnce:
+    """A bookie client whose calls return without suspending (a stub reply already there)."""
+
+    def __init__(self) -> None:
+        self.ledgers: dict[int, list[bytes]] = {}
+
+    async def create_ledger(self, *, request_timeout: float | None = None) -> int:
+        ledger_id = len(self.ledgers) + 1
+        self.ledgers[ledger_id] = []
+        return ledger_id
+
+    async def add_entry(
+        self, ledger_id: int, data: bytes, *, request_timeout: float | None = None
+    ) -> int:
+        self.ledgers[ledger_id].append(data)
+        return len(self.ledgers[ledger_id]) - 1
+
+
+def _run_without_suspending(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end in this step; AssertionError if it suspends on the way."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return cast("T", done.value)
+    coro.close()
+    raise AssertionError("suspended")
+
+
+@pytest.mark.anyio
+async def test_a_bookie_append_suspends_only_where_the_bookie_does() -> None:
+    # Its lock is free: taking it yields nothing (anyio's default lock yields once), so a
+    # publisher's SEND run of one entry (a batched producer's) costs its task one step, the
+    # bookie's reply, not one more. (Longer runs pipeline their adds in worker tasks.)
+    bookie = _BookieAnsweringAtOnce()
+    ml = await ManagedLedger.open(BookieBackend(bookie), policy=LedgerPolicy())  # type: ignore[arg-type]
+    assert ml is not None
+    entry, crc, info = make_entry(b"x")
+    section = payload_section(entry, crc)
+    assert _run_without_suspending(ml.append_many([section], [info])) == [(1, 0)]
+    assert _run_without_suspending(ml.append_many([section], [info])) == [(1, 1)]
+    assert bookie.ledgers == {1: [section, section]}
