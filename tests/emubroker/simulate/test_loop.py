@@ -7,6 +7,7 @@ import threading
 import anyio
 import anyio.lowlevel
 import trio._core._run
+import trio.lowlevel
 
 from emubroker.simulate.loop import VirtualClock, run_loop
 from tests.emubroker.simulate.trio_thread import another_trio_loop_running
@@ -125,3 +126,32 @@ async def _alarm(clock: VirtualClock) -> list[float]:
 def test_the_virtual_clocks_alarm_rings_at_its_deadline_as_last_moved() -> None:
     clock = VirtualClock()
     assert run_loop(_alarm, clock, clock=clock, seed=1) == [2.25, 6.1]
+
+
+async def _cancelled_waits(clock: VirtualClock) -> tuple[float, float, float]:
+    with anyio.move_on_after(1.0):
+        await clock.sleep_until(100.0)
+    slept = clock.now()
+    alarm = clock.alarm()
+    alarm.set(50.0)
+    with anyio.move_on_after(1.0):
+        await alarm.wait()
+    waited = clock.now()
+    return slept, waited, trio.lowlevel.current_statistics().seconds_to_next_deadline
+
+
+def test_a_cancelled_sleep_or_alarm_leaves_no_deadline_for_the_clock_to_jump_to() -> None:
+    clock = VirtualClock()
+    assert run_loop(_cancelled_waits, clock, clock=clock, seed=1) == (1.0, 2.0, float("inf"))
+
+
+async def _sleep_in_a_cancelled_scope(clock: VirtualClock) -> tuple[bool, float]:
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await clock.sleep(5.0)  # a checkpoint: cancelled at once
+    return scope.cancelled_caught, clock.now()
+
+
+def test_a_virtual_sleep_is_a_checkpoint_that_a_cancelled_scope_ends_at_once() -> None:
+    clock = VirtualClock()
+    assert run_loop(_sleep_in_a_cancelled_scope, clock, clock=clock, seed=1) == (True, 0.0)
