@@ -126,8 +126,25 @@ class VirtualClock:
 
     def __init__(self, *, epoch: float = 1_700_000_000.0) -> None:
         self.loop_clock = MockClock(rate=0, autojump_threshold=0)
+        # Trio calls its clock's `_autojump` when every task waits (a round of its loop that
+        # runs no task); the deadlines it jumps to expire in the next round. `_jump` lets them
+        # expire in the same round: one round of the loop (an epoll poll, the heap's checks,
+        # the instruments) less per instant the clock jumps to. MockClock is final: the
+        # method is replaced on the instance.
+        self.loop_clock._autojump = self._jump  # type: ignore[method-assign]
         # Kept in integer nanoseconds: 1.7e18 ns is beyond a float's 2**53 exact range.
         self._epoch_ns = round(epoch * 1_000_000_000)
+
+    def _jump(self) -> None:
+        """``MockClock._autojump`` (the same jump), then the deadlines reached expire at once."""
+        clock = self.loop_clock
+        deadlines = trio._core._run.GLOBAL_RUN_CONTEXT.runner.deadlines
+        jump = deadlines.next_deadline() - clock.current_time()
+        if 0 < jump < math.inf:
+            clock.jump(jump)
+            # What the loop's next round would do first (after an epoll poll with nothing to
+            # poll for): the tasks it wakes run in this round's batch instead.
+            deadlines.expire(clock.current_time())
 
     def now(self) -> float:
         """The virtual time (seconds since the loop started)."""

@@ -7,6 +7,7 @@ import threading
 import anyio
 import anyio.lowlevel
 import trio._core._run
+import trio.abc
 import trio.lowlevel
 
 from emubroker.simulate.loop import VirtualClock, run_loop
@@ -155,3 +156,28 @@ async def _sleep_in_a_cancelled_scope(clock: VirtualClock) -> tuple[bool, float]
 def test_a_virtual_sleep_is_a_checkpoint_that_a_cancelled_scope_ends_at_once() -> None:
     clock = VirtualClock()
     assert run_loop(_sleep_in_a_cancelled_scope, clock, clock=clock, seed=1) == (True, 0.0)
+
+
+class _Rounds(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.rounds += 1
+
+
+async def _rounds_of_ten_sleeps(clock: VirtualClock) -> int:
+    counter = _Rounds()
+    trio.lowlevel.add_instrument(counter)
+    for _ in range(10):
+        await clock.sleep(1.0)
+    trio.lowlevel.remove_instrument(counter)
+    return counter.rounds
+
+
+def test_a_jump_of_the_clock_wakes_its_sleepers_in_the_same_round_of_the_loop() -> None:
+    # Each round is paid in a simulation (an epoll poll, the heap's checks): a timer that falls
+    # due costs one, the round in which the clock jumps to it and its sleeper runs.
+    clock = VirtualClock()
+    assert run_loop(_rounds_of_ten_sleeps, clock, clock=clock, seed=1) == 10
+    assert clock.now() == 10.0
