@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import anyio
@@ -10,7 +11,7 @@ import trio._core._run
 import trio.abc
 import trio.lowlevel
 
-from emubroker.simulate.loop import VirtualClock, run_loop
+from emubroker.simulate.loop import SIMULATION_GC_THRESHOLD, VirtualClock, run_loop
 from tests.emubroker.simulate.trio_thread import another_trio_loop_running
 
 
@@ -181,3 +182,15 @@ def test_a_jump_of_the_clock_wakes_its_sleepers_in_the_same_round_of_the_loop() 
     clock = VirtualClock()
     assert run_loop(_rounds_of_ten_sleeps, clock, clock=clock, seed=1) == 10
     assert clock.now() == 10.0
+
+
+async def _collector() -> tuple[int, int]:
+    return gc.get_threshold()[0], gc.get_freeze_count()
+
+
+def test_a_run_collects_garbage_less_often_and_restores_the_collector_after() -> None:
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    young, frozen_in_run = run_loop(_collector, clock=VirtualClock(), seed=1)
+    assert young == SIMULATION_GC_THRESHOLD
+    assert frozen_in_run > 0 or frozen > 0  # what existed before the run is frozen
+    assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
