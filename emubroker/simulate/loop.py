@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import functools
 import gc
+import heapq
+import itertools
 import math
 import random
 import threading
@@ -31,6 +33,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
+import outcome
 import trio
 import trio._core._run
 from trio.testing import MockClock
@@ -38,7 +41,7 @@ from trio.testing import MockClock
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
-    from protocol.clock import Alarm, Clock
+    from protocol.clock import Alarm, Clock, Timer
 
 __all__ = ["SIMULATION_GC_THRESHOLD", "VirtualClock", "run_loop"]
 
@@ -141,6 +144,8 @@ class VirtualClock:
         self.loop_clock.current_time = functools.partial(  # type: ignore[method-assign]
             getattr, self.loop_clock, "_virtual_base"
         )
+        # `_CallingTimer`s' places among timers due together: the order they were made in.
+        self._timers = itertools.count(1)
         # Kept in integer nanoseconds: 1.7e18 ns is beyond a float's 2**53 exact range.
         self._epoch_ns = round(epoch * 1_000_000_000)
 
@@ -187,6 +192,10 @@ class VirtualClock:
     def alarm(self) -> Alarm:
         """An alarm on the loop's timers (this clock's time is the loop's: no conversion)."""
         return _TrioAlarm(self.loop_clock)
+
+    def timer(self, callback: Callable[[], None]) -> Timer:
+        """A timer the loop calls back itself when it falls due: no task wakes for it."""
+        return _CallingTimer(callback, next(self._timers))
 
 
 class _Timer:
@@ -238,6 +247,88 @@ class _Timer:
         """Sleep until the deadline (a checkpoint: raises ``Cancelled`` when cancelled)."""
         self._task = trio.lowlevel.current_task()
         await trio.lowlevel.wait_task_rescheduled(self._abort)
+
+
+class _CallingTimer:
+    """``protocol.clock.Timer`` called back from trio's loop, in its deadline heap's expiry.
+
+    Entered in ``Runner.deadlines`` as :class:`_Timer` is (see there for what the heap asks of
+    an entry), but when it falls due ``_cancel`` calls the callback there and then, during the
+    loop's round, before that round's tasks run: the task that serves it (``run``) sleeps for
+    good, so a timer that falls due once per message (a batch's publish delay, an ack group's
+    time) costs no task step and no round of its own. The callback is the client's synchronous
+    work (a batch built and written to a memory pipe, acks sent); what it raises is thrown into
+    the serving task, as if that task had called it. Timers due at the same instant are called
+    in the order they were made (their heap entries carry that place, not an ``id``, which
+    would make the order of their writes depend on memory addresses); places start at 1, far
+    below any ``id`` a scope's entry carries, so two entries never tie.
+    """
+
+    __slots__ = (
+        "_callback",
+        "_deadlines",
+        "_ended",
+        "_error",
+        "_place",
+        "_registered_deadline",
+        "_task",
+    )
+
+    def __init__(self, callback: Callable[[], None], place: int) -> None:
+        self._callback = callback
+        self._place = place
+        self._registered_deadline = math.inf
+        self._deadlines: Any = None
+        self._task: trio.lowlevel.Task | None = None
+        self._error: BaseException | None = None
+        self._ended = False  # its serving task has ended
+
+    @property
+    def deadline(self) -> float:
+        """When the callback is next called (``inf``: never)."""
+        return self._registered_deadline
+
+    def set(self, deadline: float) -> None:
+        """Move the deadline (in the heap: the old entry goes stale)."""
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = trio._core._run.GLOBAL_RUN_CONTEXT.runner.deadlines
+        if self._registered_deadline != math.inf:
+            deadlines.remove(self._registered_deadline, self)
+        if self._ended:
+            deadline = math.inf  # nobody serves it any more: no more calls, as on other clocks
+        self._registered_deadline = deadline
+        if deadline != math.inf:
+            heapq.heappush(deadlines._heap, (deadline, self._place, self))
+            deadlines._active += 1
+
+    def _cancel(self, reason: object) -> None:
+        """Trio's heap: the deadline is reached. Unregister, then call back."""
+        self.set(math.inf)
+        try:
+            self._callback()
+        except BaseException as error:  # handed to the serving task, never lost
+            task, self._task = self._task, None
+            if task is None:
+                self._error = error
+            else:
+                trio.lowlevel.reschedule(task, outcome.Error(error))
+
+    async def run(self) -> None:
+        """Serve the timer: sleep until cancelled, or raise what a callback raised."""
+        if self._error is not None:
+            raise self._error
+        self._task = trio.lowlevel.current_task()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._task = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        try:
+            await trio.lowlevel.wait_task_rescheduled(abort)
+        finally:
+            self._ended = True
+            self.set(math.inf)
 
 
 class _TrioAlarm:

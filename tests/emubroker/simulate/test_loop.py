@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import threading
 
@@ -12,7 +13,10 @@ import trio.abc
 import trio.lowlevel
 
 from emubroker.simulate.loop import SIMULATION_GC_THRESHOLD, VirtualClock, run_loop
+from protocol import commands as c
+from protocol.client import open_client
 from tests.emubroker.simulate.trio_thread import another_trio_loop_running
+from tests.support.fake_broker import fake_broker
 
 
 async def _schedule() -> list[int]:
@@ -194,3 +198,90 @@ def test_a_run_collects_garbage_less_often_and_restores_the_collector_after() ->
     assert young == SIMULATION_GC_THRESHOLD
     assert frozen_in_run > 0 or frozen > 0  # what existed before the run is frozen
     assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
+
+
+class _StepsOf(trio.abc.Instrument):
+    """Task steps by the task's function name."""
+
+    def __init__(self) -> None:
+        self.steps: collections.Counter[str] = collections.Counter()
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps[task.name.rsplit(".", 1)[-1]] += 1
+
+
+async def _timers_called(clock: VirtualClock) -> tuple[list[tuple[float, str]], int]:
+    steps = _StepsOf()
+    trio.lowlevel.add_instrument(steps)
+    called: list[tuple[float, str]] = []
+    first = clock.timer(lambda: called.append((clock.now(), "first")))
+    second = clock.timer(lambda: called.append((clock.now(), "second")))
+
+    async def serve_first() -> None:
+        await first.run()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve_first)
+        tg.start_soon(second.run)
+        first.set(3.0)
+        first.set(1.0)  # moved earlier
+        second.set(2.0)
+        await clock.sleep(2.5)
+        assert (first.deadline, second.deadline) == (float("inf"), float("inf"))
+        second.set(4.0)  # made second: called second when due together
+        first.set(4.0)
+        await clock.sleep(2.0)
+        tg.cancel_scope.cancel()
+    first.set(7.0)  # nobody serves it any more: never called
+    await clock.sleep(5.0)
+    trio.lowlevel.remove_instrument(steps)
+    return called, steps.steps["serve_first"]
+
+
+def test_the_virtual_clocks_timer_calls_back_from_the_loop_without_waking_its_task() -> None:
+    clock = VirtualClock()
+    called, steps = run_loop(_timers_called, clock, clock=clock, seed=3)
+    assert called == [(1.0, "first"), (2.0, "second"), (4.0, "first"), (4.0, "second")]
+    assert steps == 2  # its start and its cancellation, none per call
+
+
+async def _timer_that_raises(clock: VirtualClock) -> str:
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    timer = clock.timer(boom)
+    timer.set(1.0)
+    try:
+        await timer.run()
+    except RuntimeError as exc:
+        return f"{exc} at {clock.now()}"
+    return "no error"
+
+
+def test_what_a_virtual_timers_callback_raises_ends_the_task_serving_it() -> None:
+    clock = VirtualClock()
+    assert run_loop(_timer_that_raises, clock, clock=clock, seed=1) == "boom at 1.0"
+
+
+async def _batches(clock: VirtualClock) -> tuple[int, int]:
+    steps = _StepsOf()
+    trio.lowlevel.add_instrument(steps)
+    async with (
+        fake_broker() as broker,
+        open_client(broker.url, connector=broker.connect, clock=clock) as client,
+    ):
+        producer = await client.create_producer(
+            "t", batching_enabled=True, batching_max_publish_delay=0.01
+        )
+        for i in range(10):
+            await producer.send_async(b"m%d" % i)
+            await clock.sleep(1.0)  # each message its own batch, sent by the timer
+        sends = len(broker.of_type(c.Send))
+        await producer.aclose()
+    trio.lowlevel.remove_instrument(steps)
+    return sends, steps.steps["_batch_timer"]
+
+
+def test_on_the_virtual_clock_a_producers_batch_costs_its_timer_task_no_step() -> None:
+    clock = VirtualClock()
+    assert run_loop(_batches, clock, clock=clock, seed=1) == (10, 2)  # start and end only
