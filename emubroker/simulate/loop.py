@@ -290,6 +290,8 @@ class _CallingTimer:
 
     def set(self, deadline: float) -> None:
         """Move the deadline (in the heap: the old entry goes stale)."""
+        if deadline == self._registered_deadline:
+            return  # already entered there (no second entry in the heap)
         deadlines = self._deadlines
         if deadlines is None:
             deadlines = self._deadlines = trio._core._run.GLOBAL_RUN_CONTEXT.runner.deadlines
