@@ -159,7 +159,7 @@ class ProducerRunner:
         ) = (column.append for column in lists)
         wall = self._clock.wall_ns
         keyed = self.plan.keys.distribution != "none"
-        key_names = [key_name(i) for i in range(self.plan.keys.count)]
+        key_names = [key_name(i) for i in range(self.plan.keys.count)] if keyed else []
         writer = self._writer
         full, threshold = self._full, self._threshold
         index = partition.index
@@ -310,8 +310,10 @@ class ProducerRunner:
         choose_key = key_chooser(plan.keys, random.Random(plan.seed ^ 0x5EED))
         partitions = self._partitions
         count = len(partitions)
-        key_partition = [partition_for_key(key_name(i), count) for i in range(plan.keys.count)]
-        keys = [key_name(i) for i in range(plan.keys.count)]
+        # Made only for keyed plans: every producer's start paid them (100 keys by default,
+        # each named and hashed), keyed or not.
+        keys = [key_name(i) for i in range(plan.keys.count)] if keyed else []
+        key_partition = [partition_for_key(key, count) for key in keys]
         switch = plan.batching.max_delay_ms / 1000.0 if plan.batching.enabled else 0.0
         # The header with the padding up to the message size: one `pack` makes the payload.
         pack = struct.Struct(HEADER.format + f"{plan.size - HEADER.size}x").pack

@@ -58,6 +58,10 @@ _SHAPE: Final = new_histogram()
 """Answers questions about bucket boundaries (never records anything)."""
 
 
+_COUNTER_FROM: Final = 64
+"""Values from which `buckets_of` counts them with `Counter` (its C loop) rather than its own."""
+
+
 def buckets_of(latencies_us: array[int]) -> Buckets:
     """The values' buckets (clamped to [1 µs, an hour]).
 
@@ -65,7 +69,16 @@ def buckets_of(latencies_us: array[int]) -> Buckets:
     below its resolution, which is what recording them in an HdrHistogram would do).
     """
     buckets: Buckets = {}
-    for value, count in Counter(latencies_us).items():
+    if len(latencies_us) > _COUNTER_FROM:
+        counted: Mapping[int, int] = Counter(latencies_us)
+    else:
+        # Most group-seconds of a run hold a few values: `Counter()` costs several times what
+        # counting them here does (its `update` asks whether the input is a Mapping, an ABC).
+        counted = {}
+        get = counted.get
+        for value in latencies_us:
+            counted[value] = get(value, 0) + 1
+    for value, count in counted.items():
         value = min(max(value, 1), HIGHEST_US)
         shift = value.bit_length() - _SUB_BUCKET_BITS
         if shift > 0:
@@ -121,6 +134,20 @@ class HistogramScratch:
             histogram.max_value = 0
 
 
+_HIGHEST: dict[int, int] = {}  # a bucket's lowest value -> its highest equivalent value
+_HIGHEST_KEPT: Final = 1 << 16  # more than an hour's range holds buckets (~23k)
+
+
+def _highest_equivalent(value: int) -> int:
+    """`HdrHistogram.get_highest_equivalent_value`, remembered per bucket (at most ~23k)."""
+    top = _HIGHEST.get(value)
+    if top is None:
+        top = _SHAPE.get_highest_equivalent_value(value)
+        if len(_HIGHEST) < _HIGHEST_KEPT:
+            _HIGHEST[value] = top
+    return top
+
+
 class LatencySummary(msgspec.Struct, frozen=True):
     """Percentiles of a histogram, in microseconds."""
 
@@ -149,7 +176,15 @@ def summarize(buckets: Mapping[int, int] | None) -> LatencySummary | None:
         return None
     counts = [buckets[value] for value in recorded]
     count = sum(counts)
-    highest = _SHAPE.get_highest_equivalent_value
+    highest = _highest_equivalent
+    if len(recorded) == 1:
+        # One bucket (a quiet group's second): every percentile, and the max, is its highest
+        # equivalent value, as `at` below gives for each.
+        value = recorded[0]
+        top = highest(value)
+        mean = float(count * (value + ((top - value + 1) >> 1))) / count
+        high = float(top)
+        return LatencySummary(count, mean, high, high, high, high, high, high, high)
     total = 0
     for value, times in zip(recorded, counts, strict=True):
         # as get_mean_value: each bucket at its median equivalent value (a bucket's lowest

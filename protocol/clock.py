@@ -21,7 +21,16 @@ if TYPE_CHECKING:
 import anyio
 import anyio.lowlevel
 
-__all__ = ["Alarm", "AnyioClock", "Clock", "FakeClock", "FakeClockStatistics", "LoopAlarm"]
+__all__ = [
+    "Alarm",
+    "AlarmTimer",
+    "AnyioClock",
+    "Clock",
+    "FakeClock",
+    "FakeClockStatistics",
+    "LoopAlarm",
+    "Timer",
+]
 
 # A test helper that loops this often without the sleepers draining is almost surely driving a
 # periodic task (a heartbeat, the balancer tick); those never go idle, so use advance() instead.
@@ -65,6 +74,70 @@ class Clock(Protocol):
     def alarm(self) -> Alarm:
         """Return a new `Alarm` on this clock, off (its deadline infinite)."""
         ...
+
+    def timer(self, callback: Callable[[], None]) -> Timer:
+        """Return a new `Timer` that calls `callback`, off (its deadline infinite)."""
+        ...
+
+
+class Timer(Protocol):
+    """A deadline at which `callback` is called, that any code may move (`Clock.timer`).
+
+    Its owner runs `run` in a task for the timer's life. What a timer does when it falls due is
+    the callback's: on most clocks that task wakes to call it (`AlarmTimer`); a clock that is
+    the event loop's own may call it from the loop without waking any task (the simulator's,
+    where a batch's publish delay and an ack group's time fall due once per message).
+    """
+
+    @property
+    def deadline(self) -> float:
+        """When `callback` is next called; `inf` (the start, and after each call) means never."""
+        ...
+
+    def set(self, deadline: float) -> None:
+        """Move the deadline, earlier or later."""
+        ...
+
+    async def run(self) -> None:
+        """Serve the timer until cancelled, calling back at each deadline reached.
+
+        The deadline is reset to `inf` before each call (the callback may set another).
+
+        Raises:
+            Exception: what `callback` raised (the timer stops).
+        """
+        ...
+
+
+class AlarmTimer:
+    """A `Timer` served by a task that sleeps on an `Alarm` and wakes to call back.
+
+    Args:
+        alarm: The alarm the task sleeps on (its deadline is the timer's).
+        callback: What is called at each deadline reached.
+    """
+
+    def __init__(self, alarm: Alarm, callback: Callable[[], None]) -> None:
+        self._alarm = alarm
+        self._callback = callback
+
+    @property
+    def deadline(self) -> float:
+        """When `callback` is next called (`inf`: never)."""
+        return self._alarm.deadline
+
+    def set(self, deadline: float) -> None:
+        """Move the deadline (the sleeping task is not woken)."""
+        self._alarm.set(deadline)
+
+    async def run(self) -> None:
+        """Sleep until each deadline, reset it to `inf`, call back; until cancelled."""
+        alarm = self._alarm
+        callback = self._callback
+        while True:
+            await alarm.wait()
+            alarm.set(math.inf)
+            callback()
 
 
 class Alarm(Protocol):
@@ -166,6 +239,10 @@ class AnyioClock:
         """A `LoopAlarm` (deadlines moved from the monotonic clock to the loop's at each set)."""
         return LoopAlarm(time.monotonic, _monotonic_to_loop)
 
+    def timer(self, callback: Callable[[], None]) -> Timer:
+        """An `AlarmTimer` on a `LoopAlarm`."""
+        return AlarmTimer(self.alarm(), callback)
+
 
 def _monotonic_to_loop(deadline: float) -> float:
     return deadline - time.monotonic() + anyio.current_time()
@@ -248,6 +325,10 @@ class FakeClock:
     def alarm(self) -> Alarm:
         """An `Alarm` woken by `advance` and `run_until_idle` like the sleepers."""
         return _FakeAlarm(self)
+
+    def timer(self, callback: Callable[[], None]) -> Timer:
+        """An `AlarmTimer` on one of this clock's alarms."""
+        return AlarmTimer(self.alarm(), callback)
 
     def _sleeper(self, deadline: float, event: anyio.Event) -> int:
         """Put `event` among the sleepers, set when the clock reaches `deadline`; its seq."""

@@ -17,6 +17,7 @@ import queue
 import threading
 from array import array
 from collections.abc import Collection, Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final
 
@@ -126,7 +127,9 @@ class TableWriter:
         """Hand over whole records (Structs of this table's type), for the small tables."""
         if records:
             names = self.schema.names
-            lists = [[getattr(record, name) for record in records] for name in names]
+            # One getter call per record, and the columns by transposing (a `getattr` per
+            # field and record cost the runner ~18 lookups per group and second).
+            lists = [list(column) for column in zip(*map(attrgetter(*names), records), strict=True)]
             self.submit({}, names, lists)
 
     def close(self) -> Path | None:

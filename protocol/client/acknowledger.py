@@ -15,7 +15,6 @@ Rules (spec §7.3, §7.4, §8.3, §8.4):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -69,7 +68,7 @@ class Acknowledger:
         self.nacks = NackTracker(config.negative_ack_redelivery_delay)
         self.chunks = ChunkAssembler(config.max_pending_chunked_messages)
         # Set by the first ack of a group to its flush time, without waking the timer task.
-        self._alarm = clock.alarm()
+        self._group_due = clock.timer(self._on_group_due)
         self._nacks_changed: anyio.Event | None = None
 
     # ---- acks ----------------------------------------------------------------------------------
@@ -141,7 +140,7 @@ class Acknowledger:
             self._arm()
 
     def _arm(self) -> None:
-        self._alarm.set(self._clock.now() + self._config.ack_group_time)
+        self._group_due.set(self._clock.now() + self._config.ack_group_time)
 
     def flush(self) -> None:
         """Send the grouped acks now, if attached (else they wait, rule 1)."""
@@ -153,15 +152,14 @@ class Acknowledger:
 
     async def run_ack_timer(self) -> None:
         """Flush grouped acks `ack_group_time` after the first of them; runs until cancelled."""
-        # A group flushed early (full, or by `flush`) leaves the alarm set: it then finds no
+        # A group flushed early (full, or by `flush`) leaves the timer set: it then finds no
         # acks to send, or a newer group has moved it on.
-        alarm = self._alarm
-        while True:
-            await alarm.wait()
-            alarm.set(math.inf)
-            self.flush()
-            if len(self.grouper):  # not attached: try again one period later
-                self._arm()
+        await self._group_due.run()
+
+    def _on_group_due(self) -> None:
+        self.flush()
+        if len(self.grouper):  # not attached: try again one period later
+            self._arm()
 
     # ---- negative acks -------------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ _SEQUENCE_ID_TAG = b"\x10"  # MessageMetadata.sequence_id = 2, varint
 _PUBLISH_TIME_TAG = b"\x18"  # MessageMetadata.publish_time = 3, varint
 _PAYLOAD_SIZE_TAG = b"\x18"  # SingleMessageMetadata.payload_size = 3, varint
 _SINGLE_SEQUENCE_ID_TAG = b"\x40"  # SingleMessageMetadata.sequence_id = 8, varint
+_BATCH_SIZE_TAG = b"\x58"  # MessageMetadata.num_messages_in_batch = 11, varint
 
 
 def name_prefix(producer_name: str) -> bytes:
@@ -183,28 +184,9 @@ class PlainSends:
         metadata = b"".join((self._metadata_head, seq, self._time_varint))
         if len(metadata) + len(payload) > self._max_size:
             return None
-        entry_head = _U32.pack(len(metadata)) + metadata  # the entry is this, then the payload
-        send_size = len(self._send_head) + len(seq)  # at most 22 bytes: a one-byte length
-        size = 8 + send_size + len(entry_head) + len(payload)
-        if self._with_crc:
-            # The CRC covers the entry: continued over its two pieces rather than joining them.
-            crc = checksum(payload, checksum(entry_head))
-            section = _CHECKSUM_SECTION.pack(MAGIC_CHECKSUM, crc)
-            size += 6
-        else:
-            section = b""
-        return b"".join(
-            (
-                _U32X2.pack(size, send_size + 4),
-                _SEND_TYPE,
-                SMALL_VARINTS[send_size],
-                self._send_head,
-                seq,
-                section,
-                entry_head,
-                payload,
-            )
-        )
+        # The entry is its head (metadata size and metadata), then the payload.
+        entry_head = _U32.pack(len(metadata)) + metadata
+        return _send_frame(self._send_head + seq, entry_head, payload, self._with_crc)
 
 
 def build_chunks(
@@ -275,6 +257,9 @@ class BatchBuilder:
         self._run_heads: tuple[bytes, ...] = ()
         self._run_tail = b""
         self._other_size = -1  # the last payload size seen outside the run
+        # `_plain_frame`'s SEND head and producer name field, for the producer they were made for
+        self._heads_of: tuple[int, str] | None = None
+        self._heads: tuple[bytes, bytes] = (b"", b"")
 
     def start(self, sequence_id: int, publish_time: int, key: str | None, now: float) -> None:
         """Open a batch: its first message fixes the sequence id, publish time and key."""
@@ -361,23 +346,91 @@ class BatchBuilder:
         spec §8.1: `num_messages_in_batch` (present even for one message) marks the entry as a
         batch; the entry metadata takes sequence id, publish time and key from the first message.
         """
-        metadata = c.MessageMetadata(
-            producer_name=producer_name,
-            sequence_id=self._first_seq,
-            publish_time=self._publish_time,
-            partition_key=self._key,
-            num_messages_in_batch=self.count,
-        )
-        send = c.Send(producer_id=producer_id, sequence_id=self._first_seq, num_messages=self.count)
-        frame = encode_send_frame(
-            send, encode_record(metadata), b"".join(self._parts), with_checksum
-        )
+        entries = b"".join(self._parts)
+        frame = None
+        if self._key is None:
+            frame = self._plain_frame(producer_id, producer_name, entries, with_checksum)
+        if frame is None:
+            metadata = c.MessageMetadata(
+                producer_name=producer_name,
+                sequence_id=self._first_seq,
+                publish_time=self._publish_time,
+                partition_key=self._key,
+                num_messages_in_batch=self.count,
+            )
+            send = c.Send(
+                producer_id=producer_id, sequence_id=self._first_seq, num_messages=self.count
+            )
+            frame = encode_send_frame(send, encode_record(metadata), entries, with_checksum)
         result = (self._first_seq, frame, self._group, self.count)
         self._parts = []
         self._group = FutureGroup()
         self.count = 0
         self.size = 0
         return result
+
+    def _plain_frame(
+        self, producer_id: int, producer_name: str, entries: bytes, with_checksum: bool
+    ) -> bytes | None:
+        """`build`'s SEND frame for a batch without key, written as `PlainSends` writes one.
+
+        Same bytes as the records' encoding (tests/protocol/client/test_plain_sends.py): the
+        metadata is the producer name, sequence id, publish time and `num_messages_in_batch`
+        (field 11, present even for one message); the SEND's `num_messages` (field 3) is left
+        out when it is 1, its default, as protobuf leaves it. None (a value off the varints'
+        range) sends `build` to the records.
+        """
+        if self._heads_of != (producer_id, producer_name):
+            self._heads = (b"\x08" + uvarint(producer_id) + b"\x10", name_prefix(producer_name))
+            self._heads_of = (producer_id, producer_name)
+        send_head, name = self._heads
+        count = self.count
+        try:
+            seq = uvarint(self._first_seq)
+            publish_time = uvarint(self._publish_time)
+            messages = uvarint(count)
+        except OffTheFastLane:
+            return None
+        metadata = b"".join(
+            (
+                name,
+                _SEQUENCE_ID_TAG,
+                seq,
+                _PUBLISH_TIME_TAG,
+                publish_time,
+                _BATCH_SIZE_TAG,
+                messages,
+            )
+        )
+        send = send_head + seq if count == 1 else b"".join((send_head, seq, b"\x18", messages))
+        return _send_frame(send, _U32.pack(len(metadata)) + metadata, entries, with_checksum)
+
+
+def _send_frame(send: bytes, entry_head: bytes, payload: bytes, with_checksum: bool) -> bytes:
+    """A SEND frame (spec §2.2) from its encoded `CommandSend` and its entry's two pieces.
+
+    `entry_head` is the metadata's size and the metadata, `payload` what follows them.
+    """
+    send_size = len(send)  # at most 34 bytes: a one-byte length
+    size = 8 + send_size + len(entry_head) + len(payload)
+    if with_checksum:
+        # The CRC covers the entry: continued over its two pieces rather than joining them.
+        crc = checksum(payload, checksum(entry_head))
+        section = _CHECKSUM_SECTION.pack(MAGIC_CHECKSUM, crc)
+        size += 6
+    else:
+        section = b""
+    return b"".join(
+        (
+            _U32X2.pack(size, send_size + 4),
+            _SEND_TYPE,
+            SMALL_VARINTS[send_size],
+            send,
+            section,
+            entry_head,
+            payload,
+        )
+    )
 
 
 class Message(msgspec.Struct, eq=False, gc=False):

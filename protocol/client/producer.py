@@ -109,7 +109,7 @@ class Producer(Handler):
         self._pending_armed: anyio.Event | None = None
         self._batch = BatchBuilder() if config.batching_enabled else None
         # Set to a batch's flush time by its first message, without waking the timer task.
-        self._batch_alarm = self._clock.alarm()
+        self._batch_due = self._clock.timer(self._flush_batch)
         self._batch_delay = config.batching_max_publish_delay
         self._metadata = tuple(
             c.KeyValue(key=k, value=v) for k, v in (config.properties or {}).items()
@@ -258,7 +258,7 @@ class Producer(Handler):
                 # the clocks are read once per batch, not once per message.
                 started = self._clock.now()
                 batch.start(sequence_id, self._clock.wall_ms(), key, started)
-                self._batch_alarm.set(started + self._batch_delay)
+                self._batch_due.set(started + self._batch_delay)
             if plain:
                 future = batch.add_plain(payload, sequence_id)
             else:
@@ -460,13 +460,9 @@ class Producer(Handler):
     # ---- timers --------------------------------------------------------------------------------
 
     async def _batch_timer(self) -> None:
-        # The alarm is left set when a batch is flushed early (full, or by `send`/`flush`): its
-        # firing then finds the batch empty, or a younger batch's start has moved it on.
-        alarm = self._batch_alarm
-        while True:
-            await alarm.wait()
-            alarm.set(_NEVER)
-            self._flush_batch()
+        # The timer is left set when a batch is flushed early (full, or by `send`/`flush`): its
+        # call then finds the batch empty, or a younger batch's start has moved it on.
+        await self._batch_due.run()
 
     async def _send_timeout_loop(self) -> None:  # rule 6
         while True:

@@ -238,9 +238,11 @@ class MemoryByteStream(anyio.abc.ByteStream):
             anyio.ClosedResourceError: This end was closed.
             anyio.EndOfStream: The other end closed and everything it sent has been read.
         """
-        await anyio.lowlevel.checkpoint_if_cancelled()
         pipe = self._in
         chunks = pipe.chunks
+        if chunks or self._closed or pipe.sender_closed:
+            # Nothing to wait for: still a cancellation point, as every receive is.
+            await anyio.lowlevel.checkpoint_if_cancelled()
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
@@ -250,7 +252,7 @@ class MemoryByteStream(anyio.abc.ByteStream):
                 raise anyio.EndOfStream
             pipe.readable = readable = anyio.Event()
             try:
-                await readable.wait()
+                await readable.wait()  # the cancellation point of a receive that waits
             finally:
                 pipe.readable = None
         data = chunks.popleft()

@@ -84,3 +84,16 @@ def test_the_scratch_histogram_holds_each_buckets_as_a_fresh_histogram_would() -
         with scratch.holding(buckets_of(values)) as histogram:
             assert histogram.encode() == histogram_of(values).encode()
             assert histogram.get_max_value() == histogram_of(values).get_max_value()
+
+
+@pytest.mark.parametrize(
+    "values", [[7], [5_000], [2_500_000, 2_500_001, 2_500_100], [HIGHEST_US * 2], [0, -3]]
+)
+def test_a_single_bucket_summarizes_as_hdrhistogram_does(values: list[int]) -> None:
+    # A quiet group's second: one bucket, often wider than one microsecond.
+    direct = new_histogram()
+    for value in values:
+        direct.record_value(min(max(value, 1), HIGHEST_US))
+    buckets = buckets_of(array("q", values))
+    assert len(buckets) == 1
+    assert summarize(buckets) == by_hdrh(direct)

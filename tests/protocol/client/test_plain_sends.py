@@ -125,27 +125,38 @@ def generic_batch(
 
 @given(
     producer_id=U64,
+    name=st.text(max_size=40),
     publish_time=U64,
     key=st.none() | st.text(max_size=5),
     messages=st.lists(st.tuples(st.binary(max_size=300), U64), min_size=1, max_size=6),
     with_checksum=st.booleans(),
 )
+@example(
+    producer_id=300, name="p", publish_time=0, key=None, messages=[(b"x", 0)], with_checksum=True
+)
 def test_plain_batches_equal_the_generic_path(
     producer_id: int,
+    name: str,
     publish_time: int,
     key: str | None,
     messages: list[tuple[bytes, int]],
     with_checksum: bool,
 ) -> None:
     batch = BatchBuilder()
-    for _ in range(2):  # a builder is reused batch after batch
+    # A builder is reused batch after batch, and its producer may be re-attached with another
+    # id or be given its name by the broker.
+    for producer, producer_name in (
+        (producer_id, name),
+        (producer_id, name),
+        (producer_id ^ 1, "b"),
+    ):
         batch.start(messages[0][1], publish_time, key, 0.0)
         futures = [batch.add_plain(payload, sequence_id) for payload, sequence_id in messages]
         assert (batch.count, batch.size) == (len(messages), sum(len(p) for p, _ in messages))
-        first, frame, group, count = batch.build(producer_id, "prod", with_checksum)
+        first, frame, group, count = batch.build(producer, producer_name, with_checksum)
         assert (first, count) == (messages[0][1], len(messages))
         assert frame == generic_batch(
-            producer_id, "prod", publish_time, key, messages, with_checksum
+            producer, producer_name, publish_time, key, messages, with_checksum
         )
         group.set_result(functools.partial(MessageId, 1, 2, -1, batch_size=count))
         assert [f.result().batch_index for f in futures] == list(range(count))

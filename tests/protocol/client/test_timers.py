@@ -7,6 +7,7 @@ simulation every task step is a round of the event loop, paid per message.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -16,7 +17,7 @@ from protocol import commands as c
 from protocol.client import open_client
 from protocol.client.acknowledger import Acknowledger
 from protocol.client.config import ConsumerConfig
-from protocol.clock import Alarm, LoopAlarm
+from protocol.clock import Alarm, AlarmTimer, LoopAlarm, Timer
 from tests.support.fake_broker import fake_broker
 
 
@@ -40,6 +41,9 @@ class LoopClock:
 
     def alarm(self) -> Alarm:
         return LoopAlarm(trio.current_time, lambda deadline: deadline)
+
+    def timer(self, callback: Callable[[], None]) -> Timer:
+        return AlarmTimer(self.alarm(), callback)
 
 
 class Steps(trio.abc.Instrument):

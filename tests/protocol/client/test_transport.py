@@ -155,6 +155,16 @@ async def test_a_cancelled_task_neither_sends_nor_receives_over_memory(pair: Pai
         pytest.fail("a send of a cancelled task arrived")
 
 
+async def test_a_receive_that_would_wait_in_a_cancelled_scope_ends_at_once(pair: Pair) -> None:
+    a, b = pair
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await b.receive()  # nothing there: cancelled where it would wait
+    assert scope.cancelled_caught
+    await a.send(b"after")
+    assert await b.receive() == b"after"
+
+
 async def test_a_receive_takes_every_chunk_waiting_up_to_max_bytes(pair: Pair) -> None:
     a, b = pair
     for chunk in (b"ab", b"cd", b"efgh", b"ij"):
