@@ -21,6 +21,9 @@ cost over processes (on a 2-core machine the three processes still share two cor
 Last, the "relay floor": the CPU an anyio session that only relays bytes (a reader task and a
 writer task, as the broker's session) spends per entry of a batched run's size, fed one entry
 per read. Batched broker CPU per message cannot go below it divided by the messages per entry.
+Each size is also relayed on the raw non-blocking socket ("raw socket": ``recv``/``send`` tried
+first, ``anyio.wait_readable``/``wait_writable`` only when the socket is not ready), what a byte
+stream of our own under the session could cost instead of anyio's.
 
 ``--profile OUT.prof`` runs the broker under cProfile (from after its imports) and writes the
 profile when it stops (it is stopped with SIGINT, which the broker handles cleanly); CPU numbers
@@ -279,10 +282,62 @@ async def main():
 anyio.run(main)
 """
 
+# The same relay on the raw non-blocking socket: recv/send tried first, anyio only waits when the
+# socket has nothing to read or no room (no transport, no pause/resume per read, no checkpoint
+# after a send). What a byte stream of our own under the session could save (performance.md).
+RAW_RELAY_SOURCE = """
+import anyio, socket
 
-def relay_floor(entry_size: int, entries: int = 1000) -> float:
-    """CPU seconds per entry of the anyio relay above, entries written one at a time."""
-    proc = subprocess.Popen([sys.executable, "-c", RELAY_SOURCE], stdout=subprocess.PIPE, text=True)
+async def handle(sock):
+    sock.setblocking(False)
+    outbox = []
+    wake = anyio.Event()
+
+    async def writer():
+        nonlocal wake
+        while True:
+            if not outbox:
+                wake = anyio.Event()
+                await wake.wait()
+                continue
+            out = memoryview(b"".join(outbox))
+            outbox.clear()
+            while out:
+                try:
+                    out = out[sock.send(out):]
+                except BlockingIOError:
+                    await anyio.wait_writable(sock)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer)
+        while True:
+            try:
+                data = sock.recv(256 * 1024)
+            except BlockingIOError:
+                await anyio.wait_readable(sock)
+                continue
+            if not data:
+                tg.cancel_scope.cancel()
+                return
+            outbox.append(data)
+            wake.set()
+
+async def main():
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    print(listener.getsockname()[1], flush=True)
+    async with anyio.create_task_group() as tg:
+        while True:
+            await anyio.wait_readable(listener)
+            tg.start_soon(handle, listener.accept()[0])
+
+anyio.run(main)
+"""
+
+
+def relay_floor(entry_size: int, entries: int = 1000, source: str = RELAY_SOURCE) -> float:
+    """CPU seconds per entry of a relay above, entries written one at a time."""
+    proc = subprocess.Popen([sys.executable, "-c", source], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
@@ -373,13 +428,15 @@ def main() -> None:
         # this low times the messages per entry (~450 of 100 B, ~120 of 1 KiB for the client).
         print()
         print(f"{'anyio relay floor':<27} {'entry B':>7} {'us/entry':>9} {'us/msg at N/entry':>18}")
-        for entry_size, per_entry in ((45_000, 450), (128 * 1024, 120)):
-            floor = relay_floor(entry_size)
-            print(
-                f"{'(reader + writer task)':<27} {entry_size:>7} {floor * 1e6:>9.0f} "
-                f"{floor / per_entry * 1e6:>12.2f} (N={per_entry})",
-                flush=True,
-            )
+        # 90 KB: 813 messages of 100 B, what a batched producer sends now (performance.md).
+        for entry_size, per_entry in ((45_000, 450), (90_000, 813), (128 * 1024, 120)):
+            for label, source in (("stream", RELAY_SOURCE), ("raw socket", RAW_RELAY_SOURCE)):
+                floor = relay_floor(entry_size, source=source)
+                print(
+                    f"{label:<27} {entry_size:>7} {floor * 1e6:>9.0f} "
+                    f"{floor / per_entry * 1e6:>12.2f} (N={per_entry})",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -346,7 +346,9 @@ class SessionWriter:
                     self._drop_outbox()
                     self._write_failed(exc)
                     return
-                # The socket took it all (anyio's send returns only then).
+                # Taken: anyio's send returns once the transport holds at most its high-water
+                # mark (64 KiB on asyncio), bytes the kernel takes as the peer reads; they are
+                # not counted against the marks above, which are megabytes.
                 self._wrote = True
                 if self._aborted:
                     return
