@@ -28,7 +28,7 @@ import logging
 import signal
 import sys
 import tempfile
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -283,7 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from emubroker.metadata.etcd_url import is_etcd_url, parse_etcd_url
     from emubroker.metadata.session_loss import MetadataSessionLostError
 
-    with tempfile.TemporaryDirectory(prefix="emubroker-tls-") as scratch:
+    # The exit stack holds ``--tls``'s scratch directory, made only then: a directory per start
+    # would pile up in /tmp from every run ended by SIGKILL, when nothing can remove it.
+    with ExitStack() as scratch:
         try:
             config = load_config(
                 args.config,
@@ -294,7 +296,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 },
             )
             if getattr(args, "tls", False):
-                config = _with_local_tls(config, Path(scratch))
+                directory = scratch.enter_context(
+                    tempfile.TemporaryDirectory(prefix="emubroker-tls-")
+                )
+                config = _with_local_tls(config, Path(directory))
         except ConfigError as exc:
             print(f"emubroker: {exc}", file=sys.stderr)
             return 2

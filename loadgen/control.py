@@ -144,7 +144,12 @@ class AdminRest:
             raise ControlError(str(exc)) from None
 
     async def partitions(self, topic: str) -> int:
-        """The topic's partition count (0 when not partitioned)."""
+        """The topic's partition count (0 when not partitioned).
+
+        Raises:
+            ControlError: the topic does not exist (HTTP 404, as Pulsar answers and its admin
+                client raises NotFound), or the broker refused.
+        """
         answer = await self.request("GET", admin_path("topic.partitions", topic=_full(topic)))
         return int(answer.get("partitions", 0)) if isinstance(answer, dict) else 0
 

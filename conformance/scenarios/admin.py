@@ -235,3 +235,37 @@ def namespace_recreated_after_a_request_to_the_deleted_one(probe: Probe) -> dict
         "delete_recreated": probe.rest("DELETE", base),
         "exists_after": probe.rest("GET", base)["status"],
     }
+
+
+@scenario("admin")
+def partitioned_metadata_of_each_kind_of_topic(probe: Probe) -> dict[str, Any]:
+    """``GET .../{topic}/partitions`` of each kind of topic, existing or not.
+
+    A missing topic (with and without the client's ``checkAllowAutoCreation``), a
+    non-partitioned topic, a partitioned one and its partitions, in both domains, and in a
+    namespace that does not exist.
+    """
+    p = "/admin/v2/persistent/public/default/cf-pmeta"
+    np = "/admin/v2/non-persistent/public/default/cf-pmeta"
+    record: dict[str, Any] = {
+        "missing": probe.rest("GET", p + "-missing/partitions"),
+        "missing_np": probe.rest("GET", np + "-missing/partitions"),
+        "missing_may_create": probe.rest(
+            "GET", p + "-maybe/partitions?checkAllowAutoCreation=true"
+        ),
+        "missing_namespace": probe.rest(
+            "GET", "/admin/v2/persistent/public/cf-nowhere/t/partitions"
+        ),
+        "partitioned": probe.rest("PUT", p + "-parts/partitions", 3)["status"],
+    }
+    record["parts"] = probe.rest("GET", p + "-parts/partitions")
+    record["a_partition"] = probe.rest("GET", p + "-parts-partition-1/partitions")
+    record["beyond_partitions"] = probe.rest("GET", p + "-parts-partition-7/partitions")
+    with probe.client() as client:
+        client.create_producer("persistent://public/default/cf-pmeta-single")
+        client.create_producer("non-persistent://public/default/cf-pmeta-single")
+        record["single"] = probe.rest("GET", p + "-single/partitions")
+        record["single_np"] = probe.rest("GET", np + "-single/partitions")
+    record["delete_partitioned"] = probe.rest("DELETE", p + "-parts/partitions")["status"]
+    record["deleted"] = probe.rest("GET", p + "-parts/partitions")
+    return record

@@ -58,6 +58,7 @@ from emubroker.admin.routes_topic_properties import (
     require_strings,
 )
 from emubroker.admin.stats_merge import leave_out
+from emubroker.metadata.paths import managed_ledger_path
 from emubroker.naming import TopicDomain
 from emubroker.topics.compaction import CompactionInProgressError
 from emubroker.topics.namespace_limits import TooManyTopicsError
@@ -297,12 +298,31 @@ async def get_partitions(request: web.Request) -> web.Response:
     name = topic_of(request)
     ctx = context(request)
     check_topic_namespace(ctx, name)
-    if query_bool(request, "checkAllowAutoCreation"):
+    creating = query_bool(request, "checkAllowAutoCreation")
+    if creating:
         partitions = await ctx.topics.partitioned_metadata(name)
     else:
         partitions = ctx.topics.partitions_of(name)
+    # Pulsar's internalGetPartitionedMetadataAsync: 0 partitions is a non-partitioned topic, which
+    # must exist, unless the caller (a client about to create it) asked and creation is allowed.
+    creating = creating and ctx.topics.allows_auto_creation()
+    if not partitions and not creating and not await _topic_exists(ctx, name):
+        raise RestError(NOT_FOUND, f"Topic {name} not found")
     properties = ctx.topics.partitioned_properties(name) if partitions else None
     return json_response(PartitionedTopicMetadata(partitions, properties=properties))
+
+
+async def _topic_exists(ctx: AdminContext, name: TopicName) -> bool:
+    """Whether a non-partitioned topic or partition exists.
+
+    A persistent one may have been made by another broker of the cluster: its managed ledger in
+    the shared store says so. A non-persistent one lives only on its owner, where this call is
+    sent (``topic_owner``), as Pulsar's ``checkNonPersistentNonPartitionedTopicExists``.
+    """
+    if ctx.topics.topic_exists(name):
+        return True
+    persistent = name.domain is TopicDomain.PERSISTENT
+    return persistent and await ctx.metadata.exists(managed_ledger_path(name))
 
 
 async def delete_partitioned(request: web.Request) -> web.Response:

@@ -16,7 +16,9 @@ route that acts on one topic (a non-partitioned topic or a partition):
 
 Calls on a partitioned topic's own name (its metadata, ``partitioned-stats``, ``unload``), on a
 namespace's topic list and on schemas are answered by any broker: they read the shared metadata
-store, or reach each partition at its owner (``partition_fanout``).
+store, or reach each partition at its owner (``partition_fanout``). A non-persistent topic's
+``GET .../partitions`` is the exception: a non-partitioned one's existence is known only at its
+owner, where Pulsar's ``NonPersistentTopics`` sends it too.
 """
 
 from __future__ import annotations
@@ -63,7 +65,20 @@ def _is_topic_call(request: web.Request) -> bool:
     if "topic" not in info or "domain" not in info:
         return False
     path = request.path
+    if _reads_non_persistent_metadata(request):
+        return True
     return path.startswith(_TOPIC_ROUTE_PREFIXES) and not path.endswith(_ANY_BROKER_SUFFIXES)
+
+
+def _reads_non_persistent_metadata(request: web.Request) -> bool:
+    # ``GET .../{topic}/partitions`` of a non-persistent topic: whether a non-partitioned one
+    # exists is known only where it is loaded, so Pulsar's NonPersistentTopics checks the
+    # ownership first (a partitioned one is still answered anywhere, see ``topic_ownership``).
+    return (
+        request.method == "GET"
+        and request.path.startswith(_TOPIC_ROUTE_PREFIXES[1])
+        and request.path.endswith("/partitions")
+    )
 
 
 def _creates(request: web.Request) -> bool:

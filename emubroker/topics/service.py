@@ -276,6 +276,10 @@ class TopicService:
         """
         return await self._partitioned.metadata(name, auto_create=auto_create)
 
+    def allows_auto_creation(self) -> bool:
+        """Whether a missing topic is created at its first use (``allowAutoTopicCreation``)."""
+        return self._settings.allow_auto_topic_creation
+
     def partitions_of(self, name: TopicName) -> int:
         """Partitions of a partitioned topic, 0 for any other name (never creates anything)."""
         return self._partitioned.partitions_of(name)

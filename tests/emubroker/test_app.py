@@ -6,6 +6,7 @@ import functools
 import json
 import signal
 import socket
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -222,6 +223,49 @@ def test_cli_invalid_value_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture
     conf.write_text('maxMessageSize = "big"\n')
     assert main(["standalone", "--config", str(conf)]) == 2
     assert "maxMessageSize" in capsys.readouterr().err
+
+
+def _standalone_scratch_dirs(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[str], list[str]]:
+    """Run ``main(argv)`` with temporary files under ``tmp_path`` and a broker that returns at once.
+
+    Returns the ``emubroker-tls-*`` directories seen while the broker "ran", and those left after.
+    """
+    import emubroker.__main__ as cli
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    during: list[str] = []
+
+    async def serve(config: object, args: object) -> None:
+        during.extend([p.name async for p in anyio.Path(tmp_path).glob("emubroker-tls-*")])
+
+    monkeypatch.setattr(cli, "_standalone", serve)
+    assert main(argv) == 0
+    return during, [p.name for p in tmp_path.glob("emubroker-tls-*")]
+
+
+def test_cli_without_tls_makes_no_scratch_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A directory made at every start stays behind whenever a run ends by SIGKILL.
+    during, after = _standalone_scratch_dirs(
+        ["standalone", "--port", "0", "--admin-port", "0"], tmp_path, monkeypatch
+    )
+    assert (during, after) == ([], [])
+
+
+def test_cli_tls_certificates_live_in_a_scratch_directory_removed_on_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerServicePortTls=0\nwebServicePortTls=0\n")
+    during, after = _standalone_scratch_dirs(
+        ["standalone", "--tls", "--config", str(conf)], tmp_path, monkeypatch
+    )
+    assert len(during) == 1
+    assert after == []
+    assert f"TLS certificates for this run in {tmp_path / during[0]}" in capsys.readouterr().out
 
 
 @pytest.mark.integration

@@ -69,7 +69,7 @@ async def test_partitioned_create_update_get_delete(admin: Admin) -> None:
     await admin.fails("POST", path, 422, "can't be less than the current partitions", data="2")
     await admin.fails("DELETE", T, 409, "is a partitioned topic")
     assert await admin.call("DELETE", path) == (204, None)
-    assert await admin.ok("GET", path) == {"partitions": 0, "deleted": False}
+    await admin.fails("GET", path, 404, f"Topic {TOPIC} not found")
     assert await admin.ok("GET", NS) == []
     await admin.fails("DELETE", path, 404, "not found")
 
@@ -171,9 +171,43 @@ async def test_delete_partitioned_in_use_and_the_wrong_delete(admin: Admin, wire
 async def test_http_partitions_call_can_auto_create(admin: Admin) -> None:
     await admin.ok("POST", "/admin/v2/brokers/configuration/allowAutoTopicCreationType/partitioned")
     await admin.ok("POST", "/admin/v2/brokers/configuration/defaultNumPartitions/3")
-    assert await admin.ok("GET", f"{T}/partitions") == {"partitions": 0, "deleted": False}
+    await admin.fails("GET", f"{T}/partitions", 404, f"Topic {TOPIC} not found")
     url = f"{T}/partitions?checkAllowAutoCreation=true"
     assert await admin.ok("GET", url) == {"partitions": 3, "deleted": False}
+
+
+async def test_partitions_of_a_missing_topic_is_404_unless_a_client_may_create_it(
+    admin: Admin,
+) -> None:
+    # Pulsar's internalGetPartitionedMetadataAsync; differential scenario
+    # partitioned_metadata_of_each_kind_of_topic.
+    url = f"{T}/partitions"
+    await admin.fails("GET", url, 404, f"Topic {TOPIC} not found")
+    np = f"/admin/v2/non-persistent/{TOPIC.split('://', 1)[1]}/partitions"
+    await admin.fails("GET", np, 404, f"Topic non-{TOPIC} not found")
+    created = {"partitions": 0, "deleted": False}
+    assert await admin.ok("GET", f"{url}?checkAllowAutoCreation=true") == created
+    assert await admin.ok("GET", np + "?checkAllowAutoCreation=true") == created
+    await admin.ok("POST", "/admin/v2/brokers/configuration/allowAutoTopicCreation/false")
+    await admin.fails("GET", f"{url}?checkAllowAutoCreation=true", 404, "not found")
+    await admin.fails("GET", f"{url}?checkAllowAutoCreation=false", 404, "not found")
+
+
+async def test_partitions_of_an_existing_non_partitioned_topic_or_partition_is_0(
+    admin: Admin, wire: Wire
+) -> None:
+    await admin.ok("POST", "/admin/v2/brokers/configuration/allowAutoTopicCreation/false")
+    none = {"partitions": 0, "deleted": False}
+    await admin.ok("PUT", T)
+    assert await admin.ok("GET", f"{T}/partitions") == none
+    await admin.ok("PUT", f"{NS}/p/partitions", data="2")
+    assert await admin.ok("GET", f"{NS}/p-partition-1/partitions") == none
+    await admin.fails("GET", f"{NS}/p-partition-2/partitions", 404, "not found")
+    np = "non-persistent://public/default/np"
+    await admin.fails("GET", "/admin/v2/non-persistent/public/default/np/partitions", 404, "")
+    await admin.ok("POST", "/admin/v2/brokers/configuration/allowAutoTopicCreation/true")
+    await wire.produce(np, 1)
+    assert await admin.ok("GET", "/admin/v2/non-persistent/public/default/np/partitions") == none
 
 
 # ---- stats ----------------------------------------------------------------------------------

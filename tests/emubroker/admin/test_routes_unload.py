@@ -169,3 +169,29 @@ async def test_owned_namespaces_say_which_bundle_is_being_unloaded(fake_clock: F
         assert (await admins[index].ok("GET", path))[str(bundle)]["is_active"] is True
         owner.broker.ownership.disable(bundle)
         assert (await admins[index].ok("GET", path))[str(bundle)]["is_active"] is False
+
+
+async def test_a_topics_partitions_are_answered_where_its_existence_is_known(
+    fake_clock: FakeClock,
+) -> None:
+    # A persistent topic is in the shared store, so any broker answers; a non-persistent one
+    # exists only where it is loaded, so its call goes to the owner (NonPersistentTopics).
+    np_topic = "non-persistent://public/default/rest-np"
+    np_path = "/admin/v2/non-persistent/public/default/rest-np/partitions"
+    async with cluster_with_admins(fake_clock) as (cluster, admins):
+        for topic in (TOPIC, np_topic):
+            owner, _ = await cluster.lookup(topic, start=0)
+            producer = await owner.client()
+            await producer.send(c.Producer(topic=topic, producer_id=1, request_id=1))
+            assert isinstance(await producer.receive_command(), c.ProducerSuccess)
+        owner, _ = await cluster.lookup(np_topic, start=0)
+        index = cluster.nodes.index(owner)
+        other = admins[(index + 1) % 3]
+        none = {"partitions": 0, "deleted": False}
+        for admin in admins:
+            assert await admin.ok("GET", f"{TOPIC_PATH}/partitions") == none
+            await admin.fails("GET", f"{TOPIC_PATH}-missing/partitions", 404, "not found")
+        response = await other.client.get(np_path, allow_redirects=False)
+        assert response.status == 307
+        assert response.headers["Location"].startswith(f"http://{owner.broker_id}{np_path}?")
+        assert await admins[index].ok("GET", np_path) == none
