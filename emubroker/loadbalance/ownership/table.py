@@ -143,6 +143,9 @@ class OwnershipTable:
         self._boundaries: dict[NamespaceName, tuple[int, ...]] = {}
         # Bundles this broker holds -> whether they are active (rules 1 and 2).
         self._owned: dict[NamespaceBundle, bool] = {}
+        # The lock node of each bundle held, so that a deletion notification finds its bundle
+        # at once (a broker of a large cluster holds hundreds; the watch sees every deletion).
+        self._held_paths: dict[str, NamespaceBundle] = {}
         self._releasing: set[NamespaceBundle] = set()
         # Bumped whenever a bundle starts leaving (disable, release, loss): a topic load that
         # began before a bump must not register what it opened (``hand_overs``).
@@ -243,6 +246,7 @@ class OwnershipTable:
                     return owner
                 # Ours from this very session (a concurrent acquire won): adopt it.
             self._owned[bundle] = True
+            self._held_paths[path] = bundle
             log.info("acquired ownership of bundle %s", bundle)
             return BundleOwner(self.me)
         raise BadVersionError(f"ownership of {bundle} keeps changing")
@@ -267,12 +271,14 @@ class OwnershipTable:
         if bundle not in self._owned:
             return
         del self._owned[bundle]
+        path = ownership_path(bundle)
+        del self._held_paths[path]
         self._handing_over(bundle)
         self._releasing.add(bundle)
         try:
-            node = await self._store.get(ownership_path(bundle))
+            node = await self._store.get(path)
             if node is not None and node.created_by_self:
-                await self._store.delete(ownership_path(bundle), node.version)
+                await self._store.delete(path, node.version)
         except (NotFoundError, BadVersionError):
             pass  # already gone, or no longer ours
         finally:
@@ -336,9 +342,9 @@ class OwnershipTable:
             proven = self._clock.now()
 
     async def _deleted(self, path: str) -> None:
-        for bundle in list(self._owned):
-            if ownership_path(bundle) == path and bundle not in self._releasing:
-                await self._verify([bundle])
+        bundle = self._held_paths.get(path)
+        if bundle is not None and bundle not in self._releasing:
+            await self._verify([bundle])
 
     async def _verify(self, bundles: list[NamespaceBundle]) -> None:
         for bundle in bundles:
@@ -354,6 +360,7 @@ class OwnershipTable:
     async def _lose(self, bundle: NamespaceBundle) -> None:
         if self._owned.pop(bundle, None) is None:
             return
+        del self._held_paths[ownership_path(bundle)]
         self._handing_over(bundle)
         log.warning("lost ownership of bundle %s (metadata session ended)", bundle)
         if self.on_lost is not None:

@@ -157,3 +157,45 @@ async def test_a_broker_that_cannot_reach_the_store_drops_its_bundles(
             assert lost == [bundle]
             assert not table.is_owned(bundle)
             tg.cancel_scope.cancel()
+
+
+async def test_a_deleted_lock_node_is_found_without_visiting_every_bundle_held(
+    fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A broker of a large cluster holds hundreds of bundles and its watch sees every deletion
+    # under /namespace (other brokers' releases included): each must cost a look-up, not a
+    # lock path computed per bundle held.
+    from emubroker.loadbalance.ownership import table as table_module
+
+    lost: list[NamespaceBundle] = []
+
+    async def on_lost(bundle: NamespaceBundle) -> None:
+        lost.append(bundle)
+
+    tree = MemoryMetadataTree()
+    async with MemoryMetadataStore(tree) as store, MemoryMetadataStore(tree) as other:
+        table = OwnershipTable(store, ME, bundles_per_namespace=200, on_lost=on_lost)
+        rival = OwnershipTable(other, OTHER, bundles_per_namespace=200)
+        bundles = [table.bundle_of(TopicName.parse(f"t-{i}")) for i in range(400)]
+        held = sorted(set(bundles), key=str)
+        mine, theirs, gone = held[:-2], held[-2], held[-1]
+        for bundle in mine:
+            await table.try_acquire(bundle)
+        await table.try_acquire(gone)
+        await rival.try_acquire(theirs)
+        computed: list[NamespaceBundle] = []
+
+        def counting_path(bundle: NamespaceBundle) -> str:
+            computed.append(bundle)
+            return ownership_path(bundle)
+
+        monkeypatch.setattr(table_module, "ownership_path", counting_path)
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.watch)
+            await rival.release(theirs)  # another broker's node: none of ours
+            await other.delete(ownership_path(gone))  # ours, deleted behind our back
+            await fake_clock.run_until_idle()
+            assert lost == [gone]
+            assert table.owned_bundles() == mine
+            assert len(computed) <= 4
+            tg.cancel_scope.cancel()
