@@ -72,6 +72,11 @@ _NO_BREAK_SPACES: Final = frozenset("\u00a0\u2007\u202f")
 
 
 def _java_blank(text: str) -> bool:
+    # Every Java whitespace character is whitespace to str.isspace too, so a name with one
+    # character str.isspace rejects (nearly every name) is not blank, decided without the
+    # per-character Unicode look-ups (every topic name is checked, thousands at set-up).
+    if text and not text.isspace():
+        return False
     return all(
         ch in _JAVA_SPACE_CONTROLS
         or (unicodedata.category(ch) in ("Zs", "Zl", "Zp") and ch not in _NO_BREAK_SPACES)

@@ -17,8 +17,11 @@ ZooKeeper lock Pulsar's ``OwnershipCache`` takes. Rules:
    forgets it and tells ``on_lost``, which closes its topics without writing anything more
    (another broker may already own them), as Pulsar does when a ``ResourceLock`` expires.
    A watch that lost notifications re-reads the node of every bundle held.
-4. This broker proves its ownership every third of the session timeout by reading its nodes
-   (:meth:`OwnershipTable.prove`). A broker that cannot reach the metadata store for a whole
+4. This broker proves its ownership every third of the session timeout
+   (:meth:`OwnershipTable.prove`) by reading one of its nodes, as a ZooKeeper client pings its
+   session: the store answered and the session that holds every node of this broker is alive
+   (a node deleted behind its back is rule 3's watch's to find). Should that node not be this
+   session's, every node is read. A broker that cannot reach the metadata store for a whole
    session timeout can no longer prove it owns anything (its session has ended on the store, or
    soon will, and another broker may take its bundles): it drops every bundle as lost.
 """
@@ -326,7 +329,9 @@ class OwnershipTable:
                 proven = self._clock.now()
                 continue
             try:
-                await self._verify(list(self._owned))
+                # One read, not one per bundle held (hundreds on a broker of a large cluster).
+                if not await self._still_held(next(iter(self._owned))):
+                    await self._verify(list(self._owned))
             except StoreClosedError:
                 return
             except MetadataStoreError as exc:
@@ -345,6 +350,10 @@ class OwnershipTable:
         bundle = self._held_paths.get(path)
         if bundle is not None and bundle not in self._releasing:
             await self._verify([bundle])
+
+    async def _still_held(self, bundle: NamespaceBundle) -> bool:
+        node = await self._store.get(ownership_path(bundle))
+        return node is not None and node.created_by_self
 
     async def _verify(self, bundles: list[NamespaceBundle]) -> None:
         for bundle in bundles:

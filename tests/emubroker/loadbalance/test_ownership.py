@@ -199,3 +199,57 @@ async def test_a_deleted_lock_node_is_found_without_visiting_every_bundle_held(
             assert table.owned_bundles() == mine
             assert len(computed) <= 4
             tg.cancel_scope.cancel()
+
+
+class CountingReads:
+    """A metadata session that counts the nodes read."""
+
+    def __init__(self, store: MemoryMetadataStore) -> None:
+        self._store = store
+        self.reads: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get(self, path: str) -> Any:
+        self.reads.append(path)
+        return await self._store.get(path)
+
+
+async def test_a_proof_reads_one_lock_node_not_every_one_held(fake_clock: FakeClock) -> None:
+    # As a ZooKeeper client pings its session rather than reading its nodes: one read proves
+    # the store answers and the session holding every node of this broker is alive.
+    lost: list[NamespaceBundle] = []
+
+    async def on_lost(bundle: NamespaceBundle) -> None:
+        lost.append(bundle)
+
+    tree = MemoryMetadataTree()
+    async with MemoryMetadataStore(tree) as store, MemoryMetadataStore(tree) as other:
+        counting = CountingReads(store)
+        table = OwnershipTable(
+            cast("MetadataStore", counting),
+            ME,
+            bundles_per_namespace=64,
+            on_lost=on_lost,
+            clock=fake_clock,
+        )
+        held = sorted({table.bundle_of(TopicName.parse(f"t-{i}")) for i in range(200)}, key=str)
+        for bundle in held:
+            await table.try_acquire(bundle)
+        counting.reads.clear()
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.prove, 30.0)
+            await fake_clock.advance(30.0)  # three proofs
+            assert len(counting.reads) == 3
+            assert lost == []
+            # The first node held is gone and another broker holds it (the watch would have
+            # said; there is none here): the proof reads every node and drops that one.
+            first = table.owned_bundles()[0]
+            await other.delete(ownership_path(first))
+            await OwnershipTable(other, OTHER, bundles_per_namespace=64).try_acquire(first)
+            counting.reads.clear()
+            await fake_clock.advance(10.0)
+            assert lost == [first]
+            assert len(counting.reads) == 1 + len(held)
+            tg.cancel_scope.cancel()
