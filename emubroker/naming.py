@@ -176,6 +176,9 @@ class TopicName:
     namespace: NamespaceName
     local_name: str
     _full: str = field(init=False, repr=False, compare=False)
+    # A partition's partitioned topic, made on first use: policies and quotas ask for it per
+    # partition and per check (thousands of partitions at scale).
+    _partitioned: TopicName | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         full = f"{self.domain.value}://{self.namespace}/{self.local_name}"
@@ -285,10 +288,14 @@ class TopicName:
     @property
     def partitioned_topic_name(self) -> TopicName:
         """The partitioned topic this partition belongs to, or ``self`` if not a partition."""
-        if self.partition_index < 0:
-            return self
-        base, _, _ = self.local_name.rpartition(PARTITIONED_TOPIC_SUFFIX)
-        return TopicName(self.domain, self.namespace, base)
+        partitioned = self._partitioned
+        if partitioned is None:
+            if self.partition_index < 0:
+                return self  # not kept: a reference to itself would make a cycle
+            base, _, _ = self.local_name.rpartition(PARTITIONED_TOPIC_SUFFIX)
+            partitioned = TopicName(self.domain, self.namespace, base)
+            object.__setattr__(self, "_partitioned", partitioned)
+        return partitioned
 
     def partition(self, index: int) -> TopicName:
         """Return partition ``index`` of this topic's partitioned topic.
