@@ -7,7 +7,10 @@ metadata node ``/namespace/<tenant>/<ns>/<0xlower_0xupper>`` whose value is Puls
 ZooKeeper lock Pulsar's ``OwnershipCache`` takes. Rules:
 
 1. This broker answers for the bundles it holds without a store round trip (Pulsar's
-   ``ownedBundlesCache``); for the others it reads the node.
+   ``ownedBundlesCache``); for the others it reads the node, and keeps what it read while its
+   watch (rule 3) runs, until the watch tells of a change to that node (Pulsar's
+   ``ownershipReadOnlyCache``, a metadata cache its notifications invalidate). Only owners are
+   kept, never "nobody": a bundle nobody owns is about to be placed.
 2. An owned bundle is *active* until its unload begins (§6.3 step 1); from then on this broker
    reports it as ``disabled`` (lookups answer "being unloaded") and serves no new producer or
    consumer for it, until the node is deleted (step 3).
@@ -153,6 +156,11 @@ class OwnershipTable:
         # Bumped whenever a bundle starts leaving (disable, release, loss): a topic load that
         # began before a bump must not register what it opened (``hand_overs``).
         self._hand_overs: dict[NamespaceBundle, int] = {}
+        # Other brokers' lock nodes as read, by path (rule 1): kept only while the watch runs;
+        # a read that a notification overtook is not kept (it may be older than the change).
+        self._others: dict[str, BundleOwner] = {}
+        self._watching = False
+        self._notifications = 0
         self._record = _ENCODER.encode(
             NamespaceEphemeralData(
                 native_url=me.service_url,
@@ -218,8 +226,23 @@ class OwnershipTable:
         active = self._owned.get(bundle)
         if active is not None:
             return BundleOwner(self.me, disabled=not active)
-        node = await self._store.get(ownership_path(bundle))
-        return None if node is None else _owner_from_record(node.value)
+        path = ownership_path(bundle)
+        owner = self._others.get(path)
+        if owner is not None:
+            return owner
+        seen = self._notifications
+        node = await self._store.get(path)
+        if node is None:
+            return None
+        owner = _owner_from_record(node.value)
+        if (
+            self._watching
+            and seen == self._notifications
+            and not node.created_by_self
+            and owner.broker != self.me
+        ):
+            self._others[path] = owner
+        return owner
 
     async def try_acquire(self, bundle: NamespaceBundle) -> BundleOwner:
         """Take ``bundle`` for this broker unless somebody holds it; returns the owner either way.
@@ -296,14 +319,20 @@ class OwnershipTable:
         while True:
             try:
                 async with self._store.watch(OWNERSHIP_ROOT) as notifications:
-                    if not started:
-                        task_status.started()
-                        started = True
-                    else:
-                        await self._verify(list(self._owned))
-                    async for notification in notifications:
-                        if notification.kind is NotificationKind.DELETED:
-                            await self._deleted(notification.path)
+                    self._watching = True
+                    try:
+                        if not started:
+                            task_status.started()
+                            started = True
+                        else:
+                            await self._verify(list(self._owned))
+                        async for notification in notifications:
+                            self._notifications += 1
+                            self._others.pop(notification.path, None)
+                            if notification.kind is NotificationKind.DELETED:
+                                await self._deleted(notification.path)
+                    finally:
+                        self._forget_others()
                 return
             except WatchOverflowError:
                 log.warning("ownership watch lost notifications; checking every bundle held")
@@ -345,6 +374,12 @@ class OwnershipTable:
                 for bundle in list(self._owned):
                     await self._lose(bundle)
             proven = self._clock.now()
+
+    def _forget_others(self) -> None:
+        # Unwatched, the nodes read may change unseen: read them again from now on.
+        self._watching = False
+        self._notifications += 1
+        self._others.clear()
 
     async def _deleted(self, path: str) -> None:
         bundle = self._held_paths.get(path)

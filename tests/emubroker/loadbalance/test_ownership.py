@@ -253,3 +253,38 @@ async def test_a_proof_reads_one_lock_node_not_every_one_held(fake_clock: FakeCl
             assert lost == [first]
             assert len(counting.reads) == 1 + len(held)
             tg.cancel_scope.cancel()
+
+
+async def test_another_broker_s_ownership_is_read_once_while_the_watch_runs(
+    fake_clock: FakeClock,
+) -> None:
+    # Pulsar's ownership read cache: a lookup of a bundle another broker owns reads its lock
+    # node once; the watch's notification of a change to it drops what was kept.
+    tree = MemoryMetadataTree()
+    async with MemoryMetadataStore(tree) as store, MemoryMetadataStore(tree) as other:
+        counting = CountingReads(store)
+        table = OwnershipTable(cast("MetadataStore", counting), ME, bundles_per_namespace=4)
+        rival = OwnershipTable(other, OTHER, bundles_per_namespace=4)
+        bundle = table.bundle_of(TOPIC)
+        await rival.try_acquire(bundle)
+        assert await table.get_owner(bundle) == BundleOwner(OTHER)  # not watching: not kept
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.watch)
+            counting.reads.clear()
+            for _ in range(3):
+                assert await table.get_owner(bundle) == BundleOwner(OTHER)
+            assert counting.reads == [ownership_path(bundle)]
+            await rival.release(bundle)
+            await fake_clock.run_until_idle()
+            assert await table.get_owner(bundle) is None
+            assert await table.get_owner(bundle) is None  # nobody is never kept
+            assert len(counting.reads) == 3
+            assert await table.try_acquire(bundle) == BundleOwner(ME)
+            assert await rival.get_owner(bundle) == BundleOwner(ME)
+            tg.cancel_scope.cancel()
+        counting.reads.clear()
+        await table.release(bundle)
+        await rival.try_acquire(bundle)
+        assert await table.get_owner(bundle) == BundleOwner(OTHER)  # the watch ended: read
+        assert await table.get_owner(bundle) == BundleOwner(OTHER)
+        assert counting.reads.count(ownership_path(bundle)) == 3  # with the release's own
