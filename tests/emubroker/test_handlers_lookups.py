@@ -118,3 +118,31 @@ async def test_a_namespace_this_broker_has_not_heard_of_yet_is_read_from_the_sto
     assert isinstance(missing, c.LookupTopicResponse)
     assert missing.error is ServerError.TopicNotFound, missing
     await wire.aclose()
+
+
+async def test_a_lookup_of_a_bundle_this_broker_serves_is_answered_without_a_task(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Most lookups of a large cluster's start-up are of bundles owned already: the owner known
+    # without the store, the answer needs no task of its own.
+    from emubroker.handlers.discovery import DiscoveryCommands
+
+    in_tasks: list[int] = []
+    on_lookup = DiscoveryCommands.on_lookup
+
+    async def counting(self: DiscoveryCommands, cmd: c.LookupTopic) -> None:
+        in_tasks.append(cmd.request_id)
+        await on_lookup(self, cmd)
+
+    monkeypatch.setattr(DiscoveryCommands, "on_lookup", counting)
+    wire = Wire(broker)
+    client = await wire.client()
+    for request_id in (1, 2):
+        await client.send(c.LookupTopic(topic=TOPIC, request_id=request_id))
+        answer = await client.receive_command()
+        assert isinstance(answer, c.LookupTopicResponse)
+        assert (answer.request_id, answer.response) == (request_id, c.LookupType.CONNECT)
+        assert answer.broker_service_url == broker.service_url
+        assert answer.authoritative
+    assert in_tasks == [1]  # the first took the bundle; the second knew its owner
+    await wire.aclose()

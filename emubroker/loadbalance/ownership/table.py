@@ -202,6 +202,17 @@ class OwnershipTable:
         """
         return self._owned.get(bundle, False)
 
+    def known_owner(self, bundle: NamespaceBundle) -> BundleOwner | None:
+        """The active owner of ``bundle`` as known without the store (rule 1), else None.
+
+        This broker for a bundle it serves, another broker as kept from an earlier read; None
+        when only a read (or a placement) can tell, and for a bundle this broker is unloading.
+        """
+        active = self._owned.get(bundle)
+        if active is not None:
+            return BundleOwner(self.me) if active else None
+        return self._others.get(ownership_path(bundle))
+
     def hand_overs(self, bundle: NamespaceBundle) -> int:
         """How many times the bundle started leaving this broker (unload or loss)."""
         return self._hand_overs.get(bundle, 0)
