@@ -7,7 +7,8 @@ PARTITIONED_METADATA and LOOKUP run as tasks, at most ``maxConcurrentLookupReque
 the broker (``lookups``); past it they are answered ``TooManyRequests`` without a task. A LOOKUP
 whose owner the broker knows without the store (a bundle it serves, or another broker's as its
 ownership cache keeps it) is answered at once, without a task (most lookups of a large cluster's
-start), when no authorization or listener asks for more.
+start), when no authorization or listener asks for more; so is a PARTITIONED_METADATA of a
+partition or of a partitioned topic the broker knows (nothing to create).
 """
 
 from __future__ import annotations
@@ -41,9 +42,21 @@ class DiscoveryCommands(CommandGroup):
     """Lookups and metadata queries of one connection."""
 
     def start_partitioned_metadata(self, cmd: c.PartitionedTopicMetadata) -> None:
-        """Answer PARTITIONED_METADATA in a task, or at once if too many lookups are in flight."""
-        if self._services.lookups.try_acquire():
-            self._start(self._counted, self.on_partitioned_metadata, cmd)
+        """Answer PARTITIONED_METADATA at once if the count is known, else in a task (or refuse)."""
+        lookups = self._services.lookups
+        if lookups.try_acquire():
+            known = self._known_partitions(cmd)
+            if known is None:
+                self._start(self._counted, self.on_partitioned_metadata, cmd)
+            else:
+                lookups.release()
+                self._send(
+                    c.PartitionedTopicMetadataResponse(
+                        request_id=cmd.request_id,
+                        partitions=known,
+                        response=c.MetadataResult.SUCCESS,
+                    )
+                )
             return
         self._send(
             c.PartitionedTopicMetadataResponse(
@@ -159,15 +172,28 @@ class DiscoveryCommands(CommandGroup):
 
     def _known_answer(self, cmd: c.LookupTopic) -> LookupAnswer | None:
         services = self._services
-        if self._access is not None or cmd.advertised_listener_name or services.lookup is None:
+        if cmd.advertised_listener_name or services.lookup is None:
+            return None
+        name = self._known_namespace_topic(cmd.topic)
+        return None if name is None else services.lookup.known(name)
+
+    def _known_partitions(self, cmd: c.PartitionedTopicMetadata) -> int | None:
+        name = self._known_namespace_topic(cmd.topic)
+        return None if name is None else self._topics.known_partitioned_metadata(name)
+
+    def _known_namespace_topic(self, topic: str) -> TopicName | None:
+        """The topic, when a request about it may be answered at once.
+
+        That is: no authorization to ask, a valid name (the task answers a bad one with its
+        error) and a namespace this broker knows.
+        """
+        if self._access is not None:
             return None
         try:
-            name = TopicName.parse(cmd.topic)
+            name = TopicName.parse(topic)
         except InvalidNameError:
-            return None  # the task answers it with its error
-        if not services.namespace_exists(name.namespace):
             return None
-        return services.lookup.known(name)
+        return name if self._services.namespace_exists(name.namespace) else None
 
     def _response(
         self, cmd: c.LookupTopic, answer: LookupAnswer, listener: str
