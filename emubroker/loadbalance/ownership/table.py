@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 _WATCH_RETRY_DELAY = 1.0
 """Seconds before a failed ownership watch is opened again."""
 
+_BUNDLES_KEPT = 100_000
+"""Topics whose bundle is kept (``bundle_of``); past it the memory starts again."""
+
 
 class BrokerInfo(msgspec.Struct, frozen=True):
     """Where a broker is reached.
@@ -147,6 +150,9 @@ class OwnershipTable:
         self.on_lost = on_lost
         self._default_boundaries = bundle_boundaries(bundles_per_namespace)
         self._boundaries: dict[NamespaceName, tuple[int, ...]] = {}
+        # Each topic's bundle with the boundaries it was found in: lookups, attachments and the
+        # load reports ask per topic (thousands at scale); a split's new boundaries redo it.
+        self._bundles: dict[TopicName, tuple[tuple[int, ...], NamespaceBundle]] = {}
         # Bundles this broker holds -> whether they are active (rules 1 and 2).
         self._owned: dict[NamespaceBundle, bool] = {}
         # The lock node of each bundle held, so that a deletion notification finds its bundle
@@ -183,7 +189,14 @@ class OwnershipTable:
     def bundle_of(self, topic: TopicName) -> NamespaceBundle:
         """The bundle a topic belongs to (§5.2)."""
         boundaries = self.boundaries(topic.namespace)
-        return NamespaceBundle(topic.namespace, bundle_for(topic_hash(topic), boundaries))
+        kept = self._bundles.get(topic)
+        if kept is not None and kept[0] is boundaries:
+            return kept[1]
+        bundle = NamespaceBundle(topic.namespace, bundle_for(topic_hash(topic), boundaries))
+        if len(self._bundles) >= _BUNDLES_KEPT:
+            self._bundles.clear()
+        self._bundles[topic] = (boundaries, bundle)
+        return bundle
 
     # ---- what this broker holds ---------------------------------------------------------------
 
