@@ -73,6 +73,11 @@ _NO_BREAK_SPACES: Final = frozenset("\u00a0\u2007\u202f")
 
 
 def _java_blank(text: str) -> bool:
+    # Every Java whitespace character is whitespace to str.isspace too, so a name with one
+    # character str.isspace rejects (nearly every name) is not blank, decided without the
+    # per-character Unicode look-ups (every topic name is checked, thousands at set-up).
+    if text and not text.isspace():
+        return False
     return all(
         ch in _JAVA_SPACE_CONTROLS
         or (unicodedata.category(ch) in ("Zs", "Zl", "Zp") and ch not in _NO_BREAK_SPACES)
@@ -183,6 +188,9 @@ class TopicName:
     namespace: NamespaceName
     local_name: str
     _full: str = field(init=False, repr=False, compare=False)
+    # A partition's partitioned topic, made on first use: policies and quotas ask for it per
+    # partition and per check (thousands of partitions at scale).
+    _partitioned: TopicName | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         full = f"{self.domain.value}://{self.namespace}/{self.local_name}"
@@ -292,10 +300,14 @@ class TopicName:
     @property
     def partitioned_topic_name(self) -> TopicName:
         """The partitioned topic this partition belongs to, or ``self`` if not a partition."""
-        if self.partition_index < 0:
-            return self
-        base, _, _ = self.local_name.rpartition(PARTITIONED_TOPIC_SUFFIX)
-        return TopicName(self.domain, self.namespace, base)
+        partitioned = self._partitioned
+        if partitioned is None:
+            if self.partition_index < 0:
+                return self  # not kept: a reference to itself would make a cycle
+            base, _, _ = self.local_name.rpartition(PARTITIONED_TOPIC_SUFFIX)
+            partitioned = TopicName(self.domain, self.namespace, base)
+            object.__setattr__(self, "_partitioned", partitioned)
+        return partitioned
 
     def partition(self, index: int) -> TopicName:
         """Return partition ``index`` of this topic's partitioned topic.

@@ -212,7 +212,7 @@ class ConsumerRunner:
         self._stamps = stamps
         self._handlers: list[tuple[ConsumerLike, _Pending]] = []
         self._keys: dict[int, str | None] = {NO_KEY: None}  # key index -> its name
-        self._attachments = 0
+        self._reattached = 0  # attachments since `start` not yet counted by `reconnections`
         self.foreign = 0
         self.other_runs = 0
         self.last_receive_ns: int | None = None
@@ -231,11 +231,15 @@ class ConsumerRunner:
             }
             rows = ColumnBuffer(constants, RECEIVE_COLUMNS, int64_columns("receives"))
             self._handlers.append((handler, _Pending(rows)))
-        self._attachments = sum(h.attachments for h, _ in self._handlers)
+        for handler, _ in self._handlers:  # from here on, each attachment is a reconnection
+            handler.on_attach = self._attached
+
+    def _attached(self) -> None:
+        self._reattached += 1
 
     def reconnections(self) -> int:
-        total = sum(h.attachments for h, _ in self._handlers)
-        new, self._attachments = total - self._attachments, total
+        """Re-attachments since the last call (counted as they happen, not summed)."""
+        new, self._reattached = self._reattached, 0
         return new
 
     async def run(self) -> None:

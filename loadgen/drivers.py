@@ -51,6 +51,7 @@ class MessageIdLike(Protocol):
 
 class ProducerLike(Protocol):
     attachments: int
+    on_attach: Callable[[], object] | None  # called after each attachment (reconnections)
 
     @property
     def broker_url(self) -> str | None: ...
@@ -65,6 +66,7 @@ class ProducerLike(Protocol):
 
 class ConsumerLike(Protocol):
     attachments: int
+    on_attach: Callable[[], object] | None  # called after each attachment (reconnections)
 
     @property
     def broker_url(self) -> str | None: ...
@@ -139,6 +141,7 @@ class _OfficialProducer:
     """`pulsar.Producer` behind the native surface; waits for room itself (never blocks)."""
 
     attachments = 1
+    on_attach: Callable[[], object] | None = None  # never called: it never re-attaches
     broker_url = None
 
     def __init__(
@@ -207,6 +210,7 @@ class _OfficialMessage:
 
 class _OfficialConsumer:
     attachments = 1
+    on_attach: Callable[[], object] | None = None  # never called: it never re-attaches
     broker_url = None
 
     def __init__(self, clock: Clock) -> None:

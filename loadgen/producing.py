@@ -95,7 +95,7 @@ class ProducerRunner:
         self._threshold = sample_threshold
         self._full = full_sample
         self._partitions: list[PartitionSends] = []
-        self._attachments = 0
+        self._reattached = 0  # attachments since `start` not yet counted by `reconnections`
         self.stopping = False
         self.first_send_ns: int | None = None
         self.stopped_ns: int | None = None  # when it stopped sending (`run`)
@@ -120,12 +120,15 @@ class ProducerRunner:
                 topic, self.plan, self._listener(partition)
             )
             self._partitions.append(partition)
-        self._attachments = sum(p.handler.attachments for p in self._partitions)
+        for partition in self._partitions:  # from here on, each attachment is a reconnection
+            partition.handler.on_attach = self._attached
+
+    def _attached(self) -> None:
+        self._reattached += 1
 
     def reconnections(self) -> int:
-        """Re-attachments since the last call."""
-        total = sum(p.handler.attachments for p in self._partitions)
-        new, self._attachments = total - self._attachments, total
+        """Re-attachments since the last call (counted as they happen, not summed)."""
+        new, self._reattached = self._reattached, 0
         return new
 
     def _listener(self, partition: PartitionSends) -> Any:

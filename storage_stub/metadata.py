@@ -159,11 +159,10 @@ class _Node:
 
 
 class _Watcher:
-    __slots__ = ("overflowed", "pending", "prefix", "under")
+    __slots__ = ("overflowed", "pending", "prefix")
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self.under = "/" if prefix == "/" else prefix + "/"
         self.pending: list[Notification] = []
         self.overflowed = False
 
@@ -186,6 +185,9 @@ class MetadataTree:
         self._deadlines: dict[int, tuple[float, float]] = {}  # session -> (deadline, timeout)
         self._next_session = 1
         self._watchers: dict[int, _Watcher] = {}
+        # Watch ids by prefix: a change looks up its path's ancestors (a handful) rather than
+        # testing every watcher (a large cluster's brokers hold over a hundred).
+        self._by_prefix: dict[str, list[int]] = {}
         self._dirty: dict[int, None] = {}  # watchers with pending notifications, ordered
         self._next_watch = 1
 
@@ -351,12 +353,21 @@ class MetadataTree:
         watch_id = self._next_watch
         self._next_watch += 1
         self._watchers[watch_id] = _Watcher(prefix)
+        self._by_prefix.setdefault(prefix, []).append(watch_id)
         return watch_id
 
     def unwatch(self, watch_id: int) -> None:
         """Stop a watch and forget what it had pending; unknown ids are ignored."""
-        self._watchers.pop(watch_id, None)
+        watcher = self._watchers.pop(watch_id, None)
         self._dirty.pop(watch_id, None)
+        if watcher is not None:
+            self._unindex(watch_id, watcher)
+
+    def _unindex(self, watch_id: int, watcher: _Watcher) -> None:
+        ids = self._by_prefix[watcher.prefix]
+        ids.remove(watch_id)
+        if not ids:
+            del self._by_prefix[watcher.prefix]
 
     def drain(self) -> list[WatchDrain]:
         """Take every pending notification, per watcher; overflowed watchers are removed."""
@@ -367,6 +378,7 @@ class MetadataTree:
             watcher.pending = []
             if watcher.overflowed:
                 del self._watchers[watch_id]
+                self._unindex(watch_id, watcher)
         self._dirty.clear()
         return drained
 
@@ -429,9 +441,23 @@ class MetadataTree:
     def _notify(self, path: str, kind: str) -> None:
         if not self._watchers:
             return
+        # The watchers of the path and of each of its ancestors, in the order they were
+        # created (ids ascend), as a walk through every watcher would meet them.
+        matched: list[int] = []
+        prefix = path
+        while True:
+            ids = self._by_prefix.get(prefix)
+            if ids is not None:
+                matched += ids
+            if prefix == "/":
+                break
+            prefix = _parent(prefix)
+        if len(matched) > 1:
+            matched.sort()
         notification = Notification(path, kind)
-        for watch_id, w in self._watchers.items():
-            if w.overflowed or not (path == w.prefix or path.startswith(w.under)):
+        for watch_id in matched:
+            w = self._watchers[watch_id]
+            if w.overflowed:
                 continue
             if len(w.pending) >= self._watch_buffer:
                 w.overflowed = True

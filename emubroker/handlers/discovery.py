@@ -4,7 +4,11 @@ Failures use each request's own failure form: PARTITIONED_METADATA and LOOKUP an
 with ``response=Failed`` (an ERROR for them is ignored by the client, which then hangs until its
 timeout), GET_TOPICS_OF_NAMESPACE answers ERROR, GET_SCHEMA answers itself with ``error_code``.
 PARTITIONED_METADATA and LOOKUP run as tasks, at most ``maxConcurrentLookupRequest`` at once over
-the broker (``lookups``); past it they are answered ``TooManyRequests`` without a task.
+the broker (``lookups``); past it they are answered ``TooManyRequests`` without a task. A LOOKUP
+whose owner the broker knows without the store (a bundle it serves, or another broker's as its
+ownership cache keeps it) is answered at once, without a task (most lookups of a large cluster's
+start), when no authorization or listener asks for more; so is a PARTITIONED_METADATA of a
+partition or of a partitioned topic the broker knows (nothing to create).
 """
 
 from __future__ import annotations
@@ -38,9 +42,21 @@ class DiscoveryCommands(CommandGroup):
     """Lookups and metadata queries of one connection."""
 
     def start_partitioned_metadata(self, cmd: c.PartitionedTopicMetadata) -> None:
-        """Answer PARTITIONED_METADATA in a task, or at once if too many lookups are in flight."""
-        if self._services.lookups.try_acquire():
-            self._start(self._counted, self.on_partitioned_metadata, cmd)
+        """Answer PARTITIONED_METADATA at once if the count is known, else in a task (or refuse)."""
+        lookups = self._services.lookups
+        if lookups.try_acquire():
+            known = self._known_partitions(cmd)
+            if known is None:
+                self._start(self._counted, self.on_partitioned_metadata, cmd)
+            else:
+                lookups.release()
+                self._send(
+                    c.PartitionedTopicMetadataResponse(
+                        request_id=cmd.request_id,
+                        partitions=known,
+                        response=c.MetadataResult.SUCCESS,
+                    )
+                )
             return
         self._send(
             c.PartitionedTopicMetadataResponse(
@@ -52,9 +68,16 @@ class DiscoveryCommands(CommandGroup):
         )
 
     def start_lookup(self, cmd: c.LookupTopic) -> None:
-        """Answer LOOKUP in a task, or at once if too many lookups are in flight."""
-        if self._services.lookups.try_acquire():
-            self._start(self._counted, self.on_lookup, cmd)
+        """Answer LOOKUP at once if the owner is known, else in a task (or refuse it)."""
+        lookups = self._services.lookups
+        if lookups.try_acquire():
+            # Counted like any lookup (Pulsar's pending lookups), if only for an instant.
+            known = self._known_answer(cmd)
+            if known is None:
+                self._start(self._counted, self.on_lookup, cmd)
+            else:
+                lookups.release()
+                self._send(self._response(cmd, known, ""))
             return
         self._send(
             c.LookupTopicResponse(
@@ -145,19 +168,47 @@ class DiscoveryCommands(CommandGroup):
                 )
             )
             return
+        self._send(self._response(cmd, answer, listener))
+
+    def _known_answer(self, cmd: c.LookupTopic) -> LookupAnswer | None:
+        services = self._services
+        if cmd.advertised_listener_name or services.lookup is None:
+            return None
+        name = self._known_namespace_topic(cmd.topic)
+        return None if name is None else services.lookup.known(name)
+
+    def _known_partitions(self, cmd: c.PartitionedTopicMetadata) -> int | None:
+        name = self._known_namespace_topic(cmd.topic)
+        return None if name is None else self._topics.known_partitioned_metadata(name)
+
+    def _known_namespace_topic(self, topic: str) -> TopicName | None:
+        """The topic, when a request about it may be answered at once.
+
+        That is: no authorization to ask, a valid name (the task answers a bad one with its
+        error) and a namespace this broker knows.
+        """
+        if self._access is not None:
+            return None
+        try:
+            name = TopicName.parse(topic)
+        except InvalidNameError:
+            return None
+        return name if self._services.namespace_exists(name.namespace) else None
+
+    def _response(
+        self, cmd: c.LookupTopic, answer: LookupAnswer, listener: str
+    ) -> c.LookupTopicResponse:
         owner = answer.broker
         url = owner.service_url
-        if listener and owner == services.ownership.me:
-            url = services.listeners[listener]
-        self._send(
-            c.LookupTopicResponse(
-                request_id=cmd.request_id,
-                broker_service_url=url,
-                # The client connects here when its own service URL is pulsar+ssl:// (§5.2).
-                broker_service_url_tls=owner.service_url_tls or None,
-                response=c.LookupType.REDIRECT if answer.redirect else c.LookupType.CONNECT,
-                authoritative=answer.authoritative,
-            )
+        if listener and owner == self._services.ownership.me:
+            url = self._services.listeners[listener]
+        return c.LookupTopicResponse(
+            request_id=cmd.request_id,
+            broker_service_url=url,
+            # The client connects here when its own service URL is pulsar+ssl:// (§5.2).
+            broker_service_url_tls=owner.service_url_tls or None,
+            response=c.LookupType.REDIRECT if answer.redirect else c.LookupType.CONNECT,
+            authoritative=answer.authoritative,
         )
 
     async def _namespace_known(self, namespace: NamespaceName) -> bool:

@@ -178,6 +178,16 @@ class BacklogQuotas:
         self._settings = settings
         self._namespace_policies = namespace_policies
         self._topic_policies = topic_policies
+        # The broker's quota, made again only when the settings or their configuration are
+        # replaced (dynamic configuration replaces them; a periodic check asks per topic).
+        self._default: tuple[object, object, BacklogQuota] | None = None
+
+    def _default_quota(self) -> BacklogQuota:
+        settings = self._settings()
+        made = self._default
+        if made is None or made[0] is not settings or made[1] is not settings.config:
+            made = self._default = (settings, settings.config, default_quota(settings))
+        return made[2]
 
     def quota(self, topic: TopicName, kind: str) -> BacklogQuota:
         """The quota of ``kind`` in force on ``topic``: topic, namespace, then the broker's."""
@@ -189,7 +199,7 @@ class BacklogQuotas:
             ns = self._namespace_policies(topic.namespace)
             if ns is not None and (found := quota_of(ns.backlog_quota_map.get(kind))):
                 return found
-        return default_quota(self._settings())
+        return self._default_quota()
 
     def _size_exceeded(self, topic: QuotaTopic, quota: BacklogQuota) -> bool:
         return quota.limitSize >= 0 and backlog_size(topic) >= quota.limitSize
@@ -220,9 +230,10 @@ class BacklogQuotas:
             if exceeded:
                 raise _PRODUCER_REFUSALS[quota.policy](_REFUSAL)
 
-    def check_topic(self, topic: QuotaTopic) -> None:
-        """One topic's periodic check (rule 2)."""
-        now = self._clock.wall_ms()
+    def check_topic(self, topic: QuotaTopic, now: int | None = None) -> None:
+        """One topic's periodic check (rule 2), at ``now`` (wall ms; None: the clock's)."""
+        if now is None:
+            now = self._clock.wall_ms()
         size_quota = self.quota(topic.name, "destination_storage")
         if self._size_exceeded(topic, size_quota):
             self._exceeded(topic, size_quota, evict=_evict_size)
@@ -267,9 +278,10 @@ class BacklogQuotas:
 
     def check_all(self, topics: Iterable[QuotaTopic]) -> None:
         """Check every given topic once."""
+        now = self._clock.wall_ms()
         for topic in topics:
             if not topic.closed:
-                self.check_topic(topic)
+                self.check_topic(topic, now)
 
     async def run(self, topics: Callable[[], Iterable[QuotaTopic]]) -> None:
         """Check every ``backlogQuotaCheckIntervalInSeconds`` until cancelled (fixed rate).

@@ -205,6 +205,20 @@ class PartitionedTopics:
             return s.default_num_partitions
         return 0
 
+    def known_metadata(self, name: TopicName) -> int | None:
+        """:meth:`metadata`'s answer when nothing needs creating, else None.
+
+        A partition's 0, a partitioned topic's count; None for anything else, and for a
+        namespace the catalog does not know.
+        """
+        try:
+            self._catalog.check_namespace(name)
+        except TopicNotFoundError:
+            return None
+        if name.partition_index >= 0:
+            return 0
+        return self._counts.get(name)
+
     async def create(
         self, name: TopicName, partitions: int, properties: Mapping[str, str | None] | None = None
     ) -> None:

@@ -280,6 +280,10 @@ class TopicService:
         """Whether a missing topic is created at its first use (``allowAutoTopicCreation``)."""
         return self._settings.allow_auto_topic_creation
 
+    def known_partitioned_metadata(self, name: TopicName) -> int | None:
+        """:meth:`partitioned_metadata` when it needs no wait: a partition, a partitioned topic."""
+        return self._partitioned.known_metadata(name)
+
     def partitions_of(self, name: TopicName) -> int:
         """Partitions of a partitioned topic, 0 for any other name (never creates anything)."""
         return self._partitioned.partitions_of(name)

@@ -85,6 +85,10 @@ class Handler:
         self._running = False
         self._finished = anyio.Event()
         self.attachments = 0  # successful attachments: the first one, then one per reconnection
+        # Told of each attachment after `attachments` counts it: whoever counts reconnections
+        # of thousands of handlers (loadgen's tick) learns of one when it happens instead of
+        # summing every handler's count.
+        self.on_attach: Callable[[], object] | None = None
 
     # ---- hooks ---------------------------------------------------------------------------------
 
@@ -189,6 +193,8 @@ class Handler:
         self._state = HandlerState.READY
         self._disconnected = anyio.Event()
         self._connected.set()
+        if self.on_attach is not None:
+            self.on_attach()
 
     async def _run(self) -> None:
         try:

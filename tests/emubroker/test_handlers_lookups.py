@@ -118,3 +118,65 @@ async def test_a_namespace_this_broker_has_not_heard_of_yet_is_read_from_the_sto
     assert isinstance(missing, c.LookupTopicResponse)
     assert missing.error is ServerError.TopicNotFound, missing
     await wire.aclose()
+
+
+async def test_a_lookup_of_a_bundle_this_broker_serves_is_answered_without_a_task(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Most lookups of a large cluster's start-up are of bundles owned already: the owner known
+    # without the store, the answer needs no task of its own.
+    from emubroker.handlers.discovery import DiscoveryCommands
+
+    in_tasks: list[int] = []
+    on_lookup = DiscoveryCommands.on_lookup
+
+    async def counting(self: DiscoveryCommands, cmd: c.LookupTopic) -> None:
+        in_tasks.append(cmd.request_id)
+        await on_lookup(self, cmd)
+
+    monkeypatch.setattr(DiscoveryCommands, "on_lookup", counting)
+    wire = Wire(broker)
+    client = await wire.client()
+    for request_id in (1, 2):
+        await client.send(c.LookupTopic(topic=TOPIC, request_id=request_id))
+        answer = await client.receive_command()
+        assert isinstance(answer, c.LookupTopicResponse)
+        assert (answer.request_id, answer.response) == (request_id, c.LookupType.CONNECT)
+        assert answer.broker_service_url == broker.service_url
+        assert answer.authoritative
+    assert in_tasks == [1]  # the first took the bundle; the second knew its owner
+    await wire.aclose()
+
+
+async def test_partition_counts_known_to_the_broker_are_answered_without_a_task(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every partition's producer and consumer asks for its metadata first (thousands at scale).
+    from emubroker.handlers.discovery import DiscoveryCommands
+
+    in_tasks: list[int] = []
+    on_metadata = DiscoveryCommands.on_partitioned_metadata
+
+    async def counting(self: DiscoveryCommands, cmd: c.PartitionedTopicMetadata) -> None:
+        in_tasks.append(cmd.request_id)
+        await on_metadata(self, cmd)
+
+    monkeypatch.setattr(DiscoveryCommands, "on_partitioned_metadata", counting)
+    await broker.topics.create_partitioned_topic(
+        TopicName.parse("persistent://public/default/p"), 3
+    )
+    wire = Wire(broker)
+    client = await wire.client()
+    asked = {
+        1: ("persistent://public/default/p", 3),
+        2: ("persistent://public/default/p-partition-1", 0),
+        3: ("persistent://public/default/plain", 0),  # may be auto-created: a task decides
+    }
+    for request_id, (topic, partitions) in asked.items():
+        await client.send(c.PartitionedTopicMetadata(topic=topic, request_id=request_id))
+        answer = await client.receive_command()
+        assert answer == c.PartitionedTopicMetadataResponse(
+            request_id=request_id, partitions=partitions, response=c.MetadataResult.SUCCESS
+        )
+    assert in_tasks == [3]
+    await wire.aclose()

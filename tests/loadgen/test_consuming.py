@@ -37,6 +37,7 @@ class FakeConsumer:
         self.move_at = move_at
         self.handed = 0
         self.attachments = 1
+        self.on_attach: Any = None
         self.broker_url: str | None = "pulsar://one:6650"
         self.acked: list[Message] = []
 
@@ -47,6 +48,7 @@ class FakeConsumer:
         if self.handed == self.move_at:
             self.attachments += 1
             self.broker_url = "pulsar://two:6650"
+            self.on_attach()
         self.handed += 1
         return self.messages[self.handed - 1]
 
@@ -172,6 +174,7 @@ async def test_every_delivery_is_checked_counted_and_traced_as_received(
         await fake_clock.run_until_idle()
         tg.cancel_scope.cancel()
     assert handler.acked == received  # strangers too, in order
+    assert (runner.reconnections(), runner.reconnections()) == (1, 0)  # the move, counted once
     stamps = [start_ns + (i + 1) * 1_000_000 for i in range(len(received))]
     brokers = ["pulsar://one:6650"] * 20 + ["pulsar://two:6650"] * (len(received) - 20)
     runner.flush_rows()  # no writer: the rows stay in the handler's buffer

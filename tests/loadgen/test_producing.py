@@ -263,3 +263,36 @@ async def test_batched_receipts_trace_every_message_as_it_was_sent(
     assert runner.acked == 40 - 3
     assert len(runner._counters.latencies) == 40 - 3
     assert runner._counters.errors == 3
+
+
+class ReconnectingHandler(FakeHandler):
+    """Counts how often its attachment count is read; re-attaches when told to."""
+
+    reads = 0
+
+    @property  # type: ignore[override]
+    def attachments(self) -> int:
+        ReconnectingHandler.reads += 1
+        return 1
+
+    on_attach: Any = None
+
+    def reattach(self) -> None:
+        self.on_attach()
+
+
+async def test_reconnections_are_counted_as_they_happen_not_summed_over_partitions(
+    fake_clock: FakeClock,
+) -> None:
+    # A tick asks every second; at scale a group has thousands of partitions, so the count must
+    # not visit each handler (each attachment tells the runner instead).
+    handlers = [ReconnectingHandler(fake_clock) for _ in range(50)]
+    runner = await start(fake_clock, plan([], partitions=50), list(handlers))
+    ReconnectingHandler.reads = 0
+    assert runner.reconnections() == 0
+    handlers[3].reattach()
+    handlers[40].reattach()
+    handlers[3].reattach()
+    assert runner.reconnections() == 3
+    assert runner.reconnections() == 0
+    assert ReconnectingHandler.reads == 0

@@ -112,6 +112,33 @@ def test_watchers_collect_notifications_in_write_order(tree: MetadataTree) -> No
     assert tree.drain() == []
 
 
+def test_a_change_reaches_the_watchers_of_its_ancestors_in_the_order_they_were_made(
+    tree: MetadataTree,
+) -> None:
+    sibling = tree.watch("/ab")  # a prefix of the name, not an ancestor
+    deep = tree.watch("/a/x")
+    root = tree.watch("/")
+    parent = tree.watch("/a")
+    also_deep = tree.watch("/a/x")
+    tree.put(0, "/a/x/y", b"1")
+    change = notes(("/a/x/y", "created"))
+    assert tree.drain() == [
+        WatchDrain(deep, change, False),
+        WatchDrain(root, change, False),
+        WatchDrain(parent, change, False),
+        WatchDrain(also_deep, change, False),
+    ]
+    tree.unwatch(deep)
+    tree.put(0, "/a/x", b"2")  # the watched node itself
+    tree.put(0, "/ab", b"3")
+    assert [(d.watch_id, [n.path for n in d.notifications]) for d in tree.drain()] == [
+        (root, ["/a/x", "/ab"]),
+        (parent, ["/a/x"]),
+        (also_deep, ["/a/x"]),
+        (sibling, ["/ab"]),
+    ]
+
+
 def test_session_end_notifies_deletions_in_path_order(tree: MetadataTree) -> None:
     session = tree.create_session(0.0, 1.0)
     tree.put(session, "/l/b", b"", ephemeral=True)

@@ -148,6 +148,11 @@ class BundleLookup:
             raise ServiceNotReadyError(f"No broker was available to own {topic}")
         return answer
 
+    def known(self, topic: TopicName) -> LookupAnswer | None:
+        """:meth:`lookup_topic`'s answer when the owner is known without the store, else None."""
+        owner = self.ownership.known_owner(self.ownership.bundle_of(topic))
+        return None if owner is None else LookupAnswer(owner.broker)
+
     async def check_serving(self, topic: TopicName) -> None:
         """Refuse a producer or consumer of a topic this broker does not serve (rule 4).
 

@@ -7,7 +7,10 @@ metadata node ``/namespace/<tenant>/<ns>/<0xlower_0xupper>`` whose value is Puls
 ZooKeeper lock Pulsar's ``OwnershipCache`` takes. Rules:
 
 1. This broker answers for the bundles it holds without a store round trip (Pulsar's
-   ``ownedBundlesCache``); for the others it reads the node.
+   ``ownedBundlesCache``); for the others it reads the node, and keeps what it read while its
+   watch (rule 3) runs, until the watch tells of a change to that node (Pulsar's
+   ``ownershipReadOnlyCache``, a metadata cache its notifications invalidate). Only owners are
+   kept, never "nobody": a bundle nobody owns is about to be placed.
 2. An owned bundle is *active* until its unload begins (§6.3 step 1); from then on this broker
    reports it as ``disabled`` (lookups answer "being unloaded") and serves no new producer or
    consumer for it, until the node is deleted (step 3).
@@ -17,8 +20,11 @@ ZooKeeper lock Pulsar's ``OwnershipCache`` takes. Rules:
    forgets it and tells ``on_lost``, which closes its topics without writing anything more
    (another broker may already own them), as Pulsar does when a ``ResourceLock`` expires.
    A watch that lost notifications re-reads the node of every bundle held.
-4. This broker proves its ownership every third of the session timeout by reading its nodes
-   (:meth:`OwnershipTable.prove`). A broker that cannot reach the metadata store for a whole
+4. This broker proves its ownership every third of the session timeout
+   (:meth:`OwnershipTable.prove`) by reading one of its nodes, as a ZooKeeper client pings its
+   session: the store answered and the session that holds every node of this broker is alive
+   (a node deleted behind its back is rule 3's watch's to find). Should that node not be this
+   session's, every node is read. A broker that cannot reach the metadata store for a whole
    session timeout can no longer prove it owns anything (its session has ended on the store, or
    soon will, and another broker may take its bundles): it drops every bundle as lost.
 """
@@ -65,6 +71,9 @@ log = logging.getLogger(__name__)
 
 _WATCH_RETRY_DELAY = 1.0
 """Seconds before a failed ownership watch is opened again."""
+
+_BUNDLES_KEPT = 100_000
+"""Topics whose bundle is kept (``bundle_of``); past it the memory starts again."""
 
 
 class BrokerInfo(msgspec.Struct, frozen=True):
@@ -141,12 +150,23 @@ class OwnershipTable:
         self.on_lost = on_lost
         self._default_boundaries = bundle_boundaries(bundles_per_namespace)
         self._boundaries: dict[NamespaceName, tuple[int, ...]] = {}
+        # Each topic's bundle with the boundaries it was found in: lookups, attachments and the
+        # load reports ask per topic (thousands at scale); a split's new boundaries redo it.
+        self._bundles: dict[TopicName, tuple[tuple[int, ...], NamespaceBundle]] = {}
         # Bundles this broker holds -> whether they are active (rules 1 and 2).
         self._owned: dict[NamespaceBundle, bool] = {}
+        # The lock node of each bundle held, so that a deletion notification finds its bundle
+        # at once (a broker of a large cluster holds hundreds; the watch sees every deletion).
+        self._held_paths: dict[str, NamespaceBundle] = {}
         self._releasing: set[NamespaceBundle] = set()
         # Bumped whenever a bundle starts leaving (disable, release, loss): a topic load that
         # began before a bump must not register what it opened (``hand_overs``).
         self._hand_overs: dict[NamespaceBundle, int] = {}
+        # Other brokers' lock nodes as read, by path (rule 1): kept only while the watch runs;
+        # a read that a notification overtook is not kept (it may be older than the change).
+        self._others: dict[str, BundleOwner] = {}
+        self._watching = False
+        self._notifications = 0
         self._record = _ENCODER.encode(
             NamespaceEphemeralData(
                 native_url=me.service_url,
@@ -169,7 +189,14 @@ class OwnershipTable:
     def bundle_of(self, topic: TopicName) -> NamespaceBundle:
         """The bundle a topic belongs to (§5.2)."""
         boundaries = self.boundaries(topic.namespace)
-        return NamespaceBundle(topic.namespace, bundle_for(topic_hash(topic), boundaries))
+        kept = self._bundles.get(topic)
+        if kept is not None and kept[0] is boundaries:
+            return kept[1]
+        bundle = NamespaceBundle(topic.namespace, bundle_for(topic_hash(topic), boundaries))
+        if len(self._bundles) >= _BUNDLES_KEPT:
+            self._bundles.clear()
+        self._bundles[topic] = (boundaries, bundle)
+        return bundle
 
     # ---- what this broker holds ---------------------------------------------------------------
 
@@ -187,6 +214,17 @@ class OwnershipTable:
         Pulsar's ``checkOwnershipAsync``: owned and active.
         """
         return self._owned.get(bundle, False)
+
+    def known_owner(self, bundle: NamespaceBundle) -> BundleOwner | None:
+        """The active owner of ``bundle`` as known without the store (rule 1), else None.
+
+        This broker for a bundle it serves, another broker as kept from an earlier read; None
+        when only a read (or a placement) can tell, and for a bundle this broker is unloading.
+        """
+        active = self._owned.get(bundle)
+        if active is not None:
+            return BundleOwner(self.me) if active else None
+        return self._others.get(ownership_path(bundle))
 
     def hand_overs(self, bundle: NamespaceBundle) -> int:
         """How many times the bundle started leaving this broker (unload or loss)."""
@@ -212,8 +250,23 @@ class OwnershipTable:
         active = self._owned.get(bundle)
         if active is not None:
             return BundleOwner(self.me, disabled=not active)
-        node = await self._store.get(ownership_path(bundle))
-        return None if node is None else _owner_from_record(node.value)
+        path = ownership_path(bundle)
+        owner = self._others.get(path)
+        if owner is not None:
+            return owner
+        seen = self._notifications
+        node = await self._store.get(path)
+        if node is None:
+            return None
+        owner = _owner_from_record(node.value)
+        if (
+            self._watching
+            and seen == self._notifications
+            and not node.created_by_self
+            and owner.broker != self.me
+        ):
+            self._others[path] = owner
+        return owner
 
     async def try_acquire(self, bundle: NamespaceBundle) -> BundleOwner:
         """Take ``bundle`` for this broker unless somebody holds it; returns the owner either way.
@@ -243,6 +296,7 @@ class OwnershipTable:
                     return owner
                 # Ours from this very session (a concurrent acquire won): adopt it.
             self._owned[bundle] = True
+            self._held_paths[path] = bundle
             log.info("acquired ownership of bundle %s", bundle)
             return BundleOwner(self.me)
         raise BadVersionError(f"ownership of {bundle} keeps changing")
@@ -267,12 +321,14 @@ class OwnershipTable:
         if bundle not in self._owned:
             return
         del self._owned[bundle]
+        path = ownership_path(bundle)
+        del self._held_paths[path]
         self._handing_over(bundle)
         self._releasing.add(bundle)
         try:
-            node = await self._store.get(ownership_path(bundle))
+            node = await self._store.get(path)
             if node is not None and node.created_by_self:
-                await self._store.delete(ownership_path(bundle), node.version)
+                await self._store.delete(path, node.version)
         except (NotFoundError, BadVersionError):
             pass  # already gone, or no longer ours
         finally:
@@ -287,14 +343,20 @@ class OwnershipTable:
         while True:
             try:
                 async with self._store.watch(OWNERSHIP_ROOT) as notifications:
-                    if not started:
-                        task_status.started()
-                        started = True
-                    else:
-                        await self._verify(list(self._owned))
-                    async for notification in notifications:
-                        if notification.kind is NotificationKind.DELETED:
-                            await self._deleted(notification.path)
+                    self._watching = True
+                    try:
+                        if not started:
+                            task_status.started()
+                            started = True
+                        else:
+                            await self._verify(list(self._owned))
+                        async for notification in notifications:
+                            self._notifications += 1
+                            self._others.pop(notification.path, None)
+                            if notification.kind is NotificationKind.DELETED:
+                                await self._deleted(notification.path)
+                    finally:
+                        self._forget_others()
                 return
             except WatchOverflowError:
                 log.warning("ownership watch lost notifications; checking every bundle held")
@@ -320,7 +382,9 @@ class OwnershipTable:
                 proven = self._clock.now()
                 continue
             try:
-                await self._verify(list(self._owned))
+                # One read, not one per bundle held (hundreds on a broker of a large cluster).
+                if not await self._still_held(next(iter(self._owned))):
+                    await self._verify(list(self._owned))
             except StoreClosedError:
                 return
             except MetadataStoreError as exc:
@@ -335,10 +399,20 @@ class OwnershipTable:
                     await self._lose(bundle)
             proven = self._clock.now()
 
+    def _forget_others(self) -> None:
+        # Unwatched, the nodes read may change unseen: read them again from now on.
+        self._watching = False
+        self._notifications += 1
+        self._others.clear()
+
     async def _deleted(self, path: str) -> None:
-        for bundle in list(self._owned):
-            if ownership_path(bundle) == path and bundle not in self._releasing:
-                await self._verify([bundle])
+        bundle = self._held_paths.get(path)
+        if bundle is not None and bundle not in self._releasing:
+            await self._verify([bundle])
+
+    async def _still_held(self, bundle: NamespaceBundle) -> bool:
+        node = await self._store.get(ownership_path(bundle))
+        return node is not None and node.created_by_self
 
     async def _verify(self, bundles: list[NamespaceBundle]) -> None:
         for bundle in bundles:
@@ -354,6 +428,7 @@ class OwnershipTable:
     async def _lose(self, bundle: NamespaceBundle) -> None:
         if self._owned.pop(bundle, None) is None:
             return
+        del self._held_paths[ownership_path(bundle)]
         self._handing_over(bundle)
         log.warning("lost ownership of bundle %s (metadata session ended)", bundle)
         if self.on_lost is not None:

@@ -157,3 +157,134 @@ async def test_a_broker_that_cannot_reach_the_store_drops_its_bundles(
             assert lost == [bundle]
             assert not table.is_owned(bundle)
             tg.cancel_scope.cancel()
+
+
+async def test_a_deleted_lock_node_is_found_without_visiting_every_bundle_held(
+    fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A broker of a large cluster holds hundreds of bundles and its watch sees every deletion
+    # under /namespace (other brokers' releases included): each must cost a look-up, not a
+    # lock path computed per bundle held.
+    from emubroker.loadbalance.ownership import table as table_module
+
+    lost: list[NamespaceBundle] = []
+
+    async def on_lost(bundle: NamespaceBundle) -> None:
+        lost.append(bundle)
+
+    tree = MemoryMetadataTree()
+    async with MemoryMetadataStore(tree) as store, MemoryMetadataStore(tree) as other:
+        table = OwnershipTable(store, ME, bundles_per_namespace=200, on_lost=on_lost)
+        rival = OwnershipTable(other, OTHER, bundles_per_namespace=200)
+        bundles = [table.bundle_of(TopicName.parse(f"t-{i}")) for i in range(400)]
+        held = sorted(set(bundles), key=str)
+        mine, theirs, gone = held[:-2], held[-2], held[-1]
+        for bundle in mine:
+            await table.try_acquire(bundle)
+        await table.try_acquire(gone)
+        await rival.try_acquire(theirs)
+        computed: list[NamespaceBundle] = []
+
+        def counting_path(bundle: NamespaceBundle) -> str:
+            computed.append(bundle)
+            return ownership_path(bundle)
+
+        monkeypatch.setattr(table_module, "ownership_path", counting_path)
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.watch)
+            await rival.release(theirs)  # another broker's node: none of ours
+            await other.delete(ownership_path(gone))  # ours, deleted behind our back
+            await fake_clock.run_until_idle()
+            assert lost == [gone]
+            assert table.owned_bundles() == mine
+            assert len(computed) <= 4
+            tg.cancel_scope.cancel()
+
+
+class CountingReads:
+    """A metadata session that counts the nodes read."""
+
+    def __init__(self, store: MemoryMetadataStore) -> None:
+        self._store = store
+        self.reads: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get(self, path: str) -> Any:
+        self.reads.append(path)
+        return await self._store.get(path)
+
+
+async def test_a_proof_reads_one_lock_node_not_every_one_held(fake_clock: FakeClock) -> None:
+    # As a ZooKeeper client pings its session rather than reading its nodes: one read proves
+    # the store answers and the session holding every node of this broker is alive.
+    lost: list[NamespaceBundle] = []
+
+    async def on_lost(bundle: NamespaceBundle) -> None:
+        lost.append(bundle)
+
+    tree = MemoryMetadataTree()
+    async with MemoryMetadataStore(tree) as store, MemoryMetadataStore(tree) as other:
+        counting = CountingReads(store)
+        table = OwnershipTable(
+            cast("MetadataStore", counting),
+            ME,
+            bundles_per_namespace=64,
+            on_lost=on_lost,
+            clock=fake_clock,
+        )
+        held = sorted({table.bundle_of(TopicName.parse(f"t-{i}")) for i in range(200)}, key=str)
+        for bundle in held:
+            await table.try_acquire(bundle)
+        counting.reads.clear()
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.prove, 30.0)
+            await fake_clock.advance(30.0)  # three proofs
+            assert len(counting.reads) == 3
+            assert lost == []
+            # The first node held is gone and another broker holds it (the watch would have
+            # said; there is none here): the proof reads every node and drops that one.
+            first = table.owned_bundles()[0]
+            await other.delete(ownership_path(first))
+            await OwnershipTable(other, OTHER, bundles_per_namespace=64).try_acquire(first)
+            counting.reads.clear()
+            await fake_clock.advance(10.0)
+            assert lost == [first]
+            assert len(counting.reads) == 1 + len(held)
+            tg.cancel_scope.cancel()
+
+
+async def test_another_broker_s_ownership_is_read_once_while_the_watch_runs(
+    fake_clock: FakeClock,
+) -> None:
+    # Pulsar's ownership read cache: a lookup of a bundle another broker owns reads its lock
+    # node once; the watch's notification of a change to it drops what was kept.
+    tree = MemoryMetadataTree()
+    async with MemoryMetadataStore(tree) as store, MemoryMetadataStore(tree) as other:
+        counting = CountingReads(store)
+        table = OwnershipTable(cast("MetadataStore", counting), ME, bundles_per_namespace=4)
+        rival = OwnershipTable(other, OTHER, bundles_per_namespace=4)
+        bundle = table.bundle_of(TOPIC)
+        await rival.try_acquire(bundle)
+        assert await table.get_owner(bundle) == BundleOwner(OTHER)  # not watching: not kept
+        async with anyio.create_task_group() as tg:
+            await tg.start(table.watch)
+            counting.reads.clear()
+            for _ in range(3):
+                assert await table.get_owner(bundle) == BundleOwner(OTHER)
+            assert counting.reads == [ownership_path(bundle)]
+            await rival.release(bundle)
+            await fake_clock.run_until_idle()
+            assert await table.get_owner(bundle) is None
+            assert await table.get_owner(bundle) is None  # nobody is never kept
+            assert len(counting.reads) == 3
+            assert await table.try_acquire(bundle) == BundleOwner(ME)
+            assert await rival.get_owner(bundle) == BundleOwner(ME)
+            tg.cancel_scope.cancel()
+        counting.reads.clear()
+        await table.release(bundle)
+        await rival.try_acquire(bundle)
+        assert await table.get_owner(bundle) == BundleOwner(OTHER)  # the watch ended: read
+        assert await table.get_owner(bundle) == BundleOwner(OTHER)
+        assert counting.reads.count(ownership_path(bundle)) == 3  # with the release's own

@@ -183,3 +183,16 @@ async def test_a_disabled_check_never_acts_but_stats_show_the_quota() -> None:
         await clock.advance(600)
         assert producer.sink.closed == []
         assert service.quotas.stats(topic)["backlogQuotaLimitSize"] == ENTRY
+
+
+async def test_a_new_broker_default_applies_from_the_next_check() -> None:
+    # The checks keep the broker's default quota between rounds; dynamic configuration
+    # replaces the settings, and the next round must use the new default.
+    clock = FakeClock()
+    async with open_service(clock) as service:
+        _, _, producer = await _backlogged(service, 4)
+        await clock.advance(60)
+        assert producer.sink.closed == []  # no quota by default
+        service.reconfigure(TopicSettings(backlog_quota_default_limit_bytes=3 * ENTRY))
+        await clock.advance(60)
+        assert producer.sink.closed == [1]

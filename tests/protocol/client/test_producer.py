@@ -299,11 +299,14 @@ async def test_broker_url_and_attachments_follow_a_reconnection(
     producer = await producer_of(client)
     assert producer.attachments == 1
     assert producer.broker_url == broker.url
+    told: list[int] = []
+    producer.on_attach = lambda: told.append(producer.attachments)
     await broker.sessions[0].disconnect()
     await anyio.wait_all_tasks_blocked()
     assert producer.broker_url is None  # detached until the backoff ends
     await fake_clock.advance(0.1)
     assert producer.attachments == 2
+    assert told == [2]  # told of the re-attachment once it counted it
     assert producer.broker_url == broker.url
 
 
