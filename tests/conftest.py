@@ -10,7 +10,11 @@ import pytest
 from hypothesis import settings
 
 from protocol.clock import FakeClock
+from tests.support import settle
 from tests.support.etcd import EtcdServer, run_etcd
+
+# Settling tasks on asyncio without anyio's 0.1 s real-time poll (tests/support/settle.py).
+settle.install()
 
 # deadline=None in both: a slow shared machine must not turn timing into flaky failures.
 settings.register_profile("dev", max_examples=50, deadline=None)

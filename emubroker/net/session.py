@@ -406,7 +406,9 @@ class Session(SessionWriter):
                 pinged = False  # it reads what we send, we do not read it: alive
                 continue
             if pinged:
-                self.close("keep-alive timeout: the client did not answer PING")
+                # Pulsar's ctx.close(): at once, its unwritten replies dropped rather than
+                # flushed to a peer that shows no sign of reading them.
+                self.abort("keep-alive timeout: the client did not answer PING")
                 return
             self.send_command(c.Ping())
             pinged = True

@@ -30,7 +30,6 @@ from tests.emubroker.simulate.scenarios import (
     shedding_scenario,
 )
 from tests.emubroker.simulate.trio_thread import another_trio_loop_running
-from tests.support.spark import SPARK_TEST_ARGS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -354,44 +353,6 @@ def test_the_command_line_prints_the_decisions(tmp_path: Path) -> None:
     assert "(virtual clock)" in done.stdout
     assert "shed   ThresholdShedder public/default/0x" in done.stdout
     assert (tmp_path / "manifest.json").exists()
-
-
-@pytest.mark.spark
-def test_loadgen_analyze_reads_a_simulated_run(tmp_path: Path) -> None:
-    scenario = tmp_path / "shedding.toml"
-    scenario.write_text(shedding_scenario(seconds=20, shed_minutes=0.0583))
-    result = simulate.run(scenario, tmp_path / "run")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "loadgen",
-            "analyze",
-            str(result.run_dir),
-            "--out",
-            str(tmp_path / "report"),
-            "--quiet",
-            *SPARK_TEST_ARGS,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    tables = tmp_path / "report" / "tables"
-    timeline = (tables / "lb_timeline.csv").read_text().splitlines()
-    sheds = [line for line in timeline if ",shed," in line]
-    assert len(sheds) == len([d for d in result.decisions if d.event == "shed"])
-    assert all("ThresholdShedder" in line for line in sheds)
-    # The shed decisions are the run's unloads: in the headline and the delivery gaps.
-    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
-    assert summary["runs"][0]["headline"]["unloads"] == len(sheds) > 0
-    gaps = (tables / "delivery_gaps.csv").read_text()
-    assert ",load-manager,unload public/default/" in gaps
-    correctness = (tables / "correctness.csv").read_text().splitlines()[1:]
-    assert len(correctness) == len(TOPICS)
-    assert all(line.split(",")[7] == "0" for line in correctness)  # nothing lost
 
 
 # Two ten-minute experiments: about 30 s in all on a quiet machine, several times that on a busy
