@@ -23,7 +23,7 @@ loadBalancerSheddingGracePeriodMinutes = {grace}
 loadBalancerHostUsageCheckIntervalMinutes = {usage}
 loadBalancerReportUpdateMinIntervalMillis = {report_ms}
 loadBalancerReportUpdateMaxIntervalMinutes = {report_max}
-statsUpdateFrequencyInSecs = 1
+statsUpdateFrequencyInSecs = {stats_seconds}
 """
 
 TOPICS = (
@@ -63,6 +63,8 @@ def shedding_scenario(
     threshold: int = 10,
     margin: int = 1,
     broker_2_rate: int = 1000,
+    stats_seconds: int = 1,
+    report_max_minutes: float | None = None,
 ) -> str:
     """Three brokers, nine bundles of one topic each, shedding every ``shed_minutes``.
 
@@ -73,6 +75,10 @@ def shedding_scenario(
     brokers ``margin`` points (``loadBalancerAverageResourceUsageDifferenceThresholdPercentage``)
     below the average: a bundle shed from broker 0 never goes back to it. ``broker_2_rate`` is
     broker 2's model msg/s per core: below the others' 1,000 it is loaded more than broker 1.
+
+    ``stats_seconds`` is ``statsUpdateFrequencyInSecs``, the window the bundles' rates are
+    measured over; ``report_max_minutes`` is ``loadBalancerReportUpdateMaxIntervalMinutes``
+    (default: ``shed_minutes``), how long a broker may go without rewriting its report.
     """
     config = BROKER_CONFIG.format(
         impl="org.apache.pulsar.broker.loadbalance.impl.",
@@ -82,7 +88,8 @@ def shedding_scenario(
         grace=shed_minutes * 1.5,
         usage=1 / 60,
         report_ms=400,
-        report_max=shed_minutes,
+        report_max=shed_minutes if report_max_minutes is None else report_max_minutes,
+        stats_seconds=stats_seconds,
     )
     return (
         f'name = "test-shedding"\nseed = {seed}\n'
