@@ -98,9 +98,7 @@ class Client:
         self.service_url = service_url.rstrip("/")
         # Discovery goes to the listed brokers in turn, as the C++ client's resolveHost does,
         # so a broker that is down costs one retry.
-        hosts = service_urls(service_url)
-        self._service_hosts = itertools.cycle(hosts)
-        self._service_host_count = len(hosts)
+        self._service_hosts = itertools.cycle(service_urls(service_url))
         self.clock = clock
         self.operation_timeout = operation_timeout
         self.connection_timeout = connection_timeout
@@ -166,11 +164,11 @@ class Client:
     async def lookup(self, topic: str, *, deadline: float | None = None) -> str:
         """The URL of the broker that owns `topic` (LOOKUP with redirects, spec §5.2).
 
-        A listed broker that cannot be reached is passed over for the next one at once. A
-        failure worth another try (no listed broker reachable, a retriable error such as
-        ServiceNotReady while the bundle moves) is tried again with backoff until `deadline`, as
-        the C++ client's retryable lookup service does: a dead broker in a service URL naming
-        several must not cost a reattaching producer a step of its reconnection backoff.
+        A failure worth another try (a listed broker that cannot be reached, a retriable error
+        such as ServiceNotReady while the bundle moves) is tried again with backoff, from the
+        next listed broker, until `deadline`, as the C++ client's retryable lookup service does:
+        a dead broker in a service URL naming several costs a lookup a tenth of a second, not
+        a step of the caller's reconnection backoff.
 
         Raises:
             BrokerError: the lookup failed for good (e.g. `TopicNotFoundError`).
@@ -180,12 +178,10 @@ class Client:
         return await self._retrying(partial(self._lookup_once, topic), "LOOKUP", deadline)
 
     async def _lookup_once(self, topic: str, deadline: float) -> str:
-        cnx: ClientConnection | None = await self._reachable_service_host()
-        url = ""
+        url = next(self._service_hosts)
         authoritative = False
         for _ in range(MAX_LOOKUP_REDIRECTS + 1):
-            if cnx is None:
-                cnx = await self.get_connection(url)
+            cnx = await self.get_connection(url)
             command = c.LookupTopic(
                 topic=topic,
                 request_id=cnx.new_request_id(),
@@ -201,27 +197,9 @@ class Client:
                     return reply.broker_service_url
                 url = reply.broker_service_url
                 authoritative = reply.authoritative
-                cnx = None
                 continue
             raise _failure(reply.error, reply.message, f"lookup of {topic} failed")
         raise RemoteProtocolError(f"LOOKUP of {topic}: more than {MAX_LOOKUP_REDIRECTS} redirects")
-
-    async def _reachable_service_host(self) -> ClientConnection:
-        """A connection to the next listed broker that answers, each tried once in turn.
-
-        The listed brokers are taken round-robin by every lookup of the client, so retries
-        made in step (a dead broker's clients all reattach on the same backoff) could keep
-        drawing the dead one; one that cannot be reached costs nothing but the refused connect.
-
-        Raises:
-            ConnectionBrokenError: none of them could be reached.
-        """
-        for _ in range(self._service_host_count - 1):
-            try:
-                return await self.get_connection(next(self._service_hosts))
-            except ConnectionBrokenError:
-                continue
-        return await self.get_connection(next(self._service_hosts))
 
     async def partition_count(self, topic: str) -> int:
         """PARTITIONED_METADATA: 0 for a non-partitioned topic (spec §5.1).

@@ -367,10 +367,9 @@ def test_a_simulated_failover_matches_a_real_time_run(tmp_path: Path) -> None:
     Which client's lookup draws the dead broker depends on how the eighteen clients' retries
     interleave, which the virtual clock fixes and the real one does not; a producer that drew it
     three times stayed away until 35.5 s, and had no client of its bundle come back before the
-    restart, the leader would place the bundle on the restarted broker, the emptiest. The client's
-    lookup now passes over a broker it cannot reach to the next listed one at once, and tries a
-    failed lookup again with backoff within the attempt, as the C++ client's retryable lookup
-    service does (``tests/protocol/client/test_client.py::
+    restart, the leader would place the bundle on the restarted broker, the emptiest. The client
+    now tries the next listed broker 0.1 s later, within the attempt, as the C++ client's
+    retryable lookup service does (``tests/protocol/client/test_client.py::
     test_a_lookup_asks_the_next_listed_broker_when_one_is_down``).
     """
     scenario = simulate.parse_simulation(failover_scenario())
