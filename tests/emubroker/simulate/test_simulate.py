@@ -365,17 +365,23 @@ def test_a_simulated_failover_matches_a_real_time_run(tmp_path: Path) -> None:
     The first placement is a race on the real clock, so it is not compared; every owner after
     an event is decided by the events, and nothing may be lost on either clock.
 
-    The cause of a failure once seen on the real clock (a topic owned by the restarted broker
-    between the restart and the unload): the reattaching clients look their topic up through
-    the service URL, which names both brokers in turn, and a lookup that went to the dead broker
-    failed the whole attempt, so the reattach backoff doubled (13.1 s, 16.3 s, 22.7 s, 35.5 s).
-    Which client's lookup draws the dead broker depends on how the eighteen clients' retries
-    interleave, which the virtual clock fixes and the real one does not; a producer that drew it
-    three times stayed away until 35.5 s, and had no client of its bundle come back before the
-    restart, the leader would place the bundle on the restarted broker, the emptiest. The client
-    now tries the next listed broker 0.1 s later, within the attempt, as the C++ client's
-    retryable lookup service does (``tests/protocol/client/test_client.py::
-    test_a_lookup_asks_the_next_listed_broker_when_one_is_down``).
+    Two causes of a failure seen on the real clock (a topic owned by the restarted broker between
+    the restart and the unload), both timing the virtual clock fixes:
+
+    - The owner of a window was read from the sends made in it, acknowledged whenever. Under
+      load the stub's failed writes at 31 s held every topic's sends 1-2 s (0.1 s on the virtual
+      clock), so the unloaded topic's last sends before 32 s were acknowledged by its next owner
+      (2 runs in 10 at a load of 13-15). A window's owner is now the broker of the last
+      acknowledgement received in it.
+    - The reattaching clients look their topic up through the service URL, which names both
+      brokers in turn, and a lookup that went to the dead broker failed the whole attempt, so
+      the reattach backoff doubled (13.1 s, 16.3 s, 22.7 s, 35.5 s). Which client's lookup draws
+      the dead broker depends on how the eighteen clients' retries interleave; a producer that
+      drew it three times stayed away until 35.5 s (1 run in 11), and had no client of its bundle
+      come back before the restart, the leader would have placed the bundle on the restarted,
+      emptiest broker. The client now tries the next listed broker 0.1 s later, within the
+      attempt, as the C++ client's retryable lookup service does (``tests/protocol/client/
+      test_client.py::test_a_lookup_asks_the_next_listed_broker_when_one_is_down``).
     """
     scenario = simulate.parse_simulation(failover_scenario())
     virtual = simulate.run(scenario, tmp_path / "virtual")
