@@ -365,10 +365,10 @@ def test_a_simulated_failover_matches_a_real_time_run(tmp_path: Path) -> None:
     The first placement is a race on the real clock, so it is not compared; every owner after
     an event is decided by the events, and nothing may be lost on either clock.
 
-    Two causes of a failure seen on the real clock (a topic owned by the restarted broker between
-    the restart and the unload), both timing the virtual clock fixes:
+    Three causes of failures seen on the real clock, each timing the virtual clock fixes:
 
-    - The owner of a window was read from the sends made in it, acknowledged whenever. Under
+    - (A topic owned by the restarted broker between the restart and the unload.) The owner of
+      a window was read from the sends made in it, acknowledged whenever. Under
       load the stub's failed writes at 31 s held every topic's sends 1-2 s (0.1 s on the virtual
       clock), so the unloaded topic's last sends before 32 s were acknowledged by its next owner
       (2 runs in 10 at a load of 13-15). A window's owner is now the broker of the last
@@ -382,6 +382,10 @@ def test_a_simulated_failover_matches_a_real_time_run(tmp_path: Path) -> None:
       emptiest broker. The client now tries the next listed broker 0.1 s later, within the
       attempt, as the C++ client's retryable lookup service does (``tests/protocol/client/
       test_client.py::test_a_lookup_asks_the_next_listed_broker_when_one_is_down``).
+    - (The run's loadgen worker failing with RuntimeError at the kill.) A client reconnecting
+      while the killed broker's tasks were ending was handed to its ending task group; a broker
+      being killed now refuses connections as a dead one (``test_cluster_kill.py``; 1 run in 10
+      at a load of 8).
     """
     scenario = simulate.parse_simulation(failover_scenario())
     virtual = simulate.run(scenario, tmp_path / "virtual")
