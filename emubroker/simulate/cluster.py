@@ -162,7 +162,9 @@ class SimulatedCluster:
         """
         for node in self._nodes:
             if node.config.brokerServicePort == port:
-                if node.broker is None:
+                # A broker being killed is down already: its tasks are ending, and a session
+                # started on them would fail with RuntimeError, not as a refused connection.
+                if node.broker is None or node.killed:
                     raise ConnectionBrokenError(f"cannot connect to {HOST}:{port}: broker is down")
                 return node.broker
         raise UnknownBrokerError(f"no simulated broker listens on port {port}")

@@ -20,6 +20,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -163,16 +164,22 @@ class Client:
     async def lookup(self, topic: str, *, deadline: float | None = None) -> str:
         """The URL of the broker that owns `topic` (LOOKUP with redirects, spec §5.2).
 
+        A failure worth another try (a listed broker that cannot be reached, a retriable error
+        such as ServiceNotReady while the bundle moves) is tried again with backoff, from the
+        next listed broker, until `deadline`, as the C++ client's retryable lookup service does:
+        a dead broker in a service URL naming several costs a lookup a tenth of a second, not
+        a step of the caller's reconnection backoff.
+
         Raises:
-            BrokerError: the lookup failed (e.g. `TopicNotFoundError`, `ServiceNotReadyError`).
+            BrokerError: the lookup failed for good (e.g. `TopicNotFoundError`).
             RemoteProtocolError: too many redirects, or a reply without a broker URL.
-            ConnectionBrokenError: a broker could not be reached.
-            OperationTimeoutError: no answer in time.
+            OperationTimeoutError: no answer in time (the last failure is its cause).
         """
+        return await self._retrying(partial(self._lookup_once, topic), "LOOKUP", deadline)
+
+    async def _lookup_once(self, topic: str, deadline: float) -> str:
         url = next(self._service_hosts)
         authoritative = False
-        if deadline is None:
-            deadline = self.clock.now() + self.operation_timeout
         for _ in range(MAX_LOOKUP_REDIRECTS + 1):
             cnx = await self.get_connection(url)
             command = c.LookupTopic(
@@ -217,12 +224,16 @@ class Client:
 
         return await self._retrying(ask, "PARTITIONED_METADATA")
 
-    async def _retrying(self, attempt: Callable[[float], Awaitable[T]], what: str) -> T:
+    async def _retrying(
+        self, attempt: Callable[[float], Awaitable[T]], what: str, deadline: float | None = None
+    ) -> T:
         """Retry a discovery request on broken connections and retriable errors, with backoff.
 
-        Gives up at the operation timeout, as the C++ client's retryable lookup service does.
+        Gives up at `deadline` (default: the operation timeout from now), as the C++ client's
+        retryable lookup service does.
         """
-        deadline = self.clock.now() + self.operation_timeout
+        if deadline is None:
+            deadline = self.clock.now() + self.operation_timeout
         delays = self.backoff.delays()
         while True:
             try:

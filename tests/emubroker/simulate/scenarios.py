@@ -23,7 +23,7 @@ loadBalancerSheddingGracePeriodMinutes = {grace}
 loadBalancerHostUsageCheckIntervalMinutes = {usage}
 loadBalancerReportUpdateMinIntervalMillis = {report_ms}
 loadBalancerReportUpdateMaxIntervalMinutes = {report_max}
-statsUpdateFrequencyInSecs = 1
+statsUpdateFrequencyInSecs = {stats_seconds}
 """
 
 TOPICS = (
@@ -63,6 +63,8 @@ def shedding_scenario(
     threshold: int = 10,
     margin: int = 1,
     broker_2_rate: int = 1000,
+    stats_seconds: int = 1,
+    report_max_minutes: float | None = None,
 ) -> str:
     """Three brokers, nine bundles of one topic each, shedding every ``shed_minutes``.
 
@@ -73,6 +75,10 @@ def shedding_scenario(
     brokers ``margin`` points (``loadBalancerAverageResourceUsageDifferenceThresholdPercentage``)
     below the average: a bundle shed from broker 0 never goes back to it. ``broker_2_rate`` is
     broker 2's model msg/s per core: below the others' 1,000 it is loaded more than broker 1.
+
+    ``stats_seconds`` is ``statsUpdateFrequencyInSecs``, the window the bundles' rates are
+    measured over; ``report_max_minutes`` is ``loadBalancerReportUpdateMaxIntervalMinutes``
+    (default: ``shed_minutes``), how long a broker may go without rewriting its report.
     """
     config = BROKER_CONFIG.format(
         impl="org.apache.pulsar.broker.loadbalance.impl.",
@@ -82,7 +88,8 @@ def shedding_scenario(
         grace=shed_minutes * 1.5,
         usage=1 / 60,
         report_ms=400,
-        report_max=shed_minutes,
+        report_max=shed_minutes if report_max_minutes is None else report_max_minutes,
+        stats_seconds=stats_seconds,
     )
     return (
         f'name = "test-shedding"\nseed = {seed}\n'
@@ -106,8 +113,10 @@ def failover_scenario(*, seed: int = 7) -> str:
     Every owner after each event is decided by the events alone, whatever the first placement:
     after the kill every bundle is broker 0's (the only one left; shedding is off), the restart
     moves nothing, and the unload names its destination. The margins: broker 1's session times
-    out 3 s after the kill, and its producers' reconnect backoff (0.1 s doubling) reaches the new
-    owner by about 17 s (23 s at worst), 5 s and more before the restart; the unloaded bundle's
+    out 3 s after the kill, and its clients' reconnect backoff (0.1 s doubling) reaches the new
+    owner at the attempt after that, 13.1 s or 16.3 s (23 s seen at worst under load), 5 s and
+    more before the restart (a lookup that reaches the dead broker, which the service URL names,
+    tries the live one 0.1 s later instead of failing the attempt); the unloaded bundle's
     clients reconnect at once and have 8 s; its destination is the broker that carries nothing,
     which the placement strategy would pick as well. Stub faults on the way (a stall, two
     failed writes) must not lose anything.

@@ -104,21 +104,66 @@ async def test_lookup_gives_up_after_20_redirects(client: Client, broker: FakeBr
     assert len(broker.of_type(c.LookupTopic)) == 21
 
 
-async def test_lookup_failure_maps_the_error_code(client: Client, broker: FakeBroker) -> None:
+def _failing_lookups(broker: FakeBroker, error: ServerError, message: str, times: int) -> None:
+    """The first `times` LOOKUPs answer `error`; later ones are the fake broker's own."""
+    failed: list[int] = []
+
     def fail(session: Session, cmd: c.LookupTopic, payload: object) -> bool:
+        if len(failed) >= times:
+            return False
+        failed.append(cmd.request_id)
         session.send(
             c.LookupTopicResponse(
                 request_id=cmd.request_id,
                 response=c.LookupType.FAILED,
-                error=ServerError.ServiceNotReady,
-                message="is being unloaded",
+                error=error,
+                message=message,
             )
         )
         return True
 
     broker.on(c.LookupTopic, fail)
-    with pytest.raises(ServiceNotReadyError, match="unloaded"):
+
+
+async def test_lookup_failure_maps_the_error_code(client: Client, broker: FakeBroker) -> None:
+    _failing_lookups(broker, ServerError.TopicNotFound, "no such topic", times=100)
+    with pytest.raises(TopicNotFoundError, match="no such topic"):
         await client.lookup("persistent://public/default/t")
+    assert len(broker.of_type(c.LookupTopic)) == 1  # not worth another try
+
+
+async def test_a_retriable_lookup_failure_is_tried_again_until_the_deadline(
+    client: Client, broker: FakeBroker, fake_clock: FakeClock
+) -> None:
+    # A bundle being unloaded answers ServiceNotReady for a moment: the lookup asks again with
+    # backoff (0.1 s, 0.2 s, ...) and answers once the bundle has an owner again.
+    _failing_lookups(broker, ServerError.ServiceNotReady, "is being unloaded", times=2)
+    result: list[str] = []
+
+    async def look() -> None:
+        result.append(await client.lookup("persistent://public/default/t"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(look)
+        await fake_clock.advance(1.0)
+    assert result == [broker.url]
+    assert len(broker.of_type(c.LookupTopic)) == 3
+
+    # Still failing at the deadline: the operation timed out, the broker's error its cause.
+    _failing_lookups(broker, ServerError.ServiceNotReady, "is being unloaded", times=100)
+    failures: list[BaseException] = []
+
+    async def fail() -> None:
+        try:
+            await client.lookup("persistent://public/default/t", deadline=fake_clock.now() + 2)
+        except OperationTimeoutError as exc:
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(fail)
+        await fake_clock.advance(2.0)
+    assert len(failures) == 1
+    assert isinstance(failures[0].__cause__, ServiceNotReadyError)
 
 
 async def test_unknown_namespace_is_topic_not_found(client: Client) -> None:
@@ -278,4 +323,37 @@ async def test_discovery_turns_to_the_next_listed_broker_when_one_is_down(
             await fake_clock.advance(1.0)
         assert attempts[:2] == ["down:6650", "fake:6650"]
         assert broker.of_type(c.LookupTopic)  # the second broker answered
+        await close_on_fake_time(client, fake_clock)
+
+
+async def test_a_lookup_asks_the_next_listed_broker_when_one_is_down(
+    broker: FakeBroker, fake_clock: FakeClock
+) -> None:
+    # A producer reattaching after its broker died looks the topic up again; a dead broker among
+    # the service URL's hosts must cost that lookup a backoff step of 0.1 s, not a failed
+    # attempt (whose reattach backoff doubles up to a minute), as the C++ client's retryable
+    # lookup service does.
+    from protocol.errors import ConnectionBrokenError
+
+    attempts: list[str] = []
+
+    async def connect(host: str, port: int) -> Transport:
+        attempts.append(f"{host}:{port}")
+        if host == "down":
+            raise ConnectionBrokenError("refused")
+        return await broker.connect(host, port)
+
+    async with open_client(
+        "pulsar://down:6650,fake:6650", connector=connect, clock=fake_clock
+    ) as client:
+        result: list[str] = []
+
+        async def look() -> None:
+            result.append(await client.lookup("persistent://public/default/t"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(look)
+            await fake_clock.advance(1.0)
+        assert result == [broker.url]
+        assert attempts == ["down:6650", "fake:6650"]
         await close_on_fake_time(client, fake_clock)
