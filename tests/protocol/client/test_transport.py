@@ -235,3 +235,30 @@ def test_a_waiting_reader_is_woken_once_per_send() -> None:
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0), instruments=[Steps()])
     assert steps.count("reader") == 1 + 10  # its start, then one per send
+
+
+async def test_a_reader_that_waits_again_and_again_looks_the_backend_up_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = anyio.Event
+    made: list[anyio.Event] = []
+
+    def counting_event() -> anyio.Event:
+        made.append(event := real())
+        return event
+
+    monkeypatch.setattr(anyio, "Event", counting_event)
+    left, right = memory_transport_pair()  # its pipes take `anyio.Event` as made now
+    got: list[bytes] = []
+
+    async def read() -> None:
+        for _ in range(5):
+            got.append(await right.receive())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        for index in range(5):
+            await anyio.wait_all_tasks_blocked()  # the reader waits on an empty pipe
+            await left.send(b"%d" % index)
+    assert got == [b"0", b"1", b"2", b"3", b"4"]
+    assert len(made) == 1  # the first wait's; the other four made by the backend's class
