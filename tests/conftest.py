@@ -83,20 +83,22 @@ def unit_of(nodeid: str) -> str:
     return nodeid if path in SPLIT_FILES else path
 
 
-# Workers per core for ``-n auto``: one. A worker spends more than half of its time waiting on
-# real brokers, clusters and runs, so two per core looked faster on paper; but in a CI-like run on
-# a loaded 2-core machine the four workers starved the Spark tests past their timeout (which
-# leaves the shared SparkSession broken for the rest of its tests) and a real-time throttling
-# test below its floor. PYTEST_XDIST_AUTO_NUM_WORKERS, xdist's own setting, still overrides it.
-WORKERS_PER_CORE = 1
+# Workers for ``-n auto``: one per core and one more. A worker spends much of its time waiting on
+# real brokers, clusters and runs, so with one per core a core idled: on a quiet 2-core machine
+# the suite took 385 s with two workers and 310 s with three (CPU 390 s and 403 s; HYPOTHESIS
+# profile ci, one clone, run one after the other). Two per core went too far: in a CI-like run on
+# a loaded 2-core machine four workers starved the Spark tests past their timeout (which leaves
+# the shared SparkSession broken for the rest of its tests) and a real-time throttling test below
+# its floor. PYTEST_XDIST_AUTO_NUM_WORKERS, xdist's own setting, still overrides it.
+EXTRA_WORKERS = 1
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, never called
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: ``WORKERS_PER_CORE`` workers per core this process may run on."""
+    """``-n auto``: a worker per core this process may run on, and ``EXTRA_WORKERS`` more."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's hook reads it
-    return WORKERS_PER_CORE * max(1, len(os.sched_getaffinity(0)))
+    return max(1, len(os.sched_getaffinity(0))) + EXTRA_WORKERS
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without xdist, never called
