@@ -12,12 +12,12 @@ import pytest
 from tests import conftest
 
 
-def test_auto_runs_one_worker_per_core_unless_xdist_is_told_otherwise(
+def test_auto_runs_a_worker_per_core_and_one_more_unless_xdist_is_told_otherwise(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
     cores = len(os.sched_getaffinity(0))
-    assert conftest.pytest_xdist_auto_num_workers(config=None) == cores  # type: ignore[arg-type]
+    assert conftest.pytest_xdist_auto_num_workers(config=None) == cores + 1  # type: ignore[arg-type]
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
     assert conftest.pytest_xdist_auto_num_workers(config=None) is None  # type: ignore[arg-type]
 
