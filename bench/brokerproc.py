@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -123,3 +124,15 @@ def write_config(path: str, keys: dict[str, object]) -> str:
         for key, value in keys.items():
             f.write(f"{key}={value}\n")
     return path
+
+
+def queued_seconds(pid: int) -> float:
+    """Seconds ``pid`` has been runnable but not running (0 where Linux's schedstat is absent).
+
+    What a start-up timing on a shared machine spent waiting for a core, not starting.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+    except OSError:
+        return 0.0
+    return int(fields[1]) / 1e9

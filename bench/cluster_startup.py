@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 import psutil
+from brokerproc import queued_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 _STUB = re.compile(r"storage-stub ready in ([\d.]+) s")
@@ -60,15 +61,6 @@ def _cpu(pid: int) -> float:
     return total
 
 
-def _queued(pid: int) -> float:
-    """Seconds ``pid`` has been runnable but not running (0 where Linux's schedstat is absent)."""
-    try:
-        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
-    except OSError:
-        return 0.0
-    return int(fields[1]) / 1e9
-
-
 def _critical_path_queued(pid: int) -> float:
     """The queued seconds of the supervisor ``pid`` and of its zygote (none before the zygote)."""
     zygotes = []
@@ -76,7 +68,7 @@ def _critical_path_queued(pid: int) -> float:
         with contextlib.suppress(psutil.Error):
             if "emubroker.zygote" in child.cmdline():
                 zygotes.append(child.pid)
-    return _queued(pid) + sum(_queued(zygote) for zygote in zygotes)
+    return queued_seconds(pid) + sum(queued_seconds(zygote) for zygote in zygotes)
 
 
 def _env(tree: Path) -> dict[str, str]:

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import psutil
+from brokerproc import queued_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
@@ -68,7 +69,7 @@ def one_run(tree: Path, *, cached: bool = True) -> dict[str, float]:
         ready = time.perf_counter() - began
         me = psutil.Process(proc.pid)
         times = me.cpu_times()
-        queued = _queued(proc.pid)
+        queued = queued_seconds(proc.pid)
         time.sleep(1.0)
         rss = me.memory_info().rss / MIB
         proc.send_signal(signal.SIGINT)
@@ -81,15 +82,6 @@ def one_run(tree: Path, *, cached: bool = True) -> dict[str, float]:
             proc.stdout.close()
     cpu = times.user + times.system
     return {"ready": ready, "unqueued": ready - queued, "cpu": cpu, "rss": rss}
-
-
-def _queued(pid: int) -> float:
-    """Seconds ``pid`` has been runnable but not running (0 where Linux's schedstat is absent)."""
-    try:
-        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
-    except OSError:
-        return 0.0
-    return int(fields[1]) / 1e9
 
 
 def _summary(values: list[float]) -> str:
