@@ -476,7 +476,6 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
 # ---- FLOW (spec §7.2) -----------------------------------------------------------------------
 
 _FLOW_PREFIX: Final = b"\x08\x0b\x5a"  # BaseCommand.type = FLOW, then field 11 (flow)
-_U32_MAX: Final = (1 << 32) - 1
 
 
 def parse_flow(buf: bytes, start: int, end: int) -> c.Flow | None:
