@@ -1,10 +1,11 @@
 """Delivery for one persistent subscription: which entry goes to which consumer, and when.
 
 One dispatcher task per subscription (spec/wire-protocol.md §7): it sleeps on an
-``anyio.Event`` that publish, FLOW, acks, redeliveries and membership changes set, then runs a
-*round*: a plain synchronous loop that pushes as many entries as permits allow into the
-consumers' non-blocking sinks, reading sections from storage in ranges of
-``dispatcherMaxReadBatchSize``. There is no ``await`` per message.
+``anyio.Event`` that publish, FLOW, acks, redeliveries and membership changes set (those that
+leave the round nothing to do set nothing: ``Dispatcher.wake``), then runs a *round*: a plain
+synchronous loop that pushes as many entries as permits allow into the consumers' non-blocking
+sinks, reading sections from storage in ranges of ``dispatcherMaxReadBatchSize``. There is no
+``await`` per message.
 
 Rules of a round, in order:
 
