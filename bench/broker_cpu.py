@@ -11,7 +11,10 @@ of the client process(es) around each run and prints, per run:
 - ``broker us/msg``: the broker's CPU per message, the number the hot path work is judged by
   (it does not depend on how fast the client is, as long as the broker is not idle-spinning);
 - ``client us/msg``: the client side's CPU per message (all client processes together);
-- ``e2e msg/s``: end to end rate, first send to last receive.
+- ``e2e msg/s``: end to end rate, first send to last receive;
+- ``broker sys %``: the kernel's share of the broker's CPU (its system time over user + system);
+- ``faults/kmsg``: the broker's minor page faults per 1,000 messages (``/proc/PID/stat``), the
+  copies it makes into fresh memory.
 
 Each case runs twice: once with producer and consumer in this process ("1 proc"; the official
 Python client pays ~15 us/msg of its own, so batched e2e is client bound) and once with the
@@ -108,6 +111,17 @@ def cpu_seconds(processes: list[psutil.Process]) -> float:
         times = p.cpu_times()
         total += times.user + times.system
     return total
+
+
+def broker_split(p: psutil.Process) -> tuple[float, float, int]:
+    """The broker's user and system CPU seconds and its minor page faults (Linux /proc)."""
+    times = p.cpu_times()
+    try:
+        with open(f"/proc/{p.pid}/stat") as f:
+            minflt = int(f.read().rsplit(")", 1)[1].split()[7])
+    except OSError:
+        minflt = 0
+    return times.user, times.system, minflt
 
 
 def producer_options(batched: bool) -> dict[str, object]:
@@ -403,7 +417,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
     print(
         f"{'mode':<10} {'payload':>7} {'clients':>8} {'broker us/msg':>14} "
-        f"{'client us/msg':>14} {'e2e msg/s':>10}"
+        f"{'client us/msg':>14} {'e2e msg/s':>10} {'broker sys %':>12} {'faults/kmsg':>11}"
     )
     with broker_process(args.profile) as (url, broker):
         for batched in cases:
@@ -412,15 +426,19 @@ def main() -> None:
                 runs = ["1 proc"] if args.no_split else ["1 proc", "2 procs"]
                 for clients in runs:
                     b0 = cpu_seconds([broker])
+                    u0, s0, f0 = broker_split(broker)
                     if clients == "1 proc":
                         elapsed, client_cpu = run_one_process(url, n, size, batched)
                     else:
                         elapsed, client_cpu = run_two_processes(url, n, size, batched)
                     b1 = cpu_seconds([broker])
+                    u1, s1, f1 = broker_split(broker)
+                    sys_share = (s1 - s0) / max(u1 - u0 + s1 - s0, 1e-9) * 100
                     mode = "batched" if batched else "unbatched"
                     print(
                         f"{mode:<10} {size:>7} {clients:>8} {(b1 - b0) / n * 1e6:>14.2f} "
-                        f"{client_cpu / n * 1e6:>14.2f} {n / elapsed:>10.0f}",
+                        f"{client_cpu / n * 1e6:>14.2f} {n / elapsed:>10.0f} {sys_share:>12.0f}"
+                        f" {(f1 - f0) / n * 1000:>11.1f}",
                         flush=True,
                     )
     if not args.no_floor:

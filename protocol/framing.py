@@ -34,6 +34,7 @@ from protocol.wire import (
     OffTheFastLane,
     int32_varint,
     int64_varint,
+    parse_flow,
     parse_send,
     uint32_varint,
     uvarint,
@@ -542,7 +543,11 @@ def _decode_at(buf: bytes, start: int, end: int, first: CommandReader = parse_se
         )
     command = first(buf, cmd_start, cmd_end)  # None unless that command on its fast lane
     if command is None:
-        command = decode_command_at(buf, cmd_start, cmd_end)
+        # Then FLOW, a broker's next most frequent command after SEND and ACK (which codec
+        # reads by hand too): the protobuf path cost each one more than its handling.
+        command = parse_flow(buf, cmd_start, cmd_end)
+        if command is None:
+            command = decode_command_at(buf, cmd_start, cmd_end)
     kind = type(command)
     if kind is c.Send or kind is c.Message:
         if end - cmd_end >= 10:

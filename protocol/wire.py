@@ -34,6 +34,7 @@ __all__ = [
     "int32_varint",
     "int64_varint",
     "parse_ack",
+    "parse_flow",
     "parse_message",
     "parse_metadata",
     "parse_send",
@@ -470,6 +471,40 @@ def parse_ack(buf: bytes, start: int, end: int) -> c.Ack | None:
         validation_error=validation_error,
         request_id=request_id,
     )
+
+
+# ---- FLOW (spec §7.2) -----------------------------------------------------------------------
+
+_FLOW_PREFIX: Final = b"\x08\x0b\x5a"  # BaseCommand.type = FLOW, then field 11 (flow)
+
+
+def parse_flow(buf: bytes, start: int, end: int) -> c.Flow | None:
+    """``BaseCommand`` bytes ``buf[start:end]`` as a FLOW, or None when off the fast lane.
+
+    A consumer that keeps up sends one every half receiver queue (one per ~3 entries of a
+    batched producer of 100 B messages); the generic path costs it a protobuf parse.
+    """
+    if not buf.startswith(_FLOW_PREFIX, start):
+        return None
+    try:
+        size, pos = read_varint(buf, start + 3, end)
+        if pos + size != end:
+            return None
+        consumer_id = permits = -1
+        while pos < end:
+            tag = buf[pos]
+            value, pos = read_varint(buf, pos + 1, end)
+            if tag == 0x08:
+                consumer_id = value
+            elif tag == 0x10 and value <= _U32_MAX:  # messagePermits: uint32
+                permits = value
+            else:
+                return None
+    except OffTheFastLane:
+        return None
+    if consumer_id < 0 or permits < 0:
+        return None  # a required field is missing: protobuf says so
+    return c.Flow(consumer_id=consumer_id, message_permits=permits)
 
 
 # ---- SEND_RECEIPT (spec §6.2), for the client -------------------------------------------------

@@ -435,8 +435,16 @@ def test_hot_encoders_report_out_of_range_values() -> None:
 
 @st.composite
 def client_frames(draw: st.DrawFn) -> bytes:
-    """SEND and ACK frames shaped as the official client writes them (the fast lanes' input)."""
-    if draw(st.booleans()):
+    """SEND, ACK and FLOW frames shaped as the official client writes them (the fast lanes')."""
+    kind = draw(st.sampled_from(["send", "ack", "flow"]))
+    if kind == "flow":
+        return encode_frame(
+            c.Flow(
+                consumer_id=draw(st.integers(0, 2**64 - 1)),
+                message_permits=draw(st.integers(0, 2**32 - 1)),
+            )
+        )
+    if kind == "send":
         entry = draw(entries())
         send = c.Send(
             producer_id=draw(st.integers(0, 127)),
@@ -463,7 +471,7 @@ def client_frames(draw: st.DrawFn) -> bytes:
 def test_fast_decoding_equals_the_generic_decoding(
     stream_frames: list[bytes], data: st.DataObject
 ) -> None:
-    """SEND/ACK read in place and the checksummed payload split agree with the generic path."""
+    """SEND/ACK/FLOW read in place and the checksummed payload split agree with the generic path."""
     stream = bytearray(b"".join(stream_frames))
     if data.draw(st.booleans()):  # and so does their handling of damaged bytes
         where = data.draw(st.integers(0, len(stream) - 1))
@@ -481,6 +489,7 @@ def test_fast_decoding_equals_the_generic_decoding(
     with (
         mock.patch.dict(codec._RAW_DECODERS, clear=True),
         mock.patch.object(framing, "parse_send", return_value=None),
+        mock.patch.object(framing, "parse_flow", return_value=None),
         # A magic that never matches: every payload section goes through _parse_payload.
         mock.patch.object(framing, "_MAGIC_CHECKSUM_U16", -1),
     ):
@@ -743,3 +752,11 @@ def test_mutated_streams_raise_only_remote_protocol_error(
     for where, byte in edits:
         stream[where % len(stream)] = byte
     _only_remote_errors(bytes(stream[: cut % (len(stream) + 1)]))
+
+
+def test_a_flow_is_read_without_protobuf() -> None:
+    # A consumer that keeps up sends a FLOW every half receiver queue: read by hand, in place.
+    decoder = FrameDecoder()
+    decoder.feed(b"".join([encode_frame(c.Flow(consumer_id=3, message_permits=500))] * 2))
+    with mock.patch.object(codec, "_decode_protobuf", side_effect=AssertionError("protobuf")):
+        assert drain(decoder) == [Frame(c.Flow(consumer_id=3, message_permits=500))] * 2

@@ -382,3 +382,45 @@ def test_metadata_with_bad_utf8_is_left_to_protobuf() -> None:
     data = lfield(1, b"\xff") + vfield(2, 1) + vfield(3, 1)
     assert wire.parse_metadata(data, 0, len(data)) is None
     assert isinstance(generic_peek(data), RemoteProtocolError)
+
+
+# ---- FLOW -------------------------------------------------------------------------------------
+
+flows = records(c.Flow).map(encode_command)
+
+
+@given(records(c.Flow))
+def test_parse_flow_reads_every_flow_protobuf_reads(flow: c.Flow) -> None:
+    data = encode_command(flow)
+    fast = wire.parse_flow(data, 0, len(data))
+    assert fast == flow == generic_command(data)
+
+
+def test_parse_flow_takes_what_the_official_client_writes() -> None:
+    # consumer_id, then messagePermits (half the receiver queue): read in place in a chunk.
+    body = vfield(1, 3) + vfield(2, 500)
+    data = b"junk" + base_command(11, body) + b"more"
+    fast = wire.parse_flow(data, 4, len(data) - 4)
+    assert fast == c.Flow(consumer_id=3, message_permits=500)
+    assert fast == generic_command(data[4:-4])
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (vfield(1, 3), "no messagePermits: protobuf reports the missing field"),
+        (vfield(2, 5), "no consumer_id"),
+        (vfield(1, 3) + varint(2 << 3) + varint(2**32), "permits past uint32: protobuf cuts"),
+        (vfield(1, 3) + vfield(2, 5) + vfield(3, 1), "a field it does not model"),
+    ],
+)
+def test_parse_flow_leaves_unusual_flows_to_protobuf(body: bytes, why: str) -> None:
+    data = base_command(11, body)
+    assert wire.parse_flow(data, 0, len(data)) is None, why
+
+
+@given(st.one_of(mutated(flows), st.binary(max_size=30).map(lambda b: b"\x08\x0b\x5a" + b)))
+def test_parse_flow_never_accepts_what_protobuf_refuses_or_reads_otherwise(data: bytes) -> None:
+    fast = wire.parse_flow(data, 0, len(data))
+    if fast is not None:
+        assert fast == generic_command(data)

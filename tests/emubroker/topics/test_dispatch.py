@@ -431,3 +431,37 @@ async def test_deep_backlog_spans_rounds_reads_and_ledgers_in_order() -> None:
         assert consumer.last_message_id()[0] == (ledger_id, entry_id, -1)
         consumer.ack(AckType.CUMULATIVE, [mid(*receipts[20])])
         assert consumer.last_message_id()[1] == receipts[20]
+
+
+async def test_a_flow_or_ack_with_nothing_to_read_runs_no_round_and_loses_nothing() -> None:
+    # A consumer that keeps up sends FLOWs and ACKs while every entry is already out: the round
+    # they asked for found nothing to do and cost the dispatcher task a step each.
+    async with open_service() as service:
+        topic = await service.get_topic(topic_name())
+        producer = await add_producer(topic)
+        sink = FakeConsumerSink()
+        consumer = await subscribe(topic, sink)
+        dispatcher = topic.subscription("sub").dispatcher
+        rounds = 0
+        dispatch = dispatcher.dispatch
+
+        def counted() -> None:
+            nonlocal rounds
+            rounds += 1
+            dispatch()
+
+        dispatcher.dispatch = counted
+        consumer.flow(10)
+        await settle()
+        receipt = await publish(topic, producer, b"m0")
+        await settle()
+        assert sink.entry_ids == [receipt[1]]
+        before = rounds
+        consumer.flow(10)
+        consumer.ack(AckType.INDIVIDUAL, [mid(*receipt)])
+        await settle()
+        assert rounds == before  # nothing to read: no round
+        # Entries published afterwards still go out: the publish dispatches them itself.
+        receipts = [await publish(topic, producer, b"m%d" % i) for i in range(1, 4)]
+        await settle()
+        assert sink.entry_ids == [receipt[1]] + [entry for _, entry in receipts]
