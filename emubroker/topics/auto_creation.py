@@ -5,9 +5,9 @@ As Pulsar's ``BrokerService`` decides it (``isAllowAutoTopicCreationAsync``,
 partitioned topic:
 
 1. Nothing is created in a namespace whose policies say ``deleted`` (being deleted).
-2. A system topic (``emubroker.naming.is_system_topic``: any topic of ``pulsar/system`` or of a
-   broker's heartbeat namespace, ``__change_events`` anywhere...) is always created, as Pulsar's
-   ``systemTopicEnabled`` (true by default; not a key here) has it.
+2. A system topic (``emubroker.system_names.is_system_topic``: any topic of ``pulsar/system``
+   or of a broker's heartbeat namespace, ``__change_events`` anywhere...) is always created, as
+   Pulsar's ``systemTopicEnabled`` (true by default; not a key here) has it.
 3. The namespace's ``autoTopicCreationOverride``, when set, decides alone: its
    ``allowAutoTopicCreation``, ``topicType`` and ``defaultNumPartitions``; the broker's keys are
    not read. Once removed, the broker's ``allowAutoTopicCreation``,
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from emubroker.naming import is_system_topic
+from emubroker.system_names import is_system_topic
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

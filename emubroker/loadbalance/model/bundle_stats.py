@@ -3,7 +3,7 @@
 ``NamespaceBundleStats`` is one sample, ``TimeAverageMessageData`` an average over the last
 samples (10 short-term, 1000 long-term), ``BundleData`` both averages of a bundle, and
 ``TimeAverageBrokerData`` their sums over a broker's bundles. Also here: the namespace helpers
-that tell heartbeat and SLA-monitor bundles apart (``emubroker.naming``'s).
+that tell heartbeat and SLA-monitor bundles apart (``emubroker.system_names``').
 ``emubroker.loadbalance.model.data`` re-exports everything.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from emubroker.loadbalance.model.usage import java_div
-from emubroker.naming import (
+from emubroker.system_names import (
     SYSTEM_NAMESPACE,
     is_sla_or_heartbeat_namespace,
     is_system_service_namespace,
