@@ -30,8 +30,8 @@ from protocol.client.acks import entry_data
 from protocol.client.config import ConsumerConfig
 from protocol.client.handler import ENDED_STATES, Handler, HandlerState
 from protocol.client.incoming import Incoming
-from protocol.client.messages import Message
 from protocol.client.receive_queue import ReceiveQueue
+from protocol.client.received import Message
 from protocol.errors import (
     ClientClosedError,
     ConsumerClosedError,

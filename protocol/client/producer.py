@@ -28,15 +28,10 @@ import msgspec
 
 from protocol import commands as c
 from protocol.client._util import Future, FutureGroup, with_deadline
+from protocol.client.chunks import build_chunks
 from protocol.client.config import ProducerConfig
 from protocol.client.handler import ENDED_STATES, Handler, HandlerState
-from protocol.client.messages import (
-    CHECKSUM_MIN_PROTOCOL,
-    BatchBuilder,
-    PlainSends,
-    build_chunks,
-    build_single,
-)
+from protocol.client.messages import CHECKSUM_MIN_PROTOCOL, BatchBuilder, PlainSends, build_single
 from protocol.errors import (
     ChecksumError,
     ClientClosedError,
