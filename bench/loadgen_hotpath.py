@@ -40,7 +40,7 @@ from loadgen.scenario import Batching, Keys
 from loadgen.schedule import UNLIMITED, Segment
 from loadgen.trace.writer import TableWriter
 from protocol.client.entry import ReceivedEntry
-from protocol.client.messages import Message
+from protocol.client.received import Message
 from protocol.clock import AnyioClock
 
 RUN_ID = "hotpath"

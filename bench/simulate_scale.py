@@ -38,15 +38,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 logging.disable(logging.WARNING)
 from emubroker import simulate
-from loadgen import runner
+from loadgen import live_run
 from loadgen.messages import Go, StopProducers
 marks = {}
-broadcast = runner._Run.broadcast
+broadcast = live_run.LiveRun.broadcast
 async def marking(self, message):  # the CPU when the traffic starts and when it stops
     if isinstance(message, Go | StopProducers):
         marks.setdefault(type(message).__name__, time.process_time())
     await broadcast(self, message)
-runner._Run.broadcast = marking
+live_run.LiveRun.broadcast = marking
 started = time.process_time()
 result = simulate.run(sys.argv[1], sys.argv[2])
 cpu = time.process_time() - started

@@ -16,35 +16,25 @@ run directory:
 from __future__ import annotations
 
 import math
-import secrets
-import signal
-import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import aiohttp
 import anyio
-import msgspec
 from anyio.abc import TaskGroup
 from rich.console import Console
-from rich.live import Live
 
-from emubroker.traceschema.loadgen import EventRecord
 from loadgen.aggregate import Aggregator, GroupInfo
-from loadgen.control import AdminRest, ClusterControl, ClusterLayout, ControlError
-from loadgen.durations import enc_hook
+from loadgen.control import AdminRest, ClusterControl, ClusterLayout
 from loadgen.events import (
     CLUSTER_START_ACTIONS,
     STUB,
-    PauseConsumers,
-    ResumeConsumers,
-    event_target,
 )
 from loadgen.inprocess import open_inprocess_workers
+from loadgen.live_run import LiveRun
 from loadgen.local import (
     ClusterProcess,
     ClusterStartError,
@@ -53,22 +43,14 @@ from loadgen.local import (
     start_local_cluster,
 )
 from loadgen.messages import (
-    Final as FinalReport,
-)
-from loadgen.messages import (
     Go,
-    Pause,
-    ProducersDone,
-    Resume,
     Stop,
     StopProducers,
-    Tick,
     WorkerPlan,
 )
 from loadgen.options import RunOptions
 from loadgen.plans import build_plans
 from loadgen.pool import WorkerError, WorkerLink, open_workers
-from loadgen.report import dashboard, perf_lines
 from loadgen.results import RunResult, write_results
 from loadgen.scenario import Scenario
 from loadgen.topics import TopicsError, prepare_topics
@@ -92,9 +74,6 @@ START_DELAY: Final = 0.5
 
 FINAL_TIMEOUT: Final = 60.0
 
-TICK_GRACE: Final = 1.2
-"""Seconds after a second ends before the console counts it (the workers' ticks are in)."""
-
 
 class RunError(Exception):
     """The run could not be done; `exit_code` says which kind of failure."""
@@ -102,11 +81,6 @@ class RunError(Exception):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
-
-
-def _new_run_id(clock: Clock) -> str:
-    stamp = datetime.fromtimestamp(clock.wall_ns() / 1e9, UTC)
-    return f"{stamp:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
 def _phase_at(scenario: Scenario) -> Callable[[float], str]:
@@ -121,170 +95,23 @@ def _phase_at(scenario: Scenario) -> Callable[[float], str]:
     return phase_at
 
 
-class _Run:
-    """The state of one run while it goes."""
+def _layout_from_scenario(scenario: Scenario) -> ClusterLayout:
+    cluster = scenario.cluster
+    assert cluster.service_url is not None
+    return ClusterLayout(service_url=cluster.service_url, admin_url=cluster.admin_url)
 
-    def __init__(
-        self,
-        scenario: Scenario,
-        options: RunOptions,
-        console: Console,
-        clock: Clock,
-        run_id: str | None = None,
-    ) -> None:
-        self.scenario = scenario
-        self.options = options
-        self.console = console
-        self.clock = clock
-        self.run_id = run_id or _new_run_id(clock)
-        self.run_dir = Path(options.trace_dir or f"runs/{self.run_id}")
-        self.events: list[EventRecord] = []
-        self.event_lines: list[str] = []
-        self.done: dict[int, ProducersDone] = {}
-        self.finals: dict[int, FinalReport] = {}
-        self.workers: Sequence[WorkerLink] = []
-        self.stopping = False
-        self.traffic_end_ns: int | None = None  # the schedule's end, or when it was stopped
 
-    def layout_from_scenario(self) -> ClusterLayout:
-        cluster = self.scenario.cluster
-        assert cluster.service_url is not None
-        return ClusterLayout(service_url=cluster.service_url, admin_url=cluster.admin_url)
-
-    async def check_reachable(self, layout: ClusterLayout) -> None:
-        host_port = layout.service_url.split("://", 1)[-1].split(",")[0].rstrip("/")
-        host, _, port = host_port.rpartition(":")
-        try:
-            with anyio.fail_after(5):
-                stream = await anyio.connect_tcp(host, int(port))
-            await stream.aclose()
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise RunError(
-                f"cannot reach the cluster at {layout.service_url}: {exc}", EXIT_CLUSTER
-            ) from None
-
-    async def broadcast(self, message: Any) -> None:
-        for worker in self.workers:
-            await worker.send(message)
-
-    async def listen(self, worker: WorkerLink, aggregator: Aggregator) -> None:
-        while worker.index not in self.finals:
-            match await worker.receive():
-                case Tick() as tick:
-                    aggregator.add(tick)
-                case ProducersDone() as done:
-                    self.done[worker.index] = done
-                case FinalReport() as final:
-                    self.finals[worker.index] = final
-                case _:
-                    pass
-
-    async def fire_events(self, control: ClusterControl, start: float, start_ns: int) -> None:
-        async with anyio.create_task_group() as tg:
-            for index, event in enumerate(sorted(self.scenario.events, key=lambda e: e.at)):
-                await self.clock.sleep_until(start + event.at)
-                if self.stopping:
-                    return
-                fired = self.clock.wall_ns()
-                try:
-                    match event:
-                        case PauseConsumers(group=group, duration=duration):
-                            await self.broadcast(Pause(group=group))
-                            if duration is not None:
-                                tg.start_soon(self._resume_later, group, duration)
-                            detail = "paused"
-                        case ResumeConsumers(group=group):
-                            await self.broadcast(Resume(group=group))
-                            detail = "resumed"
-                        case _:
-                            detail = await control.apply(event)
-                    outcome = "ok"
-                except (ControlError, ClusterStartError, ValueError, OSError) as exc:
-                    outcome, detail = "error", str(exc)
-                record = EventRecord(
-                    run_id=self.run_id,
-                    index=index,
-                    at_s=float(event.at),
-                    action=type(event).__name__,
-                    target=event_target(event),
-                    params=msgspec.json.encode(event, enc_hook=enc_hook).decode(),
-                    fired_ns=fired,
-                    finished_ns=self.clock.wall_ns(),
-                    outcome=outcome,
-                    detail=detail,
-                )
-                self.events.append(record)
-                offset = (fired - start_ns) / 1e9
-                line = f"{offset:7.2f}s {record.action} {record.target}: {outcome} {detail}"
-                self.event_lines.append(line)
-                if not self.options.dashboard:
-                    self.console.out(f"event {line}", highlight=False)
-
-    async def _resume_later(self, group: str, delay: float) -> None:
-        await self.clock.sleep(delay)
-        await self.broadcast(Resume(group=group))
-
-    async def show(
-        self, aggregator: Aggregator, start: float, produce: bool, consume: bool
-    ) -> None:
-        # Seconds are summed once every worker has reported them, a moment after they end.
-        await self.clock.sleep_until(start + TICK_GRACE)
-        aggregator.take_interval()
-        if self.options.dashboard:
-            with Live(console=self.console, refresh_per_second=2, transient=False) as live:
-                while True:
-                    live.update(dashboard(aggregator, self.event_lines, f"loadgen {self.run_id}"))
-                    await self.clock.sleep(1.0)
-        while True:
-            await self.clock.sleep(self.options.stats_interval)
-            for line in perf_lines(aggregator.take_interval(), produce=produce, consume=consume):
-                self.console.out(line, highlight=False)
-
-    async def watch_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signals reach the main thread only (a run started from another thread)
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for _ in signals:
-                if self.stopping:
-                    continue
-                self.stopping = True
-                self.traffic_end_ns = self.clock.wall_ns()
-                self.console.out(
-                    "stopping: finishing sends and draining consumers", highlight=False
-                )
-                await self.broadcast(StopProducers())
-
-    def ends(self, start_ns: int) -> tuple[float, float]:
-        """When production and consumption ended, in seconds after `start_ns`.
-
-        Their messages are a rate over the time up to there (`Aggregator.close_all`).
-
-        Production ended when the producers stopped sending or got their last receipt,
-        whichever was later; consumption with the last delivery, but not before the traffic
-        ended (a consumer that got nothing at the end was still measuring).
-        """
-        finals = self.finals.values()
-        produce_end = max((f.produce_end_ns for f in finals if f.produce_end_ns), default=None)
-        traffic_end = produce_end or self.traffic_end_ns or self.clock.wall_ns()
-        last_receive = max((f.last_receive_ns for f in finals if f.last_receive_ns), default=0)
-        consume_end = max(traffic_end, last_receive)
-        return (
-            ((produce_end or traffic_end) - start_ns) / 1e9,
-            (consume_end - start_ns) / 1e9,
-        )
-
-    def drained(self, aggregator: Aggregator) -> bool:
-        acked_by_topic: dict[str, int] = {}
-        for done in self.done.values():
-            for group, acked in done.acked.items():
-                topic = aggregator.groups[("produce", group)].topic
-                acked_by_topic[topic] = acked_by_topic.get(topic, 0) + acked
-        for (role, group), info in aggregator.groups.items():
-            if role == "consume" and aggregator.cumulative.get(
-                (role, group), 0
-            ) < acked_by_topic.get(info.topic, 0):
-                return False
-        return True
+async def _check_reachable(layout: ClusterLayout) -> None:
+    host_port = layout.service_url.split("://", 1)[-1].split(",")[0].rstrip("/")
+    host, _, port = host_port.rpartition(":")
+    try:
+        with anyio.fail_after(5):
+            stream = await anyio.connect_tcp(host, int(port))
+        await stream.aclose()
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise RunError(
+            f"cannot reach the cluster at {layout.service_url}: {exc}", EXIT_CLUSTER
+        ) from None
 
 
 async def run_scenario(
@@ -295,7 +122,7 @@ async def run_scenario(
     Raises:
         RunError: the cluster could not be started or reached, or a worker failed.
     """
-    run = _Run(scenario, options, console, clock or AnyioClock())
+    run = LiveRun(scenario, options, console, clock or AnyioClock())
     run.run_dir.mkdir(parents=True, exist_ok=True)
     try:
         # The started processes' output is copied to their logs by tasks of this group; those
@@ -310,7 +137,7 @@ async def run_scenario(
     return result
 
 
-async def _run_on_cluster(run: _Run, console: Console, output: TaskGroup) -> RunResult:
+async def _run_on_cluster(run: LiveRun, console: Console, output: TaskGroup) -> RunResult:
     """The run on the cluster the scenario names, or on one it starts (and stops)."""
     scenario = run.scenario
     local: LocalCluster | ClusterProcess | None = None
@@ -335,8 +162,8 @@ async def _run_on_cluster(run: _Run, console: Console, output: TaskGroup) -> Run
                 highlight=False,
             )
         else:
-            layout = run.layout_from_scenario()
-        await run.check_reachable(layout)
+            layout = _layout_from_scenario(scenario)
+        await _check_reachable(layout)
         async with aiohttp.ClientSession() as session:
             admin = AdminRest(layout.admin_url, session) if layout.admin_url else None
             stub = StubFaultsClient(layout.stub_url, run.clock) if layout.stub_url else None
@@ -369,7 +196,7 @@ async def run_in_process(
     Raises:
         RunError: a worker failed.
     """
-    run = _Run(scenario, options, console, clock, run_id)
+    run = LiveRun(scenario, options, console, clock, run_id)
     run.run_dir.mkdir(parents=True, exist_ok=True)  # once, before the run
     workers = partial(_inprocess_workers, clock=clock, connector=connector)
     return await _run(run, layout, control or ClusterControl(None), workers, connector)
@@ -382,7 +209,7 @@ def _inprocess_workers(
 
 
 async def _run(
-    run: _Run,
+    run: LiveRun,
     layout: ClusterLayout,
     control: ClusterControl,
     open_run_workers: WorkersOpener = open_workers,
@@ -448,7 +275,7 @@ async def _run(
 
 
 async def _drive(
-    run: _Run, aggregator: Aggregator, control: ClusterControl, start: float, start_ns: int
+    run: LiveRun, aggregator: Aggregator, control: ClusterControl, start: float, start_ns: int
 ) -> None:
     scenario, _clock = run.scenario, run.clock
     produce, consume = bool(scenario.producers), bool(scenario.consumers)
@@ -466,7 +293,7 @@ async def _drive(
 
 
 async def _drive_tasks(
-    run: _Run,
+    run: LiveRun,
     aggregator: Aggregator,
     control: ClusterControl,
     start: float,

@@ -6,7 +6,8 @@ further namespace and topic policies in ``admin_policies``),
 ``cluster`` (brokers, clusters, isolation, failure domains, bundles, permissions), ``stats``
 (stats, internal stats, metrics), ``data`` (schemas, compaction, seeks, readers, TTL),
 ``throttling`` (dispatch rates, per second), ``policies`` (backlog quotas, auto subscription
-creation, Key_Shared hash ranges; the ``broker-policies`` profile).
+creation, Key_Shared hash ranges; the ``broker-policies`` profile; topic auto-creation under the
+namespace override in ``auto_creation``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from conformance.scenarios import (  # noqa: F401  (imported to register their scenarios)
     admin,
     admin_policies,
+    auto_creation,
     cluster,
     core,
     data,

@@ -171,3 +171,42 @@ def key_shared_hash_ranges(probe: Probe) -> dict[str, Any]:
                 owners[msg.data().decode()] = index
                 consumer.acknowledge(msg)
     return {"owners": dict(sorted(owners.items()))}  # fmt: skip
+
+
+@scenario("policies")
+def initial_subscription_not_allowed(probe: Probe) -> dict[str, Any]:
+    """A dead-letter producer's initial subscription where the namespace forbids creating one."""
+    ns = "public/cf-initsub-off"
+    topic = f"persistent://{ns}/t"
+    record: dict[str, Any] = {"create": probe.rest("PUT", f"{_NS}/cf-initsub-off")}
+    record["set"] = probe.rest(
+        "POST", f"{_NS}/cf-initsub-off/autoSubscriptionCreation",
+        {"allowAutoSubscriptionCreation": False},
+    )  # fmt: skip
+    time.sleep(0.5)  # the policy reaches the broker's cache through a metadata notification
+    record["subscription"] = probe.rest("PUT", f"/admin/v2/persistent/{ns}/t/subscription/s")
+    with probe.client() as client:
+        consumer = client.subscribe(
+            topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+            negative_ack_redelivery_delay_ms=100,
+            dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(
+                max_redeliver_count=1, dead_letter_topic=f"{topic}-DLQ",
+                initial_subscription_name="init",
+            ),
+        )  # fmt: skip
+        client.create_producer(topic).send(b"poison")
+        record["counts"] = []
+        for _ in range(2):
+            msg = consumer.receive(TIMEOUT_MS)
+            record["counts"].append(msg.redelivery_count())
+            consumer.negative_acknowledge(msg)
+        # Past max_redeliver_count the client creates the dead-letter producer, which names the
+        # initial subscription the namespace may not auto-create.
+        outcome(lambda: consumer.receive(1500))
+        # Pulsar refuses the dead-letter producer: the topic is made, nothing is published.
+        dlq = f"/admin/v2/persistent/{ns}/t-DLQ"
+        record["dlq_subscriptions"] = probe.rest("GET", f"{dlq}/subscriptions")
+        stats = probe.rest("GET", f"{dlq}/stats")["body"]
+        record["dlq_messages_in"] = stats.get("msgInCounter")
+        record["dlq_publishers"] = len(stats.get("publishers", []))
+    return record

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
     from emubroker.loadbalance.ownership.bundle_split import BundleSplitter
     from emubroker.loadbalance.ownership.owner_calls import OwnerAdmin
-    from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
+    from emubroker.loadbalance.ownership.records import BrokerInfo
+    from emubroker.loadbalance.ownership.table import OwnershipTable
     from emubroker.loadbalance.ownership.unloading import BundleUnloader
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceBundle, TopicName

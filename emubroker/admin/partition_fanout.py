@@ -38,7 +38,7 @@ from protocol.errors import ServiceNotReadyError
 
 if TYPE_CHECKING:
     from emubroker.admin.context import AdminContext
-    from emubroker.loadbalance.ownership.table import BrokerInfo
+    from emubroker.loadbalance.ownership.records import BrokerInfo
     from emubroker.naming import TopicName
 
 __all__ = ["call_broker", "delete_partitions_elsewhere", "partition_owner", "topic_path"]

@@ -8,18 +8,26 @@ optional. The answer comes from the same lookup as binary LOOKUPs
 (``loadbalance.ownership.lookup``), so both paths agree on which broker serves a topic; where the
 binary lookup answers Redirect, this one answers **307** to the same path on the broker to ask, with
 ``?authoritative=`` (and ``listenerName``) as Pulsar's ``TopicLookupBase`` builds it; no broker
-available is 503. As in Pulsar, a topic that neither exists nor may be auto-created is 404 "Topic
-not found <topic>".
+available is 503. As in Pulsar, a persistent topic that neither exists nor may be auto-created
+(the namespace's ``autoTopicCreationOverride``, else ``allowAutoTopicCreation``) is 404 "Topic not
+found <topic>"; a non-persistent one is always looked up.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import msgspec
 from aiohttp import web
 
 from emubroker.admin.errors import NOT_FOUND, UNAVAILABLE, RestError
 from emubroker.admin.http import context, json_response, query_bool, topic_of
+from emubroker.metadata.paths import managed_ledger_path
 from protocol.errors import ServiceNotReadyError
+
+if TYPE_CHECKING:
+    from emubroker.admin.context import AdminContext
+    from emubroker.naming import TopicName
 
 __all__ = ["LookupData", "add_routes"]
 
@@ -44,7 +52,7 @@ async def lookup(request: web.Request) -> web.Response:
     ctx = context(request)
     if not ctx.namespaces.exists(name.namespace):
         raise RestError(NOT_FOUND, f"Topic not found {name}")
-    if not ctx.topics.topic_exists(name) and not ctx.dynamic.config.allowAutoTopicCreation:
+    if not await _may_look_up(ctx, name):
         raise RestError(NOT_FOUND, f"Topic not found {name}")
     listener = request.query.get("listenerName", "")
     listeners = ctx.dynamic.config.listeners()
@@ -81,6 +89,18 @@ async def lookup(request: web.Request) -> web.Response:
             broker_url_ssl=owner.service_url_tls,
         )
     )
+
+
+async def _may_look_up(ctx: AdminContext, name: TopicName) -> bool:
+    """``TopicLookupBase.internalLookupTopicAsync``'s check, past the namespace's.
+
+    A non-persistent topic always (Pulsar cannot tell whether one exists); a persistent one that
+    exists (its managed ledger in the store if another broker made it) or may be auto-created
+    (the namespace's override, else the broker's keys).
+    """
+    if not name.is_persistent or ctx.topics.topic_exists(name):
+        return True
+    return ctx.topics.may_auto_create(name) or await ctx.metadata.exists(managed_ledger_path(name))
 
 
 async def bundle(request: web.Request) -> web.Response:

@@ -165,9 +165,13 @@ async def create_subscription(request: web.Request) -> web.Response:
         )
     check_topic_namespace(ctx, name)
     if not ctx.topics.topic_exists(name):
-        if not ctx.dynamic.config.allowAutoTopicCreation:
+        # PersistentTopicsBase.internalCreateSubscription: auto-creation (the namespace's
+        # override, else the broker's keys) decides, and its type: a partitioned topic gets the
+        # subscription on every partition.
+        if not ctx.topics.may_auto_create(name):
             raise RestError(PRECONDITION_FAILED, "Topic does not exist and cannot be auto-created")
-        await ctx.topics.get_topic(name, explicit=True)
+        if not await ctx.topics.partitioned_metadata(name):
+            await ctx.topics.get_topic(name, explicit=True)
     loaded = [await load_topic(ctx, target) for target in targets(ctx, name)]
     if any(topic.subscription(subscription) is not None for topic in loaded):
         raise RestError(CONFLICT, "Subscription already exists for topic")

@@ -298,14 +298,15 @@ async def get_partitions(request: web.Request) -> web.Response:
     name = topic_of(request)
     ctx = context(request)
     check_topic_namespace(ctx, name)
-    creating = query_bool(request, "checkAllowAutoCreation")
+    # Pulsar's internalGetPartitionedMetadataAsync: the caller (a client about to create the
+    # topic) asks, and auto-creation (the namespace's override, else the broker's keys) allows it:
+    # a missing topic is created partitioned if its type says so, else answers 0. Otherwise 0
+    # partitions is a non-partitioned topic, which must exist.
+    creating = query_bool(request, "checkAllowAutoCreation") and ctx.topics.may_auto_create(name)
     if creating:
         partitions = await ctx.topics.partitioned_metadata(name)
     else:
         partitions = ctx.topics.partitions_of(name)
-    # Pulsar's internalGetPartitionedMetadataAsync: 0 partitions is a non-partitioned topic, which
-    # must exist, unless the caller (a client about to create it) asked and creation is allowed.
-    creating = creating and ctx.topics.allows_auto_creation()
     if not partitions and not creating and not await _topic_exists(ctx, name):
         raise RestError(NOT_FOUND, f"Topic {name} not found")
     properties = ctx.topics.partitioned_properties(name) if partitions else None

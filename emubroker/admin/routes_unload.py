@@ -39,7 +39,7 @@ from emubroker.admin.errors import INTERNAL, NOT_FOUND, PRECONDITION_FAILED, Res
 from emubroker.admin.http import context, namespace_of, no_content, query_bool
 from emubroker.admin.topic_owner import redirect_to_broker
 from emubroker.loadbalance.ownership.owner_calls import OwnerCallError
-from emubroker.loadbalance.ownership.table import BrokerInfo
+from emubroker.loadbalance.ownership.records import BrokerInfo
 from emubroker.loadbalance.runtime.broker_registry import available_brokers, read_report
 from emubroker.naming import BundleRange, InvalidNameError, NamespaceBundle
 

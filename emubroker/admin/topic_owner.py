@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from aiohttp.typedefs import Handler
 
     from emubroker.admin.context import AdminContext
-    from emubroker.loadbalance.ownership.table import BrokerInfo
+    from emubroker.loadbalance.ownership.records import BrokerInfo
     from emubroker.naming import TopicName
 
 __all__ = ["redirect_to_broker", "topic_ownership"]

@@ -36,7 +36,8 @@ from emubroker.loadbalance.load_managers import load_manager
 from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
 from emubroker.loadbalance.ownership.lookup import BundleLookup
 from emubroker.loadbalance.ownership.placement_policies import PlacementPolicyCache
-from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
+from emubroker.loadbalance.ownership.records import BrokerInfo
+from emubroker.loadbalance.ownership.table import OwnershipTable
 from emubroker.loadbalance.ownership.unloading import BundleUnloader
 from emubroker.loadbalance.reporting.wiring import build_load_reporter, load_balancer_trace
 from emubroker.loadbalance.runtime.split_runtime import layout_from

@@ -28,11 +28,12 @@ import anyio
 
 from emubroker.auth import TopicOperation
 from emubroker.handlers.common import CommandGroup, as_broker_error, topic_name
+from emubroker.naming import TopicDomain
 from emubroker.topics import ProducerRequest, SubscribeRequest
 from emubroker.topics.entry import RunInfos, entry_info_from_entry
 from emubroker.topics.limits import check_producers
 from protocol import commands as c
-from protocol.errors import BrokerError, RemoteProtocolError, ServerError
+from protocol.errors import BrokerError, NotAllowedError, RemoteProtocolError, ServerError
 from protocol.framing import checksum
 
 if TYPE_CHECKING:
@@ -58,6 +59,12 @@ SCHEMA_VERSION_ZERO: Final = bytes(8)
 
 INITIAL_SUBSCRIPTION_CONSUMER_ID: Final = -1
 """Consumer id of the throwaway consumer that creates a DLQ producer's initial subscription."""
+
+INITIAL_SUBSCRIPTION_NOT_ALLOWED: Final = (
+    "Could not create the initial subscription due to the auto subscription creation is not"
+    " allowed."
+)
+"""Pulsar's text (``NotAllowedError``) refusing a producer whose initial subscription is missing."""
 
 
 _Entry = tuple[bytes, "int | None", "EntryInfo"]
@@ -133,6 +140,34 @@ def _size(entries: list[_Entry]) -> int:
 
 _Run = tuple[list[int], list[_Entry], int]
 """SENDs taken from a FIFO to store: ``(sequence ids, entries, their bytes)``."""
+
+
+async def _create_initial_subscription(topic: TopicHandle, subscription: str) -> None:
+    """Create a producer's initial subscription (DLQ producers) before the producer, if missing.
+
+    As ``ServerCnx.handleProducer`` does with ``CommandProducer.initial_subscription_name``:
+    only on a persistent topic, durable, at the earliest position, and only where a SUBSCRIBE
+    could create it (``isAllowAutoSubscriptionCreationAsync``: topic policy, namespace override,
+    broker key); otherwise the producer itself is refused.
+
+    Raises:
+        NotAllowedError: Subscription auto-creation is off for the topic.
+    """
+    if topic.name.domain is not TopicDomain.PERSISTENT or subscription in topic.subscriptions():
+        return
+    if not topic.limits().allow_auto_subscription_creation:
+        raise NotAllowedError(INITIAL_SUBSCRIPTION_NOT_ALLOWED)
+    try:
+        request = SubscribeRequest(
+            subscription=subscription,
+            sub_type=c.SubType.SHARED,
+            consumer_id=INITIAL_SUBSCRIPTION_CONSUMER_ID,
+            initial_position=c.InitialPosition.EARLIEST,
+        )
+        handle = await topic.subscribe(request, _NullSink())
+        await handle.close()
+    except BrokerError as exc:
+        log.warning("cannot create initial subscription %r: %s", subscription, exc)
 
 
 class _NullSink:
@@ -522,6 +557,8 @@ class ProducerCommands(CommandGroup):
             # Before the schema, as ServerCnx.handleProducer checks it (``limits``).
             check_producers(topic.limits(), topic.name, topic.producer_count)
             schema_version = await self._schema_version(cmd)
+            if cmd.initial_subscription_name:
+                await _create_initial_subscription(topic, cmd.initial_subscription_name)
             request = ProducerRequest(
                 producer_id=cmd.producer_id,
                 producer_name=cmd.producer_name,
@@ -556,26 +593,7 @@ class ProducerCommands(CommandGroup):
         self._producers[cmd.producer_id] = producer
         self._closed_producers.discard(cmd.producer_id)
         self._start(self._publish_loop, producer)
-        if cmd.initial_subscription_name:
-            await self._create_initial_subscription(topic, cmd.initial_subscription_name)
         self._send(self._producer_success(cmd, handle))
-
-    async def _create_initial_subscription(self, topic: TopicHandle, subscription: str) -> None:
-        # CommandProducer.initial_subscription_name (DLQ producers): create the durable
-        # subscription at the earliest position if missing, as ServerCnx.handleProducer does.
-        if subscription in topic.subscriptions():
-            return
-        try:
-            request = SubscribeRequest(
-                subscription=subscription,
-                sub_type=c.SubType.SHARED,
-                consumer_id=INITIAL_SUBSCRIPTION_CONSUMER_ID,
-                initial_position=c.InitialPosition.EARLIEST,
-            )
-            handle = await topic.subscribe(request, _NullSink())
-            await handle.close()
-        except BrokerError as exc:
-            log.warning("cannot create initial subscription %r: %s", subscription, exc)
 
     async def on_close_producer(self, cmd: c.CloseProducer) -> None:
         """CLOSE_PRODUCER: receipt what is queued, remove the producer, SUCCESS."""

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.ownership.table import BrokerInfo
+    from emubroker.loadbalance.ownership.records import BrokerInfo
     from emubroker.metadata import MemoryMetadataStore
     from emubroker.naming import NamespaceBundle
     from protocol.client.transport import StreamTransport

@@ -6,8 +6,9 @@ Rules:
    topic's own name is not a topic: producers and consumers attach to its partitions
    (``NotAllowedError``).
 2. A missing topic is created when the caller allows it and either asks explicitly (the admin
-   API) or ``allowAutoTopicCreation`` is on; a partition of a partitioned topic always may be,
-   and only below its partition count.
+   API) or auto-creation allows it (``auto_creation``: the namespace's override, else
+   ``allowAutoTopicCreation``); a partition of a partitioned topic always may be, and only
+   below its partition count.
 3. A persistent topic's stored state is opened once per name, however many callers ask at
    once: recovered from the storage backend when the backend is durable and a metadata store is
    given (the ledger list, fenced, and the durable cursors: ``cursor_flush``), else created.
@@ -71,6 +72,8 @@ class TopicLoader:
         limits: Where count limits come from.
         retains: Whether a topic's namespace sets a retention policy (no trimming).
         room: ``maxTopicsPerNamespace``, checked before a persistent topic is created.
+        may_create: Whether a missing topic may be created at its first use (rule 2:
+            ``PartitionedTopics.may_create``).
         quotas: Backlog quotas of persistent topics (``backlog_quota``); None: none.
         hand_overs: How many times a topic's bundle started leaving this broker (rule 5); None:
             bundles never leave.
@@ -89,12 +92,14 @@ class TopicLoader:
         limits: LimitResolver,
         retains: Callable[[TopicName], bool],
         room: NamespaceRoom,
+        may_create: Callable[[TopicName], bool],
         hand_overs: Callable[[TopicName], int] | None = None,
         quotas: BacklogQuotas | None = None,
     ) -> None:
         self._catalog = catalog
         self._quotas = quotas
         self._room = room
+        self._may_create = may_create
         self._hand_overs = hand_overs
         self._settings = settings
         self._clock = clock
@@ -143,14 +148,6 @@ class TopicLoader:
                 "'await task_group.start(service.run)'"
             )
         return self._tg
-
-    def _may_create(self, name: TopicName) -> bool:
-        parent = name.partitioned_topic_name
-        partitions = self._catalog.partitioned.get(parent) if parent is not name else None
-        if partitions is not None:
-            # The partitions of a partitioned topic exist with it, and only those.
-            return name.partition_index < partitions
-        return self._settings().allow_auto_topic_creation
 
     def next_producer_name(self) -> str:
         """A name for a producer that brings none, unique on this broker."""

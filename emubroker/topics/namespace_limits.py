@@ -5,9 +5,9 @@ As ``BrokerService.checkMaxTopicsPerNamespace`` does: the namespace policy
 topic (a producer's or consumer's auto-creation, or the admin API) is refused with
 ``NotAllowedError`` "Exceed maximum number of topics in namespace." when the namespace's
 persistent topics (each partition counts one) plus the new ones would exceed it; a partitioned
-topic adds all its partitions at once. System topics (names starting with ``__``, as all of
-Pulsar's do) neither count nor are refused, and non-persistent topics are not checked (Pulsar
-checks only when it creates a managed ledger).
+topic adds all its partitions at once. System topics (``BrokerService.isSystemTopic``, the same
+test as auto-creation's: ``emubroker.system_names``) neither count nor are refused, and
+non-persistent topics are not checked (Pulsar checks only when it creates a managed ledger).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from emubroker.naming import TopicDomain
+from emubroker.system_names import is_system_topic
 from protocol.errors import NotAllowedError
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ __all__ = [
     "NamespaceRoom",
     "TooManyTopicsError",
     "check_topics_per_namespace",
-    "is_system_topic",
     "max_topics",
 ]
 
@@ -39,11 +39,6 @@ TOO_MANY_TOPICS: Final = "Exceed maximum number of topics in namespace."
 
 class TooManyTopicsError(NotAllowedError):
     """The namespace is at ``maxTopicsPerNamespace`` (``NotAllowedError`` on the wire)."""
-
-
-def is_system_topic(name: TopicName) -> bool:
-    """Whether the limit ignores it (``__change_events``, ``__transaction_buffer_snapshot``...)."""
-    return name.local_name.startswith("__")
 
 
 def max_topics(broker_limit: int, policies: Policies | None) -> int:

@@ -9,9 +9,13 @@ them: JSON ``PartitionedTopicMetadata`` at ``metadata.paths.partitioned_topic_pa
 2. It may grow, never shrink.
 3. Every broker of a cluster sees the same counts: :meth:`PartitionedTopics.watch` follows the
    store, so a partitioned topic created, grown or deleted through one broker is known to all.
-4. PARTITIONED_METADATA answers N for a partitioned topic and 0 for anything else, partitions
-   included (spec §5.1); with ``allowAutoTopicCreationType=partitioned`` an unknown topic is
-   created first, with ``defaultNumPartitions`` partitions.
+4. PARTITIONED_METADATA answers N for a partitioned topic and 0 for any other topic that exists,
+   partitions included (spec §5.1). A missing topic that the client lets the broker create
+   (PIP-344's ``metadata_auto_creation_enabled``) and auto-creation allows (``auto_creation``:
+   the namespace's override, else the broker's keys) answers 0, or, where the type is
+   ``partitioned``, is created first with its count of partitions; any other missing topic is
+   TopicNotFound, as Pulsar's ``ServerCnx`` answers. A partition of a partitioned topic may be
+   created below its count only (:meth:`PartitionedTopics.may_create`).
 5. A partitioned topic's properties are its own (Pulsar's ``PartitionedTopicMetadata.properties``):
    None until some are given (at creation or by an update), kept when it grows, never copied to
    its partitions. A key given a None value is left out (Pulsar's stored JSON leaves a null
@@ -39,9 +43,9 @@ if TYPE_CHECKING:
 
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import NamespaceName, TopicDomain, TopicName
+    from emubroker.topics.auto_creation import AutoTopicCreation
     from emubroker.topics.catalog import TopicCatalog
     from emubroker.topics.namespace_limits import NamespaceRoom
-    from emubroker.topics.settings import TopicSettings
 
 __all__ = ["PartitionedTopics"]
 
@@ -76,7 +80,7 @@ class PartitionedTopics:
 
     Args:
         catalog: Where the counts live (and which other topics exist).
-        settings: The current topic settings (auto-creation).
+        auto_creation: What a missing topic's first use may create (``auto_creation``).
         metadata: Where the counts are written through; None: kept in memory only.
         room: ``maxTopicsPerNamespace``, checked for every partition a create or grow adds.
     """
@@ -85,7 +89,7 @@ class PartitionedTopics:
         self,
         catalog: TopicCatalog,
         *,
-        settings: Callable[[], TopicSettings],
+        auto_creation: Callable[[TopicName], AutoTopicCreation],
         room: NamespaceRoom,
         metadata: MetadataStore | None = None,
     ) -> None:
@@ -93,7 +97,7 @@ class PartitionedTopics:
         self._room = room
         self._counts = catalog.partitioned
         self._properties: dict[TopicName, dict[str, str]] = {}  # absent: none given (rule 5)
-        self._settings = settings
+        self._auto_creation = auto_creation
         self._metadata = metadata
 
     @property
@@ -175,15 +179,49 @@ class PartitionedTopics:
         """Names of a namespace's partitioned topics in one domain, sorted."""
         return sorted(str(t) for t in self._counts if t.namespace == ns and t.domain is domain)
 
+    def may_create(self, name: TopicName) -> bool:
+        """Whether a missing ``name`` may be created at its first use (rule 4).
+
+        A partition of a partitioned topic below its count, never above; any other name as
+        auto-creation says (Pulsar's ``isAllowAutoTopicCreationAsync``).
+        """
+        parent = name.partitioned_topic_name
+        partitions = self._counts.get(parent) if parent is not name else None
+        if partitions is not None:
+            return name.partition_index < partitions
+        return self._auto_creation(name).allowed
+
     async def metadata(self, name: TopicName, *, auto_create: bool = True) -> int:
         """Partitions of a topic for PARTITIONED_METADATA (rule 4).
 
         Without ``auto_create`` (PIP-344's ``metadata_auto_creation_enabled=false``, which the
-        Java client's partition auto-update and pattern consumers send) nothing is created, and
-        a topic that is neither partitioned nor existing is TopicNotFound, as in Pulsar.
+        Java client's partition auto-update and pattern consumers send) nothing is created.
 
         Raises:
-            TopicNotFoundError: Unknown namespace; or, without auto-creation, an unknown topic.
+            TopicNotFoundError: Unknown namespace; or a missing topic that may not be created.
+            TooManyTopicsError: A partitioned topic to create finds no room in its namespace.
+        """
+        self._catalog.check_namespace(name)
+        if auto_create and self.may_create(name):
+            return await self.metadata_creating(name)
+        partitions = self._counts.get(name) if name.partition_index < 0 else None
+        if partitions is not None:
+            return partitions
+        if self._catalog.exists(name):
+            return 0
+        raise TopicNotFoundError(f"Topic {name} does not exist")
+
+    async def metadata_creating(self, name: TopicName) -> int:
+        """Partitions of a topic that may be created, creating it partitioned if the type says.
+
+        Pulsar's ``fetchPartitionedTopicMetadataCheckAllowAutoCreationAsync`` once creation is
+        allowed (the caller checked :meth:`may_create`): a partitioned topic's count; 0 for any
+        other topic that exists, for a partition's name and for a missing topic to be created
+        non-partitioned at its first use.
+
+        Raises:
+            TopicNotFoundError: Unknown namespace.
+            TooManyTopicsError: The namespace has no room for the new topic's partitions.
         """
         self._catalog.check_namespace(name)
         if name.partition_index >= 0:
@@ -191,33 +229,26 @@ class PartitionedTopics:
         partitions = self._counts.get(name)
         if partitions is not None:
             return partitions
-        if not auto_create:
-            if not self._catalog.exists(name):
-                raise TopicNotFoundError(f"Topic {name} does not exist")
-            return 0
-        s = self._settings()
-        if (
-            s.allow_auto_topic_creation
-            and s.allow_auto_topic_creation_type == "partitioned"
-            and not self._catalog.has_topic(name)
-        ):
-            await self.create(name, s.default_num_partitions)
-            return s.default_num_partitions
+        rule = self._auto_creation(name)
+        if rule.partitioned and not self._catalog.has_topic(name):
+            await self.create(name, rule.partitions)
+            return rule.partitions
         return 0
 
     def known_metadata(self, name: TopicName) -> int | None:
-        """:meth:`metadata`'s answer when nothing needs creating, else None.
+        """:meth:`metadata`'s answer when nothing needs creating or checking, else None.
 
-        A partition's 0, a partitioned topic's count; None for anything else, and for a
-        namespace the catalog does not know.
+        A partitioned topic's count, 0 for a partition below its count; None for anything
+        else, and for a namespace the catalog does not know.
         """
         try:
             self._catalog.check_namespace(name)
         except TopicNotFoundError:
             return None
-        if name.partition_index >= 0:
-            return 0
-        return self._counts.get(name)
+        parent = name.partitioned_topic_name
+        if parent is name:
+            return self._counts.get(name)
+        return 0 if name.partition_index < self._counts.get(parent, 0) else None
 
     async def create(
         self, name: TopicName, partitions: int, properties: Mapping[str, str | None] | None = None

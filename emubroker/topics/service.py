@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Self
 
 import anyio
 
+from emubroker.topics.auto_creation import AutoCreationRules
 from emubroker.topics.backlog_quota import BacklogQuotas
 from emubroker.topics.catalog import TopicCatalog
 from emubroker.topics.expiry import MessageExpiry
@@ -72,9 +73,9 @@ class TopicService:
         features: Namespace switches for persistent topics (deduplication); None: all off.
         throttling: Dispatch throttling of persistent subscriptions (``throttling``); None: off.
             Its topic policies also set count limits (``limits``).
-        namespace_policies: A namespace's policies, for the count limits (``limits``); None:
-            only the broker's limits apply. Its ``message_ttl_in_seconds`` is the message TTL
-            (``expiry``).
+        namespace_policies: A namespace's policies, for the count limits (``limits``) and
+            auto-creation (``auto_creation``); None: only the broker's settings apply. Its
+            ``message_ttl_in_seconds`` is the message TTL (``expiry``).
         hand_overs: How many times a topic's bundle started leaving this broker
             (``loading`` rule 5); None: bundles never leave.
     """
@@ -109,6 +110,12 @@ class TopicService:
         room = NamespaceRoom(
             self._catalog, settings=self._current_settings, namespace_policies=namespace_policies
         )
+        self._partitioned = PartitionedTopics(
+            self._catalog,
+            auto_creation=AutoCreationRules(self._current_settings, namespace_policies),
+            room=room,
+            metadata=metadata,
+        )
         self._loader = TopicLoader(
             self._catalog,
             settings=self._current_settings,
@@ -120,11 +127,9 @@ class TopicService:
             limits=LimitResolver(namespace_policies, throttling, self._current_settings),
             retains=_retains(namespace_policies),
             room=room,
+            may_create=self._partitioned.may_create,
             hand_overs=hand_overs,
             quotas=self.quotas,
-        )
-        self._partitioned = PartitionedTopics(
-            self._catalog, settings=self._current_settings, room=room, metadata=metadata
         )
         self._operations = TopicOperations(
             self._catalog, self._loader, self._partitioned, self.expiry
@@ -267,18 +272,25 @@ class TopicService:
     # ---- partitioned topics (``partitioned``) -------------------------------------------------
 
     async def partitioned_metadata(self, name: TopicName, *, auto_create: bool = True) -> int:
-        """Partitions of a topic for PARTITIONED_METADATA (§5.1; ``partitioned`` rule 3).
+        """Partitions of a topic for PARTITIONED_METADATA (§5.1; ``partitioned`` rule 4).
 
-        ``auto_create=False`` is PIP-344's ``metadata_auto_creation_enabled=false``.
+        ``auto_create=False`` is PIP-344's ``metadata_auto_creation_enabled=false``. A missing
+        topic that may be created (:meth:`may_auto_create`) is created partitioned when
+        auto-creation's type says so, else answers 0.
 
         Raises:
-            TopicNotFoundError: Unknown namespace; or, without auto-creation, an unknown topic.
+            TopicNotFoundError: Unknown namespace; or a missing topic that may not be created.
+            TooManyTopicsError: A partitioned topic to create finds no room in its namespace.
         """
         return await self._partitioned.metadata(name, auto_create=auto_create)
 
-    def allows_auto_creation(self) -> bool:
-        """Whether a missing topic is created at its first use (``allowAutoTopicCreation``)."""
-        return self._settings.allow_auto_topic_creation
+    def may_auto_create(self, name: TopicName) -> bool:
+        """Whether a missing topic may be created at its first use (``auto_creation``).
+
+        The namespace's ``autoTopicCreationOverride`` if set, else ``allowAutoTopicCreation``; a
+        partition of a partitioned topic below its count only.
+        """
+        return self._partitioned.may_create(name)
 
     def known_partitioned_metadata(self, name: TopicName) -> int | None:
         """:meth:`partitioned_metadata` when it needs no wait: a partition, a partitioned topic."""

@@ -22,10 +22,10 @@ from protocol.client.client import Client, Connector, normalize_topic, open_clie
 from protocol.client.config import ConsumerConfig, ProducerConfig
 from protocol.client.connection import ClientConnection
 from protocol.client.consumer import Consumer
-from protocol.client.messages import Message
 from protocol.client.partitioned import MultiConsumer, PartitionedProducer
 from protocol.client.producer import Producer
 from protocol.client.reader import Reader
+from protocol.client.received import Message
 from protocol.client.routing import murmur3_32, partition_for_key
 from protocol.client.transport import (
     StreamTransport,

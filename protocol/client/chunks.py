@@ -1,4 +1,4 @@
-"""Reassembling chunked messages on the consumer side (spec §8.4).
+"""Chunked messages (spec §8.4): the producer's SEND frames, and reassembly on the consumer side.
 
 Chunks of one message share a `uuid` and arrive in `chunk_id` order as ordinary entries; the
 message is complete with chunk `num_chunks_from_msg - 1`. Its id is the last chunk's id, and
@@ -10,10 +10,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import msgspec
+
 from protocol import commands as c
+from protocol.codec import encode_record
+from protocol.errors import MessageTooBigError
+from protocol.framing import encode_send_frame
 from protocol.ids import MessageId
 
-__all__ = ["ChunkAssembler"]
+__all__ = ["ChunkAssembler", "build_chunks"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,3 +83,48 @@ class ChunkAssembler:
     def clear(self) -> None:
         """Forget incomplete messages (after a reconnect the broker sends them again)."""
         self._partial.clear()
+
+
+def build_chunks(
+    send: c.Send,
+    metadata: c.MessageMetadata,
+    payload: bytes,
+    max_message_size: int,
+    with_checksum: bool = True,
+) -> list[bytes]:
+    """The SEND frames of a chunked message (spec §8.4).
+
+    Every chunk carries the message's sequence id and `uuid = "<producer>-<sequence id>"` (as
+    the C++ client does), `num_chunks_from_msg`, `total_chunk_msg_size` and its `chunk_id`;
+    chunk payloads are `max_message_size - metadata size` bytes, so each frame stays within what
+    the broker accepts.
+
+    Raises:
+        MessageTooBigError: the metadata alone does not fit.
+    """
+    total = len(payload)
+    uuid = f"{metadata.producer_name}-{metadata.sequence_id}"
+    # Measure with every chunk field at a value at least as wide as any real one.
+    probe = msgspec.structs.replace(
+        metadata, uuid=uuid, num_chunks_from_msg=total, total_chunk_msg_size=total, chunk_id=total
+    )
+    chunk_size = max_message_size - len(encode_record(probe))
+    if chunk_size <= 0:
+        raise MessageTooBigError("message metadata alone exceeds the max message size")
+    count = max(1, -(-total // chunk_size))
+    chunk_send = msgspec.structs.replace(send, is_chunk=True)
+    view = memoryview(payload)
+    frames = []
+    for chunk_id in range(count):
+        chunk_meta = msgspec.structs.replace(
+            metadata,
+            uuid=uuid,
+            num_chunks_from_msg=count,
+            total_chunk_msg_size=total,
+            chunk_id=chunk_id,
+        )
+        piece = view[chunk_id * chunk_size : (chunk_id + 1) * chunk_size]
+        frames.append(
+            encode_send_frame(chunk_send, encode_record(chunk_meta), piece, with_checksum)
+        )
+    return frames

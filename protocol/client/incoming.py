@@ -30,7 +30,7 @@ from protocol.batch import indexes_of
 from protocol.client.acks import BatchTracker
 from protocol.client.chunks import ChunkAssembler
 from protocol.client.entry import BatchHeader, ReceivedEntry, split_batch
-from protocol.client.messages import Message
+from protocol.client.received import Message
 from protocol.codec import decode_record
 from protocol.errors import RemoteProtocolError
 from protocol.framing import Payload, checksum

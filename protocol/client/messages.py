@@ -1,32 +1,24 @@
-"""Messages on both sides of the wire: SEND frames (single, batched, chunked) and `Message`.
+"""The SEND frames of a producer: single messages and batches (spec §2.2, §8.1).
 
 Only `protocol.codec` turns records into protobuf bytes; this module decides which records to
-build and frames them (spec §2.2, §8.1, §8.4).
+build and frames them, with fast paths for the common plain message. A chunked message's frames
+are `protocol.client.chunks`'s, a received message is `protocol.client.received.Message`.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
-
-import msgspec
 
 from protocol import commands as c
 from protocol.client._util import FutureGroup, GroupMember
-from protocol.codec import decode_record, encode_record
-from protocol.errors import MessageTooBigError
+from protocol.codec import encode_record
 from protocol.framing import MAGIC_CHECKSUM, checksum, encode_send_frame
 from protocol.ids import MessageId
 from protocol.wire import CONTINUED_BYTES, SMALL_VARINTS, U64, OffTheFastLane, uvarint
 
-if TYPE_CHECKING:
-    from protocol.client.entry import ReceivedEntry
-
 __all__ = [
     "BatchBuilder",
-    "Message",
     "PlainSends",
-    "build_chunks",
     "build_single",
     "plain_single_metadata",
 ]
@@ -187,51 +179,6 @@ class PlainSends:
         # The entry is its head (metadata size and metadata), then the payload.
         entry_head = _U32.pack(len(metadata)) + metadata
         return _send_frame(self._send_head + seq, entry_head, payload, self._with_crc)
-
-
-def build_chunks(
-    send: c.Send,
-    metadata: c.MessageMetadata,
-    payload: bytes,
-    max_message_size: int,
-    with_checksum: bool = True,
-) -> list[bytes]:
-    """The SEND frames of a chunked message (spec §8.4).
-
-    Every chunk carries the message's sequence id and `uuid = "<producer>-<sequence id>"` (as
-    the C++ client does), `num_chunks_from_msg`, `total_chunk_msg_size` and its `chunk_id`;
-    chunk payloads are `max_message_size - metadata size` bytes, so each frame stays within what
-    the broker accepts.
-
-    Raises:
-        MessageTooBigError: the metadata alone does not fit.
-    """
-    total = len(payload)
-    uuid = f"{metadata.producer_name}-{metadata.sequence_id}"
-    # Measure with every chunk field at a value at least as wide as any real one.
-    probe = msgspec.structs.replace(
-        metadata, uuid=uuid, num_chunks_from_msg=total, total_chunk_msg_size=total, chunk_id=total
-    )
-    chunk_size = max_message_size - len(encode_record(probe))
-    if chunk_size <= 0:
-        raise MessageTooBigError("message metadata alone exceeds the max message size")
-    count = max(1, -(-total // chunk_size))
-    chunk_send = msgspec.structs.replace(send, is_chunk=True)
-    view = memoryview(payload)
-    frames = []
-    for chunk_id in range(count):
-        chunk_meta = msgspec.structs.replace(
-            metadata,
-            uuid=uuid,
-            num_chunks_from_msg=count,
-            total_chunk_msg_size=total,
-            chunk_id=chunk_id,
-        )
-        piece = view[chunk_id * chunk_size : (chunk_id + 1) * chunk_size]
-        frames.append(
-            encode_send_frame(chunk_send, encode_record(chunk_meta), piece, with_checksum)
-        )
-    return frames
 
 
 class BatchBuilder:
@@ -431,132 +378,3 @@ def _send_frame(send: bytes, entry_head: bytes, payload: bytes, with_checksum: b
             payload,
         )
     )
-
-
-class Message(msgspec.Struct, eq=False, gc=False):
-    """A received message.
-
-    Attributes:
-        payload: the message bytes.
-        message_id: its id (partition set for partitions, batch index inside batches).
-        topic: the topic (the partition's name for partitioned topics).
-        redelivery_count: how many times the broker redelivered it.
-    """
-
-    # A struct, not a class with __init__: consumers make one per batched message, and a
-    # struct is created several times faster. What the messages of an entry share lives in
-    # their `ReceivedEntry`; the id, the batch header and the metadata record are made on first
-    # use (the consumer's hot path only needs payload and index).
-    # `gc=False`: the cyclic collector never tracks a message. Safe because nothing a message
-    # holds can lead back to it: its entry reaches the consumer only through a weak reference,
-    # and the rest is bytes, ints and id records. Tracked, the messages of a busy consumer
-    # triggered a collection every few hundred received messages (~0.25 µs per message).
-    payload: bytes
-    _entry: ReceivedEntry
-    _index: int = -1  # the batch index, -1 when not batched
-    _single: c.SingleMessageMetadata | bytes | None = None  # else `_entry.header(_index)`
-    _id: MessageId | None = None
-    _chunk_ids: tuple[MessageId, ...] = ()
-
-    def __repr__(self) -> str:
-        return f"<Message {self.message_id} {len(self.payload)} bytes on {self.topic}>"
-
-    @property
-    def message_id(self) -> MessageId:
-        """Its id (partition set for partitions, batch index inside batches)."""
-        message_id = self._id
-        if message_id is None:
-            entry = self._entry
-            if self._index < 0:
-                message_id = MessageId(entry.ledger_id, entry.entry_id, entry.partition)
-            else:
-                message_id = MessageId(
-                    entry.ledger_id, entry.entry_id, entry.partition, self._index, entry.batch_size
-                )
-            self._id = message_id
-        return message_id
-
-    @property
-    def delivery(self) -> tuple[int, int, int, int]:
-        """(ledger id, entry id, batch index, redelivery count) of this delivery.
-
-        What `message_id` and `redelivery_count` say, without making the id: for applications
-        that record every message they receive (loadgen's traces), at a fraction of the cost.
-        """
-        entry = self._entry
-        return (entry.ledger_id, entry.entry_id, self._index, entry.redelivery_count)
-
-    @property
-    def topic(self) -> str:
-        """The topic (partition) the message was received on."""
-        return self._entry.topic
-
-    @property
-    def redelivery_count(self) -> int:
-        """How often the broker redelivered the message (0 on the first delivery)."""
-        return self._entry.redelivery_count
-
-    @property
-    def _consumer(self) -> Any:
-        """The single-topic consumer it came from (acks, permits); None once it is gone."""
-        return self._entry.consumer_ref()
-
-    def _header(self) -> c.SingleMessageMetadata | None:
-        single = self._single
-        if single is None:
-            if self._index < 0:
-                return None
-            single = self._entry.header(self._index)
-        if isinstance(single, bytes):  # checked by `wire.scan_single_metadata`: decodes
-            single = decode_record(c.SingleMessageMetadata, single)
-        self._single = single
-        return single
-
-    @property
-    def properties(self) -> dict[str, str]:
-        """The message's string properties."""
-        single = self._header()
-        source = single if single is not None else self._entry.metadata
-        return {kv.key: kv.value for kv in source.properties}
-
-    @property
-    def key(self) -> str | None:
-        """The partition key, if any."""
-        single = self._header()
-        return single.partition_key if single is not None else self._entry.fields[4]
-
-    @property
-    def ordering_key(self) -> bytes | None:
-        """The ordering key Key_Shared routes by, if the producer set one."""
-        single = self._header()
-        return single.ordering_key if single is not None else self._entry.fields[5]
-
-    @property
-    def event_time(self) -> int | None:
-        """The application event time in ms, or None when unset."""
-        single = self._header()
-        source = single if single is not None else self._entry.metadata
-        return source.event_time or None
-
-    @property
-    def publish_time(self) -> int:
-        """When the producer published it, ms since the epoch."""
-        return self._entry.fields[2]
-
-    @property
-    def producer_name(self) -> str:
-        """The name of the producer that published the message."""
-        return self._entry.fields[0]
-
-    @property
-    def sequence_id(self) -> int:
-        """The producer's sequence id of the message (its own within a batch)."""
-        single = self._header()
-        if single is not None and single.sequence_id is not None:
-            return single.sequence_id
-        return self._entry.fields[1]
-
-    @property
-    def metadata(self) -> c.MessageMetadata:
-        """The entry's full `MessageMetadata`."""
-        return self._entry.metadata

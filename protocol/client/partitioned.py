@@ -16,9 +16,9 @@ import anyio
 from protocol.client._util import Future
 from protocol.client.config import ConsumerConfig, ProducerConfig
 from protocol.client.consumer import Consumer
-from protocol.client.messages import Message
 from protocol.client.producer import Producer, SendCallback
 from protocol.client.receive_queue import ReceiveQueue
+from protocol.client.received import Message
 from protocol.client.routing import RoundRobinRouter, partition_for_key
 from protocol.errors import ClientClosedError, ConsumerClosedError, LocalProtocolError
 from protocol.ids import MessageId

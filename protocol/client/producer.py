@@ -13,6 +13,9 @@ Rules (spec §6, §8.1, §8.4, §9):
 4. The queue holds at most `max_pending_messages` messages; `send_async` waits for room.
 5. After every (re)attachment all pending SENDs are written again, in order, byte for byte.
 6. An op whose send timeout passes fails with `OperationTimeoutError` (checked at the head).
+
+The pending queue, its receipts and timeouts (rules 2, 3, 4's bound, 6) are `pending`'s
+(`PendingSends` is the base class); building and batching SENDs (rules 1, 5) is this module's.
 """
 
 from __future__ import annotations
@@ -24,26 +27,19 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
-import msgspec
 
 from protocol import commands as c
-from protocol.client._util import Future, FutureGroup, with_deadline
+from protocol.client._util import Future, with_deadline
+from protocol.client.chunks import build_chunks
 from protocol.client.config import ProducerConfig
-from protocol.client.handler import ENDED_STATES, Handler, HandlerState
-from protocol.client.messages import (
-    CHECKSUM_MIN_PROTOCOL,
-    BatchBuilder,
-    PlainSends,
-    build_chunks,
-    build_single,
-)
+from protocol.client.handler import ENDED_STATES, HandlerState
+from protocol.client.messages import CHECKSUM_MIN_PROTOCOL, BatchBuilder, PlainSends, build_single
+from protocol.client.pending import PendingOp, PendingSends
 from protocol.errors import (
-    ChecksumError,
     ClientClosedError,
     MessageTooBigError,
     OperationTimeoutError,
     ProducerClosedError,
-    ServerError,
 )
 from protocol.ids import MessageId
 
@@ -58,26 +54,7 @@ logger = logging.getLogger(__name__)
 SendCallback = Callable[[Future[MessageId]], None]
 
 
-_NEVER = float("inf")
-
-
-class _Op(msgspec.Struct):
-    """One SEND in flight: its bytes and who to tell when its receipt comes.
-
-    A Struct rather than a class with `__init__`: an unbatched producer makes one per message.
-    """
-
-    first_seq: int
-    last_seq: int  # first_seq + batch size - 1
-    frame: bytes
-    messages: int  # what the pending bound counts (rule 4); 0 for all chunks but the last
-    deadline: float
-    future: Future[MessageId] | None = None  # an unbatched message's (its last chunk's)
-    batch: FutureGroup[MessageId] | None = None  # a batch's messages' futures
-    chunk_ids: list[MessageId] | None = None  # shared by the chunks of one message
-
-
-class Producer(Handler):
+class Producer(PendingSends):
     """A producer on one topic or one partition. Create it with `Client.create_producer`."""
 
     def __init__(
@@ -103,7 +80,7 @@ class Producer(Handler):
         self._batch_max_messages = config.batching_max_messages
         self._batch_max_bytes = config.batching_max_bytes
         self._listener = config.receipt_listener
-        self._pending: deque[_Op] = deque()
+        self._pending: deque[PendingOp] = deque()
         self._pending_messages = 0
         self._room: anyio.Event | None = None
         self._pending_armed: anyio.Event | None = None
@@ -272,7 +249,7 @@ class Producer(Handler):
             plain = plain and deliver_at is None
             frame = self._plain.frame(sequence_id, publish_time, payload) if plain else None
             if frame is not None:
-                self._push(_Op(sequence_id, sequence_id, frame, 1, self._deadline(), future))
+                self._push(PendingOp(sequence_id, sequence_id, frame, 1, self._deadline(), future))
             else:
                 self._send_generic(
                     future,
@@ -287,14 +264,6 @@ class Producer(Handler):
         if callback is not None:
             future.add_done_callback(callback)
         return future
-
-    async def _wait_for_room(self) -> None:  # rule 4
-        while self._pending_messages >= self._max_pending:
-            self._flush_batch()  # the open batch may hold what fills the queue: send it now
-            if self._room is None:
-                self._room = anyio.Event()
-            await self._room.wait()
-            self._check_usable()
 
     def _send_generic(
         self,
@@ -324,7 +293,7 @@ class Producer(Handler):
         send = c.Send(producer_id=self.producer_id, sequence_id=sequence_id)
         frame = build_single(send, metadata, payload, self._max_message_size, self._checksum)
         if frame is not None:
-            self._push(_Op(sequence_id, sequence_id, frame, 1, self._deadline(), future))
+            self._push(PendingOp(sequence_id, sequence_id, frame, 1, self._deadline(), future))
             return
         if not self._config.chunking_enabled:
             raise MessageTooBigError(
@@ -337,7 +306,7 @@ class Producer(Handler):
         last = len(frames) - 1
         for i, chunk in enumerate(frames):
             self._push(
-                _Op(
+                PendingOp(
                     sequence_id,
                     sequence_id,
                     chunk,
@@ -348,19 +317,6 @@ class Producer(Handler):
                 )
             )
 
-    def _deadline(self) -> float:
-        timeout = self._send_timeout
-        return self._clock.now() + timeout if timeout > 0 else _NEVER
-
-    def _push(self, op: _Op) -> None:
-        if not self._pending and self._pending_armed is not None:
-            self._pending_armed.set()
-        self._pending.append(op)
-        self._pending_messages += op.messages
-        cnx = self._attached()
-        if cnx is not None:
-            cnx.write(op.frame)  # otherwise rule 5: sent after the next attachment
-
     def _flush_batch(self) -> None:
         batch = self._batch
         if batch is None or not batch.count:
@@ -370,7 +326,7 @@ class Producer(Handler):
         )
         self._pending_messages -= count  # _push counts them again, as one op
         last_seq = first_seq + count - 1
-        self._push(_Op(first_seq, last_seq, frame, count, self._deadline(), batch=group))
+        self._push(PendingOp(first_seq, last_seq, frame, count, self._deadline(), batch=group))
 
     async def flush(self) -> None:
         """Send the open batch now and wait until everything sent so far has its receipt.
@@ -387,94 +343,12 @@ class Producer(Handler):
             elif last.future is not None:
                 await last.future.wait_done()
 
-    # ---- receipts ------------------------------------------------------------------------------
-
-    def handle_receipt(self, receipt: c.SendReceipt) -> bool:
-        """SEND_RECEIPT for this producer; False when the connection must be closed (spec §6.3)."""
-        if not self._pending:
-            return True  # its op expired
-        op = self._pending[0]
-        sequence_id = receipt.sequence_id
-        if sequence_id > op.last_seq:
-            return False  # rule 2
-        if sequence_id < op.first_seq:
-            return True  # stale
-        self._pending.popleft()
-        self.last_sequence_id = op.last_seq
-        message_id = receipt.message_id
-        if message_id is None:
-            ledger_id = entry_id = -1
-        else:
-            ledger_id, entry_id = message_id.ledger_id, message_id.entry_id
-        partition = self.partition
-        future = op.future
-        if op.batch is not None:
-            size = op.messages
-            # One write for the whole batch: each message's id is made when it is asked for.
-            op.batch.set_result(lambda i: MessageId(ledger_id, entry_id, partition, i, size))
-        elif op.chunk_ids is not None:
-            op.chunk_ids.append(MessageId(ledger_id, entry_id, partition))
-            if future is not None:  # the last chunk: the message's id is the last chunk's
-                future.set_result(op.chunk_ids[-1])
-        elif future is not None:
-            future.set_result(MessageId(ledger_id, entry_id, partition))
-        listener = self._listener
-        if listener is not None and op.messages:  # a chunk tells only with the message's last
-            listener(op.first_seq, op.last_seq, ledger_id, entry_id, 0 if op.batch else -1, None)
-        self._released(op)
-        return True
-
-    def handle_send_error(self, error: c.SendError) -> bool:
-        """SEND_ERROR for this producer; False when the connection must be closed (spec §6.3)."""
-        if error.error != ServerError.ChecksumError:
-            return False  # spec §6.3: the connection is closed
-        if self._pending and self._pending[0].first_seq == error.sequence_id:
-            op = self._pending.popleft()
-            self._fail_op(op, ChecksumError(error.message))
-        return True
-
-    def _released(self, op: _Op) -> None:
-        self._pending_messages -= op.messages
-        if self._room is not None and self._pending_messages < self._max_pending:
-            self._room.set()
-            self._room = None
-
-    def _fail_op(self, op: _Op, error: Exception) -> None:
-        if op.batch is not None:
-            op.batch.set_exception(error)
-        elif op.future is not None:
-            op.future.set_exception(error)
-        if self._listener is not None and op.messages:
-            self._listener(op.first_seq, op.last_seq, -1, -1, 0 if op.batch else -1, error)
-        self._released(op)
-
-    def _fail_pending(self, error: Exception) -> None:
-        self._flush_batch()
-        pending, self._pending = self._pending, deque()
-        for op in pending:
-            self._fail_op(op, error)
-
-    def _on_failed(self, error: BaseException) -> None:
-        self._fail_pending(error if isinstance(error, Exception) else ProducerClosedError())
-
     # ---- timers --------------------------------------------------------------------------------
 
     async def _batch_timer(self) -> None:
         # The timer is left set when a batch is flushed early (full, or by `send`/`flush`): its
         # call then finds the batch empty, or a younger batch's start has moved it on.
         await self._batch_due.run()
-
-    async def _send_timeout_loop(self) -> None:  # rule 6
-        while True:
-            if not self._pending:
-                self._pending_armed = anyio.Event()
-                await self._pending_armed.wait()
-                continue
-            await self._clock.sleep_until(self._pending[0].deadline)
-            now = self._clock.now()
-            while self._pending and self._pending[0].deadline <= now:
-                op = self._pending.popleft()
-                self._fail_op(op, OperationTimeoutError(f"send to {self.topic} timed out"))
 
     # ---- closing -------------------------------------------------------------------------------
 

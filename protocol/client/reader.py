@@ -8,8 +8,8 @@ only while it is attached. After a reconnect it restarts after the last message 
 from __future__ import annotations
 
 from protocol.client.consumer import Consumer
-from protocol.client.messages import Message
 from protocol.client.partitioned import MultiConsumer
+from protocol.client.received import Message
 from protocol.errors import ClientClosedError
 from protocol.ids import LATEST, MessageId
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 import anyio
 
-from protocol.client.messages import Message
+from protocol.client.received import Message
 
 __all__ = ["ReceiveQueue"]
 

@@ -4,6 +4,7 @@ and pattern subscriptions over non-persistent topics (issue 3, part 4).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import re
@@ -119,6 +120,46 @@ def test_dead_letter_topic_gets_the_poison_message(client: pulsar.Client) -> Non
     dead = dlq.receive(RECEIVE_MS)
     assert dead.data() == b"poison"
     assert dead.properties()["REAL_TOPIC"] == topic
+
+
+def admin(broker: RunningBroker, method: str, path: str, body: object = None) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{broker.admin_url}/admin/v2/{path}", data, method=method)
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=5) as reply:
+        text = reply.read()
+    return json.loads(text) if text else None
+
+
+def test_no_dead_letter_where_its_initial_subscription_may_not_be_created(
+    broker: RunningBroker, client: pulsar.Client
+) -> None:
+    # The namespace forbids subscription auto-creation: the broker refuses the dead-letter
+    # producer that names an initial subscription (NotAllowedError), as Pulsar does, so the
+    # poison message never reaches the dead-letter topic.
+    namespace = f"public/dlq-{uuid.uuid4().hex[:8]}"
+    admin(broker, "PUT", f"namespaces/{namespace}")
+    off = {"allowAutoSubscriptionCreation": False}
+    admin(broker, "POST", f"namespaces/{namespace}/autoSubscriptionCreation", off)
+    topic = f"persistent://{namespace}/t"
+    admin(broker, "PUT", f"persistent/{namespace}/t/subscription/work")
+    consumer = client.subscribe(
+        topic,
+        "work",
+        consumer_type=pulsar.ConsumerType.Shared,
+        negative_ack_redelivery_delay_ms=100,
+        dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(
+            max_redeliver_count=1, initial_subscription_name="triage"
+        ),
+    )
+    client.create_producer(topic).send(b"poison")
+    for _ in range(2):
+        consumer.negative_acknowledge(consumer.receive(RECEIVE_MS))
+    with contextlib.suppress(pulsar.Timeout):  # past the count the client tries the DLQ
+        consumer.receive(1500)
+    stats = admin(broker, "GET", f"persistent/{namespace}/t-work-DLQ/stats")
+    assert isinstance(stats, dict)
+    assert (stats["msgInCounter"], stats["publishers"], stats["subscriptions"]) == (0, [], {})
 
 
 # ---- compaction and TableView (§7.1 read_compacted, §7.6) ------------------------------------

@@ -20,7 +20,7 @@ from loadgen.payload import HEADER, MAGIC, NO_KEY, VERSION, key_name, run_tag, s
 from loadgen.producing import GroupCounters
 from loadgen.trace.writer import ColumnBuffer
 from protocol.client.entry import ReceivedEntry
-from protocol.client.messages import Message
+from protocol.client.received import Message
 from protocol.clock import FakeClock
 
 pytestmark = pytest.mark.anyio

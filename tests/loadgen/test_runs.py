@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -458,7 +459,19 @@ namespace = "public/default"
     # which is recorded, and the run goes on.
     assert events["UnloadNamespace"]["outcome"] in ("ok", "error")
     receives = table(run_dir, "receives")
+    # The pause stops the consumer's receives. It reaches the consumer's worker process through
+    # the runner's broadcast, some milliseconds after ``fired_ns`` (tens on a loaded machine),
+    # and until then the consumer receives at the rate it is going at, which is far above the
+    # producer's 200/s while it catches up after a delay; so what is bounded is time, not a
+    # count: within the 0.8 s pause the consumer receives nothing for most of it. The window
+    # ends before the namespace unload (3.5 s), which stops deliveries too.
     pause = events["PauseConsumers"]["fired_ns"]
-    during = [r for r in receives if pause < r["receive_ns"] < pause + 700_000_000]
-    assert len(during) < 40  # at most the receive queue's worth, then nothing until the resume
+    end = pause + 1_000_000_000
+    edges = [
+        pause,
+        *sorted(r["receive_ns"] for r in receives if pause < r["receive_ns"] < end),
+        end,
+    ]
+    quiet = max(later - earlier for earlier, later in itertools.pairwise(edges))
+    assert quiet > 500_000_000, f"longest time without a receive in the pause: {quiet} ns"
     assert max(r["receive_ns"] - r["intended_ns"] for r in receives) > 600_000_000

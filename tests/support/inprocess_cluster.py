@@ -18,7 +18,7 @@ from emubroker.app import Broker, broker_id_of, open_broker
 from emubroker.config import load_config
 from emubroker.loadbalance.ownership.assignment import LoadManagerSelector
 from emubroker.loadbalance.ownership.owner_calls import OwnerCallError
-from emubroker.loadbalance.ownership.table import BrokerInfo
+from emubroker.loadbalance.ownership.records import BrokerInfo
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from emubroker.naming import AssignedBroker, NamespaceBundle, TopicName
 from emubroker.storage import BookieBackend

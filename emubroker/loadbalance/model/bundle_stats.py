@@ -3,19 +3,22 @@
 ``NamespaceBundleStats`` is one sample, ``TimeAverageMessageData`` an average over the last
 samples (10 short-term, 1000 long-term), ``BundleData`` both averages of a bundle, and
 ``TimeAverageBrokerData`` their sums over a broker's bundles. Also here: the namespace helpers
-that tell heartbeat and SLA-monitor bundles apart. ``emubroker.loadbalance.model.data`` re-exports
-everything.
+that tell heartbeat and SLA-monitor bundles apart (``emubroker.system_names``').
+``emubroker.loadbalance.model.data`` re-exports everything.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from emubroker.loadbalance.model.usage import java_div
+from emubroker.system_names import (
+    SYSTEM_NAMESPACE,
+    is_sla_or_heartbeat_namespace,
+    is_system_service_namespace,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -41,28 +44,11 @@ NUM_LONG_SAMPLES: Final = 1000
 DEFAULT_MESSAGE_RATE: Final = 50.0
 DEFAULT_MESSAGE_THROUGHPUT: Final = 50_000.0
 
-# NamespaceService's patterns for the per-broker heartbeat and SLA-monitor namespaces.
-_HEARTBEAT: Final = re.compile(r"pulsar/[^/]+/([^:]+:\d+)")
-_HEARTBEAT_V2: Final = re.compile(r"pulsar/([^:]+:\d+)")
-_SLA: Final = re.compile(r"sla-monitor/[^/]+/([^:]+:\d+)")
-SYSTEM_NAMESPACE: Final = "pulsar/system"
-
 
 def bundle_namespace(bundle: str) -> str:
     """The namespace of ``<namespace>/<range>``; a name without ``/`` is its own namespace."""
     index = bundle.rfind("/")
     return bundle[:index] if index != -1 else bundle
-
-
-@functools.lru_cache(maxsize=4096)
-def is_sla_or_heartbeat_namespace(namespace: str) -> bool:
-    """Whether ``namespace`` is a broker's heartbeat or SLA-monitor namespace."""
-    return any(p.fullmatch(namespace) for p in (_SLA, _HEARTBEAT, _HEARTBEAT_V2))
-
-
-def is_system_service_namespace(namespace: str) -> bool:
-    """``pulsar/system``, or a heartbeat/SLA namespace (``isSystemServiceNamespace``)."""
-    return namespace == SYSTEM_NAMESPACE or is_sla_or_heartbeat_namespace(namespace)
 
 
 def _compare_beyond(*criteria: tuple[float, float, float]) -> int:

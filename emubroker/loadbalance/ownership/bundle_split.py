@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from emubroker.config import BrokerConfig
-    from emubroker.loadbalance.ownership.table import BrokerInfo
+    from emubroker.loadbalance.ownership.records import BrokerInfo
     from emubroker.loadbalance.strategies.split import TopicLoad
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceName

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from emubroker.loadbalance.ownership.table import BrokerInfo
+from emubroker.loadbalance.ownership.records import BrokerInfo
 from emubroker.loadbalance.runtime.broker_registry import available_brokers, read_report
 from emubroker.metadata import MetadataStoreError
 from protocol.errors import MetadataError, ServiceNotReadyError

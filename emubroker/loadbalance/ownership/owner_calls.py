@@ -33,7 +33,7 @@ from emubroker.naming import BundleRange, NamespaceBundle, NamespaceName
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from emubroker.loadbalance.ownership.table import BrokerInfo, BundleOwner
+    from emubroker.loadbalance.ownership.records import BrokerInfo, BundleOwner
     from protocol.clock import Clock
 
 __all__ = ["OWNER_CALL_TIMEOUT", "OwnerAdmin", "OwnerCallError", "OwnerCalls", "parse_bundle"]

@@ -6,6 +6,8 @@ metadata node ``/namespace/<tenant>/<ns>/<0xlower_0xupper>`` whose value is Puls
 ``NamespaceEphemeralData`` JSON; whoever creates it first (``expected_version=-1``) owns it, the
 ZooKeeper lock Pulsar's ``OwnershipCache`` takes. Rules:
 
+The records (``BrokerInfo``, ``BundleOwner``, the node's JSON) are ``records``'.
+
 1. This broker answers for the bundles it holds without a store round trip (Pulsar's
    ``ownedBundlesCache``); for the others it reads the node, and keeps what it read while its
    watch (rule 3) runs, until the watch tells of a change to that node (Pulsar's
@@ -36,8 +38,13 @@ import logging
 from typing import TYPE_CHECKING
 
 import anyio
-import msgspec
 
+from emubroker.loadbalance.ownership.records import (
+    BrokerInfo,
+    BundleOwner,
+    owner_from_record,
+    ownership_record,
+)
 from emubroker.metadata import (
     BadVersionError,
     MetadataStoreError,
@@ -65,7 +72,7 @@ if TYPE_CHECKING:
     from emubroker.naming import TopicName
     from protocol.clock import Clock
 
-__all__ = ["BrokerInfo", "BundleOwner", "NamespaceEphemeralData", "OwnershipTable"]
+__all__ = ["OwnershipTable"]
 
 log = logging.getLogger(__name__)
 
@@ -74,52 +81,6 @@ _WATCH_RETRY_DELAY = 1.0
 
 _BUNDLES_KEPT = 100_000
 """Topics whose bundle is kept (``bundle_of``); past it the memory starts again."""
-
-
-class BrokerInfo(msgspec.Struct, frozen=True):
-    """Where a broker is reached.
-
-    Attributes:
-        service_url: ``pulsar://host:port`` of its binary protocol.
-        http_url: ``http://host:port`` of its admin API.
-        service_url_tls: ``pulsar+ssl://host:port``; empty without a TLS port.
-        http_url_tls: ``https://host:port``; empty without an HTTPS port.
-    """
-
-    service_url: str
-    http_url: str
-    service_url_tls: str = ""
-    http_url_tls: str = ""
-
-
-class BundleOwner(msgspec.Struct, frozen=True):
-    """Who owns a bundle, and whether it is being unloaded (``disabled``)."""
-
-    broker: BrokerInfo
-    disabled: bool = False
-
-
-class NamespaceEphemeralData(msgspec.Struct, frozen=True, rename="camel"):
-    """Pulsar's ownership record (``NamespaceEphemeralData``), stored as JSON in the lock node."""
-
-    native_url: str
-    native_url_tls: str = ""
-    http_url: str = ""
-    http_url_tls: str = ""
-    disabled: bool = False
-    advertised_listeners: dict[str, str] = msgspec.field(default_factory=dict)
-
-
-_ENCODER = msgspec.json.Encoder()
-_DECODER = msgspec.json.Decoder(NamespaceEphemeralData)
-
-
-def _owner_from_record(value: bytes) -> BundleOwner:
-    record = _DECODER.decode(value)
-    broker = BrokerInfo(
-        record.native_url, record.http_url, record.native_url_tls, record.http_url_tls
-    )
-    return BundleOwner(broker, record.disabled)
 
 
 class OwnershipTable:
@@ -167,14 +128,7 @@ class OwnershipTable:
         self._others: dict[str, BundleOwner] = {}
         self._watching = False
         self._notifications = 0
-        self._record = _ENCODER.encode(
-            NamespaceEphemeralData(
-                native_url=me.service_url,
-                native_url_tls=me.service_url_tls,
-                http_url=me.http_url,
-                http_url_tls=me.http_url_tls,
-            )
-        )
+        self._record = ownership_record(me)
 
     # ---- topics and bundles -------------------------------------------------------------------
 
@@ -258,7 +212,7 @@ class OwnershipTable:
         node = await self._store.get(path)
         if node is None:
             return None
-        owner = _owner_from_record(node.value)
+        owner = owner_from_record(node.value)
         if (
             self._watching
             and seen == self._notifications
@@ -291,7 +245,7 @@ class OwnershipTable:
                     with contextlib.suppress(NotFoundError, BadVersionError):
                         await self._store.delete(path, node.version)
                     continue
-                owner = _owner_from_record(node.value)
+                owner = owner_from_record(node.value)
                 if owner.broker.service_url != self.me.service_url or not node.created_by_self:
                     return owner
                 # Ours from this very session (a concurrent acquire won): adopt it.

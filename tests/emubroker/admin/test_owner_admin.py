@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from emubroker.admin.owner_admin import HttpOwnerAdmin
 from emubroker.config import BrokerConfig, ConfigError, load_config
 from emubroker.loadbalance.ownership.owner_calls import OwnerCallError, parse_bundle
-from emubroker.loadbalance.ownership.table import BrokerInfo
+from emubroker.loadbalance.ownership.records import BrokerInfo
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from emubroker.app import Broker
-from emubroker.loadbalance.ownership.table import NamespaceEphemeralData
+from emubroker.loadbalance.ownership.records import NamespaceEphemeralData
 from emubroker.metadata.paths import local_policies_path, ownership_path
 from emubroker.naming import BundleRange, NamespaceBundle, NamespaceName, TopicName, name_hash
 from protocol import commands as c

@@ -17,7 +17,8 @@ from emubroker.loadbalance.ownership.bundle_split import (
     InvalidSplitError,
     SplitFailedError,
 )
-from emubroker.loadbalance.ownership.table import BrokerInfo, OwnershipTable
+from emubroker.loadbalance.ownership.records import BrokerInfo
+from emubroker.loadbalance.ownership.table import OwnershipTable
 from emubroker.loadbalance.strategies.split import TopicLoad
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree
 from emubroker.metadata.paths import local_policies_path, ownership_path

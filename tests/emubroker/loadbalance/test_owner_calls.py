@@ -13,7 +13,7 @@ from emubroker.loadbalance.ownership.owner_calls import (
     OwnerCalls,
     parse_bundle,
 )
-from emubroker.loadbalance.ownership.table import BrokerInfo, BundleOwner
+from emubroker.loadbalance.ownership.records import BrokerInfo, BundleOwner
 from emubroker.naming import BundleRange, NamespaceBundle
 from protocol.clock import FakeClock
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import pytest
 
-from emubroker.loadbalance.ownership.table import BrokerInfo, BundleOwner, OwnershipTable
+from emubroker.loadbalance.ownership.records import BrokerInfo, BundleOwner
+from emubroker.loadbalance.ownership.table import OwnershipTable
 from emubroker.metadata import MemoryMetadataStore, MemoryMetadataTree, MetadataStoreError
 from emubroker.metadata.paths import ownership_path
 from emubroker.naming import BundleRange, NamespaceBundle, TopicName, topic_hash

@@ -68,3 +68,14 @@ async def test_growing_a_partitioned_topic_needs_room_for_the_new_partitions() -
             await service.update_partitioned_topic(topic_name("p"), 5)
         await service.update_partitioned_topic(topic_name("p"), 4)
         assert service.partitions_of(topic_name("p")) == 4
+
+
+async def test_system_topics_are_pulsars_not_any_double_underscore_name() -> None:
+    # BrokerService.isSystemTopic, as for auto-creation: a system namespace's topic or one of
+    # SystemTopicNames (a partition of one too); a user topic named "__x" counts as any other.
+    async with open_service(max_topics_per_namespace=1) as service:
+        await service.get_topic(topic_name("__mine"))
+        with pytest.raises(TooManyTopicsError):
+            await service.get_topic(topic_name("a"))
+        await service.get_topic(topic_name("__change_events-partition-0"))
+        await service.get_topic(topic_name("t__transaction_pending_ack"))

@@ -24,7 +24,8 @@ from protocol.client.acks import BatchTracker
 from protocol.client.chunks import ChunkAssembler
 from protocol.client.entry import ReceivedEntry, split_batch
 from protocol.client.incoming import Decoded, Incoming, _plain_batch
-from protocol.client.messages import Message, plain_single_header
+from protocol.client.messages import plain_single_header
+from protocol.client.received import Message
 from protocol.codec import encode_record
 from protocol.framing import Payload, build_entry
 from protocol.ids import MessageId

@@ -20,7 +20,8 @@ def test_plain_single_metadata_equals_the_codec(size: int, sequence_id: int) -> 
 
 def test_batches_split_lazily_and_reject_malformed_payloads() -> None:
     from protocol.client.entry import ReceivedEntry, split_batch
-    from protocol.client.messages import Message, plain_single_header
+    from protocol.client.messages import plain_single_header
+    from protocol.client.received import Message
     from protocol.ids import MessageId
 
     keyed = encode_record(c.SingleMessageMetadata(payload_size=2, partition_key="k"))

@@ -1,9 +1,7 @@
-"""Time as an injected dependency (STYLE.md §3).
+"""The tests' clock: virtual time that moves only when the test says so (`FakeClock`).
 
-Async services that sleep or wait for deadlines take a `Clock`. Production passes `AnyioClock`;
-tests pass `FakeClock`, which only moves when the test says so and behaves the same on asyncio and
-trio. This is the only module allowed to read the real clock (`time`, `anyio.current_time`) or to
-call `anyio.sleep_until` (ruff TID251 bans them elsewhere).
+It behaves the same on asyncio and trio; `run_until_idle` and `autojump` read the event loop's
+own time only to keep the loop's timeouts in step with the virtual time.
 """
 
 from __future__ import annotations
@@ -11,26 +9,20 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
 
-__all__ = [
-    "Alarm",
-    "AlarmTimer",
-    "AnyioClock",
-    "Clock",
-    "FakeClock",
-    "FakeClockStatistics",
-    "LoopAlarm",
-    "Timer",
-]
+from protocol.clock.base import AlarmTimer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from protocol.clock.base import Alarm, Timer
+
+__all__ = ["DEFAULT_MAX_IDLE_STEPS", "FakeClock", "FakeClockStatistics"]
 
 # A test helper that loops this often without the sleepers draining is almost surely driving a
 # periodic task (a heartbeat, the balancer tick); those never go idle, so use advance() instead.
@@ -42,210 +34,6 @@ _STALE_SLACK = 64
 
 # Seconds `FakeClock.autojump` moves the loop's own clock on when nothing sleeps on the clock.
 _IDLE_POLL = 0.001
-
-
-class Clock(Protocol):
-    """The time source every async service takes in its constructor."""
-
-    def now(self) -> float:
-        """Return monotonic seconds; only differences are meaningful."""
-        ...
-
-    def wall_ns(self) -> int:
-        """Return wall-clock nanoseconds since the Unix epoch, for trace timestamps only."""
-        ...
-
-    def wall_ms(self) -> int:
-        """Return wall-clock milliseconds since the Unix epoch (`wall_ns() // 1_000_000`).
-
-        Pulsar's message timestamps (`publish_time`, `deliver_at_time`, schema timestamps) are
-        epoch milliseconds.
-        """
-        ...
-
-    async def sleep_until(self, deadline: float) -> None:
-        """Sleep until `now() >= deadline`; a deadline in the past only checkpoints."""
-        ...
-
-    async def sleep(self, delay: float) -> None:
-        """Sleep for `delay` seconds (`sleep_until(now() + delay)`)."""
-        ...
-
-    def alarm(self) -> Alarm:
-        """Return a new `Alarm` on this clock, off (its deadline infinite)."""
-        ...
-
-    def timer(self, callback: Callable[[], None]) -> Timer:
-        """Return a new `Timer` that calls `callback`, off (its deadline infinite)."""
-        ...
-
-
-class Timer(Protocol):
-    """A deadline at which `callback` is called, that any code may move (`Clock.timer`).
-
-    Its owner runs `run` in a task for the timer's life. What a timer does when it falls due is
-    the callback's: on most clocks that task wakes to call it (`AlarmTimer`); a clock that is
-    the event loop's own may call it from the loop without waking any task (the simulator's,
-    where a batch's publish delay and an ack group's time fall due once per message).
-    """
-
-    @property
-    def deadline(self) -> float:
-        """When `callback` is next called; `inf` (the start, and after each call) means never."""
-        ...
-
-    def set(self, deadline: float) -> None:
-        """Move the deadline, earlier or later."""
-        ...
-
-    async def run(self) -> None:
-        """Serve the timer until cancelled, calling back at each deadline reached.
-
-        The deadline is reset to `inf` before each call (the callback may set another).
-
-        Raises:
-            Exception: what `callback` raised (the timer stops).
-        """
-        ...
-
-
-class AlarmTimer:
-    """A `Timer` served by a task that sleeps on an `Alarm` and wakes to call back.
-
-    Args:
-        alarm: The alarm the task sleeps on (its deadline is the timer's).
-        callback: What is called at each deadline reached.
-    """
-
-    def __init__(self, alarm: Alarm, callback: Callable[[], None]) -> None:
-        self._alarm = alarm
-        self._callback = callback
-
-    @property
-    def deadline(self) -> float:
-        """When `callback` is next called (`inf`: never)."""
-        return self._alarm.deadline
-
-    def set(self, deadline: float) -> None:
-        """Move the deadline (the sleeping task is not woken)."""
-        self._alarm.set(deadline)
-
-    async def run(self) -> None:
-        """Sleep until each deadline, reset it to `inf`, call back; until cancelled."""
-        alarm = self._alarm
-        callback = self._callback
-        while True:
-            await alarm.wait()
-            alarm.set(math.inf)
-            callback()
-
-
-class Alarm(Protocol):
-    """A deadline one task waits for and any code may move, without waking that task.
-
-    A timer armed per message (a batch's publish delay, an ack group's time) would otherwise
-    wake its task once to learn the deadline and once more when it falls due; moving a sleeping
-    task's deadline costs no wake-up (trio's and asyncio's cancel-scope deadlines).
-    """
-
-    deadline: float
-    """When `wait` returns: `now() >= deadline`; `inf` (the start) means not until moved."""
-
-    def set(self, deadline: float) -> None:
-        """Move the deadline, earlier or later, whether or not a task waits."""
-        ...
-
-    async def wait(self) -> None:
-        """Return once the clock reaches the deadline as last set (a passed one checkpoints).
-
-        One task at a time may wait.
-        """
-        ...
-
-
-class LoopAlarm:
-    """An `Alarm` on the event loop's own timers.
-
-    The waiter sleeps in a cancel scope whose deadline `set` moves.
-
-    Args:
-        now: The clock's time.
-        to_loop: Converts a deadline on the clock to one on the event loop's clock (what
-            cancel scopes use).
-    """
-
-    def __init__(self, now: Callable[[], float], to_loop: Callable[[float], float]) -> None:
-        self.deadline = math.inf
-        self._now = now
-        self._to_loop = to_loop
-        self._scope: anyio.CancelScope | None = None
-
-    def set(self, deadline: float) -> None:
-        """Move the deadline; a waiting task's sleep ends at the new one."""
-        self.deadline = deadline
-        scope = self._scope
-        if scope is not None:
-            scope.deadline = self._to_loop(deadline)
-
-    async def wait(self) -> None:
-        """Sleep until the clock reaches the deadline as last set."""
-        if self._now() >= self.deadline:
-            await anyio.lowlevel.checkpoint()
-            return
-        # A scope ends at its loop deadline; the clock may read a hair behind that (another
-        # time source), so the deadline is checked on the clock again.
-        while self._now() < self.deadline:
-            with anyio.CancelScope(deadline=self._to_loop(self.deadline)) as scope:
-                self._scope = scope
-                try:
-                    await anyio.sleep_forever()
-                finally:
-                    self._scope = None
-
-
-class AnyioClock:
-    """The production clock: the OS monotonic clock, the OS wall clock, anyio's sleeps.
-
-    `now()` is `time.monotonic()` rather than `anyio.current_time()`: the hot paths read the
-    clock per message (send deadlines, batch start times), and anyio's lookup of the running
-    backend costs microseconds per call, the clock read itself nanoseconds. Trio's clock has an
-    offset from the OS clock, so sleeps convert deadlines into relative delays for anyio. (This
-    departs from STYLE.md's sketch; it also means a trio `MockClock` does not move `now()`: tests
-    that want virtual time use `FakeClock`.)
-    """
-
-    def now(self) -> float:
-        """Monotonic seconds (`time.monotonic`)."""
-        return time.monotonic()
-
-    def wall_ns(self) -> int:
-        """Nanoseconds since the Unix epoch (`time.time_ns`)."""
-        return time.time_ns()
-
-    def wall_ms(self) -> int:
-        """Milliseconds since the Unix epoch."""
-        return time.time_ns() // 1_000_000
-
-    async def sleep_until(self, deadline: float) -> None:
-        """Sleep until `now() >= deadline` (a deadline in the past still checkpoints)."""
-        # A zero delay is still a checkpoint, as the Protocol asks; trio refuses negative ones.
-        await anyio.sleep(max(deadline - time.monotonic(), 0.0))
-
-    async def sleep(self, delay: float) -> None:
-        """Sleep `delay` seconds (a negative delay counts as 0)."""
-        await anyio.sleep(max(delay, 0.0))
-
-    def alarm(self) -> Alarm:
-        """A `LoopAlarm` (deadlines moved from the monotonic clock to the loop's at each set)."""
-        return LoopAlarm(time.monotonic, _monotonic_to_loop)
-
-    def timer(self, callback: Callable[[], None]) -> Timer:
-        """An `AlarmTimer` on a `LoopAlarm`."""
-        return AlarmTimer(self.alarm(), callback)
-
-
-def _monotonic_to_loop(deadline: float) -> float:
-    return deadline - time.monotonic() + anyio.current_time()
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,9 +279,3 @@ class _FakeAlarm:
                 self._event, self._until = None, math.inf
                 if seq is not None:
                     clock._forget(seq)
-
-
-if TYPE_CHECKING:
-    # Static proof that both implementations satisfy Clock (checked by mypy, free at runtime).
-    _anyio_clock: Clock = AnyioClock()
-    _fake_clock: Clock = FakeClock()
