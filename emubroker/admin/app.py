@@ -33,6 +33,7 @@ from emubroker.admin import (
     routes_messages,
     routes_namespace_policies,
     routes_namespaces,
+    routes_partitioned,
     routes_permissions,
     routes_placement_policies,
     routes_schemas,
@@ -95,6 +96,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
     routes_permissions.add_routes(app)
     routes_topic_properties.add_routes(app)
     routes_topics.add_routes(app)
+    routes_partitioned.add_routes(app)
     routes_dispatch_rate.add_routes(app)
     routes_limits.add_routes(app)
     routes_backlog_quota.add_routes(app)

@@ -3,7 +3,7 @@
 A name is in the catalog in one or more of four ways:
 
 * **loaded**: a topic object serves it now (``get_topic`` made it; ``unload`` drops it);
-* **state**: a persistent topic's :class:`~emubroker.topics.topic.TopicState` (managed ledger,
+* **state**: a persistent topic's :class:`~emubroker.topics.topic_state.TopicState` (managed ledger,
   durable cursors, counters, topic epoch) is open. It outlives the topic object, so a reloaded
   topic resumes where the old one stopped (spec §9); only deleting the topic drops it;
 * **stored**: a persistent topic a previous run left in the metadata store, not opened yet: it
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import NamespaceName, TopicName
     from emubroker.topics.handles import TopicHandle
-    from emubroker.topics.topic import Topic, TopicState
+    from emubroker.topics.topic import Topic
+    from emubroker.topics.topic_state import TopicState
 
 __all__ = ["TopicCatalog"]
 

@@ -38,7 +38,7 @@ from emubroker.metadata.paths import cursor_path
 from emubroker.metadata.store import MetadataStoreError
 from emubroker.topics.cursor import Cursor
 from emubroker.topics.ml_meta import CursorInfo, decode_cursor_info, encode_info
-from emubroker.topics.topic import may_trim
+from emubroker.topics.topic_state import may_trim
 from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from emubroker.metadata.store import MetadataStore
     from emubroker.naming import TopicName
-    from emubroker.topics.topic import TopicState
+    from emubroker.topics.topic_state import TopicState
     from protocol.clock import Clock
 
 __all__ = ["CursorFlusher"]
@@ -61,7 +61,7 @@ class CursorFlusher:
         metadata: Where cursors live.
         clock: Time for the flush period.
         interval: Seconds between flushes.
-        retains: Whether a topic's namespace sets a retention policy (``topic.may_trim``).
+        retains: Whether a topic's namespace sets a retention policy (``topic_state.may_trim``).
     """
 
     def __init__(

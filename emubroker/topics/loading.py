@@ -33,7 +33,8 @@ from emubroker.naming import TopicDomain
 from emubroker.topics.cursor_flush import CursorFlusher
 from emubroker.topics.managed_ledger import CacheBudget, LedgerPolicy, ManagedLedger
 from emubroker.topics.nonpersistent import NonPersistentTopic
-from emubroker.topics.topic import Topic, TopicState
+from emubroker.topics.topic import Topic
+from emubroker.topics.topic_state import TopicState
 from protocol.errors import NotAllowedError, ServiceNotReadyError, TopicNotFoundError
 
 if TYPE_CHECKING:

@@ -13,15 +13,18 @@ composition root and handed to the topic service; it owns
   :class:`~emubroker.policies.topics.TopicPolicyView` (they and their storage are defined in
   :mod:`emubroker.policies.topics`); a partitioned topic's policies apply to each partition.
 
-Each dispatcher gets a :class:`SubscriptionThrottle`: its ``ThrottleChain`` over the shared
-limiters (consulted broker -> topic -> subscription, §1.2) plus what the dispatcher needs around
-it: the precise-mode average, the trace hook and the throttle-event counters. Effective rates are
-resolved with ``quotas.resolve_*`` (topic policy > namespace policy > broker config) whenever an
-input changes: dynamic config (:meth:`DispatchThrottling.reconfigure`), a namespace's policies
-(:meth:`~DispatchThrottling.namespace_changed`) or a topic's (:meth:`~DispatchThrottling.
-set_topic_policies`). A changed rate is applied with ``update_rate`` on the live limiter, so it
-takes effect at the dispatcher's next read, without reconnecting; an unchanged one is left alone
-(a token bucket would otherwise be refilled by an unrelated policy write).
+Each dispatcher gets a :class:`~emubroker.topics.subscription_throttle.SubscriptionThrottle`
+(its own module): its ``ThrottleChain`` over the shared limiters (consulted broker -> topic ->
+subscription, §1.2) plus what the dispatcher needs around it: the precise-mode average, the trace
+hook and the throttle-event counters.
+
+Effective rates are resolved with ``quotas.resolve_*`` (topic policy > namespace policy > broker
+config) whenever an input changes: dynamic config (:meth:`DispatchThrottling.reconfigure`), a
+namespace's policies (:meth:`~DispatchThrottling.namespace_changed`) or a topic's
+(:meth:`~DispatchThrottling.set_topic_policies`). A changed rate is applied with ``update_rate``
+on the live limiter, so it takes effect at the dispatcher's next read, without reconnecting; an
+unchanged one is left alone (a token bucket would otherwise be refilled by an unrelated policy
+write).
 
 Departures, documented: ``dispatchRateLimiterFactoryClassName`` is read at start only (it is not
 dynamic in Pulsar either); the namespace defaults Pulsar copies from ``broker.conf`` into a new
@@ -31,7 +34,7 @@ namespace's policies are not copied, the broker value applies through the fallba
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -51,16 +54,9 @@ from emubroker.ratelimit.quotas import (
     resolve_subscription_rate,
     resolve_topic_rate,
 )
-from emubroker.ratelimit.readsize import (
-    MESSAGE_RATE_BACKOFF,
-    MessagesPerEntryAverage,
-    ReadPlan,
-    ThrottleChain,
-    ThrottleStats,
-    cap_entries_by_average,
-)
-from emubroker.ratelimit.trace import dispatch_row
+from emubroker.ratelimit.readsize import MESSAGE_RATE_BACKOFF, ThrottleChain
 from emubroker.topics.limits import LimitOverrides, auto_subscription_override
+from emubroker.topics.subscription_throttle import SubscriptionThrottle
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,13 +64,15 @@ if TYPE_CHECKING:
     from emubroker.metadata import MetadataStore
     from emubroker.naming import NamespaceName
     from emubroker.policies import Policies
+    from emubroker.topics.subscription_throttle import TraceSink
     from protocol.clock import Clock
 
 __all__ = [
     "CURSOR_BACKLOGGED_THRESHOLD",
     "DispatchThrottling",
+    # Defined in subscription_throttle; still named here for the dispatcher, which imports it
+    # from this module.
     "SubscriptionThrottle",
-    "TraceSink",
     "topic_limit_overrides",
 ]
 
@@ -84,8 +82,6 @@ CURSOR_BACKLOGGED_THRESHOLD = 1000
 """``managedLedgerCursorBackloggedThreshold``: a cursor further behind than this many entries is
 not "active" (it reads backlog); only matters with ``dispatchThrottlingOnNonBacklogConsumer
 Enabled=false``, which throttles backlog readers only."""
-
-_EMPTY_STATS = ThrottleStats(0, 0, 0, 0, 0, 0)
 
 
 def topic_limit_overrides(policies: TopicPolicies) -> LimitOverrides:
@@ -101,16 +97,6 @@ def topic_limit_overrides(policies: TopicPolicies) -> LimitOverrides:
     )
 
 
-class TraceSink(Protocol):
-    """Where dispatch trace rows go (``emubroker.topics.trace_sink.DispatchTraceSink``)."""
-
-    broker_id: str
-
-    def append_row(self, row: tuple[Any, ...]) -> None:
-        """Buffer one ``trace.dispatch_row``; must not do I/O."""
-        ...
-
-
 class _TopicThrottle:
     __slots__ = ("limiter", "name", "publish_rate", "subs")
 
@@ -119,164 +105,6 @@ class _TopicThrottle:
         self.limiter: DispatchRateLimiter | None = None
         self.publish_rate = LastUpdatedAvgPublishRate()
         self.subs: dict[str, SubscriptionThrottle] = {}
-
-
-class SubscriptionThrottle:
-    """One dispatcher's throttling: its chain and what the dispatcher needs around it.
-
-    Attributes:
-        chain: The ``ThrottleChain`` (replaced when throttling flags change live).
-        active: The dispatcher must take the throttled path: a limiter is enabled or tracing on.
-        topic: The topic name (for trace rows).
-        subscription: The subscription name.
-    """
-
-    __slots__ = (
-        "_base",
-        "_clock",
-        "_owner",
-        "_precise",
-        "_trace",
-        "active",
-        "avg",
-        "chain",
-        "limiter",
-        "subscription",
-        "topic",
-    )
-
-    def __init__(
-        self,
-        owner: DispatchThrottling,
-        topic: str,
-        subscription: str,
-        chain: ThrottleChain,
-        *,
-        clock: Clock,
-        trace: TraceSink | None,
-    ) -> None:
-        self._owner = owner
-        self._clock = clock
-        self._trace = trace
-        self._base = _EMPTY_STATS
-        self._precise = chain.config.preciseDispatcherFlowControl
-        self.topic = topic
-        self.subscription = subscription
-        self.chain = chain
-        self.limiter: DispatchRateLimiter | None = chain.limiter(LimiterLevel.SUBSCRIPTION)
-        # Pulsar keeps one per consumer and multi-consumer dispatchers use a random consumer's;
-        # ours is the subscription's (the same thing for single-active-consumer subscriptions).
-        self.avg = MessagesPerEntryAverage()
-        self.active = False
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Recompute :attr:`active` after a limiter appeared, vanished or changed rate."""
-        self.active = self._trace is not None or any(
-            limiter is not None and limiter.enabled for limiter in self.chain.limiters
-        )
-
-    def replace_chain(self, chain: ThrottleChain) -> None:
-        """Swap in a chain built with new flags, keeping the event counters and batch size."""
-        self._base = _add(self._base, self.chain.stats())
-        chain.read_batch.value = min(self.chain.read_batch.value, chain.read_batch.maximum)
-        self.chain = chain
-        self._precise = chain.config.preciseDispatcherFlowControl
-        self.refresh()
-
-    def plan(
-        self, permits: int, now: float, *, cursor_active: bool, avg_entry_size: float
-    ) -> ReadPlan:
-        """``ThrottleChain.plan_read`` with this subscription's average and the size cap.
-
-        Args:
-            permits: Consumer permits (§1.2 step 1).
-            now: Monotonic time.
-            cursor_active: The cursor reads the tail, not backlog.
-            avg_entry_size: The managed ledger's average entry size (0: unknown -> no size cap),
-                ``applyMaxSizeCap`` as released up to early 2025.
-        """
-        return self.chain.plan_read(
-            permits,
-            now=now,
-            avg_msgs_per_entry=self.avg.rounded() if self._precise else 1,
-            cursor_active=cursor_active,
-            size_cap=(lambda e, b: cap_entries_by_average(e, b, avg_entry_size))
-            if avg_entry_size > 0
-            else None,
-        )
-
-    def throttled(self, plan: ReadPlan, now: float, *, cursor_active: bool) -> None:
-        """Record a refused read (a ``throttled`` trace row)."""
-        trace = self._trace
-        if trace is not None:
-            trace.append_row(
-                dispatch_row(
-                    self.chain,
-                    now=now,
-                    wall_ns=self._clock.wall_ns(),
-                    broker=trace.broker_id,
-                    topic=self.topic,
-                    subscription=self.subscription,
-                    cursor_active=cursor_active,
-                    throttled_by=plan.throttled_by,
-                )
-            )
-
-    def sent(
-        self,
-        entries: int,
-        messages: int,
-        size: int,
-        now: float,
-        *,
-        cursor_active: bool,
-        replay: bool = False,
-        consumer: str = "",
-        consumer_id: int = -1,
-    ) -> None:
-        """After a read's entries went out: charge every level, update averages, trace."""
-        chain = self.chain
-        chain.charge(entries, messages, size, now=now, cursor_active=cursor_active)
-        chain.read_batch.on_read_success()
-        if self._precise:
-            self.avg.update(messages, entries)
-        trace = self._trace
-        if trace is not None:
-            trace.append_row(
-                dispatch_row(
-                    chain,
-                    now=now,
-                    wall_ns=self._clock.wall_ns(),
-                    broker=trace.broker_id,
-                    topic=self.topic,
-                    subscription=self.subscription,
-                    consumer=consumer,
-                    consumer_id=consumer_id,
-                    entries=entries,
-                    messages=messages,
-                    size=size,
-                    replay=replay,
-                    cursor_active=cursor_active,
-                )
-            )
-
-    def stats(self) -> ThrottleStats:
-        """Throttle events of this subscription since it was opened (``SubscriptionStats``)."""
-        return _add(self._base, self.chain.stats())
-
-    def close(self) -> None:
-        """The subscription ended or its topic closed: drop it from the broker's view."""
-        self._owner.release(self)
-
-
-def _add(a: ThrottleStats, b: ThrottleStats) -> ThrottleStats:
-    return ThrottleStats(
-        *(
-            x + y
-            for x, y in zip(msgspec.structs.astuple(a), msgspec.structs.astuple(b), strict=True)
-        )
-    )
 
 
 def _rate_of(mapping: dict[str, Any], cluster: str) -> DispatchRate | None:

@@ -1,24 +1,21 @@
-"""A persistent topic: producers, publishing into the managed ledger, subscriptions.
+"""A persistent topic: producers, subscriptions, the admin operations on them.
 
-The topic object is what a loaded topic looks like; its durable state (:class:`TopicState`: the
-managed ledger, the durable cursors, the counters, the topic epoch) belongs to the service and
-outlives unloads, so a reloaded topic resumes exactly where the old one stopped (§9): durable
-subscriptions keep their acknowledgements, and entries that were delivered but not acknowledged
-come back (an unload is not a redelivery request: their redelivery counts start over, as on a
-reloaded Pulsar topic).
+The topic object is what a loaded topic looks like; its durable state
+(:class:`~emubroker.topics.topic_state.TopicState`: the managed ledger, the durable cursors, the
+counters, the topic epoch) belongs to the service and outlives unloads, so a reloaded topic
+resumes exactly where the old one stopped (§9): durable subscriptions keep their
+acknowledgements, and entries that were delivered but not acknowledged come back (an unload is
+not a redelivery request: their redelivery counts start over, as on a reloaded Pulsar topic).
+What producers write, storing it in the managed ledger, and trimming what was consumed, is the
+base class's (:class:`~emubroker.topics.publishing.PublishingTopic`).
 """
 
 from __future__ import annotations
 
-from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from anyio import WouldBlock
-
-from emubroker.metadata.store import MetadataStoreError
-from emubroker.topics.base import TopicBase
 from emubroker.topics.cursor import Cursor
-from emubroker.topics.dedup import Admission, DedupState, Pending
+from emubroker.topics.dedup import DedupState
 from emubroker.topics.expiry import is_expirable
 from emubroker.topics.limits import (
     LimitResolver,
@@ -26,22 +23,16 @@ from emubroker.topics.limits import (
     check_subscriptions,
     check_topic_consumers,
 )
-from emubroker.topics.stats import TopicCounters, TopicStats
+from emubroker.topics.publishing import PublishingTopic
+from emubroker.topics.stats import TopicStats
 from emubroker.topics.subscription import Subscription
 from emubroker.topics.subtypes import RULES
 from protocol.commands import InitialPosition
-from protocol.errors import (
-    NotAllowedError,
-    PersistenceError,
-    ProducerBusyError,
-    TopicTerminatedError,
-)
-from protocol.framing import payload_sections
+from protocol.errors import NotAllowedError, ProducerBusyError, TopicTerminatedError
 from protocol.ids import is_latest
-from storage_stub.client import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Callable
 
     from anyio.abc import TaskGroup
 
@@ -49,7 +40,6 @@ if TYPE_CHECKING:
     from emubroker.topics.backlog_quota import BacklogQuotas, OldestBacklog
     from emubroker.topics.compacted import CompactedView
     from emubroker.topics.consumer import Consumer
-    from emubroker.topics.entry import EntryInfo
     from emubroker.topics.features import TopicFeatures
     from emubroker.topics.managed_ledger import ManagedLedger
     from emubroker.topics.producer import ProducerHandle
@@ -57,100 +47,14 @@ if TYPE_CHECKING:
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.sinks import ConsumerSink, Notify
     from emubroker.topics.throttling import DispatchThrottling
+    from emubroker.topics.topic_state import TopicState
     from protocol.clock import Clock
     from protocol.commands import MessageIdData
 
-__all__ = ["Topic", "TopicState"]
-
-_NUM_MESSAGES = attrgetter("num_messages")
-_ENTRY = itemgetter(0)
+__all__ = ["Topic"]
 
 
-class _Run(NamedTuple):
-    """A run of SENDs admitted for storage (``Topic._admit``).
-
-    Attributes:
-        entries: The SENDs to store, in order (duplicates left out).
-        sections: Their payload sections, as stored.
-        infos: Their entry infos.
-        dedup: The deduplication state and its verdicts on the run, when deduplication is on.
-        ledger_id: The ledger being written before the run (a rollover may trim).
-    """
-
-    entries: Sequence[Pending]
-    sections: list[bytes]
-    infos: list[EntryInfo]
-    dedup: tuple[DedupState, Admission] | None
-    ledger_id: int
-
-
-class TopicState:
-    """What a persistent topic keeps across loads.
-
-    Attributes:
-        ledger: Its entries.
-        cursors: Durable subscriptions by name.
-        counters: Running totals.
-        topic_epoch: The exclusive-producer epoch (-1: never taken).
-        dedup: Sequence ids per producer name while deduplication is on (``dedup``).
-        compacted: The last compaction's view, for ``read_compacted`` consumers (``compacted``).
-    """
-
-    __slots__ = (
-        "compacted",
-        "counters",
-        "cursors",
-        "dedup",
-        "ledger",
-        "on_change",
-        "persist_cursors",
-        "topic_epoch",
-    )
-
-    def __init__(self, ledger: ManagedLedger) -> None:
-        self.ledger = ledger
-        self.cursors: dict[str, Cursor] = {}
-        self.counters = TopicCounters()
-        self.topic_epoch = -1
-        self.dedup: DedupState | None = None
-        self.compacted: CompactedView | None = None
-        # Set by the service when cursors are persisted (``cursor_flush``): a new durable
-        # subscription is written at once, as Pulsar creates the cursor before answering.
-        self.persist_cursors: Callable[[], Awaitable[None]] | None = None
-        # Set by the flusher (``CursorFlusher.watch``): called when a cursor is added, changes
-        # or goes, or a ledger closes, so that its periodic flush visits only such topics.
-        self.on_change: Callable[[], None] | None = None
-
-    def add_cursor(self, name: str, cursor: Cursor) -> None:
-        """Keep a durable subscription's cursor, its changes told to ``on_change``."""
-        self.cursors[name] = cursor
-        cursor.on_change = self.on_change
-        self.changed()
-
-    def remove_cursor(self, name: str) -> None:
-        """Forget a deleted subscription's cursor."""
-        del self.cursors[name]
-        self.changed()
-
-    def changed(self) -> None:
-        """Tell ``on_change`` (if set) that the cursors or the ledger changed."""
-        if self.on_change is not None:
-            self.on_change()
-
-
-def may_trim(
-    name: TopicName, state: TopicState, retains: Callable[[TopicName], bool] | None
-) -> bool:
-    """Whether a topic's consumed ledgers may be deleted, in either storage mode.
-
-    Not while its namespace sets a retention policy (``retains``; the policy's limits are not
-    enforced, so everything is kept), nor once the topic was compacted: the compacted view reads
-    the stored entries, where Pulsar keeps a compacted ledger apart.
-    """
-    return state.compacted is None and (retains is None or not retains(name))
-
-
-class Topic(TopicBase[Subscription]):
+class Topic(PublishingTopic):
     """A loaded persistent topic.
 
     Args:
@@ -209,34 +113,7 @@ class Topic(TopicBase[Subscription]):
         """This topic: its ledger and cursors are stored (``handles.TopicHandle``)."""
         return self
 
-    # ---- producers ----------------------------------------------------------------------------
-
-    @property
-    def terminated(self) -> bool:
-        """Whether the topic was terminated (``terminate``): it takes no message any more."""
-        return self._state.ledger.terminated
-
-    async def terminate(self) -> tuple[int, int]:
-        """Take no message any more (``POST .../terminate``, ``PersistentTopic.terminate``).
-
-        The managed ledger is terminated (persisted, so it outlives unloads and restarts), every
-        producer is disconnected (its client's PRODUCER is then refused, ``TopicTerminated``)
-        and consumers that consumed everything hear REACHED_END_OF_TOPIC. Terminating again
-        answers the same position.
-
-        Returns:
-            The last entry's ``(ledger_id, entry_id)`` (``entry_id`` -1 for an empty topic).
-
-        Raises:
-            ServiceNotReadyError: The topic is being unloaded.
-            MetadataStoreError: The ledger list could not be written.
-        """
-        self._check_open()
-        position = await self._state.ledger.terminate()
-        self._producers.disconnect_all()
-        for sub in list(self._subs.values()):
-            sub.topic_terminated()
-        return position
+    # ---- producers (what they write: ``publishing``) -------------------------------------------
 
     async def _admitting(self) -> None:
         if self._state.ledger.terminated:
@@ -255,130 +132,6 @@ class Topic(TopicBase[Subscription]):
         dedup = self._state.dedup
         if dedup is not None:
             handle.last_sequence_id = dedup.last_sequence_id(handle.producer_name)  # §6.1
-
-    async def publish(
-        self, producer: ProducerHandle, entry: bytes, entry_checksum: int | None, info: EntryInfo
-    ) -> tuple[int, int]:
-        """Store one entry and wake the dispatchers: :meth:`publish_many` of one SEND.
-
-        Args:
-            producer: The publishing producer.
-            entry: ``metadata_size | metadata | payload`` as received.
-            entry_checksum: The CRC-32C that came with it, replayed in MESSAGE.
-            info: What the handler decoded from the metadata.
-
-        Returns:
-            The entry's ``(ledger_id, entry_id)`` for the SEND_RECEIPT.
-
-        Raises:
-            PersistenceError: Storage refused the entry.
-            ServiceNotReadyError: The producer or the topic was closed (see ``publish_many``).
-        """
-        return (await self.publish_many(producer, ((entry, entry_checksum, info),)))[0]
-
-    async def publish_many(
-        self, producer: ProducerHandle, entries: Sequence[Pending]
-    ) -> list[tuple[int, int]]:
-        """Store entries in order and wake the dispatchers once: the publish path.
-
-        One call and one storage write per ledger for every SEND of a producer that arrived in
-        one read. A SEND_RECEIPT goes out only once storage holds the entry (DESIGN.md decision
-        8): in bookie mode this awaits the stub, and the managed ledger keeps concurrent
-        publishers' runs in order and pipelines the adds. What gets stored, and how it is
-        settled, is :meth:`_admit` and :meth:`_settle`, shared with :meth:`publish_many_nowait`.
-
-        Args:
-            producer: The publishing producer.
-            entries: ``(entry, entry_checksum, info)`` of each SEND, as for ``publish``.
-
-        Returns:
-            The ``(ledger_id, entry_id)`` of each stored entry, in order. Fewer than given when
-            storage failed after storing some; publishing the rest raises the failure. With
-            deduplication on, a duplicate is not stored and gets ``(-1, -1)`` (``dedup``).
-
-        Raises:
-            PersistenceError: Storage refused the first entry.
-            ServiceNotReadyError: The producer or the topic was closed (unload, fencing, a
-                successor producer). Pulsar drops such a SEND without a reply; the client
-                re-sends it after re-creating the producer, so nothing may be stored.
-        """
-        ledger = self._state.ledger
-        if ledger.nowait:
-            return self.publish_many_nowait(producer, entries)
-        run = self._admit(producer, entries)
-        try:
-            positions = await ledger.append_many(run.sections, run.infos)
-        except (StorageError, MetadataStoreError) as exc:
-            raise self._refused(run, exc) from exc
-        return self._settle(producer, run, positions)
-
-    def publish_many_nowait(
-        self, producer: ProducerHandle, entries: Sequence[Pending]
-    ) -> list[tuple[int, int]]:
-        """:meth:`publish_many` without waiting: the publish hot path of memory mode.
-
-        The handlers call it after each read; storage that cannot answer at once raises
-        ``anyio.WouldBlock`` (before anything is admitted) and they await ``publish_many``.
-
-        Raises:
-            WouldBlock: Bookie mode.
-            PersistenceError: Storage refused the first entry.
-            ServiceNotReadyError: The producer or the topic was closed (see ``publish_many``).
-        """
-        ledger = self._state.ledger
-        if not ledger.nowait:
-            raise WouldBlock
-        run = self._admit(producer, entries)
-        try:
-            positions = ledger.append_many_nowait(run.sections, run.infos)
-        except StorageError as exc:
-            raise self._refused(run, exc) from exc
-        return self._settle(producer, run, positions)
-
-    def _admit(self, producer: ProducerHandle, entries: Sequence[Pending]) -> _Run:
-        """What of a run of SENDs gets stored: nothing from a closed producer, no duplicate."""
-        self._check_producer(producer)
-        dedup = self._state.dedup
-        verdicts = None
-        if dedup is not None:
-            admission = dedup.admit_all(producer.producer_name, entries)
-            entries = admission.fresh
-            verdicts = (dedup, admission)
-        return _Run(
-            entries,
-            payload_sections(entries),
-            [info for _, _, info in entries],
-            verdicts,
-            self._state.ledger.current_ledger_id,
-        )
-
-    def _refused(self, run: _Run, exc: Exception) -> PersistenceError:
-        if run.dedup is not None:
-            run.dedup[0].failed()
-        return PersistenceError(f"cannot store entry on {self.name}: {exc}")
-
-    def _settle(
-        self, producer: ProducerHandle, run: _Run, positions: list[tuple[int, int]]
-    ) -> list[tuple[int, int]]:
-        """Count what was stored, wake the dispatchers, answer each SEND."""
-        state = self._state
-        if state.ledger.current_ledger_id != run.ledger_id:
-            self.trim_consumed()  # Pulsar trims when a ledger closes
-        stored = len(positions)
-        messages = sum(map(_NUM_MESSAGES, run.infos[:stored]))
-        size = sum(map(len, map(_ENTRY, run.entries[:stored])))
-        counters = state.counters
-        counters.msg_in += messages
-        counters.bytes_in += size
-        counters.last_publish_ms = self._clock.wall_ms()
-        producer.msg_in += messages
-        producer.bytes_in += size
-        for sub in self._subs.values():
-            sub.dispatcher.notify_new_entries()
-        if run.dedup is not None:
-            dedup, admission = run.dedup
-            return dedup.settle(producer.producer_name, admission, positions)
-        return positions
 
     # ---- subscriptions ------------------------------------------------------------------------
 
@@ -512,30 +265,6 @@ class Topic(TopicBase[Subscription]):
             self._state.remove_cursor(sub.name)
         if not self._closed:
             self.trim_consumed()  # the slowest subscription may be the one that went
-
-    def trim_consumed(self) -> int:
-        """Delete the closed ledgers every subscription has consumed, in memory mode.
-
-        Pulsar's ``trimConsumedLedgersInBackground``, run when a ledger closes, when the slowest
-        subscription's mark-delete passes the oldest ledger, and when a subscription goes. With
-        no subscription every closed ledger goes, as in Pulsar. Without this an in-memory topic
-        would keep every entry it was ever sent. (Bookie mode trims as cursors are persisted,
-        ``cursor_flush``: the topic is marked for the flusher's next round.) Some topics keep
-        everything (:func:`may_trim`).
-
-        Returns:
-            How many ledgers were deleted.
-        """
-        state = self._state
-        ledger = state.ledger
-        if not ledger.nowait:
-            state.changed()  # bookie mode: the flusher's next round trims
-            return 0
-        if not may_trim(self.name, state, self._retains):
-            return 0
-        cursors = [*state.cursors.values(), *(sub.cursor for sub in self._subs.values())]
-        floor = min((c.mark_delete for c in cursors), default=ledger.count - 1)
-        return ledger.trim_nowait(floor)
 
     # ---- backlog quotas (``backlog_quota``) ---------------------------------------------------
 

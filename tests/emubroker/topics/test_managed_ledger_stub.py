@@ -24,7 +24,7 @@ from emubroker.topics.managed_ledger import (
     ManagedLedgerFencedError,
 )
 from emubroker.topics.ml_meta import decode_cursor_info, decode_ledger_info
-from emubroker.topics.topic import TopicState
+from emubroker.topics.topic_state import TopicState
 from protocol.clock import FakeClock
 from storage_stub.client import StubClient
 from storage_stub.ledger import LedgerFencedError
