@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from emubroker.__main__ import _command, _parser
+from emubroker.admin.routing import ROUTE_MODULES
 
 # Loaded on first use, never by ``emubroker standalone`` before it serves: the admin CLI and the
 # cluster supervisor (and PyJWT and cryptography with them), the token and TLS authentication
@@ -33,6 +34,13 @@ NOT_AT_START = (
     "crc32c",
     "importlib.metadata",
     "tomllib",
+    # The admin routes' handlers and their helpers, loaded at the first admin request
+    # (emubroker.admin.routing); every route is registered without them.
+    *(f"emubroker.admin.{name}" for name in ROUTE_MODULES),
+    "emubroker.admin.policy_bodies",
+    "emubroker.admin.partition_fanout",
+    "emubroker.dashboard.model",
+    "importlib.resources",
 )
 
 STANDALONE_IMPORTS = """
@@ -212,3 +220,39 @@ def test_the_broker_reports_the_version_pyproject_gives_without_importlib_metada
     assert __version__ == project["project"]["version"]
     assert f"emubroker-{__version__}" == SERVER_VERSION
     assert __version__ == BROKER_VERSION
+
+
+# ``emubroker standalone`` in this process until its ready line, then the NOT_AT_START modules
+# it has loaded by then: building and starting the broker and its admin app included.
+STANDALONE_AT_READY = """
+import os, sys
+
+
+class AtReady:
+    def write(self, text):
+        if " ready: " in text:
+            loaded = [name for name in sys.argv[1:] if name in sys.modules]
+            os.write(1, (" ".join(loaded) + "\\n").encode())
+            os._exit(0)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+sys.stdout = AtReady()
+from emubroker.__main__ import main
+
+main(["standalone", "--port", "0", "--admin-port", "0", "--log-level", "ERROR"])
+"""
+
+
+def test_a_standalone_broker_has_loaded_none_of_them_at_its_ready_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STANDALONE_AT_READY, *NOT_AT_START],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert done.stdout.split() == []
