@@ -142,11 +142,12 @@ def test_the_zygote_imports_what_a_broker_serves_with_and_starts_no_thread() -> 
 ZYGOTE_ROUTES = """
 import re
 from emubroker.admin import build_admin_app
+from emubroker.admin.routing import compile_patterns
 from emubroker.zygote import warm_route_patterns
 
 warm_route_patterns()
 warmed = dict(re._cache)
-build_admin_app(None)
+compile_patterns(build_admin_app(None))  # what a child's first requests compile
 print(len(warmed), len(re._cache) - len(warmed), all(re._cache[k] is v for k, v in warmed.items()))
 """
 
@@ -199,8 +200,8 @@ def test_a_starting_broker_reads_no_ca_bundle(start: str) -> None:
 
 
 def test_a_broker_forked_from_the_zygote_compiles_no_route_pattern() -> None:
-    # aiohttp compiles a pattern per admin route (~15 ms of CPU per broker); the zygote's
-    # warm-up leaves them all in re's cache, so a child's own admin app adds none.
+    # A broker compiles a pattern per admin route (~15 ms of CPU, at its first requests); the
+    # zygote's warm-up leaves them all in re's cache, so a child's own admin app adds none.
     done = subprocess.run(
         [sys.executable, "-c", ZYGOTE_ROUTES], capture_output=True, text=True, check=True
     )
