@@ -12,8 +12,9 @@ import heapq
 import itertools
 import math
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -248,8 +249,7 @@ def _monotonic_to_loop(deadline: float) -> float:
     return deadline - time.monotonic() + anyio.current_time()
 
 
-@dataclass(frozen=True, slots=True)
-class FakeClockStatistics:
+class FakeClockStatistics(msgspec.Struct, frozen=True):
     """A snapshot of a `FakeClock`.
 
     Attributes:

@@ -26,8 +26,9 @@ from its own table of Pulsar's levels: adding a route means adding a line to bot
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from emubroker.auth import NamespaceOperation, TopicOperation
 
@@ -58,8 +59,7 @@ class TenantOperation(enum.Enum):
     DELETE_TENANT = "delete_tenant"
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     """The check a route needs.
 
     Attributes:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import types
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 import msgspec
@@ -32,8 +31,7 @@ class UnreadableTraceError(Exception):
     """A trace file this reader cannot read: an unknown major version or a required column gone."""
 
 
-@dataclass(frozen=True)
-class TraceTable:
+class TraceTable(msgspec.Struct, frozen=True, dict=True):  # dict: the cached properties
     """One trace table.
 
     Args:
