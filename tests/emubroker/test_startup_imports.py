@@ -41,6 +41,11 @@ NOT_AT_START = (
     "emubroker.admin.partition_fanout",
     "emubroker.dashboard.model",
     "importlib.resources",
+    # The stub's client and its connection: a broker on in-process storage never connects.
+    "storage_stub.stub_client",
+    "storage_stub.channel",
+    "storage_stub.messages",
+    "storage_stub.faults",
 )
 
 STANDALONE_IMPORTS = """
