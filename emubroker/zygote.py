@@ -31,6 +31,7 @@ BROKER_MODULES: Final = (
     "emubroker.metadata.session_loss",
     "emubroker.net.accepting",
     "storage_stub.journal",
+    "storage_stub.stub_client",  # a cluster's brokers connect to its stub (standalone: not)
     "emubroker.loadbalance.strategies.shedding",
     # anyio's asyncio backend, which ``anyio.run`` imports (no loop exists until it runs).
     "anyio._backends._asyncio",
@@ -45,6 +46,11 @@ def import_broker_modules() -> None:
     import_aiohttp()  # its client's default CA bundle read at first use (emubroker.__main__)
     for name in BROKER_MODULES:
         importlib.import_module(name)
+    # The admin routes' handlers, which a standalone broker imports at its first admin request:
+    # every broker of a cluster is asked at once, and imported here they are shared.
+    from emubroker.admin.routing import handlers
+
+    handlers()
 
 
 def run_broker(args: list[str]) -> int:

@@ -34,14 +34,19 @@ NOT_AT_START = (
     "crc32c",
     "importlib.metadata",
     "tomllib",
-    # The admin routes' handlers and their helpers, loaded at the first admin request
-    # (emubroker.admin.routing); every route is registered without them.
+)
+
+# Loaded at first use by a standalone broker, but by the zygote before it forks, since every
+# broker of a cluster uses them at once (docs/performance.md): the admin routes' handlers and
+# their helpers, loaded at the first admin request (emubroker.admin.routing; every route is
+# registered without them), and the stub's client and its connection, which a broker on
+# in-process storage never uses.
+AT_FIRST_USE = (
     *(f"emubroker.admin.{name}" for name in ROUTE_MODULES),
     "emubroker.admin.policy_bodies",
     "emubroker.admin.partition_fanout",
     "emubroker.dashboard.model",
     "importlib.resources",
-    # The stub's client and its connection: a broker on in-process storage never connects.
     "storage_stub.stub_client",
     "storage_stub.channel",
     "storage_stub.messages",
@@ -61,7 +66,7 @@ print(" ".join(name for name in sys.argv[1:] if name in sys.modules))
 
 def test_a_standalone_broker_imports_none_of_the_modules_it_does_not_serve_with() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", STANDALONE_IMPORTS, *NOT_AT_START],
+        [sys.executable, "-c", STANDALONE_IMPORTS, *NOT_AT_START, *AT_FIRST_USE],
         capture_output=True,
         text=True,
         check=True,
@@ -142,6 +147,27 @@ def test_the_zygote_imports_what_a_broker_serves_with_and_starts_no_thread() -> 
         check=True,
     )
     assert done.stdout.split() == ["1", "anyio._backends._asyncio"]
+
+
+ZYGOTE_AT_FIRST_USE = """
+import sys
+from emubroker.zygote import import_broker_modules
+
+import_broker_modules()
+print(" ".join(name for name in sys.argv[1:] if name not in sys.modules))
+"""
+
+
+def test_the_zygote_imports_what_every_broker_of_a_cluster_uses_at_once() -> None:
+    # Imported once and shared by the forks, not by each broker at its first admin request
+    # or stub connection.
+    done = subprocess.run(
+        [sys.executable, "-c", ZYGOTE_AT_FIRST_USE, *AT_FIRST_USE],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == []
 
 
 ZYGOTE_ROUTES = """
@@ -255,7 +281,7 @@ main(["standalone", "--port", "0", "--admin-port", "0", "--log-level", "ERROR"])
 
 def test_a_standalone_broker_has_loaded_none_of_them_at_its_ready_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", STANDALONE_AT_READY, *NOT_AT_START],
+        [sys.executable, "-c", STANDALONE_AT_READY, *NOT_AT_START, *AT_FIRST_USE],
         capture_output=True,
         text=True,
         check=True,
