@@ -14,10 +14,18 @@ real environment, at its first handshake. Built either way, a context then holds
 settings and trusts the same certificates; only the moment the bundle is read differs. The
 broker's entry points call it before anything imports aiohttp (``emubroker.__main__``,
 ``emubroker.zygote``); any other process imports aiohttp as it is.
+
+The same import builds aiohttp's table of file types (``web_fileresponse.CONTENT_TYPES``, a
+``mimetypes.MimeTypes()``), whose constructor first initializes the ``mimetypes`` module's own
+table by reading the system's files (``/etc/mime.types``, ~3 ms). aiohttp's table holds
+Python's built-in types only either way; the module's table is initialized when it is first
+used (``mimetypes.guess_type`` and the other module functions do that), as in a process that
+never built a ``MimeTypes``.
 """
 
 from __future__ import annotations
 
+import mimetypes
 import os
 import ssl
 import sys
@@ -74,6 +82,20 @@ def _no_default_ca_file() -> Iterator[None]:
             os.environ[CA_FILE_VARIABLE] = before
 
 
+@contextmanager
+def _mime_files_unread() -> Iterator[None]:
+    """``mimetypes.MimeTypes()`` does not initialize the module's table (reading its files)."""
+    if mimetypes.inited:
+        yield
+        return
+    mimetypes.inited = True  # what MimeTypes.__init__ reads to skip mimetypes.init()
+    try:
+        yield
+    finally:
+        if getattr(mimetypes, "_db", None) is None:  # not initialized meanwhile
+            mimetypes.inited = False
+
+
 def import_aiohttp() -> None:
     """Import aiohttp, its default client contexts loading their CA certificates at first use.
 
@@ -81,7 +103,8 @@ def import_aiohttp() -> None:
     """
     if "aiohttp.connector" in sys.modules:
         return
-    with _no_default_ca_file():
+    with _no_default_ca_file(), _mime_files_unread():
         import aiohttp.connector
+        import aiohttp.web_fileresponse  # the MimeTypes (aiohttp.web imports it)
     for name in DEFAULT_CONTEXTS:
         getattr(aiohttp.connector, name).__class__ = _LoadsDefaultCAOnFirstUse

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 from urllib.parse import quote
 
+import msgspec
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -126,8 +128,7 @@ def _check_segment(kind: str, value: str, whole: str) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class NamespaceName:
+class NamespaceName(msgspec.Struct, frozen=True):
     """A namespace, ``tenant/namespace`` (or V1 ``tenant/cluster/namespace``).
 
     Attributes:
@@ -321,8 +322,7 @@ class TopicName:
         return TopicName(base.domain, base.namespace, f"{base.local_name}-partition-{index}")
 
 
-@dataclass(frozen=True, slots=True)
-class BundleRange:
+class BundleRange(msgspec.Struct, frozen=True):
     """A hash range ``[lower, upper)``, or ``[lower, upper]`` when upper is ``0xffffffff``.
 
     Pulsar's ``NamespaceBundle`` takes any non-empty Guava range of that shape, so the single
@@ -377,8 +377,7 @@ class BundleRange:
 FULL_RANGE: Final = BundleRange(0, MAX_HASH)
 
 
-@dataclass(frozen=True, slots=True)
-class NamespaceBundle:
+class NamespaceBundle(msgspec.Struct, frozen=True):
     """One bundle of a namespace; ``str()`` is ``<namespace>/<range>`` (§0.3).
 
     Attributes:

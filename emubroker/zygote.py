@@ -31,6 +31,7 @@ BROKER_MODULES: Final = (
     "emubroker.metadata.session_loss",
     "emubroker.net.accepting",
     "storage_stub.journal",
+    "storage_stub.stub_client",  # a cluster's brokers connect to its stub (standalone: not)
     "emubroker.loadbalance.strategies.shedding",
     # anyio's asyncio backend, which ``anyio.run`` imports (no loop exists until it runs).
     "anyio._backends._asyncio",
@@ -45,6 +46,11 @@ def import_broker_modules() -> None:
     import_aiohttp()  # its client's default CA bundle read at first use (emubroker.__main__)
     for name in BROKER_MODULES:
         importlib.import_module(name)
+    # The admin routes' handlers, which a standalone broker imports at its first admin request:
+    # every broker of a cluster is asked at once, and imported here they are shared.
+    from emubroker.admin.routing import handlers
+
+    handlers()
 
 
 def run_broker(args: list[str]) -> int:
@@ -59,14 +65,16 @@ def run_broker(args: list[str]) -> int:
 def warm_route_patterns() -> None:
     """Compile the admin routes' patterns into ``re``'s cache, which every child inherits.
 
-    aiohttp compiles a regular expression per route as a broker builds its admin app: ~15 ms
-    of CPU, most of what a forked broker does before its ready line. ``re.compile`` keeps what
-    it compiled (up to 512 patterns; a broker's imports and routes use ~250), so an app built
-    once here, and dropped, leaves each child's build the lookups only (~3 ms).
+    A broker compiles a regular expression per admin route with variables when a request is
+    first matched against it (``emubroker.admin.routing``): ~15 ms of CPU over its first
+    requests. ``re.compile`` keeps what it compiled (up to 512 patterns; a broker's imports and
+    routes use ~250), so an app built and compiled once here, and dropped, leaves each child's
+    compilations cache lookups.
     """
     from emubroker.admin import build_admin_app
+    from emubroker.admin.routing import compile_patterns
 
-    build_admin_app(cast("AdminContext", None))  # the routes only: no handler runs
+    compile_patterns(build_admin_app(cast("AdminContext", None)))  # routes only: no handler runs
 
 
 def main() -> None:

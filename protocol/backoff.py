@@ -8,8 +8,9 @@ tests see exact delays.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -17,8 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["Backoff"]
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
+class Backoff(msgspec.Struct, frozen=True):
     """Delays between attempts, in seconds (the client's defaults are spec §9's 100 ms to 60 s).
 
     Attributes:

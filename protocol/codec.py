@@ -364,9 +364,10 @@ def decode_record(record: type[R], data: bytes | bytearray | memoryview) -> R:
         raise RemoteProtocolError(f"bad value in {record.__name__}: {exc}") from exc
 
 
-# Build every plan at import so that a record/proto mismatch fails fast, not on first use.
-for _record in (*c.COMMAND_TYPES, *_RECORD_PB):
-    _plan(_record)
+# Each plan is built at its record's first use, not at import: building all of them
+# (typing.get_type_hints over ~70 records) was ~6 ms of every process's start-up, and a broker
+# uses a few command types before it serves. tests/protocol/test_codec_plans.py builds every
+# plan, so that a record/proto mismatch still fails the test suite rather than a first use.
 
 
 # ---- hot-path fast lanes --------------------------------------------------------------------

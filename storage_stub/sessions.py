@@ -14,8 +14,9 @@ timeout wakes with one heartbeat in flight, which fails, but the next one is ans
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 __all__ = ["SILENT_HEARTBEATS", "SessionBook"]
 
@@ -31,8 +32,7 @@ slack the session would be lost a heartbeat later, after requests made meanwhile
 sixth stays far above the two thirds of a timeout that one silent heartbeat spans."""
 
 
-@dataclass(slots=True)
-class _Kept:
+class _Kept(msgspec.Struct):
     timeout: float
     next_heartbeat: float
     answered: float  # when the stub last confirmed the session

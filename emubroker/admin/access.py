@@ -26,8 +26,9 @@ from its own table of Pulsar's levels: adding a route means adding a line to bot
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from emubroker.auth import NamespaceOperation, TopicOperation
 
@@ -58,8 +59,7 @@ class TenantOperation(enum.Enum):
     DELETE_TENANT = "delete_tenant"
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     """The check a route needs.
 
     Attributes:
@@ -114,6 +114,9 @@ _Ns = NamespaceOperation
 _To = TopicOperation
 _Te = TenantOperation
 
+# The served routes: emubroker.admin.routing registers exactly these, in this order, which
+# matters where two paths of one method can match the same URL (aiohttp tries them in
+# registration order): a path with a literal segment comes before one with a variable there.
 ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     # Prometheus: outside the admin resources (authenticateMetricsEndpoint decides on login).
     ("GET", "/metrics"): ANYONE,
@@ -132,8 +135,6 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     },
     # BrokersBase: everything validateBothSuperuserAndBrokerOperation but ready and version.
     ("GET", _B): SUPER_USER,
-    ("GET", f"{_B}/{{cluster}}"): SUPER_USER,
-    ("GET", f"{_B}/{{cluster}}/{{broker}}/ownedNamespaces"): SUPER_USER,
     ("GET", f"{_B}/health"): SUPER_USER,
     ("GET", f"{_B}/leaderBroker"): SUPER_USER,
     ("GET", f"{_B}/ready"): ANYONE,
@@ -143,6 +144,8 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("GET", f"{_B}/configuration/runtime"): SUPER_USER,
     ("POST", f"{_B}/configuration/{{key}}/{{value}}"): SUPER_USER,
     ("DELETE", f"{_B}/configuration/{{key}}"): SUPER_USER,
+    ("GET", f"{_B}/{{cluster}}"): SUPER_USER,
+    ("GET", f"{_B}/{{cluster}}/{{broker}}/ownedNamespaces"): SUPER_USER,
     # BrokerStatsBase: validateSuperUserAccess.
     ("GET", f"{_V2}/broker-stats/load-report"): SUPER_USER,
     ("GET", f"{_V2}/broker-stats/topics"): SUPER_USER,
@@ -150,9 +153,10 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("GET", f"{_V2}/clusters"): ANYONE,
     **_policy(_C, SUPER_USER, ("GET", "PUT", "POST", "DELETE")),
     ("GET", f"{_C}/namespaceIsolationPolicies"): SUPER_USER,
-    **_policy(f"{_C}/namespaceIsolationPolicies/{{policy}}", SUPER_USER),
+    # Before ``{policy}``: "brokers" is not a policy name here, as in Pulsar's resource.
     ("GET", f"{_C}/namespaceIsolationPolicies/brokers"): SUPER_USER,
     ("GET", f"{_C}/namespaceIsolationPolicies/brokers/{{broker}}"): SUPER_USER,
+    **_policy(f"{_C}/namespaceIsolationPolicies/{{policy}}", SUPER_USER),
     ("GET", f"{_C}/failureDomains"): SUPER_USER,
     **_policy(f"{_C}/failureDomains/{{domain}}", SUPER_USER),
     # TenantsBase: validateBothSuperUserAndTenantOperation.
@@ -220,6 +224,9 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("GET", f"{_T}/permissions"): TENANT_ADMIN,
     ("POST", f"{_T}/permissions/{{role}}"): TENANT_ADMIN,
     ("DELETE", f"{_T}/permissions/{{role}}"): TENANT_ADMIN,
+    # Before the subscription and message paths of the same length, which it was registered
+    # before when each module registered its own routes (a subscription named "subscription").
+    **_policy(f"{_T}/{{subName}}/dispatchRate", TOPIC_POLICY),
     ("GET", f"{_T}/stats"): _topic(_To.GET_STATS),
     ("GET", f"{_T}/partitioned-stats"): _topic(_To.GET_STATS),
     ("GET", f"{_T}/internalStats"): _topic(_To.GET_STATS),
@@ -246,7 +253,6 @@ ROUTE_RULES: Final[Mapping[tuple[str, str], Rule]] = {
     ("GET", f"{_T}/ledger/{{ledgerId}}/entry/{{entryId}}"): _topic(_To.PEEK_MESSAGES),
     **_policy(f"{_T}/dispatchRate", TOPIC_POLICY),
     **_policy(f"{_T}/subscriptionDispatchRate", TOPIC_POLICY),
-    **_policy(f"{_T}/{{subName}}/dispatchRate", TOPIC_POLICY),
     **_policy(f"{_T}/maxProducers", TOPIC_POLICY),
     **_policy(f"{_T}/maxConsumers", TOPIC_POLICY),
     **_policy(f"{_T}/maxConsumersPerSubscription", TOPIC_POLICY),

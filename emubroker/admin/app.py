@@ -1,7 +1,8 @@
 """The HTTP admin server (aiohttp): Pulsar's REST v2 paths and ``/metrics`` on ``webServicePort``.
 
-Routes are registered per resource by the ``routes_*`` modules (clusters, tenants, namespaces,
-topics, subscriptions, messages, schemas, brokers, lookup); every failure becomes Pulsar's
+Every route of ``access.ROUTE_RULES`` is registered at start; the ``routes_*`` modules that
+handle them (clusters, tenants, namespaces, topics, subscriptions, messages, schemas, brokers,
+lookup, ...) are imported at the first request (``routing``); every failure becomes Pulsar's
 ``{"reason": ...}`` body through the ``errors.rest_errors`` middleware, unknown paths included.
 Handlers reach the broker through the :class:`~emubroker.admin.context.AdminContext` stored in
 the application.
@@ -19,36 +20,10 @@ from typing import TYPE_CHECKING, Final
 import anyio
 from aiohttp import web
 
-from emubroker.admin import (
-    routes_backlog_quota,
-    routes_broker_stats,
-    routes_brokers,
-    routes_bundles,
-    routes_clusters,
-    routes_dashboard,
-    routes_dispatch_rate,
-    routes_failure_domains,
-    routes_limits,
-    routes_lookup,
-    routes_messages,
-    routes_namespace_policies,
-    routes_namespaces,
-    routes_partitioned,
-    routes_permissions,
-    routes_placement_policies,
-    routes_schemas,
-    routes_subscriptions,
-    routes_tenants,
-    routes_termination,
-    routes_topic_policies,
-    routes_topic_properties,
-    routes_topics,
-    routes_unload,
-)
+from emubroker.admin import routing
 from emubroker.admin.context import CONTEXT
 from emubroker.admin.errors import rest_errors
 from emubroker.admin.http import MAX_BODY, max_request_size
-from emubroker.admin.metrics import CONTENT_TYPE
 from emubroker.admin.security import rest_security
 from emubroker.admin.topic_owner import topic_ownership
 
@@ -65,11 +40,6 @@ __all__ = ["build_admin_app", "serve_admin"]
 log = logging.getLogger(__name__)
 
 
-async def _prometheus(request: web.Request) -> web.Response:
-    text = request.app[CONTEXT].metrics.render()
-    return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
-
-
 def build_admin_app(context: AdminContext) -> web.Application:
     """The aiohttp application with every admin route.
 
@@ -83,32 +53,7 @@ def build_admin_app(context: AdminContext) -> web.Application:
         client_max_size=MAX_BODY,
     )
     app[CONTEXT] = context
-    routes_brokers.add_routes(app)
-    routes_broker_stats.add_routes(app)
-    routes_clusters.add_routes(app)
-    routes_tenants.add_routes(app)
-    routes_namespaces.add_routes(app)
-    routes_namespace_policies.add_routes(app)
-    routes_placement_policies.add_routes(app)
-    routes_failure_domains.add_routes(app)
-    routes_unload.add_routes(app)
-    routes_bundles.add_routes(app)
-    routes_permissions.add_routes(app)
-    routes_topic_properties.add_routes(app)
-    routes_topics.add_routes(app)
-    routes_partitioned.add_routes(app)
-    routes_dispatch_rate.add_routes(app)
-    routes_limits.add_routes(app)
-    routes_backlog_quota.add_routes(app)
-    routes_topic_policies.add_routes(app)
-    routes_subscriptions.add_routes(app)
-    routes_messages.add_routes(app)
-    routes_termination.add_routes(app)
-    routes_schemas.add_routes(app)
-    routes_lookup.add_routes(app)
-    routes_dashboard.add_routes(app)
-    app.router.add_get("/metrics", _prometheus)
-    app.router.add_get("/metrics/", _prometheus)
+    routing.add_routes(app)
     return app
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 from aiohttp import web
 
 if TYPE_CHECKING:
@@ -32,8 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["CONTEXT", "AdminContext"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AdminContext:
+class AdminContext(msgspec.Struct, frozen=True, kw_only=True):
     """The services behind the REST API.
 
     Attributes:

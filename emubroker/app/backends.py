@@ -17,7 +17,7 @@ from emubroker.metadata.remote import (
     open_remote_metadata_store,
 )
 from emubroker.storage import BookieBackend
-from storage_stub.client import open_stub_client
+from storage_stub import client as stub
 from storage_stub.journal import FsyncPolicy
 
 if TYPE_CHECKING:
@@ -82,5 +82,7 @@ async def open_storage(
                 open_remote_metadata_store(metadata_url, session_timeout=session_timeout)
             )
         if bookie_url is not None:
-            ledgers = BookieBackend(await stack.enter_async_context(open_stub_client(bookie_url)))
+            ledgers = BookieBackend(
+                await stack.enter_async_context(stub.open_stub_client(bookie_url))
+            )
         yield metadata, ledgers

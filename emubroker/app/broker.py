@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from emubroker.handlers import ConnectionHandler
 from emubroker.net import Session
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
     from storage_stub.ledger import LedgerStore
 
 
-@dataclass(frozen=True, slots=True)
-class Broker:
+class Broker(msgspec.Struct, frozen=True):
     """A running broker, as ``open_broker`` yields it.
 
     Attributes:

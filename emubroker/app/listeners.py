@@ -8,7 +8,6 @@ URLs and the cluster's metadata name the real one.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -33,8 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class BoundPorts:
+class BoundPorts(msgspec.Struct, frozen=True):
     """The sockets a broker bound and the URLs they answer at.
 
     Attributes:

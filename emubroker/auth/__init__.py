@@ -16,8 +16,9 @@ a broker without security checks one attribute and pays nothing more.
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from emubroker.auth.authorization import (
     AuthorizationDenied,
@@ -55,8 +56,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Security:
+class Security(msgspec.Struct, frozen=True):
     """What the broker's layers ask about security.
 
     Attributes:

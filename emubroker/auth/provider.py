@@ -10,14 +10,14 @@ after construction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 __all__ = ["Authenticated", "AuthenticationProvider", "Credentials"]
 
 
-@dataclass(frozen=True, slots=True)
-class Credentials:
+class Credentials(msgspec.Struct, frozen=True):
     """What a client presented.
 
     Attributes:
@@ -31,8 +31,7 @@ class Credentials:
     peer_certificate: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Authenticated:
+class Authenticated(msgspec.Struct, frozen=True):
     """A successful authentication.
 
     Attributes:

@@ -23,6 +23,7 @@ the key and where it came from. A bad value stops start-up too, naming the key.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -256,11 +257,17 @@ class BrokerConfig(ProtectionConfig, frozen=True, forbid_unknown_fields=True):
 
 
 _KNOWN_KEYS: frozenset[str] = frozenset(BrokerConfig.__struct_fields__)
-_LIST_KEYS: frozenset[str] = frozenset(
-    f.name
-    for f in msgspec.inspect.type_info(BrokerConfig).fields  # type: ignore[attr-defined]  # a StructType
-    if isinstance(f.type, (msgspec.inspect.FrozenSetType, msgspec.inspect.VarTupleType))
-)
+
+
+@functools.cache
+def _list_keys() -> frozenset[str]:
+    # At first use, not at import: msgspec.inspect evaluates BrokerConfig's ~500 annotations
+    # (~2 ms), and a broker started with its flags only has no string value to split.
+    return frozenset(
+        f.name
+        for f in msgspec.inspect.type_info(BrokerConfig).fields  # type: ignore[attr-defined]  # a StructType
+        if isinstance(f.type, (msgspec.inspect.FrozenSetType, msgspec.inspect.VarTupleType))
+    )
 
 
 def split_list_values(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,7 +278,7 @@ def split_list_values(raw: Mapping[str, Any]) -> dict[str, Any]:
     """
     return {
         key: [item.strip() for item in value.split(",") if item.strip()]
-        if key in _LIST_KEYS and isinstance(value, str)
+        if isinstance(value, str) and key in _list_keys()
         else value
         for key, value in raw.items()
     }
@@ -417,7 +424,10 @@ def load_config(
         raise _invalid(values, origin, exc) from exc
 
 
-_FIELD_TYPES: Final = {f.encode_name: f.type for f in msgspec.structs.fields(BrokerConfig)}
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    # Needed to explain a bad value only: not built at import (~1.6 ms).
+    return {f.encode_name: f.type for f in msgspec.structs.fields(BrokerConfig)}
 
 
 def _invalid(
@@ -432,7 +442,7 @@ def _invalid(
     problems = []
     for key, value in values.items():
         try:
-            msgspec.convert(value, _FIELD_TYPES[key], strict=False)
+            msgspec.convert(value, _field_types()[key], strict=False)
         except msgspec.ValidationError as bad:
             problems.append(f"{origin[key]}: {key} = {value!r}: {_expected(key, str(bad))}")
     if not problems:
@@ -445,7 +455,7 @@ def _invalid(
 
 def _expected(key: str, message: str) -> str:
     """What ``key`` takes: its choices, or msgspec's ``Expected `int` >= 1`` without the rest."""
-    choices = _choices(_FIELD_TYPES[key])
+    choices = _choices(_field_types()[key])
     if choices:
         return "expected one of " + ", ".join(map(str, choices))
     expected = message.split(" - at `", 1)[0].split(", got `", 1)[0].replace("`", "")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from emubroker import __version__
 from emubroker.handlers.lookups import LookupLimit
@@ -44,8 +45,7 @@ SERVER_VERSION: Final = f"emubroker-{__version__}"
 """``CONNECTED.server_version`` (spec §3.1: any string, but it must be there)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerServices:
+class BrokerServices(msgspec.Struct, frozen=True):
     """What every connection's handler shares: built once by the app.
 
     Attributes:
@@ -72,12 +72,12 @@ class BrokerServices:
     ownership: OwnershipTable
     namespace_exists: Callable[[NamespaceName], bool]
     read_namespace: Callable[[NamespaceName], Awaitable[bool]] | None = None
-    listeners: dict[str, str] = field(default_factory=dict)
+    listeners: dict[str, str] = msgspec.field(default_factory=dict)
     schemas: SchemaService | None = None
     security: Security | None = None
     clock: Clock | None = None
     lookup: BundleLookup | None = None
-    lookups: LookupLimit = field(default_factory=LookupLimit)
+    lookups: LookupLimit = msgspec.field(default_factory=LookupLimit)
 
 
 class ConnectionInfo:

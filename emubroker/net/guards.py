@@ -26,10 +26,10 @@ Everything here is synchronous but :meth:`PublishBuffer.wait_resumed` and :meth:
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio
+import msgspec
 
 if TYPE_CHECKING:
     from emubroker.config import BrokerConfig
@@ -270,8 +270,7 @@ class PartialFrames:
         self.total -= self._held.pop(holder, 0)
 
 
-@dataclass
-class NetGuards:
+class NetGuards(msgspec.Struct):
     """The broker-wide state every session of one broker shares (see the module docstring).
 
     Attributes:
@@ -282,10 +281,10 @@ class NetGuards:
         max_pending_publishes: ``maxPendingPublishRequestsPerConnection`` (0: no limit).
     """
 
-    connections: ConnectionCounter = field(default_factory=ConnectionCounter)
-    publish_buffer: PublishBuffer = field(default_factory=PublishBuffer)
-    read_gate: ReadGate = field(default_factory=ReadGate)
-    partial_frames: PartialFrames = field(default_factory=PartialFrames)
+    connections: ConnectionCounter = msgspec.field(default_factory=ConnectionCounter)
+    publish_buffer: PublishBuffer = msgspec.field(default_factory=PublishBuffer)
+    read_gate: ReadGate = msgspec.field(default_factory=ReadGate)
+    partial_frames: PartialFrames = msgspec.field(default_factory=PartialFrames)
     max_pending_publishes: int = 1000
 
     @classmethod

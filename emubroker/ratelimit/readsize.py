@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -145,8 +144,7 @@ class MessagesPerEntryAverage:
         return math.floor(self.value + 0.5)
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerSize:
+class LedgerSize(msgspec.Struct, frozen=True):
     """One ledger's totals, as the managed ledger's ``LedgerInfo`` (or live counters) report."""
 
     ledger_id: int

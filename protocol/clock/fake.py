@@ -9,11 +9,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
+import msgspec
 
 from protocol.clock.base import AlarmTimer
 
@@ -36,8 +36,7 @@ _STALE_SLACK = 64
 _IDLE_POLL = 0.001
 
 
-@dataclass(frozen=True, slots=True)
-class FakeClockStatistics:
+class FakeClockStatistics(msgspec.Struct, frozen=True):
     """A snapshot of a `FakeClock`.
 
     Attributes:

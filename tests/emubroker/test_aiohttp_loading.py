@@ -173,3 +173,34 @@ def test_an_https_call_through_aiohttps_default_context_verifies_the_server(
     with pytest.raises(subprocess.CalledProcessError) as failed:
         _run(CLIENT_CALL, *args, ca_file=tmp_path / "broker-cert.pem")  # not a CA: untrusted
     assert "CERTIFICATE_VERIFY_FAILED" in failed.value.stderr
+
+
+MIME_TYPES = """
+import json, mimetypes, sys
+
+if sys.argv[1] == "broker":
+    from emubroker.aiohttp_loading import import_aiohttp
+
+    import_aiohttp()
+import aiohttp.web
+from aiohttp.web_fileresponse import CONTENT_TYPES
+
+print(json.dumps(mimetypes.inited))
+print(json.dumps([CONTENT_TYPES.types_map, CONTENT_TYPES.encodings_map]))
+print(json.dumps(mimetypes.guess_type("report.xlsx")))
+print(json.dumps(mimetypes.types_map))
+"""
+
+
+def test_aiohttps_file_types_are_built_without_reading_the_systems_mime_files() -> None:
+    # Its table holds Python's built-in types either way; the mimetypes module's own table,
+    # which aiohttp's import initialized (reading /etc/mime.types, ~3 ms), is initialized at
+    # its first use, with the same result.
+    inited, table, guessed, module_table = _run(MIME_TYPES, "broker", ca_file=None)
+    plain_inited, plain_table, plain_guessed, plain_module_table = _run(
+        MIME_TYPES, "plain", ca_file=None
+    )
+    assert (inited, plain_inited) == (False, True)
+    assert table == plain_table
+    assert guessed == plain_guessed
+    assert module_table == plain_module_table

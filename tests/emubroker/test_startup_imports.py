@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from emubroker.__main__ import _command, _parser
+from emubroker.admin.routing import ROUTE_MODULES
 
 # Loaded on first use, never by ``emubroker standalone`` before it serves: the admin CLI and the
 # cluster supervisor (and PyJWT and cryptography with them), the token and TLS authentication
@@ -35,6 +36,23 @@ NOT_AT_START = (
     "tomllib",
 )
 
+# Loaded at first use by a standalone broker, but by the zygote before it forks, since every
+# broker of a cluster uses them at once (docs/performance.md): the admin routes' handlers and
+# their helpers, loaded at the first admin request (emubroker.admin.routing; every route is
+# registered without them), and the stub's client and its connection, which a broker on
+# in-process storage never uses.
+AT_FIRST_USE = (
+    *(f"emubroker.admin.{name}" for name in ROUTE_MODULES),
+    "emubroker.admin.policy_bodies",
+    "emubroker.admin.partition_fanout",
+    "emubroker.dashboard.model",
+    "importlib.resources",
+    "storage_stub.stub_client",
+    "storage_stub.channel",
+    "storage_stub.messages",
+    "storage_stub.faults",
+)
+
 STANDALONE_IMPORTS = """
 import sys
 from emubroker.__main__ import _command, _parser
@@ -48,7 +66,7 @@ print(" ".join(name for name in sys.argv[1:] if name in sys.modules))
 
 def test_a_standalone_broker_imports_none_of_the_modules_it_does_not_serve_with() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", STANDALONE_IMPORTS, *NOT_AT_START],
+        [sys.executable, "-c", STANDALONE_IMPORTS, *NOT_AT_START, *AT_FIRST_USE],
         capture_output=True,
         text=True,
         check=True,
@@ -131,14 +149,36 @@ def test_the_zygote_imports_what_a_broker_serves_with_and_starts_no_thread() -> 
     assert done.stdout.split() == ["1", "anyio._backends._asyncio"]
 
 
+ZYGOTE_AT_FIRST_USE = """
+import sys
+from emubroker.zygote import import_broker_modules
+
+import_broker_modules()
+print(" ".join(name for name in sys.argv[1:] if name not in sys.modules))
+"""
+
+
+def test_the_zygote_imports_what_every_broker_of_a_cluster_uses_at_once() -> None:
+    # Imported once and shared by the forks, not by each broker at its first admin request
+    # or stub connection.
+    done = subprocess.run(
+        [sys.executable, "-c", ZYGOTE_AT_FIRST_USE, *AT_FIRST_USE],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == []
+
+
 ZYGOTE_ROUTES = """
 import re
 from emubroker.admin import build_admin_app
+from emubroker.admin.routing import compile_patterns
 from emubroker.zygote import warm_route_patterns
 
 warm_route_patterns()
 warmed = dict(re._cache)
-build_admin_app(None)
+compile_patterns(build_admin_app(None))  # what a child's first requests compile
 print(len(warmed), len(re._cache) - len(warmed), all(re._cache[k] is v for k, v in warmed.items()))
 """
 
@@ -191,8 +231,8 @@ def test_a_starting_broker_reads_no_ca_bundle(start: str) -> None:
 
 
 def test_a_broker_forked_from_the_zygote_compiles_no_route_pattern() -> None:
-    # aiohttp compiles a pattern per admin route (~15 ms of CPU per broker); the zygote's
-    # warm-up leaves them all in re's cache, so a child's own admin app adds none.
+    # A broker compiles a pattern per admin route (~15 ms of CPU, at its first requests); the
+    # zygote's warm-up leaves them all in re's cache, so a child's own admin app adds none.
     done = subprocess.run(
         [sys.executable, "-c", ZYGOTE_ROUTES], capture_output=True, text=True, check=True
     )
@@ -212,3 +252,110 @@ def test_the_broker_reports_the_version_pyproject_gives_without_importlib_metada
     assert __version__ == project["project"]["version"]
     assert f"emubroker-{__version__}" == SERVER_VERSION
     assert __version__ == BROKER_VERSION
+
+
+# ``emubroker standalone`` in this process until its ready line, then the NOT_AT_START modules
+# it has loaded by then: building and starting the broker and its admin app included.
+STANDALONE_AT_READY = """
+import os, sys
+
+
+class AtReady:
+    def write(self, text):
+        if " ready: " in text:
+            loaded = [name for name in sys.argv[1:] if name in sys.modules]
+            os.write(1, (" ".join(loaded) + "\\n").encode())
+            os._exit(0)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+sys.stdout = AtReady()
+from emubroker.__main__ import main
+
+main(["standalone", "--port", "0", "--admin-port", "0", "--log-level", "ERROR"])
+"""
+
+
+def test_a_standalone_broker_has_loaded_none_of_them_at_its_ready_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STANDALONE_AT_READY, *NOT_AT_START, *AT_FIRST_USE],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert done.stdout.split() == []
+
+
+CONFIG_TABLES = """
+import emubroker.config as config
+import emubroker.dynamic_config as dynamic
+
+config.load_config(overrides={"brokerServicePort": 0, "webServicePort": 0}, environ={})
+tables = (config._list_keys, config._field_types, dynamic._boolean_keys)
+print(*(table.cache_info().currsize for table in tables))
+"""
+
+
+def test_a_start_from_flags_builds_none_of_the_configuration_key_tables() -> None:
+    # Each evaluates BrokerConfig's ~500 annotations again (~2 ms): they are built when a
+    # string value is split, a bad value explained or a dynamic override applied.
+    done = subprocess.run(
+        [sys.executable, "-c", CONFIG_TABLES], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["0", "0", "0"]
+
+
+# The dataclasses of ours that ``emubroker standalone`` builds by its ready line.
+DATACLASSES_AT_READY = """
+import dataclasses, os, sys
+
+built = []
+process_class = dataclasses._process_class
+
+
+def recording(cls, *args, **kwargs):
+    if cls.__module__.split(".")[0] in ("emubroker", "protocol", "storage_stub"):
+        built.append(f"{cls.__module__}.{cls.__qualname__}")
+    return process_class(cls, *args, **kwargs)
+
+
+dataclasses._process_class = recording
+
+
+class AtReady:
+    def write(self, text):
+        if " ready: " in text:
+            os.write(1, (" ".join(sorted(built)) + "\\n").encode())
+            os._exit(0)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+sys.stdout = AtReady()
+from emubroker.__main__ import main
+
+main(["standalone", "--port", "0", "--admin-port", "0", "--log-level", "ERROR"])
+"""
+
+# A dataclass writes its __init__, __repr__, __eq__, __hash__ and (frozen) __setattr__ as source
+# and compiles them as its module is imported: 0.5-5 ms each, ~18 ms over the 18 a start built.
+# The records built at start are msgspec Structs (made in C); TopicName is left: it keeps two
+# cached fields out of its equality, which a Struct cannot.
+DATACLASSES_LEFT = ("emubroker.naming.TopicName",)
+
+
+def test_a_standalone_broker_builds_only_the_listed_dataclasses_of_ours() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", DATACLASSES_AT_READY],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert tuple(done.stdout.split()) == DATACLASSES_LEFT

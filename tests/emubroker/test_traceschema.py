@@ -39,3 +39,11 @@ def test_every_table_names_itself_and_its_version_in_the_arrow_metadata() -> Non
         assert metadata[f"{table.metadata_prefix}.{table.metadata_name}".encode()] == name.encode()
         assert metadata[f"{table.metadata_prefix}.schema_version".encode()] == b"1"
         assert table.arrow_schema().names == list(table.field_names)
+
+
+@pytest.mark.parametrize(
+    "table", [*BROKER_TRACES.values(), *LOADGEN_TABLES.values()], ids=lambda t: t.name
+)
+def test_a_tables_column_names_are_its_records_fields_in_order(table: TraceTable) -> None:
+    # field_names is read from the record's fields tuple (no annotations evaluated at import).
+    assert table.field_names == tuple(field.name for field in msgspec.structs.fields(table.record))

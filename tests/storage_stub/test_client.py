@@ -238,3 +238,15 @@ async def test_heartbeats_answered_late_do_not_lose_the_session(
         await fake_clock.advance(10.0)
         assert client.session_alive(session)
         tg.cancel_scope.cancel()
+
+
+def test_every_name_of_the_client_module_is_there_the_client_at_its_first_use() -> None:
+    # storage_stub.client loads the client and its connection at the first use of their names.
+    from storage_stub import channel, client, stub_client
+
+    assert all(hasattr(client, name) for name in client.__all__)
+    assert client.StubClient is stub_client.StubClient
+    assert client.open_stub_client is stub_client.open_stub_client
+    assert client.Backoff is channel.Backoff
+    with pytest.raises(AttributeError, match="no_such_name"):
+        client.no_such_name  # noqa: B018

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from contextlib import AsyncExitStack
 
 import anyio
 import anyio.abc
+import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -94,7 +94,7 @@ async def test_no_known_leader_answers_404(fake_clock: FakeClock) -> None:
     async with AsyncExitStack() as stack:
         broker, _ = await _broker(stack, MemoryMetadataTree(), fake_clock, 8080)
         assert broker.admin is not None
-        without = dataclasses.replace(broker.admin, leader_election=None)
+        without = msgspec.structs.replace(broker.admin, leader_election=None)
         admin = Admin(
             await stack.enter_async_context(TestClient(TestServer(build_admin_app(without))))
         )
