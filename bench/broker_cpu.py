@@ -1,7 +1,8 @@
 """Broker CPU per message on the produce -> consume hot path, with the official client.
 
 Usage: python bench/broker_cpu.py [--messages N] [--batched-messages N] [--sizes 100,1024]
-                                  [--only unbatched|batched] [--no-split] [--profile OUT.prof]
+                                  [--only unbatched|batched] [--no-split] [--no-warmup]
+                                  [--profile OUT.prof]
 
 Starts ``emubroker standalone`` as a subprocess and, for unbatched and batched producers and each
 payload size, produces N messages with the official ``pulsar-client`` while one consumer receives
@@ -16,6 +17,13 @@ of the client process(es) around each run and prints, per run:
 - ``faults/kmsg``: the broker's minor page faults per 1,000 messages (``/proc/PID/stat``), the
   copies it makes into fresh memory.
 
+Before the measured runs the broker first runs, unmeasured, each mode and size it will measure
+(20,000 unbatched / 100,000 batched messages, on a topic of their own, one client process), so
+that the figures are the broker's steady state: a load experiment runs for minutes, and the first
+run on a fresh broker also pays its one-time costs (the first topic, producer and consumer, codec
+plans and modules built or imported on first use, the allocator's growth). ``--no-warmup`` measures
+the first runs instead, as this bench did before.
+
 Each case runs twice: once with producer and consumer in this process ("1 proc"; the official
 Python client pays ~15 us/msg of its own, so batched e2e is client bound) and once with the
 producer and the consumer in two separate client processes ("2 procs"), which spreads the client
@@ -28,9 +36,10 @@ Each size is also relayed on the raw non-blocking socket ("raw socket": ``recv``
 first, ``anyio.wait_readable``/``wait_writable`` only when the socket is not ready), what a byte
 stream of our own under the session could cost instead of anyio's.
 
-``--profile OUT.prof`` runs the broker under cProfile (from after its imports) and writes the
-profile when it stops (it is stopped with SIGINT, which the broker handles cleanly); CPU numbers
-of such a run are inflated by the profiler. Numbers only; asserts nothing.
+``--profile OUT.prof`` runs the broker under cProfile in CPU time (``time.process_time``), from
+the end of the warm-up (or of the start with ``--no-warmup``), and writes the profile when it
+stops (it is stopped with SIGINT, which the broker handles cleanly); CPU numbers of such a run
+are inflated by the profiler. Numbers only; asserts nothing.
 """
 
 from __future__ import annotations
@@ -52,13 +61,18 @@ import psutil
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BROKER_ARGS = ("--admin-port", "0", "--log-level", "WARNING")
+# The unmeasured warm-up run of each mode (at most the measured run's length).
+WARMUP_MESSAGES = {False: 20_000, True: 100_000}
 
-# The broker under cProfile, profiling from after the imports (python -c SOURCE OUT ARGS...).
+# The broker under a CPU-time cProfile (python -c SOURCE OUT ARGS...): process time, not wall
+# time, so that waits (a `send` the kernel completes later, an idle loop) are not counted. It
+# profiles from the SIGUSR1 the bench sends after the warm-up, so that the profile is of the
+# steady state, not of the start and the first runs.
 PROFILED_BROKER = """
-import cProfile, sys
+import cProfile, signal, sys, time
 from emubroker.__main__ import main
-profile = cProfile.Profile()
-profile.enable()
+profile = cProfile.Profile(time.process_time)
+signal.signal(signal.SIGUSR1, lambda *_: profile.enable())
 try:
     code = main(sys.argv[2:])
 finally:
@@ -393,6 +407,9 @@ def main() -> None:
     parser.add_argument("--only", choices=["unbatched", "batched"])
     parser.add_argument("--no-split", action="store_true", help="skip the two-process runs")
     parser.add_argument("--no-floor", action="store_true", help="skip the anyio relay floor")
+    parser.add_argument(
+        "--no-warmup", action="store_true", help="measure the broker's first runs (no warm-up)"
+    )
     parser.add_argument("--profile", help="run the broker under cProfile, write stats here")
     # Internal: the client processes of the two-process run.
     parser.add_argument("--role", choices=["producer", "consumer"], help=argparse.SUPPRESS)
@@ -420,6 +437,19 @@ def main() -> None:
         f"{'client us/msg':>14} {'e2e msg/s':>10} {'broker sys %':>12} {'faults/kmsg':>11}"
     )
     with broker_process(args.profile) as (url, broker):
+        if not args.no_warmup:
+            warmups = []
+            for batched in cases:
+                n = args.batched_messages if batched else args.messages
+                warm = min(n, WARMUP_MESSAGES[batched])
+                for size in sizes:
+                    run_one_process(url, warm, size, batched)
+                warmups.append(f"{warm} {'batched' if batched else 'unbatched'}")
+            print(f"warm-up (not measured): {', '.join(warmups)} per size, 1 proc", flush=True)
+        else:
+            print("no warm-up: the broker's first runs", flush=True)
+        if args.profile:
+            broker.send_signal(signal.SIGUSR1)  # the profile starts here
         for batched in cases:
             n = args.batched_messages if batched else args.messages
             for size in sizes:
