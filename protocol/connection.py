@@ -282,6 +282,12 @@ class Connection:
         elif isinstance(command, c.Connected) and direction == "receive":
             self.peer_connected = command
             self.peer_protocol_version = command.protocol_version
+        if next_state is State.CLOSED:
+            # A refused CONNECT (ERROR instead of CONNECTED) ends the connection as ``close`` does,
+            # not as a protocol error: the broker closes it next (ServerCnx), so whatever follows
+            # is not read, and ``next_frame`` answers CLOSED rather than raising.
+            self.close()
+            return
         self.state = next_state
 
     # ---- sending -----------------------------------------------------------------------------

@@ -277,6 +277,22 @@ def test_a_refused_connect_reaches_the_client_as_its_error() -> None:
     assert client.state is State.CLOSED
 
 
+def test_a_refused_connect_ends_the_connection_without_a_protocol_error() -> None:
+    # The client reads on after the refusal: CLOSED, as after close(), not LocalProtocolError
+    # (which means "closed by a protocol error"); bytes behind the ERROR are not read.
+    client = connection_in(Role.CLIENT, Setup.CONNECT_DONE)
+    refusal = c.Error(request_id=0, error=ServerError.UnknownError, message="")
+    client.receive_data(encode_frame(refusal) + encode_frame(c.Ping()))
+    assert client.next_frame() == Frame(refusal)
+    assert client.next_frame() is CLOSED
+    client.receive_data(encode_frame(c.Ping()))
+    assert client.next_frame() is CLOSED
+    broker = connection_in(Role.BROKER, Setup.CONNECT_DONE)
+    broker.send(refusal)
+    broker.receive_data(encode_frame(c.Ping()))
+    assert broker.next_frame() is CLOSED
+
+
 def test_second_connected_kills_the_client_connection() -> None:
     # spec §2.5: a second CONNECTED is among the frames that make the client drop the connection.
     pair = ConnectionPair()
