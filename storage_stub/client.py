@@ -1,21 +1,11 @@
 """The anyio client of the bookie stub, and everything its users catch or receive.
 
-The client itself, :class:`~storage_stub.stub_client.StubClient` and its connection, load at the
-first use of one of their names here (``StubClient``, ``open_stub_client``, its timeouts,
-``Backoff``, ``parse_stub_url``): a broker on in-process storage never connects to a stub, and
-the client's modules (the channel, the messages, fault injection) were ~2 ms of its start.
-
-:class:`StubClient` mirrors the stub's operations (ledgers, metadata, fault control) as async
-methods; the connection underneath (pipelining with request ids, clock-driven timeouts,
-reconnection with backoff, session heartbeats) is ``storage_stub.channel.StubChannel``. Open one
-with :func:`open_stub_client`.
-
-Errors (STYLE.md §1.11-13): error replies become the stub's exception classes by code
-(``storage_stub.errors``); anyio and OS errors never leave the client. Every method may also
-raise :class:`~storage_stub.errors.StubTimeoutError` (no reply within ``request_timeout``),
-:class:`~storage_stub.errors.StubConnectionError` (the connection broke with the request in
-flight: its outcome is unknown), :class:`~storage_stub.errors.StubClosedError` (the client was
-closed) and :class:`~storage_stub.errors.StubUnavailableError` (an injected fault).
+The client itself, :class:`~storage_stub.stub_client.StubClient` and its connection (described
+there, with the errors every method may raise), load at the first use of one of their names here
+(``StubClient``, ``open_stub_client``, its timeouts, ``Backoff``, ``parse_stub_url``): a broker on
+in-process storage never connects to a stub, and the client's modules (the channel, the messages,
+fault injection) were ~2 ms of its start. The error classes and the records a client returns are
+imported here as they are.
 """
 
 from __future__ import annotations

@@ -183,28 +183,21 @@ print(len(warmed), len(re._cache) - len(warmed), all(re._cache[k] is v for k, v 
 """
 
 
-ZYGOTE_CA = """
-from emubroker.zygote import import_broker_modules
+def until_ready(prelude: str) -> str:
+    """A program that runs ``emubroker standalone`` in its process until the ready line.
 
-import_broker_modules()
-import aiohttp.connector
-
-print(aiohttp.connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"])
-"""
-
-# ``emubroker standalone`` in this process, its stdout a writer that, at the ready line, prints
-# how many CA certificates aiohttp's default client context holds, and exits.
-STANDALONE_CA = """
-import os, sys
-
+    ``prelude`` runs first and defines ``report()``; at the ready line the program writes what
+    ``report()`` returns, as one line, and exits at once.
+    """
+    return (
+        "import os, sys\n"
+        + prelude
+        + """
 
 class AtReady:
     def write(self, text):
         if " ready: " in text:
-            import aiohttp.connector
-
-            stats = aiohttp.connector._SSL_CONTEXT_VERIFIED.cert_store_stats()
-            os.write(1, b"%d\\n" % stats["x509_ca"])
+            os.write(1, (report() + "\\n").encode())
             os._exit(0)
         return len(text)
 
@@ -217,6 +210,28 @@ from emubroker.__main__ import main
 
 main(["standalone", "--port", "0", "--admin-port", "0", "--log-level", "ERROR"])
 """
+    )
+
+
+ZYGOTE_CA = """
+from emubroker.zygote import import_broker_modules
+
+import_broker_modules()
+import aiohttp.connector
+
+print(aiohttp.connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"])
+"""
+
+# ``emubroker standalone`` in this process, its stdout a writer that, at the ready line, prints
+# how many CA certificates aiohttp's default client context holds, and exits.
+STANDALONE_CA = until_ready(
+    """
+def report():
+    import aiohttp.connector
+
+    return str(aiohttp.connector._SSL_CONTEXT_VERIFIED.cert_store_stats()["x509_ca"])
+"""
+)
 
 
 @pytest.mark.parametrize("start", [ZYGOTE_CA, STANDALONE_CA], ids=["zygote", "standalone"])
@@ -256,27 +271,12 @@ def test_the_broker_reports_the_version_pyproject_gives_without_importlib_metada
 
 # ``emubroker standalone`` in this process until its ready line, then the NOT_AT_START modules
 # it has loaded by then: building and starting the broker and its admin app included.
-STANDALONE_AT_READY = """
-import os, sys
-
-
-class AtReady:
-    def write(self, text):
-        if " ready: " in text:
-            loaded = [name for name in sys.argv[1:] if name in sys.modules]
-            os.write(1, (" ".join(loaded) + "\\n").encode())
-            os._exit(0)
-        return len(text)
-
-    def flush(self):
-        pass
-
-
-sys.stdout = AtReady()
-from emubroker.__main__ import main
-
-main(["standalone", "--port", "0", "--admin-port", "0", "--log-level", "ERROR"])
+STANDALONE_AT_READY = until_ready(
+    """
+def report():
+    return " ".join(name for name in sys.argv[1:] if name in sys.modules)
 """
+)
 
 
 def test_a_standalone_broker_has_loaded_none_of_them_at_its_ready_line() -> None:
@@ -310,8 +310,9 @@ def test_a_start_from_flags_builds_none_of_the_configuration_key_tables() -> Non
 
 
 # The dataclasses of ours that ``emubroker standalone`` builds by its ready line.
-DATACLASSES_AT_READY = """
-import dataclasses, os, sys
+DATACLASSES_AT_READY = until_ready(
+    """
+import dataclasses
 
 built = []
 process_class = dataclasses._process_class
@@ -326,22 +327,10 @@ def recording(cls, *args, **kwargs):
 dataclasses._process_class = recording
 
 
-class AtReady:
-    def write(self, text):
-        if " ready: " in text:
-            os.write(1, (" ".join(sorted(built)) + "\\n").encode())
-            os._exit(0)
-        return len(text)
-
-    def flush(self):
-        pass
-
-
-sys.stdout = AtReady()
-from emubroker.__main__ import main
-
-main(["standalone", "--port", "0", "--admin-port", "0", "--log-level", "ERROR"])
+def report():
+    return " ".join(sorted(built))
 """
+)
 
 # A dataclass writes its __init__, __repr__, __eq__, __hash__ and (frozen) __setattr__ as source
 # and compiles them as its module is imported: 0.5-5 ms each, ~18 ms over the 18 a start built.
