@@ -7,7 +7,8 @@ whose children are these stand-ins, unless ``zygote.mode`` says ``exit N`` (it f
 brokers are exec'd then). Under ``$FAKE_CHILD_DIR`` each child, named ``stub`` or by its binary
 port:
 
-- appends ``{"pid": ..., "argv": [...]}`` as one JSON line to ``<name>.starts`` when it starts;
+- appends ``{"pid": ..., "ppid": ..., "sid": ..., "argv": [...]}`` as one JSON line to
+  ``<name>.starts`` when it starts;
 - reads ``<name>.mode`` if it exists: ``exit N`` exits with N before the ready line, ``silent``
   never prints one; otherwise it prints the ready line the real command prints and waits;
 - on SIGTERM appends ``time.monotonic_ns()`` to ``<name>.stops`` and exits 0; in mode
@@ -47,7 +48,8 @@ def child(argv: list[str]) -> int:
     is_stub = argv[:2] == ["-m", "storage_stub"]
     name = "stub" if is_stub else _option(argv, "--port")
     with (directory / f"{name}.starts").open("a") as starts:
-        starts.write(json.dumps({"pid": os.getpid(), "argv": argv}) + "\n")
+        started = {"pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "argv": argv}
+        starts.write(json.dumps(started) + "\n")
 
     mode_file = directory / f"{name}.mode"
     mode = mode_file.read_text().split() if mode_file.exists() else []
