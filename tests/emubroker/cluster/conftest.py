@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -10,12 +10,15 @@ import pytest
 from tests.emubroker.cluster import evidence
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     funcargs = getattr(item, "funcargs", {})
     if report.failed and "children_dir" in funcargs:
-        tmp_path: Path = funcargs["tmp_path"]
-        files = evidence.files_of(tmp_path / "run", funcargs["children_dir"])
+        children_dir: Path = funcargs["children_dir"]
+        # The tests' run directory is ``tmp_path / "run"``, beside the children's.
+        files = evidence.files_of(children_dir.parent / "run", children_dir)
         report.sections.append((f"cluster evidence {report.when}", files))
+    return report
