@@ -7,11 +7,14 @@ whose children are these stand-ins, unless ``zygote.mode`` says ``exit N`` (it f
 brokers are exec'd then). Under ``$FAKE_CHILD_DIR`` each child, named ``stub`` or by its binary
 port:
 
-- appends ``{"pid": ..., "argv": [...]}`` as one JSON line to ``<name>.starts`` when it starts;
+- appends ``{"pid": ..., "ppid": ..., "sid": ..., "argv": [...]}`` as one JSON line to
+  ``<name>.starts`` when it starts;
 - reads ``<name>.mode`` if it exists: ``exit N`` exits with N before the ready line, ``silent``
   never prints one; otherwise it prints the ready line the real command prints and waits;
 - on SIGTERM appends ``time.monotonic_ns()`` to ``<name>.stops`` and exits 0; in mode
   ``farewell`` it first prints ``<name> stopped: farewell`` a moment later (a last log line).
+  SIGTERM is blocked from before its first line (``/proc/PID/status``'s ``SigBlk``) and taken
+  with ``sigwait``, so one sent at any moment after the ready line is never lost.
 """
 
 from __future__ import annotations
@@ -47,21 +50,18 @@ def child(argv: list[str]) -> int:
     is_stub = argv[:2] == ["-m", "storage_stub"]
     name = "stub" if is_stub else _option(argv, "--port")
     with (directory / f"{name}.starts").open("a") as starts:
-        starts.write(json.dumps({"pid": os.getpid(), "argv": argv}) + "\n")
+        started = {"pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "argv": argv}
+        starts.write(json.dumps(started) + "\n")
 
     mode_file = directory / f"{name}.mode"
     mode = mode_file.read_text().split() if mode_file.exists() else []
 
-    def stopped(signum: int, frame: object) -> None:
-        with (directory / f"{name}.stops").open("a") as stops:
-            stops.write(f"{time.monotonic_ns()}\n")
-        if mode[:1] == ["farewell"]:
-            # A broker's last log lines, written a moment after the SIGTERM (its shutdown).
-            time.sleep(0.2)
-            print(f"{name} stopped: farewell", flush=True)
-        sys.exit(0)
-
-    signal.signal(signal.SIGTERM, stopped)
+    # SIGTERM is held pending from before the ready line and taken by ``sigwait`` below: a
+    # handler with ``signal.pause()`` loses a SIGTERM that comes after its last check for
+    # signals and before ``pause()`` begins (its C handler runs, ``pause()`` then sleeps on),
+    # and the supervisor sends it the moment it has read the ready line: the child then ran
+    # until a second SIGTERM, as the cluster stopped, 30 s later.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     print("starting up", flush=True)
     if mode[:1] == ["exit"]:
         print("cannot start: it was told to fail", flush=True)
@@ -76,8 +76,14 @@ def child(argv: list[str]) -> int:
                 f"admin http://127.0.0.1:{admin}"
             )
         sys.stdout.flush()
-    while True:
-        signal.pause()
+    signal.sigwait({signal.SIGTERM})
+    with (directory / f"{name}.stops").open("a") as stops:
+        stops.write(f"{time.monotonic_ns()}\n")
+    if mode[:1] == ["farewell"]:
+        # A broker's last log lines, written a moment after the SIGTERM (its shutdown).
+        time.sleep(0.2)
+        print(f"{name} stopped: farewell", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,6 +34,7 @@ from emubroker.cluster.state import (
 from emubroker.cluster.supervisor import Cluster
 from emubroker.processes import ChildStartError
 from protocol.clock import FakeClock
+from tests.emubroker.cluster import evidence
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -75,8 +77,10 @@ class Events:
     def __init__(self) -> None:
         self.send, self.receive = anyio.create_memory_object_stream[ClusterEvent](100)
         self.seen: list[ClusterEvent] = []
+        self.emitted: list[tuple[float, ClusterEvent]] = []  # with when, for a failure's evidence
 
     def __call__(self, event: ClusterEvent) -> None:
+        self.emitted.append((time.monotonic(), event))
         self.send.send_nowait(event)
 
     async def next(self, kind: str) -> ClusterEvent:
@@ -93,9 +97,15 @@ async def running(
     cluster_spec: ClusterSpec, clock: FakeClock | None = None
 ) -> AsyncIterator[tuple[Cluster, Events]]:
     events = Events()
+    began = time.monotonic()
     with events.send, events.receive, anyio.fail_after(GUARD):
         async with open_cluster(cluster_spec, on_event=events, clock=clock) as cluster:
-            yield cluster, events
+            try:
+                yield cluster, events
+            except BaseException:
+                # Before the cluster stops: the processes as they were when the test failed.
+                print(evidence.at_failure(cluster.state, events.emitted, began))
+                raise
 
 
 def stand_ins() -> list[psutil.Process]:
@@ -122,7 +132,7 @@ def alive(pid: int | None) -> bool:
 
 
 def starts(children_dir: Path) -> list[dict[str, object]]:
-    """Every start of every stand-in: ``{"pid": ..., "argv": [...]}``."""
+    """Every start of every stand-in: ``{"pid": ..., "ppid": ..., "sid": ..., "argv": [...]}``."""
     return [
         json.loads(line)
         for path in sorted(children_dir.glob("*.starts"))
