@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from emubroker.topics.selection import ConsumerSet
     from emubroker.topics.settings import TopicSettings
     from emubroker.topics.stats import TopicCounters
-    from emubroker.topics.throttling import SubscriptionThrottle
+    from emubroker.topics.subscription_throttle import SubscriptionThrottle
     from protocol.clock import Clock
     from protocol.commands import KeySharedMeta, SubType
 

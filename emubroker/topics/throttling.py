@@ -70,9 +70,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CURSOR_BACKLOGGED_THRESHOLD",
     "DispatchThrottling",
-    # Defined in subscription_throttle; still named here for the dispatcher, which imports it
-    # from this module.
-    "SubscriptionThrottle",
     "topic_limit_overrides",
 ]
 
