@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import anyio
 import pytest
 
@@ -11,6 +13,7 @@ from protocol.client.pool import service_urls
 from protocol.clock import FakeClock
 from protocol.errors import (
     ClientClosedError,
+    ConnectionBrokenError,
     InvalidTopicNameError,
     OperationTimeoutError,
     RemoteProtocolError,
@@ -20,6 +23,9 @@ from protocol.errors import (
 )
 from tests.protocol.client.conftest import close_on_fake_time
 from tests.support.fake_broker import FakeBroker, Session
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 pytestmark = pytest.mark.anyio
 
@@ -259,8 +265,6 @@ async def test_closed_client_refuses_new_handlers(
 
 
 async def test_unreachable_broker_is_retried_until_timeout(fake_clock: FakeClock) -> None:
-    from protocol.errors import ConnectionBrokenError
-
     attempts: list[str] = []
 
     async def refuse(host: str, port: int) -> Transport:
@@ -298,12 +302,8 @@ def test_a_service_url_may_name_several_brokers() -> None:
             service_urls(bad)
 
 
-async def test_discovery_turns_to_the_next_listed_broker_when_one_is_down(
-    broker: FakeBroker, fake_clock: FakeClock
-) -> None:
-    from protocol.errors import ConnectionBrokenError
-
-    attempts: list[str] = []
+def _down_or(broker: FakeBroker, attempts: list[str]) -> Callable[[str, int], Awaitable[Transport]]:
+    """A connector that records each attempt, refuses host ``down`` and dials ``broker`` else."""
 
     async def connect(host: str, port: int) -> Transport:
         attempts.append(f"{host}:{port}")
@@ -311,8 +311,17 @@ async def test_discovery_turns_to_the_next_listed_broker_when_one_is_down(
             raise ConnectionBrokenError("refused")
         return await broker.connect(host, port)
 
+    return connect
+
+
+async def test_discovery_turns_to_the_next_listed_broker_when_one_is_down(
+    broker: FakeBroker, fake_clock: FakeClock
+) -> None:
+    attempts: list[str] = []
     async with open_client(
-        "pulsar://down:6650,fake:6650", connector=connect, clock=fake_clock
+        "pulsar://down:6650,fake:6650",
+        connector=_down_or(broker, attempts),
+        clock=fake_clock,
     ) as client:
         async with anyio.create_task_group() as tg:
 
@@ -333,18 +342,11 @@ async def test_a_lookup_asks_the_next_listed_broker_when_one_is_down(
     # the service URL's hosts must cost that lookup a backoff step of 0.1 s, not a failed
     # attempt (whose reattach backoff doubles up to a minute), as the C++ client's retryable
     # lookup service does.
-    from protocol.errors import ConnectionBrokenError
-
     attempts: list[str] = []
-
-    async def connect(host: str, port: int) -> Transport:
-        attempts.append(f"{host}:{port}")
-        if host == "down":
-            raise ConnectionBrokenError("refused")
-        return await broker.connect(host, port)
-
     async with open_client(
-        "pulsar://down:6650,fake:6650", connector=connect, clock=fake_clock
+        "pulsar://down:6650,fake:6650",
+        connector=_down_or(broker, attempts),
+        clock=fake_clock,
     ) as client:
         result: list[str] = []
 
