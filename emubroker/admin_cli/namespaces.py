@@ -142,6 +142,7 @@ def _namespaces(sub: Any) -> None:
     _dispatch_rate_commands(sub)
     _count_limit_commands(sub)
     _message_ttl_commands(sub)
+    _auto_topic_creation_commands(sub)
     permission_commands(sub, namespace_admin_path, "namespace")
 
 
@@ -184,6 +185,41 @@ def _message_ttl_commands(sub: Any) -> None:
         )
     )
     _get_and_remove_commands(sub, "message-ttl", "/messageTTL")
+
+
+def _auto_topic_creation_commands(sub: Any) -> None:
+    # pulsar-admin namespaces {set,get,remove}-auto-topic-creation, its flags and its checks.
+    cmd = sub.add_parser(
+        "set-auto-topic-creation", help="override the broker's topic auto-creation here"
+    )
+    cmd.add_argument("namespace", help="tenant/namespace")
+    cmd.add_argument("-e", "--enable", action="store_true")
+    cmd.add_argument("-d", "--disable", action="store_true")
+    cmd.add_argument(
+        "-t", "--type", default="non-partitioned", help="partitioned or non-partitioned"
+    )
+    cmd.add_argument("-n", "--num-partitions", dest="partitions", type=int)
+    cmd.set_defaults(run=_set_auto_topic_creation)
+    _get_and_remove_commands(sub, "auto-topic-creation", "/autoTopicCreation")
+
+
+def _set_auto_topic_creation(client: AdminClient, args: Any) -> Any:
+    kind = args.type.lower().strip()
+    if args.enable == args.disable:
+        raise AdminError("Need to specify either --enable or --disable")
+    if args.enable and kind not in ("partitioned", "non-partitioned"):
+        raise AdminError(
+            "Must specify type of topic to be created. "
+            "Possible values: (partitioned, non-partitioned)"
+        )
+    if args.enable and kind == "partitioned" and (args.partitions or 0) <= 0:
+        raise AdminError(
+            "Must specify num-partitions or num-partitions > 0 for partitioned topic type."
+        )
+    body: dict[str, Any] = {"allowAutoTopicCreation": args.enable, "topicType": kind}
+    if args.partitions is not None:
+        body["defaultNumPartitions"] = args.partitions
+    return client.call("POST", namespace_admin_path(args.namespace) + "/autoTopicCreation", body)
 
 
 def _count_limit_commands(sub: Any) -> None:
